@@ -1,0 +1,98 @@
+# kite - build, run and test.
+#
+#   make            library build/libkite.a and CLI build/kite
+#   make run        generate a story with the bundled model (greedy, golden prompt)
+#   make test       unit + golden + e2e tests (closing line "N passed, N failed")
+#   make test SAN=1 the same under AddressSanitizer + UndefinedBehaviorSanitizer (build-san/)
+#   make fuzz       libFuzzer targets (clang), each run for FUZZ_SECONDS
+#   make WERROR=1   treat warnings as errors (CI)
+#
+# Only files under an ISA folder (src/kernels/x86_*) may get ISA flags, so the
+# binary runs on any x86-64 and picks kernels at run time.
+
+CC ?= cc
+
+SAN ?=
+ifeq ($(SAN),1)
+  BUILD ?= build-san
+  SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+  OPT := -O1
+else
+  BUILD ?= build
+  SANFLAGS :=
+  OPT := -O2
+endif
+
+WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wvla -Wformat=2
+ifeq ($(WERROR),1)
+  WARN += -Werror
+endif
+
+CPPFLAGS += -Iinclude -Isrc -D_DEFAULT_SOURCE -D_FILE_OFFSET_BITS=64
+CFLAGS += -std=c11 $(OPT) -g $(WARN) $(SANFLAGS) -pthread
+LDFLAGS += $(SANFLAGS) -pthread
+LDLIBS += -lm
+
+LIB_SRC := $(shell find src -name '*.c' | sort)
+CLI_SRC := $(sort $(wildcard cli/*.c))
+TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
+
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
+TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+
+.PHONY: all run test fuzz clean deps
+all: $(BUILD)/kite $(BUILD)/libkite.a
+
+deps:
+	@sh scripts/install-deps.sh
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/libkite.a: $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/kite: $(CLI_OBJ) $(BUILD)/libkite.a
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libkite.a $(LDLIBS)
+
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libkite.a tests/harness.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Itests $(CFLAGS) -MMD -MP $< -o $@ $(BUILD)/libkite.a $(LDFLAGS) $(LDLIBS)
+
+# The bundled model, greedy, with the prompt of the first golden case:
+# 196 new tokens = run.c's 200 positions minus BOS and the 4 prompt tokens.
+run: deps $(BUILD)/kite
+	$(BUILD)/kite run -p "Once upon a time" -n 196 --temp 0
+
+test: deps $(BUILD)/kite $(TEST_BIN)
+	@sh tests/run.sh $(BUILD)
+
+# ---- fuzzing (clang + libFuzzer) ------------------------------------------
+FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build-fuzz/%)
+FUZZ_SECONDS ?= 30
+FUZZ_LIB_OBJ := $(LIB_SRC:%.c=build-fuzz/obj/%.o)
+FUZZ_CFLAGS := -std=c11 -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -pthread
+
+build-fuzz/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	clang $(CPPFLAGS) $(FUZZ_CFLAGS) -c $< -o $@
+
+build-fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_OBJ)
+	clang $(CPPFLAGS) -std=c11 -O1 -g -fsanitize=fuzzer,address,undefined -pthread $< $(FUZZ_LIB_OBJ) -o $@ -lm
+
+fuzz: $(FUZZ_BIN)
+	@for f in $(FUZZ_BIN); do \
+	  name=$$(basename $$f); mkdir -p build-fuzz/corpus-$$name; \
+	  echo "fuzzing $$name for $(FUZZ_SECONDS)s"; \
+	  $$f -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 build-fuzz/corpus-$$name tests/fuzz/corpus/$$name || exit 1; \
+	done
+
+clean:
+	rm -rf build build-san build-fuzz
+
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_BIN:=.d)

@@ -1,0 +1,87 @@
+/* args.c - strict flag-value parsing shared by the subcommands. */
+#include "cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int cli_usage_error(const char *cmd, const char *fmt, ...) {
+    va_list ap;
+    fprintf(stderr, "kite %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, " (see 'kite %s --help')\n", cmd);
+    return 2;
+}
+
+const char *cli_value(const char *cmd, int argc, char **argv, int *i) {
+    if (*i + 1 >= argc) {
+        cli_usage_error(cmd, "%s needs a value", argv[*i]);
+        return NULL;
+    }
+    *i += 1;
+    return argv[*i];
+}
+
+bool cli_parse_i64(const char *cmd, const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end != '\0' || v < lo || v > hi) {
+        cli_usage_error(cmd, "%s: expected an integer in [%lld, %lld], got '%s'", flag, (long long)lo,
+                        (long long)hi, s);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+bool cli_parse_u64(const char *cmd, const char *flag, const char *s, uint64_t *out) {
+    char *end;
+    errno = 0;
+    if (s[0] == '-') goto bad;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end != '\0') goto bad;
+    *out = v;
+    return true;
+bad:
+    cli_usage_error(cmd, "%s: expected a non-negative integer, got '%s'", flag, s);
+    return false;
+}
+
+bool cli_parse_f32(const char *cmd, const char *flag, const char *s, float lo, float hi, float *out) {
+    char *end;
+    errno = 0;
+    float v = strtof(s, &end);
+    if (errno || end == s || *end != '\0' || !isfinite(v) || v < lo || v > hi) {
+        cli_usage_error(cmd, "%s: expected a number in [%g, %g], got '%s'", flag, (double)lo, (double)hi, s);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+const char *cli_default_model(const char *argv0) {
+    static char buf[4096];
+    const char *env = getenv("KITE_MODEL");
+    if (env && *env) return env;
+    /* build/kite -> <repo>/models/stories260K.gguf */
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = '\0';
+            snprintf(buf, sizeof buf, "%s/../models/stories260K.gguf", exe);
+            if (access(buf, R_OK) == 0) return buf;
+        }
+    }
+    (void)argv0;
+    return "models/stories260K.gguf";
+}

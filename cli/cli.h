@@ -1,0 +1,37 @@
+/*
+ * cli.h - subcommands of the kite CLI and shared argument parsing.
+ *
+ * The CLI is a thin driver over the public API (include/kite.h) plus, for
+ * file tools (info, convert), the internal GGUF module.  Each subcommand lives
+ * in cli/<name>.c and returns the process exit status: 0 success, 1 runtime
+ * failure (bad file, ...), 2 usage error.  Errors are one line on stderr,
+ * "kite <cmd>: <what>".
+ */
+#ifndef KITE_CLI_H
+#define KITE_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+int cmd_run(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+int cmd_convert(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+
+/* Path of the bundled model: $KITE_MODEL, else models/stories260K.gguf next
+ * to the binary's repository (../models from build/), else the relative path. */
+const char *cli_default_model(const char *argv0);
+
+/* Strict numeric parsing of flag values: the whole string must be a number in
+ * [lo, hi].  On failure prints "kite CMD: FLAG: ..." and returns false. */
+bool cli_parse_i64(const char *cmd, const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out);
+bool cli_parse_f32(const char *cmd, const char *flag, const char *s, float lo, float hi, float *out);
+bool cli_parse_u64(const char *cmd, const char *flag, const char *s, uint64_t *out);
+
+/* Returns argv[*i + 1] and advances *i, or prints "kite CMD: FLAG needs a value". */
+const char *cli_value(const char *cmd, int argc, char **argv, int *i);
+
+/* Prints the usage error line and returns 2. */
+int cli_usage_error(const char *cmd, const char *fmt, ...);
+
+#endif

@@ -1,0 +1,9 @@
+/* convert.c - placeholder while the subcommand is being written (replaced in this change series). */
+#include <stdio.h>
+#include "cli.h"
+int cmd_convert(int argc, char **argv) {
+    (void)argc;
+    (void)argv;
+    fprintf(stderr, "kite convert: not built yet\n");
+    return 1;
+}

@@ -1,0 +1,9 @@
+/* run.c - placeholder while the subcommand is being written (replaced in this change series). */
+#include <stdio.h>
+#include "cli.h"
+int cmd_run(int argc, char **argv) {
+    (void)argc;
+    (void)argv;
+    fprintf(stderr, "kite run: not built yet\n");
+    return 1;
+}

@@ -1,0 +1,9 @@
+/* tokenize.c - placeholder while the subcommand is being written (replaced in this change series). */
+#include <stdio.h>
+#include "cli.h"
+int cmd_tokenize(int argc, char **argv) {
+    (void)argc;
+    (void)argv;
+    fprintf(stderr, "kite tokenize: not built yet\n");
+    return 1;
+}

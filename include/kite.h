@@ -1,0 +1,195 @@
+/*
+ * kite.h - public API of kite, a CPU inference engine for GGUF language models.
+ *
+ * DESIGN
+ *   All objects are opaque handles created by a *_load / *_new function and
+ *   released by the matching *_free.  Parameters come in structs obtained from
+ *   *_default_params() so that new fields never break callers.
+ *
+ *   Every fallible function returns a kite_status: KITE_OK (0) or a negative
+ *   code.  On failure a one-line message naming the file/field at fault is
+ *   available from kite_last_error() (per thread), and output parameters are
+ *   left unchanged unless the contract says otherwise.
+ *
+ * OWNERSHIP
+ *   A kite_ctx borrows its kite_model: free every context before the model.
+ *   Strings and arrays passed in are copied unless a comment says "borrowed".
+ *
+ * THREAD SAFETY
+ *   A kite_model is immutable after load and may be shared by threads.
+ *   A kite_ctx, kite_sampler or kite_detok must be used by one thread at a time.
+ */
+#ifndef KITE_H
+#define KITE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KITE_VERSION_MAJOR 0
+#define KITE_VERSION_MINOR 1
+#define KITE_VERSION_PATCH 0
+
+const char *kite_version(void); /* "0.1.0" */
+
+/* ---- status codes ------------------------------------------------------ */
+
+typedef enum kite_status {
+    KITE_OK = 0,
+    KITE_E_IO = -1,          /* file could not be opened, read, mapped or written */
+    KITE_E_FORMAT = -2,      /* malformed input (bad magic, truncated, overflow, ...) */
+    KITE_E_UNSUPPORTED = -3, /* well-formed but not supported (version, type, arch) */
+    KITE_E_NOMEM = -4,       /* allocation failed */
+    KITE_E_ARG = -5,         /* invalid argument from the caller */
+    KITE_E_NOT_FOUND = -6,   /* a required key / tensor / token is missing */
+    KITE_E_RANGE = -7,       /* out of range: context full, id out of vocabulary */
+    KITE_E_STATE = -8        /* operation not valid in the object's current state */
+} kite_status;
+
+/* Short static name of a status ("format error"). Never NULL. */
+const char *kite_status_str(int status);
+
+/* The message of the last failure on this thread, e.g.
+ * "model.gguf: tensor 'blk.0.attn_q.weight': data extends past end of file".
+ * Valid until the next kite call on this thread. Never NULL ("" if none). */
+const char *kite_last_error(void);
+
+/* ---- model ------------------------------------------------------------- */
+
+typedef struct kite_model kite_model;
+
+typedef struct kite_model_params {
+    bool use_mmap;   /* map the file (true) or read weights into aligned heap memory */
+    bool vocab_only; /* load only the tokenizer; tensors are not required */
+} kite_model_params;
+
+kite_model_params kite_model_default_params(void);
+
+/* Loads a GGUF model from path.  A file without tensors is accepted as a
+ * vocab-only model (tokenizer functions work, kite_ctx_new fails).
+ * On success *out owns the model; free it with kite_model_free.
+ * Returns KITE_OK, or KITE_E_IO / KITE_E_FORMAT / KITE_E_UNSUPPORTED /
+ * KITE_E_NOT_FOUND / KITE_E_NOMEM with *out unchanged. */
+int kite_model_load(const char *path, const kite_model_params *params,
+                    kite_model **out /* OUT: new model */);
+void kite_model_free(kite_model *model); /* NULL is a no-op */
+
+typedef struct kite_model_info {
+    const char *arch;       /* general.architecture, e.g. "llama" (owned by model) */
+    const char *name;       /* general.name or "" */
+    int32_t n_vocab;
+    int32_t n_ctx_train;    /* context length the model was trained with */
+    int32_t n_embd;
+    int32_t n_layer;
+    int32_t n_head;
+    int32_t n_head_kv;
+    int32_t n_ff;
+    uint64_t n_params;      /* number of weight elements (0 for vocab-only) */
+    uint64_t n_bytes;       /* bytes of tensor data */
+    bool vocab_only;
+} kite_model_info;
+
+void kite_model_get_info(const kite_model *model, kite_model_info *info /* OUT */);
+
+/* ---- tokens ------------------------------------------------------------ */
+
+typedef int32_t kite_token;
+
+kite_token kite_token_bos(const kite_model *model); /* -1 if the vocabulary has none */
+kite_token kite_token_eos(const kite_model *model); /* -1 if none */
+bool kite_token_is_eog(const kite_model *model, kite_token t); /* end of generation (EOS, EOT) */
+
+/* Encodes text[0..len) into tokens (no special-token parsing of the text).
+ * add_bos prepends BOS when the vocabulary has one.  Writes at most cap
+ * tokens; *n_out receives the full count even when it exceeds cap, in which
+ * case KITE_E_RANGE is returned and the caller retries with a larger buffer. */
+int kite_tokenize(const kite_model *model, const char *text, size_t len, bool add_bos,
+                  kite_token *out, size_t cap, size_t *n_out /* OUT */);
+
+/* The raw bytes a token stands for (byte-fallback tokens give their byte,
+ * SentencePiece's U+2581 is turned into a space; control tokens give "").
+ * Returns the length, or a negative status if t is out of range.  The pointer
+ * *piece is owned by the model or points into buf (size >= 8). */
+int kite_token_to_piece(const kite_model *model, kite_token t, const char **piece, char buf[8]);
+
+/* Streaming detokenizer: feed tokens one by one, get text that only ever
+ * contains whole UTF-8 characters (a character split over tokens is held back
+ * until complete).  The leading dummy-prefix space of SentencePiece is
+ * dropped after BOS, like llama.cpp and llama2.c do. */
+typedef struct kite_detok kite_detok;
+int kite_detok_new(const kite_model *model, kite_detok **out /* OUT */);
+void kite_detok_free(kite_detok *d);
+/* Appends the text completed by token t to out (NUL-terminated, at most cap-1
+ * bytes).  Returns the number of bytes written (>= 0) or a negative status. */
+int kite_detok_push(kite_detok *d, kite_token t, char *out, size_t cap);
+/* Flushes held-back bytes of an incomplete character (as U+FFFD). */
+int kite_detok_flush(kite_detok *d, char *out, size_t cap);
+
+/* ---- inference context ------------------------------------------------- */
+
+typedef struct kite_ctx kite_ctx;
+
+typedef struct kite_ctx_params {
+    int32_t n_ctx;     /* KV cache length in tokens; 0 = model's training context */
+    int32_t n_threads; /* worker threads; 0 = number of online CPUs */
+} kite_ctx_params;
+
+kite_ctx_params kite_ctx_default_params(void);
+
+/* Creates an inference context (KV cache, scratch buffers, thread pool).
+ * Borrows model, which must outlive the context. */
+int kite_ctx_new(kite_model *model, const kite_ctx_params *params, kite_ctx **out /* OUT */);
+void kite_ctx_free(kite_ctx *ctx);
+
+/* Evaluates n tokens at positions kite_ctx_n_past()..+n-1 as one batch
+ * (prefill when n > 1, decode when n == 1) and appends them to the KV cache.
+ * If all_logits, the logits of every position are kept (see kite_ctx_logits),
+ * otherwise only those of the last one.  Returns KITE_E_RANGE (state
+ * unchanged) if the context would overflow, KITE_E_RANGE for a token id
+ * outside the vocabulary. */
+int kite_ctx_eval(kite_ctx *ctx, const kite_token *tokens, int32_t n, bool all_logits);
+
+/* Logits of the i-th token of the last kite_ctx_eval (i = -1: the last one).
+ * n_vocab floats owned by ctx, valid until the next eval.  NULL if not kept. */
+const float *kite_ctx_logits(const kite_ctx *ctx, int32_t i);
+
+int32_t kite_ctx_n_past(const kite_ctx *ctx);
+int32_t kite_ctx_n_ctx(const kite_ctx *ctx);
+/* Drops cached positions >= n_past (n_past <= current), e.g. to restart. */
+int kite_ctx_truncate(kite_ctx *ctx, int32_t n_past);
+
+/* ---- sampler ----------------------------------------------------------- */
+
+typedef struct kite_sampler kite_sampler;
+
+typedef struct kite_sampler_params {
+    float temperature;       /* <= 0: greedy (argmax) */
+    int32_t top_k;           /* <= 0: off */
+    float top_p;             /* >= 1: off */
+    float min_p;             /* <= 0: off */
+    float repeat_penalty;    /* 1: off; divides positive / multiplies negative logits */
+    float frequency_penalty; /* 0: off; subtracts count * value */
+    float presence_penalty;  /* 0: off; subtracts value once if seen */
+    int32_t penalty_last_n;  /* window of recent tokens for the penalties; 0: off, -1: whole context */
+    uint64_t seed;           /* same seed, same inputs -> same samples */
+} kite_sampler_params;
+
+kite_sampler_params kite_sampler_default_params(void);
+
+int kite_sampler_new(const kite_sampler_params *params, int32_t n_vocab,
+                     kite_sampler **out /* OUT */);
+void kite_sampler_free(kite_sampler *s);
+/* Picks a token from logits (n_vocab floats, not modified). */
+kite_token kite_sampler_sample(kite_sampler *s, const float *logits);
+/* Records a token of the context (prompt or generated) for the penalties. */
+void kite_sampler_accept(kite_sampler *s, kite_token t);
+void kite_sampler_reset(kite_sampler *s); /* forget history, reseed */
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KITE_H */

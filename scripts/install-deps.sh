@@ -1,0 +1,21 @@
+#!/bin/sh
+# scripts/install-deps.sh - installs the Debian packages kite needs when they
+# are missing and we are root; otherwise says what to install.  Called by
+# `make run` / `make test` (target deps) and by .ci/run.
+set -u
+need=""
+command -v cc >/dev/null 2>&1 || need="$need gcc libc6-dev"
+command -v ar >/dev/null 2>&1 || need="$need binutils"
+[ "${KITE_WITH_FUZZ:-0}" = 1 ] && {
+    command -v clang >/dev/null 2>&1 || need="$need clang"
+    ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 || need="$need libclang-rt-dev"
+}
+[ -z "$need" ] && exit 0
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing:$need"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq && apt-get install -y -qq $need >/dev/null || exit 1
+else
+    echo "kite needs these Debian packages:$need (run as root, or: sudo apt-get install$need)" >&2
+    exit 1
+fi
