@@ -67,7 +67,7 @@ bool cli_parse_f32(const char *cmd, const char *flag, const char *s, float lo, f
 }
 
 const char *cli_default_model(const char *argv0) {
-    static char buf[4096];
+    static char buf[4096 + 64];
     const char *env = getenv("KITE_MODEL");
     if (env && *env) return env;
     /* build/kite -> <repo>/models/stories260K.gguf */

@@ -11,6 +11,8 @@
 #define KITE_CLI_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 int cmd_run(int argc, char **argv);
@@ -31,7 +33,12 @@ bool cli_parse_u64(const char *cmd, const char *flag, const char *s, uint64_t *o
 /* Returns argv[*i + 1] and advances *i, or prints "kite CMD: FLAG needs a value". */
 const char *cli_value(const char *cmd, int argc, char **argv, int *i);
 
+/* JSON output helpers: a string (escaped; bytes >= 0x80 are passed through,
+ * so valid UTF-8 in gives valid JSON out) and an array of ids "[1, 2, 3]". */
+void cli_json_string(FILE *f, const char *s, size_t len);
+void cli_json_ids(FILE *f, const int32_t *ids, size_t n);
+
 /* Prints the usage error line and returns 2. */
-int cli_usage_error(const char *cmd, const char *fmt, ...);
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif

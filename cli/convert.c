@@ -1,9 +1,151 @@
-/* convert.c - placeholder while the subcommand is being written (replaced in this change series). */
+/*
+ * convert.c - `kite convert`: llama2.c checkpoint + tokenizer -> GGUF.
+ *
+ *   kite convert MODEL.bin --tokenizer TOK.bin -o OUT.gguf [--type f32|f16|bf16] [--name NAME]
+ *   kite convert --tokenizer TOK.bin -o OUT.gguf [--vocab-size N] [--hparams SPEC] [--name NAME]
+ *
+ * A thin driver over src/model/llama2c.c: it parses flags, fills
+ * llama2c_convert_params and prints one summary line.  Without MODEL.bin
+ * the output is a vocab-only GGUF (general.* and tokenizer.* keys, plus the
+ * llama.* hyperparameters only when --hparams is given).
+ */
 #include <stdio.h>
+#include <string.h>
+
 #include "cli.h"
+#include "kite.h"
+#include "model/llama2c.h"
+#include "tensor/dtype.h"
+
+#define CMD "convert"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: kite convert MODEL.bin --tokenizer TOK.bin -o OUT.gguf [--type f32|f16|bf16] [--name NAME]\n"
+            "       kite convert --tokenizer TOK.bin -o OUT.gguf [--vocab-size N] [--hparams SPEC] [--name NAME]\n"
+            "\n"
+            "Converts a llama2.c checkpoint (legacy v0, v1 fp32 or v2 int8, auto-detected) and its\n"
+            "tokenizer .bin to a GGUF file for architecture \"llama\", following llama.cpp's\n"
+            "conventions (so llama.cpp can run it too).  Sizes are checked exactly against the file.\n"
+            "\n"
+            "  MODEL.bin            llama2.c model; omit it to write a vocab-only GGUF\n"
+            "  -z, --tokenizer TOK  llama2.c tokenizer .bin (required); in model mode it must have\n"
+            "                       exactly the model's vocab_size tokens\n"
+            "  -o, --output OUT     output GGUF path (written to a temporary file, then renamed)\n"
+            "  --type T             f32 (default), f16 or bf16 for the matrices; norm vectors stay f32\n"
+            "  --name NAME          general.name (default: the input file name without .bin)\n"
+            "\n"
+            "vocab-only mode (no MODEL.bin):\n"
+            "  --vocab-size N       read the first N tokens (default: read to the end of the file)\n"
+            "  --hparams SPEC       also write llama.* hyperparameters, which llama.cpp needs to load\n"
+            "                       a vocab-only file: DIM,HIDDEN,LAYERS,HEADS,KV_HEADS,CONTEXT or the\n"
+            "                       preset llama2-7b (= 4096,11008,32,32,32,4096)\n"
+            "  -h, --help           show this help\n");
+}
+
+static bool parse_hparams(const char *s, llama2c_hparams *h) {
+    if (!strcmp(s, "llama2-7b")) {
+        *h = (llama2c_hparams){4096, 11008, 32, 32, 32, 4096};
+        return true;
+    }
+    int32_t v[6];
+    const char *p = s;
+    for (int i = 0; i < 6; i++) {
+        char tok[32];
+        const char *comma = strchr(p, ',');
+        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        if ((i < 5) != (comma != NULL) || n == 0 || n >= sizeof tok) goto bad;
+        memcpy(tok, p, n);
+        tok[n] = '\0';
+        int64_t x;
+        if (!cli_parse_i64(CMD, "--hparams", tok, 1, INT32_MAX, &x)) return false;
+        v[i] = (int32_t)x;
+        p = comma ? comma + 1 : p + n;
+    }
+    *h = (llama2c_hparams){v[0], v[1], v[2], v[3], v[4], v[5]};
+    if (h->dim % h->n_heads != 0 || h->n_heads % h->n_kv_heads != 0) {
+        cli_usage_error(CMD, "--hparams: DIM must be a multiple of HEADS and HEADS of KV_HEADS");
+        return false;
+    }
+    return true;
+bad:
+    cli_usage_error(CMD, "--hparams: expected DIM,HIDDEN,LAYERS,HEADS,KV_HEADS,CONTEXT or llama2-7b, got '%s'", s);
+    return false;
+}
+
 int cmd_convert(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "kite convert: not built yet\n");
-    return 1;
+    llama2c_convert_params p = {.out_type = KITE_DTYPE_F32};
+    llama2c_hparams hp;
+    const char *out = NULL;
+    bool have_vocab_size = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "-z") || !strcmp(a, "--tokenizer")) {
+            if (!(p.tokenizer_path = cli_value(CMD, argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+            if (!(out = cli_value(CMD, argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--name")) {
+            if (!(p.name = cli_value(CMD, argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--type")) {
+            const char *t = cli_value(CMD, argc, argv, &i);
+            if (!t) return 2;
+            if (!strcmp(t, "f32")) p.out_type = KITE_DTYPE_F32;
+            else if (!strcmp(t, "f16")) p.out_type = KITE_DTYPE_F16;
+            else if (!strcmp(t, "bf16")) p.out_type = KITE_DTYPE_BF16;
+            else return cli_usage_error(CMD, "--type: expected f32, f16 or bf16, got '%s'", t);
+        } else if (!strcmp(a, "--vocab-size")) {
+            const char *v = cli_value(CMD, argc, argv, &i);
+            int64_t n;
+            if (!v || !cli_parse_i64(CMD, "--vocab-size", v, 1, INT32_MAX - 1, &n)) return 2;
+            p.vocab_size = (int32_t)n;
+            have_vocab_size = true;
+        } else if (!strcmp(a, "--hparams")) {
+            const char *v = cli_value(CMD, argc, argv, &i);
+            if (!v || !parse_hparams(v, &hp)) return 2;
+            p.hparams = &hp;
+        } else if (a[0] == '-' && a[1] != '\0') {
+            return cli_usage_error(CMD, "unknown option '%s'", a);
+        } else if (!p.model_path) {
+            p.model_path = a;
+        } else {
+            return cli_usage_error(CMD, "more than one MODEL.bin ('%s' and '%s')", p.model_path, a);
+        }
+    }
+    if (!p.tokenizer_path) return cli_usage_error(CMD, "--tokenizer TOK.bin is required");
+    if (!out) return cli_usage_error(CMD, "-o OUT.gguf is required");
+    if (p.model_path && (have_vocab_size || p.hparams))
+        return cli_usage_error(CMD, "--vocab-size and --hparams are for vocab-only output (no MODEL.bin); "
+                                    "a model's header gives both");
+    if (!p.model_path && p.out_type != KITE_DTYPE_F32)
+        return cli_usage_error(CMD, "--type needs MODEL.bin (a vocab-only file has no tensors)");
+
+    llama2c_conv *cv = NULL;
+    int rc = llama2c_conv_new(&p, &cv);
+    if (rc) {
+        fprintf(stderr, "kite %s: %s\n", CMD, kite_last_error());
+        return 1;
+    }
+    llama2c_config cfg = {0};
+    const llama2c_config *c = llama2c_conv_config(cv) ? &cfg : NULL;
+    if (c) cfg = *llama2c_conv_config(cv);
+    int32_t n_vocab = llama2c_conv_n_vocab(cv);
+    rc = gguf_writer_write(llama2c_conv_writer(cv), out);
+    llama2c_conv_free(cv);
+    if (rc) {
+        fprintf(stderr, "kite %s: %s\n", CMD, kite_last_error());
+        return 1;
+    }
+    if (c)
+        printf("kite convert: wrote %s (llama2.c v%d: dim=%d hidden_dim=%d n_layers=%d n_heads=%d n_kv_heads=%d "
+               "vocab_size=%d seq_len=%d, %s classifier, %s)\n",
+               out, (int)c->version, (int)c->dim, (int)c->hidden_dim, (int)c->n_layers, (int)c->n_heads,
+               (int)c->n_kv_heads, (int)c->vocab_size, (int)c->seq_len, c->shared_classifier ? "shared" : "separate",
+               dtype_name(p.out_type));
+    else
+        printf("kite convert: wrote %s (vocab-only, %d tokens%s)\n", out, (int)n_vocab,
+               p.hparams ? ", with llama.* hyperparameters" : "");
+    return 0;
 }

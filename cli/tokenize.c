@@ -1,9 +1,128 @@
-/* tokenize.c - placeholder while the subcommand is being written (replaced in this change series). */
+/*
+ * tokenize.c - `kite tokenize`: print the token ids of a text as a JSON array.
+ *
+ * Output: one line, ids separated by ", " (e.g. "[1, 15043, 3186]"; "[]" for
+ * an empty text), the same spacing as Python's json.dumps.  The text is taken
+ * verbatim (no special-token parsing; "-" reads all of stdin, NUL bytes and
+ * a trailing newline included).  BOS only with --bos.  Only the vocabulary
+ * of the model is loaded (vocab_only).
+ */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "cli.h"
+#include "kite.h"
+
+static const char *const tokenize_usage =
+    "usage: kite tokenize [-m MODEL] [--bos] TEXT\n"
+    "\n"
+    "Prints the token ids of TEXT as a JSON array on one line, e.g. [15043, 3186].\n"
+    "TEXT is taken verbatim; '-' reads all of standard input (including any final\n"
+    "newline); put -- before a TEXT that starts with '-'.  Special-token text such\n"
+    "as <s> is not parsed.\n"
+    "\n"
+    "  -m, --model FILE   GGUF model or vocab-only GGUF (default: the bundled model)\n"
+    "      --bos          prepend the BOS token\n"
+    "  -h, --help         this text\n";
+
+/* Reads all of stdin into a malloc'd buffer. NULL on error. */
+static char *read_stdin(size_t *len) {
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    if (!buf) return NULL;
+    for (;;) {
+        if (n == cap) {
+            char *b = realloc(buf, cap * 2);
+            if (!b) {
+                free(buf);
+                return NULL;
+            }
+            buf = b;
+            cap *= 2;
+        }
+        size_t r = fread(buf + n, 1, cap - n, stdin);
+        n += r;
+        if (r == 0) break;
+    }
+    if (ferror(stdin)) {
+        free(buf);
+        return NULL;
+    }
+    *len = n;
+    return buf;
+}
+
 int cmd_tokenize(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "kite tokenize: not built yet\n");
-    return 1;
+    const char *model_path = NULL, *text = NULL;
+    bool bos = false, text_set = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(tokenize_usage, stdout);
+            return 0;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            if (!(model_path = cli_value("tokenize", argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--bos")) {
+            bos = true;
+        } else if (!strcmp(a, "--") && i + 1 < argc && !text_set) {
+            text = argv[++i];
+            text_set = true;
+        } else if (a[0] == '-' && a[1] != '\0') {
+            return cli_usage_error("tokenize", "unknown option '%s'", a);
+        } else if (!text_set) {
+            text = a;
+            text_set = true;
+        } else {
+            return cli_usage_error("tokenize", "unexpected argument '%s' (quote the text)", a);
+        }
+    }
+    if (!text_set) return cli_usage_error("tokenize", "missing TEXT");
+    if (!model_path) model_path = cli_default_model(argv[0]);
+
+    int status = 1;
+    kite_model *model = NULL;
+    kite_token *ids = NULL;
+    char *input = NULL;
+    size_t len;
+    if (!strcmp(text, "-")) {
+        if (!(input = read_stdin(&len))) {
+            fprintf(stderr, "kite tokenize: cannot read standard input\n");
+            goto done;
+        }
+        text = input;
+    } else {
+        len = strlen(text);
+    }
+
+    kite_model_params mp = kite_model_default_params();
+    mp.vocab_only = true;
+    if (kite_model_load(model_path, &mp, &model) != KITE_OK) {
+        fprintf(stderr, "kite tokenize: %s\n", kite_last_error());
+        goto done;
+    }
+    size_t n = 0, cap = len + 2;
+    ids = malloc(cap * sizeof *ids);
+    int rc = ids ? kite_tokenize(model, text, len, bos, ids, cap, &n) : KITE_E_NOMEM;
+    if (rc == KITE_E_RANGE && n > cap) { /* rare: more than one token per byte */
+        kite_token *bigger = realloc(ids, n * sizeof *ids);
+        if (bigger) {
+            ids = bigger;
+            cap = n;
+            rc = kite_tokenize(model, text, len, bos, ids, cap, &n);
+        }
+    }
+    if (rc != KITE_OK) {
+        fprintf(stderr, "kite tokenize: %s\n", rc == KITE_E_NOMEM ? "out of memory" : kite_last_error());
+        goto done;
+    }
+    putchar('[');
+    for (size_t i = 0; i < n; i++) printf(i ? ", %d" : "%d", (int)ids[i]);
+    puts("]");
+    status = fflush(stdout) == 0 ? 0 : 1;
+done:
+    free(ids);
+    free(input);
+    kite_model_free(model);
+    return status;
 }

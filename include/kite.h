@@ -178,6 +178,12 @@ typedef struct kite_sampler_params {
     uint64_t seed;           /* same seed, same inputs -> same samples */
 } kite_sampler_params;
 
+/* Defaults: temperature 0.8, top_k 40, top_p 0.95, min_p 0.05,
+ * repeat_penalty 1, frequency/presence 0, penalty_last_n 64, seed 0xC0FFEE.
+ * The chain is penalties -> (temperature <= 0: argmax, ties to the lowest id)
+ * -> top-k -> top-p -> min-p -> temperature -> softmax -> seeded draw
+ * (xoshiro256**); the filters act on the temperature-1 distribution.
+ * See docs/sampler.md. */
 kite_sampler_params kite_sampler_default_params(void);
 
 int kite_sampler_new(const kite_sampler_params *params, int32_t n_vocab,

@@ -27,6 +27,7 @@
 
 #include "gguf/gguf.h"
 #include "kite.h"
+#include "tensor/weight.h"
 
 struct vocab;
 
@@ -50,15 +51,6 @@ typedef struct model_hparams {
     float rope_freq_scale; /* 1 / linear scaling factor */
     int rope_type;         /* enum rope_type */
 } model_hparams;
-
-/* A view of a tensor in the file: a vector (ne[1] == 1) or a row-major matrix
- * of ne[1] rows of ne[0] elements (ggml convention: ne[0] is contiguous). */
-typedef struct weight {
-    uint32_t type;        /* enum kite_dtype */
-    int64_t ne[2];        /* ne[0] = columns (input dim), ne[1] = rows (output dim) */
-    size_t row_bytes;     /* bytes per row */
-    const void *data;     /* into the file image; NULL if absent (optional tensor) */
-} weight;
 
 typedef struct layer_weights {
     const float *attn_norm; /* (n_embd) RMSNorm gain, float copy */

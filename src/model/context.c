@@ -1,0 +1,166 @@
+/* context.c - kite_ctx: creation, evaluation in batches, logits access. */
+#include "model/context.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/error.h"
+
+/* Largest batch of one forward pass; longer prompts run in chunks.  Bounds the
+ * activation buffers (n_batch * n_ff floats). */
+#define KITE_MAX_BATCH 512
+/* Sanity limit on n_ctx; the KV cache size is checked separately. */
+#define KITE_MAX_CTX (1 << 20)
+
+kite_ctx_params kite_ctx_default_params(void) {
+    kite_ctx_params p = {.n_ctx = 0, .n_threads = 0};
+    return p;
+}
+
+void kite_ctx_free(kite_ctx *ctx) {
+    if (!ctx) return;
+    tp_free(ctx->tp);
+    free(ctx->k_cache);
+    free(ctx->v_cache);
+    free(ctx->x);
+    free(ctx->xb);
+    free(ctx->q);
+    free(ctx->att);
+    free(ctx->hb);
+    free(ctx->hb2);
+    free(ctx->rope_cs);
+    free(ctx->inv_freq);
+    free(ctx->mm_scratch);
+    free(ctx->att_scratch);
+    free(ctx->logits);
+    free(ctx);
+}
+
+static float *alloc_floats(size_t n) {
+    /* 64-byte aligned for vector loads; rounded up as aligned_alloc requires */
+    size_t bytes = (n * sizeof(float) + 63) & ~(size_t)63;
+    return aligned_alloc(64, bytes ? bytes : 64);
+}
+
+int kite_ctx_new(kite_model *model, const kite_ctx_params *params, kite_ctx **out) {
+    if (!model || !out) return err_set(KITE_E_ARG, "kite_ctx_new: model and out are required");
+    if (model->vocab_only)
+        return err_set(KITE_E_STATE, "%s: vocab-only model (no weights): cannot create an inference context",
+                       model->path);
+    kite_ctx_params p = params ? *params : kite_ctx_default_params();
+    const model_hparams *hp = &model->hp;
+    if (p.n_ctx < 0 || p.n_ctx > KITE_MAX_CTX)
+        return err_set(KITE_E_ARG, "n_ctx %d out of range [0, %d]", p.n_ctx, KITE_MAX_CTX);
+    if (p.n_threads < 0 || p.n_threads > 1024)
+        return err_set(KITE_E_ARG, "n_threads %d out of range [0, 1024]", p.n_threads);
+    int32_t n_ctx = p.n_ctx ? p.n_ctx : hp->n_ctx_train;
+    int32_t n_threads = p.n_threads;
+    if (n_threads == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        n_threads = n > 0 ? (int32_t)(n > 1024 ? 1024 : n) : 1;
+    }
+    const size_t E = (size_t)hp->n_embd, Q = (size_t)hp->n_head * hp->head_dim,
+                 KV = (size_t)hp->n_head_kv * hp->head_dim, F = (size_t)hp->n_ff;
+    const size_t kv_floats = (size_t)hp->n_layer * (size_t)n_ctx * KV;
+    if (kv_floats / (size_t)n_ctx / KV != (size_t)hp->n_layer || kv_floats > ((size_t)1 << 40))
+        return err_set(KITE_E_NOMEM, "KV cache for n_ctx %d is too large", n_ctx);
+
+    kite_ctx *c = calloc(1, sizeof *c);
+    if (!c) return err_set(KITE_E_NOMEM, "out of memory");
+    c->model = model;
+    c->n_ctx = n_ctx;
+    c->n_batch = n_ctx < KITE_MAX_BATCH ? n_ctx : KITE_MAX_BATCH;
+    c->n_threads = n_threads;
+    const size_t B = (size_t)c->n_batch;
+    size_t max_row = E > Q ? E : Q;
+    if (F > max_row) max_row = F;
+
+    c->tp = tp_new(n_threads);
+    if (!c->tp) goto fail;
+    c->k_cache = alloc_floats(kv_floats);
+    c->v_cache = alloc_floats(kv_floats);
+    c->x = alloc_floats(B * E);
+    c->xb = alloc_floats(B * E);
+    c->q = alloc_floats(B * Q);
+    c->att = alloc_floats(B * Q);
+    c->hb = alloc_floats(B * F);
+    c->hb2 = alloc_floats(B * F);
+    c->rope_cs = alloc_floats(B * (size_t)hp->n_rot);
+    c->inv_freq = alloc_floats((size_t)hp->n_rot / 2 + 1);
+    c->mm_scratch = alloc_floats((size_t)n_threads * max_row);
+    c->att_scratch = alloc_floats((size_t)n_threads * (size_t)n_ctx);
+    c->logits_cap = 1;
+    c->logits = alloc_floats((size_t)hp->n_vocab);
+    if (!c->k_cache || !c->v_cache || !c->x || !c->xb || !c->q || !c->att || !c->hb || !c->hb2 || !c->rope_cs ||
+        !c->inv_freq || !c->mm_scratch || !c->att_scratch || !c->logits) {
+        err_set(KITE_E_NOMEM, "out of memory for a context of %d positions (KV cache %.1f MiB)", n_ctx,
+                2.0 * (double)kv_floats * 4 / (1 << 20));
+        goto fail;
+    }
+    /* theta_i = pos * scale / base^(2i / n_rot), evaluated like llama2.c */
+    for (int32_t i = 0; i < hp->n_rot / 2; i++)
+        c->inv_freq[i] = hp->rope_freq_scale / powf(hp->rope_freq_base, (float)(2 * i) / (float)hp->n_rot);
+    *out = c;
+    return KITE_OK;
+fail:
+    kite_ctx_free(c);
+    return KITE_E_NOMEM;
+}
+
+int kite_ctx_eval(kite_ctx *ctx, const kite_token *tokens, int32_t n, bool all_logits) {
+    if (!ctx || (!tokens && n > 0)) return err_set(KITE_E_ARG, "kite_ctx_eval: ctx and tokens are required");
+    if (n <= 0) return err_set(KITE_E_ARG, "kite_ctx_eval: n_tokens must be positive (got %d)", n);
+    const int32_t n_vocab = ctx->model->hp.n_vocab;
+    if (n > ctx->n_ctx - ctx->n_past)
+        return err_set(KITE_E_RANGE, "context full: %d cached + %d new tokens > n_ctx %d", ctx->n_past, n,
+                       ctx->n_ctx);
+    for (int32_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= n_vocab)
+            return err_set(KITE_E_RANGE, "token %d (index %d) is outside the vocabulary [0, %d)", tokens[i], i,
+                           n_vocab);
+    const int32_t rows = all_logits ? n : 1;
+    if (rows > ctx->logits_cap) {
+        float *l = alloc_floats((size_t)rows * (size_t)n_vocab);
+        if (!l) return err_set(KITE_E_NOMEM, "out of memory for %d rows of logits", rows);
+        free(ctx->logits);
+        ctx->logits = l;
+        ctx->logits_cap = rows;
+    }
+    for (int32_t start = 0; start < n; start += ctx->n_batch) {
+        const int32_t len = n - start < ctx->n_batch ? n - start : ctx->n_batch;
+        const bool last_chunk = start + len == n;
+        int32_t first_out = len; /* no logits wanted from this chunk */
+        float *dst = ctx->logits;
+        if (all_logits) {
+            first_out = 0;
+            dst = ctx->logits + (size_t)start * n_vocab;
+        } else if (last_chunk) {
+            first_out = len - 1;
+        }
+        llama_forward(ctx, tokens + start, len, first_out, dst);
+        ctx->n_past += len;
+    }
+    ctx->n_logits = rows;
+    ctx->logits_first = all_logits ? 0 : n - 1;
+    return KITE_OK;
+}
+
+const float *kite_ctx_logits(const kite_ctx *ctx, int32_t i) {
+    if (!ctx || ctx->n_logits == 0) return NULL;
+    if (i < 0) i = ctx->logits_first + ctx->n_logits - 1;
+    if (i < ctx->logits_first || i >= ctx->logits_first + ctx->n_logits) return NULL;
+    return ctx->logits + (size_t)(i - ctx->logits_first) * (size_t)ctx->model->hp.n_vocab;
+}
+
+int32_t kite_ctx_n_past(const kite_ctx *ctx) { return ctx->n_past; }
+int32_t kite_ctx_n_ctx(const kite_ctx *ctx) { return ctx->n_ctx; }
+
+int kite_ctx_truncate(kite_ctx *ctx, int32_t n_past) {
+    if (n_past < 0 || n_past > ctx->n_past)
+        return err_set(KITE_E_ARG, "kite_ctx_truncate: n_past %d outside [0, %d]", n_past, ctx->n_past);
+    ctx->n_past = n_past;
+    ctx->n_logits = 0;
+    return KITE_OK;
+}

@@ -1,0 +1,59 @@
+/*
+ * context.h - inference context: KV cache, scratch buffers, thread pool.
+ *
+ * DESIGN
+ *   Everything a forward pass touches is allocated in kite_ctx_new, sized for
+ *   n_ctx positions and batches of up to n_batch tokens; kite_ctx_eval splits
+ *   longer inputs into n_batch chunks.  Decode therefore allocates nothing.
+ *   The only buffer that can grow is `logits` when the caller asks for the
+ *   logits of every position of a batch longer than any before.
+ *
+ *   KV cache: per layer, [n_ctx][n_head_kv * head_dim] float rows for K and
+ *   for V; position p of layer l is row l*n_ctx + p.  Positions < n_past are
+ *   valid.
+ *
+ * OWNERSHIP / THREADS
+ *   The context borrows the model and owns everything else.  One thread
+ *   drives a context; the pool's workers only run inside kite_ctx_eval.
+ */
+#ifndef KITE_MODEL_CONTEXT_H
+#define KITE_MODEL_CONTEXT_H
+
+#include "core/threadpool.h"
+#include "model/model.h"
+
+struct kite_ctx {
+    kite_model *model;
+    int32_t n_ctx;        /* positions the KV cache holds */
+    int32_t n_batch;      /* max tokens per forward pass */
+    int32_t n_threads;
+    int32_t n_past;       /* positions currently cached */
+    threadpool *tp;
+
+    float *k_cache;       /* [n_layer][n_ctx][n_head_kv*head_dim] */
+    float *v_cache;       /* same */
+
+    /* per-batch activations, [n_batch][width] */
+    float *x;             /* residual stream, width n_embd */
+    float *xb;            /* normed input / branch output, width n_embd */
+    float *q;             /* queries, width n_head*head_dim */
+    float *att;           /* attention output, width n_head*head_dim */
+    float *hb;            /* FFN gate, width n_ff */
+    float *hb2;           /* FFN up, width n_ff */
+    float *rope_cs;       /* [n_batch][n_rot] (cos, sin) pairs per position */
+    float *inv_freq;      /* [n_rot/2] rotary frequencies */
+    float *mm_scratch;    /* [n_threads][max row length] row conversion buffers */
+    float *att_scratch;   /* [n_threads][n_ctx] attention scores */
+
+    float *logits;        /* [logits_cap][n_vocab] */
+    int32_t logits_cap;   /* rows allocated */
+    int32_t n_logits;     /* rows valid after the last eval */
+    int32_t logits_first; /* index (in the last eval's tokens) of row 0 */
+};
+
+/* Runs the forward pass for n <= n_batch tokens at positions n_past..;
+ * writes logits for tokens [first_out, n) into out_logits rows 0..; does not
+ * advance n_past (the caller does). */
+void llama_forward(kite_ctx *ctx, const kite_token *tokens, int32_t n, int32_t first_out, float *out_logits);
+
+#endif
