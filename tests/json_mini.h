@@ -15,11 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void jm_ws(const char **p) {
+static inline void jm_ws(const char **p) {
     while (**p == ' ' || **p == '\t' || **p == '\n' || **p == '\r') (*p)++;
 }
 
-static int jm_hex4(const char *s, uint32_t *out) {
+static inline int jm_hex4(const char *s, uint32_t *out) {
     uint32_t v = 0;
     for (int i = 0; i < 4; i++) {
         char c = s[i];
@@ -33,7 +33,7 @@ static int jm_hex4(const char *s, uint32_t *out) {
     return 0;
 }
 
-static size_t jm_put_utf8(char *d, uint32_t cp) {
+static inline size_t jm_put_utf8(char *d, uint32_t cp) {
     if (cp < 0x80) {
         d[0] = (char)cp;
         return 1;
@@ -57,7 +57,7 @@ static size_t jm_put_utf8(char *d, uint32_t cp) {
 }
 
 /* *p at the opening quote; on success *p is past the closing quote. */
-static int jm_string(const char **p, char **out, size_t *len) {
+static inline int jm_string(const char **p, char **out, size_t *len) {
     const char *s = *p;
     if (*s != '"') return -1;
     s++;
@@ -111,7 +111,7 @@ bad:
 }
 
 /* Array of integers; *out malloc'd (non-NULL even when empty). */
-static int jm_int_array(const char **p, int32_t **out, size_t *n_out) {
+static inline int jm_int_array(const char **p, int32_t **out, size_t *n_out) {
     const char *s = *p;
     if (*s != '[') return -1;
     s++;
@@ -158,7 +158,7 @@ bad:
 }
 
 /* Skips a scalar or a flat array of scalars (no strings containing ']'). */
-static int jm_skip(const char **p) {
+static inline int jm_skip(const char **p) {
     const char *s = *p;
     if (*s == '"') {
         char *tmp;
@@ -183,14 +183,14 @@ typedef struct jm_row {
     size_t n_ids;
 } jm_row;
 
-static void jm_row_free(jm_row *r) {
+static inline void jm_row_free(jm_row *r) {
     free(r->text);
     free(r->ids);
     memset(r, 0, sizeof *r);
 }
 
 /* Parses {"text": "...", "<ids_key>": [...], ...}. Both fields required. */
-static int jm_row_parse(const char *line, const char *ids_key, jm_row *row) {
+static inline int jm_row_parse(const char *line, const char *ids_key, jm_row *row) {
     const char *s = line;
     memset(row, 0, sizeof *row);
     jm_ws(&s);
