@@ -18,13 +18,15 @@
 #ifndef TOK_DATA
 #define TOK_DATA "tests/data/tokenizer/"
 #endif
-/* Llama 2 vocabulary (32000).  Replace by models/vocab-llama2.gguf once committed. */
+/* Llama 2 vocabulary (32000) as llama.cpp's own vocab-only file has it. */
 #ifndef VOCAB_LLAMA2_PATH
 #define VOCAB_LLAMA2_PATH TOK_DATA "vocab-llama2-spm.gguf"
 #endif
-/* tok512 vocabulary of stories260K.  Replace by models/stories260K.gguf once committed. */
+/* The same vocabulary converted by `kite convert` from llama2.c's tokenizer.bin (bundled). */
+#define VOCAB_LLAMA2_KITE_PATH "models/vocab-llama2.gguf"
+/* tok512 vocabulary of the bundled model stories260K. */
 #ifndef VOCAB_TOK512_PATH
-#define VOCAB_TOK512_PATH TOK_DATA "stories260K-F16.gguf"
+#define VOCAB_TOK512_PATH "models/stories260K.gguf"
 #endif
 
 /* ---- fixtures -------------------------------------------------------------- */
@@ -34,7 +36,7 @@ typedef struct loaded {
     struct kite_model m; /* only .vocab is used by the tokenizer API */
 } loaded;
 
-static loaded llama2, tok512;
+static loaded llama2, llama2_kite, tok512;
 
 static bool load(const char *path, loaded *l) {
     if (l->m.vocab) return true;
@@ -214,6 +216,9 @@ static void check_golden(loaded *l, const char *vocab_path, const char *jsonl) {
 }
 
 TEST(golden_llama2_encode) { check_golden(&llama2, VOCAB_LLAMA2_PATH, TOK_DATA "tokenizer-llama2.jsonl"); }
+TEST(golden_llama2_encode_bundled_vocab) {
+    check_golden(&llama2_kite, VOCAB_LLAMA2_KITE_PATH, TOK_DATA "tokenizer-llama2.jsonl");
+}
 TEST(golden_tok512_encode) { check_golden(&tok512, VOCAB_TOK512_PATH, TOK_DATA "tokenizer-tok512.jsonl"); }
 
 /* llama.cpp's test-tokenizer-0 cases for the Llama 2 vocabulary. */
@@ -722,6 +727,7 @@ TEST(gguf_errors) {
 
 int main(void) {
     RUN(golden_llama2_encode);
+    RUN(golden_llama2_encode_bundled_vocab);
     RUN(golden_tok512_encode);
     RUN(golden_llamacpp_spm);
     RUN(roundtrip_llama2);
@@ -739,6 +745,7 @@ int main(void) {
     RUN(fuzz_corpus_replay);
     unload(&llama2);
     unload(&tok512);
+    unload(&llama2_kite);
     vocab_free(fuzz_tok_model.vocab);
     gguf_close(fuzz_tok_gguf);
     return harness_summary(__FILE__);

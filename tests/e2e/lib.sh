@@ -1,0 +1,81 @@
+# tests/e2e/lib.sh - helpers for the end-to-end shell tests (sourced, not run).
+#
+# POSIX sh only (dash on Debian).  A test script sources this file, calls
+# e2e_ok / e2e_fail once per check, and ends with e2e_summary, whose last line
+# "SCRIPT: N passed, M failed" is what tests/run.sh reads.  The check lines
+# have the C harness's shape: "  ok    name" and "  FAIL  name: details".
+#
+# e2e_init creates $E2E_TMP (removed on exit, also on INT/TERM) and sets
+# $KITE, the binary under test ($KITE_BUILD/kite, default build/kite).
+
+E2E_PASS=0
+E2E_FAIL=0
+E2E_TMP=
+TAB=$(printf '\t')
+
+# e2e_init: checks the binary exists and makes the scratch directory.
+e2e_init() {
+    KITE_BUILD=${KITE_BUILD:-build}
+    KITE=$KITE_BUILD/kite
+    E2E_TMP=$(mktemp -d "${TMPDIR:-/tmp}/kite-e2e.XXXXXX") || exit 1
+    trap 'rm -rf "$E2E_TMP"' EXIT
+    trap 'rm -rf "$E2E_TMP"; exit 130' INT TERM
+}
+
+e2e_ok() {
+    E2E_PASS=$((E2E_PASS + 1))
+    printf '  ok    %s\n' "$1"
+}
+
+# e2e_fail NAME DETAILS
+e2e_fail() {
+    E2E_FAIL=$((E2E_FAIL + 1))
+    printf '  FAIL  %s: %s\n' "$1" "$2"
+}
+
+# e2e_summary: prints the closing line; returns non-zero if any check failed.
+e2e_summary() {
+    printf '%s: %d passed, %d failed\n' "$0" "$E2E_PASS" "$E2E_FAIL"
+    [ "$E2E_FAIL" -eq 0 ]
+}
+
+# e2e_one_line FILE: true if FILE holds exactly one newline-terminated line.
+e2e_one_line() {
+    [ "$(wc -l <"$1")" -eq 1 ] && [ "$(awk 'END { print NR }' "$1")" -eq 1 ]
+}
+
+# e2e_first_line FILE: the first line of FILE, for failure details.
+e2e_first_line() {
+    head -n 1 "$1" | cut -c 1-200
+}
+
+# e2e_kite OUT ERR ARGS...: runs $KITE ARGS with stdin from /dev/null,
+# stdout to OUT, stderr to ERR; sets $rc.
+e2e_kite() {
+    _out=$1
+    _err=$2
+    shift 2
+    "$KITE" "$@" </dev/null >"$_out" 2>"$_err"
+    rc=$?
+}
+
+# e2e_max_abs_diff A.f32 B.f32: prints "COUNT_A COUNT_B MAXDIFF BAD" for two
+# raw float32 files.  od -t f4 prints 8-9 significant digits, i.e. an error
+# below 1e-6 for |x| < 100, far under the 1e-4 tolerances used here.  BAD
+# counts values that are not finite numbers (nan, inf) on either side, since
+# awk comparisons with NaN are always false and would hide them.
+e2e_max_abs_diff() {
+    od -An -v -t f4 -w4 "$1" | tr -d ' ' >"$E2E_TMP/_a.txt"
+    od -An -v -t f4 -w4 "$2" | tr -d ' ' >"$E2E_TMP/_b.txt"
+    _na=$(wc -l <"$E2E_TMP/_a.txt")
+    _nb=$(wc -l <"$E2E_TMP/_b.txt")
+    paste "$E2E_TMP/_a.txt" "$E2E_TMP/_b.txt" | awk -v na="$_na" -v nb="$_nb" '
+        function num(s) { return s ~ /^-?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?$/ }
+        {
+            if (!num($1) || !num($2)) { bad++; next }
+            d = $1 - $2
+            if (d < 0) d = -d
+            if (d > m) m = d
+        }
+        END { printf "%d %d %.9g %d\n", na, nb, m + 0, bad + 0 }'
+}
