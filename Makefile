@@ -42,6 +42,8 @@ CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
 .PHONY: all run test fuzz clean deps
+# keep the fuzz build's objects (they are intermediate files of pattern rules)
+.SECONDARY:
 all: $(BUILD)/kite $(BUILD)/libkite.a
 
 deps:

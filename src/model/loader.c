@@ -20,9 +20,9 @@
 #include "tokenizer/vocab.h"
 
 kite_model_params kite_model_default_params(void) {
-    /* Heap reads, not mmap, by default: on the VMs kite is developed on,
-     * reading weights through a file mapping measured 3-5x slower than from
-     * heap memory; --mmap (use_mmap) opts back in for huge files. */
+    /* Heap reads, not mmap, by default: never slower on the development VMs
+     * and reported 3-5x faster on some (docs/model.md has the figures);
+     * use_mmap opts back in, e.g. for files too large to hold twice. */
     kite_model_params p = {.use_mmap = false, .vocab_only = false};
     return p;
 }

@@ -160,6 +160,7 @@ TEST(test_prefill_then_decode_equals_token_by_token) {
         double e = max_abs_diff(kite_ctx_logits(c, -1), tbt + (size_t)i * N_VOCAB, N_VOCAB);
         if (e > err) err = e;
     }
+    printf("    prefill+decode vs token-by-token: max abs diff %.3g\n", err);
     CHECK_MSG(err <= 1e-5, "prefill+decode vs token-by-token: %g", err);
     /* truncate and replay the tail: the cache rows are recomputed identically */
     CHECK_EQ_INT(kite_ctx_truncate(c, 10), KITE_OK);
