@@ -53,6 +53,10 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
+# The CLI finds the bundled model next to the binary (build/../models) or,
+# for builds elsewhere (BUILD=/tmp/x), in this source tree.
+$(BUILD)/obj/cli/args.o: CPPFLAGS += -DKITE_SOURCE_MODEL='"$(CURDIR)/models/stories260K.gguf"'
+
 $(BUILD)/libkite.a: $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@

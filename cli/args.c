@@ -83,5 +83,8 @@ const char *cli_default_model(const char *argv0) {
         }
     }
     (void)argv0;
+#ifdef KITE_SOURCE_MODEL
+    if (access(KITE_SOURCE_MODEL, R_OK) == 0) return KITE_SOURCE_MODEL;
+#endif
     return "models/stories260K.gguf";
 }

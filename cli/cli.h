@@ -20,8 +20,9 @@ int cmd_info(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 
-/* Path of the bundled model: $KITE_MODEL, else models/stories260K.gguf next
- * to the binary's repository (../models from build/), else the relative path. */
+/* Path of the bundled model: $KITE_MODEL, else <binary dir>/../models/
+ * stories260K.gguf (build/kite in the repository), else the source tree the
+ * binary was built from, else the relative path models/stories260K.gguf. */
 const char *cli_default_model(const char *argv0);
 
 /* Strict numeric parsing of flag values: the whole string must be a number in

@@ -44,23 +44,7 @@ static void print_str(gguf_str s, uint64_t max) {
         while (n > 0 && ((unsigned char)s.ptr[n] & 0xc0) == 0x80) n--; /* don't split a character */
         cut = true;
     }
-    putchar('"');
-    for (uint64_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s.ptr[i];
-        switch (c) {
-        case '"': fputs("\\\"", stdout); break;
-        case '\\': fputs("\\\\", stdout); break;
-        case '\n': fputs("\\n", stdout); break;
-        case '\r': fputs("\\r", stdout); break;
-        case '\t': fputs("\\t", stdout); break;
-        default:
-            if (c < 0x20 || c == 0x7f)
-                printf("\\x%02x", c);
-            else
-                putchar(c);
-        }
-    }
-    putchar('"');
+    cli_json_string(stdout, s.ptr, (size_t)n);
     if (cut) printf("...(%" PRIu64 " bytes)", s.len);
 }
 

@@ -132,6 +132,7 @@ static int parse_args(int argc, char **argv, run_opts *o) {
         } else if (!strcmp(a, "--repeat-penalty")) {
             VALUE();
             if (!cli_parse_f32(cmd, a, v, 0.0f, 100.0f, &fv)) return 2;
+            if (!(fv > 0.0f)) return cli_usage_error(cmd, "%s: expected a number > 0 (1 = off), got '%s'", a, v);
             o->sp.repeat_penalty = fv;
         } else if (!strcmp(a, "--repeat-last-n")) {
             VALUE();
@@ -263,8 +264,9 @@ int cmd_run(int argc, char **argv) {
         fprintf(stderr, "kite run: empty prompt and --no-bos: nothing to evaluate\n");
         goto done;
     }
-    if ((int64_t)n_prompt >= n_ctx) {
-        fprintf(stderr, "kite run: prompt has %zu tokens, context holds %d (raise -c)\n", n_prompt, n_ctx);
+    if ((int64_t)n_prompt > n_ctx) {
+        fprintf(stderr, "kite run: the prompt has %zu tokens but the context holds only %d (raise -c)\n", n_prompt,
+                n_ctx);
         goto done;
     }
     if (o.dump_logits && !(dump = fopen(o.dump_logits, "wb"))) {
@@ -340,7 +342,7 @@ int cmd_run(int argc, char **argv) {
             "kite run: load %.1f ms | prompt %zu tokens, %.1f ms, %.1f tok/s | generated %zu tokens (%" PRId64
             " decode steps, %.1f ms, %.1f tok/s) | stop: %s | threads %d | seed %" PRIu64 "\n",
             t_load * 1e3, n_prompt, t_prefill * 1e3, prefill_tok_s, n_gen, n_decode_evals, t_decode * 1e3,
-            decode_tok_s, stop_reason, cp.n_threads, o.sp.seed);
+            decode_tok_s, stop_reason, kite_ctx_n_threads(ctx), o.sp.seed);
     if (o.json) {
         printf("{\"prompt_ids\": ");
         cli_json_ids(stdout, ids, n_prompt);

@@ -159,6 +159,7 @@ const float *kite_ctx_logits(const kite_ctx *ctx, int32_t i);
 
 int32_t kite_ctx_n_past(const kite_ctx *ctx);
 int32_t kite_ctx_n_ctx(const kite_ctx *ctx);
+int32_t kite_ctx_n_threads(const kite_ctx *ctx); /* threads actually used */
 /* Drops cached positions >= n_past (n_past <= current), e.g. to restart. */
 int kite_ctx_truncate(kite_ctx *ctx, int32_t n_past);
 

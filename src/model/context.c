@@ -156,6 +156,7 @@ const float *kite_ctx_logits(const kite_ctx *ctx, int32_t i) {
 
 int32_t kite_ctx_n_past(const kite_ctx *ctx) { return ctx->n_past; }
 int32_t kite_ctx_n_ctx(const kite_ctx *ctx) { return ctx->n_ctx; }
+int32_t kite_ctx_n_threads(const kite_ctx *ctx) { return ctx->n_threads; }
 
 int kite_ctx_truncate(kite_ctx *ctx, int32_t n_past) {
     if (n_past < 0 || n_past > ctx->n_past)

@@ -11,6 +11,7 @@
 E2E_PASS=0
 E2E_FAIL=0
 E2E_TMP=
+# shellcheck disable=SC2034 # used by the scripts that source this file
 TAB=$(printf '\t')
 
 # e2e_init: checks the binary exists and makes the scratch directory.
@@ -56,6 +57,7 @@ e2e_kite() {
     _err=$2
     shift 2
     "$KITE" "$@" </dev/null >"$_out" 2>"$_err"
+    # shellcheck disable=SC2034 # read by the caller
     rc=$?
 }
 
