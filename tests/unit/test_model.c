@@ -434,12 +434,20 @@ static int synth_write(const synth *s, const char *path, const char *skip, const
 #define T(name, data, cols, rows)                                                                      \
     do {                                                                                               \
         if (!skip || strcmp(skip, name)) {                                                            \
-            int64_t ne_[2] = {(cols), (rows) + (bad_shape && !strcmp(bad_shape, name) ? 1 : 0)};       \
+            const bool bad_ = bad_shape && !strcmp(bad_shape, name);                                  \
+            int64_t ne_[2] = {(cols), (rows) + (bad_ ? 1 : 0)};                                        \
             uint32_t nd_ = ne_[1] == 1 ? 1 : 2;                                                        \
-            CHECK_EQ_INT(gguf_writer_add_tensor(w, name, KITE_DTYPE_F32, nd_, ne_, data), KITE_OK);    \
+            /* a wrong shape needs more data than the real tensor has: zeros */                       \
+            const void *d_ = bad_ ? (const void *)zeros : (const void *)(data);                        \
+            CHECK_EQ_INT(gguf_writer_add_tensor(w, name, KITE_DTYPE_F32, nd_, ne_, d_), KITE_OK);      \
         }                                                                                              \
     } while (0)
     const int Q = s->n_head * s->head_dim, KV = s->n_head_kv * s->head_dim;
+    int maxdim = s->n_vocab;
+    const int dims[4] = {s->n_ff, Q, KV, s->n_embd};
+    for (int i = 0; i < 4; i++)
+        if (dims[i] > maxdim) maxdim = dims[i];
+    float *zeros = calloc((size_t)(maxdim + 1) * (size_t)maxdim, sizeof(float));
     T("token_embd.weight", s->embd, s->n_embd, s->n_vocab);
     T("output_norm.weight", s->out_norm, s->n_embd, 1);
     if (!s->tied) T("output.weight", s->output, s->n_embd, s->n_vocab);
@@ -463,6 +471,7 @@ static int synth_write(const synth *s, const char *path, const char *skip, const
 #undef KEY
     int rc = gguf_writer_write(w, path);
     gguf_writer_free(w);
+    free(zeros);
     free(toks);
     free(names);
     free(scores);
@@ -658,10 +667,9 @@ TEST(test_load_errors_name_the_field) {
 }
 
 TEST(test_unsupported_tensor_type_and_vocab_only) {
-    /* A real llama.cpp Q4_K_M mix would need the kernels issue: until then
-     * loading must fail cleanly naming a tensor and its type.  Build one
-     * from the F32 model by storing attn_q as q8_0 (a type kite knows the
-     * layout of, but has no kernel for yet). */
+    /* A tensor of a type whose layout kite knows (so the file is valid) but
+     * that it cannot compute with must fail cleanly, naming the tensor and
+     * the type.  Built from the F32 model by storing attn_q as mxfp4. */
     gguf_ctx *g = NULL;
     CHECK_EQ_INT(gguf_open(MODEL_F32, NULL, &g), KITE_OK);
     if (!g) return;
@@ -671,18 +679,18 @@ TEST(test_unsupported_tensor_type_and_vocab_only) {
         gguf_writer_set_value(w, k, &g->kv[i].value);
         free(k);
     }
-    uint8_t *q8 = calloc(1, 64 * 64 / 32 * 34);
+    uint8_t *q8 = calloc(1, 64 * 64 / 32 * 17);
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         const gguf_tensor *t = &g->tensors[i];
         char *name = gguf_str_dup(t->name);
         if (!strcmp(name, "blk.0.attn_q.weight"))
-            gguf_writer_add_tensor(w, name, KITE_DTYPE_Q8_0, t->n_dims, t->ne, q8);
+            gguf_writer_add_tensor(w, name, KITE_DTYPE_MXFP4, t->n_dims, t->ne, q8);
         else
             gguf_writer_add_tensor(w, name, t->type, t->n_dims, t->ne, t->data);
         free(name);
     }
     char path[512];
-    snprintf(path, sizeof path, "%s/q8.gguf", tmpdir);
+    snprintf(path, sizeof path, "%s/mxfp4.gguf", tmpdir);
     CHECK_EQ_INT(gguf_writer_write(w, path), KITE_OK);
     gguf_writer_free(w);
     free(q8);
@@ -690,7 +698,7 @@ TEST(test_unsupported_tensor_type_and_vocab_only) {
     kite_model *m = NULL;
     CHECK_EQ_INT(kite_model_load(path, NULL, &m), KITE_E_UNSUPPORTED);
     CHECK_CONTAINS(kite_last_error(), "blk.0.attn_q.weight");
-    CHECK_CONTAINS(kite_last_error(), "q8_0");
+    CHECK_CONTAINS(kite_last_error(), "mxfp4");
     /* the same file is fine as a vocabulary */
     kite_model_params p = kite_model_default_params();
     p.vocab_only = true;
