@@ -2,10 +2,13 @@
  * dtype.c - traits table of tensor types, and the f16/bf16 conversions.
  *
  * Sizes follow ggml's block layouts (checked against ../shared/golden/quant).
- * Entries without to_float are types kite can validate in a file but not yet
- * compute with; the kernels issue fills them in.
+ * The block types point at the reference (scalar, ggml bit-exact) row
+ * conversions of quants.h.  Entries without to_float are types kite can
+ * validate in a file but not yet compute with (the i-quants with grids).
  */
 #include "tensor/dtype.h"
+
+#include "tensor/quants.h"
 
 #include <string.h>
 #include <strings.h>
@@ -111,26 +114,26 @@ static void bf16_from_float(const float *src, void *dst, int64_t n) {
 static const dtype_traits traits[KITE_DTYPE_COUNT] = {
     [KITE_DTYPE_F32] = {"f32", 1, 4, f32_to_float, f32_from_float},
     [KITE_DTYPE_F16] = {"f16", 1, 2, f16_to_float, f16_from_float},
-    [KITE_DTYPE_Q4_0] = {"q4_0", 32, 18, NULL, NULL},
-    [KITE_DTYPE_Q4_1] = {"q4_1", 32, 20, NULL, NULL},
-    [KITE_DTYPE_Q5_0] = {"q5_0", 32, 22, NULL, NULL},
-    [KITE_DTYPE_Q5_1] = {"q5_1", 32, 24, NULL, NULL},
-    [KITE_DTYPE_Q8_0] = {"q8_0", 32, 34, NULL, NULL},
-    [KITE_DTYPE_Q8_1] = {"q8_1", 32, 36, NULL, NULL},
-    [KITE_DTYPE_Q2_K] = {"q2_K", 256, 84, NULL, NULL},
-    [KITE_DTYPE_Q3_K] = {"q3_K", 256, 110, NULL, NULL},
-    [KITE_DTYPE_Q4_K] = {"q4_K", 256, 144, NULL, NULL},
-    [KITE_DTYPE_Q5_K] = {"q5_K", 256, 176, NULL, NULL},
-    [KITE_DTYPE_Q6_K] = {"q6_K", 256, 210, NULL, NULL},
-    [KITE_DTYPE_Q8_K] = {"q8_K", 256, 292, NULL, NULL},
+    [KITE_DTYPE_Q4_0] = {"q4_0", 32, 18, dequantize_row_q4_0, quantize_row_q4_0_ref},
+    [KITE_DTYPE_Q4_1] = {"q4_1", 32, 20, dequantize_row_q4_1, quantize_row_q4_1_ref},
+    [KITE_DTYPE_Q5_0] = {"q5_0", 32, 22, dequantize_row_q5_0, quantize_row_q5_0_ref},
+    [KITE_DTYPE_Q5_1] = {"q5_1", 32, 24, dequantize_row_q5_1, quantize_row_q5_1_ref},
+    [KITE_DTYPE_Q8_0] = {"q8_0", 32, 34, dequantize_row_q8_0, quantize_row_q8_0_ref},
+    [KITE_DTYPE_Q8_1] = {"q8_1", 32, 36, dequantize_row_q8_1, quantize_row_q8_1_ref},
+    [KITE_DTYPE_Q2_K] = {"q2_K", 256, 84, dequantize_row_q2_K, quantize_row_q2_K_ref},
+    [KITE_DTYPE_Q3_K] = {"q3_K", 256, 110, dequantize_row_q3_K, quantize_row_q3_K_ref},
+    [KITE_DTYPE_Q4_K] = {"q4_K", 256, 144, dequantize_row_q4_K, quantize_row_q4_K_ref},
+    [KITE_DTYPE_Q5_K] = {"q5_K", 256, 176, dequantize_row_q5_K, quantize_row_q5_K_ref},
+    [KITE_DTYPE_Q6_K] = {"q6_K", 256, 210, dequantize_row_q6_K, quantize_row_q6_K_ref},
+    [KITE_DTYPE_Q8_K] = {"q8_K", 256, 292, dequantize_row_q8_K, quantize_row_q8_K_ref},
     [KITE_DTYPE_IQ2_XXS] = {"iq2_xxs", 256, 66, NULL, NULL},
     [KITE_DTYPE_IQ2_XS] = {"iq2_xs", 256, 74, NULL, NULL},
     [KITE_DTYPE_IQ3_XXS] = {"iq3_xxs", 256, 98, NULL, NULL},
     [KITE_DTYPE_IQ1_S] = {"iq1_s", 256, 50, NULL, NULL},
-    [KITE_DTYPE_IQ4_NL] = {"iq4_nl", 32, 18, NULL, NULL},
+    [KITE_DTYPE_IQ4_NL] = {"iq4_nl", 32, 18, dequantize_row_iq4_nl, quantize_row_iq4_nl_ref},
     [KITE_DTYPE_IQ3_S] = {"iq3_s", 256, 110, NULL, NULL},
     [KITE_DTYPE_IQ2_S] = {"iq2_s", 256, 82, NULL, NULL},
-    [KITE_DTYPE_IQ4_XS] = {"iq4_xs", 256, 136, NULL, NULL},
+    [KITE_DTYPE_IQ4_XS] = {"iq4_xs", 256, 136, dequantize_row_iq4_xs, quantize_row_iq4_xs_ref},
     [KITE_DTYPE_I8] = {"i8", 1, 1, NULL, NULL},
     [KITE_DTYPE_I16] = {"i16", 1, 2, NULL, NULL},
     [KITE_DTYPE_I32] = {"i32", 1, 4, NULL, NULL},
@@ -138,8 +141,8 @@ static const dtype_traits traits[KITE_DTYPE_COUNT] = {
     [KITE_DTYPE_F64] = {"f64", 1, 8, NULL, NULL},
     [KITE_DTYPE_IQ1_M] = {"iq1_m", 256, 56, NULL, NULL},
     [KITE_DTYPE_BF16] = {"bf16", 1, 2, bf16_to_float, bf16_from_float},
-    [KITE_DTYPE_TQ1_0] = {"tq1_0", 256, 54, NULL, NULL},
-    [KITE_DTYPE_TQ2_0] = {"tq2_0", 256, 66, NULL, NULL},
+    [KITE_DTYPE_TQ1_0] = {"tq1_0", 256, 54, dequantize_row_tq1_0, quantize_row_tq1_0_ref},
+    [KITE_DTYPE_TQ2_0] = {"tq2_0", 256, 66, dequantize_row_tq2_0, quantize_row_tq2_0_ref},
     [KITE_DTYPE_MXFP4] = {"mxfp4", 32, 17, NULL, NULL},
 };
 
