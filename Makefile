@@ -5,6 +5,7 @@
 #   make test       unit + golden + e2e tests (closing line "N passed, N failed")
 #   make test SAN=1 the same under AddressSanitizer + UndefinedBehaviorSanitizer (build-san/)
 #   make fuzz       libFuzzer targets (clang), each run for FUZZ_SECONDS
+#   make bench      benchmark the standard set, rewrite BENCHMARKS.md (docs/bench.md)
 #   make WERROR=1   treat warnings as errors (CI)
 #
 # Only files under an ISA folder (src/kernels/x86_*) may get ISA flags, so the
@@ -41,7 +42,7 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all run test fuzz clean deps
+.PHONY: all run test fuzz clean deps bench
 # keep the fuzz build's objects (they are intermediate files of pattern rules)
 .SECONDARY:
 all: $(BUILD)/kite $(BUILD)/libkite.a
@@ -56,6 +57,19 @@ $(BUILD)/obj/%.o: %.c
 # The CLI finds the bundled model next to the binary (build/../models) or,
 # for builds elsewhere (BUILD=/tmp/x), in this source tree.
 $(BUILD)/obj/cli/args.o: CPPFLAGS += -DKITE_SOURCE_MODEL='"$(CURDIR)/models/stories260K.gguf"'
+
+# ISA flags: only the kernel folders get them, and only when the compiler
+# targets x86 (elsewhere those files compile to nothing and the scalar
+# kernels run).  Target-specific variables, so every other object stays
+# baseline x86-64.
+KITE_TARGET := $(shell $(CC) -dumpmachine 2>/dev/null)
+ifneq ($(filter x86_64% i386% i486% i586% i686% amd64%,$(KITE_TARGET)),)
+  KITE_X86 := 1
+  AVX2_FLAGS := -mavx2 -mfma -mf16c
+  AVX512_FLAGS := -mavx512f -mavx512bw -mavx512dq -mavx512vl -mavx512vnni -mavx512bf16 -mfma -mf16c
+$(BUILD)/obj/src/kernels/x86_avx2/%.o: CFLAGS += $(AVX2_FLAGS)
+$(BUILD)/obj/src/kernels/x86_avx512/%.o: CFLAGS += $(AVX512_FLAGS)
+endif
 
 $(BUILD)/libkite.a: $(LIB_OBJ)
 	@mkdir -p $(dir $@)
@@ -77,12 +91,23 @@ run: deps $(BUILD)/kite
 test: deps $(BUILD)/kite $(TEST_BIN)
 	@sh tests/run.sh $(BUILD)
 
+# ---- benchmarks: synthesize the models (cached in $(BUILD)/bench-models, outside
+# git), run kite bench on each and rewrite BENCHMARKS.md (see docs/bench.md;
+# BENCH_LAYERS, BENCH_REPS, BENCH_TYPES, LLAMA_BENCH=... are passed through).
+bench: $(BUILD)/kite
+	sh bench/run.sh $(BUILD)
+
 # ---- fuzzing (clang + libFuzzer) ------------------------------------------
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build-fuzz/%)
 FUZZ_SECONDS ?= 30
 FUZZ_LIB_OBJ := $(LIB_SRC:%.c=build-fuzz/obj/%.o)
 FUZZ_CFLAGS := -std=c11 -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -pthread
+
+ifeq ($(KITE_X86),1)
+build-fuzz/obj/src/kernels/x86_avx2/%.o: FUZZ_CFLAGS += $(AVX2_FLAGS)
+build-fuzz/obj/src/kernels/x86_avx512/%.o: FUZZ_CFLAGS += $(AVX512_FLAGS)
+endif
 
 build-fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)

@@ -1,42 +1,99 @@
 /*
- * attention.c - reference causal attention over a contiguous KV cache.
+ * attention.c - kern_attention: path choice, thread-count policy, scratch
+ * sizing, and the reference path (the specification the others are tested
+ * against).  The fast paths are attention_flash.c (prefill) and
+ * attention_splitkv.c (decode); docs/attention.md gives the math.
  *
- * Work is split over (token, head) pairs; each thread keeps its scores in
- * its own n_ctx-float slice of scratch.  Scores are materialised per query
- * row (not per n x n matrix); the fused tiled FlashAttention of the kernels
- * issue replaces this behind the same entry point.
+ * Reference path: work is split over (token, head) rows; each thread keeps
+ * one row's scores in its scratch slice (n_ctx floats), softmaxes them with
+ * kern_softmax and sums V weighted by them.
+ *
+ * Thread count: every path's result is the same for any nth, so the number
+ * of threads is chosen from the work alone (tp_threads_for): the 260K-param
+ * model's attention always runs on the calling thread.
  */
 #include <math.h>
 #include <string.h>
 
-#include "kernels/kernels.h"
+#include "core/error.h"
+#include "kernels/attention_impl.h"
 
-static void attention_part(void *arg, int ith, int nth) {
-    const attn_args *a = arg;
-    const int32_t kv_dim = a->n_head_kv * a->head_dim;
-    const int32_t q_dim = a->n_head * a->head_dim;
-    const int32_t group = a->n_head / a->n_head_kv;
-    float *score = a->scratch + (size_t)ith * (size_t)a->n_ctx;
+void attn_geom_init(attn_geom *g, const attn_args *a) {
+    g->q_tile = a->q_tile > 0 ? a->q_tile : ATTN_Q_TILE;
+    g->kv_tile = a->kv_tile > 0 ? a->kv_tile : ATTN_KV_TILE;
+    g->kv_chunk = a->kv_chunk > 0 ? a->kv_chunk : ATTN_KV_CHUNK;
+    g->q_dim = a->n_head * a->head_dim;
+    g->kv_dim = a->n_head_kv * a->head_dim;
+    g->group = a->n_head / a->n_head_kv;
+    const size_t hd = (size_t)a->head_dim, bq = (size_t)g->q_tile, bk = (size_t)g->kv_tile;
+    /* flash: S[bq][bk], Kt[hd][bk], acc[bq][hd], qs[bq][hd], m[bq], l[bq] */
+    size_t s = bq * bk + hd * bk + 2 * bq * hd + 2 * bq;
+    if ((size_t)a->n_ctx > s) s = (size_t)a->n_ctx;     /* reference: one row of scores */
+    if ((size_t)g->kv_chunk + hd > s) s = (size_t)g->kv_chunk + hd; /* split-KV: chunk scores + scaled q */
+    g->slice = (s + 15) & ~(size_t)15;
+}
+
+size_t kern_attention_scratch_floats(const attn_args *a, int n_threads) {
+    attn_geom g;
+    attn_geom_init(&g, a);
+    /* split-KV partials for up to ATTN_SPLITKV_MAX_TOK queries at a time
+     * (attn_splitkv takes longer batches in groups of that many) */
+    const size_t n_rows = (size_t)(a->n_tok < ATTN_SPLITKV_MAX_TOK ? a->n_tok : ATTN_SPLITKV_MAX_TOK);
+    const size_t partials =
+        n_rows * (size_t)a->n_head * (size_t)attn_n_chunks(a->n_ctx, g.kv_chunk) * attn_partial_floats(a->head_dim);
+    return (size_t)(n_threads > 0 ? n_threads : 1) * g.slice + partials;
+}
+
+double attn_work(const attn_args *a) {
+    /* query t reads pos0 + t + 1 keys: QK and PV are head_dim multiply-adds each */
+    const double n = (double)a->n_tok, kv = (double)a->pos0 + (n + 1.0) / 2.0;
+    return n * kv * (double)a->n_head * 2.0 * (double)a->head_dim;
+}
+
+typedef struct ref_task {
+    const attn_args *a;
+    const attn_geom *g;
+} ref_task;
+
+static void ref_part(void *arg, int ith, int nth) {
+    const ref_task *rt = arg;
+    const attn_args *a = rt->a;
+    const attn_geom *g = rt->g;
+    const int32_t hd = a->head_dim;
+    float *score = a->scratch + (size_t)ith * g->slice;
     long lo, hi;
     tp_split((long)a->n_tok * a->n_head, ith, nth, &lo, &hi);
     for (long job = lo; job < hi; job++) {
         const int32_t t = (int32_t)(job / a->n_head), h = (int32_t)(job % a->n_head);
         const int32_t n_kv = a->pos0 + t + 1; /* causal: positions 0..pos0+t */
-        const float *q = a->q + (size_t)t * q_dim + (size_t)h * a->head_dim;
-        const int32_t kvh = h / group;
+        const float *q = a->q + (size_t)t * g->q_dim + (size_t)h * hd;
+        const int32_t kvh = h / g->group;
         for (int32_t p = 0; p < n_kv; p++) {
-            const float *k = a->k_cache + (size_t)p * kv_dim + (size_t)kvh * a->head_dim;
-            score[p] = kern_dot_f32(q, k, a->head_dim) * a->scale;
+            const float *k = a->k_cache + (size_t)p * g->kv_dim + (size_t)kvh * hd;
+            score[p] = kern_dot_f32(q, k, hd) * a->scale;
         }
         kern_softmax(score, n_kv);
-        float *out = a->out + (size_t)t * q_dim + (size_t)h * a->head_dim;
-        memset(out, 0, sizeof(float) * (size_t)a->head_dim);
-        for (int32_t p = 0; p < n_kv; p++) {
-            const float *v = a->v_cache + (size_t)p * kv_dim + (size_t)kvh * a->head_dim;
-            const float w = score[p];
-            for (int32_t i = 0; i < a->head_dim; i++) out[i] += w * v[i];
-        }
+        float *out = a->out + (size_t)t * g->q_dim + (size_t)h * hd;
+        memset(out, 0, sizeof(float) * (size_t)hd);
+        for (int32_t p = 0; p < n_kv; p++)
+            attn_axpy(out, score[p], a->v_cache + (size_t)p * g->kv_dim + (size_t)kvh * hd, hd);
     }
 }
 
-void kern_attention(threadpool *tp, const attn_args *a) { tp_run(tp, attention_part, (void *)a); }
+void kern_attention(threadpool *tp, const attn_args *a) {
+    KITE_ASSERT(a->n_tok >= 1 && a->pos0 >= 0 && a->pos0 + a->n_tok <= a->n_ctx && a->n_head_kv >= 1 &&
+                a->n_head % a->n_head_kv == 0 && a->head_dim >= 1);
+    attn_geom g;
+    attn_geom_init(&g, a);
+    int path = a->path;
+    if (path == ATTN_PATH_AUTO) path = a->n_tok <= ATTN_SPLITKV_MAX_TOK ? ATTN_PATH_SPLITKV : ATTN_PATH_FLASH;
+    switch (path) {
+    case ATTN_PATH_REF: {
+        ref_task rt = {a, &g};
+        tp_run_n(tp, ref_part, &rt, tp_threads_for(tp, attn_work(a)));
+        break;
+    }
+    case ATTN_PATH_FLASH: attn_flash(tp, a, &g); break;
+    default: attn_splitkv(tp, a, &g); break;
+    }
+}

@@ -2,13 +2,12 @@
  * kernels.h - compute kernels of the forward pass.
  *
  * DESIGN
- *   These are the reference (portable C) kernels.  They take weights of any
- *   dtype that has a to_float in the traits table: a row is converted to
- *   float once into per-thread scratch and reused for every token of the
- *   batch, so a weight byte is read once per call whatever the batch size.
+ *   kern_matmul takes weights of any dtype that has a to_float in the traits
+ *   table: types with SIMD/integer kernels go through the run-time selected
+ *   kernel table (dispatch.h), the others are converted to float row by row.
+ *   A weight byte is read from memory once per call whatever the batch size.
  *   Multi-threaded kernels split their output statically over the pool's
- *   threads (ith/nth); they allocate nothing.  The SIMD kernels of the
- *   kernels issue will sit behind the same entry points.
+ *   threads (ith/nth); they allocate nothing.
  *
  * SHAPES
  *   Activations are row-major [n_tok][width] float arrays.
@@ -16,15 +15,26 @@
 #ifndef KITE_KERNELS_H
 #define KITE_KERNELS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/threadpool.h"
 #include "tensor/weight.h"
 
 /* y[t*ldy + r] = sum_c W[r][c] * x[t*W.ne[0] + c], for rows r < W.ne[1] and
- * t < n_tok.  scratch: tp_n_threads(tp) * W.ne[0] floats. */
+ * t < n_tok, through the kernel table (dispatch.h; see matmul.c).  For
+ * quantized weights with an integer kernel, x is first quantized to the
+ * type's activation format (q8_0 / q8_K), so the result carries that
+ * rounding.  scratch: at least kern_matmul_scratch_bytes(tp_n_threads(tp),
+ * n_tok, W.ne[0]) bytes, 64-byte aligned (activation rows and per-thread row
+ * buffers); nothing is allocated.  Results do not depend on the thread count
+ * nor on n_tok (each y is one row-by-row dot product). */
 void kern_matmul(threadpool *tp, const weight *w, const float *x, int64_t n_tok, float *y, int64_t ldy,
-                 float *scratch);
+                 void *scratch);
+
+/* Scratch bytes kern_matmul needs for batches of up to n_tok_max tokens and
+ * weights of up to max_cols columns, on n_threads threads. */
+size_t kern_matmul_scratch_bytes(int n_threads, int64_t n_tok_max, int64_t max_cols);
 
 /* dst[0..ne0) = row `row` of w as floats. */
 void kern_get_row(const weight *w, int64_t row, float *dst);
@@ -46,22 +56,68 @@ void kern_swiglu(float *gate, const float *up, int64_t n);
  * rope_type 0 (NORM) rotates (x[2i], x[2i+1]); 2 (NEOX) rotates (x[i], x[i + n_rot/2]). */
 void kern_rope(float *x, const float *cs, int32_t n_rot, int rope_type);
 
+/* Attention (attention.c, attention_flash.c, attention_splitkv.c; the math
+ * is in docs/attention.md).  Paths:
+ *   ATTN_PATH_REF      per (token, head): scores in a row buffer, softmax,
+ *                      weighted sum of V; the specification.
+ *   ATTN_PATH_FLASH    prefill: fused tiled FlashAttention, per (query tile,
+ *                      head) over KV tiles with an online softmax; no score
+ *                      matrix beyond one q_tile x kv_tile tile per thread.
+ *   ATTN_PATH_SPLITKV  decode: KV split into fixed kv_chunk-position chunks
+ *                      (FlashDecoding) with FlashDecoding++'s unified
+ *                      maximum phi; exact recompute of a row whose maximum
+ *                      score leaves [phi - ATTN_PHI_RANGE, phi + ATTN_PHI_RANGE].
+ * ATTN_PATH_AUTO takes SPLITKV for n_tok <= ATTN_SPLITKV_MAX_TOK, else FLASH.
+ * Every path's result is independent of the thread count: chunk and tile
+ * boundaries are fixed and partials are combined in chunk order. */
+enum { ATTN_PATH_AUTO = 0, ATTN_PATH_REF = 1, ATTN_PATH_FLASH = 2, ATTN_PATH_SPLITKV = 3 };
+
+#define ATTN_Q_TILE 32          /* default query rows per FlashAttention tile */
+#define ATTN_KV_TILE 64         /* default KV positions per FlashAttention tile */
+#define ATTN_KV_CHUNK 256       /* default KV positions per split-KV chunk */
+#define ATTN_SPLITKV_MAX_TOK 4  /* AUTO uses split-KV up to this many queries */
+#define ATTN_PHI_DEFAULT 0.0f   /* default unified maximum (scaled-score units) */
+#define ATTN_PHI_RANGE 40.0f    /* |row max - phi| beyond this: exact recompute */
+
+/* Optional statistics of the split-KV path, accumulated over calls (zero it
+ * first).  row_max_lo/hi bound the rows' maximum scaled scores: what a
+ * calibration run needs to pick phi for a model. */
+typedef struct attn_stats {
+    int64_t n_rows;       /* (token, head) rows through the split-KV path */
+    int64_t n_fallback;   /* of those, rows recomputed exactly (max left the phi window or non-finite sums) */
+    float row_max_lo;     /* min over rows of the row's max scaled score (set on the first row) */
+    float row_max_hi;     /* max over rows of the row's max scaled score */
+} attn_stats;
+
 typedef struct attn_args {
     const float *q;       /* [n_tok][n_head * head_dim] */
     const float *k_cache; /* [n_ctx][n_head_kv * head_dim], positions 0..pos0+n_tok-1 valid */
     const float *v_cache; /* same layout */
     float *out;           /* [n_tok][n_head * head_dim] */
-    float *scratch;       /* n_threads * n_ctx floats (scores) */
+    float *scratch;       /* kern_attention_scratch_floats(args, n_threads) floats */
     int32_t n_tok;
     int32_t pos0;         /* position of the first query */
     int32_t n_head;
     int32_t n_head_kv;    /* divides n_head; query head h reads kv head h / (n_head / n_head_kv) */
     int32_t head_dim;
-    int32_t n_ctx;        /* scratch stride */
+    int32_t n_ctx;        /* KV cache positions (bounds pos0 + n_tok) */
     float scale;          /* usually 1/sqrt(head_dim) */
+    /* optional; zero-initialised means the defaults */
+    float phi;            /* split-KV unified maximum, scaled-score units; 0 = ATTN_PHI_DEFAULT */
+    attn_stats *stats;    /* split-KV statistics, or NULL */
+    int32_t path;         /* ATTN_PATH_*; 0 = AUTO */
+    int32_t q_tile;       /* FlashAttention tile sizes, 0 = ATTN_Q_TILE / ATTN_KV_TILE */
+    int32_t kv_tile;
+    int32_t kv_chunk;     /* split-KV chunk, 0 = ATTN_KV_CHUNK */
 } attn_args;
 
-/* Causal scaled dot-product attention: query t attends to positions 0..pos0+t. */
+/* Causal scaled dot-product attention: query t attends to positions 0..pos0+t.
+ * Runs on as many pool threads as the work justifies (tp_threads_for). */
 void kern_attention(threadpool *tp, const attn_args *a);
+
+/* Scratch floats kern_attention needs on n_threads threads for calls with up
+ * to a->n_tok queries, a->n_ctx positions and a's n_head, head_dim and tile
+ * sizes (pointers and the other fields are ignored). */
+size_t kern_attention_scratch_floats(const attn_args *a, int n_threads);
 
 #endif

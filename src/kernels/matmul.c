@@ -1,15 +1,42 @@
 /*
- * matmul.c - reference matrix kernels (any dtype with to_float).
+ * matmul.c - y = W x for a batch of tokens, through the kernel table
+ * (dispatch.h).
  *
- * Rows of W are split over threads; each thread converts a row to float once
- * (a no-op copy avoided for f32) and takes its dot product with every token
- * of the batch, so the weights are streamed once per call.
+ * DESIGN
+ *   1. The activations are converted once per call into the weight type's
+ *      act_type (q8_0 / q8_K blocks) in the caller's scratch, split over
+ *      threads by token when the batch is large enough to pay for a pool
+ *      round trip; f32 activations are used in place.
+ *   2. The weight rows are split over threads in units of KERN_ROW_UNIT rows.
+ *      Each thread walks its rows in tiles of about MM_TILE_BYTES of weights
+ *      and, for each tile, calls the flat-GEMM kernel on groups of up to
+ *      KERN_GEMM_MAX_TOK tokens: a weight tile comes from memory once and is
+ *      reused from cache for every token group.  Decode (1 token) is one
+ *      group: every weight byte is read once.
+ *   3. Types without a vec_dot (generic path) convert each weight row to
+ *      float with the dtype traits into a per-thread row buffer and use the
+ *      f32 kernel.
+ *   Every y value is the kernel's dot of one weight row and one activation
+ *   row: the summation order depends on neither the thread count nor the
+ *   batch grouping, so results are bit-identical for any -t and for prefill
+ *   versus token-by-token decode.
+ *
+ *   Ops too small to pay for waking the pool use fewer threads, down to
+ *   running inline on the caller (tp_threads_for / tp_run_n).
  */
 #include <string.h>
 
 #include "core/error.h"
+#include "kernels/dispatch.h"
 #include "kernels/kernels.h"
 #include "tensor/dtype.h"
+
+#define KERN_ROW_UNIT 8         /* rows per work unit: keeps SIMD-friendly chunks per thread */
+#define MM_TILE_BYTES (64 << 10) /* weight bytes per row tile (reused from L2 by token groups) */
+/* tp_threads_for counts scalar multiply-adds; a SIMD kernel does about this
+ * many per scalar one (8 float lanes; more for int8), so its work counts
+ * less and small ops stay on fewer threads. */
+#define MM_SIMD_SPEEDUP 8.0
 
 float kern_dot_f32(const float *a, const float *b, int64_t n) {
     /* 8 independent partial sums: lets the compiler keep a vector register
@@ -30,41 +57,100 @@ void kern_get_row(const weight *w, int64_t row, float *dst) {
     tr->to_float((const char *)w->data + (size_t)row * w->row_bytes, dst, w->ne[0]);
 }
 
+static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+/* Largest activation row (bytes) of any act format for rows of up to n. */
+static size_t max_act_row_bytes(int64_t n) {
+    const size_t q80 = (size_t)((n + 31) / 32) * 34, q8k = (size_t)((n + 255) / 256) * 292;
+    return q80 > q8k ? q80 : q8k; /* f32 activations are used in place, never copied */
+}
+
+size_t kern_matmul_scratch_bytes(int n_threads, int64_t n_tok_max, int64_t max_cols) {
+    return round64((size_t)n_threads * (size_t)max_cols * sizeof(float)) +
+           (size_t)n_tok_max * max_act_row_bytes(max_cols) + 64;
+}
+
 typedef struct matmul_task {
+    const kern_ops_table *kt;
     const weight *w;
-    const float *x;
+    const float *x;      /* float activations [n_tok][ne0] */
+    const char *act;     /* activation rows in act_type, a_stride bytes apart */
+    size_t a_stride;
     int64_t n_tok;
     float *y;
     int64_t ldy;
-    float *scratch;
+    float *row_buf;      /* [nth][ne0] floats: generic path */
 } matmul_task;
+
+static void quant_part(void *arg, int ith, int nth) {
+    const matmul_task *t = arg;
+    const int64_t ne0 = t->w->ne[0];
+    const kern_act_fn q = t->kt->act_from_f32[t->kt->ops[t->w->type].act_type];
+    long t0, t1;
+    tp_split((long)t->n_tok, ith, nth, &t0, &t1);
+    for (long k = t0; k < t1; k++) q(t->x + k * ne0, (char *)t->act + (size_t)k * t->a_stride, ne0);
+}
 
 static void matmul_part(void *arg, int ith, int nth) {
     const matmul_task *t = arg;
     const weight *w = t->w;
-    const int64_t n_cols = w->ne[0];
-    long r0, r1;
-    tp_split((long)w->ne[1], ith, nth, &r0, &r1);
-    const dtype_traits *tr = dtype_get(w->type);
-    float *buf = t->scratch + (size_t)ith * (size_t)n_cols;
-    for (long r = r0; r < r1; r++) {
-        const char *src = (const char *)w->data + (size_t)r * w->row_bytes;
-        const float *row;
-        if (w->type == KITE_DTYPE_F32) {
-            row = (const float *)(const void *)src;
-        } else {
-            tr->to_float(src, buf, n_cols);
-            row = buf;
+    const int64_t ne0 = w->ne[0], nr = w->ne[1];
+    long u0, u1;
+    tp_split((long)((nr + KERN_ROW_UNIT - 1) / KERN_ROW_UNIT), ith, nth, &u0, &u1);
+    const int64_t r0 = (int64_t)u0 * KERN_ROW_UNIT, r1 = (int64_t)u1 * KERN_ROW_UNIT < nr ? (int64_t)u1 * KERN_ROW_UNIT : nr;
+    const kern_type_ops *op = &t->kt->ops[w->type];
+    const char *wd = w->data;
+    if (op->gemm) {
+        int64_t tile = (int64_t)(MM_TILE_BYTES / (w->row_bytes ? w->row_bytes : 1));
+        if (tile < KERN_ROW_UNIT) tile = KERN_ROW_UNIT;
+        for (int64_t r = r0; r < r1; r += tile) {
+            const int rn = (int)(r1 - r < tile ? r1 - r : tile);
+            for (int64_t k = 0; k < t->n_tok; k += KERN_GEMM_MAX_TOK) {
+                const int tn = (int)(t->n_tok - k < KERN_GEMM_MAX_TOK ? t->n_tok - k : KERN_GEMM_MAX_TOK);
+                op->gemm(ne0, t->y + k * t->ldy + r, t->ldy, wd + (size_t)r * w->row_bytes, w->row_bytes, rn,
+                         t->act + (size_t)k * t->a_stride, t->a_stride, tn);
+            }
         }
-        for (int64_t k = 0; k < t->n_tok; k++)
-            t->y[k * t->ldy + r] = kern_dot_f32(row, t->x + k * n_cols, n_cols);
+        return;
+    }
+    /* generic: to_float once per row, then the f32 kernel for every token */
+    const dtype_traits *tr = dtype_get(w->type);
+    const kern_vec_dot_fn dot = t->kt->ops[KITE_DTYPE_F32].vec_dot;
+    float *buf = t->row_buf + (size_t)ith * (size_t)ne0;
+    for (int64_t r = r0; r < r1; r++) {
+        tr->to_float(wd + (size_t)r * w->row_bytes, buf, ne0);
+        for (int64_t k = 0; k < t->n_tok; k++) dot(ne0, t->y + k * t->ldy + r, buf, t->x + k * ne0);
     }
 }
 
 void kern_matmul(threadpool *tp, const weight *w, const float *x, int64_t n_tok, float *y, int64_t ldy,
-                 float *scratch) {
+                 void *scratch) {
+    kern_matmul_with(kern_table(), tp, w, x, n_tok, y, ldy, scratch);
+}
+
+void kern_matmul_with(const kern_ops_table *kt, threadpool *tp, const weight *w, const float *x, int64_t n_tok,
+                      float *y, int64_t ldy, void *scratch) {
     const dtype_traits *tr = dtype_get(w->type);
-    KITE_ASSERT(tr && tr->to_float && ldy >= w->ne[1]);
-    matmul_task t = {w, x, n_tok, y, ldy, scratch};
-    tp_run(tp, matmul_part, &t);
+    KITE_ASSERT(kt && tr && tr->to_float && ldy >= w->ne[1]);
+    const kern_type_ops *op = &kt->ops[w->type];
+    const int nth = tp_n_threads(tp);
+    const int64_t ne0 = w->ne[0];
+    char *sc = scratch;
+    matmul_task t = {.kt = kt, .w = w, .x = x, .n_tok = n_tok, .y = y, .ldy = ldy, .row_buf = (float *)(void *)sc};
+    const double macs = (double)n_tok * (double)w->ne[1] * (double)ne0;
+    const int n_split = tp_threads_for(tp, kt->level > KERN_LEVEL_SCALAR ? macs / MM_SIMD_SPEEDUP : macs);
+
+    if (!op->vec_dot || op->act_type == KITE_DTYPE_F32) {
+        t.act = (const char *)x;
+        t.a_stride = (size_t)ne0 * sizeof(float);
+    } else {
+        t.act = sc + round64((size_t)nth * (size_t)ne0 * sizeof(float));
+        t.a_stride = kern_act_row_bytes(op->act_type, ne0);
+        KITE_ASSERT(t.a_stride > 0 && kt->act_from_f32[op->act_type]);
+        /* a few float ops per element: split by token only when that pays */
+        int n_q = tp_threads_for(tp, 4.0 * (double)n_tok * (double)ne0);
+        if (n_q > n_tok) n_q = (int)n_tok;
+        tp_run_n(tp, quant_part, &t, n_q);
+    }
+    tp_run_n(tp, matmul_part, &t, n_split);
 }

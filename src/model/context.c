@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "kernels/kernels.h"
 
 /* Largest batch of one forward pass; longer prompts run in chunks.  Bounds the
  * activation buffers (n_batch * n_ff floats). */
@@ -89,8 +90,11 @@ int kite_ctx_new(kite_model *model, const kite_ctx_params *params, kite_ctx **ou
     c->hb2 = alloc_floats(B * F);
     c->rope_cs = alloc_floats(B * (size_t)hp->n_rot);
     c->inv_freq = alloc_floats((size_t)hp->n_rot / 2 + 1);
-    c->mm_scratch = alloc_floats((size_t)n_threads * max_row);
-    c->att_scratch = alloc_floats((size_t)n_threads * (size_t)n_ctx);
+    c->mm_scratch = alloc_floats(kern_matmul_scratch_bytes(n_threads, c->n_batch, (int64_t)max_row) / sizeof(float) + 1);
+    const attn_args att_shape = {.n_tok = c->n_batch, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv,
+                                 .head_dim = hp->head_dim, .n_ctx = n_ctx};
+    c->att_scratch = alloc_floats(kern_attention_scratch_floats(&att_shape, n_threads));
+    c->attn_phi = ATTN_PHI_DEFAULT;
     c->logits_cap = 1;
     c->logits = alloc_floats((size_t)hp->n_vocab);
     if (!c->k_cache || !c->v_cache || !c->x || !c->xb || !c->q || !c->att || !c->hb || !c->hb2 || !c->rope_cs ||

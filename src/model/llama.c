@@ -59,7 +59,7 @@ void llama_forward(kite_ctx *ctx, const kite_token *tokens, int32_t n, int32_t f
         attn_args aa = {
             .q = ctx->q, .k_cache = k_cache, .v_cache = v_cache, .out = ctx->att, .scratch = ctx->att_scratch,
             .n_tok = n, .pos0 = pos0, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .head_dim = HD,
-            .n_ctx = ctx->n_ctx, .scale = 1.0f / sqrtf((float)HD),
+            .n_ctx = ctx->n_ctx, .scale = 1.0f / sqrtf((float)HD), .phi = ctx->attn_phi,
         };
         kern_attention(tp, &aa);
         kern_matmul(tp, &L->wo, ctx->att, n, ctx->xb, E, ctx->mm_scratch);

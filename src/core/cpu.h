@@ -1,0 +1,36 @@
+/*
+ * cpu.h - CPU feature detection (cpuid + xgetbv).
+ *
+ * DESIGN
+ *   cpu_features() runs cpuid once (pthread_once) and reports the ISA
+ *   extensions the kernels use.  An extension counts only when the OS also
+ *   saves its register state: XCR0 must enable the YMM state for AVX/AVX2/FMA/
+ *   F16C and the opmask + ZMM states for AVX-512.  On non-x86 targets every
+ *   flag is false.  This file is compiled without ISA flags: it only asks.
+ *
+ * THREAD SAFETY
+ *   cpu_features() may be called from any thread; the result is immutable.
+ */
+#ifndef KITE_CORE_CPU_H
+#define KITE_CORE_CPU_H
+
+#include <stdbool.h>
+
+typedef struct cpu_info {
+    bool avx;          /* AVX with OS YMM support */
+    bool avx2;
+    bool fma;
+    bool f16c;
+    bool avx512f;      /* AVX-512 foundation with OS opmask/ZMM support */
+    bool avx512bw;
+    bool avx512dq;
+    bool avx512vl;
+    bool avx512vnni;   /* vpdpbusd on zmm/ymm (with VL) */
+    bool avx512bf16;   /* vdpbf16ps */
+    bool avxvnni;      /* VEX-encoded vpdpbusd (AVX-VNNI), reported only */
+} cpu_info;
+
+/* Features of the CPU this process runs on (detected once). */
+const cpu_info *cpu_features(void);
+
+#endif

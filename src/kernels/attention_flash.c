@@ -1,0 +1,105 @@
+/*
+ * attention_flash.c - FlashAttention for prefill: fused, tiled causal
+ * attention with an online softmax (docs/attention.md, "Prefill").
+ *
+ * A job is one (query tile of q_tile rows, head).  It walks the KV positions
+ * in tiles of kv_tile, from 0 up to the last position its last row may see,
+ * so tiles that every row of the query tile masks out are never touched; rows
+ * that a tile masks out entirely are skipped within it.  Per tile:
+ *   Kt  = the K tile of the head's kv head, transposed [head_dim][kv_tile]
+ *         (once per tile, shared by the q_tile rows);
+ *   s_j = (q*scale) . k_j, accumulated over head_dim with j innermost, a
+ *         contiguous loop that vectorises without reassociation;
+ *   online softmax: m' = max(m, max_j s_j), alpha = exp(m - m'),
+ *         l = l*alpha + sum_j exp(s_j - m'), acc = acc*alpha + sum_j exp(s_j - m') v_j;
+ * then out = acc / l.  Memory per thread: one q_tile x kv_tile score tile,
+ * the transposed K tile, the accumulators and the scaled queries (the
+ * scratch slice); never an n x n matrix.
+ *
+ * Jobs are dealt to threads cyclically (job = ith, ith + nth, ...), which
+ * balances the causal triangle; a job's arithmetic does not depend on which
+ * thread runs it, so results are identical for any thread count.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "kernels/attention_impl.h"
+
+typedef struct flash_task {
+    const attn_args *a;
+    const attn_geom *g;
+    int32_t n_qt; /* query tiles */
+} flash_task;
+
+static void flash_job(const attn_args *a, const attn_geom *g, int32_t qt, int32_t h, float *ws) {
+    const int32_t hd = a->head_dim, bq = g->q_tile, bk = g->kv_tile;
+    const int32_t t0 = qt * bq, nq = a->n_tok - t0 < bq ? a->n_tok - t0 : bq;
+    const int32_t kvh = h / g->group;
+    float *S = ws;                               /* [bq][bk] scores, then probabilities */
+    float *Kt = S + (size_t)bq * bk;             /* [hd][bk] */
+    float *acc = Kt + (size_t)hd * bk;           /* [bq][hd] */
+    float *qs = acc + (size_t)bq * hd;           /* [bq][hd] scaled queries */
+    float *m = qs + (size_t)bq * hd;             /* [bq] running max */
+    float *l = m + bq;                           /* [bq] running sum */
+
+    for (int32_t i = 0; i < nq; i++) {
+        const float *q = a->q + (size_t)(t0 + i) * g->q_dim + (size_t)h * hd;
+        for (int32_t d = 0; d < hd; d++) qs[(size_t)i * hd + d] = q[d] * a->scale;
+        memset(acc + (size_t)i * hd, 0, sizeof(float) * (size_t)hd);
+        m[i] = -INFINITY;
+        l[i] = 0.0f;
+    }
+    const int32_t kv_end = a->pos0 + t0 + nq; /* exclusive: the last row sees pos0+t0+nq-1 */
+    const float *kbase = a->k_cache + (size_t)kvh * hd;
+    const float *vbase = a->v_cache + (size_t)kvh * hd;
+    for (int32_t k0 = 0; k0 < kv_end; k0 += bk) {
+        const int32_t nk = kv_end - k0 < bk ? kv_end - k0 : bk;
+        for (int32_t j = 0; j < nk; j++) {
+            const float *k = kbase + (size_t)(k0 + j) * g->kv_dim;
+            for (int32_t d = 0; d < hd; d++) Kt[(size_t)d * bk + j] = k[d];
+        }
+        for (int32_t i = 0; i < nq; i++) {
+            /* row i sees positions < pos0 + t0 + i + 1 */
+            const int32_t lim = a->pos0 + t0 + i + 1 - k0;
+            const int32_t nj = lim < nk ? lim : nk;
+            if (nj <= 0) continue; /* masked out in this whole tile */
+            float *s = S + (size_t)i * bk;
+            const float *qi = qs + (size_t)i * hd;
+            memset(s, 0, sizeof(float) * (size_t)nj);
+            for (int32_t d = 0; d < hd; d++) attn_axpy(s, qi[d], Kt + (size_t)d * bk, nj);
+            float mx = s[0];
+            for (int32_t j = 1; j < nj; j++) mx = s[j] > mx ? s[j] : mx;
+            const float m_new = mx > m[i] ? mx : m[i];
+            const float sum = attn_exp_sum(s, m_new, nj);
+            float *o = acc + (size_t)i * hd;
+            if (m_new != m[i]) {
+                const float alpha = expf(m[i] - m_new); /* 0 on the first tile (m = -inf) */
+                l[i] *= alpha;
+                attn_scale(o, alpha, hd);
+            }
+            l[i] += sum;
+            m[i] = m_new;
+            for (int32_t j = 0; j < nj; j++) attn_axpy(o, s[j], vbase + (size_t)(k0 + j) * g->kv_dim, hd);
+        }
+    }
+    for (int32_t i = 0; i < nq; i++) {
+        float *out = a->out + (size_t)(t0 + i) * g->q_dim + (size_t)h * hd;
+        const float inv = 1.0f / l[i];
+        const float *o = acc + (size_t)i * hd;
+        for (int32_t d = 0; d < hd; d++) out[d] = o[d] * inv;
+    }
+}
+
+static void flash_part(void *arg, int ith, int nth) {
+    const flash_task *ft = arg;
+    const attn_args *a = ft->a;
+    float *ws = a->scratch + (size_t)ith * ft->g->slice;
+    const long n_jobs = (long)ft->n_qt * a->n_head;
+    for (long job = ith; job < n_jobs; job += nth)
+        flash_job(a, ft->g, (int32_t)(job / a->n_head), (int32_t)(job % a->n_head), ws);
+}
+
+void attn_flash(threadpool *tp, const attn_args *a, const attn_geom *g) {
+    flash_task ft = {a, g, (a->n_tok + g->q_tile - 1) / g->q_tile};
+    tp_run_n(tp, flash_part, &ft, tp_threads_for(tp, attn_work(a)));
+}

@@ -1,0 +1,136 @@
+/*
+ * attention_impl.h - private to the attention kernels (attention*.c):
+ * effective tile sizes, scratch layout and the small inline loops they share.
+ *
+ * Scratch layout (floats): n_threads per-thread slices of attn_slice_floats()
+ * each (rounded up to 16 floats, 64 bytes), then the split-KV partials.
+ * Inner loops are written in blocks of 8 independent lanes with a scalar tail,
+ * which gcc's and clang's SLP vectorisers turn into vector code at -O2
+ * without -ffast-math; the summation order is fixed by the code, never by
+ * the thread count.
+ */
+#ifndef KITE_KERNELS_ATTENTION_IMPL_H
+#define KITE_KERNELS_ATTENTION_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+
+typedef struct attn_geom {
+    int32_t q_tile, kv_tile, kv_chunk; /* effective sizes (defaults applied) */
+    int32_t q_dim, kv_dim, group;      /* n_head*head_dim, n_head_kv*head_dim, n_head/n_head_kv */
+    size_t slice;                      /* per-thread scratch floats (multiple of 16) */
+} attn_geom;
+
+void attn_geom_init(attn_geom *g, const attn_args *a);
+
+/* Partials of one (token, head, chunk) of the split-KV path: acc[head_dim],
+ * then l (sum of exp(s - phi)) and m (max s). */
+static inline size_t attn_partial_floats(int32_t head_dim) { return (size_t)head_dim + 2; }
+
+/* Number of chunks covering positions [0, n_kv). */
+static inline int32_t attn_n_chunks(int32_t n_kv, int32_t chunk) { return (n_kv + chunk - 1) / chunk; }
+
+/* Work units (multiply-adds) of an attention call, for tp_threads_for. */
+double attn_work(const attn_args *a);
+
+void attn_flash(threadpool *tp, const attn_args *a, const attn_geom *g);
+void attn_splitkv(threadpool *tp, const attn_args *a, const attn_geom *g);
+
+/* sum_i a[i]*b[i] in 8 lanes + tail, fixed order. */
+static inline float attn_dot(const float *restrict a, const float *restrict b, int32_t n) {
+    float acc[8] = {0};
+    int32_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) acc[j] += a[i + j] * b[i + j];
+    float tail = 0.0f;
+    for (; i < n; i++) tail += a[i] * b[i];
+    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail;
+}
+
+/* y[i] += w * x[i], i < n; y and x must not overlap (restrict lets the SLP
+ * vectoriser use vector loads/stores without an alias check). */
+static inline void attn_axpy(float *restrict y, float w, const float *restrict x, int32_t n) {
+    int32_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) y[i + j] += w * x[i + j];
+    for (; i < n; i++) y[i] += w * x[i];
+}
+
+/* y[i] *= w, i < n. */
+static inline void attn_scale(float *restrict y, float w, int32_t n) {
+    int32_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) y[i + j] *= w;
+    for (; i < n; i++) y[i] *= w;
+}
+
+/* exp(x) in float for the softmax weights, written to vectorise (the libm
+ * expf call does not).  x = n*ln2 + r with |r| <= ln2/2 (n by the
+ * 1.5*2^23 rounding trick, ln2 split in two so n*ln2_hi is exact), e^r by its
+ * Taylor series to r^7 (truncation < 6e-9 relative), times 2^n built in the
+ * exponent bits.  Against double exp over [-87, 88]: 1.2 ulp at most
+ * (measured); test_exp in tests/unit/test_attention.c checks <= 2 ulp.
+ * x is clamped to [-87.33, 88]: below, the result is about 2^-126 instead
+ * of a smaller number (callers only add it to sums whose largest term is
+ * >= e^-40, far below rounding); above, e^88 instead of a larger one
+ * (callers never keep such values: split-KV falls back beyond
+ * phi + ATTN_PHI_RANGE).  NaN stays NaN.  No float-to-int conversion, so
+ * no undefined behaviour for any input. */
+static inline float attn_exp(float x) {
+    /* clamp by bit selection: gcc 12 -O2 does not if-convert `x < lo ? lo : x`
+     * inside a vectorised loop, but does vectorise masks; NaN compares false
+     * both ways and passes through */
+    const float lo = -87.33f, hi = 88.0f;
+    int32_t xb, lob, hib;
+    memcpy(&xb, &x, sizeof xb);
+    memcpy(&lob, &lo, sizeof lob);
+    memcpy(&hib, &hi, sizeof hib);
+    const int32_t below = -(int32_t)(x < lo), above = -(int32_t)(x > hi);
+    xb = (xb & ~(below | above)) | (lob & below) | (hib & above);
+    memcpy(&x, &xb, sizeof x);
+    const float round = 12582912.0f; /* 1.5 * 2^23 */
+    const float t = x * 1.44269504088896341f + round;
+    const float n = t - round;
+    float r = x - n * 0.693359375f;  /* ln2_hi: 9 significant bits, n*ln2_hi exact */
+    r = r + n * 2.12194440e-4f;      /* ln2 = ln2_hi - 2.12194440e-4 */
+    float p = 1.0f / 5040.0f;
+    p = p * r + 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    uint32_t tb, sb;
+    memcpy(&tb, &t, sizeof tb);
+    /* the low bits of t hold n: (n + 127) << 23, n in [-126, 127] (unsigned:
+     * wraps harmlessly for a NaN input, whose result is NaN anyway) */
+    sb = (tb - 0x4b400000u + 127u) << 23;
+    float scale;
+    memcpy(&scale, &sb, sizeof scale);
+    return p * scale;
+}
+
+/* x[i] = exp(x[i] - sub) in place for i < n; returns their sum (8 lanes +
+ * tail, fixed order). */
+static inline float attn_exp_sum(float *x, float sub, int32_t n) {
+    float acc[8] = {0};
+    int32_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) {
+            const float e = attn_exp(x[i + j] - sub);
+            x[i + j] = e;
+            acc[j] += e;
+        }
+    float tail = 0.0f;
+    for (; i < n; i++) {
+        x[i] = attn_exp(x[i] - sub);
+        tail += x[i];
+    }
+    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail;
+}
+
+#endif

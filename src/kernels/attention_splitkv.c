@@ -1,0 +1,175 @@
+/*
+ * attention_splitkv.c - decode attention: FlashDecoding's split of the KV
+ * sequence with FlashDecoding++'s asynchronized softmax (docs/attention.md,
+ * "Decode").
+ *
+ * For query row r (a token) and head h the positions 0..n_kv-1 are cut into
+ * chunks of kv_chunk positions at fixed boundaries (c*kv_chunk), and a job is
+ * one (row, head, chunk).  A job computes, with no knowledge of the other
+ * chunks and no shared running maximum:
+ *     l_c = sum_j exp(s_j - phi),  acc_c = sum_j exp(s_j - phi) v_j,  m_c = max_j s_j
+ * where s_j = (q*scale) . k_j and phi is the unified maximum (a per-model
+ * constant, attn_args.phi).  After the parallel phase the calling thread
+ * combines each row in chunk order: out = (sum_c acc_c) / (sum_c l_c).  This
+ * equals softmax(s) V exactly in real arithmetic whatever phi is; in float it
+ * is as accurate as the max-subtracted form while M = max_c m_c stays within
+ * ATTN_PHI_RANGE of phi (see the doc for the bounds).  A row whose M leaves
+ * that window, or whose sums are not finite, is recomputed on the calling
+ * thread with phi := M, which is the exact two-pass softmax (M is already
+ * known, so it costs one more pass over the row's chunks), and is counted in
+ * attn_stats.n_fallback.
+ *
+ * Determinism: chunk boundaries and the combination order depend only on the
+ * positions, never on the thread count or on which thread ran a chunk, so
+ * the result is bit-identical for any number of threads.  Batches of more
+ * than ATTN_SPLITKV_MAX_TOK queries (only when the path is forced) run in
+ * groups of that many, one pool dispatch per group.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "kernels/attention_impl.h"
+
+typedef struct split_task {
+    const attn_args *a;
+    const attn_geom *g;
+    float *partials;      /* [n_rows][n_head][n_chunks][head_dim + 2], after the per-thread slices */
+    int32_t t0, n_rows;   /* query rows t0 .. t0+n_rows-1 */
+    int32_t n_chunks;     /* chunks of the longest row (the last) */
+    float phi;
+} split_task;
+
+static float *partial_at(const split_task *st, int32_t r, int32_t h, int32_t c) {
+    const size_t idx = ((size_t)r * (size_t)st->a->n_head + (size_t)h) * (size_t)st->n_chunks + (size_t)c;
+    return st->partials + idx * attn_partial_floats(st->a->head_dim);
+}
+
+/* One chunk [p0, p1) of row (qs = scaled query, kv head kvh) against phi:
+ * part = acc[head_dim], l, m.  sbuf: p1 - p0 floats. */
+static void chunk_partial(const attn_args *a, const attn_geom *g, const float *qs, int32_t kvh, int32_t p0,
+                          int32_t p1, float phi, float *sbuf, float *part) {
+    const int32_t hd = a->head_dim, n = p1 - p0;
+    const float *k = a->k_cache + (size_t)p0 * g->kv_dim + (size_t)kvh * hd;
+    const float *v = a->v_cache + (size_t)p0 * g->kv_dim + (size_t)kvh * hd;
+    float mx = -INFINITY;
+    for (int32_t j = 0; j < n; j++) {
+        const float s = attn_dot(qs, k + (size_t)j * g->kv_dim, hd);
+        sbuf[j] = s;
+        mx = s > mx ? s : mx;
+    }
+    const float l = attn_exp_sum(sbuf, phi, n);
+    memset(part, 0, sizeof(float) * (size_t)hd);
+    for (int32_t j = 0; j < n; j++) attn_axpy(part, sbuf[j], v + (size_t)j * g->kv_dim, hd);
+    part[hd] = l;
+    part[hd + 1] = mx;
+}
+
+static void scaled_query(const attn_args *a, const attn_geom *g, int32_t t, int32_t h, float *qs) {
+    const float *q = a->q + (size_t)t * g->q_dim + (size_t)h * a->head_dim;
+    for (int32_t d = 0; d < a->head_dim; d++) qs[d] = q[d] * a->scale;
+}
+
+static void split_part(void *arg, int ith, int nth) {
+    const split_task *st = arg;
+    const attn_args *a = st->a;
+    const attn_geom *g = st->g;
+    float *sbuf = a->scratch + (size_t)ith * g->slice; /* [kv_chunk] scores */
+    float *qs = sbuf + g->kv_chunk;                    /* [head_dim] */
+    const long per_row = (long)a->n_head * st->n_chunks;
+    const long n_jobs = (long)st->n_rows * per_row;
+    int32_t qs_t = -1, qs_h = -1;
+    for (long job = ith; job < n_jobs; job += nth) {
+        const int32_t r = (int32_t)(job / per_row);
+        const int32_t h = (int32_t)(job % per_row / st->n_chunks);
+        const int32_t c = (int32_t)(job % st->n_chunks);
+        const int32_t t = st->t0 + r;
+        const int32_t n_kv = a->pos0 + t + 1;
+        const int32_t p0 = c * g->kv_chunk;
+        if (p0 >= n_kv) continue; /* beyond this row's causal limit */
+        const int32_t p1 = p0 + g->kv_chunk < n_kv ? p0 + g->kv_chunk : n_kv;
+        if (t != qs_t || h != qs_h) {
+            scaled_query(a, g, t, h, qs);
+            qs_t = t;
+            qs_h = h;
+        }
+        chunk_partial(a, g, qs, h / g->group, p0, p1, st->phi, sbuf, partial_at(st, r, h, c));
+    }
+}
+
+/* out = sum_c acc_c, returns sum_c l_c and sets *m_out = max_c m_c. */
+static float sum_partials(const split_task *st, int32_t r, int32_t h, int32_t nc, float *out, float *m_out) {
+    const int32_t hd = st->a->head_dim;
+    float l = 0.0f, m = -INFINITY;
+    memset(out, 0, sizeof(float) * (size_t)hd);
+    for (int32_t c = 0; c < nc; c++) {
+        const float *p = partial_at(st, r, h, c);
+        attn_axpy(out, 1.0f, p, hd);
+        l += p[hd];
+        m = p[hd + 1] > m ? p[hd + 1] : m;
+    }
+    *m_out = m;
+    return l;
+}
+
+static int row_ok(const float *out, int32_t hd, float l, float m, float phi) {
+    if (!(m - phi <= ATTN_PHI_RANGE && m - phi >= -ATTN_PHI_RANGE)) return 0; /* also catches NaN */
+    if (!(l > 0.0f && l <= 3.0e38f)) return 0;
+    for (int32_t d = 0; d < hd; d++)
+        if (!(fabsf(out[d]) <= 3.0e38f)) return 0;
+    return 1;
+}
+
+/* Combines (and if needed recomputes) every row of the group, on the caller. */
+static void combine(const split_task *st) {
+    const attn_args *a = st->a;
+    const attn_geom *g = st->g;
+    const int32_t hd = a->head_dim;
+    float *sbuf = a->scratch; /* the caller's slice: free after the parallel phase */
+    float *qs = sbuf + g->kv_chunk;
+    for (int32_t r = 0; r < st->n_rows; r++) {
+        const int32_t t = st->t0 + r, n_kv = a->pos0 + t + 1;
+        const int32_t nc = attn_n_chunks(n_kv, g->kv_chunk);
+        for (int32_t h = 0; h < a->n_head; h++) {
+            float *out = a->out + (size_t)t * g->q_dim + (size_t)h * hd;
+            float m;
+            float l = sum_partials(st, r, h, nc, out, &m);
+            const int ok = row_ok(out, hd, l, m, st->phi);
+            if (!ok) {
+                /* exact: the same chunks against the row's true maximum */
+                scaled_query(a, g, t, h, qs);
+                for (int32_t c = 0; c < nc; c++) {
+                    const int32_t p0 = c * g->kv_chunk;
+                    const int32_t p1 = p0 + g->kv_chunk < n_kv ? p0 + g->kv_chunk : n_kv;
+                    chunk_partial(a, g, qs, h / g->group, p0, p1, m, sbuf, partial_at(st, r, h, c));
+                }
+                l = sum_partials(st, r, h, nc, out, &m);
+            }
+            attn_scale(out, 1.0f / l, hd);
+            if (a->stats) {
+                attn_stats *s = a->stats;
+                if (s->n_rows == 0 || m < s->row_max_lo) s->row_max_lo = m;
+                if (s->n_rows == 0 || m > s->row_max_hi) s->row_max_hi = m;
+                s->n_rows++;
+                s->n_fallback += !ok;
+            }
+        }
+    }
+}
+
+void attn_splitkv(threadpool *tp, const attn_args *a, const attn_geom *g) {
+    split_task st = {.a = a, .g = g, .partials = a->scratch + (size_t)tp_n_threads(tp) * g->slice,
+                     .phi = a->phi};
+    for (int32_t t0 = 0; t0 < a->n_tok; t0 += ATTN_SPLITKV_MAX_TOK) {
+        st.t0 = t0;
+        st.n_rows = a->n_tok - t0 < ATTN_SPLITKV_MAX_TOK ? a->n_tok - t0 : ATTN_SPLITKV_MAX_TOK;
+        st.n_chunks = attn_n_chunks(a->pos0 + t0 + st.n_rows, g->kv_chunk);
+        attn_args group = *a;
+        group.n_tok = st.n_rows;
+        group.pos0 = a->pos0 + t0;
+        const long n_jobs = (long)st.n_rows * a->n_head * st.n_chunks;
+        int nth = tp_threads_for(tp, attn_work(&group));
+        if (nth > n_jobs) nth = (int)n_jobs;
+        tp_run_n(tp, split_part, &st, nth);
+        combine(&st);
+    }
+}

@@ -1,0 +1,141 @@
+/*
+ * dispatch.c - builds the kernel table of every level once and picks the
+ * active one (see dispatch.h).
+ *
+ * Each level starts as a copy of the level below and overrides the entries
+ * it has kernels for, so a type without an ISA kernel silently uses the best
+ * lower one.  The x86 kernels are referenced only on x86 builds.
+ */
+#include "kernels/dispatch.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/cpu.h"
+#include "kernels/ref/ref.h"
+#include "tensor/blocks.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#define KITE_X86 1
+#include "kernels/x86_avx2/avx2.h"
+#include "kernels/x86_avx512/avx512.h"
+#endif
+
+static kern_ops_table g_tables[KERN_LEVEL_COUNT];
+static kern_level g_max = KERN_LEVEL_SCALAR;    /* highest level the CPU supports */
+static kern_level g_active = KERN_LEVEL_SCALAR; /* g_max capped by KITE_CPU_LEVEL */
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static const char *const level_names[KERN_LEVEL_COUNT] = {"scalar", "avx2", "avx512", "avx512vnni"};
+
+const char *kern_level_name(kern_level level) {
+    return (unsigned)level < KERN_LEVEL_COUNT ? level_names[level] : "?";
+}
+
+int kern_level_from_name(const char *name) {
+    for (int l = 0; l < KERN_LEVEL_COUNT; l++)
+        if (name && strcasecmp(name, level_names[l]) == 0) return l;
+    return -1;
+}
+
+size_t kern_act_row_bytes(uint32_t act_type, int64_t n) {
+    if (act_type == KITE_DTYPE_F32) return (size_t)n * sizeof(float);
+    return dtype_row_size(act_type, n);
+}
+
+static void set(kern_ops_table *t, uint32_t type, uint32_t act, kern_vec_dot_fn dot, kern_gemm_fn gemm) {
+    t->ops[type] = (kern_type_ops){.act_type = act, .vec_dot = dot, .gemm = gemm};
+}
+
+static void build_scalar(kern_ops_table *t) {
+    memset(t, 0, sizeof *t);
+    for (int i = 0; i < KITE_DTYPE_COUNT; i++) t->ops[i].act_type = KITE_DTYPE_F32; /* generic path */
+    set(t, KITE_DTYPE_F32, KITE_DTYPE_F32, vec_dot_f32_ref, gemm_f32_ref);
+    set(t, KITE_DTYPE_F16, KITE_DTYPE_F32, vec_dot_f16_f32_ref, gemm_f16_f32_ref);
+    set(t, KITE_DTYPE_BF16, KITE_DTYPE_F32, vec_dot_bf16_f32_ref, gemm_bf16_f32_ref);
+    set(t, KITE_DTYPE_Q4_0, KITE_DTYPE_Q8_0, vec_dot_q4_0_q8_0_ref, gemm_q4_0_q8_0_ref);
+    set(t, KITE_DTYPE_Q8_0, KITE_DTYPE_Q8_0, vec_dot_q8_0_q8_0_ref, gemm_q8_0_q8_0_ref);
+    set(t, KITE_DTYPE_Q4_K, KITE_DTYPE_Q8_K, vec_dot_q4_K_q8_K_ref, gemm_q4_K_q8_K_ref);
+    set(t, KITE_DTYPE_Q6_K, KITE_DTYPE_Q8_K, vec_dot_q6_K_q8_K_ref, gemm_q6_K_q8_K_ref);
+    t->act_from_f32[KITE_DTYPE_Q8_0] = act_quantize_q8_0_ref;
+    t->act_from_f32[KITE_DTYPE_Q8_K] = act_quantize_q8_K_ref;
+}
+
+#ifdef KITE_X86
+static void build_avx2(kern_ops_table *t) {
+    set(t, KITE_DTYPE_F32, KITE_DTYPE_F32, vec_dot_f32_avx2, gemm_f32_avx2);
+    set(t, KITE_DTYPE_F16, KITE_DTYPE_F32, vec_dot_f16_f32_avx2, gemm_f16_f32_avx2);
+    set(t, KITE_DTYPE_BF16, KITE_DTYPE_F32, vec_dot_bf16_f32_avx2, gemm_bf16_f32_avx2);
+    set(t, KITE_DTYPE_Q4_0, KITE_DTYPE_Q8_0, vec_dot_q4_0_q8_0_avx2, gemm_q4_0_q8_0_avx2);
+    set(t, KITE_DTYPE_Q8_0, KITE_DTYPE_Q8_0, vec_dot_q8_0_q8_0_avx2, gemm_q8_0_q8_0_avx2);
+    set(t, KITE_DTYPE_Q4_K, KITE_DTYPE_Q8_K, vec_dot_q4_K_q8_K_avx2, gemm_q4_K_q8_K_avx2);
+    set(t, KITE_DTYPE_Q6_K, KITE_DTYPE_Q8_K, vec_dot_q6_K_q8_K_avx2, gemm_q6_K_q8_K_avx2);
+}
+
+static void build_avx512(kern_ops_table *t) {
+    set(t, KITE_DTYPE_F32, KITE_DTYPE_F32, vec_dot_f32_avx512, gemm_f32_avx512);
+    set(t, KITE_DTYPE_F16, KITE_DTYPE_F32, vec_dot_f16_f32_avx512, gemm_f16_f32_avx512);
+    set(t, KITE_DTYPE_BF16, KITE_DTYPE_F32, vec_dot_bf16_f32_avx512, gemm_bf16_f32_avx512);
+}
+
+static void build_vnni(kern_ops_table *t) {
+    set(t, KITE_DTYPE_Q4_0, KITE_DTYPE_Q8_0, vec_dot_q4_0_q8_0_vnni, gemm_q4_0_q8_0_vnni);
+    set(t, KITE_DTYPE_Q8_0, KITE_DTYPE_Q8_0, vec_dot_q8_0_q8_0_vnni, gemm_q8_0_q8_0_vnni);
+}
+#endif
+
+static kern_level detect_max(void) {
+    const cpu_info *c = cpu_features();
+    (void)c;
+    kern_level l = KERN_LEVEL_SCALAR;
+#ifdef KITE_X86
+    if (c->avx2 && c->fma && c->f16c) l = KERN_LEVEL_AVX2;
+    if (l == KERN_LEVEL_AVX2 && c->avx512f && c->avx512bw && c->avx512dq && c->avx512vl) l = KERN_LEVEL_AVX512;
+    if (l == KERN_LEVEL_AVX512 && c->avx512vnni) l = KERN_LEVEL_AVX512VNNI;
+#endif
+    return l;
+}
+
+static void init(void) {
+    g_max = detect_max();
+    for (int l = 0; l < KERN_LEVEL_COUNT; l++) {
+        kern_ops_table *t = &g_tables[l];
+        if (l == 0) build_scalar(t);
+        else *t = g_tables[l - 1];
+#ifdef KITE_X86
+        if (l == KERN_LEVEL_AVX2) build_avx2(t);
+        if (l == KERN_LEVEL_AVX512) build_avx512(t);
+        if (l == KERN_LEVEL_AVX512VNNI) build_vnni(t);
+#endif
+        t->level = (kern_level)l;
+        t->name = level_names[l];
+    }
+    g_active = g_max;
+    const char *env = getenv("KITE_CPU_LEVEL");
+    if (env && *env) {
+        const int cap = kern_level_from_name(env);
+        if (cap < 0)
+            fprintf(stderr, "kite: KITE_CPU_LEVEL=%s is not one of scalar, avx2, avx512, avx512vnni: ignored\n", env);
+        else if ((kern_level)cap < g_active)
+            g_active = (kern_level)cap;
+    }
+}
+
+const kern_ops_table *kern_table(void) {
+    pthread_once(&g_once, init);
+    return &g_tables[g_active];
+}
+
+const kern_ops_table *kern_table_for_level(kern_level level) {
+    pthread_once(&g_once, init);
+    if ((unsigned)level >= KERN_LEVEL_COUNT || level > g_max) return NULL;
+    return &g_tables[level];
+}
+
+kern_level kern_level_max(void) {
+    pthread_once(&g_once, init);
+    return g_max;
+}

@@ -1,0 +1,108 @@
+/*
+ * dispatch.h - the kernel table: per weight type, the activation format it
+ * wants and its dot-product kernels, selected once at run time from the CPU.
+ *
+ * DESIGN
+ *   Levels, each a superset of the one before:
+ *     scalar      portable C (src/kernels/ref/): the specification
+ *     avx2        AVX2 + FMA + F16C (src/kernels/x86_avx2/)
+ *     avx512      + AVX-512 F/BW/DQ/VL (src/kernels/x86_avx512/; integer kernels from avx2)
+ *     avx512vnni  + AVX512_VNNI: vpdpbusd integer kernels
+ *   Only the x86_* folders are compiled with ISA flags; everything else, this
+ *   file's users included, runs on any x86-64 (and any other CPU, where only
+ *   the scalar level exists).
+ *
+ *   kern_table() is built once (pthread_once) for the highest level the CPU
+ *   and OS support (core/cpu.h), capped by the environment variable
+ *   KITE_CPU_LEVEL=scalar|avx2|avx512|avx512vnni (a cap never raises the
+ *   level; an unknown value is reported once on stderr and ignored).
+ *   kern_table_for_level() gives any supported level's table, for tests.
+ *
+ *   Per weight type (kern_type_ops):
+ *     act_type  how kern_matmul converts the float activations first:
+ *               F32 (used in place), Q8_0 or Q8_K (quantized once per call).
+ *     vec_dot   one weight row (storage type) with one activation row.
+ *     gemm      "flat GEMM": nr weight rows with nt <= KERN_GEMM_MAX_TOK
+ *               activation rows; each weight row is loaded from memory once
+ *               for all nt rows (the decode and small-batch regime).  For
+ *               every (r, t) it returns exactly vec_dot's value, so results
+ *               do not depend on how a batch is grouped.
+ *   A type whose vec_dot is NULL takes the generic path in kern_matmul: the
+ *   weight row is converted with the dtype traits' to_float and dotted with
+ *   the float activations by ops[F32].vec_dot.  Any type with a to_float
+ *   therefore works.
+ *
+ *   Pairings (act_type): f32/f16/bf16 -> f32 (f16/bf16 rows are widened
+ *   exactly, so the only rounding is the float dot's); q4_0, q8_0 -> q8_0;
+ *   q4_K, q6_K -> q8_K (as in ggml).  See docs/kernels.md for accuracy.
+ *
+ * THREAD SAFETY
+ *   Tables are immutable after the first call; kernels are reentrant.
+ */
+#ifndef KITE_KERNELS_DISPATCH_H
+#define KITE_KERNELS_DISPATCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tensor/dtype.h"
+
+typedef enum kern_level {
+    KERN_LEVEL_SCALAR = 0,
+    KERN_LEVEL_AVX2 = 1,
+    KERN_LEVEL_AVX512 = 2,
+    KERN_LEVEL_AVX512VNNI = 3,
+    KERN_LEVEL_COUNT
+} kern_level;
+
+#define KERN_GEMM_MAX_TOK 16 /* activation rows per flat-GEMM call */
+
+/* *out = sum_i w[i] * a[i] over n elements (n a multiple of both formats'
+ * block sizes); w is a weight row in its storage type, a an activation row
+ * in the type's act_type.  Pointers need no alignment (except a q8_K row,
+ * which holds floats: 4 bytes). */
+typedef void (*kern_vec_dot_fn)(int64_t n, float *out, const void *w, const void *a);
+
+/* y[t*ldy + r] = vec_dot(n, w + r*w_stride, a + t*a_stride) for r < nr,
+ * t < nt (1 <= nt <= KERN_GEMM_MAX_TOK).  Strides in bytes. */
+typedef void (*kern_gemm_fn)(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr,
+                             const void *a, size_t a_stride, int nt);
+
+/* Converts n floats to an activation row of its format (n a multiple of
+ * the block size). */
+typedef void (*kern_act_fn)(const float *x, void *dst, int64_t n);
+
+typedef struct kern_type_ops {
+    uint32_t act_type;       /* enum kite_dtype of the activation row */
+    kern_vec_dot_fn vec_dot; /* NULL: generic to_float + f32 path */
+    kern_gemm_fn gemm;       /* NULL iff vec_dot is NULL */
+} kern_type_ops;
+
+typedef struct kern_ops_table {
+    kern_level level;
+    const char *name;                       /* "scalar", "avx2", "avx512", "avx512vnni" */
+    kern_type_ops ops[KITE_DTYPE_COUNT];    /* by weight type */
+    kern_act_fn act_from_f32[KITE_DTYPE_COUNT]; /* by act_type (Q8_0, Q8_K); NULL for F32 */
+} kern_ops_table;
+
+/* The active table (capped by KITE_CPU_LEVEL), built on first use. */
+const kern_ops_table *kern_table(void);
+/* The table of a level, or NULL if this CPU/OS/build cannot run it. */
+const kern_ops_table *kern_table_for_level(kern_level level);
+/* Highest level this CPU supports (ignores KITE_CPU_LEVEL). */
+kern_level kern_level_max(void);
+const char *kern_level_name(kern_level level);
+/* Level by name ("scalar", ...), or -1. */
+int kern_level_from_name(const char *name);
+
+/* kern_matmul (kernels.h) with an explicit table instead of kern_table():
+ * tests run the matmul at every level. */
+struct threadpool;
+struct weight;
+void kern_matmul_with(const kern_ops_table *kt, struct threadpool *tp, const struct weight *w, const float *x,
+                      int64_t n_tok, float *y, int64_t ldy, void *scratch);
+
+/* Bytes of an activation row of n elements in act_type (f32: 4n). */
+size_t kern_act_row_bytes(uint32_t act_type, int64_t n);
+
+#endif

@@ -1,0 +1,71 @@
+/*
+ * ref.h - scalar reference kernels: the specification every SIMD kernel is
+ * tested against (tests/unit/test_kernels.c).  Portable C, no ISA flags.
+ *
+ * Float kernels (f32/f16/bf16 weights, f32 activations) sum in 8 lanes,
+ * lane j taking elements i = j (mod 8), combined as
+ * ((l0+l4)+(l1+l5))+((l2+l6)+(l3+l7)) plus the sequential tail: the order of
+ * kern_dot_f32.  Integer kernels form each block's (or super-block's) sum of
+ * int8 x int4/int8 products exactly in int32 and accumulate the scaled block
+ * terms in float, block by block.  Contracts as kern_vec_dot_fn (dispatch.h).
+ */
+#ifndef KITE_KERNELS_REF_H
+#define KITE_KERNELS_REF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+void vec_dot_f32_ref(int64_t n, float *out, const void *w, const void *a);
+void vec_dot_f16_f32_ref(int64_t n, float *out, const void *w, const void *a);
+void vec_dot_bf16_f32_ref(int64_t n, float *out, const void *w, const void *a);
+void vec_dot_q4_0_q8_0_ref(int64_t n, float *out, const void *w, const void *a);
+void vec_dot_q8_0_q8_0_ref(int64_t n, float *out, const void *w, const void *a);
+void vec_dot_q4_K_q8_K_ref(int64_t n, float *out, const void *w, const void *a);
+void vec_dot_q6_K_q8_K_ref(int64_t n, float *out, const void *w, const void *a);
+
+/* Activation quantizers, identical in output to ggml's quantize_row_q8_0 /
+ * quantize_row_q8_K reference code (q8_0: d = amax/127 stored as f16,
+ * q = round(x/d); q8_K: d = max/-127 as float (1/iscale), where max is the signed
+ * element of largest magnitude, q = min(127, nearest(x/d)), plus bsums). */
+void act_quantize_q8_0_ref(const float *x, void *dst, int64_t n);
+void act_quantize_q8_K_ref(const float *x, void *dst, int64_t n);
+
+/* 6-bit scale and min of sub-block j (0..7) of a q4_K/q5_K block. */
+static inline void ref_scale_min_k4(int j, const uint8_t *q, int *sc, int *m) {
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+/* Defines a flat GEMM (kern_gemm_fn) named NAME from the vec_dot DOT: each
+ * weight row is used for all nt activation rows while it sits in L1. */
+#define KERN_DEFINE_GEMM(NAME, DOT)                                                                  \
+    void NAME(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr, const void *a, \
+              size_t a_stride, int nt) {                                                             \
+        for (int r = 0; r < nr; r++) {                                                               \
+            const char *wr = (const char *)w + (size_t)r * w_stride;                                   \
+            for (int t = 0; t < nt; t++)                                                              \
+                DOT(n, y + (int64_t)t * ldy + r, wr, (const char *)a + (size_t)t * a_stride);        \
+        }                                                                                            \
+    }
+
+void gemm_f32_ref(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr, const void *a,
+                  size_t a_stride, int nt);
+void gemm_f16_f32_ref(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr, const void *a,
+                      size_t a_stride, int nt);
+void gemm_bf16_f32_ref(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr, const void *a,
+                       size_t a_stride, int nt);
+void gemm_q4_0_q8_0_ref(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr, const void *a,
+                        size_t a_stride, int nt);
+void gemm_q8_0_q8_0_ref(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr, const void *a,
+                        size_t a_stride, int nt);
+void gemm_q4_K_q8_K_ref(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr, const void *a,
+                        size_t a_stride, int nt);
+void gemm_q6_K_q8_K_ref(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr, const void *a,
+                        size_t a_stride, int nt);
+
+#endif

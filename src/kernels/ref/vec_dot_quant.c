@@ -1,0 +1,134 @@
+/*
+ * vec_dot_quant.c - scalar integer dot products of quantized weight rows with
+ * 8-bit activation rows (q8_0 for q4_0/q8_0, q8_K for q4_K/q6_K).
+ *
+ * Each block's sum of products is exact in int32; it is then scaled in float
+ * (weight scale * activation scale, multiplied in that order) and added to a
+ * float sum block by block.  Blocks are addressed by byte offset and fields
+ * read with memcpy, so rows may sit at any address.
+ *
+ * Range: q4_0 |sumi| <= 32*8*128; q8_0 <= 32*128*128; q4_K per super-block
+ * <= 8*63*(32*15*128) + 8*63*(32*128); q6_K <= 16*128*(16*32*128): all far
+ * inside int32.
+ */
+#include <stddef.h>
+#include <string.h>
+
+#include "kernels/ref/ref.h"
+#include "tensor/blocks.h"
+#include "tensor/dtype.h"
+
+static inline float ld_half(const unsigned char *p) {
+    uint16_t h;
+    memcpy(&h, p, sizeof h);
+    return fp16_to_fp32(h);
+}
+static inline float ld_f32(const unsigned char *p) {
+    float v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+static inline int16_t ld_i16(const unsigned char *p) {
+    int16_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+void vec_dot_q4_0_q8_0_ref(int64_t n, float *out, const void *w, const void *a) {
+    const int64_t nb = n / QK8_0;
+    const unsigned char *x = w, *y = a;
+    float sum = 0.0f;
+    for (int64_t b = 0; b < nb; b++, x += sizeof(block_q4_0), y += sizeof(block_q8_0)) {
+        const unsigned char *qs = x + offsetof(block_q4_0, qs);
+        const int8_t *q8 = (const int8_t *)(y + offsetof(block_q8_0, qs));
+        int32_t sumi = 0;
+        for (int j = 0; j < QK4_0 / 2; j++) {
+            sumi += ((qs[j] & 0xF) - 8) * q8[j];
+            sumi += ((qs[j] >> 4) - 8) * q8[j + QK4_0 / 2];
+        }
+        sum += (float)sumi * (ld_half(x + offsetof(block_q4_0, d)) * ld_half(y + offsetof(block_q8_0, d)));
+    }
+    *out = sum;
+}
+
+void vec_dot_q8_0_q8_0_ref(int64_t n, float *out, const void *w, const void *a) {
+    const int64_t nb = n / QK8_0;
+    const unsigned char *x = w, *y = a;
+    float sum = 0.0f;
+    for (int64_t b = 0; b < nb; b++, x += sizeof(block_q8_0), y += sizeof(block_q8_0)) {
+        const int8_t *qx = (const int8_t *)(x + offsetof(block_q8_0, qs));
+        const int8_t *qy = (const int8_t *)(y + offsetof(block_q8_0, qs));
+        int32_t sumi = 0;
+        for (int j = 0; j < QK8_0; j++) sumi += qx[j] * qy[j];
+        sum += (float)sumi * (ld_half(x + offsetof(block_q8_0, d)) * ld_half(y + offsetof(block_q8_0, d)));
+    }
+    *out = sum;
+}
+
+/* q4_K: x = d*sc_j*q - dmin*m_j per 32-element sub-block j, q in 0..15.
+ * sum_i x_i*a_i = dy*(d*sum_j sc_j*sum(q*a8) - dmin*sum_j m_j*sum(a8)). */
+void vec_dot_q4_K_q8_K_ref(int64_t n, float *out, const void *w, const void *a) {
+    const int64_t nb = n / QK_K;
+    const unsigned char *x = w, *y = a;
+    float sum = 0.0f;
+    for (int64_t b = 0; b < nb; b++, x += sizeof(block_q4_K), y += sizeof(block_q8_K)) {
+        const uint8_t *scales = x + offsetof(block_q4_K, scales);
+        const uint8_t *qs = x + offsetof(block_q4_K, qs);
+        const int8_t *q8 = (const int8_t *)(y + offsetof(block_q8_K, qs));
+        const unsigned char *bsums = y + offsetof(block_q8_K, bsums);
+        int32_t isum = 0, msum = 0;
+        for (int j = 0; j < QK_K / 32; j++) {
+            int sc, m;
+            ref_scale_min_k4(j, scales, &sc, &m);
+            const uint8_t *q = qs + 32 * (j / 2);
+            const int shift = 4 * (j & 1);
+            int32_t s = 0;
+            for (int k = 0; k < 32; k++) s += ((q[k] >> shift) & 0xF) * q8[32 * j + k];
+            isum += sc * s;
+            msum += m * (ld_i16(bsums + 2 * (2 * j)) + ld_i16(bsums + 2 * (2 * j + 1)));
+        }
+        const float dy = ld_f32(y + offsetof(block_q8_K, d));
+        const float d = ld_half(x + offsetof(block_q4_K, d)) * dy;
+        const float dmin = ld_half(x + offsetof(block_q4_K, dmin)) * dy;
+        sum += d * (float)isum - dmin * (float)msum;
+    }
+    *out = sum;
+}
+
+/* q6_K: x = d*sc_g*(u - 32) per 16-element group g, u in 0..63 from 4 low
+ * bits (ql) and 2 high bits (qh), in 128-element halves as ggml lays out. */
+void vec_dot_q6_K_q8_K_ref(int64_t n, float *out, const void *w, const void *a) {
+    const int64_t nb = n / QK_K;
+    const unsigned char *x = w, *y = a;
+    float sum = 0.0f;
+    for (int64_t b = 0; b < nb; b++, x += sizeof(block_q6_K), y += sizeof(block_q8_K)) {
+        const uint8_t *ql = x + offsetof(block_q6_K, ql);
+        const uint8_t *qh = x + offsetof(block_q6_K, qh);
+        const int8_t *sc = (const int8_t *)(x + offsetof(block_q6_K, scales));
+        const int8_t *q8 = (const int8_t *)(y + offsetof(block_q8_K, qs));
+        int8_t u[QK_K];
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *l = ql + 64 * h, *hh = qh + 32 * h;
+            int8_t *o = u + 128 * h;
+            for (int k = 0; k < 32; k++) {
+                o[k] = (int8_t)((l[k] & 0xF) | ((hh[k] & 3) << 4));
+                o[k + 32] = (int8_t)((l[k + 32] & 0xF) | (((hh[k] >> 2) & 3) << 4));
+                o[k + 64] = (int8_t)((l[k] >> 4) | (((hh[k] >> 4) & 3) << 4));
+                o[k + 96] = (int8_t)((l[k + 32] >> 4) | (((hh[k] >> 6) & 3) << 4));
+            }
+        }
+        int32_t isum = 0;
+        for (int g = 0; g < QK_K / 16; g++) {
+            int32_t s = 0;
+            for (int k = 0; k < 16; k++) s += (u[16 * g + k] - 32) * q8[16 * g + k];
+            isum += sc[g] * s;
+        }
+        sum += ld_half(x + offsetof(block_q6_K, d)) * ld_f32(y + offsetof(block_q8_K, d)) * (float)isum;
+    }
+    *out = sum;
+}
+
+KERN_DEFINE_GEMM(gemm_q4_0_q8_0_ref, vec_dot_q4_0_q8_0_ref)
+KERN_DEFINE_GEMM(gemm_q8_0_q8_0_ref, vec_dot_q8_0_q8_0_ref)
+KERN_DEFINE_GEMM(gemm_q4_K_q8_K_ref, vec_dot_q4_K_q8_K_ref)
+KERN_DEFINE_GEMM(gemm_q6_K_q8_K_ref, vec_dot_q6_K_q8_K_ref)

@@ -1,0 +1,31 @@
+/*
+ * avx2.h - AVX2 + FMA + F16C kernels (compiled with those flags only; called
+ * only when cpu_features() reports them).  Contracts as in dispatch.h; each
+ * is tested against its ref.h twin in tests/unit/test_kernels.c.
+ */
+#ifndef KITE_KERNELS_AVX2_H
+#define KITE_KERNELS_AVX2_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+void vec_dot_f32_avx2(int64_t n, float *out, const void *w, const void *a);
+void vec_dot_f16_f32_avx2(int64_t n, float *out, const void *w, const void *a);
+void vec_dot_bf16_f32_avx2(int64_t n, float *out, const void *w, const void *a);
+void vec_dot_q4_0_q8_0_avx2(int64_t n, float *out, const void *w, const void *a);
+void vec_dot_q8_0_q8_0_avx2(int64_t n, float *out, const void *w, const void *a);
+void vec_dot_q4_K_q8_K_avx2(int64_t n, float *out, const void *w, const void *a);
+void vec_dot_q6_K_q8_K_avx2(int64_t n, float *out, const void *w, const void *a);
+
+#define KERN_GEMM_DECL(NAME)                                                                           \
+    void NAME(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr, const void *a, \
+              size_t a_stride, int nt)
+KERN_GEMM_DECL(gemm_f32_avx2);
+KERN_GEMM_DECL(gemm_f16_f32_avx2);
+KERN_GEMM_DECL(gemm_bf16_f32_avx2);
+KERN_GEMM_DECL(gemm_q4_0_q8_0_avx2);
+KERN_GEMM_DECL(gemm_q8_0_q8_0_avx2);
+KERN_GEMM_DECL(gemm_q4_K_q8_K_avx2);
+KERN_GEMM_DECL(gemm_q6_K_q8_K_avx2);
+
+#endif

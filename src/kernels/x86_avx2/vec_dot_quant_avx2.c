@@ -1,0 +1,216 @@
+/*
+ * vec_dot_quant_avx2.c - integer dot products with AVX2 (vpmaddubsw +
+ * vpmaddwd): int8 x int4/int8 products summed exactly in int32.
+ *
+ * vpmaddubsw multiplies unsigned bytes by signed bytes and adds pairs into
+ * saturating int16.  Signed x signed products (q4_0 after -8, q8_0) use the
+ * sign trick: |w| as unsigned times a*sign(w); activations are never -128
+ * (ref/quant_act.c), so negating them cannot overflow, and a pair sum is at
+ * most 2*128*127 < 32767.  q4_K nibbles (0..15) and q6_K 6-bit values
+ * (0..63, the -32 offset applied through bsums) are already unsigned.
+ *
+ * q4_0/q8_0 accumulate the scaled block sums in a float vector (fast, but
+ * summed in another order than the reference: tested within a budget).
+ * q4_K/q6_K form each super-block's integer sum exactly and then evaluate
+ * the reference's float expression in the reference's order, so their
+ * results are bit-identical to ref/vec_dot_quant.c.
+ */
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "kernels/ref/ref.h"
+#include "kernels/x86_avx2/avx2.h"
+#include "tensor/blocks.h"
+#include "tensor/dtype.h"
+
+static inline float ld_half(const unsigned char *p) {
+    uint16_t h;
+    memcpy(&h, p, sizeof h);
+    return fp16_to_fp32(h);
+}
+static inline float ld_f32s(const unsigned char *p) {
+    float v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+static inline __m256i ld256(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+
+static inline float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+static inline int32_t hsum8i(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* 8 int32 lanes of sum(x*y) for signed bytes x, y (y != -128). */
+static inline __m256i dot_s8(__m256i x, __m256i y) {
+    const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
+    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+
+/* The 32 values of a q4_0 block minus 8, as signed bytes in element order. */
+static inline __m256i unpack_q4_0(const unsigned char *qs) {
+    const __m128i t = _mm_loadu_si128((const __m128i *)(const void *)qs);
+    const __m256i v = _mm256_set_m128i(_mm_srli_epi16(t, 4), t);
+    return _mm256_sub_epi8(_mm256_and_si256(v, _mm256_set1_epi8(0x0F)), _mm256_set1_epi8(8));
+}
+
+void vec_dot_q4_0_q8_0_avx2(int64_t n, float *out, const void *w, const void *a) {
+    const int64_t nb = n / QK8_0;
+    const unsigned char *x = w, *y = a;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2, x += 2 * sizeof(block_q4_0), y += 2 * sizeof(block_q8_0)) {
+        const unsigned char *x1 = x + sizeof(block_q4_0), *y1 = y + sizeof(block_q8_0);
+        const __m256i p0 = dot_s8(unpack_q4_0(x + offsetof(block_q4_0, qs)), ld256(y + offsetof(block_q8_0, qs)));
+        const __m256i p1 = dot_s8(unpack_q4_0(x1 + offsetof(block_q4_0, qs)), ld256(y1 + offsetof(block_q8_0, qs)));
+        const float d0 = ld_half(x) * ld_half(y), d1 = ld_half(x1) * ld_half(y1);
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(d0), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_set1_ps(d1), acc1);
+    }
+    for (; b < nb; b++, x += sizeof(block_q4_0), y += sizeof(block_q8_0)) {
+        const __m256i p0 = dot_s8(unpack_q4_0(x + offsetof(block_q4_0, qs)), ld256(y + offsetof(block_q8_0, qs)));
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(ld_half(x) * ld_half(y)), acc0);
+    }
+    *out = hsum8(_mm256_add_ps(acc0, acc1));
+}
+
+void vec_dot_q8_0_q8_0_avx2(int64_t n, float *out, const void *w, const void *a) {
+    const int64_t nb = n / QK8_0;
+    const unsigned char *x = w, *y = a;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2, x += 2 * sizeof(block_q8_0), y += 2 * sizeof(block_q8_0)) {
+        const unsigned char *x1 = x + sizeof(block_q8_0), *y1 = y + sizeof(block_q8_0);
+        const __m256i p0 = dot_s8(ld256(x + offsetof(block_q8_0, qs)), ld256(y + offsetof(block_q8_0, qs)));
+        const __m256i p1 = dot_s8(ld256(x1 + offsetof(block_q8_0, qs)), ld256(y1 + offsetof(block_q8_0, qs)));
+        const float d0 = ld_half(x) * ld_half(y), d1 = ld_half(x1) * ld_half(y1);
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(d0), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_set1_ps(d1), acc1);
+    }
+    for (; b < nb; b++, x += sizeof(block_q8_0), y += sizeof(block_q8_0)) {
+        const __m256i p0 = dot_s8(ld256(x + offsetof(block_q8_0, qs)), ld256(y + offsetof(block_q8_0, qs)));
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(ld_half(x) * ld_half(y)), acc0);
+    }
+    *out = hsum8(_mm256_add_ps(acc0, acc1));
+}
+
+/* Unpacks the 12 scale bytes of a q4_K block: sc[0..7] 6-bit scales and
+ * m[0..7] 6-bit mins (same values as ref_scale_min_k4). */
+static inline void unpack_k4_scales(const uint8_t *q, uint8_t sc[8], uint8_t m[8]) {
+    uint32_t u[3];
+    memcpy(u, q, 12);
+    const uint32_t lo6 = 0x3f3f3f3fu, lo4 = 0x0f0f0f0fu, lo2 = 0x03030303u;
+    const uint32_t s_lo = u[0] & lo6;                                  /* sc 0..3 */
+    const uint32_t m_lo = u[1] & lo6;                                  /* m 0..3 */
+    const uint32_t s_hi = (u[2] & lo4) | (((u[0] >> 6) & lo2) << 4);   /* sc 4..7 */
+    const uint32_t m_hi = ((u[2] >> 4) & lo4) | (((u[1] >> 6) & lo2) << 4); /* m 4..7 */
+    memcpy(sc, &s_lo, 4);
+    memcpy(sc + 4, &s_hi, 4);
+    memcpy(m, &m_lo, 4);
+    memcpy(m + 4, &m_hi, 4);
+}
+
+/* Exact integer parts of one q4_K x q8_K super-block: *isum = sum_j sc_j *
+ * sum(q*a8), *msum = sum_j m_j * (bsum_2j + bsum_2j+1). */
+static inline void q4_K_block_avx2(const unsigned char *x, const unsigned char *y, int32_t *isum, int32_t *msum) {
+    uint8_t sc[8], m[8];
+    unpack_k4_scales(x + offsetof(block_q4_K, scales), sc, m);
+    const unsigned char *qs = x + offsetof(block_q4_K, qs);
+    const unsigned char *q8 = y + offsetof(block_q8_K, qs);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256i acc = _mm256_setzero_si256();
+    for (int c = 0; c < 4; c++) {
+        const __m256i bits = ld256(qs + 32 * c);
+        const __m256i lo = _mm256_and_si256(bits, m4);
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+        __m256i p0 = _mm256_maddubs_epi16(lo, ld256(q8 + 64 * c));
+        __m256i p1 = _mm256_maddubs_epi16(hi, ld256(q8 + 64 * c + 32));
+        p0 = _mm256_madd_epi16(p0, _mm256_set1_epi16(sc[2 * c]));
+        p1 = _mm256_madd_epi16(p1, _mm256_set1_epi16(sc[2 * c + 1]));
+        acc = _mm256_add_epi32(acc, _mm256_add_epi32(p0, p1));
+    }
+    *isum = hsum8i(acc);
+    /* bsums: 16 int16; pairs summed -> 8 sub-block sums, times the mins */
+    const __m256i bs = ld256(y + offsetof(block_q8_K, bsums));
+    const __m128i pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+    __m128i mm = _mm_loadl_epi64((const __m128i *)(const void *)m);
+    const __m128i prod = _mm_madd_epi16(_mm_cvtepu8_epi16(mm), pairs);
+    __m128i s = _mm_add_epi32(prod, _mm_shuffle_epi32(prod, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    *msum = _mm_cvtsi128_si32(s);
+}
+
+void vec_dot_q4_K_q8_K_avx2(int64_t n, float *out, const void *w, const void *a) {
+    const int64_t nb = n / QK_K;
+    const unsigned char *x = w, *y = a;
+    float sum = 0.0f;
+    for (int64_t b = 0; b < nb; b++, x += sizeof(block_q4_K), y += sizeof(block_q8_K)) {
+        int32_t isum, msum;
+        q4_K_block_avx2(x, y, &isum, &msum);
+        const float dy = ld_f32s(y + offsetof(block_q8_K, d));
+        const float d = ld_half(x + offsetof(block_q4_K, d)) * dy;
+        const float dmin = ld_half(x + offsetof(block_q4_K, dmin)) * dy;
+        sum += d * (float)isum - dmin * (float)msum;
+    }
+    *out = sum;
+}
+
+/* Exact sum_g sc_g * sum((u-32)*a8) of one q6_K x q8_K super-block. */
+static inline int32_t q6_K_block_avx2(const unsigned char *x, const unsigned char *y) {
+    const unsigned char *ql = x + offsetof(block_q6_K, ql);
+    const unsigned char *qh = x + offsetof(block_q6_K, qh);
+    const int8_t *scp = (const int8_t *)(x + offsetof(block_q6_K, scales));
+    const unsigned char *q8 = y + offsetof(block_q8_K, qs);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
+    __m256i acc = _mm256_setzero_si256();
+    for (int h = 0; h < 2; h++) {
+        const __m256i l0 = ld256(ql + 64 * h), l1 = ld256(ql + 64 * h + 32);
+        const __m256i hb = ld256(qh + 32 * h);
+        __m256i u[4];
+        u[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4));
+        u[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m2), 4));
+        u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4));
+        u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4));
+        for (int k = 0; k < 4; k++) {
+            const int g = 8 * h + 2 * k; /* 16-element groups g (low lane) and g+1 (high lane) */
+            const __m256i p = _mm256_maddubs_epi16(u[k], ld256(q8 + 128 * h + 32 * k));
+            const __m256i s = _mm256_set_m128i(_mm_set1_epi16(scp[g + 1]), _mm_set1_epi16(scp[g]));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, s));
+        }
+    }
+    /* the -32 offset: 32 * sum_g sc_g * bsum_g */
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)scp));
+    const __m256i off = _mm256_madd_epi16(sc16, ld256(y + offsetof(block_q8_K, bsums)));
+    return hsum8i(acc) - 32 * hsum8i(off);
+}
+
+void vec_dot_q6_K_q8_K_avx2(int64_t n, float *out, const void *w, const void *a) {
+    const int64_t nb = n / QK_K;
+    const unsigned char *x = w, *y = a;
+    float sum = 0.0f;
+    for (int64_t b = 0; b < nb; b++, x += sizeof(block_q6_K), y += sizeof(block_q8_K)) {
+        const int32_t isum = q6_K_block_avx2(x, y);
+        sum += ld_half(x + offsetof(block_q6_K, d)) * ld_f32s(y + offsetof(block_q8_K, d)) * (float)isum;
+    }
+    *out = sum;
+}
+
+KERN_DEFINE_GEMM(gemm_q4_0_q8_0_avx2, vec_dot_q4_0_q8_0_avx2)
+KERN_DEFINE_GEMM(gemm_q8_0_q8_0_avx2, vec_dot_q8_0_q8_0_avx2)
+KERN_DEFINE_GEMM(gemm_q4_K_q8_K_avx2, vec_dot_q4_K_q8_K_avx2)
+KERN_DEFINE_GEMM(gemm_q6_K_q8_K_avx2, vec_dot_q6_K_q8_K_avx2)
+#else
+typedef int kite_empty_unit_vec_dot_quant_avx2; /* ISO C wants a declaration */
+#endif

@@ -1,0 +1,342 @@
+/*
+ * test_attention.c - every attention path against a naive double-precision
+ * softmax (src/kernels/attention*.c).
+ *
+ * Error budget: |out - ref| <= max|v| * (2e-6 + 2^-21 * C), where C is the
+ * largest scale * sum_d |q_d k_d| of the call (the magnitude that rounds the
+ * float scores themselves: a score error e changes the weights by a factor
+ * exp(e)).  With ordinary scores (C of a few units) that is the plain 2e-6
+ * relative to max|v|; with q scaled by 1e3 the inputs' own rounding dominates.
+ *
+ * Covered: the reference path; FlashAttention with tile sizes from 1x1 to
+ * 64x64, n_tok / pos0 combinations including pos0 > 0 (continuing a cache);
+ * split-KV decode with chunks of 1..256 positions on 1, 2 and 3 threads; MHA,
+ * GQA and MQA; head_dim 8, 12, 64, 128 and odd ones; bit-identical outputs
+ * for 1, 2 and 3 threads; adversarial scores (q x 1e3, all equal, one
+ * dominant, far above / below phi forcing the exact fallback, counted in
+ * attn_stats); outputs never NaN.
+ */
+#include <math.h>
+#include <stdint.h>
+
+#include "core/threadpool.h"
+#include "harness.h"
+#include "kernels/attention_impl.h"
+#include "kernels/kernels.h"
+
+typedef struct acase {
+    int n_tok, pos0, n_head, n_head_kv, head_dim, n_ctx;
+    float q_mul;   /* queries scaled by this */
+    int path, q_tile, kv_tile, kv_chunk;
+    float phi;
+} acase;
+
+typedef struct abufs {
+    float *q, *k, *v, *out;
+    double c;      /* max scale * sum |q k| */
+    double vmax;   /* max |v| */
+} abufs;
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static float frand(void) { /* uniform in [-1, 1) */
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (float)((double)(rng_state >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+static void fill(const acase *c, abufs *b) {
+    const size_t qn = (size_t)c->n_tok * c->n_head * c->head_dim;
+    const size_t kvn = (size_t)c->n_ctx * c->n_head_kv * c->head_dim;
+    b->q = malloc(qn * sizeof(float));
+    b->out = malloc(qn * sizeof(float));
+    b->k = malloc(kvn * sizeof(float));
+    b->v = malloc(kvn * sizeof(float));
+    for (size_t i = 0; i < qn; i++) b->q[i] = frand() * c->q_mul;
+    for (size_t i = 0; i < kvn; i++) {
+        b->k[i] = frand();
+        b->v[i] = frand();
+    }
+}
+
+static void free_bufs(abufs *b) {
+    free(b->q);
+    free(b->k);
+    free(b->v);
+    free(b->out);
+}
+
+/* Naive causal attention in double: returns the max |out - ref| and sets
+ * b->c, b->vmax; counts non-finite outputs in *n_bad. */
+static double compare_ref(const acase *c, abufs *b, int *n_bad) {
+    const int hd = c->head_dim, QD = c->n_head * hd, KD = c->n_head_kv * hd, group = c->n_head / c->n_head_kv;
+    const double scale = 1.0 / sqrt((double)hd);
+    double *s = malloc(sizeof(double) * (size_t)(c->pos0 + c->n_tok));
+    double err = 0.0, cmax = 0.0, vmax = 0.0;
+    for (int p = 0; p < (c->pos0 + c->n_tok) * KD; p++) vmax = fmax(vmax, fabs((double)b->v[p]));
+    *n_bad = 0;
+    for (int t = 0; t < c->n_tok; t++)
+        for (int h = 0; h < c->n_head; h++) {
+            const float *q = b->q + (size_t)t * QD + (size_t)h * hd;
+            const int kvh = h / group, n_kv = c->pos0 + t + 1;
+            double mx = -INFINITY;
+            for (int p = 0; p < n_kv; p++) {
+                const float *k = b->k + (size_t)p * KD + (size_t)kvh * hd;
+                double d = 0.0, a = 0.0;
+                for (int i = 0; i < hd; i++) {
+                    d += (double)q[i] * k[i];
+                    a += fabs((double)q[i] * k[i]);
+                }
+                s[p] = d * scale;
+                cmax = fmax(cmax, a * scale);
+                mx = fmax(mx, s[p]);
+            }
+            double sum = 0.0;
+            for (int p = 0; p < n_kv; p++) sum += s[p] = exp(s[p] - mx);
+            for (int i = 0; i < hd; i++) {
+                double o = 0.0;
+                for (int p = 0; p < n_kv; p++) o += s[p] * b->v[(size_t)p * KD + (size_t)kvh * hd + i];
+                o /= sum;
+                const float got = b->out[(size_t)t * QD + (size_t)h * hd + i];
+                if (!isfinite(got)) (*n_bad)++;
+                err = fmax(err, fabs(got - o));
+            }
+        }
+    free(s);
+    b->c = cmax;
+    b->vmax = vmax;
+    return err;
+}
+
+static void run_attention(threadpool *tp, const acase *c, abufs *b, attn_stats *stats) {
+    attn_args a = {.q = b->q, .k_cache = b->k, .v_cache = b->v, .out = b->out, .n_tok = c->n_tok,
+                   .pos0 = c->pos0, .n_head = c->n_head, .n_head_kv = c->n_head_kv, .head_dim = c->head_dim,
+                   .n_ctx = c->n_ctx, .scale = 1.0f / sqrtf((float)c->head_dim), .phi = c->phi,
+                   .stats = stats, .path = c->path, .q_tile = c->q_tile, .kv_tile = c->kv_tile,
+                   .kv_chunk = c->kv_chunk};
+    a.scratch = malloc(sizeof(float) * kern_attention_scratch_floats(&a, tp_n_threads(tp)));
+    kern_attention(tp, &a);
+    free(a.scratch);
+}
+
+static double worst_ratio; /* largest err / budget seen, for the log */
+
+/* Runs case c on tp and checks it against the reference; returns err/budget. */
+static double check_case(threadpool *tp, const acase *c, attn_stats *stats) {
+    abufs b;
+    fill(c, &b);
+    run_attention(tp, c, &b, stats);
+    int n_bad;
+    const double err = compare_ref(c, &b, &n_bad);
+    const double budget = b.vmax * (2e-6 + ldexp(1.0, -21) * b.c);
+    CHECK_MSG(err <= budget && n_bad == 0,
+              "path %d n_tok %d pos0 %d heads %d/%d hd %d tiles %d/%d chunk %d q x%g phi %g threads %d: "
+              "err %.3g > budget %.3g (C %.3g), %d non-finite",
+              c->path, c->n_tok, c->pos0, c->n_head, c->n_head_kv, c->head_dim, c->q_tile, c->kv_tile, c->kv_chunk,
+              (double)c->q_mul, (double)c->phi, tp_n_threads(tp), err, budget, b.c, n_bad);
+    free_bufs(&b);
+    const double r = err / budget;
+    if (r > worst_ratio) worst_ratio = r;
+    return r;
+}
+
+static threadpool *pools[4]; /* [n] has n threads */
+
+static const int head_shapes[][3] = {
+    /* n_head, n_head_kv, head_dim */
+    {4, 4, 8}, {6, 2, 12}, {4, 1, 64}, {2, 1, 128}, {3, 3, 5}, {8, 2, 17},
+};
+#define N_SHAPES (int)(sizeof head_shapes / sizeof head_shapes[0])
+
+TEST(test_reference_path) {
+    for (int s = 0; s < N_SHAPES; s++) {
+        acase c = {.n_tok = 7, .pos0 = 5, .n_head = head_shapes[s][0], .n_head_kv = head_shapes[s][1],
+                   .head_dim = head_shapes[s][2], .n_ctx = 16, .q_mul = 1, .path = ATTN_PATH_REF};
+        check_case(pools[1], &c, NULL);
+        check_case(pools[3], &c, NULL);
+    }
+}
+
+TEST(test_flash_tiles_and_positions) {
+    static const int tiles[][2] = {{1, 1}, {3, 5}, {7, 16}, {32, 64}, {64, 8}, {0, 0}};
+    static const int tok_pos[][2] = {{1, 0}, {2, 0}, {5, 0}, {37, 0}, {20, 13}, {9, 70}, {1, 90}};
+    for (size_t ti = 0; ti < sizeof tiles / sizeof tiles[0]; ti++)
+        for (size_t pi = 0; pi < sizeof tok_pos / sizeof tok_pos[0]; pi++)
+            for (int s = 0; s < N_SHAPES; s++) {
+                acase c = {.n_tok = tok_pos[pi][0], .pos0 = tok_pos[pi][1], .n_head = head_shapes[s][0],
+                           .n_head_kv = head_shapes[s][1], .head_dim = head_shapes[s][2], .n_ctx = 100,
+                           .q_mul = 1, .path = ATTN_PATH_FLASH, .q_tile = tiles[ti][0], .kv_tile = tiles[ti][1]};
+                check_case(pools[(ti + pi + (size_t)s) % 3 + 1], &c, NULL);
+            }
+}
+
+TEST(test_splitkv_chunks_threads) {
+    static const int chunks[] = {1, 5, 16, 64, 0};
+    static const int tok_pos[][2] = {{1, 0}, {1, 1}, {1, 63}, {1, 64}, {1, 300}, {3, 40}, {4, 0}, {9, 20}};
+    for (size_t ci = 0; ci < sizeof chunks / sizeof chunks[0]; ci++)
+        for (size_t pi = 0; pi < sizeof tok_pos / sizeof tok_pos[0]; pi++)
+            for (int s = 0; s < N_SHAPES; s++) {
+                acase c = {.n_tok = tok_pos[pi][0], .pos0 = tok_pos[pi][1], .n_head = head_shapes[s][0],
+                           .n_head_kv = head_shapes[s][1], .head_dim = head_shapes[s][2], .n_ctx = 320,
+                           .q_mul = 1, .path = ATTN_PATH_SPLITKV, .kv_chunk = chunks[ci]};
+                attn_stats st = {0};
+                check_case(pools[(ci + pi + (size_t)s) % 3 + 1], &c, &st);
+                CHECK_EQ_INT(st.n_rows, (int64_t)c.n_tok * c.n_head);
+                CHECK_EQ_INT(st.n_fallback, 0);
+            }
+}
+
+/* AUTO picks split-KV for small batches and flash for large ones; both agree. */
+TEST(test_auto_path) {
+    for (int n_tok = 1; n_tok <= 12; n_tok += 3) {
+        acase c = {.n_tok = n_tok, .pos0 = 30, .n_head = 4, .n_head_kv = 2, .head_dim = 16, .n_ctx = 64, .q_mul = 1};
+        attn_stats st = {0};
+        check_case(pools[2], &c, &st);
+        CHECK_EQ_INT(st.n_rows, n_tok <= ATTN_SPLITKV_MAX_TOK ? n_tok * 4 : 0);
+    }
+}
+
+/* Big enough that tp_threads_for gives 3 threads: outputs bit-identical. */
+TEST(test_thread_count_bit_identical) {
+    static const int paths[] = {ATTN_PATH_REF, ATTN_PATH_FLASH, ATTN_PATH_SPLITKV};
+    for (size_t pi = 0; pi < 3; pi++) {
+        const int n_tok = paths[pi] == ATTN_PATH_SPLITKV ? 2 : 24;
+        acase c = {.n_tok = n_tok, .pos0 = 700, .n_head = 8, .n_head_kv = 2, .head_dim = 64, .n_ctx = 724,
+                   .q_mul = 1, .path = paths[pi], .kv_chunk = 64};
+        const double work = (double)n_tok * (700 + n_tok) * 8 * 2 * 64;
+        CHECK(tp_threads_for(pools[3], work) == 3);
+        abufs b;
+        fill(&c, &b);
+        const size_t n = (size_t)n_tok * 8 * 64;
+        float *first = malloc(n * sizeof(float));
+        for (int t = 1; t <= 3; t++) {
+            run_attention(pools[t], &c, &b, NULL);
+            if (t == 1)
+                memcpy(first, b.out, n * sizeof(float));
+            else
+                CHECK_MSG(memcmp(first, b.out, n * sizeof(float)) == 0, "path %d: %d threads differ from 1",
+                          paths[pi], t);
+        }
+        int n_bad;
+        const double err = compare_ref(&c, &b, &n_bad);
+        CHECK(err <= b.vmax * (2e-6 + ldexp(1.0, -21) * b.c) && n_bad == 0);
+        free(first);
+        free_bufs(&b);
+    }
+}
+
+/* Huge logits (q x 1e3), on every path: flash and reference subtract the true
+ * max; split-KV's scores leave the phi window, so every row falls back. */
+TEST(test_adversarial_huge_logits) {
+    static const int paths[] = {ATTN_PATH_REF, ATTN_PATH_FLASH, ATTN_PATH_SPLITKV};
+    for (size_t pi = 0; pi < 3; pi++)
+        for (int s = 0; s < N_SHAPES; s++) {
+            acase c = {.n_tok = 3, .pos0 = 40, .n_head = head_shapes[s][0], .n_head_kv = head_shapes[s][1],
+                       .head_dim = head_shapes[s][2], .n_ctx = 64, .q_mul = 1e3f, .path = paths[pi],
+                       .q_tile = 2, .kv_tile = 16, .kv_chunk = 16};
+            attn_stats st = {0};
+            check_case(pools[2], &c, &st);
+            if (paths[pi] == ATTN_PATH_SPLITKV) {
+                CHECK_EQ_INT(st.n_rows, 3 * c.n_head);
+                CHECK(st.n_fallback > 0);
+            }
+        }
+}
+
+/* q = 0: every score is 0, the output is the mean of V; one key equal to a
+ * large multiple of q dominates: the output is (nearly) that key's V. */
+TEST(test_adversarial_equal_and_dominant) {
+    static const int paths[] = {ATTN_PATH_REF, ATTN_PATH_FLASH, ATTN_PATH_SPLITKV};
+    for (size_t pi = 0; pi < 3; pi++) {
+        acase c = {.n_tok = 2, .pos0 = 50, .n_head = 4, .n_head_kv = 2, .head_dim = 16, .n_ctx = 64, .q_mul = 0,
+                   .path = paths[pi], .q_tile = 3, .kv_tile = 7, .kv_chunk = 9};
+        check_case(pools[1], &c, NULL);
+        /* dominant: key 17 of kv head 1 = 30 * q of heads 2, 3 (token 0) */
+        abufs b;
+        c.q_mul = 1;
+        fill(&c, &b);
+        const int hd = 16, KD = 2 * hd;
+        for (int i = 0; i < hd; i++) {
+            b.q[2 * hd + i] = b.q[3 * hd + i] = b.q[2 * hd + i];
+            b.k[17 * KD + hd + i] = 30.0f * b.q[2 * hd + i];
+        }
+        run_attention(pools[2], &c, &b, NULL);
+        int n_bad;
+        const double err = compare_ref(&c, &b, &n_bad);
+        CHECK(err <= b.vmax * (2e-6 + ldexp(1.0, -21) * b.c) && n_bad == 0);
+        free_bufs(&b);
+    }
+}
+
+/* phi far below / above the scores: every row leaves the window and is
+ * recomputed exactly (n_fallback == n_rows); just inside the window nothing
+ * falls back and the result is still within budget. */
+TEST(test_splitkv_phi_window_fallback) {
+    static const float phis[] = {-200.0f, 200.0f, -1e30f, 1e30f};
+    for (size_t i = 0; i < sizeof phis / sizeof phis[0]; i++) {
+        acase c = {.n_tok = 2, .pos0 = 100, .n_head = 4, .n_head_kv = 4, .head_dim = 8, .n_ctx = 128, .q_mul = 1,
+                   .path = ATTN_PATH_SPLITKV, .kv_chunk = 32, .phi = phis[i]};
+        attn_stats st = {0};
+        check_case(pools[3], &c, &st);
+        CHECK_EQ_INT(st.n_rows, 8);
+        CHECK_EQ_INT(st.n_fallback, 8);
+        CHECK(st.row_max_lo <= st.row_max_hi);
+    }
+    /* scores of this case lie within about [-3, 3]: phi = +-(RANGE - 5) keeps every row inside */
+    static const float inside[] = {ATTN_PHI_RANGE - 5.0f, -(ATTN_PHI_RANGE - 5.0f), 0.0f};
+    for (size_t i = 0; i < 3; i++) {
+        acase c = {.n_tok = 1, .pos0 = 100, .n_head = 4, .n_head_kv = 4, .head_dim = 8, .n_ctx = 128, .q_mul = 1,
+                   .path = ATTN_PATH_SPLITKV, .kv_chunk = 32, .phi = inside[i]};
+        attn_stats st = {0};
+        check_case(pools[1], &c, &st);
+        CHECK(st.row_max_hi < 5.0f && st.row_max_lo > -5.0f);
+        CHECK_EQ_INT(st.n_fallback, 0);
+    }
+}
+
+/* The vectorisable exp of the softmax weights: within 2 ulp of double exp on
+ * [-87, 88] (every 97th float, plus every float of [-1, 1] near 0 ... 2^-10
+ * steps), clamped (never inf or NaN) outside, NaN in gives NaN. */
+TEST(test_exp) {
+    double worst = 0.0;
+    float at = 0.0f;
+    for (float x = -87.0f; x < 88.0f; x += 1.0f / 1024.0f * (fabsf(x) < 1.0f ? 1.0f : 97.0f)) {
+        const double r = exp((double)x);
+        const float e = attn_exp(x);
+        const double ulp = (double)nextafterf((float)r, INFINITY) - (double)(float)r;
+        const double u = fabs((double)e - r) / ulp;
+        if (u > worst) {
+            worst = u;
+            at = x;
+        }
+    }
+    CHECK_MSG(worst <= 2.0, "attn_exp: %.2f ulp at %g", worst, (double)at);
+    printf("    attn_exp max error %.2f ulp (at %g)\n", worst, (double)at);
+    CHECK(attn_exp(-1e30f) >= 0.0f && attn_exp(-1e30f) < 2e-38f);
+    CHECK(attn_exp(-INFINITY) >= 0.0f && attn_exp(-INFINITY) < 2e-38f);
+    CHECK(isfinite(attn_exp(1e30f)) && attn_exp(1e30f) > 1e38f);
+    CHECK(isnan(attn_exp(NAN)));
+    float row[21];
+    for (int i = 0; i < 21; i++) row[i] = (float)i - 10.0f;
+    double sum = 0.0;
+    for (int i = 0; i < 21; i++) sum += exp((double)i - 10.0 - 3.0);
+    const float got = attn_exp_sum(row, 3.0f, 21);
+    CHECK_NEAR(got, sum, 4e-7 * sum);
+    CHECK_NEAR(row[20], exp(7.0), 2.4e-7 * exp(7.0));
+}
+
+int main(void) {
+    for (int n = 1; n <= 3; n++) pools[n] = tp_new(n);
+    RUN(test_exp);
+    RUN(test_reference_path);
+    RUN(test_flash_tiles_and_positions);
+    RUN(test_splitkv_chunks_threads);
+    RUN(test_auto_path);
+    RUN(test_thread_count_bit_identical);
+    RUN(test_adversarial_huge_logits);
+    RUN(test_adversarial_equal_and_dominant);
+    RUN(test_splitkv_phi_window_fallback);
+    printf("    worst error / budget: %.3f\n", worst_ratio);
+    for (int n = 1; n <= 3; n++) tp_free(pools[n]);
+    return harness_summary(__FILE__);
+}

@@ -1,0 +1,372 @@
+/*
+ * test_kernels.c - the kernel table (dispatch.h) and kern_matmul.
+ *
+ *   - dispatch: level names, the per-level getter, KITE_CPU_LEVEL capping
+ *     (checked first, before anything builds the table) and an invalid value
+ *     (checked in a forked child, which has its own first use).
+ *   - every kernel of every level this CPU supports against the scalar
+ *     reference (ref/), on odd sizes (float rows of 1..4099 elements, block
+ *     rows of 1, 3, 7 and 65 blocks), rows at addresses offset by 1..3 bytes,
+ *     and edge blocks (int8 -128 weights, +-127 activations, zero scales,
+ *     subnormal half scales).  Budgets:
+ *       FLOAT_BUDGET: |simd - ref| <= 1e-5 * sum|w*a| (+1e-30): both round
+ *         only in float sums of n terms, in different orders.
+ *       INT_BUDGET: |simd - ref| <= 2e-6 * sum|w*a| (+1e-30): the int32
+ *         block sums are exact, only the float accumulation of the scaled
+ *         block terms differs in order (q4_K/q6_K are in fact bit-identical).
+ *   - the flat GEMM equals vec_dot bit for bit for 1, 3 and 16 tokens.
+ *   - kern_matmul of every computable weight type against a naive double
+ *     matmul over the dequantized weights and the unquantized activations,
+ *     within the activation quantization error (MATMUL budget below), with
+ *     bit-identical results for 1 and 3 threads and for a batch versus token
+ *     by token.
+ */
+#define _GNU_SOURCE
+#include <stdint.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/cpu.h"
+#include "core/threadpool.h"
+#include "harness.h"
+#include "kernels/dispatch.h"
+#include "kernels/kernels.h"
+#include "kernels/ref/ref.h"
+#include "tensor/blocks.h"
+#include "tensor/dtype.h"
+
+#define FLOAT_BUDGET 1e-5
+#define INT_BUDGET 2e-6
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static uint32_t rnd(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 16);
+}
+static float frand(void) { return (float)((int32_t)(rnd() % 2000001) - 1000000) / 1000000.0f; } /* [-1, 1] */
+
+static const uint32_t kernel_types[] = {KITE_DTYPE_F32, KITE_DTYPE_F16, KITE_DTYPE_BF16, KITE_DTYPE_Q4_0,
+                                        KITE_DTYPE_Q8_0, KITE_DTYPE_Q4_K, KITE_DTYPE_Q6_K};
+#define N_KTYPES (int)(sizeof kernel_types / sizeof kernel_types[0])
+
+static void put_half(unsigned char *p, uint16_t h) { memcpy(p, &h, 2); }
+
+/* Fills n elements of weight row `dst` (type t) and float activations x;
+ * `edge` selects edge blocks.  Returns the activation row in ops.act_type
+ * written to act (via the scalar quantizer). */
+static void make_row(uint32_t t, int64_t n, unsigned char *dst, float *x, int edge) {
+    const dtype_traits *tr = dtype_get(t);
+    float *wf = malloc((size_t)n * sizeof(float));
+    for (int64_t i = 0; i < n; i++) {
+        wf[i] = frand() * (edge == 1 ? 1e-3f : 1.0f);
+        x[i] = frand() * 3.0f;
+    }
+    if (edge == 2) /* subnormal halves for f16 weights; tiny floats */
+        for (int64_t i = 0; i < n; i++) wf[i] *= 1e-6f;
+    if (edge == 3) /* activation blocks at their extremes: +-max and zeros */
+        for (int64_t i = 0; i < n; i++) x[i] = (i / 32) % 3 == 0 ? 0.0f : (i & 1 ? 2.5f : -2.5f);
+    void *tmp = malloc(dtype_row_size(t, n)); /* aligned: quantizers need not accept odd addresses */
+    tr->from_float(wf, tmp, n);
+    memcpy(dst, tmp, dtype_row_size(t, n));
+    free(tmp);
+    const size_t bs = (size_t)tr->type_size;
+    const int64_t nb = n / tr->block_size;
+    if (t == KITE_DTYPE_Q8_0 && edge >= 1) /* -128 and +127 weights */
+        for (int64_t b = 0; b < nb; b++)
+            for (int j = 0; j < 32; j += 3) dst[b * bs + 2 + j] = (unsigned char)(j % 2 ? 0x80 : 0x7f);
+    if (edge == 2 && tr->block_size > 1) { /* zero and subnormal scales */
+        for (int64_t b = 0; b < nb; b++) {
+            unsigned char *blk = dst + b * bs;
+            const uint16_t h = b % 2 ? 0x0001 : 0x0000;
+            if (t == KITE_DTYPE_Q6_K) put_half(blk + offsetof(block_q6_K, d), h);
+            else put_half(blk, h); /* d is first in q4_0, q8_0, q4_K */
+        }
+    }
+    if (edge == 1 && (t == KITE_DTYPE_Q4_0 || t == KITE_DTYPE_Q4_K || t == KITE_DTYPE_Q6_K)) /* random bits */
+        for (int64_t b = 0; b < nb; b++)
+            for (size_t j = (t == KITE_DTYPE_Q6_K ? 0 : 4); j < (t == KITE_DTYPE_Q6_K ? bs - 2 : bs); j++)
+                dst[b * bs + j] = (unsigned char)rnd();
+    free(wf);
+}
+
+/* sum |w_i * a_i| over the dequantized weight and activation rows */
+static double magnitude(uint32_t wt, uint32_t at, int64_t n, const void *w, const void *a) {
+    float *wf = malloc((size_t)n * sizeof(float)), *af = malloc((size_t)n * sizeof(float));
+    /* aligned copies: the dequantizers need not accept odd addresses */
+    const size_t wb = dtype_row_size(wt, n), ab = kern_act_row_bytes(at, n);
+    void *wc = malloc(wb), *ac = malloc(ab);
+    memcpy(wc, w, wb);
+    memcpy(ac, a, ab);
+    dtype_get(wt)->to_float(wc, wf, n);
+    if (at == KITE_DTYPE_F32) memcpy(af, ac, (size_t)n * sizeof(float));
+    else dtype_get(at)->to_float(ac, af, n);
+    free(wc);
+    free(ac);
+    double m = 0;
+    for (int64_t i = 0; i < n; i++) m += fabs((double)wf[i] * af[i]);
+    free(wf);
+    free(af);
+    return m;
+}
+
+static int n_levels_tested;
+static int n_kernel_checks[KERN_LEVEL_COUNT];
+
+TEST(test_dispatch_names) {
+    CHECK_STR_EQ(kern_level_name(KERN_LEVEL_SCALAR), "scalar");
+    CHECK_STR_EQ(kern_level_name(KERN_LEVEL_AVX512VNNI), "avx512vnni");
+    CHECK_EQ_INT(kern_level_from_name("AVX2"), KERN_LEVEL_AVX2);
+    CHECK_EQ_INT(kern_level_from_name("sse9"), -1);
+    const kern_level max = kern_level_max();
+    for (int l = 0; l < KERN_LEVEL_COUNT; l++) {
+        const kern_ops_table *t = kern_table_for_level((kern_level)l);
+        if (l <= (int)max) {
+            CHECK(t != NULL);
+            if (t) CHECK_EQ_INT(t->level, l);
+        } else {
+            CHECK(t == NULL);
+        }
+    }
+    const cpu_info *c = cpu_features();
+    printf("    cpu: avx2 %d fma %d f16c %d avx512f/bw/dq/vl %d%d%d%d vnni %d bf16 %d; max level %s, active %s\n",
+           c->avx2, c->fma, c->f16c, c->avx512f, c->avx512bw, c->avx512dq, c->avx512vl, c->avx512vnni,
+           c->avx512bf16, kern_level_name(max), kern_table()->name);
+    /* every type with a to_float is computable; pairings as documented */
+    const kern_ops_table *t = kern_table_for_level(KERN_LEVEL_SCALAR);
+    CHECK_EQ_INT(t->ops[KITE_DTYPE_Q4_0].act_type, KITE_DTYPE_Q8_0);
+    CHECK_EQ_INT(t->ops[KITE_DTYPE_Q6_K].act_type, KITE_DTYPE_Q8_K);
+    CHECK_EQ_INT(t->ops[KITE_DTYPE_F16].act_type, KITE_DTYPE_F32);
+    CHECK(t->ops[KITE_DTYPE_Q5_K].vec_dot == NULL); /* generic path */
+}
+
+/* KITE_CPU_LEVEL=scalar before first use (in a child, which has its own
+ * first use): the active table is scalar, the per-level getter still gives
+ * every supported level; avx2 caps at min(avx2, max). */
+TEST(test_env_cap_scalar) {
+    static const char *const caps[] = {"scalar", "avx2"};
+    for (int i = 0; i < 2; i++) {
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) {
+            setenv("KITE_CPU_LEVEL", caps[i], 1);
+            kern_level want = (kern_level)i;
+            if (want > kern_level_max()) want = kern_level_max();
+            _exit(kern_table()->level == want && kern_table_for_level(kern_level_max()) != NULL ? 0 : 1);
+        }
+        int st = 0;
+        CHECK(pid > 0 && waitpid(pid, &st, 0) == pid);
+        CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "KITE_CPU_LEVEL=%s", caps[i]);
+    }
+}
+
+/* An invalid value is ignored (with a warning): the child's table is the max. */
+TEST(test_env_invalid) {
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("KITE_CPU_LEVEL", "turbo", 1);
+        _exit(kern_table()->level == kern_level_max() ? 0 : 1);
+    }
+    int st = 0;
+    CHECK(pid > 0 && waitpid(pid, &st, 0) == pid);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+TEST(test_act_quantizers_match_ggml_reference) {
+    /* the activation quantizers are ggml's reference: compare with quants.h's */
+    float x[512];
+    for (int i = 0; i < 512; i++) x[i] = frand() * 4.0f;
+    x[7] = 0.0f;
+    unsigned char a[2 * 292], b[2 * 292];
+    act_quantize_q8_0_ref(x, a, 512);
+    dtype_get(KITE_DTYPE_Q8_0)->from_float(x, b, 512);
+    CHECK(memcmp(a, b, 16 * 34) == 0);
+    act_quantize_q8_K_ref(x, a, 512);
+    dtype_get(KITE_DTYPE_Q8_K)->from_float(x, b, 512);
+    CHECK(memcmp(a, b, 2 * 292) == 0);
+}
+
+static void check_type_level(const kern_ops_table *kt, const kern_ops_table *ref, uint32_t t) {
+    const dtype_traits *tr = dtype_get(t);
+    const kern_type_ops *op = &kt->ops[t], *rop = &ref->ops[t];
+    const bool is_int = op->act_type != KITE_DTYPE_F32;
+    static const int64_t float_sizes[] = {1, 7, 31, 33, 100, 1000, 4099};
+    static const int64_t block_counts[] = {1, 3, 7, 65};
+    const int n_sizes = tr->block_size == 1 ? 7 : 4;
+    for (int si = 0; si < n_sizes; si++) {
+        const int64_t n = tr->block_size == 1 ? float_sizes[si] : block_counts[si] * tr->block_size;
+        for (int edge = 0; edge < 4; edge++) {
+            const int off = (si + edge) % 4; /* 0..3 bytes */
+            const size_t wb = dtype_row_size(t, n), ab = kern_act_row_bytes(op->act_type, n);
+            unsigned char *wbuf = malloc(wb + 8), *abuf = malloc(ab + 8);
+            float *x = malloc((size_t)n * sizeof(float));
+            unsigned char *w = wbuf + off, *a = abuf + (off + 1) % 4;
+            make_row(t, n, w, x, edge);
+            if (is_int) ref->act_from_f32[op->act_type](x, a, n);
+            else memcpy(a, x, (size_t)n * sizeof(float));
+            float got = NAN, want = NAN;
+            op->vec_dot(n, &got, w, a);
+            rop->vec_dot(n, &want, w, a);
+            const double mag = magnitude(t, op->act_type, n, w, a);
+            const double tol = (is_int ? INT_BUDGET : FLOAT_BUDGET) * mag + 1e-30;
+            CHECK_MSG(fabs((double)got - want) <= tol, "%s %s n=%lld edge=%d off=%d: %.9g vs ref %.9g (tol %.3g)",
+                      kt->name, tr->name, (long long)n, edge, off, got, want, tol);
+            if (t == KITE_DTYPE_Q4_K || t == KITE_DTYPE_Q6_K) /* documented: same float expression as ref */
+                CHECK_MSG(memcmp(&got, &want, sizeof got) == 0, "%s %s n=%lld edge=%d: not bit-identical",
+                          kt->name, tr->name, (long long)n, edge);
+            n_kernel_checks[kt->level]++;
+            free(wbuf);
+            free(abuf);
+            free(x);
+        }
+    }
+}
+
+TEST(test_kernels_vs_reference_all_levels) {
+    const kern_ops_table *ref = kern_table_for_level(KERN_LEVEL_SCALAR);
+    for (int l = 0; l <= (int)kern_level_max(); l++) {
+        const kern_ops_table *kt = kern_table_for_level((kern_level)l);
+        n_levels_tested++;
+        for (int i = 0; i < N_KTYPES; i++) check_type_level(kt, ref, kernel_types[i]);
+        printf("    level %-10s %d kernel checks\n", kt->name, n_kernel_checks[l]);
+    }
+}
+
+/* the flat GEMM returns exactly vec_dot's values, for any token group */
+TEST(test_gemm_equals_vec_dot) {
+    for (int l = 0; l <= (int)kern_level_max(); l++) {
+        const kern_ops_table *kt = kern_table_for_level((kern_level)l);
+        for (int i = 0; i < N_KTYPES; i++) {
+            const uint32_t t = kernel_types[i];
+            const kern_type_ops *op = &kt->ops[t];
+            const int64_t n = 3 * (int64_t)(dtype_get(t)->block_size == 1 ? 37 : dtype_get(t)->block_size);
+            const int nr = 5, nt = 16;
+            const size_t wb = dtype_row_size(t, n), ab = kern_act_row_bytes(op->act_type, n);
+            unsigned char *w = malloc(wb * nr), *a = malloc(ab * nt);
+            float *x = malloc((size_t)n * sizeof(float));
+            for (int r = 0; r < nr; r++) make_row(t, n, w + r * wb, x, 0);
+            for (int k = 0; k < nt; k++) {
+                for (int64_t j = 0; j < n; j++) x[j] = frand();
+                if (op->act_type == KITE_DTYPE_F32) memcpy(a + k * ab, x, ab);
+                else kt->act_from_f32[op->act_type](x, a + k * ab, n);
+            }
+            static const int groups[] = {1, 3, 16};
+            for (int g = 0; g < 3; g++) {
+                float y[16 * 8];
+                op->gemm(n, y, 8, w, wb, nr, a, ab, groups[g]);
+                for (int k = 0; k < groups[g]; k++)
+                    for (int r = 0; r < nr; r++) {
+                        float v;
+                        op->vec_dot(n, &v, w + r * wb, a + k * ab);
+                        CHECK_MSG(memcmp(&v, &y[k * 8 + r], sizeof v) == 0, "%s %s gemm(%d) r=%d t=%d", kt->name,
+                                  dtype_name(t), groups[g], r, k);
+                    }
+            }
+            free(w);
+            free(a);
+            free(x);
+        }
+    }
+}
+
+/* kern_matmul vs a naive double matmul over dequantized weights and the
+ * float activations.  Budget per output: the activation quantization error
+ * sum_i |w_i| * amax(block of i) / 127 (q8_0: half a step amax/254 plus the
+ * f16 rounding of d, <= amax/2000; q8_K: up to a whole step at the clamped
+ * +127 end), plus FLOAT_BUDGET * sum|w*x| for the float sums. */
+static void check_matmul_type(const kern_ops_table *kt, uint32_t t, threadpool *tp1, threadpool *tp3) {
+    const dtype_traits *tr = dtype_get(t);
+    const kern_type_ops *op = &kt->ops[t];
+    const int64_t ne0 = tr->block_size == 1 ? 200 : 2 * (tr->block_size < 256 ? 256 : tr->block_size);
+    const int64_t nr = 37, n_tok = 20;
+    weight w = {.type = t, .ne = {ne0, nr}, .row_bytes = dtype_row_size(t, ne0)};
+    unsigned char *wd = malloc(w.row_bytes * (size_t)nr);
+    float *x = malloc((size_t)(n_tok * ne0) * sizeof(float)), *wf = malloc((size_t)(nr * ne0) * sizeof(float));
+    for (int64_t r = 0; r < nr; r++) make_row(t, ne0, wd + r * w.row_bytes, x, 0);
+    w.data = wd;
+    for (int64_t i = 0; i < n_tok * ne0; i++) x[i] = frand() * 2.0f;
+    for (int64_t r = 0; r < nr; r++) tr->to_float(wd + r * w.row_bytes, wf + r * ne0, ne0);
+    const size_t sb = kern_matmul_scratch_bytes(3, n_tok, ne0);
+    void *scratch = aligned_alloc(64, (sb + 63) & ~(size_t)63);
+    float *y1 = malloc((size_t)(n_tok * nr) * sizeof(float)), *y3 = malloc((size_t)(n_tok * nr) * sizeof(float));
+    float *yd = malloc((size_t)(n_tok * nr) * sizeof(float));
+    kern_matmul_with(kt, tp1, &w, x, n_tok, y1, nr, scratch);
+    kern_matmul_with(kt, tp3, &w, x, n_tok, y3, nr, scratch);
+    for (int64_t k = 0; k < n_tok; k++) kern_matmul_with(kt, tp3, &w, x + k * ne0, 1, yd + k * nr, nr, scratch);
+    CHECK_MSG(memcmp(y1, y3, (size_t)(n_tok * nr) * sizeof(float)) == 0, "%s: 1 vs 3 threads differ", tr->name);
+    CHECK_MSG(memcmp(y1, yd, (size_t)(n_tok * nr) * sizeof(float)) == 0, "%s: batch vs token by token differ",
+              tr->name);
+    const int qb = op->act_type == KITE_DTYPE_Q8_0 ? 32 : op->act_type == KITE_DTYPE_Q8_K ? 256 : 0;
+    double worst = 0;
+    for (int64_t k = 0; k < n_tok; k++)
+        for (int64_t r = 0; r < nr; r++) {
+            const float *xr = x + k * ne0, *wr = wf + r * ne0;
+            double s = 0, mag = 0, qerr = 0;
+            for (int64_t i = 0; i < ne0; i++) {
+                s += (double)wr[i] * xr[i];
+                mag += fabs((double)wr[i] * xr[i]);
+            }
+            if (qb)
+                for (int64_t b = 0; b < ne0; b += qb) {
+                    double amax = 0, sw = 0;
+                    for (int j = 0; j < qb; j++) {
+                        amax = fmax(amax, fabs(xr[b + j]));
+                        sw += fabs(wr[b + j]);
+                    }
+                    qerr += sw * amax / 127.0;
+                }
+            const double tol = qerr + FLOAT_BUDGET * mag + 1e-30;
+            const double e = fabs(y1[k * nr + r] - s);
+            if (e / (tol) > worst) worst = e / tol;
+            CHECK_MSG(e <= tol, "%s matmul t=%lld r=%lld: %.9g vs %.9g (tol %.3g)", tr->name, (long long)k,
+                      (long long)r, y1[k * nr + r], s, tol);
+        }
+    if (kt->level == kern_level_max())
+        printf("    matmul %-7s (%s, act %s): worst error %.3f of budget\n", tr->name,
+               op->vec_dot ? kt->name : "generic", dtype_name(op->act_type), worst);
+    free(wd);
+    free(x);
+    free(wf);
+    free(scratch);
+    free(y1);
+    free(y3);
+    free(yd);
+}
+
+TEST(test_matmul_all_types) {
+    threadpool *tp1 = tp_new(1), *tp3 = tp_new(3);
+    CHECK(tp1 && tp3);
+    for (int l = 0; l <= (int)kern_level_max(); l++)
+        for (uint32_t t = 0; t < KITE_DTYPE_COUNT && tp1 && tp3; t++) {
+            const dtype_traits *tr = dtype_get(t);
+            if (!tr || !tr->to_float || !tr->from_float || t == KITE_DTYPE_Q8_K || t == KITE_DTYPE_Q8_1) continue;
+            check_matmul_type(kern_table_for_level((kern_level)l), t, tp1, tp3);
+        }
+    /* and through the public entry point (the active table) */
+    const int64_t ne0 = 64, nr = 9;
+    float *wf = malloc(ne0 * nr * sizeof(float)), x[64], y[9];
+    for (int64_t i = 0; i < ne0 * nr; i++) wf[i] = frand();
+    for (int64_t i = 0; i < ne0; i++) x[i] = frand();
+    weight w = {.type = KITE_DTYPE_F32, .ne = {ne0, nr}, .row_bytes = ne0 * sizeof(float), .data = wf};
+    void *scratch = aligned_alloc(64, (kern_matmul_scratch_bytes(3, 1, ne0) + 63) & ~(size_t)63);
+    if (tp3) kern_matmul(tp3, &w, x, 1, y, nr, scratch);
+    for (int64_t r = 0; tp3 && r < nr; r++) CHECK_NEAR(y[r], kern_dot_f32(wf + r * ne0, x, ne0), 1e-5);
+    free(wf);
+    free(scratch);
+    tp_free(tp1);
+    tp_free(tp3);
+}
+
+int main(void) {
+    RUN(test_env_invalid); /* forked children: each builds its own table */
+    RUN(test_env_cap_scalar);
+    RUN(test_dispatch_names);
+    RUN(test_act_quantizers_match_ggml_reference);
+    RUN(test_kernels_vs_reference_all_levels);
+    RUN(test_gemm_equals_vec_dot);
+    RUN(test_matmul_all_types);
+    printf("    levels tested: %d\n", n_levels_tested);
+    return harness_summary(__FILE__);
+}
