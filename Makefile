@@ -33,6 +33,8 @@ CPPFLAGS += -Iinclude -Isrc -D_DEFAULT_SOURCE -D_FILE_OFFSET_BITS=64
 CFLAGS += -std=c11 $(OPT) -g $(WARN) $(SANFLAGS) -pthread
 LDFLAGS += $(SANFLAGS) -pthread
 LDLIBS += -lm
+# byte-level BPE tokenizer: regex (PCRE2, Unicode properties) and NFC (utf8proc)
+LDLIBS += -lpcre2-8 -lutf8proc
 
 LIB_SRC := $(shell find src -name '*.c' | sort)
 CLI_SRC := $(sort $(wildcard cli/*.c))
@@ -114,7 +116,7 @@ build-fuzz/obj/%.o: %.c
 	clang $(CPPFLAGS) $(FUZZ_CFLAGS) -c $< -o $@
 
 build-fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_OBJ)
-	clang $(CPPFLAGS) -std=c11 -O1 -g -fsanitize=fuzzer,address,undefined -pthread $< $(FUZZ_LIB_OBJ) -o $@ -lm
+	clang $(CPPFLAGS) -std=c11 -O1 -g -fsanitize=fuzzer,address,undefined -pthread $< $(FUZZ_LIB_OBJ) -o $@ -lm -lpcre2-8 -lutf8proc
 
 fuzz: $(FUZZ_BIN)
 	@for f in $(FUZZ_BIN); do \

@@ -19,6 +19,8 @@ int cmd_run(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
+int cmd_synth(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 /* Path of the bundled model: $KITE_MODEL, else <binary dir>/../models/
  * stories260K.gguf (build/kite in the repository), else the source tree the

@@ -16,6 +16,8 @@ static const command commands[] = {
     {"info", cmd_info, "print a GGUF file's metadata and tensor table"},
     {"convert", cmd_convert, "convert a llama2.c checkpoint (and tokenizer) to GGUF"},
     {"tokenize", cmd_tokenize, "print the token ids of a text as a JSON array"},
+    {"synth", cmd_synth, "write a random-weight GGUF model of a real shape (for benchmarks)"},
+    {"bench", cmd_bench, "measure prefill and decode speed (and the machine's bandwidth)"},
 };
 
 static void usage(FILE *f) {

@@ -339,9 +339,9 @@ int cmd_run(int argc, char **argv) {
     const double prefill_tok_s = t_prefill > 0 ? (double)n_prompt / t_prefill : 0.0;
     const double decode_tok_s = t_decode > 0 ? (double)n_decode_evals / t_decode : 0.0;
     fprintf(stderr,
-            "kite run: load %.1f ms | prompt %zu tokens, %.1f ms, %.1f tok/s | generated %zu tokens (%" PRId64
+            "kite run: load %.1f ms, weights %s | prompt %zu tokens, %.1f ms, %.1f tok/s | generated %zu tokens (%" PRId64
             " decode steps, %.1f ms, %.1f tok/s) | stop: %s | threads %d | seed %" PRIu64 "\n",
-            t_load * 1e3, n_prompt, t_prefill * 1e3, prefill_tok_s, n_gen, n_decode_evals, t_decode * 1e3,
+            t_load * 1e3, info.residency, n_prompt, t_prefill * 1e3, prefill_tok_s, n_gen, n_decode_evals, t_decode * 1e3,
             decode_tok_s, stop_reason, kite_ctx_n_threads(ctx), o.sp.seed);
     if (o.json) {
         printf("{\"prompt_ids\": ");

@@ -91,6 +91,9 @@ typedef struct kite_model_info {
     uint64_t n_params;      /* number of weight elements (0 for vocab-only) */
     uint64_t n_bytes;       /* bytes of tensor data */
     bool vocab_only;
+    const char *residency;  /* where the weights live: "heap" (read into 2 MiB-aligned
+                               anonymous memory, use_mmap false) or "mmap" (file
+                               mapping); static string */
 } kite_model_info;
 
 void kite_model_get_info(const kite_model *model, kite_model_info *info /* OUT */);

@@ -6,6 +6,9 @@ set -u
 need=""
 command -v cc >/dev/null 2>&1 || need="$need gcc libc6-dev"
 command -v ar >/dev/null 2>&1 || need="$need binutils"
+# byte-level BPE tokenizer: PCRE2 (split regexes) and utf8proc (NFC)
+[ -f /usr/include/pcre2.h ] || need="$need libpcre2-dev"
+[ -f /usr/include/utf8proc.h ] || need="$need libutf8proc-dev"
 [ "${KITE_WITH_FUZZ:-0}" = 1 ] && {
     command -v clang >/dev/null 2>&1 || need="$need clang"
     ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 || need="$need libclang-rt-dev"

@@ -124,7 +124,7 @@ typedef struct gguf_ctx {
 } gguf_ctx;
 
 typedef struct gguf_open_params {
-    bool use_mmap;      /* true: mmap; false: read into aligned heap memory */
+    bool use_mmap;      /* true: mmap; false: read into 2 MiB-aligned anonymous memory */
 } gguf_open_params;
 
 /* Opens and fully validates path.  On success *out owns everything; release
@@ -135,6 +135,10 @@ int gguf_open(const char *path, const gguf_open_params *params, gguf_ctx **out /
  * buffer is borrowed and must outlive the ctx.  name is used in messages. */
 int gguf_open_memory(const void *buf, size_t size, const char *name, gguf_ctx **out /* OUT */);
 void gguf_close(gguf_ctx *ctx); /* NULL is a no-op */
+/* Where the file image lives: "heap" (read into anonymous, 2 MiB-aligned,
+ * MADV_HUGEPAGE memory: use_mmap false, or a file under 64 bytes), "mmap"
+ * (file mapping) or "memory" (gguf_open_memory).  Static string. */
+const char *gguf_residency(const gguf_ctx *ctx);
 
 /* ---- lookups (linear or hashed, O(1) amortised is not required) ---- */
 
@@ -191,6 +195,20 @@ int gguf_writer_set_value(gguf_writer *w, const char *key, const gguf_value *v);
  * unknown type or a row length that is not a multiple of the block size. */
 int gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t type,
                            uint32_t n_dims, const int64_t *ne, const void *data);
+
+/* Streaming source of a tensor's data: writes rows [row0, row0 + n_rows) of
+ * the tensor (a row is ne[0] elements, dtype_row_size(type, ne[0]) bytes;
+ * rows are counted over ne[1]*ne[2]*ne[3]) into dst.  Called during
+ * gguf_writer_write() in increasing row order.  Returns KITE_OK, or a
+ * status with kite_last_error() set, which aborts the write (no file is
+ * left behind) and is returned by gguf_writer_write(). */
+typedef int (*gguf_tensor_fill_fn)(void *user, int64_t row0, int64_t n_rows, void *dst);
+
+/* Like gguf_writer_add_tensor, but the data is produced by fill at write
+ * time, a few MiB at a time, so files larger than memory can be written.
+ * user is borrowed until gguf_writer_write() returns. */
+int gguf_writer_add_tensor_cb(gguf_writer *w, const char *name, uint32_t type,
+                              uint32_t n_dims, const int64_t *ne, gguf_tensor_fill_fn fill, void *user);
 
 /* Writes the file (GGUF v3).  Writes to "<path>.tmp.<pid>" then renames. */
 int gguf_writer_write(gguf_writer *w, const char *path);

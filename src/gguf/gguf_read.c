@@ -2,8 +2,9 @@
  * gguf_read.c - GGUF v2/v3 reader: open, validate, look up.
  *
  * DESIGN
- *   The file is mapped read-only (or read into 64-byte aligned heap memory,
- *   or borrowed from the caller for gguf_open_memory) and parsed once by a
+ *   The file is mapped read-only (or read into 2 MiB-aligned anonymous
+ *   memory with MADV_HUGEPAGE: "heap" residency, see read_to_anon; or
+ *   borrowed from the caller for gguf_open_memory) and parsed once by a
  *   bounds-checked cursor.  Every length and count read from the file is
  *   untrusted: before any allocation a count is checked against the bytes
  *   that remain (an element needs at least its minimum encoded size), and all
@@ -317,6 +318,65 @@ static int64_t index_find(const gguf_ctx *ctx, const uint64_t *order, uint64_t n
     return -1;
 }
 
+/* ---- file image --------------------------------------------------------------- */
+
+/* Unmaps the file mapping or the anonymous heap image (both are mmap'd). */
+static void img_release(gguf_priv *pv) {
+    if ((pv->img_kind == IMG_MMAP || pv->img_kind == IMG_HEAP) && pv->img) munmap(pv->img, pv->img_size);
+    pv->img = NULL;
+}
+
+/* Huge-page size the heap image is rounded to (x86-64 and arm64 THP). */
+#define IMG_HUGE_PAGE ((size_t)2 << 20)
+/* Bytes per pread: large enough to reach disk / page-cache speed, small
+ * enough to stay interruptible. */
+#define IMG_READ_CHUNK ((size_t)64 << 20)
+
+/* Reads the whole file into anonymous memory ("heap" residency): a private
+ * mapping of size rounded up to 2 MiB, advised MADV_HUGEPAGE so the kernel
+ * backs it with transparent huge pages where it can (fewer TLB misses when
+ * decode streams every weight byte), filled with pread in 64 MiB chunks.
+ * Unlike a file mapping, the pages are not page cache: they cannot be
+ * dropped and re-read under memory pressure, and reads never take page-cache
+ * faults.  To get a 2 MiB-aligned start on every kernel, 2 MiB more than
+ * needed is mapped and the unaligned head and the tail are unmapped again.
+ * On success pv owns the image (img_size bytes at img, munmap to free). */
+static int read_to_anon(int fd, const char *path, uint64_t size, gguf_priv *pv) {
+    size_t cap = ((size_t)size + IMG_HUGE_PAGE - 1) & ~(IMG_HUGE_PAGE - 1);
+    if (cap == 0) cap = IMG_HUGE_PAGE;
+    uint8_t *raw = mmap(NULL, cap + IMG_HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED)
+        return err_set(KITE_E_NOMEM, "%s: cannot allocate %" PRIu64 " bytes for the weights: %s", path, size,
+                       strerror(errno));
+    size_t head = (IMG_HUGE_PAGE - (uintptr_t)raw % IMG_HUGE_PAGE) % IMG_HUGE_PAGE; /* page multiple */
+    uint8_t *h = raw + head;
+    if (head) munmap(raw, head);
+    if (IMG_HUGE_PAGE - head) munmap(h + cap, IMG_HUGE_PAGE - head);
+#ifdef MADV_HUGEPAGE
+    (void)madvise(h, cap, MADV_HUGEPAGE); /* advisory: failure (no THP) is fine */
+#endif
+    pv->img_kind = IMG_HEAP;
+    pv->img = h;
+    pv->img_size = cap;
+    size_t done = 0;
+    while (done < size) {
+        size_t want = (size_t)size - done < IMG_READ_CHUNK ? (size_t)size - done : IMG_READ_CHUNK;
+        ssize_t got = pread(fd, (char *)h + done, want, (off_t)done);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0)
+            return err_set(KITE_E_IO, "%s: read failed at offset %zu: %s", path, done,
+                           got == 0 ? "unexpected end of file" : strerror(errno));
+        done += (size_t)got;
+    }
+    return KITE_OK;
+}
+
+const char *gguf_residency(const gguf_ctx *ctx) {
+    const gguf_priv *pv = ctx ? ctx->priv : NULL;
+    if (!pv) return "none";
+    return pv->img_kind == IMG_MMAP ? "mmap" : pv->img_kind == IMG_HEAP ? "heap" : "memory";
+}
+
 /* ---- parse ------------------------------------------------------------------ */
 
 static void ctx_free(gguf_ctx *ctx) {
@@ -327,8 +387,7 @@ static void ctx_free(gguf_ctx *ctx) {
     free(ctx->kv);
     free(ctx->tensors);
     if (pv) {
-        if (pv->img_kind == IMG_MMAP && pv->img) munmap(pv->img, pv->img_size);
-        if (pv->img_kind == IMG_HEAP) free(pv->img);
+        img_release(pv);
         free(pv->kv_order);
         free(pv->t_order);
         free(pv->path);
@@ -546,8 +605,7 @@ static int parse_image(const uint8_t *base, uint64_t size, gguf_priv *pv, gguf_c
     gguf_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx) {
         free(pv->path);
-        if (pv->img_kind == IMG_MMAP) munmap(pv->img, pv->img_size);
-        if (pv->img_kind == IMG_HEAP) free(pv->img);
+        img_release(pv);
         free(pv);
         return err_set(KITE_E_NOMEM, "out of memory");
     }
@@ -624,27 +682,7 @@ int gguf_open(const char *path, const gguf_open_params *params, gguf_ctx **out) 
         pv->img = m;
         pv->img_size = (size_t)size;
     } else {
-        size_t cap = ((size_t)size + 63) & ~(size_t)63;
-        if (cap == 0) cap = 64;
-        void *h = aligned_alloc(64, cap);
-        if (!h) {
-            rc = err_set(KITE_E_NOMEM, "%s: cannot allocate %" PRIu64 " bytes", path, size);
-            goto fail;
-        }
-        pv->img_kind = IMG_HEAP;
-        pv->img = h;
-        pv->img_size = cap;
-        size_t done = 0;
-        while (done < size) {
-            ssize_t got = pread(fd, (char *)h + done, (size_t)size - done, (off_t)done);
-            if (got < 0 && errno == EINTR) continue;
-            if (got <= 0) {
-                rc = err_set(KITE_E_IO, "%s: read failed at offset %zu: %s", path, done,
-                             got == 0 ? "unexpected end of file" : strerror(errno));
-                goto fail;
-            }
-            done += (size_t)got;
-        }
+        if ((rc = read_to_anon(fd, path, size, pv))) goto fail;
     }
     close(fd);
     fd = -1;
@@ -653,8 +691,7 @@ int gguf_open(const char *path, const gguf_open_params *params, gguf_ctx **out) 
     return parse_image(owned->img, size, owned, out);
 fail:
     if (pv) {
-        if (pv->img_kind == IMG_MMAP) munmap(pv->img, pv->img_size);
-        if (pv->img_kind == IMG_HEAP) free(pv->img);
+        img_release(pv);
         free(pv->path);
         free(pv);
     }

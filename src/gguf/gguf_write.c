@@ -17,9 +17,15 @@
  *   The output goes to "<path>.tmp.<pid>", which is renamed over path on
  *   success and unlinked on any failure.
  *
+ *   Tensors added with gguf_writer_add_tensor_cb() have no data until write
+ *   time: the writer asks their fill callback for runs of whole rows into a
+ *   4 MiB buffer, so a file much larger than memory (a 27 GB F32 7B model
+ *   from `kite synth`) is streamed out with bounded memory.
+ *
  * OWNERSHIP / THREAD SAFETY
- *   The writer owns its key strings, values and tensor names; tensor data is
- *   borrowed.  A writer must be used by one thread at a time.
+ *   The writer owns its key strings, values and tensor names; tensor data
+ *   and fill callbacks' user pointers are borrowed.  A writer must be used
+ *   by one thread at a time.
  */
 #include "gguf/gguf_internal.h"
 
@@ -44,7 +50,9 @@ typedef struct wtensor {
     int64_t ne[GGUF_MAX_DIMS]; /* unused dims are 1 */
     uint32_t type;             /* enum kite_dtype */
     uint64_t nbytes;
-    const void *data;          /* borrowed; NULL writes zeros */
+    const void *data;          /* borrowed; NULL (and no fill) writes zeros */
+    gguf_tensor_fill_fn fill;  /* streaming source (gguf_writer_add_tensor_cb), or NULL */
+    void *fill_user;           /* borrowed, passed to fill */
 } wtensor;
 
 struct gguf_writer {
@@ -237,15 +245,16 @@ int gguf_writer_set_arr_str(gguf_writer *w, const char *key, const char *const *
 
 /* ---- tensors -------------------------------------------------------------- */
 
-int gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims, const int64_t *ne,
-                           const void *data) {
+/* Validates and appends a tensor with either borrowed data or a fill callback. */
+static int add_tensor(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims, const int64_t *ne,
+                      const void *data, gguf_tensor_fill_fn fill, void *fill_user) {
     if (!w || !name || !ne) return err_set(KITE_E_ARG, "gguf writer: NULL argument");
     if (n_dims < 1 || n_dims > GGUF_MAX_DIMS)
         return err_set(KITE_E_ARG, "gguf writer: tensor '%s': n_dims %" PRIu32 " out of range 1..%d", name, n_dims,
                        GGUF_MAX_DIMS);
     const dtype_traits *tr = dtype_get(type);
     if (!tr) return err_set(KITE_E_ARG, "gguf writer: tensor '%s': unknown tensor type %" PRIu32, name, type);
-    wtensor t = {.n_dims = n_dims, .type = type, .data = data};
+    wtensor t = {.n_dims = n_dims, .type = type, .data = data, .fill = fill, .fill_user = fill_user};
     int64_t n_elem = 1;
     for (uint32_t d = 0; d < GGUF_MAX_DIMS; d++) {
         t.ne[d] = d < n_dims ? ne[d] : 1;
@@ -274,6 +283,17 @@ int gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t type, uint
     if (!t.name) return err_set(KITE_E_NOMEM, "gguf writer: tensor '%s': out of memory", name);
     w->tensors[w->n_tensors++] = t;
     return KITE_OK;
+}
+
+int gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims, const int64_t *ne,
+                           const void *data) {
+    return add_tensor(w, name, type, n_dims, ne, data, NULL, NULL);
+}
+
+int gguf_writer_add_tensor_cb(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims, const int64_t *ne,
+                              gguf_tensor_fill_fn fill, void *user) {
+    if (!fill) return err_set(KITE_E_ARG, "gguf writer: tensor '%s': NULL fill callback", name ? name : "?");
+    return add_tensor(w, name, type, n_dims, ne, NULL, fill, user);
 }
 
 /* ---- output ---------------------------------------------------------------- */
@@ -315,6 +335,29 @@ static void put_zeros(out *o, uint64_t n) {
 }
 
 static void put_pad(out *o, uint64_t align) { put_zeros(o, (align - o->pos % align) % align); }
+
+/* Streams a callback tensor: asks fill for runs of whole rows (about
+ * FILL_CHUNK_BYTES at a time) into one reusable buffer and writes them.
+ * Returns KITE_OK, the callback's status, or KITE_E_NOMEM; I/O errors are
+ * left in o->err. */
+#define FILL_CHUNK_BYTES ((size_t)4 << 20)
+static int put_filled(out *o, const wtensor *t) {
+    const size_t row_bytes = dtype_row_size(t->type, t->ne[0]);
+    const int64_t n_rows = t->ne[1] * t->ne[2] * t->ne[3];
+    int64_t chunk = row_bytes >= FILL_CHUNK_BYTES ? 1 : (int64_t)(FILL_CHUNK_BYTES / row_bytes);
+    if (chunk > n_rows) chunk = n_rows;
+    void *buf = malloc((size_t)chunk * row_bytes);
+    if (!buf) return err_set(KITE_E_NOMEM, "gguf writer: tensor '%s': out of memory for a %zu-byte chunk", t->name,
+                             (size_t)chunk * row_bytes);
+    int rc = KITE_OK;
+    for (int64_t r = 0; r < n_rows && !o->err; r += chunk) {
+        int64_t n = n_rows - r < chunk ? n_rows - r : chunk;
+        if ((rc = t->fill(t->fill_user, r, n, buf)) != KITE_OK) break;
+        put(o, buf, (size_t)n * row_bytes);
+    }
+    free(buf);
+    return rc;
+}
 
 /* Writes a value body (no type tag for array elements; the caller writes the tag). */
 static void put_value(out *o, const gguf_value *v) {
@@ -419,9 +462,12 @@ int gguf_writer_write(gguf_writer *w, const char *path) {
         }
     }
     put_pad(&o, align);
-    for (size_t i = 0; i < w->n_tensors && !o.err; i++) {
+    int fill_rc = KITE_OK;
+    for (size_t i = 0; i < w->n_tensors && !o.err && fill_rc == KITE_OK; i++) {
         const wtensor *t = &w->tensors[i];
-        if (t->data)
+        if (t->fill)
+            fill_rc = put_filled(&o, t);
+        else if (t->data)
             put(&o, t->data, (size_t)t->nbytes);
         else
             put_zeros(&o, t->nbytes);
@@ -433,6 +479,10 @@ int gguf_writer_write(gguf_writer *w, const char *path) {
     if (fclose(o.f) != 0 && !o.err) {
         o.err = true;
         saved = errno;
+    }
+    if (fill_rc != KITE_OK) {
+        rc = fill_rc; /* the callback (or put_filled) set the message */
+        goto fail;
     }
     if (o.err) {
         rc = err_set(KITE_E_IO, "%s: write failed: %s", tmp, strerror(saved));

@@ -263,4 +263,5 @@ void kite_model_get_info(const kite_model *m, kite_model_info *info) {
     info->n_params = m->n_params;
     info->n_bytes = m->n_bytes;
     info->vocab_only = m->vocab_only;
+    info->residency = gguf_residency(m->gguf);
 }

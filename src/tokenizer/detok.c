@@ -14,7 +14,9 @@
  *   Byte-fallback tokens (<0xE4><0xBD><0xA0>) therefore come out as one
  *   character.  The SentencePiece dummy prefix: when the previous token was
  *   BOS and this token's piece is text starting with ' ', that space is
- *   dropped (llama2.c run.c; a byte token <0x20> is kept).
+ *   dropped (llama2.c run.c; a byte token <0x20> is kept).  Byte-level BPE
+ *   ("gpt2") has no dummy prefix: its pieces (GPT-2 characters already
+ *   mapped back to bytes by the vocab) pass through unchanged.
  *
  *   No allocation per token: the two scratch buffers are sized at creation
  *   from the longest decoded piece.
@@ -83,7 +85,7 @@ int kite_detok_push(kite_detok *d, kite_token t, char *out, size_t cap) {
     const char *piece;
     int plen = vocab_token_to_piece(v, t, &piece, NULL);
     if (plen < 0) return plen;
-    size_t skip = d->after_bos && plen > 0 && piece[0] == ' ' && v->types[t] != VOCAB_TT_BYTE ? 1 : 0;
+    size_t skip = d->after_bos && v->model == VOCAB_MODEL_SPM && plen > 0 && piece[0] == ' ' && v->types[t] != VOCAB_TT_BYTE ? 1 : 0;
 
     size_t m = d->n_pend;
     memcpy(d->in, d->pend, m);

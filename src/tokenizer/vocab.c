@@ -12,9 +12,11 @@
  *       (normal/user-defined/unused) wins over a special one, else the lower id;
  *     - the byte-fallback table byte_id[256] from BYTE tokens "<0xNN>";
  *     - the decoded form of every piece for token_to_piece: U+2581 -> ' ' for
- *       text tokens, the raw byte for BYTE tokens, "" for CONTROL, and
+ *       text tokens (SPM) or each GPT-2 character -> its byte (BPE; user-
+ *       defined tokens stay raw text), the raw byte for BYTE tokens, "" for CONTROL, and
  *       sentencepiece's surface " \u2047 " for UNKNOWN (see docs/tokenizer.md);
- *     - the end-of-generation set (eos, eot, eom and well-known end tokens).
+ *     - the end-of-generation set (eos, eot, eom and well-known end tokens);
+ *     - for BPE ("gpt2"), the merge table and pre-tokenizer (bpe_init, bpe.c).
  *
  * OWNERSHIP
  *   Piece texts point into the GGUF image (the caller keeps it alive); every
@@ -29,6 +31,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "tokenizer/pretok.h"
 
 #define VOCAB_MAX_PIECE_LEN (1u << 20) /* bytes; far above any real vocabulary (llama2: 16) */
 
@@ -146,7 +149,7 @@ int vocab_build(const vocab_spec *s, vocab **out) {
     vocab *v = NULL;
     if (!s || !out || !s->pieces || s->n_tokens <= 0 || s->n_tokens > INT32_MAX / 2)
         return err_set(KITE_E_ARG, "vocab_build: bad spec (n_tokens %d)", s ? (int)s->n_tokens : 0);
-    if (s->model != VOCAB_MODEL_SPM)
+    if (s->model != VOCAB_MODEL_SPM && s->model != VOCAB_MODEL_BPE)
         return err_set(KITE_E_UNSUPPORTED, "%s: tokenizer model %d not supported", s->name, s->model);
     if ((rc = check_id(s, "bos_token_id", s->bos)) || (rc = check_id(s, "eos_token_id", s->eos)) ||
         (rc = check_id(s, "unknown_token_id", s->unk)) || (rc = check_id(s, "padding_token_id", s->pad)) ||
@@ -233,6 +236,7 @@ int vocab_build(const vocab_spec *s, vocab **out) {
     v->map_mask = cap - 1;
     for (size_t i = 0; i < n; i++)
         if (s->pieces[i].len > 0) map_insert(v, (int32_t)i);
+    if (s->model == VOCAB_MODEL_BPE && (rc = bpe_init(v, s))) goto fail;
 
     /* decoded pieces */
     uint64_t total = 0;
@@ -242,7 +246,13 @@ int vocab_build(const vocab_spec *s, vocab **out) {
         case VOCAB_TT_CONTROL: len = 0; break;
         case VOCAB_TT_BYTE: len = 1; break;
         case VOCAB_TT_UNKNOWN: len = sizeof unk_surface - 1; break;
-        default: len = unescape_piece(s->pieces[i], NULL); break;
+        case VOCAB_TT_USER_DEFINED:
+            len = v->model == VOCAB_MODEL_BPE ? (size_t)s->pieces[i].len : unescape_piece(s->pieces[i], NULL);
+            break;
+        default:
+            len = v->model == VOCAB_MODEL_BPE ? bpe_decode_piece(s->pieces[i], NULL)
+                                              : unescape_piece(s->pieces[i], NULL);
+            break;
         }
         v->dec_off[i] = total;
         v->dec_len[i] = (uint32_t)len;
@@ -257,7 +267,14 @@ int vocab_build(const vocab_spec *s, vocab **out) {
         case VOCAB_TT_CONTROL: break;
         case VOCAB_TT_BYTE: d[0] = (char)parse_byte_piece(s->pieces[i]); break;
         case VOCAB_TT_UNKNOWN: memcpy(d, unk_surface, sizeof unk_surface - 1); break;
-        default: unescape_piece(s->pieces[i], d); break;
+        case VOCAB_TT_USER_DEFINED:
+            if (v->model == VOCAB_MODEL_BPE) memcpy(d, s->pieces[i].ptr, v->dec_len[i]);
+            else unescape_piece(s->pieces[i], d);
+            break;
+        default:
+            if (v->model == VOCAB_MODEL_BPE) bpe_decode_piece(s->pieces[i], d);
+            else unescape_piece(s->pieces[i], d);
+            break;
         }
         d[v->dec_len[i]] = '\0';
     }
@@ -284,6 +301,7 @@ fail:
 
 void vocab_free(vocab *v) {
     if (!v) return;
+    bpe_free(v);
     free(v->dec);
     free(v->map);
     free(v->dec_len);
@@ -366,11 +384,9 @@ int vocab_load_gguf(const gguf_ctx *g, vocab **out) {
     if (gguf_str_eq(model, "llama")) {
         s.model = VOCAB_MODEL_SPM;
     } else if (gguf_str_eq(model, "gpt2")) {
-        return err_set(KITE_E_UNSUPPORTED,
-                       "%s: tokenizer.ggml.model 'gpt2' (byte-level BPE) is not supported yet; only 'llama' "
-                       "(SentencePiece BPE) is", name);
+        s.model = VOCAB_MODEL_BPE;
     } else {
-        return err_set(KITE_E_UNSUPPORTED, "%s: tokenizer.ggml.model '%.*s' is not supported (only 'llama')", name,
+        return err_set(KITE_E_UNSUPPORTED, "%s: tokenizer.ggml.model '%.*s' is not supported (only 'llama', 'gpt2')", name,
                        (int)(model.len > 64 ? 64 : model.len), model.ptr);
     }
 
@@ -391,17 +407,39 @@ int vocab_load_gguf(const gguf_ctx *g, vocab **out) {
     s.scores = scores;
     s.types = types;
 
-    /* llama (SentencePiece) defaults: unk 0, bos 1, eos 2, when they exist */
-    if ((rc = get_opt_id(g, name, "tokenizer.ggml.bos_token_id", n > 1 ? 1 : -1, &s.bos)) ||
-        (rc = get_opt_id(g, name, "tokenizer.ggml.eos_token_id", n > 2 ? 2 : -1, &s.eos)) ||
-        (rc = get_opt_id(g, name, "tokenizer.ggml.unknown_token_id", 0, &s.unk)) ||
+    if (s.model == VOCAB_MODEL_BPE) {
+        const gguf_value *mg = gguf_get(g, "tokenizer.ggml.merges");
+        if (!mg) return err_set(KITE_E_NOT_FOUND, "%s: key 'tokenizer.ggml.merges' is missing (gpt2 tokenizer)", name);
+        if (mg->type != GGUF_VT_ARRAY || mg->v.arr.elem_type != GGUF_VT_STRING)
+            return err_set(KITE_E_FORMAT, "%s: key 'tokenizer.ggml.merges' must be an array of strings", name);
+        s.merges = mg->v.arr.data;
+        s.n_merges = mg->v.arr.n;
+        s.pre = PRETOK_GPT2; /* absent: GPT-2's pattern */
+        const gguf_value *pv = gguf_get(g, "tokenizer.ggml.pre");
+        if (pv) {
+            if (pv->type != GGUF_VT_STRING)
+                return err_set(KITE_E_FORMAT, "%s: key 'tokenizer.ggml.pre' has type %s, expected string", name,
+                               gguf_vtype_name(pv->type));
+            int kind = pretok_kind_from_name(pv->v.str.ptr, (size_t)pv->v.str.len);
+            if (kind < 0)
+                return err_set(KITE_E_UNSUPPORTED,
+                               "%s: tokenizer.ggml.pre '%.*s' is not supported (gpt-2, llama-bpe, qwen2, tekken)", name,
+                               (int)(pv->v.str.len > 64 ? 64 : pv->v.str.len), pv->v.str.ptr);
+            s.pre = kind;
+        }
+    }
+    /* llama (SentencePiece) defaults: unk 0, bos 1, eos 2, when they exist; none for gpt2 */
+    bool spm = s.model == VOCAB_MODEL_SPM;
+    if ((rc = get_opt_id(g, name, "tokenizer.ggml.bos_token_id", spm && n > 1 ? 1 : -1, &s.bos)) ||
+        (rc = get_opt_id(g, name, "tokenizer.ggml.eos_token_id", spm && n > 2 ? 2 : -1, &s.eos)) ||
+        (rc = get_opt_id(g, name, "tokenizer.ggml.unknown_token_id", spm ? 0 : -1, &s.unk)) ||
         (rc = get_opt_id(g, name, "tokenizer.ggml.padding_token_id", -1, &s.pad)) ||
         (rc = get_opt_id(g, name, "tokenizer.ggml.eot_token_id", -1, &s.eot)) ||
         (rc = get_opt_id(g, name, "tokenizer.ggml.eom_token_id", -1, &s.eom)))
         return rc;
-    if ((rc = get_opt_bool(g, name, "tokenizer.ggml.add_bos_token", true, &s.add_bos)) ||
+    if ((rc = get_opt_bool(g, name, "tokenizer.ggml.add_bos_token", spm, &s.add_bos)) ||
         (rc = get_opt_bool(g, name, "tokenizer.ggml.add_eos_token", false, &s.add_eos)) ||
-        (rc = get_opt_bool(g, name, "tokenizer.ggml.add_space_prefix", true, &s.add_space_prefix)))
+        (rc = get_opt_bool(g, name, "tokenizer.ggml.add_space_prefix", spm, &s.add_space_prefix)))
         return rc;
     return vocab_build(&s, out);
 }
@@ -425,6 +463,7 @@ int vocab_tokenize(const vocab *v, const char *text, size_t len, bool add_bos, k
                        len, (void *)out, cap);
     switch (v->model) {
     case VOCAB_MODEL_SPM: return spm_tokenize(v, text, len, add_bos, out, cap, n_out);
+    case VOCAB_MODEL_BPE: return bpe_tokenize(v, text, len, add_bos, out, cap, n_out);
     default: return err_set(KITE_E_UNSUPPORTED, "tokenize: tokenizer model %d not supported", v->model);
     }
 }

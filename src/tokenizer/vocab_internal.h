@@ -6,9 +6,10 @@
  *   struct vocab holds everything that does not depend on the tokenizer
  *   model: the piece texts (borrowed from the GGUF image), scores, token
  *   types, special ids, a hash map piece -> id, the byte-fallback table and
- *   the decoded ("▁" -> " ") pieces used by token_to_piece.  The encoder is
- *   picked by `model`: VOCAB_MODEL_SPM dispatches to spm_tokenize() in spm.c;
- *   a byte-level BPE would add VOCAB_MODEL_BPE, bpe.c and its merge table here.
+ *   the decoded ("▁" -> " ", or GPT-2 characters -> bytes) pieces used by
+ *   token_to_piece.  The encoder is picked by `model`: VOCAB_MODEL_SPM
+ *   dispatches to spm_tokenize() in spm.c, VOCAB_MODEL_BPE to bpe_tokenize()
+ *   in bpe.c, which also builds the merge table and pre-tokenizer below.
  *
  *   vocab_build() makes a vocab from plain arrays; vocab_load_gguf() reads the
  *   GGUF keys into a vocab_spec and calls it.  Tests and the fuzzer use
@@ -34,8 +35,8 @@
 
 /* Tokenizer model (tokenizer.ggml.model). */
 enum vocab_model {
-    VOCAB_MODEL_SPM = 1 /* "llama": SentencePiece BPE with byte fallback */
-    /* VOCAB_MODEL_BPE = 2   "gpt2": byte-level BPE (not yet) */
+    VOCAB_MODEL_SPM = 1, /* "llama": SentencePiece BPE with byte fallback */
+    VOCAB_MODEL_BPE = 2  /* "gpt2": byte-level BPE (bpe.c) */
 };
 
 /* Token types, numbered as in tokenizer.ggml.token_type (llama.cpp / sentencepiece). */
@@ -50,6 +51,15 @@ enum vocab_ttype {
 };
 
 #define VOCAB_MAX_EOG 8
+
+struct pretok;
+
+/* One entry of the BPE merge table: the pair (left id, right id) -> rank. */
+typedef struct bpe_merge {
+    uint64_t key;   /* (uint64)left << 32 | right; UINT64_MAX = empty slot */
+    int32_t rank;   /* index in tokenizer.ggml.merges (lower merges first) */
+    int32_t id;     /* the merged token */
+} bpe_merge;
 
 struct vocab {
     int model;                 /* enum vocab_model */
@@ -72,6 +82,17 @@ struct vocab {
     int n_eog;
     bool add_bos, add_eos;     /* tokenizer.ggml.add_bos_token / add_eos_token */
     bool add_space_prefix;     /* SentencePiece dummy prefix */
+    /* byte-level BPE only (model VOCAB_MODEL_BPE; zero otherwise), built by bpe_init() */
+    int pre;                   /* enum pretok_kind (tokenizer.ggml.pre) */
+    struct pretok *pretok;     /* compiled split regex, owned */
+    bool nfc;                  /* NFC-normalise text before splitting (qwen2) */
+    bool ignore_merges;        /* a chunk that is itself a token is emitted whole (llama3) */
+    int32_t bpe_byte_tok[256]; /* id of the one-character token of each byte, or -1 */
+    bpe_merge *merges;         /* [merge_mask+1] open-addressing hash pair -> rank, owned */
+    uint64_t merge_mask;       /* table size - 1 (power of two) */
+    int32_t n_merges;          /* usable merges in the table */
+    int32_t *user_ids;         /* [n_user] user-defined tokens matched in text, longest first, owned */
+    int32_t n_user;
 };
 
 /* Everything vocab_build() needs; arrays are copied except `pieces`. */
@@ -84,6 +105,9 @@ typedef struct vocab_spec {
     const int32_t *types;      /* [n_tokens] or NULL (all NORMAL; bos/eos CONTROL, unk UNKNOWN) */
     int64_t bos, eos, unk, pad, eot, eom; /* -1: none */
     bool add_bos, add_eos, add_space_prefix;
+    const gguf_str *merges;    /* [n_merges] "left right" (BPE only), borrowed */
+    uint64_t n_merges;
+    int pre;                   /* enum pretok_kind (BPE only) */
 } vocab_spec;
 
 /* A spec with no tokens, model SPM, llama defaults for the flags and every
@@ -106,6 +130,19 @@ static inline bool vocab_type_mergeable(uint8_t t) {
 
 /* SentencePiece BPE encoder (spm.c); same contract as vocab_tokenize. */
 int spm_tokenize(const vocab *v, const char *text, size_t len, bool add_bos, kite_token *out, size_t cap,
+                 size_t *n_out);
+
+/* Byte-level BPE (bpe.c).  bpe_init() fills the BPE fields of v from s
+ * (after the piece map and types are built): byte tokens, merge table,
+ * user-defined token list, pre-tokenizer.  KITE_E_FORMAT for a merge that is
+ * not "left right", KITE_E_NOMEM.  bpe_free() releases those fields. */
+int bpe_init(vocab *v, const vocab_spec *s);
+void bpe_free(vocab *v);
+/* Decoded bytes of a BPE piece (each GPT-2 character -> its byte; other
+ * characters are copied); dst NULL only counts.  Returns the length. */
+size_t bpe_decode_piece(gguf_str p, char *dst);
+/* Byte-level BPE encoder; same contract as vocab_tokenize. */
+int bpe_tokenize(const vocab *v, const char *text, size_t len, bool add_bos, kite_token *out, size_t cap,
                  size_t *n_out);
 
 /* ---- UTF-8 ------------------------------------------------------------- */

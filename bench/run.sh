@@ -1,0 +1,117 @@
+#!/bin/sh
+# bench/run.sh BUILD_DIR - the standard benchmark set behind `make bench`.
+#
+# 1. measures the machine (kite bench --probe: read bandwidth per thread
+#    count, FP32 FMA peak) so every figure of the run has the same reference;
+# 2. synthesizes the benchmark models once into $BENCH_MODELS (outside git,
+#    default BUILD_DIR/bench-models): the TinyLlama-1.1B shape at every type in
+#    $BENCH_TYPES.  A type kite cannot quantize to yet is skipped with a note;
+# 3. runs `kite bench --json` on each (-t 2, plus -t 1 for $BENCH_T1_TYPES)
+#    and on the bundled stories260K model (-t 1 and 2); for $BENCH_MMAP_TYPES
+#    also with --mmap (weight residency: heap vs file mapping);
+# 4. optionally, with LLAMA_BENCH=/path/to/llama-bench (an existing build; this
+#    script never builds llama.cpp), runs llama-bench on the same files in the
+#    same session, with -mmp 0 and with its default mmap;
+# 5. rewrites the generated part of $BENCH_OUT (default BENCHMARKS.md), between
+#    the "bench:begin" and "bench:end" markers, with bench/render.sh.
+#    Hand-written text outside the markers is kept.
+#
+# Environment (defaults): BENCH_LAYERS (22: the full model), BENCH_REPS (3),
+# BENCH_TYPES ("f32 f16 bf16 q8_0 q4_0 q4_k_m"), BENCH_T1_TYPES ("f16 q4_0"),
+# BENCH_MMAP_TYPES ("f32 f16"),
+# BENCH_P (128), BENCH_N (32), BENCH_MODELS, BENCH_OUT, LLAMA_BENCH.
+# POSIX sh + awk; no python.  Results stay in $BENCH_MODELS/results.jsonl.
+set -u
+build=${1:-build}
+KITE=$build/kite
+models=${BENCH_MODELS:-$build/bench-models}
+layers=${BENCH_LAYERS:-22}
+reps=${BENCH_REPS:-3}
+types=${BENCH_TYPES:-f32 f16 bf16 q8_0 q4_0 q4_k_m}
+t1_types=${BENCH_T1_TYPES:-f16 q4_0}
+mmap_types=${BENCH_MMAP_TYPES:-f32 f16}
+np=${BENCH_P:-128}
+ng=${BENCH_N:-32}
+out=${BENCH_OUT:-BENCHMARKS.md}
+llama_bench=${LLAMA_BENCH:-}
+
+[ -x "$KITE" ] || { echo "bench/run.sh: $KITE not found (run make first)" >&2; exit 1; }
+mkdir -p "$models" || exit 1
+res=$models/results.jsonl
+meta=$models/meta.txt
+: >"$res"
+
+# ---- the session: when, what, how loaded ------------------------------------
+{
+    echo "date $(date -u '+%Y-%m-%d %H:%M UTC')"
+    echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (with local changes)')"
+    echo "compiler $(${CC:-cc} --version 2>/dev/null | head -n 1)"
+    echo "load_before $(cut -d ' ' -f 1-3 /proc/loadavg 2>/dev/null)"
+    echo "nproc $(nproc 2>/dev/null)"
+    echo "layers $layers"
+    echo "reps $reps"
+    if [ -n "$llama_bench" ]; then
+        lcommit=$(git -C "$(dirname "$llama_bench")/../.." rev-parse HEAD 2>/dev/null || echo unknown)
+        echo "llama_commit $lcommit"
+    fi
+} >"$meta"
+
+echo "bench: probing the machine" >&2
+"$KITE" bench --probe --json >>"$res" || exit 1
+
+# ---- models ------------------------------------------------------------------
+bench_one() { # FILE THREADS [--mmap]
+    echo "bench: kite bench -m $1 -t $2 -r $reps ${3:-}" >&2
+    # shellcheck disable=SC2086 # ${3:-} is an optional flag
+    "$KITE" bench -m "$1" -t "$2" -r "$reps" -p "$np" -n "$ng" --json ${3:-} >>"$res" ||
+        echo "note kite bench failed on $(basename "$1") -t $2 ${3:-}" >>"$meta"
+}
+
+files=
+for t in $types; do
+    f=$models/tinyllama-1.1b-L$layers-$t.gguf
+    if [ ! -f "$f" ]; then
+        echo "bench: kite synth --shape tinyllama-1.1b --layers $layers --type $t" >&2
+        if ! "$KITE" synth --shape tinyllama-1.1b --layers "$layers" --type "$t" -o "$f" >/dev/null 2>"$models/synth.err"; then
+            echo "note skipped $t: $(head -n 1 "$models/synth.err")" >>"$meta"
+            continue
+        fi
+    fi
+    files="$files $f"
+    bench_one "$f" 2
+    for t1 in $t1_types; do
+        [ "$t1" = "$t" ] && bench_one "$f" 1
+    done
+    for tm in $mmap_types; do
+        [ "$tm" = "$t" ] && bench_one "$f" 2 --mmap
+    done
+done
+if [ -f models/stories260K.gguf ]; then
+    echo "bench: kite bench -m models/stories260K.gguf -t 1,2" >&2
+    "$KITE" bench -m models/stories260K.gguf -t 1,2 -r 5 -p "$np" -n "$ng" --json >>"$res"
+fi
+
+# ---- llama.cpp side by side (optional, existing binary only) -----------------
+if [ -n "$llama_bench" ] && [ -x "$llama_bench" ]; then
+    for f in $files; do
+        for mmp in 0 1; do
+            echo "bench: llama-bench -m $f -t 2 -mmp $mmp" >&2
+            "$llama_bench" -m "$f" -t 2 -p "$np" -n "$ng" -r "$reps" -mmp "$mmp" -o jsonl 2>/dev/null |
+                sed 's/^{/{"engine": "llama.cpp", /' >>"$res"
+        done
+    done
+fi
+echo "load_after $(cut -d ' ' -f 1-3 /proc/loadavg 2>/dev/null)" >>"$meta"
+
+# ---- BENCHMARKS.md -----------------------------------------------------------
+gen=$models/generated.md
+sh bench/render.sh "$res" "$meta" >"$gen" || exit 1
+if [ -f "$out" ] && grep -q '<!-- bench:begin -->' "$out" && grep -q '<!-- bench:end -->' "$out"; then
+    awk -v gen="$gen" '
+        /<!-- bench:begin -->/ { print; while ((getline l < gen) > 0) print l; skip = 1; next }
+        /<!-- bench:end -->/ { skip = 0 }
+        !skip { print }' "$out" >"$out.tmp" && mv "$out.tmp" "$out"
+else
+    { echo "# Benchmarks"; echo; echo "<!-- bench:begin -->"; cat "$gen"; echo "<!-- bench:end -->"; } >"$out"
+fi
+echo "bench: wrote $out (raw results: $res)" >&2

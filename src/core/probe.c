@@ -1,0 +1,448 @@
+/*
+ * probe.c - read-bandwidth and FMA-peak probes, their cache file, and the
+ * core-availability check (see probe.h for the method).
+ */
+#include "core/probe.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/cpu.h"
+#include "core/error.h"
+#include "core/timing.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define PROBE_X86 1
+#endif
+
+#define READ_BYTES ((size_t)512 << 20) /* well above any L3 a 2-64 core VM exposes */
+#define READ_PASSES 5
+#define FMA_RUNS 5
+#define FMA_RUN_MS 20.0
+#define FMA_CHAINS 12                  /* independent accumulators per loop iteration */
+
+/* ---- FMA loops ------------------------------------------------------------------ */
+
+/* Each loop runs `iters` iterations of FMA_CHAINS vector FMAs (acc = acc * m
+ * + c, which converges, so values stay finite) and stores a lane so the work
+ * cannot be optimised away.  Return: FLOPs per iteration. */
+
+/* The chains are written out as 12 named variables: an array of vectors is
+ * kept in memory by the compilers at -O2 (a store-forward per FMA). */
+#define FMA_CHAINS_BODY(FMA, ADD)                                                                                  \
+    for (uint64_t k = 0; k < iters; k++) {                                                                         \
+        a0 = FMA(a0, m, c), a1 = FMA(a1, m, c), a2 = FMA(a2, m, c), a3 = FMA(a3, m, c);                            \
+        a4 = FMA(a4, m, c), a5 = FMA(a5, m, c), a6 = FMA(a6, m, c), a7 = FMA(a7, m, c);                            \
+        a8 = FMA(a8, m, c), a9 = FMA(a9, m, c), a10 = FMA(a10, m, c), a11 = FMA(a11, m, c);                        \
+    }                                                                                                              \
+    s = ADD(ADD(ADD(ADD(a0, a1), ADD(a2, a3)), ADD(ADD(a4, a5), ADD(a6, a7))), ADD(ADD(a8, a9), ADD(a10, a11)))
+
+#ifdef PROBE_X86
+__attribute__((target("avx512f"))) static double fma_loop_avx512(uint64_t iters, volatile float *sink) {
+    const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-6f);
+    __m512 a0 = _mm512_set1_ps(0.0f), a1 = _mm512_set1_ps(1.0f), a2 = _mm512_set1_ps(2.0f), a3 = _mm512_set1_ps(3.0f);
+    __m512 a4 = a0, a5 = a1, a6 = a2, a7 = a3, a8 = a0, a9 = a1, a10 = a2, a11 = a3, s;
+    FMA_CHAINS_BODY(_mm512_fmadd_ps, _mm512_add_ps);
+    *sink = _mm512_reduce_add_ps(s);
+    return 2.0 * 16 * FMA_CHAINS;
+}
+
+__attribute__((target("avx2,fma"))) static double fma_loop_avx2(uint64_t iters, volatile float *sink) {
+    const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-6f);
+    __m256 a0 = _mm256_set1_ps(0.0f), a1 = _mm256_set1_ps(1.0f), a2 = _mm256_set1_ps(2.0f), a3 = _mm256_set1_ps(3.0f);
+    __m256 a4 = a0, a5 = a1, a6 = a2, a7 = a3, a8 = a0, a9 = a1, a10 = a2, a11 = a3, s;
+    FMA_CHAINS_BODY(_mm256_fmadd_ps, _mm256_add_ps);
+    float lanes[8];
+    _mm256_storeu_ps(lanes, s);
+    *sink = lanes[0] + lanes[7];
+    return 2.0 * 8 * FMA_CHAINS;
+}
+#endif
+
+typedef float f32x4 __attribute__((vector_size(16)));
+
+static f32x4 gen_fma(f32x4 x, f32x4 m, f32x4 c) { return x * m + c; }
+static f32x4 gen_add(f32x4 x, f32x4 y) { return x + y; }
+
+/* Portable fallback: separate multiply and add (2 FLOPs per lane, like a FMA). */
+static double fma_loop_generic(uint64_t iters, volatile float *sink) {
+    const f32x4 m = {0.999999f, 0.999999f, 0.999999f, 0.999999f}, c = {1e-6f, 1e-6f, 1e-6f, 1e-6f};
+    f32x4 a0 = {0, 0, 0, 0}, a1 = {1, 1, 1, 1}, a2 = {2, 2, 2, 2}, a3 = {3, 3, 3, 3};
+    f32x4 a4 = a0, a5 = a1, a6 = a2, a7 = a3, a8 = a0, a9 = a1, a10 = a2, a11 = a3, s;
+    FMA_CHAINS_BODY(gen_fma, gen_add);
+    *sink = s[0] + s[3];
+    return 2.0 * 4 * FMA_CHAINS;
+}
+
+typedef double (*fma_loop_fn)(uint64_t iters, volatile float *sink);
+
+static fma_loop_fn fma_pick(const char **isa) {
+#ifdef PROBE_X86
+    const cpu_info *ci = cpu_features();
+    if (ci->avx512f) {
+        *isa = "avx512";
+        return fma_loop_avx512;
+    }
+    if (ci->avx2 && ci->fma) {
+        *isa = "avx2";
+        return fma_loop_avx2;
+    }
+#endif
+    *isa = "sse";
+    return fma_loop_generic;
+}
+
+/* ---- threads started together ------------------------------------------------------ */
+
+typedef struct gang gang;
+typedef void (*gang_fn)(gang *g, int ith);
+
+struct gang {
+    pthread_mutex_t mu;       /* start gate: workers wait until go (or abort) */
+    pthread_cond_t cv;
+    bool go, abort;
+    int n;
+    gang_fn fn;
+    /* FMA */
+    fma_loop_fn fma;
+    uint64_t iters;
+    /* read */
+    const uint8_t *buf;
+    size_t bytes;
+    int passes;
+    pthread_barrier_t pass_start, pass_end; /* per read pass, n + 1 */
+    volatile uint64_t sinks[PROBE_MAX_THREADS];
+};
+
+typedef struct gang_arg {
+    gang *g;
+    int ith;
+} gang_arg;
+
+static void *gang_main(void *p) {
+    gang_arg *a = p;
+    gang *g = a->g;
+    pthread_mutex_lock(&g->mu);
+    while (!g->go) pthread_cond_wait(&g->cv, &g->mu);
+    bool abort_run = g->abort;
+    pthread_mutex_unlock(&g->mu);
+    if (!abort_run) g->fn(g, a->ith);
+    return NULL;
+}
+
+/* Starts n threads running fn, opens the gate for all of them at once and
+ * returns the seconds until the last one finished, or <= 0 if the threads
+ * could not all start (the started ones are released with abort set and
+ * joined).  between(g), if not NULL, runs on the calling thread after the
+ * gate opened and its result replaces the elapsed time (the read probe
+ * times its passes there). */
+static double gang_run(gang *g, int n, gang_fn fn, double (*between)(gang *g)) {
+    pthread_t th[PROBE_MAX_THREADS];
+    gang_arg args[PROBE_MAX_THREADS];
+    g->n = n;
+    g->fn = fn;
+    g->go = g->abort = false;
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->cv, NULL);
+    int started = 0;
+    for (; started < n; started++) {
+        args[started] = (gang_arg){g, started};
+        if (pthread_create(&th[started], NULL, gang_main, &args[started]) != 0) break;
+    }
+    pthread_mutex_lock(&g->mu);
+    g->go = true;
+    g->abort = started < n;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+    double secs = -1.0;
+    if (started == n) {
+        double t0 = time_now_s();
+        double r = between ? between(g) : 0.0;
+        for (int i = 0; i < n; i++) pthread_join(th[i], NULL);
+        secs = between ? r : time_now_s() - t0;
+    } else {
+        for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+    }
+    pthread_cond_destroy(&g->cv);
+    pthread_mutex_destroy(&g->mu);
+    return secs;
+}
+
+static void fma_worker(gang *g, int ith) {
+    volatile float sink;
+    g->fma(g->iters, &sink);
+    g->sinks[ith] = (uint64_t)sink;
+}
+
+/* Iterations of the FMA loop that take about ms milliseconds on one thread. */
+static uint64_t fma_calibrate(fma_loop_fn fma, double ms) {
+    volatile float sink;
+    uint64_t iters = 20000;
+    for (;;) {
+        double t0 = time_now_s();
+        fma(iters, &sink);
+        double dt = time_now_s() - t0;
+        if (dt > 2e-3 || iters > (1ull << 40)) return (uint64_t)((double)iters * (ms * 1e-3) / (dt > 0 ? dt : 1e-9)) + 1;
+        iters *= 4;
+    }
+}
+
+/* Iterations per millisecond of the best FMA loop on one thread, measured
+ * once per process (best of 3 short runs). */
+static pthread_once_t fma_once = PTHREAD_ONCE_INIT;
+static double fma_iters_per_ms;
+
+static void fma_calibrate_once(void) {
+    const char *isa;
+    fma_loop_fn fma = fma_pick(&isa);
+    double best = 0.0;
+    for (int k = 0; k < 3; k++) {
+        double it = (double)fma_calibrate(fma, 1.0);
+        if (it > best) best = it;
+    }
+    fma_iters_per_ms = best;
+}
+
+double probe_fma_check(int n_threads, double ms) {
+    if (n_threads < 1) n_threads = 1;
+    if (n_threads > PROBE_MAX_THREADS) n_threads = PROBE_MAX_THREADS;
+    pthread_once(&fma_once, fma_calibrate_once);
+    const char *isa;
+    gang g;
+    memset(&g, 0, sizeof g);
+    g.fma = fma_pick(&isa);
+    g.iters = (uint64_t)(fma_iters_per_ms * ms) + 1;
+    volatile float sink;
+    double flops_per_iter = g.fma(1, &sink);
+    double secs = gang_run(&g, n_threads, fma_worker, NULL);
+    if (secs <= 0) return 0.0;
+    return flops_per_iter * (double)g.iters * n_threads / secs / 1e9;
+}
+
+/* ---- read bandwidth ----------------------------------------------------------- */
+
+typedef uint64_t u64x2 __attribute__((vector_size(16), may_alias));
+
+static uint64_t sum_slice(const uint8_t *p, size_t bytes) {
+    const u64x2 *v = (const u64x2 *)(const void *)p;
+    size_t n = bytes / sizeof(u64x2);
+    u64x2 s0 = {0, 0}, s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
+    for (size_t i = 0; i + 8 <= n; i += 8) {
+        s0 += v[i];
+        s1 += v[i + 1];
+        s2 += v[i + 2];
+        s3 += v[i + 3];
+        s4 += v[i + 4];
+        s5 += v[i + 5];
+        s6 += v[i + 6];
+        s7 += v[i + 7];
+    }
+    u64x2 s = s0 + s1 + s2 + s3 + s4 + s5 + s6 + s7;
+    return s[0] + s[1];
+}
+
+static void read_worker(gang *g, int ith) {
+    size_t slice = (g->bytes / (size_t)g->n) & ~(size_t)127;
+    uint64_t acc = 0;
+    for (int p = 0; p < g->passes; p++) {
+        pthread_barrier_wait(&g->pass_start);
+        acc += sum_slice(g->buf + (size_t)ith * slice, slice);
+        pthread_barrier_wait(&g->pass_end);
+    }
+    g->sinks[ith] = acc;
+}
+
+/* Times each pass between the barriers; returns the best pass's GB/s. */
+static double read_timer(gang *g) {
+    size_t slice = (g->bytes / (size_t)g->n) & ~(size_t)127;
+    double best = 0.0;
+    for (int p = 0; p < g->passes; p++) {
+        pthread_barrier_wait(&g->pass_start);
+        double t0 = time_now_s();
+        pthread_barrier_wait(&g->pass_end);
+        double dt = time_now_s() - t0;
+        double gbs = (double)slice * g->n / dt / 1e9;
+        if (gbs > best) best = gbs;
+    }
+    return best;
+}
+
+static double read_probe(const uint8_t *buf, size_t bytes, int n_threads) {
+    gang g;
+    memset(&g, 0, sizeof g);
+    g.buf = buf;
+    g.bytes = bytes;
+    g.passes = READ_PASSES;
+    if (pthread_barrier_init(&g.pass_start, NULL, (unsigned)n_threads + 1) != 0) return 0.0;
+    if (pthread_barrier_init(&g.pass_end, NULL, (unsigned)n_threads + 1) != 0) {
+        pthread_barrier_destroy(&g.pass_start);
+        return 0.0;
+    }
+    double gbs = gang_run(&g, n_threads, read_worker, read_timer);
+    pthread_barrier_destroy(&g.pass_start);
+    pthread_barrier_destroy(&g.pass_end);
+    return gbs > 0 ? gbs : 0.0;
+}
+
+/* ---- machine identity ------------------------------------------------------------ */
+
+void probe_cpu_name(char *buf, size_t cap) {
+    snprintf(buf, cap, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) != 0) continue;
+        const char *c = strchr(line, ':');
+        if (!c) break;
+        c++;
+        while (*c == ' ' || *c == '\t') c++;
+        size_t n = strcspn(c, "\n");
+        while (n > 0 && c[n - 1] == ' ') n--;
+        if (n >= cap) n = cap - 1;
+        memcpy(buf, c, n);
+        buf[n] = '\0';
+        break;
+    }
+    fclose(f);
+}
+
+static int online_cpus(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+int probe_measure(probe_result *r) {
+    memset(r, 0, sizeof *r);
+    probe_cpu_name(r->cpu, sizeof r->cpu);
+    r->n_cpu = online_cpus();
+    r->n_read = r->n_cpu < PROBE_MAX_THREADS ? r->n_cpu : PROBE_MAX_THREADS;
+
+    const char *isa;
+    fma_loop_fn fma = fma_pick(&isa);
+    snprintf(r->isa, sizeof r->isa, "%s", isa);
+    uint64_t iters = fma_calibrate(fma, FMA_RUN_MS);
+    for (int k = 0; k < FMA_RUNS; k++) {
+        volatile float sink;
+        double t0 = time_now_s();
+        double fpi = fma(iters, &sink);
+        double gf = fpi * (double)iters / (time_now_s() - t0) / 1e9;
+        if (gf > r->fma_gflops) r->fma_gflops = gf;
+    }
+
+    uint8_t *raw = mmap(NULL, READ_BYTES + ((size_t)2 << 20), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                        -1, 0);
+    if (raw == MAP_FAILED) return err_set(KITE_E_NOMEM, "probe: cannot map %zu bytes: %s", READ_BYTES, strerror(errno));
+    uint8_t *buf = raw + ((((size_t)2 << 20) - (uintptr_t)raw % ((size_t)2 << 20)) % ((size_t)2 << 20));
+#ifdef MADV_HUGEPAGE
+    (void)madvise(buf, READ_BYTES, MADV_HUGEPAGE);
+#endif
+    memset(buf, 1, READ_BYTES);
+    for (int t = 1; t <= r->n_read; t++) r->read_gbs[t] = read_probe(buf, READ_BYTES, t);
+    munmap(raw, READ_BYTES + ((size_t)2 << 20));
+    return KITE_OK;
+}
+
+double probe_read_gbs(const probe_result *r, int t) {
+    if (r->n_read < 1) return 0.0;
+    if (t < 1) t = 1;
+    return r->read_gbs[t <= r->n_read ? t : r->n_read];
+}
+
+/* ---- cache file --------------------------------------------------------------- */
+
+bool probe_cache_path(char *buf, size_t cap) {
+    const char *x = getenv("XDG_CACHE_HOME");
+    if (x && x[0] == '/') return (size_t)snprintf(buf, cap, "%s/kite/probe.txt", x) < cap;
+    const char *h = getenv("HOME");
+    if (h && h[0]) return (size_t)snprintf(buf, cap, "%s/.cache/kite/probe.txt", h) < cap;
+    return false;
+}
+
+int probe_load(probe_result *out) {
+    char path[1024];
+    if (!probe_cache_path(path, sizeof path)) return KITE_E_NOT_FOUND;
+    FILE *f = fopen(path, "r");
+    if (!f) return KITE_E_NOT_FOUND;
+    probe_result r;
+    memset(&r, 0, sizeof r);
+    char line[512], cpu[128];
+    probe_cpu_name(cpu, sizeof cpu);
+    bool ok_magic = false, ok_cpu = false;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        int t;
+        double v;
+        if (!strcmp(line, "kite-probe 1")) {
+            ok_magic = true;
+        } else if (!strncmp(line, "cpu ", 4)) {
+            size_t n = strlen(line + 4) < sizeof r.cpu - 1 ? strlen(line + 4) : sizeof r.cpu - 1;
+            memcpy(r.cpu, line + 4, n);
+            r.cpu[n] = '\0';
+            ok_cpu = strcmp(r.cpu, cpu) == 0;
+        } else if (sscanf(line, "n_cpu %d", &t) == 1) {
+            r.n_cpu = t;
+        } else if (sscanf(line, "isa %15s", r.isa) == 1) {
+        } else if (sscanf(line, "fma_gflops_per_thread %lf", &v) == 1) {
+            r.fma_gflops = v;
+        } else if (sscanf(line, "read_gbs %d %lf", &t, &v) == 2 && t >= 1 && t <= PROBE_MAX_THREADS) {
+            r.read_gbs[t] = v;
+            if (t > r.n_read) r.n_read = t;
+        }
+    }
+    fclose(f);
+    if (!ok_magic || !ok_cpu || r.n_cpu != online_cpus() || r.n_read < 1 || !(r.fma_gflops > 0)) return KITE_E_NOT_FOUND;
+    for (int t = 1; t <= r.n_read; t++)
+        if (!(r.read_gbs[t] > 0)) return KITE_E_NOT_FOUND;
+    *out = r;
+    return KITE_OK;
+}
+
+/* mkdir -p of the directory part of path. */
+static void make_parent_dirs(char *path) {
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        (void)mkdir(path, 0755);
+        *p = '/';
+    }
+}
+
+int probe_save(const probe_result *r) {
+    char path[1024], tmp[1100];
+    if (!probe_cache_path(path, sizeof path)) return err_set(KITE_E_IO, "probe: neither XDG_CACHE_HOME nor HOME is set");
+    make_parent_dirs(path);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) return err_set(KITE_E_IO, "%s: cannot create: %s", tmp, strerror(errno));
+    fprintf(f, "kite-probe 1\ncpu %s\nn_cpu %d\nisa %s\nfma_gflops_per_thread %.2f\n", r->cpu, r->n_cpu, r->isa,
+            r->fma_gflops);
+    for (int t = 1; t <= r->n_read; t++) fprintf(f, "read_gbs %d %.2f\n", t, r->read_gbs[t]);
+    bool bad = ferror(f) != 0;
+    if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return err_set(KITE_E_IO, "%s: cannot write the probe cache", path);
+    }
+    return KITE_OK;
+}
+
+int probe_get(probe_result *r, bool *measured) {
+    if (probe_load(r) == KITE_OK) {
+        if (measured) *measured = false;
+        return KITE_OK;
+    }
+    int rc = probe_measure(r);
+    if (rc) return rc;
+    (void)probe_save(r); /* a read-only home is not an error: the numbers are still valid */
+    if (measured) *measured = true;
+    return KITE_OK;
+}

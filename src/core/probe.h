@@ -1,0 +1,87 @@
+/*
+ * probe.h - what this machine can do: memory read bandwidth and FP32 FMA
+ * peak, measured, cached on disk; plus a short core-availability check.
+ *
+ * DESIGN
+ *   `kite bench` compares decode against the read bandwidth (decode streams
+ *   every weight byte once per token) and prefill against the FMA peak.
+ *   Both peaks are measured here rather than taken from a data sheet:
+ *
+ *   - read bandwidth (STREAM-like "sum" kernel): a 512 MiB buffer in
+ *     2 MiB-aligned anonymous memory with MADV_HUGEPAGE (like the model
+ *     weights), split into one contiguous slice per thread; each thread sums
+ *     its slice with eight independent 16-byte integer accumulators (integer
+ *     adds keep the loop load-bound at any ISA level).  Threads start together
+ *     at a barrier; a pass is timed from the first barrier to the last
+ *     finisher.  Best of 5 passes, for each thread count 1..n_cpu (at most
+ *     PROBE_MAX_THREADS).  GB/s = 1e9 bytes per second.
+ *   - FMA peak per thread: 12 independent vector FMA chains (enough to cover
+ *     4-cycle latency on two FMA pipes) in the widest ISA the CPU and OS
+ *     support (AVX-512F zmm, else AVX2+FMA ymm, else SSE mul+add), best of
+ *     5 runs of about 20 ms on one thread.  A FMA counts as 2 FLOPs.
+ *
+ *   The ISA-specific loops use function-level target attributes and are
+ *   only called after cpu_features() says the CPU and OS support them, so
+ *   the file needs no ISA compiler flags.
+ *
+ *   Results are cached in a small text file ($XDG_CACHE_HOME/kite/probe.txt,
+ *   else ~/.cache/kite/probe.txt), keyed by the CPU model string and the
+ *   online CPU count; a mismatch or a missing file means "measure again".
+ *
+ *   probe_fma_check() is the noisy-machine guard of `kite bench`: the FMA
+ *   loop on n threads at once for a few milliseconds.  On a host that takes a
+ *   core away (invisible in steal time) its rate drops to about 1/n of the
+ *   expected n * per-thread peak.
+ *
+ * THREAD SAFETY
+ *   All functions may be called from any thread; they start and join their
+ *   own threads and share no state.
+ */
+#ifndef KITE_CORE_PROBE_H
+#define KITE_CORE_PROBE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define PROBE_MAX_THREADS 64
+
+typedef struct probe_result {
+    char cpu[128];                            /* CPU model string ("model name" in /proc/cpuinfo) */
+    int n_cpu;                                /* online CPUs when measured */
+    int n_read;                               /* thread counts measured: 1..n_read */
+    double read_gbs[PROBE_MAX_THREADS + 1];   /* [t]: read bandwidth with t threads, GB/s ([0] unused) */
+    double fma_gflops;                        /* FP32 FMA peak of one thread, GFLOP/s */
+    char isa[16];                             /* ISA of the FMA loop: "avx512", "avx2", "sse" */
+} probe_result;
+
+/* CPU model string of this machine into buf (e.g. "AMD EPYC"), or "unknown". */
+void probe_cpu_name(char *buf, size_t cap);
+
+/* Measures everything (about 1-2 s on 2 cores).  Returns KITE_OK or
+ * KITE_E_NOMEM (message set). */
+int probe_measure(probe_result *r /* OUT */);
+
+/* Path of the cache file into buf; false if neither XDG_CACHE_HOME nor HOME is set. */
+bool probe_cache_path(char *buf, size_t cap);
+
+/* Reads the cache: KITE_OK if it exists, parses and matches this machine's
+ * CPU string and CPU count; KITE_E_NOT_FOUND otherwise (*r unchanged). */
+int probe_load(probe_result *r /* OUT */);
+
+/* Writes r to the cache (creating the directory).  KITE_OK or KITE_E_IO. */
+int probe_save(const probe_result *r);
+
+/* The cached result, or a fresh measurement that is then cached.
+ * *measured (may be NULL) says which.  KITE_OK or KITE_E_NOMEM. */
+int probe_get(probe_result *r /* OUT */, bool *measured /* OUT */);
+
+/* Core-availability check: runs the FMA loop on n_threads threads at once
+ * for about `ms` milliseconds; returns the total GFLOP/s they reached (0 on
+ * failure to start threads).  Compare with n_threads * fma_gflops. */
+double probe_fma_check(int n_threads, double ms);
+
+/* Read bandwidth (GB/s) expected with t threads: the measured value, or the
+ * largest measured thread count's for more threads. */
+double probe_read_gbs(const probe_result *r, int t);
+
+#endif

@@ -1,0 +1,386 @@
+/*
+ * synth.c - deterministic random-weight GGUF models of real shapes (see synth.h).
+ *
+ * Flow: check the parameters -> build the vocabulary and metadata in a
+ * gguf_writer -> register every tensor with a fill callback -> write.  The
+ * callback generates rows on a thread pool (rows split statically over the
+ * threads, each row from its own PRNG stream) and converts them with the
+ * dtype's from_float into the writer's chunk buffer.
+ */
+#include "model/synth.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/threadpool.h"
+#include "gguf/gguf.h"
+#include "tensor/dtype.h"
+
+/* ---- shapes ----------------------------------------------------------------- */
+
+static const synth_shape shapes[] = {
+    /* name              n_embd  n_ff   layers heads kv   vocab   ctx    rope base   rms eps */
+    {"tinyllama-1.1b", 2048, 5632, 22, 32, 4, 32000, 2048, 10000.0f, 1e-5f},
+    {"llama2-7b", 4096, 11008, 32, 32, 32, 32000, 4096, 10000.0f, 1e-5f},
+    {"llama3-8b", 4096, 14336, 32, 32, 8, 128256, 8192, 500000.0f, 1e-5f},
+    {"mistral-7b", 4096, 14336, 32, 32, 8, 32000, 32768, 1000000.0f, 1e-5f},
+    {"stories260k", 64, 172, 5, 8, 4, 512, 512, 10000.0f, 1e-5f},
+};
+
+const synth_shape *synth_shape_find(const char *name) {
+    if (!name) return NULL;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        if (strcmp(shapes[i].name, name) == 0) return &shapes[i];
+    return NULL;
+}
+
+const char *synth_shape_list(void) { return "tinyllama-1.1b|llama2-7b|llama3-8b|mistral-7b|stories260k"; }
+
+/* ---- random numbers ----------------------------------------------------------- */
+
+#define GOLDEN 0x9e3779b97f4a7c15ull
+
+static uint64_t mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Start of the stream of row `row` of tensor `ti`: a function of the three
+ * numbers only, so rows can be generated in any order by any thread. */
+static uint64_t row_stream(uint64_t seed, uint32_t ti, int64_t row) {
+    return mix64(mix64(seed ^ GOLDEN) ^ mix64(((uint64_t)ti << 40) ^ (uint64_t)row ^ 0x5851f42d4c957f2dull));
+}
+
+/* Next value of a splitmix64 stream mapped to a bell-shaped unit-variance
+ * number: the sum of the four 16-bit quarters of one draw (Irwin-Hall, 4
+ * terms), centred and scaled; range +-2*sqrt(3). */
+static float next_normalish(uint64_t *s) {
+    uint64_t z = mix64(*s += GOLDEN);
+    int64_t a = (int64_t)(z & 0xffff) + (int64_t)((z >> 16) & 0xffff) + (int64_t)((z >> 32) & 0xffff) +
+                (int64_t)(z >> 48);
+    /* mean 4 * 65535 / 2; std 65536 / sqrt(3) (variance of a 16-bit uniform ~ 65536^2 / 12, times 4) */
+    return (float)(a - 131070) * (float)(1.7320508075688772 / 65536.0);
+}
+
+/* ---- tensor table ------------------------------------------------------------- */
+
+typedef struct synth_job synth_job;
+
+typedef struct synth_tensor {
+    char name[64];
+    uint32_t type;     /* enum kite_dtype */
+    uint32_t index;    /* position in the file: part of the PRNG seed */
+    int64_t ne[2];     /* ne[0] = row length (fan_in), ne[1] = rows */
+    float mean, std;   /* value distribution */
+    size_t row_bytes;
+    synth_job *job;
+} synth_tensor;
+
+struct synth_job {
+    uint64_t seed;
+    threadpool *tp;
+    float *scratch;    /* [n_threads][scratch_n] float rows */
+    int64_t scratch_n; /* longest row */
+    synth_tensor *t;   /* [n_t] */
+    size_t n_t;
+};
+
+/* One chunk of rows being filled (argument of the pool task). */
+typedef struct fill_task {
+    const synth_tensor *t;
+    int64_t row0, n_rows;
+    uint8_t *dst;
+} fill_task;
+
+static void fill_task_run(void *arg, int ith, int nth) {
+    const fill_task *f = arg;
+    const synth_tensor *t = f->t;
+    const dtype_traits *tr = dtype_get(t->type);
+    float *row = t->job->scratch + (size_t)ith * (size_t)t->job->scratch_n;
+    long lo, hi;
+    tp_split((long)f->n_rows, ith, nth, &lo, &hi);
+    for (long r = lo; r < hi; r++) {
+        uint64_t s = row_stream(t->job->seed, t->index, f->row0 + r);
+        for (int64_t i = 0; i < t->ne[0]; i++) row[i] = t->mean + t->std * next_normalish(&s);
+        tr->from_float(row, f->dst + (size_t)r * t->row_bytes, t->ne[0]);
+    }
+}
+
+static int fill_rows(void *user, int64_t row0, int64_t n_rows, void *dst) {
+    const synth_tensor *t = user;
+    fill_task f = {.t = t, .row0 = row0, .n_rows = n_rows, .dst = dst};
+    tp_run(t->job->tp, fill_task_run, &f);
+    return KITE_OK;
+}
+
+/* llama.cpp's "use more bits" layer rule of its _M mixes. */
+static bool more_bits(int layer, int n_layer) {
+    return layer < n_layer / 8 || layer >= 7 * n_layer / 8 || (layer - n_layer / 8) % 3 == 2;
+}
+
+/* Type of a matrix under the parameters' mix.  role: "output", "attn_v", ... */
+static uint32_t matrix_type(const synth_params *p, const char *role, int layer) {
+    if (p->mix != SYNTH_MIX_Q4_K_M) return p->type;
+    if (!strcmp(role, "output")) return KITE_DTYPE_Q6_K;
+    if ((!strcmp(role, "attn_v") || !strcmp(role, "ffn_down")) && more_bits(layer, p->shape.n_layer))
+        return KITE_DTYPE_Q6_K;
+    return KITE_DTYPE_Q4_K;
+}
+
+/* Builds the tensor table in file order (llama.cpp's: embeddings, then the
+ * blocks, then the output norm and classifier).  Returns the count; t may
+ * be NULL to count only. */
+static size_t build_tensors(const synth_params *p, synth_tensor *t) {
+    const synth_shape *s = &p->shape;
+    const int64_t E = s->n_embd, F = s->n_ff, V = s->n_vocab, HD = s->n_embd / s->n_head;
+    const int64_t KV = HD * s->n_head_kv;
+    size_t n = 0;
+#define ADD(type_, ne0_, ne1_, mean_, std_, ...)                                                                   \
+    do {                                                                                                           \
+        if (t) {                                                                                                   \
+            synth_tensor *x = &t[n];                                                                               \
+            snprintf(x->name, sizeof x->name, __VA_ARGS__);                                                        \
+            x->type = (type_);                                                                                     \
+            x->index = (uint32_t)n;                                                                                \
+            x->ne[0] = (ne0_);                                                                                     \
+            x->ne[1] = (ne1_);                                                                                     \
+            x->mean = (mean_);                                                                                     \
+            x->std = (std_);                                                                                       \
+        }                                                                                                          \
+        n++;                                                                                                       \
+    } while (0)
+#define MAT(role, layer, ne0_, ne1_, ...) ADD(matrix_type(p, role, layer), ne0_, ne1_, 0.0f, (float)(1.0 / sqrt((double)(ne0_))), __VA_ARGS__)
+#define NORM(...) ADD(KITE_DTYPE_F32, E, 1, 1.0f, 0.02f, __VA_ARGS__)
+    ADD(matrix_type(p, "token_embd", -1), E, V, 0.0f, 1.0f, "token_embd.weight");
+    for (int l = 0; l < s->n_layer; l++) {
+        NORM("blk.%d.attn_norm.weight", l);
+        MAT("attn_q", l, E, E, "blk.%d.attn_q.weight", l);
+        MAT("attn_k", l, E, KV, "blk.%d.attn_k.weight", l);
+        MAT("attn_v", l, E, KV, "blk.%d.attn_v.weight", l);
+        MAT("attn_output", l, E, E, "blk.%d.attn_output.weight", l);
+        NORM("blk.%d.ffn_norm.weight", l);
+        MAT("ffn_gate", l, E, F, "blk.%d.ffn_gate.weight", l);
+        MAT("ffn_up", l, E, F, "blk.%d.ffn_up.weight", l);
+        MAT("ffn_down", l, F, E, "blk.%d.ffn_down.weight", l);
+    }
+    NORM("output_norm.weight");
+    MAT("output", -1, E, V, "output.weight");
+#undef NORM
+#undef MAT
+#undef ADD
+    return n;
+}
+
+/* ---- checks ----------------------------------------------------------------- */
+
+static int check_type(uint32_t type, int64_t ne0, const char *what) {
+    const dtype_traits *tr = dtype_get(type);
+    if (!tr || !tr->name) return err_set(KITE_E_ARG, "synth: unknown weight type id %" PRIu32, type);
+    if (!tr->from_float)
+        return err_set(KITE_E_UNSUPPORTED, "synth: type %s has no reference quantizer (from_float) yet", tr->name);
+    if (ne0 % tr->block_size != 0)
+        return err_set(KITE_E_ARG, "synth: %s row length %" PRId64 " is not a multiple of the %s block size %" PRId32,
+                       what, ne0, tr->name, tr->block_size);
+    return KITE_OK;
+}
+
+int synth_check(const synth_params *p) {
+    if (!p) return err_set(KITE_E_ARG, "synth: NULL parameters");
+    const synth_shape *s = &p->shape;
+    if (s->n_embd <= 0 || s->n_ff <= 0 || s->n_layer <= 0 || s->n_head <= 0 || s->n_head_kv <= 0 ||
+        s->n_ctx <= 0 || s->n_layer > 4096 || s->n_embd > (1 << 20) || s->n_ff > (1 << 22) || s->n_vocab > (1 << 24))
+        return err_set(KITE_E_ARG, "synth: shape '%s': sizes out of range", s->name ? s->name : "?");
+    if (s->n_vocab < 259)
+        return err_set(KITE_E_ARG, "synth: n_vocab %d is below 259 (3 special + 256 byte tokens)", s->n_vocab);
+    if (s->n_embd % s->n_head != 0 || s->n_head % s->n_head_kv != 0 || (s->n_embd / s->n_head) % 2 != 0)
+        return err_set(KITE_E_ARG, "synth: n_embd %d, n_head %d, n_head_kv %d: heads must divide evenly (even head size)",
+                       s->n_embd, s->n_head, s->n_head_kv);
+    size_t n = build_tensors(p, NULL);
+    synth_tensor *t = malloc(n * sizeof *t);
+    if (!t) return err_set(KITE_E_NOMEM, "synth: out of memory");
+    build_tensors(p, t);
+    int rc = KITE_OK;
+    for (size_t i = 0; i < n && !rc; i++) rc = check_type(t[i].type, t[i].ne[0], t[i].name);
+    free(t);
+    return rc;
+}
+
+uint64_t synth_data_bytes(const synth_params *p) {
+    size_t n = build_tensors(p, NULL);
+    synth_tensor *t = malloc(n * sizeof *t);
+    if (!t) return 0;
+    build_tensors(p, t);
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++) total += (uint64_t)dtype_row_size(t[i].type, t[i].ne[0]) * (uint64_t)t[i].ne[1];
+    free(t);
+    return total;
+}
+
+/* ---- vocabulary --------------------------------------------------------------- */
+
+/* SentencePiece-style vocabulary: <unk>, <s>, </s>, the 256 byte-fallback
+ * tokens <0x00>..<0xFF>, the bare word-start marker U+2581, then synthetic
+ * pieces.  Piece k (from 0, id 260 + k) spells k / 2 in bijective base 26 ("a".."z", "aa", ...), with the word-start
+ * marker U+2581 in front when k is even, so all pieces are distinct.
+ * Scores decrease with the id (earlier merges first). */
+typedef struct synth_vocab {
+    char **tok;     /* [n] owned strings */
+    float *score;   /* [n] */
+    int32_t *type;  /* [n] llama.cpp token types: 1 normal, 2 unknown, 3 control, 6 byte */
+    int32_t n;
+} synth_vocab;
+
+static void vocab_free(synth_vocab *v) {
+    if (v->tok)
+        for (int32_t i = 0; i < v->n; i++) free(v->tok[i]);
+    free(v->tok);
+    free(v->score);
+    free(v->type);
+}
+
+static int vocab_build(int32_t n, synth_vocab *v) {
+    v->n = n;
+    v->tok = calloc((size_t)n, sizeof *v->tok);
+    v->score = calloc((size_t)n, sizeof *v->score);
+    v->type = calloc((size_t)n, sizeof *v->type);
+    if (!v->tok || !v->score || !v->type) return err_set(KITE_E_NOMEM, "synth: out of memory for the vocabulary");
+    for (int32_t i = 0; i < n; i++) {
+        char buf[32];
+        if (i < 3) {
+            snprintf(buf, sizeof buf, "%s", i == 0 ? "<unk>" : i == 1 ? "<s>" : "</s>");
+            v->type[i] = i == 0 ? 2 : 3;
+        } else if (i < 259) {
+            snprintf(buf, sizeof buf, "<0x%02X>", i - 3);
+            v->type[i] = 6;
+        } else if (i == 259) {
+            snprintf(buf, sizeof buf, "\xe2\x96\x81"); /* the bare word-start marker, as in real SPM vocabularies */
+            v->type[i] = 1;
+        } else {
+            int64_t k = i - 260, q = k / 2 + 1;
+            char rev[16];
+            int len = 0;
+            while (q > 0) { /* bijective base 26 */
+                q--;
+                rev[len++] = (char)('a' + q % 26);
+                q /= 26;
+            }
+            int o = 0;
+            if (k % 2 == 0) o += snprintf(buf, sizeof buf, "\xe2\x96\x81");
+            while (len > 0) buf[o++] = rev[--len];
+            buf[o] = '\0';
+            v->type[i] = 1;
+            v->score[i] = -(float)(k + 1);
+        }
+        if (!(v->tok[i] = strdup(buf))) return err_set(KITE_E_NOMEM, "synth: out of memory for the vocabulary");
+    }
+    return KITE_OK;
+}
+
+/* ---- writing ---------------------------------------------------------------- */
+
+/* llama.cpp's general.file_type for the matrix type (informational). */
+static uint32_t file_type(const synth_params *p) {
+    if (p->mix == SYNTH_MIX_Q4_K_M) return 15;
+    switch (p->type) {
+    case KITE_DTYPE_F32: return 0;
+    case KITE_DTYPE_F16: return 1;
+    case KITE_DTYPE_Q4_0: return 2;
+    case KITE_DTYPE_Q4_1: return 3;
+    case KITE_DTYPE_Q8_0: return 7;
+    case KITE_DTYPE_Q5_0: return 8;
+    case KITE_DTYPE_Q5_1: return 9;
+    case KITE_DTYPE_Q2_K: return 10;
+    case KITE_DTYPE_Q3_K: return 11;
+    case KITE_DTYPE_Q4_K: return 14;
+    case KITE_DTYPE_Q5_K: return 16;
+    case KITE_DTYPE_Q6_K: return 18;
+    case KITE_DTYPE_IQ4_NL: return 25;
+    case KITE_DTYPE_BF16: return 32;
+    default: return 0;
+    }
+}
+
+#define TRY(x)                                                                                                     \
+    do {                                                                                                           \
+        if ((rc = (x)) != KITE_OK) goto done;                                                                      \
+    } while (0)
+
+static int set_metadata(gguf_writer *w, const synth_params *p, const synth_vocab *v) {
+    const synth_shape *s = &p->shape;
+    int rc;
+    char name[96], desc[160];
+    snprintf(name, sizeof name, "synth-%s", s->name ? s->name : "custom");
+    snprintf(desc, sizeof desc, "kite synth: random weights (seed %" PRIu64 "), not a trained model", p->seed);
+    TRY(gguf_writer_set_str(w, "general.architecture", "llama"));
+    TRY(gguf_writer_set_str(w, "general.name", p->name ? p->name : name));
+    TRY(gguf_writer_set_str(w, "general.description", desc));
+    TRY(gguf_writer_set_u32(w, "general.file_type", file_type(p)));
+    TRY(gguf_writer_set_u32(w, "llama.vocab_size", (uint32_t)s->n_vocab));
+    TRY(gguf_writer_set_u32(w, "llama.context_length", (uint32_t)s->n_ctx));
+    TRY(gguf_writer_set_u32(w, "llama.embedding_length", (uint32_t)s->n_embd));
+    TRY(gguf_writer_set_u32(w, "llama.block_count", (uint32_t)s->n_layer));
+    TRY(gguf_writer_set_u32(w, "llama.feed_forward_length", (uint32_t)s->n_ff));
+    TRY(gguf_writer_set_u32(w, "llama.rope.dimension_count", (uint32_t)(s->n_embd / s->n_head)));
+    TRY(gguf_writer_set_u32(w, "llama.attention.head_count", (uint32_t)s->n_head));
+    TRY(gguf_writer_set_u32(w, "llama.attention.head_count_kv", (uint32_t)s->n_head_kv));
+    TRY(gguf_writer_set_f32(w, "llama.rope.freq_base", s->rope_base));
+    TRY(gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", s->rms_eps));
+    TRY(gguf_writer_set_str(w, "tokenizer.ggml.model", "llama"));
+    TRY(gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v->tok, NULL, (uint64_t)v->n));
+    TRY(gguf_writer_set_arr(w, "tokenizer.ggml.scores", GGUF_VT_FLOAT32, v->score, (uint64_t)v->n));
+    TRY(gguf_writer_set_arr(w, "tokenizer.ggml.token_type", GGUF_VT_INT32, v->type, (uint64_t)v->n));
+    TRY(gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", 0));
+    TRY(gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1));
+    TRY(gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 2));
+    TRY(gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", true));
+    TRY(gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", false));
+done:
+    return rc;
+}
+
+int synth_write(const synth_params *p, const char *path) {
+    if (!p || !path) return err_set(KITE_E_ARG, "synth: NULL argument");
+    int rc = synth_check(p);
+    if (rc) return rc;
+    synth_vocab v = {0};
+    synth_job job = {.seed = p->seed};
+    gguf_writer *w = NULL;
+    int n_threads = p->n_threads > 0 ? p->n_threads : 1;
+
+    job.n_t = build_tensors(p, NULL);
+    job.t = calloc(job.n_t, sizeof *job.t);
+    job.scratch_n = p->shape.n_embd > p->shape.n_ff ? p->shape.n_embd : p->shape.n_ff;
+    job.scratch = malloc(sizeof(float) * (size_t)job.scratch_n * (size_t)n_threads);
+    w = gguf_writer_new();
+    if (!job.t || !job.scratch || !w) {
+        rc = err_set(KITE_E_NOMEM, "synth: out of memory");
+        goto done;
+    }
+    if (!(job.tp = tp_new(n_threads))) {
+        rc = KITE_E_NOMEM;
+        goto done;
+    }
+    build_tensors(p, job.t);
+    TRY(vocab_build(p->shape.n_vocab, &v));
+    TRY(set_metadata(w, p, &v));
+    for (size_t i = 0; i < job.n_t; i++) {
+        synth_tensor *t = &job.t[i];
+        t->job = &job;
+        t->row_bytes = dtype_row_size(t->type, t->ne[0]);
+        uint32_t n_dims = t->ne[1] == 1 ? 1 : 2;
+        TRY(gguf_writer_add_tensor_cb(w, t->name, t->type, n_dims, t->ne, fill_rows, t));
+    }
+    rc = gguf_writer_write(w, path);
+done:
+    gguf_writer_free(w);
+    tp_free(job.tp);
+    vocab_free(&v);
+    free(job.scratch);
+    free(job.t);
+    return rc;
+}

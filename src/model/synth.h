@@ -1,0 +1,90 @@
+/*
+ * synth.h - synthetic models: real LLaMA-family shapes with deterministic
+ * random weights, written as GGUF (`kite synth`).
+ *
+ * DESIGN
+ *   Benchmarks need models of realistic size without downloads.  A shape
+ *   table gives the hyperparameters of well-known models (TinyLlama-1.1B,
+ *   Llama-2-7B, Llama-3-8B, Mistral-7B, stories260K); synth_write() emits a
+ *   GGUF file for architecture "llama" with llama.cpp's key and tensor names,
+ *   a SentencePiece-style vocabulary of the right size, and random weights:
+ *
+ *     matrices      ~ N(0, 1/fan_in) (fan_in = row length ne[0]), so every
+ *                   matmul output has unit variance when its input does;
+ *     token_embd    ~ N(0, 1);
+ *     norm weights  1 + N(0, 0.02^2) (stored as F32, like llama.cpp).
+ *
+ *   With RMSNorm before every matmul, activations stay O(1), attention
+ *   scores ~N(0, 1) and logits ~N(0, 1) (max over the vocabulary a few
+ *   units).  "N" is an Irwin-Hall sum of four 16-bit uniforms (bell-shaped,
+ *   unit variance, bounded by +-2*sqrt(3)), one 64-bit draw per element.
+ *
+ *   Determinism: every row of every tensor has its own PRNG stream, seeded
+ *   from (seed, tensor index, row), so the bytes depend only on the seed and
+ *   the parameters, never on the thread count or the chunking.  Matrices
+ *   are generated as float rows and converted with the dtype traits'
+ *   from_float, so any type with a reference quantizer works; a type
+ *   without one fails with KITE_E_UNSUPPORTED before anything is written.
+ *
+ *   Memory: tensors are streamed through gguf_writer_add_tensor_cb, a few
+ *   MiB at a time, so a 27 GB F32 7B file needs no more than the vocabulary
+ *   and a chunk buffer.
+ *
+ * THREAD SAFETY
+ *   synth_write() may run concurrently with itself (no global state); it
+ *   uses its own worker threads.
+ */
+#ifndef KITE_MODEL_SYNTH_H
+#define KITE_MODEL_SYNTH_H
+
+#include <stdint.h>
+
+typedef struct synth_shape {
+    const char *name;  /* "tinyllama-1.1b", ... */
+    int32_t n_embd;    /* model width */
+    int32_t n_ff;      /* FFN hidden width */
+    int32_t n_layer;
+    int32_t n_head;
+    int32_t n_head_kv;
+    int32_t n_vocab;   /* >= 259: <unk>, <s>, </s> and 256 byte tokens come first */
+    int32_t n_ctx;     /* llama.context_length */
+    float rope_base;   /* llama.rope.freq_base */
+    float rms_eps;     /* llama.attention.layer_norm_rms_epsilon */
+} synth_shape;
+
+/* The built-in shape called name (case-sensitive), or NULL. */
+const synth_shape *synth_shape_find(const char *name);
+/* "tinyllama-1.1b|llama2-7b|..." for usage texts. */
+const char *synth_shape_list(void);
+
+/* Weight mixes beyond a single type (optional, like llama.cpp's _M files). */
+enum synth_mix {
+    SYNTH_MIX_PURE = 0, /* every matrix has `type` */
+    SYNTH_MIX_Q4_K_M    /* q4_K, with q6_K for output, and for attn_v/ffn_down of
+                           the first and last eighth of the layers and every
+                           third layer between (llama.cpp's Q4_K_M rule) */
+};
+
+typedef struct synth_params {
+    synth_shape shape;   /* hyperparameters (copy; callers may change n_layer) */
+    uint32_t type;       /* enum kite_dtype of the 2-D matrices (PURE mix) */
+    int mix;             /* enum synth_mix */
+    uint64_t seed;       /* PRNG seed; same seed and parameters -> same bytes */
+    int n_threads;       /* generator threads (<= 0: 1); the output does not depend on it */
+    const char *name;    /* general.name; NULL: "synth-<shape>" */
+} synth_params;
+
+/* Checks the shape (positive sizes, n_head a multiple of n_head_kv, n_embd a
+ * multiple of n_head, n_vocab >= 259, row lengths multiples of the type's
+ * block size) and that the matrix type(s) have from_float.  Returns KITE_OK
+ * or KITE_E_ARG / KITE_E_UNSUPPORTED with a message. */
+int synth_check(const synth_params *p);
+
+/* Writes the model to path (through "<path>.tmp.<pid>", renamed on success).
+ * Returns KITE_OK, or the synth_check status, KITE_E_NOMEM or KITE_E_IO. */
+int synth_write(const synth_params *p, const char *path);
+
+/* Bytes of the tensor data synth_write would produce (without padding). */
+uint64_t synth_data_bytes(const synth_params *p);
+
+#endif

@@ -1,0 +1,178 @@
+#!/bin/sh
+# tests/e2e/test_bench.sh - end-to-end tests of `kite synth` and `kite bench`.
+#
+# Run from the repository root with KITE_BUILD=<build dir> (tests/run.sh does
+# this).  POSIX sh, no python.  The probe cache goes to a scratch
+# XDG_CACHE_HOME, so the user's cache is never touched; the probe itself runs
+# once (about 1-3 s).  Models are stories260k-shaped with one layer, and the
+# benchmarks are tiny (-p 8 -n 4 -r 2), so the script takes a few seconds.
+#
+# What is checked:
+#   * synth: same seed -> identical bytes, another seed -> different; the file
+#     runs with `kite run`; usage errors exit 2 and an unquantizable type
+#     exits 1, each with one stderr line;
+#   * bench --probe: prints the bandwidth / FMA figures and writes the cache;
+#   * bench --json: one line per test (pp8, tg4) with every documented key,
+#     residency heap by default and mmap with --mmap, positive speeds;
+#   * bench table output and usage errors;
+#   * `kite run` reports the weight residency on stderr.
+#
+# The last line is "tests/e2e/test_bench.sh: N passed, M failed".
+
+set -u
+. tests/e2e/lib.sh
+e2e_init
+
+T=$E2E_TMP
+XDG_CACHE_HOME=$T/cache
+export XDG_CACHE_HOME
+
+if [ ! -x "$KITE" ]; then
+    e2e_fail "binary" "$KITE not found or not executable (build it first)"
+    e2e_summary
+    exit 1
+fi
+
+# expect_error NAME STATUS NEEDLE ARGS...: exit status STATUS, one stderr line
+# of the form "kite CMD: ..." containing NEEDLE.
+expect_error() {
+    _name=$1
+    _want=$2
+    _needle=$3
+    shift 3
+    e2e_kite "$T/out" "$T/err" "$@"
+    _line=$(e2e_first_line "$T/err")
+    if [ "$rc" -ne "$_want" ]; then
+        e2e_fail "$_name" "exit $rc (expected $_want): $_line"
+    elif ! e2e_one_line "$T/err"; then
+        e2e_fail "$_name" "stderr has $(wc -l <"$T/err") lines, expected 1: $_line"
+    elif ! grep -q "^kite [a-z]*: " "$T/err" || ! grep -qF -e "$_needle" "$T/err"; then
+        e2e_fail "$_name" "expected 'kite CMD: ...' naming '$_needle': $_line"
+    else
+        e2e_ok "$_name"
+    fi
+}
+
+# json_num FILE KEY: the numeric value of KEY in the one-line JSON FILE.
+json_num() {
+    sed -n "s/.*\"$2\": *\([-+.0-9eE]*\)[,}].*/\1/p" "$1"
+}
+
+# json_str FILE KEY: the string value of KEY.
+json_str() {
+    sed -n "s/.*\"$2\": *\"\([^\"]*\)\".*/\1/p" "$1"
+}
+
+# ---- synth ------------------------------------------------------------------
+
+e2e_kite "$T/out" "$T/err" synth --shape stories260k --layers 1 --type f32 -o "$T/a.gguf" --seed 5 -t 1
+rc1=$rc
+e2e_kite "$T/out" "$T/err" synth --shape stories260k --layers 1 --type f32 -o "$T/b.gguf" --seed 5 -t 2
+rc2=$rc
+e2e_kite "$T/out" "$T/err" synth --shape stories260k --layers 1 --type f32 -o "$T/c.gguf" --seed 6
+if [ "$rc1" -ne 0 ] || [ "$rc2" -ne 0 ] || [ "$rc" -ne 0 ]; then
+    e2e_fail "synth writes files" "exit $rc1/$rc2/$rc: $(e2e_first_line "$T/err")"
+elif ! grep -q "shape stories260k, 1 layers, type f32, seed 6" "$T/out"; then
+    e2e_fail "synth writes files" "summary line: $(e2e_first_line "$T/out")"
+else
+    e2e_ok "synth writes files"
+fi
+if cmp -s "$T/a.gguf" "$T/b.gguf"; then
+    e2e_ok "synth: same seed, any -t, same bytes"
+else
+    e2e_fail "synth: same seed, any -t, same bytes" "$(cmp "$T/a.gguf" "$T/b.gguf" 2>&1 | head -n 1)"
+fi
+if cmp -s "$T/a.gguf" "$T/c.gguf"; then
+    e2e_fail "synth: another seed, other bytes" "files are identical"
+else
+    e2e_ok "synth: another seed, other bytes"
+fi
+
+e2e_kite "$T/out" "$T/err" run -m "$T/a.gguf" -p "hello" -n 8 --temp 0 -t 1
+if [ "$rc" -ne 0 ]; then
+    e2e_fail "synth model runs" "exit $rc: $(e2e_first_line "$T/err")"
+elif ! grep -q "weights heap" "$T/err"; then
+    e2e_fail "synth model runs" "stderr lacks 'weights heap': $(e2e_first_line "$T/err")"
+else
+    e2e_ok "synth model runs (run reports weights heap)"
+fi
+e2e_kite "$T/out" "$T/err" run -m "$T/a.gguf" -p "hello" -n 2 --temp 0 -t 1 --mmap
+if [ "$rc" -eq 0 ] && grep -q "weights mmap" "$T/err"; then
+    e2e_ok "run --mmap reports weights mmap"
+else
+    e2e_fail "run --mmap reports weights mmap" "exit $rc: $(e2e_first_line "$T/err")"
+fi
+
+expect_error "synth: unknown shape" 2 "gpt-9" synth --shape gpt-9 --type f32 -o "$T/x.gguf"
+expect_error "synth: no -o" 2 "-o" synth --shape stories260k --type f32
+expect_error "synth: unknown type" 2 "zz9" synth --shape stories260k --type zz9 -o "$T/x.gguf"
+expect_error "synth: type without quantizer" 1 "from_float" synth --shape stories260k --type i8 -o "$T/x.gguf"
+expect_error "synth: block size" 1 "block size" synth --shape stories260k --type q4_0 -o "$T/x.gguf"
+if [ -e "$T/x.gguf" ]; then
+    e2e_fail "synth: failures leave no file" "$T/x.gguf exists"
+else
+    e2e_ok "synth: failures leave no file"
+fi
+
+# ---- bench --------------------------------------------------------------------
+
+e2e_kite "$T/out" "$T/err" bench --probe
+if [ "$rc" -ne 0 ]; then
+    e2e_fail "bench --probe" "exit $rc: $(e2e_first_line "$T/err")"
+elif ! grep -q "read bandwidth, 1 thread: [0-9]" "$T/out" || ! grep -q "FP32 FMA peak: [0-9]" "$T/out"; then
+    e2e_fail "bench --probe" "output: $(e2e_first_line "$T/out")"
+elif ! grep -q "^read_gbs 1 [0-9]" "$XDG_CACHE_HOME/kite/probe.txt" 2>/dev/null; then
+    e2e_fail "bench --probe" "no cache file $XDG_CACHE_HOME/kite/probe.txt"
+else
+    e2e_ok "bench --probe (measures and caches)"
+fi
+
+e2e_kite "$T/out" "$T/err" bench -m "$T/a.gguf" -p 8 -n 4 -r 2 -t 1 --json
+if [ "$rc" -ne 0 ]; then
+    e2e_fail "bench --json" "exit $rc: $(e2e_first_line "$T/err")"
+elif [ "$(wc -l <"$T/out")" -ne 2 ]; then
+    e2e_fail "bench --json" "expected 2 lines, got $(wc -l <"$T/out")"
+else
+    sed -n 1p "$T/out" >"$T/pp.json"
+    sed -n 2p "$T/out" >"$T/tg.json"
+    bad=
+    for k in model type test threads tok_s tok_s_min tok_s_max gb_s roofline_pct kernels residency; do
+        grep -q "\"$k\": " "$T/pp.json" || bad="$bad $k"
+        grep -q "\"$k\": " "$T/tg.json" || bad="$bad $k"
+    done
+    if [ -n "$bad" ]; then
+        e2e_fail "bench --json" "missing keys:$bad"
+    elif [ "$(json_str "$T/pp.json" test)" != pp8 ] || [ "$(json_str "$T/tg.json" test)" != tg4 ]; then
+        e2e_fail "bench --json" "tests '$(json_str "$T/pp.json" test)', '$(json_str "$T/tg.json" test)'"
+    elif [ "$(json_str "$T/pp.json" residency)" != heap ] || [ "$(json_str "$T/pp.json" type)" != F32 ]; then
+        e2e_fail "bench --json" "residency/type: $(cat "$T/pp.json")"
+    elif ! awk -v a="$(json_num "$T/tg.json" tok_s)" -v lo="$(json_num "$T/tg.json" tok_s_min)" \
+        -v hi="$(json_num "$T/tg.json" tok_s_max)" -v g="$(json_num "$T/tg.json" gb_s)" \
+        'BEGIN { exit !(a > 0 && lo > 0 && lo <= a && a <= hi && g > 0) }'; then
+        e2e_fail "bench --json" "speeds not positive/ordered: $(cat "$T/tg.json")"
+    else
+        e2e_ok "bench --json (pp8, tg4, every key)"
+    fi
+fi
+
+e2e_kite "$T/out" "$T/err" bench -m "$T/a.gguf" -p 0 -n 2 -r 1 -t 1 --json --mmap --no-check
+if [ "$rc" -eq 0 ] && [ "$(wc -l <"$T/out")" -eq 1 ] && [ "$(json_str "$T/out" residency)" = mmap ]; then
+    e2e_ok "bench --mmap (-p 0 skips prefill)"
+else
+    e2e_fail "bench --mmap (-p 0 skips prefill)" "exit $rc: $(e2e_first_line "$T/out") $(e2e_first_line "$T/err")"
+fi
+
+e2e_kite "$T/out" "$T/err" bench -m "$T/a.gguf" -p 4 -n 2 -r 1 -t 1,2 --no-check
+if [ "$rc" -eq 0 ] && grep -q "^| model" "$T/out" && [ "$(grep -c "^| a.gguf" "$T/out")" -eq 4 ] &&
+    grep -q "weights heap" "$T/err"; then
+    e2e_ok "bench table (-t 1,2)"
+else
+    e2e_fail "bench table (-t 1,2)" "exit $rc: $(e2e_first_line "$T/err")"
+fi
+
+expect_error "bench: no model" 2 "-m" bench
+expect_error "bench: -t 0" 2 "-t" bench -m "$T/a.gguf" -t 0
+expect_error "bench: -r 0" 2 "-r" bench -m "$T/a.gguf" -r 0
+expect_error "bench: missing file" 1 "$T/none.gguf" bench -m "$T/none.gguf"
+
+e2e_summary

@@ -1,0 +1,174 @@
+/*
+ * fuzz_tokenizer_bpe.c - libFuzzer target for the byte-level BPE tokenizer.
+ * The first input byte picks the vocabulary (GPT-2, Llama 3 or Qwen3, i.e.
+ * the gpt-2, llama-bpe and qwen2 pre-tokenizers); the rest is the text.
+ * Invariants:
+ *
+ *   1. kite_tokenize succeeds, every id is in range and none is a control or
+ *      unknown token (all 256 bytes have a token); the count reported with a
+ *      buffer one too small is the same and gives KITE_E_RANGE.
+ *   2. the concatenated token_to_piece equals the text byte for byte, or its
+ *      NFC form for Qwen (ill-formed bytes are kept as they are).
+ *   3. the streaming detok emits only well-formed UTF-8, every chunk on its
+ *      own, and the whole equals (2) with each ill-formed subsequence replaced
+ *      by U+FFFD.
+ *
+ * The vocabularies are loaded once from tests/data/tokenizer/ (run from the
+ * repository root).  test_tokenizer_bpe.c includes this file to replay
+ * tests/fuzz/corpus/fuzz_tokenizer_bpe/ and hands it its loaded vocabularies
+ * with fuzz_bpe_use().
+ *
+ *   make fuzz FUZZ_SECONDS=60
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf/gguf.h"
+#include "kite.h"
+#include "model/model.h"
+#include "tokenizer/unicode.h"
+#include "tokenizer/vocab_internal.h"
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define FUZZ_BPE_N 3
+static const kite_model *fuzz_bpe_models[FUZZ_BPE_N];
+static struct kite_model fuzz_bpe_own[FUZZ_BPE_N];
+static gguf_ctx *fuzz_bpe_gguf[FUZZ_BPE_N];
+
+#define FUZZ_BPE_REQUIRE(cond)                                                                  \
+    do {                                                                                        \
+        if (!(cond)) {                                                                          \
+            fprintf(stderr, "fuzz_tokenizer_bpe: invariant failed: %s (line %d)\n", #cond, __LINE__); \
+            abort();                                                                            \
+        }                                                                                       \
+    } while (0)
+
+/* Uses already loaded vocabularies (the unit test's) instead of loading. */
+static void fuzz_bpe_use(const kite_model *a, const kite_model *b, const kite_model *c) {
+    fuzz_bpe_models[0] = a;
+    fuzz_bpe_models[1] = b;
+    fuzz_bpe_models[2] = c;
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc;
+    (void)argv;
+    static const char *const paths[FUZZ_BPE_N] = {"tests/data/tokenizer/vocab-qwen3.gguf",
+                                                 "tests/data/tokenizer/vocab-llama3.gguf",
+                                                 "tests/data/tokenizer/vocab-gpt2.gguf"};
+    for (int k = 0; k < FUZZ_BPE_N; k++) {
+        if (fuzz_bpe_models[k]) continue;
+        if (gguf_open(paths[k], NULL, &fuzz_bpe_gguf[k]) != KITE_OK ||
+            vocab_load_gguf(fuzz_bpe_gguf[k], &fuzz_bpe_own[k].vocab) != KITE_OK) {
+            fprintf(stderr, "fuzz_tokenizer_bpe: cannot load %s: %s\n", paths[k], kite_last_error());
+            abort();
+        }
+        fuzz_bpe_models[k] = &fuzz_bpe_own[k];
+    }
+    return 0;
+}
+
+static bool fuzz_bpe_valid_utf8(const char *s, size_t n) {
+    for (size_t i = 0; i < n;) {
+        size_t l;
+        if (utf8_check((const uint8_t *)s + i, n - i, &l) != UTF8_OK) return false;
+        i += l;
+    }
+    return true;
+}
+
+/* s with every ill-formed subsequence replaced by U+FFFD; out has 3n+1 bytes. */
+static size_t fuzz_bpe_sanitize(const uint8_t *s, size_t n, char *out) {
+    size_t r = 0;
+    for (size_t i = 0; i < n;) {
+        size_t l;
+        if (utf8_check(s + i, n - i, &l) == UTF8_OK) {
+            memcpy(out + r, s + i, l);
+            r += l;
+        } else {
+            memcpy(out + r, "\xEF\xBF\xBD", 3);
+            r += 3;
+        }
+        i += l;
+    }
+    return r;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size == 0 || size > 1 << 14) return 0;
+    if (!fuzz_bpe_models[data[0] % FUZZ_BPE_N]) LLVMFuzzerInitialize(NULL, NULL);
+    const kite_model *m = fuzz_bpe_models[data[0] % FUZZ_BPE_N];
+    const vocab *v = m->vocab;
+    const char *text = (const char *)data + 1;
+    size = size - 1;
+
+    /* expected text: the input, NFC'd when the vocabulary normalises */
+    char *exp = NULL;
+    size_t elen = size;
+    if (v->nfc) {
+        FUZZ_BPE_REQUIRE(unicode_nfc(text, size, &exp, &elen) == KITE_OK);
+    } else {
+        exp = malloc(size + 1);
+        FUZZ_BPE_REQUIRE(exp);
+        memcpy(exp, text, size);
+    }
+
+    /* 1. encode */
+    size_t cap = elen + 8, n = 0;
+    kite_token *ids = malloc(cap * sizeof *ids);
+    char *dec = malloc(elen + 16), *want = malloc(3 * elen + 1), *str = malloc(3 * elen + 16);
+    size_t chunk_cap = 3 * (v->max_dec_len + 4) + 1;
+    char *chunk = malloc(chunk_cap);
+    FUZZ_BPE_REQUIRE(ids && dec && want && str && chunk);
+    int rc = kite_tokenize(m, text, size, false, ids, cap, &n);
+    FUZZ_BPE_REQUIRE(rc == KITE_OK);
+    FUZZ_BPE_REQUIRE(n <= cap);
+    for (size_t i = 0; i < n; i++) {
+        FUZZ_BPE_REQUIRE(ids[i] >= 0 && ids[i] < v->n_tokens);
+        FUZZ_BPE_REQUIRE(v->types[ids[i]] != VOCAB_TT_CONTROL && v->types[ids[i]] != VOCAB_TT_UNKNOWN);
+    }
+    if (size == 0) FUZZ_BPE_REQUIRE(n == 0);
+    size_t n2 = 0;
+    FUZZ_BPE_REQUIRE(n == 0 || kite_tokenize(m, text, size, false, ids, n - 1, &n2) == KITE_E_RANGE);
+    FUZZ_BPE_REQUIRE(n == 0 || n2 == n);
+
+    /* 2. pieces */
+    size_t d = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *p;
+        char buf[8];
+        int l = kite_token_to_piece(m, ids[i], &p, buf);
+        FUZZ_BPE_REQUIRE(l >= 0 && d + (size_t)l <= elen);
+        memcpy(dec + d, p, (size_t)l);
+        d += (size_t)l;
+    }
+    FUZZ_BPE_REQUIRE(d == elen && memcmp(dec, exp, elen) == 0);
+
+    /* 3. streaming detok */
+    kite_detok *dt;
+    FUZZ_BPE_REQUIRE(kite_detok_new(m, &dt) == KITE_OK);
+    size_t s = 0;
+    for (size_t i = 0; i <= n; i++) {
+        int r = i < n ? kite_detok_push(dt, ids[i], chunk, chunk_cap) : kite_detok_flush(dt, chunk, chunk_cap);
+        FUZZ_BPE_REQUIRE(r >= 0 && chunk[r] == '\0');
+        FUZZ_BPE_REQUIRE(fuzz_bpe_valid_utf8(chunk, (size_t)r));
+        FUZZ_BPE_REQUIRE(s + (size_t)r <= 3 * elen + 16);
+        memcpy(str + s, chunk, (size_t)r);
+        s += (size_t)r;
+    }
+    kite_detok_free(dt);
+    size_t w = fuzz_bpe_sanitize((const uint8_t *)exp, elen, want);
+    FUZZ_BPE_REQUIRE(s == w && memcmp(str, want, w) == 0);
+
+    free(chunk);
+    free(str);
+    free(want);
+    free(dec);
+    free(ids);
+    free(exp);
+    return 0;
+}
