@@ -4,7 +4,7 @@
  * DESIGN
  *   One `vocab` per model, built from the GGUF keys tokenizer.ggml.* and
  *   immutable afterwards.  The tokenizer model ("llama" = SentencePiece BPE
- *   now; "gpt2" = byte-level BPE later) selects the encoder implementation;
+ *   in spm.c; "gpt2" = byte-level BPE in bpe.c) selects the encoder;
  *   the vocabulary tables (pieces, scores, token types, special ids) are shared
  *   by all of them.  Pieces point into the GGUF image (not copied).
  *
