@@ -6,6 +6,7 @@
 #   make test SAN=1 the same under AddressSanitizer + UndefinedBehaviorSanitizer (build-san/)
 #   make fuzz       libFuzzer targets (clang), each run for FUZZ_SECONDS
 #   make bench      benchmark the standard set, rewrite BENCHMARKS.md (docs/bench.md)
+#   make roofline-report  predicted vs measured roofline, rewrite docs/ROOFLINE.md
 #   make WERROR=1   treat warnings as errors (CI)
 #
 # Only files under an ISA folder (src/kernels/x86_*) may get ISA flags, so the
@@ -51,6 +52,10 @@ all: $(BUILD)/kite $(BUILD)/libkite.a
 
 deps:
 	@sh scripts/install-deps.sh
+
+# Every compile waits for the package check, so `make -jN run` is safe on a
+# fresh machine too (order-only: it never forces a rebuild).
+$(LIB_OBJ) $(CLI_OBJ) $(TEST_BIN): | deps
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -98,6 +103,12 @@ test: deps $(BUILD)/kite $(TEST_BIN)
 # BENCH_LAYERS, BENCH_REPS, BENCH_TYPES, LLAMA_BENCH=... are passed through).
 bench: $(BUILD)/kite
 	sh bench/run.sh $(BUILD)
+
+# ---- roofline report: docs/ROOFLINE.md and docs/roofline-tinyllama.svg, predicted vs
+# measured on this machine (docs/roofline.md; ROOFLINE_LAYERS, ROOFLINE_THREADS, ROOFLINE_REPS)
+.PHONY: roofline-report
+roofline-report: $(BUILD)/kite
+	sh scripts/roofline-report.sh $(BUILD)
 
 # ---- fuzzing (clang + libFuzzer) ------------------------------------------
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))

@@ -18,6 +18,7 @@ static const command commands[] = {
     {"tokenize", cmd_tokenize, "print the token ids of a text as a JSON array"},
     {"synth", cmd_synth, "write a random-weight GGUF model of a real shape (for benchmarks)"},
     {"bench", cmd_bench, "measure prefill and decode speed (and the machine's bandwidth)"},
+    {"roofline", cmd_roofline, "per-op roofline of prefill and decode: bounds, predicted speed, charts"},
 };
 
 static void usage(FILE *f) {

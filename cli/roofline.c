@@ -1,0 +1,334 @@
+/*
+ * roofline.c - `kite roofline`: per-op roofline analysis of prefill and
+ * decode for a model file or a named shape on a hardware profile, with
+ * sweeps, an SVG (and gnuplot PNG) chart and a predicted-vs-measured
+ * comparison on this machine.  The model is src/roofline/ (docs/roofline.md).
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "kite.h"
+#include "roofline/roofline.h"
+
+#define CMD "roofline"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: kite roofline [-m MODEL | --shape NAME] [--hw NAME|FILE|probe] [--batch B] [--prompt L]\n"
+            "                     [--gen N] [--wtype T] [--atype T] [--kvtype T] [--layers N] [-t THREADS]\n"
+            "                     [--json] [--sweep batch=A..B prompt=C..D] [--svg FILE] [--png FILE]\n"
+            "                     [--compare] [--reprobe]\n"
+            "\n"
+            "Per-op FLOPs, bytes, arithmetic intensity, bound and predicted time for prefill and decode\n"
+            "(docs/roofline.md).\n"
+            "\n"
+            "  -m, --model FILE  GGUF model: hyperparameters and weight types from the file\n"
+            "  --shape NAME      %s (default tinyllama-1.1b)\n"
+            "  --layers N        override the layer count (compare with `kite synth --layers N`)\n"
+            "  --hw X            %s, a profile file, or probe (this machine,\n"
+            "                    measured once and cached; default probe)\n"
+            "  -t N              threads for probe and --compare (default: online CPUs)\n"
+            "  --batch B         sequences per batch (default 1)\n"
+            "  --prompt L        prompt tokens (default 128)\n"
+            "  --gen N           generated tokens; decode is costed at context L + N/2 (default 32)\n"
+            "  --wtype T         weight type (default: the file's, else f16): any GGUF type name\n"
+            "  --atype T         f32|bf16|int8: activation bytes and matmul peak (default int8 for\n"
+            "                    q4_0/q8_0/q4_K/q6_K, which kite runs on int8 dot kernels, bf16 for\n"
+            "                    f16/bf16 weights, else f32)\n"
+            "  --kvtype T        f32|f16|q8_0 KV cache (default f32, what kite stores)\n"
+            "  --json            end with one JSON line (prefill_tok_s, decode_tok_s, ttft_s, ops)\n"
+            "  --sweep A [B]     batch=LO..HI and/or prompt=LO..HI (doubling): bound regimes, crossovers\n"
+            "                    and the effect of W4A16 vs W8A8 quantization\n"
+            "  --svg FILE        write the roofline chart as SVG\n"
+            "  --png FILE        the chart through gnuplot (skipped if gnuplot is not installed)\n"
+            "  --compare         time kite's kernels per op here; print predicted vs measured\n"
+            "  --reprobe         measure the probe profile again\n",
+            "tinyllama-1.1b|llama2-7b|llama3-8b|mistral-7b|stories260k", rl_hw_builtin_list());
+}
+
+static bool parse_range(const char *s, const char *key, int64_t *lo, int64_t *hi) {
+    size_t n = strlen(key);
+    if (strncmp(s, key, n) || s[n] != '=') return false;
+    char *end;
+    long long a = strtoll(s + n + 1, &end, 10);
+    if (strncmp(end, "..", 2)) return false;
+    long long b = strtoll(end + 2, &end, 10);
+    if (*end || a < 1 || b < a || b > (1 << 24)) return false;
+    *lo = a;
+    *hi = b;
+    return true;
+}
+
+static bool is_int_kernel(uint32_t t) {
+    return t == KITE_DTYPE_Q4_0 || t == KITE_DTYPE_Q8_0 || t == KITE_DTYPE_Q4_K || t == KITE_DTYPE_Q6_K;
+}
+
+/* int8 for the types kite runs on int8 dot kernels, bf16 for 16-bit weights
+ * (tensor-core style matmul), else f32. */
+static int default_atype(uint32_t t) {
+    if (is_int_kernel(t)) return RL_A_INT8;
+    if (t == KITE_DTYPE_F16 || t == KITE_DTYPE_BF16) return RL_A_BF16;
+    return RL_A_F32;
+}
+
+/* tok/s of phase p with the weights and atype replaced. */
+static double variant(const rl_shape *sh, const rl_hw *hw, const rl_setting *st, uint32_t wt, int at, int p) {
+    rl_shape s2 = *sh;
+    rl_setting t2 = *st;
+    s2.wtype = s2.out_type = wt;
+    t2.atype = at;
+    rl_result r;
+    if (rl_predict(&s2, hw, &t2, &r) != KITE_OK) return 0;
+    return p == RL_PREFILL ? r.prefill_tok_s : r.decode_tok_s;
+}
+
+static void print_sweep(const rl_shape *sh, const rl_hw *hw, const rl_setting *st, int64_t blo, int64_t bhi,
+                        int64_t plo, int64_t phi) {
+    rl_result r;
+    rl_setting s2 = *st;
+    if (bhi > 0) {
+        printf("\n## decode sweep (prompt %" PRId64 ", gen %" PRId64 ")\n\n", st->prompt, st->gen);
+        printf("| batch | bound | compute/memory | decode tok/s | W4A16 (q4_0, bf16) | W8A8 (q8_0, int8) |\n");
+        printf("|---:|---|---:|---:|---:|---:|\n");
+        for (int64_t b = blo; b <= bhi; b *= 2) {
+            s2.batch = b;
+            if (rl_predict(sh, hw, &s2, &r) != KITE_OK) return;
+            const rl_phase_result *ph = &r.ph[RL_DECODE];
+            double w4 = variant(sh, hw, &s2, KITE_DTYPE_Q4_0, RL_A_BF16, RL_DECODE);
+            double w8 = variant(sh, hw, &s2, KITE_DTYPE_Q8_0, RL_A_INT8, RL_DECODE);
+            printf("| %" PRId64 " | %s | %.2f | %.1f | %.1f (x%.2f) | %.1f (x%.2f) |\n", b,
+                   ph->compute_bound ? "compute" : "memory", ph->t_compute / ph->t_memory, r.decode_tok_s, w4,
+                   w4 / r.decode_tok_s, w8, w8 / r.decode_tok_s);
+        }
+        s2.batch = st->batch;
+        int64_t x = rl_decode_crossover(sh, hw, st, NULL, bhi);
+        int64_t xq = rl_decode_crossover(sh, hw, st, "ffn_up", bhi);
+        if (x)
+            printf("\ndecode turns compute-bound at batch %" PRId64 " (ffn_up alone at %" PRId64 ")\n", x, xq);
+        else
+            printf("\ndecode stays memory-bound up to batch %" PRId64 " (ffn_up alone turns at %" PRId64
+                   "; 0 = never: attention's KV reads grow with the batch)\n", bhi, xq);
+    }
+    if (phi > 0) {
+        s2.batch = st->batch;
+        printf("\n## prefill sweep (batch %" PRId64 ")\n\n", st->batch);
+        printf("| prompt | bound | compute/memory | TTFT s | prefill tok/s | W4A16 (q4_0, bf16) | W8A8 (q8_0, int8) |\n");
+        printf("|---:|---|---:|---:|---:|---:|---:|\n");
+        for (int64_t p = plo; p <= phi; p *= 2) {
+            s2.prompt = p;
+            if (rl_predict(sh, hw, &s2, &r) != KITE_OK) return;
+            const rl_phase_result *ph = &r.ph[RL_PREFILL];
+            double w4 = variant(sh, hw, &s2, KITE_DTYPE_Q4_0, RL_A_BF16, RL_PREFILL);
+            double w8 = variant(sh, hw, &s2, KITE_DTYPE_Q8_0, RL_A_INT8, RL_PREFILL);
+            printf("| %" PRId64 " | %s | %.2f | %.4g | %.1f | %.1f (x%.2f) | %.1f (x%.2f) |\n", p,
+                   ph->compute_bound ? "compute" : "memory", ph->t_compute / ph->t_memory, r.ttft_s, r.prefill_tok_s,
+                   w4, w4 / r.prefill_tok_s, w8, w8 / r.prefill_tok_s);
+        }
+        int64_t x = rl_prefill_crossover(sh, hw, st, plo, phi);
+        if (x)
+            printf("\nprefill is compute-bound from prompt %" PRId64 "\n", x);
+        else
+            printf("\nprefill stays memory-bound up to prompt %" PRId64 "\n", phi);
+    }
+    printf("\nReading: in a memory-bound regime time follows bytes, so weight-only quantization (fewer weight\n"
+           "bytes) helps and low-precision compute does not; in a compute-bound regime time follows the\n"
+           "matmul peak, so weight-activation quantization (INT8 compute) helps and weight-only does not.\n");
+}
+
+static const char *group_of(const char *op) {
+    if (strstr(op, "norm")) return "norms";
+    if (strstr(op, "_proj")) return "attn q/k/v/o proj";
+    if (!strcmp(op, "attn_scores") || !strcmp(op, "softmax") || !strcmp(op, "attn_values")) return "attention";
+    if (!strncmp(op, "ffn_", 4) && strcmp(op, "ffn_act")) return "ffn gate/up/down";
+    return op;
+}
+
+static int compare(const rl_shape *sh, const rl_setting *st, const rl_result *r, int n_threads) {
+    static const char *groups[] = {"embed", "norms", "attn q/k/v/o proj", "rope", "attention", "ffn gate/up/down",
+                                   "ffn_act", "output"};
+    enum { NG = sizeof groups / sizeof groups[0] };
+    for (int p = 0; p < 2; p++) {
+        rl_measured m[RL_MAX_OPS];
+        const rl_phase_result *ph = &r->ph[p];
+        if (rl_measure_phase(sh, st, p, n_threads, ph, m) != KITE_OK) {
+            fprintf(stderr, "kite %s: %s\n", CMD, kite_last_error());
+            return 1;
+        }
+        double pg[NG] = {0}, mg[NG] = {0}, pt = 0, mt = 0;
+        for (int i = 0; i < ph->n_ops; i++)
+            for (int g = 0; g < NG; g++)
+                if (!strcmp(group_of(ph->ops[i].name), groups[g])) {
+                    pg[g] += ph->ops[i].time * (double)ph->ops[i].count;
+                    mg[g] += m[i].time * (double)ph->ops[i].count;
+                }
+        printf("\n## %s: predicted vs measured (kite kernels, %d threads)\n\n", p ? "decode" : "prefill", n_threads);
+        printf("| op type | predicted ms | measured ms | measured/predicted |\n|---|---:|---:|---:|\n");
+        for (int g = 0; g < NG; g++) {
+            printf("| %s | %.3f | %.3f | %.2f |\n", groups[g], pg[g] * 1e3, mg[g] * 1e3,
+                   pg[g] > 0 ? mg[g] / pg[g] : 0.0);
+            pt += pg[g];
+            mt += mg[g];
+        }
+        double toks = p ? (double)st->batch : (double)(st->batch * st->prompt);
+        printf("| **total** | %.3f | %.3f | %.2f |\n", pt * 1e3, mt * 1e3, mt / pt);
+        printf("\n%s: predicted %.2f tok/s, measured (sum of op times) %.2f tok/s\n", p ? "decode" : "prefill",
+               toks / pt, toks / mt);
+    }
+    return 0;
+}
+
+static int write_png(const char *png, const rl_hw *hw, const rl_result *r) {
+    if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
+        fprintf(stderr, "kite %s: gnuplot not installed, --png %s skipped\n", CMD, png);
+        return 0;
+    }
+    char dat[64], gp[64];
+    snprintf(dat, sizeof dat, "/tmp/kite-roofline-%d.dat", (int)getpid());
+    snprintf(gp, sizeof gp, "/tmp/kite-roofline-%d.gp", (int)getpid());
+    FILE *f = fopen(dat, "w");
+    if (!f) return 1;
+    for (int p = 0; p < 2; p++)
+        for (int i = 0; i < r->ph[p].n_ops; i++) {
+            const rl_op *o = &r->ph[p].ops[i];
+            if (o->flops > 0 && isfinite(o->intensity))
+                fprintf(f, "%g %g %s%s\n", o->intensity, o->flops / o->time / 1e9, p ? "d:" : "p:", o->name);
+        }
+    fclose(f);
+    if (!(f = fopen(gp, "w"))) return 1;
+    fprintf(f, "set terminal png size 1000,650\nset output '%s'\nset logscale xy\nset xlabel 'FLOP/byte'\n"
+               "set ylabel 'GFLOP/s'\nbw=%g\nf32=%g\nbf=%g\ni8=%g\nset xrange [1e-2:1e4]\n"
+               "plot (x*bw<f32?x*bw:f32) t 'FP32 roof', (x*bw<bf?x*bw:bf) t 'BF16 roof', "
+               "(x*bw<i8?x*bw:i8) t 'INT8 roof', '%s' u 1:2 w p pt 7 t 'ops', '' u 1:2:3 w labels offset 1,0.5 "
+               "font ',7' notitle\n",
+            png, hw->mem_bw_gbs, hw->fp32_gflops, hw->bf16_gflops > 0 ? hw->bf16_gflops : hw->fp32_gflops,
+            hw->int8_gops > 0 ? hw->int8_gops : hw->fp32_gflops, dat);
+    fclose(f);
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "gnuplot %s", gp);
+    int rc = system(cmd);
+    remove(dat);
+    remove(gp);
+    if (rc != 0) fprintf(stderr, "kite %s: gnuplot failed\n", CMD);
+    return rc != 0;
+}
+
+int cmd_roofline(int argc, char **argv) {
+    const char *model = NULL, *shape = NULL, *hwname = "probe", *wtype = NULL, *atype = NULL, *kvtype = "f32";
+    const char *svg = NULL, *png = NULL, *v;
+    int64_t batch = 1, prompt = 128, gen = 32, layers = 0, threads = sysconf(_SC_NPROCESSORS_ONLN);
+    int64_t blo = 0, bhi = 0, plo = 0, phi = 0;
+    bool json = false, cmp = false, reprobe = false, sweep = false;
+    if (threads < 1) threads = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            if (!(model = cli_value(CMD, argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--shape")) {
+            if (!(shape = cli_value(CMD, argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--hw")) {
+            if (!(hwname = cli_value(CMD, argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--wtype")) {
+            if (!(wtype = cli_value(CMD, argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--atype")) {
+            if (!(atype = cli_value(CMD, argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--kvtype")) {
+            if (!(kvtype = cli_value(CMD, argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--svg")) {
+            if (!(svg = cli_value(CMD, argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--png")) {
+            if (!(png = cli_value(CMD, argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--batch")) {
+            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 1, 1 << 20, &batch)) return 2;
+        } else if (!strcmp(a, "--prompt")) {
+            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 1, 1 << 24, &prompt)) return 2;
+        } else if (!strcmp(a, "--gen")) {
+            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 0, 1 << 24, &gen)) return 2;
+        } else if (!strcmp(a, "--layers")) {
+            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 1, 4096, &layers)) return 2;
+        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 1, 256, &threads)) return 2;
+        } else if (!strcmp(a, "--json")) {
+            json = true;
+        } else if (!strcmp(a, "--compare")) {
+            cmp = true;
+        } else if (!strcmp(a, "--reprobe")) {
+            reprobe = true;
+        } else if (!strcmp(a, "--sweep")) {
+            sweep = true;
+            while (i + 1 < argc && strchr(argv[i + 1], '=')) {
+                const char *s = argv[++i];
+                if (!parse_range(s, "batch", &blo, &bhi) && !parse_range(s, "prompt", &plo, &phi))
+                    return cli_usage_error(CMD, "--sweep: '%s' is not batch=LO..HI or prompt=LO..HI", s);
+            }
+            if (!bhi && !phi) blo = 1, bhi = 256, plo = 128, phi = 32768;
+        } else {
+            return cli_usage_error(CMD, "unknown option '%s' (see --help)", a);
+        }
+    }
+    if (model && shape) return cli_usage_error(CMD, "-m and --shape exclude each other");
+
+    rl_shape sh;
+    int rc;
+    if (model) {
+        rc = rl_shape_from_file(model, &sh);
+    } else {
+        rc = rl_shape_from_name(shape ? shape : "tinyllama-1.1b", KITE_DTYPE_F16, &sh);
+    }
+    if (rc != KITE_OK) {
+        fprintf(stderr, "kite %s: %s\n", CMD, kite_last_error());
+        return rc == KITE_E_NOT_FOUND && !model ? 2 : 1;
+    }
+    if (layers) sh.n_layer = layers;
+    if (wtype) {
+        int t = dtype_from_name(wtype);
+        if (t < 0 || rl_dtype_bpe((uint32_t)t) <= 0) return cli_usage_error(CMD, "--wtype: unknown type '%s'", wtype);
+        sh.wtype = sh.out_type = (uint32_t)t;
+    }
+    rl_setting st = {.batch = batch, .prompt = prompt, .gen = gen, .atype = default_atype(sh.wtype)};
+    if (atype && (st.atype = rl_atype_from_name(atype)) < 0)
+        return cli_usage_error(CMD, "--atype: '%s' is not f32, bf16 or int8", atype);
+    int kt = dtype_from_name(kvtype);
+    if (kt != KITE_DTYPE_F32 && kt != KITE_DTYPE_F16 && kt != KITE_DTYPE_Q8_0)
+        return cli_usage_error(CMD, "--kvtype: '%s' is not f32, f16 or q8_0", kvtype);
+    st.kvtype = (uint32_t)kt;
+
+    rl_hw hw;
+    const rl_hw *bi = rl_hw_builtin(hwname);
+    if (bi) {
+        hw = *bi;
+    } else if (!strcmp(hwname, "probe")) {
+        bool measured = false;
+        if (!json) fprintf(stderr, "kite %s: probing this machine (cached after the first run)...\n", CMD);
+        if ((rc = rl_hw_probe((int)threads, reprobe, &hw, &measured)) != KITE_OK) {
+            fprintf(stderr, "kite %s: probe: %s\n", CMD, kite_last_error());
+            return 1;
+        }
+    } else if ((rc = rl_hw_load(hwname, &hw)) != KITE_OK) {
+        fprintf(stderr, "kite %s: --hw: %s (built-ins: %s, probe)\n", CMD, kite_last_error(), rl_hw_builtin_list());
+        return 1;
+    }
+
+    rl_result r;
+    if ((rc = rl_predict(&sh, &hw, &st, &r)) != KITE_OK) {
+        fprintf(stderr, "kite %s: %s\n", CMD, kite_last_error());
+        return 1;
+    }
+    rl_print_table(stdout, &sh, &hw, &st, &r);
+    if (sweep) print_sweep(&sh, &hw, &st, blo, bhi, plo, phi);
+    if (svg && (rc = rl_svg_write(svg, &sh, &hw, &st, &r)) != KITE_OK) {
+        fprintf(stderr, "kite %s: %s\n", CMD, kite_last_error());
+        return 1;
+    }
+    if (png && write_png(png, &hw, &r)) return 1;
+    if (cmp && compare(&sh, &st, &r, (int)threads)) return 1;
+    if (json) rl_print_json(stdout, &sh, &hw, &st, &r);
+    return 0;
+}

@@ -1,0 +1,156 @@
+/*
+ * roofline.h - analytic roofline model of the LLaMA forward pass
+ * (`kite roofline`, docs/roofline.md).
+ *
+ * DESIGN
+ *   rl_predict() lists every operation of one layer plus the model-level
+ *   ones (embedding, output norm, output head) for a phase (prefill or
+ *   decode) and counts, exactly and in closed form:
+ *     flops      2 per multiply-add; element-wise ops by the per-element
+ *                counts of docs/roofline.md (rmsnorm 4, rope 3, softmax 5,
+ *                swiglu 5);
+ *     bytes      weights (type_size/block_size of the weight type per
+ *                element, so every GGUF type works), activations (atype
+ *                bytes per element read and written), KV cache (kvtype
+ *                bytes per element, read by attention, written by k/v);
+ *   then predicts time = max(flops / peak, memory time) per op, where the
+ *   peak is the atype's for matmuls, attn_gflops for attention and
+ *   elem_gflops for element-wise ops (each defaulting to FP32), and the
+ *   memory time charges weight bytes at min(bandwidth, kernel rate of the
+ *   weight type) and other bytes at the bandwidth.  Fused attention
+ *   (FlashAttention) keeps scores in registers/cache: scores and softmax
+ *   move no bytes.
+ *
+ *   Phases: prefill = batch sequences of `prompt` tokens from an empty
+ *   cache, weights read once per chunk of RL_CHUNK tokens (kite's n_batch);
+ *   decode = one step of `batch` sequences at the mean context
+ *   prompt + gen/2; decode tok/s = batch / step time.
+ *
+ * OWNERSHIP / THREAD SAFETY
+ *   Plain value types; rl_predict writes into a caller-owned rl_result.
+ *   All functions are reentrant.
+ */
+#ifndef KITE_ROOFLINE_ROOFLINE_H
+#define KITE_ROOFLINE_ROOFLINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "tensor/dtype.h"
+
+#define RL_CHUNK 512     /* prefill tokens per forward call (kite's n_batch) */
+#define RL_MAX_OPS 24    /* ops per phase */
+
+enum rl_atype { RL_A_F32 = 0, RL_A_BF16 = 1, RL_A_INT8 = 2 };
+enum rl_phase { RL_PREFILL = 0, RL_DECODE = 1 };
+
+typedef struct rl_shape {
+    char name[64];
+    int64_t n_embd, n_ff, n_layer, n_head, n_head_kv, head_dim, n_vocab;
+    uint32_t wtype;       /* enum kite_dtype of the layer matrices */
+    uint32_t out_type;    /* enum kite_dtype of the output head */
+} rl_shape;
+
+typedef struct rl_hw {
+    char name[128];
+    double mem_bw_gbs;    /* read bandwidth, GB/s (1e9 B/s) */
+    double fp32_gflops;   /* FP32 peak, GFLOP/s */
+    double bf16_gflops;   /* BF16 matmul peak, GFLOP/s */
+    double int8_gops;     /* INT8 matmul peak, GOP/s */
+    double kern_gbs[KITE_DTYPE_COUNT]; /* weight bytes/s (GB/s) the decode kernel of a type consumes; 0 = unknown (bandwidth only) */
+    double attn_gflops;   /* rate of the attention kernel (scores, softmax, values), GFLOP/s; 0 = fp32_gflops */
+    double elem_gflops;   /* rate of element-wise ops (norms, RoPE, SwiGLU), GFLOP/s; 0 = fp32_gflops */
+    double launch_us;     /* fixed cost per op launch, microseconds (thread-pool round trip) */
+    int threads;          /* threads the numbers were measured with (0: n/a) */
+} rl_hw;
+
+typedef struct rl_setting {
+    int64_t batch, prompt, gen;
+    int atype;            /* enum rl_atype: activation bytes and matmul peak */
+    uint32_t kvtype;      /* enum kite_dtype of the KV cache: f32, f16, q8_0 */
+} rl_setting;
+
+typedef struct rl_op {
+    const char *name;     /* "q_proj", ... (static) */
+    int64_t count;        /* times per forward: n_layer for layer ops, 1 for model ops */
+    bool matmul;          /* uses the atype peak (else FP32) */
+    double flops;         /* per instance */
+    double w_bytes, act_bytes, kv_bytes; /* per instance: weights, activations r+w, KV cache r+w */
+    double intensity;     /* flops / bytes; 0 bytes -> INFINITY */
+    double t_compute, t_memory, time; /* per instance, seconds; time = max + launch */
+    bool compute_bound;
+} rl_op;
+
+typedef struct rl_phase_result {
+    rl_op ops[RL_MAX_OPS];
+    int n_ops;
+    double flops, bytes, time;   /* whole forward (ops * count) */
+    double t_compute, t_memory;  /* sums of per-op terms * count */
+    bool compute_bound;          /* t_compute > t_memory */
+} rl_phase_result;
+
+typedef struct rl_result {
+    rl_phase_result ph[2];       /* [enum rl_phase] */
+    double ttft_s;               /* prefill time of all sequences */
+    double prefill_tok_s;        /* batch*prompt / prefill time */
+    double decode_tok_s;         /* batch / decode step time */
+    double ridge;                /* matmul peak / bandwidth, FLOP/byte */
+} rl_result;
+
+/* Bytes per element of dtype t (type_size / block_size); 0 for unknown. */
+double rl_dtype_bpe(uint32_t t);
+/* Bytes per activation element / matmul peak (GFLOP/s) of an atype. */
+double rl_atype_bytes(int atype);
+double rl_atype_peak(const rl_hw *hw, int atype);
+const char *rl_atype_name(int atype);
+int rl_atype_from_name(const char *s); /* -1 if unknown */
+
+/* Fills sh from a named shape (synth's table).  KITE_OK or KITE_E_NOT_FOUND. */
+int rl_shape_from_name(const char *name, uint32_t wtype, rl_shape *sh /* OUT */);
+/* Fills sh from a GGUF model file (hparams + tensor types).  KITE_OK or an error. */
+int rl_shape_from_file(const char *path, rl_shape *sh /* OUT */);
+
+/* The model; returns KITE_OK or KITE_E_ARG for invalid sizes. */
+int rl_predict(const rl_shape *sh, const rl_hw *hw, const rl_setting *st, rl_result *r /* OUT */);
+
+/* Smallest batch in [1, max_b] at which the decode op `op` (or, op == NULL,
+ * the whole decode phase) is compute-bound; 0 if none. */
+int64_t rl_decode_crossover(const rl_shape *sh, const rl_hw *hw, const rl_setting *st, const char *op, int64_t max_b);
+/* Smallest prompt in [lo, hi] (doubling) at which prefill is compute-bound; 0 if none. */
+int64_t rl_prefill_crossover(const rl_shape *sh, const rl_hw *hw, const rl_setting *st, int64_t lo, int64_t hi);
+
+/* Output: the per-op tables, the totals, and the JSON line. */
+void rl_print_table(FILE *f, const rl_shape *sh, const rl_hw *hw, const rl_setting *st, const rl_result *r);
+void rl_print_json(FILE *f, const rl_shape *sh, const rl_hw *hw, const rl_setting *st, const rl_result *r);
+
+/* ---- hardware profiles (hw.c) ---- */
+/* Built-in profile by name (case-insensitive); NULL if none. */
+const rl_hw *rl_hw_builtin(const char *name);
+const char *rl_hw_builtin_list(void);
+/* Parses the text format (docs/roofline.md).  KITE_OK, KITE_E_IO or KITE_E_FORMAT. */
+int rl_hw_load(const char *path, rl_hw *hw /* OUT */);
+int rl_hw_parse(const char *text, const char *what, rl_hw *hw /* OUT */);
+int rl_hw_save(const char *path, const rl_hw *hw);
+void rl_hw_write(FILE *f, const rl_hw *hw);
+
+/* ---- measurement on this machine (measure.c) ---- */
+/* The probed profile for n_threads threads: cached in ~/.cache/kite/roofline-tN.txt,
+ * else measured (bandwidth and FP32 from core/probe, kernel rates and the
+ * BF16/INT8 matmul rates by timing kite's kernels) and cached. */
+int rl_hw_probe(int n_threads, bool force, rl_hw *hw /* OUT */, bool *measured /* OUT, may be NULL */);
+
+typedef struct rl_measured {
+    const char *name;     /* op name as in rl_op */
+    double time;          /* seconds per instance */
+} rl_measured;
+/* Times kite's kernels for every op of the phase with the shape's sizes
+ * (random weights of the shape's types).  m[i] matches r->ph[phase].ops[i].
+ * KITE_OK or KITE_E_NOMEM. */
+int rl_measure_phase(const rl_shape *sh, const rl_setting *st, int phase, int n_threads,
+                     const rl_phase_result *pred, rl_measured *m /* OUT: pred->n_ops */);
+
+/* ---- SVG chart (svg.c) ---- */
+int rl_svg_write(const char *path, const rl_shape *sh, const rl_hw *hw, const rl_setting *st, const rl_result *r);
+
+#endif

@@ -1,0 +1,77 @@
+/*
+ * shape.c - the model shape of the roofline analysis: from synth's table of
+ * well-known shapes (`--shape NAME`) or from a GGUF file (`-m FILE`).
+ *
+ * A file's hyperparameters come from the public API (kite_model_get_info,
+ * loaded with mmap so nothing is copied); the weight types from the GGUF
+ * tensor table: blk.0.attn_q.weight for the layer matrices and
+ * output.weight (else the tied token_embd.weight) for the head.
+ *
+ * Thread safety: reentrant.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "gguf/gguf.h"
+#include "kite.h"
+#include "model/synth.h"
+#include "roofline/roofline.h"
+
+int rl_shape_from_name(const char *name, uint32_t wtype, rl_shape *sh) {
+    const synth_shape *s = synth_shape_find(name);
+    if (!s) return err_set(KITE_E_NOT_FOUND, "roofline: unknown shape '%s' (%s)", name, synth_shape_list());
+    memset(sh, 0, sizeof *sh);
+    snprintf(sh->name, sizeof sh->name, "%s", s->name);
+    sh->n_embd = s->n_embd;
+    sh->n_ff = s->n_ff;
+    sh->n_layer = s->n_layer;
+    sh->n_head = s->n_head;
+    sh->n_head_kv = s->n_head_kv;
+    sh->head_dim = s->n_embd / s->n_head;
+    sh->n_vocab = s->n_vocab;
+    sh->wtype = wtype;
+    sh->out_type = wtype;
+    return KITE_OK;
+}
+
+int rl_shape_from_file(const char *path, rl_shape *sh) {
+    kite_model *m = NULL;
+    gguf_ctx *g = NULL;
+    kite_model_params mp = kite_model_default_params();
+    mp.use_mmap = true;
+    int rc = kite_model_load(path, &mp, &m);
+    if (rc != KITE_OK) goto done;
+    kite_model_info mi;
+    kite_model_get_info(m, &mi);
+    if (mi.vocab_only) {
+        rc = err_set(KITE_E_STATE, "%s: vocab-only model has no weights", path);
+        goto done;
+    }
+    gguf_open_params gp = {.use_mmap = true};
+    rc = gguf_open(path, &gp, &g);
+    if (rc != KITE_OK) goto done;
+    const gguf_tensor *tq = gguf_find_tensor(g, "blk.0.attn_q.weight");
+    const gguf_tensor *to = gguf_find_tensor(g, "output.weight");
+    if (!to) to = gguf_find_tensor(g, "token_embd.weight");
+    if (!tq || !to) {
+        rc = err_set(KITE_E_NOT_FOUND, "%s: tensor blk.0.attn_q.weight or output/token_embd.weight missing", path);
+        goto done;
+    }
+    memset(sh, 0, sizeof *sh);
+    const char *base = strrchr(path, '/');
+    snprintf(sh->name, sizeof sh->name, "%s", mi.name && mi.name[0] ? mi.name : base ? base + 1 : path);
+    sh->n_embd = mi.n_embd;
+    sh->n_ff = mi.n_ff;
+    sh->n_layer = mi.n_layer;
+    sh->n_head = mi.n_head;
+    sh->n_head_kv = mi.n_head_kv;
+    sh->head_dim = tq->ne[1] / mi.n_head;
+    sh->n_vocab = mi.n_vocab;
+    sh->wtype = tq->type;
+    sh->out_type = to->type;
+done:
+    gguf_close(g);
+    kite_model_free(m);
+    return rc;
+}
