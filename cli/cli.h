@@ -22,6 +22,7 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_roofline(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
 
 /* Path of the bundled model: $KITE_MODEL, else <binary dir>/../models/
  * stories260K.gguf (build/kite in the repository), else the source tree the

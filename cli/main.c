@@ -19,6 +19,7 @@ static const command commands[] = {
     {"synth", cmd_synth, "write a random-weight GGUF model of a real shape (for benchmarks)"},
     {"bench", cmd_bench, "measure prefill and decode speed (and the machine's bandwidth)"},
     {"roofline", cmd_roofline, "per-op roofline of prefill and decode: bounds, predicted speed, charts"},
+    {"quantize", cmd_quantize, "quantize a GGUF model's weights (RTN; llama.cpp mixes such as q4_k_m)"},
 };
 
 static void usage(FILE *f) {

@@ -1,0 +1,118 @@
+/*
+ * quantize.c - `kite quantize`: round-to-nearest quantization of a GGUF model.
+ *
+ *   kite quantize -m IN.gguf -o OUT.gguf --type TYPE [--method rtn] [--mix MIX]
+ *                 [--allow-requantize] [-t THREADS]
+ *
+ * A thin driver over src/quant/quantize.c: parses flags, picks the pure type
+ * or the llama.cpp recipe, runs the quantizer (progress on stderr) and prints
+ * the size before and after.  The output never depends on -t.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "core/timing.h"
+#include "kite.h"
+#include "quant/quantize.h"
+#include "tensor/dtype.h"
+
+#define CMD "quantize"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: kite quantize -m IN.gguf -o OUT.gguf --type TYPE [--method rtn] [--mix MIX]\n"
+            "                     [--allow-requantize] [-t THREADS]\n"
+            "\n"
+            "Re-encodes the weight matrices of a GGUF model (round to nearest, kite's reference\n"
+            "quantizers, byte-identical to llama.cpp's); norms and metadata are copied unchanged.\n"
+            "\n"
+            "  -m, --model F      input model (f32/f16/bf16; quantized input needs --allow-requantize)\n"
+            "  -o, --output F     output path (written to a temporary file, then renamed)\n"
+            "  --type TYPE        every matrix gets TYPE: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k\n"
+            "                     q3_k q4_k q5_k q6_k iq4_nl iq4_xs tq1_0 tq2_0; or a mix name (below)\n"
+            "  --mix MIX          llama.cpp's per-tensor recipe of that ftype (attn_v, ffn_down and\n"
+            "                     output get more bits): %s\n"
+            "  --method rtn       quantization method (only rtn so far)\n"
+            "  --allow-requantize accept already-quantized input (loses quality)\n"
+            "  -t, --threads N    worker threads (default: all online CPUs); no effect on the output\n"
+            "  -h, --help         show this help\n"
+            "\n"
+            "Rows whose length is not a multiple of the type's block fall back to a type that fits\n"
+            "(llama.cpp's rules: q4_k->q5_0, q5_k->q5_1, q6_k->q8_0, ..., else f16); each fallback is\n"
+            "printed.  docs/quantize.md has the tables.\n",
+            quant_recipe_list());
+}
+
+int cmd_quantize(int argc, char **argv) {
+    const char *in = NULL, *out = NULL, *type = NULL, *mix = NULL, *method = "rtn";
+    int64_t threads = 0;
+    bool allow_requant = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            if (!(in = cli_value(CMD, argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+            if (!(out = cli_value(CMD, argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--type")) {
+            if (!(type = cli_value(CMD, argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--mix")) {
+            if (!(mix = cli_value(CMD, argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--method")) {
+            if (!(method = cli_value(CMD, argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--allow-requantize")) {
+            allow_requant = true;
+        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 0, 1024, &threads)) return 2;
+        } else {
+            return cli_usage_error(CMD, "unknown option '%s'", a);
+        }
+    }
+    if (!in) return cli_usage_error(CMD, "-m IN.gguf is required");
+    if (!out) return cli_usage_error(CMD, "-o OUT.gguf is required");
+    if (!type && !mix) return cli_usage_error(CMD, "--type TYPE (or --mix MIX) is required");
+    if (strcmp(method, "rtn") != 0)
+        return cli_usage_error(CMD, "--method: '%s' is not available (only rtn so far)", method);
+
+    quant_params p = {.allow_requantize = allow_requant, .log = stderr};
+    if (mix) {
+        if (!(p.recipe = quant_recipe_find(mix)))
+            return cli_usage_error(CMD, "--mix: unknown mix '%s' (%s)", mix, quant_recipe_list());
+        if (type) { /* allowed when it names the mix's own base type */
+            int t = dtype_from_name(type);
+            if (t < 0 || (uint32_t)t != p.recipe->base)
+                return cli_usage_error(CMD, "--type %s conflicts with --mix %s (whose base type is %s)", type, mix,
+                                       dtype_name(p.recipe->base));
+        }
+    } else {
+        int t = dtype_from_name(type);
+        if (t >= 0) {
+            const dtype_traits *tr = dtype_get((uint32_t)t);
+            if (!tr || !tr->from_float)
+                return cli_usage_error(CMD, "--type: %s has no reference quantizer in kite", type);
+            p.type = (uint32_t)t;
+        } else if (!(p.recipe = quant_recipe_find(type))) {
+            return cli_usage_error(CMD, "--type: unknown type '%s'", type);
+        }
+    }
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    p.n_threads = threads > 0 ? (int)threads : (ncpu > 0 ? (int)ncpu : 1);
+
+    quant_stats st;
+    double t0 = time_now_s();
+    if (quant_model(in, out, &p, &st) != KITE_OK) {
+        fprintf(stderr, "kite %s: %s\n", CMD, kite_last_error());
+        return 1;
+    }
+    fprintf(stderr, "%s: %s, file_type %" PRIu32 ", %d of %d tensors converted (%d fell back), "
+            "tensor data %.2f MB -> %.2f MB (%.1f%%), %.1f s\n",
+            out, p.recipe ? p.recipe->name : dtype_name(p.type), st.ftype, st.n_converted, st.n_tensors,
+            st.n_fallback, (double)st.bytes_in / 1e6, (double)st.bytes_out / 1e6,
+            st.bytes_in ? 100.0 * (double)st.bytes_out / (double)st.bytes_in : 0.0, time_now_s() - t0);
+    return 0;
+}

@@ -1,0 +1,336 @@
+/*
+ * quantize.c - the tensor-by-tensor RTN quantizer behind `kite quantize`.
+ *
+ * DESIGN
+ *   quant_plan() fixes every tensor's output type up front (so all fallback
+ *   lines and errors come before any byte is written); quant_model() then
+ *   copies the metadata into a gguf writer and registers every tensor with a
+ *   fill callback.  The writer asks for a few MiB of rows at a time; the
+ *   callback converts them row by row (input to_float -> output reference
+ *   from_float) on a thread pool, each thread with its own float scratch row,
+ *   or copies them when the type is unchanged.  A row's bytes depend only on
+ *   that row, so the output is identical for any thread count.
+ *
+ * OWNERSHIP
+ *   quant_model() owns the reader ctx, the writer, the pool and the scratch;
+ *   all are freed on every path (one cleanup label).
+ *
+ * THREAD SAFETY
+ *   No global state.  The fill callback runs on the writer's (calling)
+ *   thread and fans out to the pool.
+ */
+#include "quant/quantize.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/threadpool.h"
+#include "kite.h"
+#include "tensor/dtype.h"
+
+#define QUANT_VERSION 2 /* ggml's GGML_QNT_VERSION, written to general.quantization_version */
+
+/* ---- planning ---------------------------------------------------------------- */
+
+static bool is_float_type(uint32_t t) {
+    return t == KITE_DTYPE_F32 || t == KITE_DTYPE_F16 || t == KITE_DTYPE_BF16;
+}
+
+/* Layer of "blk.N.xxx", or -1. */
+static int32_t layer_of(const char *name) {
+    if (strncmp(name, "blk.", 4) != 0) return -1;
+    char *end;
+    long l = strtol(name + 4, &end, 10);
+    if (end == name + 4 || *end != '.' || l < 0 || l > 1000000) return -1;
+    return (int32_t)l;
+}
+
+/* llama.cpp visits tensors ordered by (layer, name); the rank of tensor i
+ * among those whose name contains `kind`, in that order. */
+static int32_t kind_rank(char **names, const int32_t *layers, uint64_t n, uint64_t i, const char *kind) {
+    int32_t r = 0;
+    for (uint64_t j = 0; j < n; j++) {
+        if (j == i || !strstr(names[j], kind)) continue;
+        if (layers[j] < layers[i] || (layers[j] == layers[i] && strcmp(names[j], names[i]) < 0)) r++;
+    }
+    return r;
+}
+
+static int32_t meta_i32(const gguf_ctx *in, const char *arch, const char *suffix) {
+    char key[160];
+    uint32_t v = 0;
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    if (gguf_get_u32(in, key, &v) != KITE_OK || v > 1000000) return 0;
+    return (int32_t)v;
+}
+
+static void model_info(const gguf_ctx *in, char **names, const int32_t *layers, quant_model_info *mi) {
+    memset(mi, 0, sizeof *mi);
+    char arch[64] = "llama";
+    gguf_str s;
+    if (gguf_get_str(in, "general.architecture", &s) == KITE_OK && s.len < sizeof arch) {
+        memcpy(arch, s.ptr, (size_t)s.len);
+        arch[s.len] = '\0';
+    }
+    int32_t max_layer = -1;
+    for (uint64_t i = 0; i < in->n_tensors; i++) {
+        if (strstr(names[i], "attn_v.weight")) mi->n_attn_v++;
+        if (!strcmp(names[i], "output.weight")) mi->has_output = true;
+        if (layers[i] > max_layer) max_layer = layers[i];
+    }
+    mi->n_layer = meta_i32(in, arch, "block_count");
+    if (mi->n_layer <= 0) mi->n_layer = max_layer + 1;
+    int32_t n_head = meta_i32(in, arch, "attention.head_count");
+    int32_t n_head_kv = meta_i32(in, arch, "attention.head_count_kv");
+    if (n_head_kv <= 0) n_head_kv = n_head;
+    mi->n_gqa = n_head > 0 && n_head_kv > 0 ? n_head / n_head_kv : 1;
+    mi->is_70b = !strcmp(arch, "llama") && mi->n_layer == 80 && n_head != n_head_kv;
+}
+
+static int check_target(uint32_t t, const char *what) {
+    const dtype_traits *tr = dtype_get(t);
+    if (!tr || !tr->name) return err_set(KITE_E_ARG, "quantize: %s: unknown type id %" PRIu32, what, t);
+    if (!tr->from_float)
+        return err_set(KITE_E_ARG, "quantize: %s: type %s has no reference quantizer", what, tr->name);
+    return KITE_OK;
+}
+
+int quant_plan(const gguf_ctx *in, const quant_params *p, quant_choice *out, quant_model_info *mi_out) {
+    if (!in || !p || !out) return err_set(KITE_E_ARG, "quantize: NULL argument");
+    int rc = check_target(p->recipe ? p->recipe->base : p->type, "--type");
+    if (rc) return rc;
+    const uint64_t n = in->n_tensors;
+    char **names = calloc(n ? n : 1, sizeof *names);
+    int32_t *layers = calloc(n ? n : 1, sizeof *layers);
+    quant_model_info mi;
+    bool warned_requant = false;
+    if (!names || !layers) {
+        rc = err_set(KITE_E_NOMEM, "quantize: out of memory");
+        goto done;
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        if (!(names[i] = gguf_str_dup(in->tensors[i].name))) {
+            rc = err_set(KITE_E_NOMEM, "quantize: out of memory");
+            goto done;
+        }
+        layers[i] = layer_of(names[i]);
+    }
+    model_info(in, names, layers, &mi);
+
+    for (uint64_t i = 0; i < n; i++) {
+        const gguf_tensor *t = &in->tensors[i];
+        const char *name = names[i];
+        quant_choice c = {.type = t->type, .wanted = t->type, .convert = false};
+        if (quant_tensor_is_matrix(name, t->n_dims)) {
+            uint32_t want = p->type;
+            if (p->recipe) {
+                int32_t rank = 0;
+                if (strstr(name, "attn_v.weight")) rank = kind_rank(names, layers, n, i, "attn_v.weight");
+                else if (strstr(name, "ffn_down")) rank = kind_rank(names, layers, n, i, "ffn_down");
+                want = quant_recipe_type(p->recipe, &mi, name, t->ne[0], rank);
+            }
+            c.wanted = want;
+            c.type = quant_fallback(want, t->ne[0]);
+            c.convert = c.type != t->type;
+            if ((rc = check_target(c.type, name))) goto done;
+        }
+        if (c.convert) {
+            const dtype_traits *tr = dtype_get(t->type);
+            if (!tr || !tr->to_float) {
+                rc = err_set(KITE_E_UNSUPPORTED, "quantize: %s: input type %s cannot be converted (no dequantizer)",
+                             name, dtype_name(t->type));
+                goto done;
+            }
+            if (!is_float_type(t->type)) {
+                if (!p->allow_requantize) {
+                    rc = err_set(KITE_E_UNSUPPORTED,
+                                 "quantize: %s: input is already quantized (%s); requantizing loses quality, "
+                                 "pass --allow-requantize to do it anyway", name, dtype_name(t->type));
+                    goto done;
+                }
+                if (!warned_requant && p->log)
+                    fprintf(p->log, "quantize: warning: requantizing already-quantized weights (first: %s, %s) "
+                            "loses quality; quantize from the f32/f16/bf16 model if you can\n", name,
+                            dtype_name(t->type));
+                warned_requant = true;
+            }
+        }
+        out[i] = c;
+    }
+    if (mi_out) *mi_out = mi;
+done:
+    if (names)
+        for (uint64_t i = 0; i < n; i++) free(names[i]);
+    free(names);
+    free(layers);
+    return rc;
+}
+
+/* ---- writing ------------------------------------------------------------------ */
+
+typedef struct quant_job quant_job;
+
+/* One tensor's streaming source. */
+typedef struct quant_src {
+    quant_job *job;
+    const gguf_tensor *t;   /* input tensor */
+    quant_choice c;
+    int32_t index;          /* 1-based, for progress lines */
+    size_t in_row_bytes;    /* bytes of an input row */
+    size_t out_row_bytes;   /* bytes of an output row */
+} quant_src;
+
+struct quant_job {
+    const quant_params *p;
+    threadpool *tp;
+    float *scratch;         /* [n_threads][max_ne0] */
+    int64_t max_ne0;        /* longest converted row */
+    int32_t n_tensors;
+};
+
+typedef struct fill_task {
+    const quant_src *s;
+    int64_t row0, n_rows;
+    uint8_t *dst;
+} fill_task;
+
+static void fill_task_run(void *arg, int ith, int nth) {
+    const fill_task *f = arg;
+    const quant_src *s = f->s;
+    const dtype_traits *ti = dtype_get(s->t->type), *to = dtype_get(s->c.type);
+    const int64_t ne0 = s->t->ne[0];
+    float *row = s->job->scratch + (size_t)ith * (size_t)s->job->max_ne0;
+    const uint8_t *src = (const uint8_t *)s->t->data;
+    long lo, hi;
+    tp_split((long)f->n_rows, ith, nth, &lo, &hi);
+    for (long r = lo; r < hi; r++) {
+        const uint8_t *in_row = src + (size_t)(f->row0 + r) * s->in_row_bytes;
+        ti->to_float(in_row, row, ne0);
+        to->from_float(row, f->dst + (size_t)r * s->out_row_bytes, ne0);
+    }
+}
+
+static int fill_rows(void *user, int64_t row0, int64_t n_rows, void *dst) {
+    const quant_src *s = user;
+    const quant_params *p = s->job->p;
+    if (row0 == 0 && p->log) {
+        char name[96];
+        snprintf(name, sizeof name, "%.*s", (int)(s->t->name.len < 95 ? s->t->name.len : 95), s->t->name.ptr);
+        char why[128] = "";
+        if (s->c.type != s->c.wanted)
+            snprintf(why, sizeof why, "  fallback: row length %" PRId64 " is not a multiple of the %s block (%d)",
+                     s->t->ne[0], dtype_name(s->c.wanted), (int)dtype_get(s->c.wanted)->block_size);
+        else if (!s->c.convert)
+            snprintf(why, sizeof why, "  copied");
+        fprintf(p->log, "[%3d/%3d] %-28s %5s -> %-6s (%" PRId64 " x %" PRId64 ")%s\n", s->index, s->job->n_tensors,
+                name, dtype_name(s->t->type), dtype_name(s->c.type), s->t->ne[0],
+                s->t->ne[1] * s->t->ne[2] * s->t->ne[3], why);
+    }
+    if (!s->c.convert) {
+        memcpy(dst, (const uint8_t *)s->t->data + (size_t)row0 * s->in_row_bytes, (size_t)n_rows * s->in_row_bytes);
+        return KITE_OK;
+    }
+    fill_task f = {.s = s, .row0 = row0, .n_rows = n_rows, .dst = dst};
+    /* a row costs a few hundred operations per element in the k-quant searches */
+    double work = (double)n_rows * (double)s->t->ne[0] * 64.0;
+    tp_run_n(s->job->tp, fill_task_run, &f, tp_threads_for(s->job->tp, work));
+    return KITE_OK;
+}
+
+static int copy_metadata(const gguf_ctx *in, gguf_writer *w, uint32_t ftype) {
+    for (uint64_t i = 0; i < in->n_kv; i++) {
+        char *key = gguf_str_dup(in->kv[i].key);
+        if (!key) return err_set(KITE_E_NOMEM, "quantize: out of memory");
+        int rc = gguf_writer_set_value(w, key, &in->kv[i].value);
+        free(key);
+        if (rc) return rc;
+    }
+    int rc = gguf_writer_set_u32(w, "general.quantization_version", QUANT_VERSION);
+    if (!rc) rc = gguf_writer_set_u32(w, "general.file_type", ftype);
+    return rc;
+}
+
+int quant_model(const char *in_path, const char *out_path, const quant_params *p, quant_stats *stats) {
+    if (!in_path || !out_path || !p) return err_set(KITE_E_ARG, "quantize: NULL argument");
+    gguf_ctx *in = NULL;
+    gguf_writer *w = NULL;
+    quant_choice *plan = NULL;
+    quant_src *srcs = NULL;
+    quant_job job = {.p = p};
+    quant_stats st = {0};
+    int n_threads = p->n_threads > 0 ? p->n_threads : 1;
+    gguf_open_params op = {.use_mmap = true};
+    int rc = gguf_open(in_path, &op, &in);
+    if (rc) goto done;
+    const uint64_t n = in->n_tensors;
+    if (n > INT32_MAX) {
+        rc = err_set(KITE_E_FORMAT, "%s: too many tensors", in_path);
+        goto done;
+    }
+    plan = calloc(n ? n : 1, sizeof *plan);
+    srcs = calloc(n ? n : 1, sizeof *srcs);
+    if (!plan || !srcs) {
+        rc = err_set(KITE_E_NOMEM, "quantize: out of memory");
+        goto done;
+    }
+    if ((rc = quant_plan(in, p, plan, NULL))) goto done;
+    if (p->recipe) {
+        st.ftype = p->recipe->ftype;
+    } else {
+        int64_t ft = quant_ftype_of_type(p->type);
+        st.ftype = ft >= 0 ? (uint32_t)ft : 1024; /* LLAMA_FTYPE_GUESSED */
+    }
+    for (uint64_t i = 0; i < n; i++)
+        if (plan[i].convert && in->tensors[i].ne[0] > job.max_ne0) job.max_ne0 = in->tensors[i].ne[0];
+    if (job.max_ne0 > 0) {
+        job.scratch = malloc((size_t)n_threads * (size_t)job.max_ne0 * sizeof(float));
+        if (!job.scratch) {
+            rc = err_set(KITE_E_NOMEM, "quantize: out of memory for %d scratch rows", n_threads);
+            goto done;
+        }
+    }
+    if (!(job.tp = tp_new(n_threads))) {
+        rc = KITE_E_NOMEM;
+        goto done;
+    }
+    job.n_tensors = (int32_t)n;
+    if (!(w = gguf_writer_new())) {
+        rc = err_set(KITE_E_NOMEM, "quantize: out of memory");
+        goto done;
+    }
+    if ((rc = copy_metadata(in, w, st.ftype))) goto done;
+    for (uint64_t i = 0; i < n; i++) {
+        const gguf_tensor *t = &in->tensors[i];
+        quant_src *s = &srcs[i];
+        *s = (quant_src){.job = &job, .t = t, .c = plan[i], .index = (int32_t)i + 1,
+                         .in_row_bytes = dtype_row_size(t->type, t->ne[0]),
+                         .out_row_bytes = dtype_row_size(plan[i].type, t->ne[0])};
+        char *name = gguf_str_dup(t->name);
+        if (!name) {
+            rc = err_set(KITE_E_NOMEM, "quantize: out of memory");
+            goto done;
+        }
+        rc = gguf_writer_add_tensor_cb(w, name, plan[i].type, t->n_dims, t->ne, fill_rows, s);
+        free(name);
+        if (rc) goto done;
+        uint64_t rows = (uint64_t)(t->ne[1] * t->ne[2] * t->ne[3]);
+        st.bytes_in += t->nbytes;
+        st.bytes_out += (uint64_t)s->out_row_bytes * rows;
+        if (plan[i].convert) st.n_converted++;
+        if (plan[i].type != plan[i].wanted) st.n_fallback++;
+    }
+    st.n_tensors = (int32_t)n;
+    if ((rc = gguf_writer_write(w, out_path))) goto done;
+    if (stats) *stats = st;
+done:
+    gguf_writer_free(w);
+    tp_free(job.tp);
+    free(job.scratch);
+    free(srcs);
+    free(plan);
+    gguf_close(in);
+    return rc;
+}

@@ -1,0 +1,129 @@
+/*
+ * quantize.h - round-to-nearest (RTN) model quantization, tensor by tensor
+ * (`kite quantize`), with llama.cpp's type mixes and fallbacks.
+ *
+ * DESIGN
+ *   quant_model() reads a GGUF model, decides an output type for every
+ *   tensor (quant_plan), then writes a new GGUF file: all metadata copied
+ *   unchanged except general.file_type (the llama.cpp ftype number of the
+ *   recipe) and general.quantization_version (2), and the tensors in input
+ *   order.  Each tensor's data is produced at write time by a fill callback
+ *   (gguf_writer_add_tensor_cb): a chunk of rows is converted to float with
+ *   the input type's to_float and quantized with the output type's reference
+ *   from_float, rows split over a thread pool.  Each row is converted on its
+ *   own, so the bytes do not depend on the thread count, and no more than a
+ *   chunk of output is in memory at a time.
+ *
+ *   Type choice (docs/quantize.md has the full tables):
+ *     - only 2-D+ tensors whose name ends in "weight" and is not a norm
+ *       ("_norm.weight") are converted; the rest (norms, ...) are copied;
+ *     - pure mode (recipe NULL): every such matrix gets params.type;
+ *     - a recipe (mix) applies llama.cpp's per-tensor rules of the matching
+ *       llama_ftype (output.weight, token_embd, attn_v, ffn_down, ...);
+ *     - then the fallback: a row length (ne[0]) that is not a multiple of
+ *       the chosen type's block size moves to a type that fits, with
+ *       llama.cpp's table (q4_K -> q5_0, q5_K -> q5_1, q6_K -> q8_0,
+ *       q2_K/q3_K/iq4_xs -> iq4_nl, tq1_0/tq2_0 -> q4_0) and f16 when that
+ *       still does not fit; kite also sends the 32-element legacy types and
+ *       iq4_nl to f16 (llama.cpp refuses those with "Unsupported tensor
+ *       size").
+ *
+ * OWNERSHIP / THREAD SAFETY
+ *   No global state; quant_model() may run concurrently with itself.  It
+ *   starts and joins its own worker threads.  The output is written through
+ *   "<path>.tmp.<pid>" and renamed on success (gguf writer), so a failed run
+ *   leaves no output file.
+ */
+#ifndef KITE_QUANT_QUANTIZE_H
+#define KITE_QUANT_QUANTIZE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "gguf/gguf.h"
+
+/* A named recipe: llama.cpp's LLAMA_FTYPE_MOSTLY_<NAME> (mix.c). */
+typedef struct quant_recipe {
+    const char *name; /* "q4_k_m", lower case */
+    uint32_t ftype;   /* llama.cpp llama_ftype, written to general.file_type */
+    uint32_t base;    /* enum kite_dtype most matrices get */
+} quant_recipe;
+
+/* The recipe called name (case-insensitive), or NULL. */
+const quant_recipe *quant_recipe_find(const char *name);
+/* "f32|f16|...|q4_k_m|..." for usage texts (static string). */
+const char *quant_recipe_list(void);
+/* llama.cpp ftype number for a pure quantization to type t (q4_K -> 14,
+ * Q4_K_S, the ftype whose default type it is), or -1 if none. */
+int64_t quant_ftype_of_type(uint32_t t);
+
+/* What the rules need to know about the model (from its metadata and
+ * tensor table; quant_plan fills it). */
+typedef struct quant_model_info {
+    int32_t n_layer;    /* <arch>.block_count (or 1 + highest blk.N) */
+    int32_t n_gqa;      /* n_head / n_head_kv; 1 if unknown */
+    int32_t n_attn_v;   /* number of attn_v.weight tensors */
+    bool has_output;    /* an output.weight tensor exists (else token_embd is the classifier) */
+    bool is_70b;        /* llama.cpp's LLM_TYPE_70B: 80 layers with grouped-query attention */
+} quant_model_info;
+
+/* The type recipe r gives the matrix called name with row length ne0, with
+ * base type r->base, BEFORE the fallback.  layer_rank: for attn_v and
+ * ffn_down tensors, their index among the tensors of that kind in layer
+ * order (= the layer for llama models); otherwise ignored.  Pure types
+ * (f32/f16/bf16 recipes) return base unchanged. */
+uint32_t quant_recipe_type(const quant_recipe *r, const quant_model_info *mi, const char *name, int64_t ne0,
+                           int32_t layer_rank);
+
+/* The fallback for a row length ne0 that `type` does not fit: type itself
+ * when ne0 is a multiple of its block size, else a type that fits (see the
+ * DESIGN note).  Always returns a type whose block size divides ne0. */
+uint32_t quant_fallback(uint32_t type, int64_t ne0);
+
+/* Whether a tensor is converted at all (llama.cpp's rule): name ends in
+ * "weight", n_dims >= 2, not a "_norm.weight", not ffn_gate_inp / pos_embd /
+ * token_types. */
+bool quant_tensor_is_matrix(const char *name, uint32_t n_dims);
+
+typedef struct quant_choice {
+    uint32_t type;     /* enum kite_dtype written to the output */
+    uint32_t wanted;   /* what the recipe chose before the fallback (== type if none) */
+    bool convert;      /* false: data copied byte for byte */
+} quant_choice;
+
+typedef struct quant_params {
+    const quant_recipe *recipe; /* a mix, or NULL for pure `type` */
+    uint32_t type;              /* pure mode: the matrices' type */
+    int n_threads;              /* worker threads (<= 0: 1); output does not depend on it */
+    bool allow_requantize;      /* accept already-quantized input matrices (warned) */
+    FILE *log;                  /* progress, fallback and size lines; NULL: silent */
+} quant_params;
+
+typedef struct quant_stats {
+    uint64_t bytes_in;      /* tensor data of the input */
+    uint64_t bytes_out;     /* tensor data of the output (no padding) */
+    int32_t n_tensors;
+    int32_t n_converted;    /* tensors re-encoded */
+    int32_t n_fallback;     /* tensors that fell back to another type */
+    uint32_t ftype;         /* general.file_type written */
+} quant_stats;
+
+/* Decides the output type of every tensor of in: out[i] for in->tensors[i]
+ * (out has in->n_tensors entries); a fallback shows as type != wanted
+ * (quant_model prints its reason on the tensor's progress line).  Logs only
+ * the requantization warning.  Returns KITE_OK, KITE_E_ARG (type without a reference quantizer),
+ * KITE_E_UNSUPPORTED (input type without to_float, or quantized input
+ * without allow_requantize) with a message naming the tensor. */
+int quant_plan(const gguf_ctx *in, const quant_params *p, quant_choice *out /* OUT: [n_tensors] */,
+               quant_model_info *mi /* OUT, may be NULL */);
+
+/* Quantizes in_path into out_path, printing one progress line per tensor
+ * to p->log as it is written ("[ 12/201] NAME  f32 -> q4_K  (4096 x 4096)",
+ * plus the reason when the tensor fell back).  stats may be NULL.  Returns KITE_OK or
+ * the reader's / quant_plan's / writer's status (KITE_E_IO, KITE_E_FORMAT,
+ * KITE_E_UNSUPPORTED, KITE_E_ARG, KITE_E_NOMEM) with kite_last_error() set;
+ * on failure no output file (and no temporary file) is left. */
+int quant_model(const char *in_path, const char *out_path, const quant_params *p, quant_stats *stats /* OUT */);
+
+#endif
