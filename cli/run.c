@@ -8,6 +8,12 @@
  * stdout as it is produced (whole UTF-8 characters only); timings go to
  * stderr.  The last sampled token is printed but never evaluated, so
  * --dump-logits holds one row per evaluated position.
+ *
+ * With a drafter (--draft-model, --draft-skip-layers, --lookup) decoding goes
+ * through the speculative decoder (src/spec, docs/spec.md): same output at
+ * --temp 0, same distribution otherwise, and stderr gets its statistics.
+ * --spec-compare first decodes plainly (silently) from the same prompt, then
+ * speculatively, and prints both speeds and their ratio.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -18,6 +24,7 @@
 #include "cli.h"
 #include "core/timing.h"
 #include "kite.h"
+#include "spec/spec.h"
 
 static const char *const run_usage =
     "usage: kite run [-m MODEL] [-p PROMPT | -f FILE] [options]\n"
@@ -46,6 +53,15 @@ static const char *const run_usage =
     "                          prefill_tok_s, decode_tok_s\n"
     "      --dump-logits FILE  write float32 logits of every evaluated position\n"
     "                          (row-major [positions x vocab])\n"
+    "\n"
+    "Speculative decoding (lossless: same output at --temp 0, same distribution otherwise):\n"
+    "      --draft-model FILE  draft with a smaller model of the same vocabulary\n"
+    "      --draft-skip-layers LIST  self-speculative: draft with the model itself,\n"
+    "                          skipping layers LIST (e.g. 2,3 or 1-3)\n"
+    "      --lookup N          draft by n-gram lookup (n <= N) in the prompt and output\n"
+    "      --draft-max K       longest draft, 1..16 (default 8; adaptive below it)\n"
+    "      --spec-compare      decode plainly first (not printed), then speculatively;\n"
+    "                          print both speeds and the speedup\n"
     "  -h, --help              this text\n";
 
 typedef struct run_opts {
@@ -62,6 +78,11 @@ typedef struct run_opts {
     bool use_mmap;
     bool json;
     const char *dump_logits;
+    const char *draft_model; /* --draft-model */
+    const char *draft_skip;  /* --draft-skip-layers LIST */
+    int64_t lookup_n;        /* --lookup N; 0 = off */
+    int64_t draft_max;       /* --draft-max K */
+    bool spec_compare;
 } run_opts;
 
 /* Growable byte buffer for the generated text (JSON output). */
@@ -159,12 +180,34 @@ static int parse_args(int argc, char **argv, run_opts *o) {
         } else if (!strcmp(a, "--dump-logits")) {
             VALUE();
             o->dump_logits = v;
+        } else if (!strcmp(a, "--draft-model")) {
+            VALUE();
+            o->draft_model = v;
+        } else if (!strcmp(a, "--draft-skip-layers")) {
+            VALUE();
+            o->draft_skip = v;
+        } else if (!strcmp(a, "--lookup")) {
+            VALUE();
+            if (!cli_parse_i64(cmd, a, v, 1, 64, &o->lookup_n)) return 2;
+        } else if (!strcmp(a, "--draft-max")) {
+            VALUE();
+            if (!cli_parse_i64(cmd, a, v, 1, SPEC_MAX_DRAFT, &o->draft_max)) return 2;
+        } else if (!strcmp(a, "--spec-compare")) {
+            o->spec_compare = true;
         } else {
             return cli_usage_error(cmd, "unknown option '%s'", a);
         }
 #undef VALUE
     }
     if (o->prompt && o->prompt_file) return cli_usage_error(cmd, "give either -p or -f, not both");
+    const int n_drafters = (o->draft_model != NULL) + (o->draft_skip != NULL) + (o->lookup_n > 0);
+    if (n_drafters > 1)
+        return cli_usage_error(cmd, "give at most one of --draft-model, --draft-skip-layers and --lookup");
+    if (n_drafters == 0 && (o->spec_compare || o->draft_max))
+        return cli_usage_error(cmd, "--spec-compare and --draft-max need a drafter (--draft-model, "
+                                    "--draft-skip-layers or --lookup)");
+    if (n_drafters && o->dump_logits)
+        return cli_usage_error(cmd, "--dump-logits is not available with speculative decoding");
     return 0;
 }
 
@@ -199,6 +242,70 @@ static bool dump_rows(FILE *f, const kite_ctx *ctx, int32_t n, int32_t n_vocab) 
     return true;
 }
 
+/* Plain decoding of up to n_predict tokens after the prompt, printing
+ * nothing: the reference speed of --spec-compare (tokens per second from
+ * the end of prefill to the last token).  Leaves ctx empty and smp reset. */
+static int plain_reference(kite_ctx *ctx, kite_sampler *smp, const kite_model *model, const kite_token *prompt,
+                           size_t n_prompt, int64_t n_predict, bool ignore_eos, double *tok_s, int64_t *n_out) {
+    const kite_token bos = kite_token_bos(model);
+    const int32_t n_ctx = kite_ctx_n_ctx(ctx);
+    int64_t n = 0;
+    for (size_t i = 0; i < n_prompt; i++) kite_sampler_accept(smp, prompt[i]);
+    int rc = kite_ctx_eval(ctx, prompt, (int32_t)n_prompt, false);
+    double t0 = time_now_s();
+    while (rc == KITE_OK && n < n_predict) {
+        kite_token t = kite_sampler_sample(smp, kite_ctx_logits(ctx, -1));
+        if (!ignore_eos && (kite_token_is_eog(model, t) || (t == bos && bos >= 0))) break;
+        kite_sampler_accept(smp, t);
+        n++;
+        if (n == n_predict || kite_ctx_n_past(ctx) >= n_ctx) break;
+        rc = kite_ctx_eval(ctx, &t, 1, false);
+    }
+    double dt = time_now_s() - t0;
+    *tok_s = dt > 0 ? (double)n / dt : 0.0;
+    *n_out = n;
+    kite_ctx_truncate(ctx, 0);
+    kite_sampler_reset(smp);
+    return rc;
+}
+
+/* Creates the speculative decoder for the drafter o asks for (loading the
+ * draft model into *draft); prints the error and returns non-zero on failure. */
+static int spec_setup(const run_opts *o, kite_model *model, kite_ctx *ctx, kite_model **draft, spec_decoder **sd) {
+    kite_model_info info;
+    kite_model_get_info(model, &info);
+    spec_params sp = spec_default_params();
+    sp.seed = o->sp.seed ^ 0x5EC5EC5EC5EC5ECull;
+    if (o->draft_max) sp.draft_max = (int32_t)o->draft_max;
+    bool *skip = NULL;
+    int rc = KITE_OK;
+    if (o->draft_model) {
+        kite_model_params mp = kite_model_default_params();
+        mp.use_mmap = o->use_mmap;
+        if ((rc = kite_model_load(o->draft_model, &mp, draft)) != KITE_OK) goto fail;
+        sp.drafter = SPEC_DRAFT_MODEL;
+        sp.draft_model = *draft;
+    } else if (o->draft_skip) {
+        skip = calloc((size_t)info.n_layer, sizeof *skip);
+        if (!skip) {
+            fprintf(stderr, "kite run: out of memory\n");
+            return 1;
+        }
+        if ((rc = spec_parse_layers(o->draft_skip, info.n_layer, skip)) != KITE_OK) goto fail;
+        sp.drafter = SPEC_DRAFT_SELF;
+        sp.skip_layers = skip;
+        sp.n_skip = info.n_layer;
+    } else {
+        sp.drafter = SPEC_DRAFT_LOOKUP;
+        sp.lookup_n = (int32_t)o->lookup_n;
+    }
+    rc = spec_new(ctx, &o->sp, &sp, sd);
+fail:
+    free(skip);
+    if (rc != KITE_OK) fprintf(stderr, "kite run: %s\n", kite_last_error());
+    return rc != KITE_OK;
+}
+
 int cmd_run(int argc, char **argv) {
     run_opts o = {.n_predict = 256, .sp = kite_sampler_default_params()};
     int rc = parse_args(argc, argv, &o);
@@ -211,6 +318,8 @@ int cmd_run(int argc, char **argv) {
     kite_ctx *ctx = NULL;
     kite_sampler *smp = NULL;
     kite_detok *dt = NULL;
+    kite_model *draft = NULL;
+    spec_decoder *sd = NULL;
     kite_token *ids = NULL;
     char *prompt_buf = NULL;
     FILE *dump = NULL;
@@ -273,6 +382,15 @@ int cmd_run(int argc, char **argv) {
         fprintf(stderr, "kite run: cannot open '%s' for writing\n", o.dump_logits);
         goto done;
     }
+    const bool use_spec = o.draft_model || o.draft_skip || o.lookup_n > 0;
+    double ref_tok_s = 0.0;
+    int64_t ref_tokens = 0;
+    if (use_spec && spec_setup(&o, model, ctx, &draft, &sd)) goto done;
+    if (o.spec_compare && plain_reference(ctx, smp, model, ids, n_prompt, o.n_predict, o.ignore_eos, &ref_tok_s,
+                                          &ref_tokens) != KITE_OK) {
+        fprintf(stderr, "kite run: %s\n", kite_last_error());
+        goto done;
+    }
 
     /* print the prompt as the detokenizer renders it */
     char piece[8192];
@@ -283,9 +401,11 @@ int cmd_run(int argc, char **argv) {
     }
     fflush(stdout);
 
-    /* prefill */
+    /* prefill (speculative: all but the last prompt token, which the first
+     * verification pass evaluates) */
     double t1 = time_now_s();
-    if (kite_ctx_eval(ctx, ids, (int32_t)n_prompt, dump != NULL) != KITE_OK) {
+    if (sd ? spec_begin(sd, ids, (int32_t)n_prompt) != KITE_OK
+           : kite_ctx_eval(ctx, ids, (int32_t)n_prompt, dump != NULL) != KITE_OK) {
         fprintf(stderr, "kite run: %s\n", kite_last_error());
         goto done;
     }
@@ -298,7 +418,38 @@ int cmd_run(int argc, char **argv) {
     int64_t n_decode_evals = 0;
     double t_decode = 0.0;
     const char *stop_reason = "length";
-    while ((int64_t)n_gen < o.n_predict) {
+    while (sd && (int64_t)n_gen < o.n_predict) {
+        if ((int64_t)(n_prompt + n_gen) > n_ctx) { /* the pending token has no position left */
+            stop_reason = "context";
+            break;
+        }
+        kite_token out[SPEC_MAX_DRAFT + 1];
+        int32_t got = 0;
+        double td = time_now_s();
+        if (spec_step(sd, (int32_t)(o.n_predict - (int64_t)n_gen), out, &got) != KITE_OK) {
+            fprintf(stderr, "kite run: %s\n", kite_last_error());
+            goto done;
+        }
+        t_decode += time_now_s() - td;
+        bool stop = false;
+        for (int32_t i = 0; i < got && !stop; i++) {
+            kite_token t = out[i];
+            if (!o.ignore_eos && (kite_token_is_eog(model, t) || (t == bos && bos >= 0))) {
+                stop_reason = t == bos ? "bos" : "eog";
+                stop = true;
+                break;
+            }
+            ids[n_prompt + n_gen++] = t;
+            int n = kite_detok_push(dt, t, piece, sizeof piece);
+            if (n > 0) {
+                fwrite(piece, 1, (size_t)n, stdout);
+                if (o.json && !text_append(&gen_text, piece, (size_t)n)) goto oom;
+            }
+        }
+        fflush(stdout);
+        if (stop) break;
+    }
+    while (!sd && (int64_t)n_gen < o.n_predict) {
         kite_token t = kite_sampler_sample(smp, kite_ctx_logits(ctx, -1));
         if (!o.ignore_eos && (kite_token_is_eog(model, t) || (t == bos && bos >= 0))) {
             stop_reason = t == bos ? "bos" : "eog";
@@ -337,12 +488,31 @@ int cmd_run(int argc, char **argv) {
     fflush(stdout);
 
     const double prefill_tok_s = t_prefill > 0 ? (double)n_prompt / t_prefill : 0.0;
-    const double decode_tok_s = t_decode > 0 ? (double)n_decode_evals / t_decode : 0.0;
+    /* speculative: every generated token came out of a timed step */
+    const double decode_tok_s = t_decode > 0 ? (double)(sd ? (int64_t)n_gen : n_decode_evals) / t_decode : 0.0;
+    if (sd) n_decode_evals = spec_get_stats(sd)->n_steps;
     fprintf(stderr,
             "kite run: load %.1f ms, weights %s | prompt %zu tokens, %.1f ms, %.1f tok/s | generated %zu tokens (%" PRId64
             " decode steps, %.1f ms, %.1f tok/s) | stop: %s | threads %d | seed %" PRIu64 "\n",
             t_load * 1e3, info.residency, n_prompt, t_prefill * 1e3, prefill_tok_s, n_gen, n_decode_evals, t_decode * 1e3,
             decode_tok_s, stop_reason, kite_ctx_n_threads(ctx), o.sp.seed);
+    double accept_rate = 0.0, tok_per_pass = 0.0;
+    if (sd) {
+        const spec_stats *st = spec_get_stats(sd);
+        accept_rate = st->n_drafted ? (double)st->n_accepted / (double)st->n_drafted : 0.0;
+        tok_per_pass = st->n_steps ? (double)st->n_generated / (double)st->n_steps : 0.0;
+        fprintf(stderr,
+                "kite run: speculative (%s): %" PRId64 " verification passes, %.2f tokens/pass | acceptance %.1f%% "
+                "(%" PRId64 " of %" PRId64 " drafted) | draft %.1f ms, verify %.1f ms | %.1f tok/s\n",
+                o.draft_model ? "draft model" : o.draft_skip ? "self, layers skipped" : "prompt lookup",
+                st->n_steps, tok_per_pass, 100.0 * accept_rate, st->n_accepted, st->n_drafted, st->t_draft_s * 1e3,
+                st->t_verify_s * 1e3, decode_tok_s);
+        if (o.spec_compare)
+            fprintf(stderr,
+                    "kite run: spec-compare: plain %.1f tok/s (%" PRId64 " tokens), speculative %.1f tok/s (%zu tokens), "
+                    "speedup %.2fx\n",
+                    ref_tok_s, ref_tokens, decode_tok_s, n_gen, ref_tok_s > 0 ? decode_tok_s / ref_tok_s : 0.0);
+    }
     if (o.json) {
         printf("{\"prompt_ids\": ");
         cli_json_ids(stdout, ids, n_prompt);
@@ -350,8 +520,12 @@ int cmd_run(int argc, char **argv) {
         cli_json_ids(stdout, ids + n_prompt, n_gen);
         printf(", \"text\": ");
         cli_json_string(stdout, gen_text.p ? gen_text.p : "", gen_text.len);
-        printf(", \"prefill_tok_s\": %.3f, \"decode_tok_s\": %.3f, \"load_ms\": %.3f, \"stop\": \"%s\"}\n",
+        printf(", \"prefill_tok_s\": %.3f, \"decode_tok_s\": %.3f, \"load_ms\": %.3f, \"stop\": \"%s\"",
                prefill_tok_s, decode_tok_s, t_load * 1e3, stop_reason);
+        if (sd)
+            printf(", \"spec_accept_rate\": %.4f, \"spec_tokens_per_pass\": %.4f", accept_rate, tok_per_pass);
+        if (o.spec_compare) printf(", \"plain_decode_tok_s\": %.3f", ref_tok_s);
+        printf("}\n");
     }
     if (dump && fclose(dump) != 0) {
         dump = NULL;
@@ -372,7 +546,9 @@ done:
     free(prompt_buf);
     kite_detok_free(dt);
     kite_sampler_free(smp);
+    spec_free(sd);
     kite_ctx_free(ctx);
+    kite_model_free(draft);
     kite_model_free(model);
     return status;
 }

@@ -165,6 +165,13 @@ int32_t kite_ctx_n_ctx(const kite_ctx *ctx);
 int32_t kite_ctx_n_threads(const kite_ctx *ctx); /* threads actually used */
 /* Drops cached positions >= n_past (n_past <= current), e.g. to restart. */
 int kite_ctx_truncate(kite_ctx *ctx, int32_t n_past);
+/* Makes later evals skip the blocks of the layers with skip[l] true (the
+ * residual stream passes through unchanged; their KV rows are not written).
+ * For self-speculative drafting (docs/spec.md).  skip has n == n_layer flags
+ * (copied); skip NULL or n 0 clears.  Cached positions computed under another
+ * setting are not recomputed: set it on a fresh or truncated context.
+ * Returns KITE_OK, KITE_E_ARG (n != n_layer, state unchanged) or KITE_E_NOMEM. */
+int kite_ctx_set_skip_layers(kite_ctx *ctx, const bool *skip, int32_t n);
 
 /* ---- sampler ----------------------------------------------------------- */
 

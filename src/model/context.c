@@ -36,6 +36,7 @@ void kite_ctx_free(kite_ctx *ctx) {
     free(ctx->mm_scratch);
     free(ctx->att_scratch);
     free(ctx->logits);
+    free(ctx->skip_layers);
     free(ctx);
 }
 
@@ -161,6 +162,26 @@ const float *kite_ctx_logits(const kite_ctx *ctx, int32_t i) {
 int32_t kite_ctx_n_past(const kite_ctx *ctx) { return ctx->n_past; }
 int32_t kite_ctx_n_ctx(const kite_ctx *ctx) { return ctx->n_ctx; }
 int32_t kite_ctx_n_threads(const kite_ctx *ctx) { return ctx->n_threads; }
+
+int kite_ctx_set_skip_layers(kite_ctx *ctx, const bool *skip, int32_t n) {
+    if (!ctx) return err_set(KITE_E_ARG, "kite_ctx_set_skip_layers: ctx is required");
+    const int32_t n_layer = ctx->model->hp.n_layer;
+    if (!skip || n == 0) {
+        free(ctx->skip_layers);
+        ctx->skip_layers = NULL;
+        return KITE_OK;
+    }
+    if (n != n_layer)
+        return err_set(KITE_E_ARG, "kite_ctx_set_skip_layers: %d flags given, the model has %d layers", n, n_layer);
+    bool *copy = malloc((size_t)n_layer * sizeof *copy);
+    if (!copy) return err_set(KITE_E_NOMEM, "out of memory");
+    bool any = false;
+    for (int32_t l = 0; l < n_layer; l++) any |= (copy[l] = skip[l]);
+    free(ctx->skip_layers);
+    ctx->skip_layers = any ? copy : NULL;
+    if (!any) free(copy);
+    return KITE_OK;
+}
 
 int kite_ctx_truncate(kite_ctx *ctx, int32_t n_past) {
     if (n_past < 0 || n_past > ctx->n_past)

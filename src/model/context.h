@@ -45,6 +45,8 @@ struct kite_ctx {
     void *mm_scratch;     /* kern_matmul_scratch_bytes(n_threads, n_batch, max row length) bytes */
     float *att_scratch;   /* kern_attention_scratch_floats(n_batch queries, n_ctx) floats */
     float attn_phi;       /* split-KV unified max (docs/attention.md): ATTN_PHI_DEFAULT until calibrated */
+    bool *skip_layers;    /* [n_layer] blocks the forward pass skips (residual passes through), or NULL
+                             (self-speculative drafting, docs/spec.md); set by kite_ctx_set_skip_layers */
 
     float *logits;        /* [logits_cap][n_vocab] */
     int32_t logits_cap;   /* rows allocated */

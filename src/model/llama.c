@@ -39,6 +39,7 @@ void llama_forward(kite_ctx *ctx, const kite_token *tokens, int32_t n, int32_t f
     }
 
     for (int32_t l = 0; l < hp->n_layer; l++) {
+        if (ctx->skip_layers && ctx->skip_layers[l]) continue; /* self-speculative draft: residual passes through */
         const layer_weights *L = &m->layers[l];
         float *k_cache = ctx->k_cache + (size_t)l * ctx->n_ctx * KV;
         float *v_cache = ctx->v_cache + (size_t)l * ctx->n_ctx * KV;
