@@ -22,6 +22,7 @@
 #define KITE_X86 1
 #include "kernels/x86_avx2/avx2.h"
 #include "kernels/x86_avx512/avx512.h"
+#include "kernels/x86_avx512/kquant_vnni.h"
 #endif
 
 static kern_ops_table g_tables[KERN_LEVEL_COUNT];
@@ -84,6 +85,8 @@ static void build_avx512(kern_ops_table *t) {
 static void build_vnni(kern_ops_table *t) {
     set(t, KITE_DTYPE_Q4_0, KITE_DTYPE_Q8_0, vec_dot_q4_0_q8_0_vnni, gemm_q4_0_q8_0_vnni);
     set(t, KITE_DTYPE_Q8_0, KITE_DTYPE_Q8_0, vec_dot_q8_0_q8_0_vnni, gemm_q8_0_q8_0_vnni);
+    set(t, KITE_DTYPE_Q4_K, KITE_DTYPE_Q8_K, vec_dot_q4_K_q8_K_vnni, gemm_q4_K_q8_K_vnni);
+    set(t, KITE_DTYPE_Q6_K, KITE_DTYPE_Q8_K, vec_dot_q6_K_q8_K_vnni, gemm_q6_K_q8_K_vnni);
 }
 #endif
 

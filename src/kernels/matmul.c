@@ -28,6 +28,7 @@
 
 #include "core/error.h"
 #include "kernels/dispatch.h"
+#include "kernels/gemm_tiled.h"
 #include "kernels/kernels.h"
 #include "tensor/dtype.h"
 
@@ -80,6 +81,7 @@ typedef struct matmul_task {
     float *y;
     int64_t ldy;
     float *row_buf;      /* [nth][ne0] floats: generic path */
+    kern_gemm_tiled_fn tiled; /* prefill GEMM (gemm_tiled.h) or NULL: flat path */
 } matmul_task;
 
 static void quant_part(void *arg, int ith, int nth) {
@@ -100,6 +102,14 @@ static void matmul_part(void *arg, int ith, int nth) {
     const int64_t r0 = (int64_t)u0 * KERN_ROW_UNIT, r1 = (int64_t)u1 * KERN_ROW_UNIT < nr ? (int64_t)u1 * KERN_ROW_UNIT : nr;
     const kern_type_ops *op = &t->kt->ops[w->type];
     const char *wd = w->data;
+    /* --- prefill hook (gemm_tiled.h): this thread's rows x all tokens --- */
+    if (t->tiled) {
+        if (r1 > r0)
+            t->tiled(ne0, t->y + r0, t->ldy, wd + (size_t)r0 * w->row_bytes, w->row_bytes, (int)(r1 - r0),
+                     t->act, t->a_stride, (int)t->n_tok);
+        return;
+    }
+    /* --- end prefill hook --- */
     if (op->gemm) {
         int64_t tile = (int64_t)(MM_TILE_BYTES / (w->row_bytes ? w->row_bytes : 1));
         if (tile < KERN_ROW_UNIT) tile = KERN_ROW_UNIT;
@@ -152,5 +162,8 @@ void kern_matmul_with(const kern_ops_table *kt, threadpool *tp, const weight *w,
         if (n_q > n_tok) n_q = (int)n_tok;
         tp_run_n(tp, quant_part, &t, n_q);
     }
+    /* --- prefill hook: tiled GEMM when the batch exceeds the flat GEMM's --- */
+    if (n_tok > KERN_GEMM_MAX_TOK && op->vec_dot) t.tiled = kern_gemm_tiled_get(kt->level, w->type);
+    /* --- end prefill hook --- */
     tp_run_n(tp, matmul_part, &t, n_split);
 }

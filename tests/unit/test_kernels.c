@@ -14,7 +14,10 @@
  *       INT_BUDGET: |simd - ref| <= 2e-6 * sum|w*a| (+1e-30): the int32
  *         block sums are exact, only the float accumulation of the scaled
  *         block terms differs in order (q4_K/q6_K are in fact bit-identical).
- *   - the flat GEMM equals vec_dot bit for bit for 1, 3 and 16 tokens.
+ *   - the flat GEMM equals vec_dot bit for bit for 1, 3 and 16 tokens, and
+ *     for every row count 1..5, 9 and token count 1..16 with rows, strides
+ *     and ldy at odd values (the register-blocked 4-row x 1..4-token
+ *     micro-kernels and their remainders).
  *   - kern_matmul of every computable weight type against a naive double
  *     matmul over the dequantized weights and the unquantized activations,
  *     within the activation quantization error (MATMUL budget below), with
@@ -271,6 +274,59 @@ TEST(test_gemm_equals_vec_dot) {
     }
 }
 
+/* The register-blocked flat GEMMs (several weight rows x several tokens per
+ * micro-kernel) on every row count 1..9 (full and partial row blocks), every
+ * token count 1..16 (full and partial token groups), odd block counts, rows
+ * and activation rows at odd addresses and an odd ldy: each output equals
+ * vec_dot bit for bit (so results cannot depend on how rows or tokens are
+ * grouped, nor on the thread count). */
+TEST(test_gemm_shapes_unaligned) {
+    int n_checks = 0;
+    for (int l = 0; l <= (int)kern_level_max(); l++) {
+        const kern_ops_table *kt = kern_table_for_level((kern_level)l);
+        for (int i = 0; i < N_KTYPES; i++) {
+            const uint32_t t = kernel_types[i];
+            const kern_type_ops *op = &kt->ops[t];
+            const int bsz = dtype_get(t)->block_size;
+            const int64_t n = bsz == 1 ? 67 : (int64_t)(bsz == 256 ? 3 : 5) * bsz; /* odd block counts */
+            const int max_r = 9, max_t = KERN_GEMM_MAX_TOK, ldy = 11;
+            const size_t wb = dtype_row_size(t, n) + 3, ab = kern_act_row_bytes(op->act_type, n) + 5; /* odd strides */
+            unsigned char *wbuf = malloc(wb * max_r + 8), *abuf = malloc(ab * max_t + 8);
+            unsigned char *w = wbuf + 1, *a = abuf + (op->act_type == KITE_DTYPE_Q8_K ? 4 : 3);
+            float *x = malloc((size_t)n * sizeof(float)), *y = malloc(sizeof(float) * ldy * max_t);
+            for (int r = 0; r < max_r; r++) make_row(t, n, w + r * wb, x, r % 4);
+            const size_t ab_exact = kern_act_row_bytes(op->act_type, n);
+            size_t a_stride = ab;
+            if (op->act_type == KITE_DTYPE_Q8_K) a_stride = (ab_exact + 3) & ~(size_t)3; /* float d: 4-byte aligned */
+            for (int k = 0; k < max_t; k++) {
+                for (int64_t j = 0; j < n; j++) x[j] = frand() * (k % 3 == 2 ? 100.0f : 1.0f);
+                if (op->act_type == KITE_DTYPE_F32) memcpy(a + k * a_stride, x, ab_exact);
+                else kt->act_from_f32[op->act_type](x, a + k * a_stride, n);
+            }
+            for (int nr = 1; nr <= max_r; nr += (nr < 5 ? 1 : 4))
+                for (int nt = 1; nt <= max_t; nt++) {
+                    for (int q = 0; q < ldy * max_t; q++) y[q] = NAN;
+                    op->gemm(n, y, ldy, w, wb, nr, a, a_stride, nt);
+                    for (int k = 0; k < nt; k++)
+                        for (int r = 0; r < nr; r++) {
+                            float v;
+                            op->vec_dot(n, &v, w + r * wb, a + k * a_stride);
+                            CHECK_MSG(memcmp(&v, &y[k * ldy + r], sizeof v) == 0, "%s %s gemm nr=%d nt=%d r=%d t=%d",
+                                      kt->name, dtype_name(t), nr, nt, r, k);
+                            n_checks++;
+                        }
+                    for (int k = 0; k < nt; k++) /* nothing outside the nr x nt outputs is written */
+                        for (int r = nr; r < ldy; r++) CHECK(isnan(y[k * ldy + r]));
+                }
+            free(wbuf);
+            free(abuf);
+            free(x);
+            free(y);
+        }
+    }
+    printf("    %d gemm outputs checked\n", n_checks);
+}
+
 /* kern_matmul vs a naive double matmul over dequantized weights and the
  * float activations.  Budget per output: the activation quantization error
  * sum_i |w_i| * amax(block of i) / 127 (q8_0: half a step amax/254 plus the
@@ -366,6 +422,7 @@ int main(void) {
     RUN(test_act_quantizers_match_ggml_reference);
     RUN(test_kernels_vs_reference_all_levels);
     RUN(test_gemm_equals_vec_dot);
+    RUN(test_gemm_shapes_unaligned);
     RUN(test_matmul_all_types);
     printf("    levels tested: %d\n", n_levels_tested);
     return harness_summary(__FILE__);

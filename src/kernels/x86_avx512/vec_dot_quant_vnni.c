@@ -3,14 +3,34 @@
  * AVX-512 VNNI: vpdpbusd adds four unsigned-byte x signed-byte products into
  * each int32 lane without intermediate saturation, so block sums are exact.
  *
- * Operand trick: vpdpbusd wants one unsigned operand.
- *   q4_0: the nibbles u (0..15) are already unsigned; sum((u-8)*a) is
- *         vpdpbusd(u, a) - vpdpbusd(8, a).
- *   q8_0: |w| as unsigned (|-128| = 128 fits) times a*sign(w); activations
- *         are never -128 (ref/quant_act.c), so negating them is safe.
- * Two blocks share one zmm (block b in the low 256 bits, b+1 in the high);
- * the block sums are scaled and accumulated in a float vector, so the float
- * summation order differs from the reference (tested within a budget).
+ * DESIGN (the decode "flat GEMM")
+ *   One register-blocked micro-kernel per type handles NR weight rows (4, or
+ *   1 for the remainder) x NT activation rows (1..4): a weight pair of
+ *   blocks is unpacked once and used for NT tokens, an activation pair is
+ *   loaded once and used for NR rows.  vec_dot is the same kernel at
+ *   NR = NT = 1, so gemm returns vec_dot's values bit for bit.
+ *
+ *   Two blocks share one zmm: int32 lanes 0..7 hold block b, 8..15 block b+1
+ *   (the activation pair is simply its two 32-byte qs arrays).  An odd last
+ *   block runs the same code with the upper half zeroed (and its scale 0).
+ *
+ *   Operand tricks (vpdpbusd wants the first operand unsigned):
+ *     q4_0: nibbles u (0..15) are unsigned: sum((u-8)*a) = dpbusd(-8*sum(a),
+ *           u, a); -8*sum(a) (= -dpbusd(8, a)) is computed once per
+ *           activation pair and shared by all rows.  The nibbles come from
+ *           one broadcast load per block, a shift by 4 of every other
+ *           128-bit quarter (masked) and an AND.
+ *     q8_0: the activations are made unsigned, a' = a + 128 (XOR 0x80, once
+ *           per activation pair): sum(a*w) = dpbusd(-128*sum(w), a', w);
+ *           -128*sum(w) is computed once per weight pair and shared by all
+ *           tokens.  a' <= 255, |w| <= 128: lane sums stay far inside int32.
+ *   Each lane's int32 is converted and multiplied by d_w*d_a (the reference's
+ *   scale product, rounded the same way) and added with FMA into a float
+ *   accumulator per output; lanes are summed at the end.  The float order
+ *   differs from the reference (tested within a budget) but depends only
+ *   on n.
+ *
+ * THREAD SAFETY: pure functions.
  */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -22,79 +42,203 @@
 #include "tensor/blocks.h"
 #include "tensor/dtype.h"
 
-static inline float ld_half(const unsigned char *p) {
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+/* The micro-kernels' row/token loops must be fully unrolled so that their
+ * per-row vectors (unpacked weights, scales, accumulators) stay in registers
+ * (gcc otherwise kept them in stack arrays: measured slower). */
+#define KITE_PRAGMA(x) _Pragma(#x)
+#define KITE_UNROLL KITE_PRAGMA(GCC unroll 4)
+#define QB4 ((size_t)sizeof(block_q4_0)) /* 18 bytes */
+#define QB8 ((size_t)sizeof(block_q8_0)) /* 34 bytes */
+
+static ALWAYS_INLINE uint16_t ld_u16(const unsigned char *p) {
     uint16_t h;
     memcpy(&h, p, sizeof h);
-    return fp16_to_fp32(h);
+    return h;
 }
-static inline __m256i ld256(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
-static inline __m512i join(__m256i lo, __m256i hi) {
+/* lanes 0..7 = half h0, lanes 8..15 = half h1, as floats (exact widening) */
+static ALWAYS_INLINE __m512 scales2(uint16_t h0, uint16_t h1) {
+    return _mm512_cvtph_ps(_mm256_mask_set1_epi16(_mm256_set1_epi16((short)h0), 0xFF00, (short)h1));
+}
+static ALWAYS_INLINE __m256i ld256(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+static ALWAYS_INLINE __m128i ld128(const void *p) { return _mm_loadu_si128((const __m128i *)p); }
+static ALWAYS_INLINE __m512i join(__m256i lo, __m256i hi) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
-static inline __m512 scales2(float d0, float d1) {
-    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(d0)), _mm256_set1_ps(d1), 1);
+
+/* The f16 scales of a block pair as floats (lanes 0..7 block b, 8..15 b+1)
+ * from one load of the pair and a word permute: q4_0 pairs (36 bytes) have
+ * d at bytes 0 and 18, q8_0 pairs (68 bytes) at 0 and 34.  Only for full
+ * pairs: the loads stay inside the pair. */
+static ALWAYS_INLINE __m512 scales_q4_pair(const unsigned char *x) {
+    const __m256i idx = _mm256_setr_epi16(0, 0, 0, 0, 0, 0, 0, 0, 9, 9, 9, 9, 9, 9, 9, 9);
+    return _mm512_cvtph_ps(_mm256_permutexvar_epi16(idx, ld256(x)));
 }
-/* q4_0 nibbles of one block as unsigned bytes in element order */
-static inline __m256i nibbles(const unsigned char *qs) {
-    const __m128i t = _mm_loadu_si128((const __m128i *)(const void *)qs);
-    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0x0F));
+static ALWAYS_INLINE __m512 scales_q8_pair(const unsigned char *x) {
+    const __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, 0x00110011, 0x00110011, 0x00110011, 0x00110011, 0, 0, 0, 0, 0,
+                                          0, 0, 0);
+    const __m512i v = _mm512_permutexvar_epi16(idx, _mm512_loadu_si512(x));
+    return _mm512_cvtph_ps(_mm512_castsi512_si256(v));
 }
 
-void vec_dot_q4_0_q8_0_vnni(int64_t n, float *out, const void *w, const void *a) {
-    const int64_t nb = n / QK8_0;
-    const unsigned char *x = w, *y = a;
-    const __m512i eight = _mm512_set1_epi8(8);
-    __m512 acc = _mm512_setzero_ps();
+/* q4_0 nibbles of blocks at x0, x1 (x1 NULL: zero) as bytes in element
+ * order: [qs0 & 15, qs0 >> 4, qs1 & 15, qs1 >> 4]. */
+static ALWAYS_INLINE __m512i q4_pair(const unsigned char *x0, const unsigned char *x1) {
+    __m512i t = _mm512_broadcast_i32x4(ld128(x0 + offsetof(block_q4_0, qs)));
+    t = x1 ? _mm512_mask_broadcast_i32x4(t, 0xFF00, ld128(x1 + offsetof(block_q4_0, qs)))
+           : _mm512_maskz_broadcast_i32x4(0x00FF, ld128(x0 + offsetof(block_q4_0, qs)));
+    return _mm512_and_si512(_mm512_mask_srli_epi16(t, 0xFF00FF00u, t, 4), _mm512_set1_epi8(0x0F));
+}
+/* q8_0 qs of blocks at p0, p1 (p1 NULL: zero) */
+static ALWAYS_INLINE __m512i q8_pair(const unsigned char *p0, const unsigned char *p1) {
+    const __m256i lo = ld256(p0 + offsetof(block_q8_0, qs));
+    return p1 ? join(lo, ld256(p1 + offsetof(block_q8_0, qs))) : _mm512_zextsi256_si512(lo);
+}
+
+static ALWAYS_INLINE void store_sums(float *y, int64_t ldy, int nr, int nt, __m512 acc[4][4]) {
+    KITE_UNROLL
+    for (int r = 0; r < nr; r++)
+        KITE_UNROLL
+        for (int t = 0; t < nt; t++) y[(int64_t)t * ldy + r] = _mm512_reduce_add_ps(acc[r][t]);
+}
+
+/* Software prefetch target, bytes ahead of the current block of a row.
+ * With NR > 1 rows walked side by side, the hardware prefetchers lose track
+ * of the interleaved streams (measured: q4_K 4-row DRAM streaming at 6-7 GB/s
+ * without, 15.7 GB/s with this prefetch, 1 thread): fetch the same offset in
+ * the row NR rows below, i.e. the next row group's data, at least once per
+ * line.  A single row (vec_dot) prefetches PF_DIST bytes ahead. */
+#define PF_DIST 768
+static ALWAYS_INLINE size_t prefetch_ahead(int nr, size_t ws) { return nr > 1 ? (size_t)nr * ws : PF_DIST; }
+
+/* One pair of blocks at block b (two = 0: block b only) for NR q4_0 rows x
+ * NT q8_0 activation rows. */
+static ALWAYS_INLINE void q4_0_step(__m512 acc[4][4], int64_t b, const int two, const unsigned char *w, size_t ws,
+                                    const unsigned char *a, size_t as, const int NR, const int NT) {
+    const size_t pf = prefetch_ahead(NR, ws);
+    __m512i u[4];
+    __m512 dw[4];
+    KITE_UNROLL
+    for (int r = 0; r < NR; r++) {
+        const unsigned char *x = w + (size_t)r * ws + (size_t)b * QB4;
+        _mm_prefetch((const char *)x + pf, _MM_HINT_T0);
+        u[r] = q4_pair(x, two ? x + QB4 : NULL);
+        dw[r] = two ? scales_q4_pair(x) : scales2(ld_u16(x), 0);
+    }
+    KITE_UNROLL
+    for (int t = 0; t < NT; t++) {
+        const unsigned char *q = a + (size_t)t * as + (size_t)b * QB8;
+        const __m512i qa = q8_pair(q, two ? q + QB8 : NULL);
+        const __m512i neg8 =
+            _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(8), qa));
+        const __m512 da = two ? scales_q8_pair(q) : scales2(ld_u16(q), 0);
+        KITE_UNROLL
+        for (int r = 0; r < NR; r++) {
+            const __m512i s = _mm512_dpbusd_epi32(neg8, u[r], qa);
+            acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw[r], da), acc[r][t]);
+        }
+    }
+}
+
+static ALWAYS_INLINE void q4_0_kernel(int64_t nb, float *y, int64_t ldy, const unsigned char *w, size_t ws,
+                                      const unsigned char *a, size_t as, const int NR, const int NT) {
+    __m512 acc[4][4];
+    KITE_UNROLL
+    for (int r = 0; r < NR; r++)
+        KITE_UNROLL
+        for (int t = 0; t < NT; t++) acc[r][t] = _mm512_setzero_ps();
     int64_t b = 0;
-    for (; b + 2 <= nb; b += 2, x += 2 * sizeof(block_q4_0), y += 2 * sizeof(block_q8_0)) {
-        const unsigned char *x1 = x + sizeof(block_q4_0), *y1 = y + sizeof(block_q8_0);
-        const __m512i u = join(nibbles(x + offsetof(block_q4_0, qs)), nibbles(x1 + offsetof(block_q4_0, qs)));
-        const __m512i q = join(ld256(y + offsetof(block_q8_0, qs)), ld256(y1 + offsetof(block_q8_0, qs)));
-        const __m512i s = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), u, q),
-                                           _mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, q));
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), scales2(ld_half(x) * ld_half(y), ld_half(x1) * ld_half(y1)),
-                              acc);
+    for (; b + 2 <= nb; b += 2) q4_0_step(acc, b, 1, w, ws, a, as, NR, NT);
+    if (b < nb) q4_0_step(acc, b, 0, w, ws, a, as, NR, NT);
+    store_sums(y, ldy, NR, NT, acc);
+}
+
+/* The same for q8_0 rows. */
+static ALWAYS_INLINE void q8_0_step(__m512 acc[4][4], int64_t b, const int two, const unsigned char *w, size_t ws,
+                                    const unsigned char *a, size_t as, const int NR, const int NT) {
+    const size_t pf = prefetch_ahead(NR, ws);
+    const __m512i c128 = _mm512_set1_epi8((char)0x80);
+    __m512i qw[4], off[4];
+    __m512 dw[4];
+    KITE_UNROLL
+    for (int r = 0; r < NR; r++) {
+        const unsigned char *x = w + (size_t)r * ws + (size_t)b * QB8;
+        _mm_prefetch((const char *)x + pf, _MM_HINT_T0);
+        _mm_prefetch((const char *)x + pf + 64, _MM_HINT_T0);
+        qw[r] = q8_pair(x, two ? x + QB8 : NULL);
+        off[r] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), c128, qw[r]));
+        dw[r] = two ? scales_q8_pair(x) : scales2(ld_u16(x), 0);
     }
-    __m256 acc8 = _mm256_setzero_ps();
-    if (b < nb) {
-        const __m256i u = nibbles(x + offsetof(block_q4_0, qs));
-        const __m256i q = ld256(y + offsetof(block_q8_0, qs));
-        const __m256i s = _mm256_sub_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), u, q),
-                                           _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(8), q));
-        acc8 = _mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(ld_half(x) * ld_half(y)));
+    KITE_UNROLL
+    for (int t = 0; t < NT; t++) {
+        const unsigned char *q = a + (size_t)t * as + (size_t)b * QB8;
+        const __m512i qa = _mm512_xor_si512(q8_pair(q, two ? q + QB8 : NULL), c128);
+        const __m512 da = two ? scales_q8_pair(q) : scales2(ld_u16(q), 0);
+        KITE_UNROLL
+        for (int r = 0; r < NR; r++) {
+            const __m512i s = _mm512_dpbusd_epi32(off[r], qa, qw[r]);
+            acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw[r], da), acc[r][t]);
+        }
     }
-    acc = _mm512_add_ps(acc, _mm512_zextps256_ps512(acc8));
-    *out = _mm512_reduce_add_ps(acc);
+}
+
+static ALWAYS_INLINE void q8_0_kernel(int64_t nb, float *y, int64_t ldy, const unsigned char *w, size_t ws,
+                                      const unsigned char *a, size_t as, const int NR, const int NT) {
+    __m512 acc[4][4];
+    KITE_UNROLL
+    for (int r = 0; r < NR; r++)
+        KITE_UNROLL
+        for (int t = 0; t < NT; t++) acc[r][t] = _mm512_setzero_ps();
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) q8_0_step(acc, b, 1, w, ws, a, as, NR, NT);
+    if (b < nb) q8_0_step(acc, b, 0, w, ws, a, as, NR, NT);
+    store_sums(y, ldy, NR, NT, acc);
+}
+
+/* The flat GEMM over micro-kernels: rows in fours (then singles), tokens in
+ * groups of up to 4.  Every output goes through the same per-output
+ * instruction sequence whatever NR/NT, so it equals vec_dot bit for bit. */
+#define DEFINE_QGEMM(NAME, KERNEL)                                                                           \
+    void NAME(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr, const void *a,           \
+              size_t a_stride, int nt) {                                                                         \
+        const int64_t nb = n / QK8_0;                                                                            \
+        const unsigned char *wp = w, *ap = a;                                                                    \
+        for (int t = 0; t < nt; t += 4) {                                                                        \
+            const int tn = nt - t < 4 ? nt - t : 4;                                                              \
+            const unsigned char *at = ap + (size_t)t * a_stride;                                                 \
+            float *yt = y + (int64_t)t * ldy;                                                                    \
+            int r = 0;                                                                                           \
+            for (; r + 4 <= nr; r += 4) {                                                                        \
+                const unsigned char *wr = wp + (size_t)r * w_stride;                                             \
+                switch (tn) {                                                                                    \
+                case 1: KERNEL(nb, yt + r, ldy, wr, w_stride, at, a_stride, 4, 1); break;                        \
+                case 2: KERNEL(nb, yt + r, ldy, wr, w_stride, at, a_stride, 4, 2); break;                        \
+                case 3: KERNEL(nb, yt + r, ldy, wr, w_stride, at, a_stride, 4, 3); break;                        \
+                default: KERNEL(nb, yt + r, ldy, wr, w_stride, at, a_stride, 4, 4); break;                       \
+                }                                                                                                \
+            }                                                                                                    \
+            for (; r < nr; r++) {                                                                                \
+                const unsigned char *wr = wp + (size_t)r * w_stride;                                             \
+                switch (tn) {                                                                                    \
+                case 1: KERNEL(nb, yt + r, ldy, wr, w_stride, at, a_stride, 1, 1); break;                        \
+                case 2: KERNEL(nb, yt + r, ldy, wr, w_stride, at, a_stride, 1, 2); break;                        \
+                case 3: KERNEL(nb, yt + r, ldy, wr, w_stride, at, a_stride, 1, 3); break;                        \
+                default: KERNEL(nb, yt + r, ldy, wr, w_stride, at, a_stride, 1, 4); break;                       \
+                }                                                                                                \
+            }                                                                                                    \
+        }                                                                                                        \
+    }
+
+DEFINE_QGEMM(gemm_q4_0_q8_0_vnni, q4_0_kernel)
+DEFINE_QGEMM(gemm_q8_0_q8_0_vnni, q8_0_kernel)
+
+void vec_dot_q4_0_q8_0_vnni(int64_t n, float *out, const void *w, const void *a) {
+    q4_0_kernel(n / QK8_0, out, 1, w, 0, a, 0, 1, 1);
 }
 
 void vec_dot_q8_0_q8_0_vnni(int64_t n, float *out, const void *w, const void *a) {
-    const int64_t nb = n / QK8_0;
-    const unsigned char *x = w, *y = a;
-    __m512 acc = _mm512_setzero_ps();
-    int64_t b = 0;
-    for (; b + 2 <= nb; b += 2, x += 2 * sizeof(block_q8_0), y += 2 * sizeof(block_q8_0)) {
-        const unsigned char *x1 = x + sizeof(block_q8_0), *y1 = y + sizeof(block_q8_0);
-        const __m512i qx = join(ld256(x + offsetof(block_q8_0, qs)), ld256(x1 + offsetof(block_q8_0, qs)));
-        const __m512i qy = join(ld256(y + offsetof(block_q8_0, qs)), ld256(y1 + offsetof(block_q8_0, qs)));
-        const __mmask64 neg = _mm512_movepi8_mask(qx);
-        const __m512i sy = _mm512_mask_sub_epi8(qy, neg, _mm512_setzero_si512(), qy);
-        const __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(qx), sy);
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), scales2(ld_half(x) * ld_half(y), ld_half(x1) * ld_half(y1)),
-                              acc);
-    }
-    __m256 acc8 = _mm256_setzero_ps();
-    if (b < nb) {
-        const __m256i qx = ld256(x + offsetof(block_q8_0, qs)), qy = ld256(y + offsetof(block_q8_0, qs));
-        const __m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(qx, qx),
-                                              _mm256_sign_epi8(qy, qx));
-        acc8 = _mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(ld_half(x) * ld_half(y)));
-    }
-    acc = _mm512_add_ps(acc, _mm512_zextps256_ps512(acc8));
-    *out = _mm512_reduce_add_ps(acc);
+    q8_0_kernel(n / QK8_0, out, 1, w, 0, a, 0, 1, 1);
 }
-
-KERN_DEFINE_GEMM(gemm_q4_0_q8_0_vnni, vec_dot_q4_0_q8_0_vnni)
-KERN_DEFINE_GEMM(gemm_q8_0_q8_0_vnni, vec_dot_q8_0_q8_0_vnni)
 #else
 typedef int kite_empty_unit_vec_dot_quant_vnni; /* ISO C wants a declaration */
 #endif
