@@ -31,7 +31,10 @@ ifeq ($(WERROR),1)
 endif
 
 CPPFLAGS += -Iinclude -Isrc -D_DEFAULT_SOURCE -D_FILE_OFFSET_BITS=64
-CFLAGS += -std=c11 $(OPT) -g $(WARN) $(SANFLAGS) -pthread
+# -ffp-contract=off: gcc's -std=c11 default, made explicit so clang does not
+# fuse a*b+c into FMAs differently in ISA files and reference kernels (tests
+# compare some kernels bit for bit).
+CFLAGS += -std=c11 $(OPT) -g $(WARN) $(SANFLAGS) -pthread -ffp-contract=off
 LDFLAGS += $(SANFLAGS) -pthread
 LDLIBS += -lm
 # byte-level BPE tokenizer: regex (PCRE2, Unicode properties) and NFC (utf8proc)
@@ -115,7 +118,7 @@ FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build-fuzz/%)
 FUZZ_SECONDS ?= 30
 FUZZ_LIB_OBJ := $(LIB_SRC:%.c=build-fuzz/obj/%.o)
-FUZZ_CFLAGS := -std=c11 -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -pthread
+FUZZ_CFLAGS := -std=c11 -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -pthread -ffp-contract=off
 
 ifeq ($(KITE_X86),1)
 build-fuzz/obj/src/kernels/x86_avx2/%.o: FUZZ_CFLAGS += $(AVX2_FLAGS)

@@ -217,35 +217,9 @@ static void emit(bpe_state *st, kite_token t) {
     st->n_out++;
 }
 
-static bool pair_before(const bpe_pair *a, const bpe_pair *b) {
+static bool pair_before(const void *pa, const void *pb) {
+    const bpe_pair *a = pa, *b = pb;
     return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
-}
-
-static void heap_push(bpe_state *st, bpe_pair p) {
-    size_t i = st->n_heap++;
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (!pair_before(&p, &st->heap[parent])) break;
-        st->heap[i] = st->heap[parent];
-        i = parent;
-    }
-    st->heap[i] = p;
-}
-
-static bpe_pair heap_pop(bpe_state *st) {
-    bpe_pair top = st->heap[0];
-    bpe_pair last = st->heap[--st->n_heap];
-    size_t n = st->n_heap, i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= n) break;
-        if (c + 1 < n && pair_before(&st->heap[c + 1], &st->heap[c])) c++;
-        if (!pair_before(&st->heap[c], &last)) break;
-        st->heap[i] = st->heap[c];
-        i = c;
-    }
-    if (n > 0) st->heap[i] = last;
-    return top;
 }
 
 static void try_pair(bpe_state *st, int32_t l, int32_t r) {
@@ -255,7 +229,7 @@ static void try_pair(bpe_state *st, int32_t l, int32_t r) {
     const bpe_merge *m = merge_find(st->v, a, b);
     if (!m) return;
     bpe_pair p = {m->rank, l, r, a, b, m->id};
-    heap_push(st, p);
+    vocab_heap_push(st->heap, &st->n_heap, sizeof p, &p, pair_before);
 }
 
 static int reserve(bpe_state *st, size_t n) {
@@ -297,7 +271,8 @@ static int encode_chunk(void *ctx, size_t off, size_t n) {
     st->n_heap = 0;
     for (size_t i = 0; i + 1 < n; i++) try_pair(st, (int32_t)i, (int32_t)i + 1);
     while (st->n_heap > 0) {
-        bpe_pair p = heap_pop(st);
+        bpe_pair p;
+        vocab_heap_pop(st->heap, &st->n_heap, sizeof p, &p, pair_before);
         bpe_sym *l = &st->sym[p.left], *r = &st->sym[p.right];
         if (l->id != p.lid || r->id != p.rid || l->next != p.right) continue; /* stale */
         l->id = p.id;

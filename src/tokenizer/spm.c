@@ -71,35 +71,9 @@ typedef struct spm_state {
 
 /* ---- heap ---------------------------------------------------------------- */
 
-static bool pair_before(const spm_pair *a, const spm_pair *b) {
+static bool pair_before(const void *pa, const void *pb) {
+    const spm_pair *a = pa, *b = pb;
     return a->score > b->score || (a->score == b->score && a->left < b->left);
-}
-
-static void heap_push(spm_state *st, spm_pair p) {
-    size_t i = st->n_heap++;
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (!pair_before(&p, &st->heap[parent])) break;
-        st->heap[i] = st->heap[parent];
-        i = parent;
-    }
-    st->heap[i] = p;
-}
-
-static spm_pair heap_pop(spm_state *st) {
-    spm_pair top = st->heap[0];
-    spm_pair last = st->heap[--st->n_heap];
-    size_t n = st->n_heap, i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= n) break;
-        if (c + 1 < n && pair_before(&st->heap[c + 1], &st->heap[c])) c++;
-        if (!pair_before(&st->heap[c], &last)) break;
-        st->heap[i] = st->heap[c];
-        i = c;
-    }
-    if (n > 0) st->heap[i] = last;
-    return top;
 }
 
 /* ---- merging ------------------------------------------------------------- */
@@ -112,12 +86,13 @@ static void try_add_pair(spm_state *st, int32_t l, int32_t r) {
     int32_t id = vocab_find(v, st->text + st->sym[l].off, size);
     if (id < 0 || !vocab_type_mergeable(v->types[id])) return;
     spm_pair p = {v->scores[id], l, r, (uint32_t)size};
-    heap_push(st, p);
+    vocab_heap_push(st->heap, &st->n_heap, sizeof p, &p, pair_before);
 }
 
 static void merge_all(spm_state *st) {
     while (st->n_heap > 0) {
-        spm_pair p = heap_pop(st);
+        spm_pair p;
+        vocab_heap_pop(st->heap, &st->n_heap, sizeof p, &p, pair_before);
         spm_sym *l = &st->sym[p.left], *r = &st->sym[p.right];
         if (l->n == 0 || r->n == 0 || l->n + r->n != p.size || l->next != p.right) continue; /* stale */
         l->n += r->n;

@@ -128,6 +128,15 @@ static inline bool vocab_type_mergeable(uint8_t t) {
            t == VOCAB_TT_UNUSED;
 }
 
+/* Binary heap of merge candidates (pair_heap.c), shared by spm.c and bpe.c:
+ * heap is an array of elements of `size` bytes, *n of them in use; `before`
+ * says whether a must come out before b.  push adds a copy of *item (the
+ * array must have room); pop copies the first element to *top and removes
+ * it (*n > 0). */
+typedef bool (*vocab_heap_before_fn)(const void *a, const void *b);
+void vocab_heap_push(void *heap, size_t *n, size_t size, const void *item, vocab_heap_before_fn before);
+void vocab_heap_pop(void *heap, size_t *n, size_t size, void *top, vocab_heap_before_fn before);
+
 /* SentencePiece BPE encoder (spm.c); same contract as vocab_tokenize. */
 int spm_tokenize(const vocab *v, const char *text, size_t len, bool add_bos, kite_token *out, size_t cap,
                  size_t *n_out);

@@ -6,7 +6,8 @@
 # have the C harness's shape: "  ok    name" and "  FAIL  name: details".
 #
 # e2e_init creates $E2E_TMP (removed on exit, also on INT/TERM) and sets
-# $KITE, the binary under test ($KITE_BUILD/kite, default build/kite).
+# $KITE, the binary under test ($KITE_BUILD/kite, default build/kite); if it
+# is missing, the script ends there with a failed check and the summary.
 
 E2E_PASS=0
 E2E_FAIL=0
@@ -21,6 +22,11 @@ e2e_init() {
     E2E_TMP=$(mktemp -d "${TMPDIR:-/tmp}/kite-e2e.XXXXXX") || exit 1
     trap 'rm -rf "$E2E_TMP"' EXIT
     trap 'rm -rf "$E2E_TMP"; exit 130' INT TERM
+    if [ ! -x "$KITE" ]; then
+        e2e_fail "binary" "$KITE not found or not executable (build it first)"
+        e2e_summary
+        exit 1
+    fi
 }
 
 e2e_ok() {
@@ -59,6 +65,33 @@ e2e_kite() {
     "$KITE" "$@" </dev/null >"$_out" 2>"$_err"
     # shellcheck disable=SC2034 # read by the caller
     rc=$?
+}
+
+# e2e_expect_error NAME EXIT PREFIX NEEDLE ARGS...: kite ARGS (stdout and
+# stderr in $E2E_TMP/out and $E2E_TMP/err) must exit with EXIT and print
+# exactly one stderr line that starts with PREFIX (a fixed string; empty =
+# any "kite CMD: ") and contains NEEDLE (a fixed string; empty = anything).
+e2e_expect_error() {
+    _name=$1
+    _want=$2
+    _prefix=$3
+    _needle=$4
+    shift 4
+    e2e_kite "$E2E_TMP/out" "$E2E_TMP/err" "$@"
+    _line=$(e2e_first_line "$E2E_TMP/err")
+    if [ "$rc" -ne "$_want" ]; then
+        e2e_fail "$_name" "exit $rc (expected $_want): $_line"
+    elif ! e2e_one_line "$E2E_TMP/err"; then
+        e2e_fail "$_name" "stderr has $(wc -l <"$E2E_TMP/err") lines, expected 1: $_line"
+    elif [ -n "$_prefix" ] && [ "${_line#"$_prefix"}" = "$_line" ]; then
+        e2e_fail "$_name" "message does not start with '$_prefix': $_line"
+    elif [ -z "$_prefix" ] && ! grep -q "^kite [a-z]*: " "$E2E_TMP/err"; then
+        e2e_fail "$_name" "message does not start with 'kite CMD: ': $_line"
+    elif [ -n "$_needle" ] && ! grep -qF -e "$_needle" "$E2E_TMP/err"; then
+        e2e_fail "$_name" "message lacks '$_needle': $_line"
+    else
+        e2e_ok "$_name"
+    fi
 }
 
 # e2e_max_abs_diff A.f32 B.f32: prints "COUNT_A COUNT_B MAXDIFF BAD" for two

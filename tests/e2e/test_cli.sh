@@ -32,12 +32,6 @@ C=tests/data/convert
 M=models/stories260K.gguf
 VOCAB=models/vocab-llama2.gguf
 
-if [ ! -x "$KITE" ]; then
-    e2e_fail "binary" "$KITE not found or not executable (build it first)"
-    e2e_summary
-    exit 1
-fi
-
 # ids_diff EXPECTED GOT: describes how two comma-separated id lists differ.
 ids_diff() {
     awk -v a="$1" -v b="$2" 'BEGIN {
@@ -127,35 +121,6 @@ greedy_cases() {
     while IFS=$TAB read -r _ci _cn _cs _cp; do
         check_greedy "$1" "$2" "$_ci" "$_cn" "$_cs" "$_cp"
     done <"$_cases"
-}
-
-# expect_error NAME EXIT PREFIX NEEDLE ARGS...: kite ARGS must exit with EXIT
-# and print exactly one stderr line starting with PREFIX and containing
-# NEEDLE (a fixed string; empty = anything).
-expect_error() {
-    _name=$1
-    _want=$2
-    _prefix=$3
-    _needle=$4
-    shift 4
-    e2e_kite "$T/out" "$T/err" "$@"
-    _line=$(e2e_first_line "$T/err")
-    if [ "$rc" -ne "$_want" ]; then
-        e2e_fail "$_name" "exit $rc (expected $_want): $_line"
-    elif ! e2e_one_line "$T/err"; then
-        e2e_fail "$_name" "stderr has $(wc -l <"$T/err") lines, expected 1: $_line"
-    else
-        case $_line in
-        "$_prefix"*)
-            if [ -n "$_needle" ] && ! grep -qF -e "$_needle" "$T/err"; then
-                e2e_fail "$_name" "message lacks '$_needle': $_line"
-            else
-                e2e_ok "$_name"
-            fi
-            ;;
-        *) e2e_fail "$_name" "message does not start with '$_prefix': $_line" ;;
-        esac
-    fi
 }
 
 # ---- 1. greedy golden generations -----------------------------------------
@@ -250,20 +215,20 @@ fi
 
 # ---- 5. usage errors ------------------------------------------------------
 
-expect_error "usage: unknown option" 2 "kite run:" "--bogus" run --bogus
-expect_error "usage: missing value" 2 "kite run:" "-n" run -n
-expect_error "usage: missing -p value" 2 "kite run:" "-p" run -p
-expect_error "usage: -n -5" 2 "kite run:" "-5" run -n -5
-expect_error "usage: -n abc" 2 "kite run:" "abc" run -n abc
-expect_error "usage: --temp x" 2 "kite run:" "--temp" run --temp x
-expect_error "usage: -t 99999" 2 "kite run:" "99999" run -t 99999
-expect_error "usage: -c -1" 2 "kite run:" "-c" run -c -1
-expect_error "usage: --top-p 2" 2 "kite run:" "--top-p" run --top-p 2
-expect_error "usage: --repeat-penalty 0" 2 "kite run:" "--repeat-penalty" run --repeat-penalty 0
-expect_error "usage: unknown command" 2 "kite:" "bogus" bogus
-expect_error "usage: info without file" 2 "kite info:" "" info
-expect_error "usage: tokenize without text" 2 "kite tokenize:" "" tokenize
-expect_error "usage: convert --type q4" 2 "kite convert:" "q4" convert "$C/stories260K.bin" --tokenizer "$C/tok512.bin" -o "$T/q4.gguf" --type q4
+e2e_expect_error "usage: unknown option" 2 "kite run:" "--bogus" run --bogus
+e2e_expect_error "usage: missing value" 2 "kite run:" "-n" run -n
+e2e_expect_error "usage: missing -p value" 2 "kite run:" "-p" run -p
+e2e_expect_error "usage: -n -5" 2 "kite run:" "-5" run -n -5
+e2e_expect_error "usage: -n abc" 2 "kite run:" "abc" run -n abc
+e2e_expect_error "usage: --temp x" 2 "kite run:" "--temp" run --temp x
+e2e_expect_error "usage: -t 99999" 2 "kite run:" "99999" run -t 99999
+e2e_expect_error "usage: -c -1" 2 "kite run:" "-c" run -c -1
+e2e_expect_error "usage: --top-p 2" 2 "kite run:" "--top-p" run --top-p 2
+e2e_expect_error "usage: --repeat-penalty 0" 2 "kite run:" "--repeat-penalty" run --repeat-penalty 0
+e2e_expect_error "usage: unknown command" 2 "kite:" "bogus" bogus
+e2e_expect_error "usage: info without file" 2 "kite info:" "" info
+e2e_expect_error "usage: tokenize without text" 2 "kite tokenize:" "" tokenize
+e2e_expect_error "usage: convert --type q4" 2 "kite convert:" "q4" convert "$C/stories260K.bin" --tokenizer "$C/tok512.bin" -o "$T/q4.gguf" --type q4
 e2e_kite "$T/out" "$T/err"
 if [ "$rc" -eq 2 ] && grep -q 'usage' "$T/out" "$T/err"; then
     e2e_ok "usage: no arguments"
@@ -285,14 +250,14 @@ mkdir "$T/dir.gguf"
 for f in "$T/nonexistent.gguf" "$T/text.gguf" "$T/empty.gguf" "$T/trunc1000.gguf" \
     "$T/trunc600000.gguf" "$T/trunc-1.gguf" "$T/magic.gguf" "$T/dir.gguf"; do
     b=${f##*/}
-    expect_error "bad file: run $b" 1 "kite run:" "$f" run -m "$f" -n 1 --temp 0
-    expect_error "bad file: info $b" 1 "kite info:" "$f" info "$f"
-    expect_error "bad file: tokenize $b" 1 "kite tokenize:" "$f" tokenize -m "$f" x
+    e2e_expect_error "bad file: run $b" 1 "kite run:" "$f" run -m "$f" -n 1 --temp 0
+    e2e_expect_error "bad file: info $b" 1 "kite info:" "$f" info "$f"
+    e2e_expect_error "bad file: tokenize $b" 1 "kite tokenize:" "$f" tokenize -m "$f" x
 done
 for f in "$T/trunc1000.gguf" "$T/trunc600000.gguf" "$T/trunc-1.gguf"; do
-    expect_error "bad file: run --mmap ${f##*/}" 1 "kite run:" "$f" run --mmap -m "$f" -n 1 --temp 0
+    e2e_expect_error "bad file: run --mmap ${f##*/}" 1 "kite run:" "$f" run --mmap -m "$f" -n 1 --temp 0
 done
-expect_error "bad file: run vocab-only" 1 "kite run:" "$VOCAB" run -m "$VOCAB" -n 1 --temp 0
+e2e_expect_error "bad file: run vocab-only" 1 "kite run:" "$VOCAB" run -m "$VOCAB" -n 1 --temp 0
 if grep -q 'vocab-only' "$T/err"; then
     e2e_ok "bad file: run vocab-only says vocab-only"
 else
@@ -379,10 +344,10 @@ else
     e2e_fail "convert bf16: runs" "exit $rc: $(e2e_first_line "$T/err") stdout '$(e2e_first_line "$T/out")'"
 fi
 
-expect_error "convert: missing model" 1 "kite convert:" "$T/nonexistent.bin" convert "$T/nonexistent.bin" --tokenizer "$C/tok512.bin" -o "$T/bad.gguf"
-expect_error "convert: text as model" 1 "kite convert:" "$T/text.gguf" convert "$T/text.gguf" --tokenizer "$C/tok512.bin" -o "$T/bad.gguf"
-expect_error "convert: truncated model" 1 "kite convert:" "$T/trunc1000.gguf" convert "$T/trunc1000.gguf" --tokenizer "$C/tok512.bin" -o "$T/bad.gguf"
-expect_error "convert: tokenizer too large" 1 "kite convert:" "$C/tokenizer.bin" convert "$C/stories260K.bin" --tokenizer "$C/tokenizer.bin" -o "$T/bad.gguf"
+e2e_expect_error "convert: missing model" 1 "kite convert:" "$T/nonexistent.bin" convert "$T/nonexistent.bin" --tokenizer "$C/tok512.bin" -o "$T/bad.gguf"
+e2e_expect_error "convert: text as model" 1 "kite convert:" "$T/text.gguf" convert "$T/text.gguf" --tokenizer "$C/tok512.bin" -o "$T/bad.gguf"
+e2e_expect_error "convert: truncated model" 1 "kite convert:" "$T/trunc1000.gguf" convert "$T/trunc1000.gguf" --tokenizer "$C/tok512.bin" -o "$T/bad.gguf"
+e2e_expect_error "convert: tokenizer too large" 1 "kite convert:" "$C/tokenizer.bin" convert "$C/stories260K.bin" --tokenizer "$C/tokenizer.bin" -o "$T/bad.gguf"
 if [ -e "$T/bad.gguf" ]; then
     e2e_fail "convert: no output left on failure" "$T/bad.gguf exists"
 else

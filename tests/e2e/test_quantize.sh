@@ -28,33 +28,13 @@ M=models/stories260K.gguf
 REF=tests/data/quant-models/stories260K-Q4_K_M.gguf
 PROMPT="Once upon a time"
 
-if [ ! -x "$KITE" ]; then
-    e2e_fail "binary" "$KITE not found or not executable (build it first)"
-    e2e_summary
-    exit 1
-fi
-
 # expect_error NAME EXIT NEEDLE ARGS...: kite ARGS must exit with EXIT and
 # print exactly one stderr line starting "kite quantize: " containing NEEDLE.
 expect_error() {
-    _name=$1
-    _want=$2
-    _needle=$3
-    shift 3
-    e2e_kite "$T/out" "$T/err" "$@"
-    _line=$(e2e_first_line "$T/err")
-    if [ "$rc" -ne "$_want" ]; then
-        e2e_fail "$_name" "exit $rc (expected $_want): $_line"
-    elif ! e2e_one_line "$T/err"; then
-        e2e_fail "$_name" "stderr has $(wc -l <"$T/err") lines, expected 1: $_line"
-    else
-        case $_line in
-        "kite quantize: "*)
-            if grep -qF -e "$_needle" "$T/err"; then e2e_ok "$_name"; else e2e_fail "$_name" "lacks '$_needle': $_line"; fi
-            ;;
-        *) e2e_fail "$_name" "does not start with 'kite quantize: ': $_line" ;;
-        esac
-    fi
+    _n=$1
+    _s=$2
+    shift 2
+    e2e_expect_error "$_n" "$_s" "kite quantize: " "$@"
 }
 
 # tensor_types FILE: "name type" per tensor, sorted by name.

@@ -29,6 +29,7 @@
 #include "kite.h"
 #include "model/model.h"
 #include "tokenizer/vocab_internal.h"
+#include "tokenizer_checks.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -36,13 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static gguf_ctx *fuzz_tok_gguf;
 static struct kite_model fuzz_tok_model;
 
-#define FUZZ_TOK_REQUIRE(cond)                                                              \
-    do {                                                                                    \
-        if (!(cond)) {                                                                      \
-            fprintf(stderr, "fuzz_tokenizer: invariant failed: %s (line %d)\n", #cond, __LINE__); \
-            abort();                                                                        \
-        }                                                                                   \
-    } while (0)
+#define FUZZ_TOK_REQUIRE(cond) FUZZ_REQUIRE("fuzz_tokenizer", cond)
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
@@ -64,36 +59,9 @@ static bool fuzz_tok_has_u2581(const uint8_t *s, size_t n) {
     return false;
 }
 
-static bool fuzz_tok_valid_utf8(const char *s, size_t n) {
-    for (size_t i = 0; i < n;) {
-        size_t l;
-        if (utf8_check((const uint8_t *)s + i, n - i, &l) != UTF8_OK) return false;
-        i += l;
-    }
-    return true;
-}
-
-/* s with every ill-formed subsequence replaced by U+FFFD; out has 3n+1 bytes. */
-static size_t fuzz_tok_sanitize(const uint8_t *s, size_t n, char *out) {
-    size_t r = 0;
-    for (size_t i = 0; i < n;) {
-        size_t l;
-        if (utf8_check(s + i, n - i, &l) == UTF8_OK) {
-            memcpy(out + r, s + i, l);
-            r += l;
-        } else {
-            memcpy(out + r, "\xEF\xBF\xBD", 3);
-            r += 3;
-        }
-        i += l;
-    }
-    return r;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!fuzz_tok_model.vocab) LLVMFuzzerInitialize(NULL, NULL);
     const kite_model *m = &fuzz_tok_model;
-    const vocab *v = m->vocab;
     if (size > 1 << 16) return 0;
 
     /* 1. encode */
@@ -101,28 +69,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     kite_token *ids = malloc(cap * sizeof *ids);
     char *dec = malloc(cap * 4 + 16), *want = malloc(3 * size + 1), *str = malloc(3 * size + 16);
     FUZZ_TOK_REQUIRE(ids && dec && want && str);
-    int rc = kite_tokenize(m, (const char *)data, size, false, ids, cap, &n);
-    FUZZ_TOK_REQUIRE(rc == KITE_OK);
-    FUZZ_TOK_REQUIRE(n <= cap);
-    for (size_t i = 0; i < n; i++) {
-        FUZZ_TOK_REQUIRE(ids[i] >= 0 && ids[i] < v->n_tokens);
-        FUZZ_TOK_REQUIRE(v->types[ids[i]] != VOCAB_TT_CONTROL && v->types[ids[i]] != VOCAB_TT_UNKNOWN);
-    }
-    if (size == 0) FUZZ_TOK_REQUIRE(n == 0);
-    size_t n2 = 0;
-    FUZZ_TOK_REQUIRE(n == 0 || kite_tokenize(m, (const char *)data, size, false, ids, n - 1, &n2) == KITE_E_RANGE);
-    FUZZ_TOK_REQUIRE(n == 0 || n2 == n);
+    n = fuzz_check_encode("fuzz_tokenizer", m, (const char *)data, size, ids, cap);
 
     /* 2. pieces */
-    size_t d = 0;
-    for (size_t i = 0; i < n; i++) {
-        const char *p;
-        char buf[8];
-        int l = kite_token_to_piece(m, ids[i], &p, buf);
-        FUZZ_TOK_REQUIRE(l >= 0);
-        memcpy(dec + d, p, (size_t)l);
-        d += (size_t)l;
-    }
+    size_t d = fuzz_check_pieces("fuzz_tokenizer", m, ids, n, dec, cap * 4 + 16);
     bool exact = !fuzz_tok_has_u2581(data, size);
     if (exact && size > 0) {
         FUZZ_TOK_REQUIRE(d >= 1 && dec[0] == ' ');
@@ -130,23 +80,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
 
     /* 3. streaming detok, with a buffer just large enough for any piece */
-    kite_detok *dt;
-    FUZZ_TOK_REQUIRE(kite_detok_new(m, &dt) == KITE_OK);
     char chunk[256];
-    size_t s = 0;
-    for (size_t i = 0; i <= n + 1; i++) {
-        int r = i == 0 ? kite_detok_push(dt, kite_token_bos(m), chunk, sizeof chunk)
-                : i <= n ? kite_detok_push(dt, ids[i - 1], chunk, sizeof chunk)
-                         : kite_detok_flush(dt, chunk, sizeof chunk);
-        FUZZ_TOK_REQUIRE(r >= 0 && chunk[r] == '\0');
-        FUZZ_TOK_REQUIRE(fuzz_tok_valid_utf8(chunk, (size_t)r));
-        FUZZ_TOK_REQUIRE(s + (size_t)r <= 3 * size + 16);
-        memcpy(str + s, chunk, (size_t)r);
-        s += (size_t)r;
-    }
-    kite_detok_free(dt);
+    size_t s = fuzz_check_detok("fuzz_tokenizer", m, ids, n, true, chunk, sizeof chunk, str, 3 * size + 16);
     if (exact) {
-        size_t w = fuzz_tok_sanitize(data, size, want);
+        size_t w = fuzz_sanitize(data, size, want);
         FUZZ_TOK_REQUIRE(s == w && memcmp(str, want, w) == 0);
     }
 

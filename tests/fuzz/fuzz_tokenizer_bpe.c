@@ -30,6 +30,7 @@
 #include "model/model.h"
 #include "tokenizer/unicode.h"
 #include "tokenizer/vocab_internal.h"
+#include "tokenizer_checks.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -39,13 +40,7 @@ static const kite_model *fuzz_bpe_models[FUZZ_BPE_N];
 static struct kite_model fuzz_bpe_own[FUZZ_BPE_N];
 static gguf_ctx *fuzz_bpe_gguf[FUZZ_BPE_N];
 
-#define FUZZ_BPE_REQUIRE(cond)                                                                  \
-    do {                                                                                        \
-        if (!(cond)) {                                                                          \
-            fprintf(stderr, "fuzz_tokenizer_bpe: invariant failed: %s (line %d)\n", #cond, __LINE__); \
-            abort();                                                                            \
-        }                                                                                       \
-    } while (0)
+#define FUZZ_BPE_REQUIRE(cond) FUZZ_REQUIRE("fuzz_tokenizer_bpe", cond)
 
 /* Uses already loaded vocabularies (the unit test's) instead of loading. */
 static void fuzz_bpe_use(const kite_model *a, const kite_model *b, const kite_model *c) {
@@ -70,32 +65,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         fuzz_bpe_models[k] = &fuzz_bpe_own[k];
     }
     return 0;
-}
-
-static bool fuzz_bpe_valid_utf8(const char *s, size_t n) {
-    for (size_t i = 0; i < n;) {
-        size_t l;
-        if (utf8_check((const uint8_t *)s + i, n - i, &l) != UTF8_OK) return false;
-        i += l;
-    }
-    return true;
-}
-
-/* s with every ill-formed subsequence replaced by U+FFFD; out has 3n+1 bytes. */
-static size_t fuzz_bpe_sanitize(const uint8_t *s, size_t n, char *out) {
-    size_t r = 0;
-    for (size_t i = 0; i < n;) {
-        size_t l;
-        if (utf8_check(s + i, n - i, &l) == UTF8_OK) {
-            memcpy(out + r, s + i, l);
-            r += l;
-        } else {
-            memcpy(out + r, "\xEF\xBF\xBD", 3);
-            r += 3;
-        }
-        i += l;
-    }
-    return r;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -124,44 +93,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t chunk_cap = 3 * (v->max_dec_len + 4) + 1;
     char *chunk = malloc(chunk_cap);
     FUZZ_BPE_REQUIRE(ids && dec && want && str && chunk);
-    int rc = kite_tokenize(m, text, size, false, ids, cap, &n);
-    FUZZ_BPE_REQUIRE(rc == KITE_OK);
-    FUZZ_BPE_REQUIRE(n <= cap);
-    for (size_t i = 0; i < n; i++) {
-        FUZZ_BPE_REQUIRE(ids[i] >= 0 && ids[i] < v->n_tokens);
-        FUZZ_BPE_REQUIRE(v->types[ids[i]] != VOCAB_TT_CONTROL && v->types[ids[i]] != VOCAB_TT_UNKNOWN);
-    }
-    if (size == 0) FUZZ_BPE_REQUIRE(n == 0);
-    size_t n2 = 0;
-    FUZZ_BPE_REQUIRE(n == 0 || kite_tokenize(m, text, size, false, ids, n - 1, &n2) == KITE_E_RANGE);
-    FUZZ_BPE_REQUIRE(n == 0 || n2 == n);
+    n = fuzz_check_encode("fuzz_tokenizer_bpe", m, text, size, ids, cap);
 
     /* 2. pieces */
-    size_t d = 0;
-    for (size_t i = 0; i < n; i++) {
-        const char *p;
-        char buf[8];
-        int l = kite_token_to_piece(m, ids[i], &p, buf);
-        FUZZ_BPE_REQUIRE(l >= 0 && d + (size_t)l <= elen);
-        memcpy(dec + d, p, (size_t)l);
-        d += (size_t)l;
-    }
+    size_t d = fuzz_check_pieces("fuzz_tokenizer_bpe", m, ids, n, dec, elen);
     FUZZ_BPE_REQUIRE(d == elen && memcmp(dec, exp, elen) == 0);
 
     /* 3. streaming detok */
-    kite_detok *dt;
-    FUZZ_BPE_REQUIRE(kite_detok_new(m, &dt) == KITE_OK);
-    size_t s = 0;
-    for (size_t i = 0; i <= n; i++) {
-        int r = i < n ? kite_detok_push(dt, ids[i], chunk, chunk_cap) : kite_detok_flush(dt, chunk, chunk_cap);
-        FUZZ_BPE_REQUIRE(r >= 0 && chunk[r] == '\0');
-        FUZZ_BPE_REQUIRE(fuzz_bpe_valid_utf8(chunk, (size_t)r));
-        FUZZ_BPE_REQUIRE(s + (size_t)r <= 3 * elen + 16);
-        memcpy(str + s, chunk, (size_t)r);
-        s += (size_t)r;
-    }
-    kite_detok_free(dt);
-    size_t w = fuzz_bpe_sanitize((const uint8_t *)exp, elen, want);
+    size_t s = fuzz_check_detok("fuzz_tokenizer_bpe", m, ids, n, false, chunk, chunk_cap, str, 3 * elen + 16);
+    size_t w = fuzz_sanitize((const uint8_t *)exp, elen, want);
     FUZZ_BPE_REQUIRE(s == w && memcmp(str, want, w) == 0);
 
     free(chunk);

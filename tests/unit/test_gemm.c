@@ -33,17 +33,8 @@
 #include "kernels/kernels.h"
 #include "tensor/dtype.h"
 
-#define FLOAT_BUDGET 1e-5
-#define INT_BUDGET 2e-6
-
-static uint64_t rng_state = 0x2545f4914f6cdd1dull;
-static uint32_t rnd(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 16);
-}
-static float frand(void) { return (float)((int32_t)(rnd() % 2000001) - 1000000) / 1000000.0f; } /* [-1, 1] */
+#define KERNEL_TEST_SEED 0x2545f4914f6cdd1dull
+#include "kernel_helpers.h"
 
 static const uint32_t tiled_types[] = {KITE_DTYPE_F32, KITE_DTYPE_F16, KITE_DTYPE_BF16, KITE_DTYPE_Q8_0,
                                        KITE_DTYPE_Q4_0};

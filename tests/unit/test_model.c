@@ -23,6 +23,7 @@
 #include "json_mini.h"
 #include "kite.h"
 #include "model/llama2c.h"
+#include "model_helpers.h"
 #include "tensor/dtype.h"
 
 #define MODEL_F32 "models/stories260K.gguf"
@@ -37,45 +38,6 @@
 static char tmpdir[] = "/tmp/kite-test-model-XXXXXX";
 
 /* ---- helpers ----------------------------------------------------------- */
-
-static kite_model *load(const char *path) {
-    kite_model *m = NULL;
-    kite_model_params p = kite_model_default_params();
-    int rc = kite_model_load(path, &p, &m);
-    CHECK_MSG(rc == KITE_OK, "load %s: %s", path, kite_last_error());
-    return m;
-}
-
-static kite_ctx *new_ctx(kite_model *m, int n_ctx, int n_threads) {
-    kite_ctx *c = NULL;
-    kite_ctx_params p = kite_ctx_default_params();
-    p.n_ctx = n_ctx;
-    p.n_threads = n_threads;
-    int rc = kite_ctx_new(m, &p, &c);
-    CHECK_MSG(rc == KITE_OK, "ctx: %s", kite_last_error());
-    return c;
-}
-
-/* The 32 input ids of the logits golden (from its .json). */
-static int golden_input_ids(int32_t ids[N_POS]) {
-    char *json = harness_read_file(GOLD_LOGITS_JSON, NULL);
-    if (!json) return -1;
-    const char *p = strstr(json, "\"input_ids\":");
-    int32_t *arr = NULL;
-    size_t n = 0;
-    int rc = -1;
-    if (p) {
-        p += strlen("\"input_ids\":");
-        jm_ws(&p);
-        if (jm_int_array(&p, &arr, &n) == 0 && n == N_POS) {
-            memcpy(ids, arr, sizeof(int32_t) * N_POS);
-            rc = 0;
-        }
-    }
-    free(arr);
-    free(json);
-    return rc;
-}
 
 static float *read_f32(const char *path, size_t n) {
     size_t size = 0;
@@ -98,7 +60,7 @@ static double max_abs_diff(const float *a, const float *b, size_t n) {
 
 /* Evaluates ids one token at a time; returns [n][n_vocab] logits (malloc). */
 static float *logits_token_by_token(kite_model *m, const int32_t *ids, int n, int n_threads) {
-    kite_ctx *c = new_ctx(m, 64, n_threads);
+    kite_ctx *c = new_ctx_checked(m, 64, n_threads);
     if (!c) return NULL;
     float *out = malloc(sizeof(float) * (size_t)n * N_VOCAB);
     for (int i = 0; i < n; i++) {
@@ -110,7 +72,7 @@ static float *logits_token_by_token(kite_model *m, const int32_t *ids, int n, in
 }
 
 static float *logits_prefill(kite_model *m, const int32_t *ids, int n, int n_threads) {
-    kite_ctx *c = new_ctx(m, 64, n_threads);
+    kite_ctx *c = new_ctx_checked(m, 64, n_threads);
     if (!c) return NULL;
     float *out = malloc(sizeof(float) * (size_t)n * N_VOCAB);
     CHECK_EQ_INT(kite_ctx_eval(c, ids, n, true), KITE_OK);
@@ -123,9 +85,9 @@ static float *logits_prefill(kite_model *m, const int32_t *ids, int n, int n_thr
 
 TEST(test_logits_f32_match_llama2c) {
     int32_t ids[N_POS];
-    CHECK(golden_input_ids(ids) == 0);
+    CHECK(golden_input_ids(GOLD_LOGITS_JSON, ids, N_POS) == 0);
     float *gold = read_f32(GOLD_LOGITS, (size_t)N_POS * N_VOCAB);
-    kite_model *m = load(MODEL_F32);
+    kite_model *m = load_model_checked(MODEL_F32);
     if (!gold || !m) goto done;
     float *tbt = logits_token_by_token(m, ids, N_POS, 2);
     float *pre = logits_prefill(m, ids, N_POS, 2);
@@ -145,11 +107,11 @@ done:
 
 TEST(test_prefill_then_decode_equals_token_by_token) {
     int32_t ids[N_POS];
-    CHECK(golden_input_ids(ids) == 0);
-    kite_model *m = load(MODEL_F32);
+    CHECK(golden_input_ids(GOLD_LOGITS_JSON, ids, N_POS) == 0);
+    kite_model *m = load_model_checked(MODEL_F32);
     if (!m) return;
     float *tbt = logits_token_by_token(m, ids, N_POS, 1);
-    kite_ctx *c = new_ctx(m, 64, 2);
+    kite_ctx *c = new_ctx_checked(m, 64, 2);
     const int n_prompt = 5;
     CHECK_EQ_INT(kite_ctx_eval(c, ids, n_prompt, false), KITE_OK);
     CHECK_EQ_INT(kite_ctx_n_past(c), n_prompt);
@@ -173,8 +135,8 @@ TEST(test_prefill_then_decode_equals_token_by_token) {
 
 TEST(test_thread_count_does_not_change_results) {
     int32_t ids[N_POS];
-    CHECK(golden_input_ids(ids) == 0);
-    kite_model *m = load(MODEL_F32);
+    CHECK(golden_input_ids(GOLD_LOGITS_JSON, ids, N_POS) == 0);
+    kite_model *m = load_model_checked(MODEL_F32);
     if (!m) return;
     float *a = logits_prefill(m, ids, N_POS, 1);
     float *b = logits_prefill(m, ids, N_POS, 2);
@@ -206,10 +168,10 @@ static int argmax(const float *x, int n) {
  *     and the argmax rows are what greedy decoding sees). */
 TEST(test_logits_f16) {
     int32_t ids[N_POS];
-    CHECK(golden_input_ids(ids) == 0);
+    CHECK(golden_input_ids(GOLD_LOGITS_JSON, ids, N_POS) == 0);
     float *gold16 = read_f32(GOLD_LOGITS_F16, (size_t)N_POS * N_VOCAB);
     float *gold32 = read_f32(GOLD_LOGITS, (size_t)N_POS * N_VOCAB);
-    kite_model *m = load(MODEL_F16);
+    kite_model *m = load_model_checked(MODEL_F16);
     if (!gold16 || !gold32 || !m) goto done;
     float *got = logits_prefill(m, ids, N_POS, 2);
     double e16 = max_abs_diff(got, gold16, (size_t)N_POS * N_VOCAB);
@@ -233,7 +195,7 @@ done:
  * exact match is luck rather than a property to test. */
 TEST(test_logits_bf16) {
     int32_t ids[N_POS];
-    CHECK(golden_input_ids(ids) == 0);
+    CHECK(golden_input_ids(GOLD_LOGITS_JSON, ids, N_POS) == 0);
     char out[512];
     snprintf(out, sizeof out, "%s/bf16.gguf", tmpdir);
     llama2c_convert_params cp = {.model_path = "tests/data/convert/stories260K.bin",
@@ -241,7 +203,7 @@ TEST(test_logits_bf16) {
                                  .out_type = KITE_DTYPE_BF16};
     CHECK_MSG(llama2c_convert(&cp, out) == KITE_OK, "%s", kite_last_error());
     float *gold = read_f32(GOLD_LOGITS, (size_t)N_POS * N_VOCAB);
-    kite_model *m = load(out);
+    kite_model *m = load_model_checked(out);
     if (!gold || !m) goto done;
     float *got = logits_prefill(m, ids, N_POS, 2);
     double e = max_abs_diff(got, gold, (size_t)N_POS * N_VOCAB);
@@ -261,26 +223,14 @@ done:
 /* ---- greedy generations through the public API ------------------------- */
 
 static int json_field_string(const char *line, const char *key, char **out, size_t *len) {
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\": ", key);
-    const char *p = strstr(line, pat);
+    const char *p = json_field(line, key);
     if (!p) return -1;
-    p += strlen(pat);
     return jm_string(&p, out, len);
-}
-
-static int json_field_ids(const char *line, const char *key, int32_t **out, size_t *n) {
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\": ", key);
-    const char *p = strstr(line, pat);
-    if (!p) return -1;
-    p += strlen(pat);
-    return jm_int_array(&p, out, n);
 }
 
 TEST(test_greedy_goldens) {
     char *all = harness_read_file(GOLD_GREEDY, NULL);
-    kite_model *m = load(MODEL_F32);
+    kite_model *m = load_model_checked(MODEL_F32);
     CHECK(all != NULL);
     if (!all || !m) goto done;
     kite_sampler_params sp = kite_sampler_default_params();
@@ -302,7 +252,7 @@ TEST(test_greedy_goldens) {
         CHECK_EQ_INT(kite_tokenize(m, prompt, plen, true, toks, 512, &n), KITE_OK);
         CHECK_EQ_INT(n, n_gold_prompt);
         CHECK(memcmp(toks, gold_prompt, n * sizeof *toks) == 0);
-        kite_ctx *c = new_ctx(m, 512, 2);
+        kite_ctx *c = new_ctx_checked(m, 512, 2);
         kite_sampler *s = NULL;
         CHECK_EQ_INT(kite_sampler_new(&sp, N_VOCAB, &s), KITE_OK);
         /* like run.c: steps = n_gold - 1 positions, stop on BOS */
@@ -579,10 +529,10 @@ static void check_synth(synth s, int n_tok, int n_ctx_run) {
     for (int i = 0; i < n_tok; i++) ids[i] = (int32_t)((i * 7919 + 3) % s.n_vocab);
     float *ref = malloc(sizeof(float) * (size_t)n_tok * (size_t)s.n_vocab);
     reference_forward(&s, ids, n_tok, ref);
-    kite_model *m = load(path);
+    kite_model *m = load_model_checked(path);
     if (m) {
         /* prefill everything (possibly in several n_batch chunks) */
-        kite_ctx *c = new_ctx(m, n_ctx_run, 2);
+        kite_ctx *c = new_ctx_checked(m, n_ctx_run, 2);
         CHECK_EQ_INT(kite_ctx_eval(c, ids, n_tok, true), KITE_OK);
         double err = 0, mag = 0;
         for (int t = 0; t < n_tok; t++) {
@@ -711,9 +661,9 @@ TEST(test_unsupported_tensor_type_and_vocab_only) {
 }
 
 TEST(test_context_limits) {
-    kite_model *m = load(MODEL_F32);
+    kite_model *m = load_model_checked(MODEL_F32);
     if (!m) return;
-    kite_ctx *c = new_ctx(m, 8, 2);
+    kite_ctx *c = new_ctx_checked(m, 8, 2);
     kite_token ids[10] = {1, 403, 407, 261, 378, 432, 383, 286, 261, 376};
     CHECK_EQ_INT(kite_ctx_eval(c, ids, 6, false), KITE_OK);
     CHECK_EQ_INT(kite_ctx_eval(c, ids + 6, 3, false), KITE_E_RANGE); /* 6 + 3 > 8 */

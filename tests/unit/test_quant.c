@@ -24,6 +24,7 @@
 #include "harness.h"
 #include "json_mini.h"
 #include "kite.h"
+#include "model_helpers.h"
 #include "tensor/blocks.h"
 #include "tensor/dtype.h"
 #include "tensor/quants.h"
@@ -420,26 +421,6 @@ TEST(test_zero_rows) {
 
 static const char *const model_ftypes[] = {"Q4_K_M", "Q5_K_M", "Q6_K", "Q3_K_M", "TQ1_0"};
 
-static int golden_input_ids(int32_t ids[N_POS]) {
-    char *json = harness_read_file(GOLD_LOGITS_JSON, NULL);
-    if (!json) return -1;
-    const char *p = strstr(json, "\"input_ids\":");
-    int32_t *arr = NULL;
-    size_t n = 0;
-    int rc = -1;
-    if (p) {
-        p += strlen("\"input_ids\":");
-        jm_ws(&p);
-        if (jm_int_array(&p, &arr, &n) == 0 && n == N_POS) {
-            memcpy(ids, arr, sizeof(int32_t) * N_POS);
-            rc = 0;
-        }
-    }
-    free(arr);
-    free(json);
-    return rc;
-}
-
 /* Logits [N_POS][N_VOCAB] of the golden ids in one batch (malloc), or NULL. */
 static float *model_logits(const char *path, const int32_t *ids) {
     kite_model *m = NULL;
@@ -519,7 +500,7 @@ static int write_dequantized(const char *src, const char *dst) {
  * types these files use (F16, Q8_0, Q5_0, Q5_1, Q4_0, IQ4_NL) end to end. */
 TEST(test_quant_models_dequantized) {
     int32_t ids[N_POS];
-    CHECK(golden_input_ids(ids) == 0);
+    CHECK(golden_input_ids(GOLD_LOGITS_JSON, ids, N_POS) == 0);
     for (size_t k = 0; k < sizeof model_ftypes / sizeof *model_ftypes; k++) {
         char src[256], dst[256], gold_path[256];
         snprintf(src, sizeof src, "tests/data/quant-models/stories260K-%s.gguf", model_ftypes[k]);
@@ -551,7 +532,7 @@ TEST(test_quant_models_dequantized) {
  * With a float matmul the error is ~1e-5 and these checks hold trivially. */
 TEST(test_quant_models_as_is) {
     int32_t ids[N_POS];
-    CHECK(golden_input_ids(ids) == 0);
+    CHECK(golden_input_ids(GOLD_LOGITS_JSON, ids, N_POS) == 0);
     for (size_t k = 0; k < sizeof model_ftypes / sizeof *model_ftypes; k++) {
         char src[256], gold_path[256];
         snprintf(src, sizeof src, "tests/data/quant-models/stories260K-%s.gguf", model_ftypes[k]);

@@ -21,6 +21,7 @@
 #include "harness.h"
 #include "json_mini.h"
 #include "kite.h"
+#include "model_helpers.h"
 #include "spec/accept.h"
 #include "spec/adapt.h"
 #include "spec/lookup.h"
@@ -32,39 +33,12 @@
 #define N_VOCAB 512
 #define MAX_TOK 512
 
-static kite_model *load(const char *path) {
-    kite_model *m = NULL;
-    kite_model_params p = kite_model_default_params();
-    int rc = kite_model_load(path, &p, &m);
-    CHECK_MSG(rc == KITE_OK, "load %s: %s", path, kite_last_error());
-    return m;
-}
-
-static kite_ctx *new_ctx(kite_model *m, int n_ctx) {
-    kite_ctx *c = NULL;
-    kite_ctx_params p = kite_ctx_default_params();
-    p.n_ctx = n_ctx;
-    p.n_threads = 1;
-    int rc = kite_ctx_new(m, &p, &c);
-    CHECK_MSG(rc == KITE_OK, "ctx: %s", kite_last_error());
-    return c;
-}
-
-static int json_field_ids(const char *line, const char *key, int32_t **out, size_t *n) {
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\": ", key);
-    const char *p = strstr(line, pat);
-    if (!p) return -1;
-    p += strlen(pat);
-    return jm_int_array(&p, out, n);
-}
-
 /* Generates with the speculative decoder from prompt[0..n_prompt) until
  * n_total tokens or a generated BOS (kept, like test_model's loop).  Returns
  * the total length written to toks, or -1. */
 static int spec_generate(kite_model *m, const spec_params *p, const kite_sampler_params *sp, const kite_token *prompt,
                          int n_prompt, int n_total, kite_token *toks, spec_stats *stats) {
-    kite_ctx *c = new_ctx(m, MAX_TOK);
+    kite_ctx *c = new_ctx_checked(m, MAX_TOK, 1);
     spec_decoder *d = NULL;
     int n = -1;
     if (!c) return -1;
@@ -98,7 +72,7 @@ done:
 /* Plain decoding (the reference), same stopping rule. */
 static int plain_generate(kite_model *m, const kite_sampler_params *sp, const kite_token *prompt, int n_prompt,
                           int n_total, kite_token *toks) {
-    kite_ctx *c = new_ctx(m, MAX_TOK);
+    kite_ctx *c = new_ctx_checked(m, MAX_TOK, 1);
     kite_sampler *s = NULL;
     if (!c || kite_sampler_new(sp, N_VOCAB, &s) != KITE_OK) {
         kite_ctx_free(c);
@@ -165,7 +139,7 @@ static void check_goldens(kite_model *m, const spec_params *p, const char *label
 /* ---- greedy == plain greedy, each drafter -------------------------------- */
 
 TEST(test_greedy_lookup) {
-    kite_model *m = load(MODEL_F32);
+    kite_model *m = load_model_checked(MODEL_F32);
     if (!m) return;
     spec_params p = spec_default_params();
     p.drafter = SPEC_DRAFT_LOOKUP;
@@ -181,7 +155,7 @@ TEST(test_greedy_lookup) {
 }
 
 TEST(test_greedy_self) {
-    kite_model *m = load(MODEL_F32);
+    kite_model *m = load_model_checked(MODEL_F32);
     if (!m) return;
     kite_model_info info;
     kite_model_get_info(m, &info);
@@ -200,8 +174,8 @@ TEST(test_greedy_self) {
 }
 
 TEST(test_greedy_draft_model) {
-    kite_model *m = load(MODEL_F32);
-    kite_model *m16 = load(MODEL_F16);
+    kite_model *m = load_model_checked(MODEL_F32);
+    kite_model *m16 = load_model_checked(MODEL_F16);
     if (!m || !m16) goto done;
     spec_params p = spec_default_params();
     p.drafter = SPEC_DRAFT_MODEL;
@@ -224,7 +198,7 @@ done:
 
 /* Penalties depend on the accepted history; verification in order keeps them exact. */
 TEST(test_greedy_penalty) {
-    kite_model *m = load(MODEL_F32);
+    kite_model *m = load_model_checked(MODEL_F32);
     if (!m) return;
     kite_sampler_params sp = kite_sampler_default_params();
     sp.temperature = 0;
@@ -245,7 +219,7 @@ TEST(test_greedy_penalty) {
 
 /* Sampling end to end: runs, stays in the vocabulary, reproducible per seed. */
 TEST(test_sampling_smoke) {
-    kite_model *m = load(MODEL_F32);
+    kite_model *m = load_model_checked(MODEL_F32);
     if (!m) return;
     kite_sampler_params sp = kite_sampler_default_params();
     sp.repeat_penalty = 1.1f;
@@ -377,9 +351,9 @@ TEST(test_probs_match_sampler) {
 /* ---- KV rollback ----------------------------------------------------------- */
 
 TEST(test_rollback) {
-    kite_model *m = load(MODEL_F32);
+    kite_model *m = load_model_checked(MODEL_F32);
     if (!m) return;
-    kite_ctx *a = new_ctx(m, 64), *b = new_ctx(m, 64);
+    kite_ctx *a = new_ctx_checked(m, 64, 1), *b = new_ctx_checked(m, 64, 1);
     if (!a || !b) goto done;
     const kite_token prompt[] = {1, 403, 407, 261, 378};
     const kite_token verify[] = {432, 383, 17, 99, 250}; /* pending + 4 drafts, 2 of them kept */
@@ -413,11 +387,11 @@ done:
 
 /* Layer skipping is zero-cost when off and changes the output when on. */
 TEST(test_skip_layers) {
-    kite_model *m = load(MODEL_F32);
+    kite_model *m = load_model_checked(MODEL_F32);
     if (!m) return;
     kite_model_info info;
     kite_model_get_info(m, &info);
-    kite_ctx *a = new_ctx(m, 32), *b = new_ctx(m, 32);
+    kite_ctx *a = new_ctx_checked(m, 32, 1), *b = new_ctx_checked(m, 32, 1);
     if (!a || !b) goto done;
     bool skip[64] = {false};
     CHECK_EQ_INT(kite_ctx_set_skip_layers(b, skip, info.n_layer + 1), KITE_E_ARG);
@@ -497,9 +471,9 @@ TEST(test_parse_layers) {
 }
 
 TEST(test_errors) {
-    kite_model *m = load(MODEL_F32);
+    kite_model *m = load_model_checked(MODEL_F32);
     if (!m) return;
-    kite_ctx *c = new_ctx(m, 16);
+    kite_ctx *c = new_ctx_checked(m, 16, 1);
     spec_decoder *d = NULL;
     kite_sampler_params sp = kite_sampler_default_params();
     spec_params p = spec_default_params();

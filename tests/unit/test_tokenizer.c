@@ -4,13 +4,13 @@
  * from shared/golden; see tests/data/tokenizer/README.md), plus edge cases,
  * in-memory vocabularies and GGUF validation errors.
  */
-#include <dirent.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "gguf/gguf.h"
 #include "harness.h"
 #include "json_mini.h"
+#include "tokenizer_golden.h"
 #include "kite.h"
 #include "model/model.h"
 #include "tokenizer/vocab_internal.h"
@@ -96,69 +96,6 @@ static void rows_free(rows *rs) {
     free(rs->r);
 }
 
-/* Tokenizes into a malloc'd array (grown on KITE_E_RANGE). */
-static kite_token *tokenize(const kite_model *m, const char *text, size_t len, bool bos, size_t *n) {
-    size_t cap = len + 8;
-    kite_token *ids = malloc(cap * sizeof *ids);
-    int rc = kite_tokenize(m, text, len, bos, ids, cap, n);
-    if (rc == KITE_E_RANGE) {
-        cap = *n;
-        ids = realloc(ids, cap * sizeof *ids);
-        rc = kite_tokenize(m, text, len, bos, ids, cap, n);
-    }
-    if (rc != KITE_OK) {
-        printf("    tokenize failed: %s\n", kite_last_error());
-        free(ids);
-        *n = 0;
-        return NULL;
-    }
-    return ids;
-}
-
-static bool ids_equal(const kite_token *a, size_t na, const int32_t *b, size_t nb) {
-    if (na != nb) return false;
-    for (size_t i = 0; i < na; i++)
-        if (a[i] != b[i]) return false;
-    return true;
-}
-
-static void print_ids(const char *label, const kite_token *a, size_t n) {
-    printf("      %s:", label);
-    for (size_t i = 0; i < n && i < 64; i++) printf(" %d", (int)a[i]);
-    printf("\n");
-}
-
-static bool valid_utf8(const char *s, size_t n) {
-    for (size_t i = 0; i < n;) {
-        size_t l;
-        if (utf8_check((const uint8_t *)s + i, n - i, &l) != UTF8_OK) return false;
-        i += l;
-    }
-    return true;
-}
-
-/* Concatenated token_to_piece of ids, minus the one dummy-prefix space. */
-static char *decode_pieces(const kite_model *m, const kite_token *ids, size_t n, size_t *len) {
-    size_t cap = 64, used = 0;
-    char *s = malloc(cap);
-    for (size_t i = 0; i < n; i++) {
-        const char *p;
-        char buf[8];
-        int l = kite_token_to_piece(m, ids[i], &p, buf);
-        if (l < 0) {
-            free(s);
-            return NULL;
-        }
-        while (used + (size_t)l + 1 > cap) s = realloc(s, cap *= 2);
-        memcpy(s + used, p, (size_t)l);
-        used += (size_t)l;
-    }
-    s[used] = '\0';
-    if (used > 0 && s[0] == ' ') memmove(s, s + 1, used--);
-    *len = used;
-    return s;
-}
-
 /* Streams BOS + ids through a detok with a small output buffer; returns the
  * text; *ok false if a chunk was not valid UTF-8. */
 static char *detok_stream(const kite_model *m, const kite_token *ids, size_t n, size_t *len, bool *ok) {
@@ -241,14 +178,7 @@ TEST(golden_llamacpp_spm) {
         if (!nl) break;
         *nl = '\0';
         int32_t want[512];
-        size_t n_want = 0;
-        for (char *q = o; *q;) {
-            char *e;
-            long v = strtol(q, &e, 10);
-            if (e == q) break;
-            if (n_want < 512) want[n_want++] = (int32_t)v;
-            q = e;
-        }
+        size_t n_want = parse_ids(o, want, sizeof want / sizeof *want);
         size_t n;
         kite_token *ids = tokenize(&llama2.m, p, (size_t)(end - p), false, &n);
         if (!ids_equal(ids, n, want, n_want)) {
@@ -259,7 +189,7 @@ TEST(golden_llamacpp_spm) {
         }
         /* round trip */
         size_t dlen;
-        char *dec = decode_pieces(&llama2.m, ids, n, &dlen);
+        char *dec = decode_pieces(&llama2.m, ids, n, true, &dlen);
         CHECK_MSG(dec && dlen == (size_t)(end - p) && memcmp(dec, p, dlen) == 0, "case %d: round trip",
                   n_cases + 1);
         free(dec);
@@ -284,7 +214,7 @@ static void check_roundtrip(loaded *l, const char *vocab_path, const char *jsonl
         jm_row *r = &rs.r[i];
         size_t dlen, slen;
         bool ok;
-        char *dec = decode_pieces(&l->m, r->ids, r->n_ids, &dlen);
+        char *dec = decode_pieces(&l->m, r->ids, r->n_ids, true, &dlen);
         CHECK_MSG(dec && dlen == r->text_len && memcmp(dec, r->text, dlen) == 0, "row %zu \"%.40s\": pieces give \"%s\"",
                   i + 1, r->text, dec ? dec : "(null)");
         char *str = detok_stream(&l->m, r->ids, r->n_ids, &slen, &ok);
@@ -319,7 +249,7 @@ static void expect_roundtrip(const kite_model *m, const char *text, size_t len, 
     size_t n, dlen;
     kite_token *ids = tokenize(m, text, len, false, &n);
     CHECK_MSG(ids || len == 0, "%s: tokenize failed", what);
-    char *dec = decode_pieces(m, ids, n, &dlen);
+    char *dec = decode_pieces(m, ids, n, true, &dlen);
     CHECK_MSG(dec && dlen == len && memcmp(dec, text, len) == 0, "%s: round trip differs", what);
     free(dec);
     free(ids);
@@ -644,25 +574,7 @@ TEST(mini_validation) {
 /* Every file of the fuzz corpus goes through the fuzz target's invariants
  * (a violation aborts, which tests/run.sh reports as a crash). */
 TEST(fuzz_corpus_replay) {
-    const char *dir = "tests/fuzz/corpus/fuzz_tokenizer";
-    DIR *d = opendir(dir);
-    CHECK_MSG(d != NULL, "cannot open %s", dir);
-    if (!d) return;
-    int n_files = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.') continue;
-        char path[512];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        size_t size;
-        char *buf = harness_read_file(path, &size);
-        CHECK_MSG(buf != NULL, "cannot read %s", path);
-        if (!buf) continue;
-        LLVMFuzzerTestOneInput((const uint8_t *)buf, size);
-        free(buf);
-        n_files++;
-    }
-    closedir(d);
+    int n_files = replay_fuzz_corpus("tests/fuzz/corpus/fuzz_tokenizer", LLVMFuzzerTestOneInput);
     CHECK(n_files >= 5);
 }
 

@@ -6,12 +6,12 @@
  * streaming detok, edge cases, an in-memory vocabulary, speed, and a replay
  * of the fuzz corpus.  Each big vocabulary is loaded once.
  */
-#include <dirent.h>
 #include <time.h>
 
 #include "gguf/gguf.h"
 #include "harness.h"
 #include "json_mini.h"
+#include "tokenizer_golden.h"
 #include "kite.h"
 #include "model/model.h"
 #include "tokenizer/pretok.h"
@@ -57,67 +57,6 @@ static void unload(loaded *l) {
     gguf_close(l->g);
     l->g = NULL;
     l->m.vocab = NULL;
-}
-
-static kite_token *tokenize(const kite_model *m, const char *text, size_t len, bool bos, size_t *n) {
-    size_t cap = len + 8;
-    kite_token *ids = malloc(cap * sizeof *ids);
-    int rc = kite_tokenize(m, text, len, bos, ids, cap, n);
-    if (rc == KITE_E_RANGE) {
-        cap = *n;
-        ids = realloc(ids, cap * sizeof *ids);
-        rc = kite_tokenize(m, text, len, bos, ids, cap, n);
-    }
-    if (rc != KITE_OK) {
-        printf("    tokenize failed: %s\n", kite_last_error());
-        free(ids);
-        *n = 0;
-        return NULL;
-    }
-    return ids;
-}
-
-static bool ids_equal(const kite_token *a, size_t na, const int32_t *b, size_t nb) {
-    if (na != nb) return false;
-    for (size_t i = 0; i < na; i++)
-        if (a[i] != b[i]) return false;
-    return true;
-}
-
-static void print_ids(const char *label, const kite_token *a, size_t n) {
-    printf("      %s:", label);
-    for (size_t i = 0; i < n && i < 64; i++) printf(" %d", (int)a[i]);
-    printf("\n");
-}
-
-static bool valid_utf8(const char *s, size_t n) {
-    for (size_t i = 0; i < n;) {
-        size_t l;
-        if (utf8_check((const uint8_t *)s + i, n - i, &l) != UTF8_OK) return false;
-        i += l;
-    }
-    return true;
-}
-
-/* Concatenated token_to_piece (no dummy prefix in byte-level BPE). */
-static char *decode_pieces(const kite_model *m, const kite_token *ids, size_t n, size_t *len) {
-    size_t cap = 64, used = 0;
-    char *s = malloc(cap);
-    for (size_t i = 0; i < n; i++) {
-        const char *p;
-        char buf[8];
-        int l = kite_token_to_piece(m, ids[i], &p, buf);
-        if (l < 0) {
-            free(s);
-            return NULL;
-        }
-        while (used + (size_t)l + 1 > cap) s = realloc(s, cap *= 2);
-        memcpy(s + used, p, (size_t)l);
-        used += (size_t)l;
-    }
-    s[used] = '\0';
-    *len = used;
-    return s;
 }
 
 /* BOS (when the vocab has one) + ids through a detok; *ok false if a chunk
@@ -181,7 +120,7 @@ static int check_text(loaded *l, const char *text, size_t len, const int32_t *wa
         print_ids("want", want, n_want);
     }
     char *exp = expected_text(l, text, len, &elen);
-    char *dec = decode_pieces(&l->m, ids, n, &dlen);
+    char *dec = decode_pieces(&l->m, ids, n, false, &dlen);
     CHECK_MSG(dec && exp && dlen == elen && memcmp(dec, exp, dlen) == 0, "%s \"%.40s\": pieces give \"%s\"", what, text,
               dec ? dec : "(null)");
     if (valid_utf8(text, len)) {
@@ -255,14 +194,7 @@ static void check_llamacpp(loaded *l, const char *base) {
         if (!nl) break;
         *nl = '\0';
         int32_t want[1024];
-        size_t n_want = 0;
-        for (char *q = o; *q;) {
-            char *e;
-            long v = strtol(q, &e, 10);
-            if (e == q) break;
-            if (n_want < 1024) want[n_want++] = (int32_t)v;
-            q = e;
-        }
+        size_t n_want = parse_ids(o, want, sizeof want / sizeof *want);
         char what[32];
         snprintf(what, sizeof what, "case %d", n_cases + 1);
         bad += check_text(l, p, (size_t)(end - p), want, n_want, what);
@@ -568,31 +500,10 @@ TEST(load_and_encode_speed) {
 #include "fuzz/fuzz_tokenizer_bpe.c"
 
 TEST(fuzz_corpus_replay) {
-    const char *dir = "tests/fuzz/corpus/fuzz_tokenizer_bpe";
-    DIR *d = opendir(dir);
-    CHECK_MSG(d != NULL, "cannot open %s", dir);
-    if (!d) return;
     CHECK(load(&qwen3) && load(&llama3) && load(&gpt2));
-    if (!qwen3.m.vocab || !llama3.m.vocab || !gpt2.m.vocab) {
-        closedir(d);
-        return;
-    }
+    if (!qwen3.m.vocab || !llama3.m.vocab || !gpt2.m.vocab) return;
     fuzz_bpe_use(&qwen3.m, &llama3.m, &gpt2.m);
-    int n_files = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.') continue;
-        char path[512];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        size_t size;
-        char *buf = harness_read_file(path, &size);
-        CHECK_MSG(buf != NULL, "cannot read %s", path);
-        if (!buf) continue;
-        LLVMFuzzerTestOneInput((const uint8_t *)buf, size);
-        free(buf);
-        n_files++;
-    }
-    closedir(d);
+    int n_files = replay_fuzz_corpus("tests/fuzz/corpus/fuzz_tokenizer_bpe", LLVMFuzzerTestOneInput);
     CHECK(n_files >= 5);
 }
 

@@ -36,14 +36,9 @@
 #include <string.h>
 
 #include "kernels/x86_avx512/kquant_vnni.h"
+#include "kernels/x86_avx512/vnni_common.h"
 #include "tensor/blocks.h"
 
-#define ALWAYS_INLINE inline __attribute__((always_inline))
-/* The micro-kernels' row/token loops must be fully unrolled so that their
- * per-row vectors (unpacked weights, scales, accumulators) stay in registers
- * (gcc otherwise kept them in stack arrays: measured slower). */
-#define KITE_PRAGMA(x) _Pragma(#x)
-#define KITE_UNROLL KITE_PRAGMA(GCC unroll 4)
 #define KB4 ((size_t)sizeof(block_q4_K)) /* 144 bytes */
 #define KB6 ((size_t)sizeof(block_q6_K)) /* 210 bytes */
 #define KB8 ((size_t)sizeof(block_q8_K)) /* 292 bytes */
@@ -58,11 +53,6 @@ static ALWAYS_INLINE size_t prefetch_ahead(int nr, size_t ws) { return nr > 1 ? 
 
 static ALWAYS_INLINE __m512i ld512(const void *p) { return _mm512_loadu_si512(p); }
 static ALWAYS_INLINE __m256i ld256(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
-static ALWAYS_INLINE uint16_t ld_u16(const unsigned char *p) {
-    uint16_t h;
-    memcpy(&h, p, sizeof h);
-    return h;
-}
 static ALWAYS_INLINE float ld_f32(const unsigned char *p) {
     float v;
     memcpy(&v, p, sizeof v);
@@ -279,37 +269,10 @@ static ALWAYS_INLINE void q6_K_kernel(int64_t nb, float *y, int64_t ldy, const u
     store4(y, ldy, NR, NT, acc);
 }
 
-/* Rows in fours (then singles), tokens in groups of up to 4. */
-#define DEFINE_KGEMM(NAME, KERNEL)                                                                               \
-    void NAME(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr, const void *a,           \
-              size_t a_stride, int nt) {                                                                         \
-        const int64_t nb = n / QK_K;                                                                             \
-        const unsigned char *wp = w, *ap = a;                                                                    \
-        for (int t = 0; t < nt; t += 4) {                                                                        \
-            const int tn = nt - t < 4 ? nt - t : 4;                                                              \
-            const unsigned char *at = ap + (size_t)t * a_stride;                                                 \
-            float *yt = y + (int64_t)t * ldy;                                                                    \
-            int r = 0;                                                                                           \
-            for (; r + 4 <= nr; r += 4) {                                                                        \
-                const unsigned char *wr = wp + (size_t)r * w_stride;                                             \
-                switch (tn) {                                                                                    \
-                case 1: KERNEL(nb, yt + r, ldy, wr, w_stride, at, a_stride, 4, 1); break;                        \
-                case 2: KERNEL(nb, yt + r, ldy, wr, w_stride, at, a_stride, 4, 2); break;                        \
-                case 3: KERNEL(nb, yt + r, ldy, wr, w_stride, at, a_stride, 4, 3); break;                        \
-                default: KERNEL(nb, yt + r, ldy, wr, w_stride, at, a_stride, 4, 4); break;                       \
-                }                                                                                                \
-            }                                                                                                    \
-            for (; r < nr; r++) {                                                                                \
-                const unsigned char *wr = wp + (size_t)r * w_stride;                                             \
-                for (int k = 0; k < tn; k++)                                                                     \
-                    KERNEL(nb, yt + (int64_t)k * ldy + r, ldy, wr, w_stride, at + (size_t)k * a_stride, a_stride, \
-                           1, 1);                                                                                \
-            }                                                                                                    \
-        }                                                                                                        \
-    }
-
-DEFINE_KGEMM(gemm_q4_K_q8_K_vnni, q4_K_kernel)
-DEFINE_KGEMM(gemm_q6_K_q8_K_vnni, q6_K_kernel)
+/* Rows in fours (then singles), tokens in groups of up to 4 (one call per
+ * token for the single rows). */
+VNNI_DEFINE_GEMM(gemm_q4_K_q8_K_vnni, q4_K_kernel, QK_K, VNNI_GEMM_TAIL_SINGLE)
+VNNI_DEFINE_GEMM(gemm_q6_K_q8_K_vnni, q6_K_kernel, QK_K, VNNI_GEMM_TAIL_SINGLE)
 
 void vec_dot_q4_K_q8_K_vnni(int64_t n, float *out, const void *w, const void *a) {
     q4_K_kernel(n / QK_K, out, 1, w, 0, a, 0, 1, 1);

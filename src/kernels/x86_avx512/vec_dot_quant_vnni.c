@@ -39,23 +39,13 @@
 
 #include "kernels/ref/ref.h"
 #include "kernels/x86_avx512/avx512.h"
+#include "kernels/x86_avx512/vnni_common.h"
 #include "tensor/blocks.h"
 #include "tensor/dtype.h"
 
-#define ALWAYS_INLINE inline __attribute__((always_inline))
-/* The micro-kernels' row/token loops must be fully unrolled so that their
- * per-row vectors (unpacked weights, scales, accumulators) stay in registers
- * (gcc otherwise kept them in stack arrays: measured slower). */
-#define KITE_PRAGMA(x) _Pragma(#x)
-#define KITE_UNROLL KITE_PRAGMA(GCC unroll 4)
 #define QB4 ((size_t)sizeof(block_q4_0)) /* 18 bytes */
 #define QB8 ((size_t)sizeof(block_q8_0)) /* 34 bytes */
 
-static ALWAYS_INLINE uint16_t ld_u16(const unsigned char *p) {
-    uint16_t h;
-    memcpy(&h, p, sizeof h);
-    return h;
-}
 /* lanes 0..7 = half h0, lanes 8..15 = half h1, as floats (exact widening) */
 static ALWAYS_INLINE __m512 scales2(uint16_t h0, uint16_t h1) {
     return _mm512_cvtph_ps(_mm256_mask_set1_epi16(_mm256_set1_epi16((short)h0), 0xFF00, (short)h1));
@@ -198,39 +188,8 @@ static ALWAYS_INLINE void q8_0_kernel(int64_t nb, float *y, int64_t ldy, const u
 /* The flat GEMM over micro-kernels: rows in fours (then singles), tokens in
  * groups of up to 4.  Every output goes through the same per-output
  * instruction sequence whatever NR/NT, so it equals vec_dot bit for bit. */
-#define DEFINE_QGEMM(NAME, KERNEL)                                                                           \
-    void NAME(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr, const void *a,           \
-              size_t a_stride, int nt) {                                                                         \
-        const int64_t nb = n / QK8_0;                                                                            \
-        const unsigned char *wp = w, *ap = a;                                                                    \
-        for (int t = 0; t < nt; t += 4) {                                                                        \
-            const int tn = nt - t < 4 ? nt - t : 4;                                                              \
-            const unsigned char *at = ap + (size_t)t * a_stride;                                                 \
-            float *yt = y + (int64_t)t * ldy;                                                                    \
-            int r = 0;                                                                                           \
-            for (; r + 4 <= nr; r += 4) {                                                                        \
-                const unsigned char *wr = wp + (size_t)r * w_stride;                                             \
-                switch (tn) {                                                                                    \
-                case 1: KERNEL(nb, yt + r, ldy, wr, w_stride, at, a_stride, 4, 1); break;                        \
-                case 2: KERNEL(nb, yt + r, ldy, wr, w_stride, at, a_stride, 4, 2); break;                        \
-                case 3: KERNEL(nb, yt + r, ldy, wr, w_stride, at, a_stride, 4, 3); break;                        \
-                default: KERNEL(nb, yt + r, ldy, wr, w_stride, at, a_stride, 4, 4); break;                       \
-                }                                                                                                \
-            }                                                                                                    \
-            for (; r < nr; r++) {                                                                                \
-                const unsigned char *wr = wp + (size_t)r * w_stride;                                             \
-                switch (tn) {                                                                                    \
-                case 1: KERNEL(nb, yt + r, ldy, wr, w_stride, at, a_stride, 1, 1); break;                        \
-                case 2: KERNEL(nb, yt + r, ldy, wr, w_stride, at, a_stride, 1, 2); break;                        \
-                case 3: KERNEL(nb, yt + r, ldy, wr, w_stride, at, a_stride, 1, 3); break;                        \
-                default: KERNEL(nb, yt + r, ldy, wr, w_stride, at, a_stride, 1, 4); break;                       \
-                }                                                                                                \
-            }                                                                                                    \
-        }                                                                                                        \
-    }
-
-DEFINE_QGEMM(gemm_q4_0_q8_0_vnni, q4_0_kernel)
-DEFINE_QGEMM(gemm_q8_0_q8_0_vnni, q8_0_kernel)
+VNNI_DEFINE_GEMM(gemm_q4_0_q8_0_vnni, q4_0_kernel, QK8_0, VNNI_GEMM_TAIL_GROUPED)
+VNNI_DEFINE_GEMM(gemm_q8_0_q8_0_vnni, q8_0_kernel, QK8_0, VNNI_GEMM_TAIL_GROUPED)
 
 void vec_dot_q4_0_q8_0_vnni(int64_t n, float *out, const void *w, const void *a) {
     q4_0_kernel(n / QK8_0, out, 1, w, 0, a, 0, 1, 1);
