@@ -1,7 +1,7 @@
 /*
  * bench.c - `kite bench`: prefill and decode speed, in the spirit of llama-bench.
  *
- *   kite bench -m FILE [-p 128] [-n 32] [-t LIST] [-r 5] [--json] [--mmap] [--no-check]
+ *   kite bench -m FILE [-p 128] [-n 32] [-t LIST] [-r 5] [--json] [--mmap] [--no-check] [--profile]
  *   kite bench --probe [--json]
  *
  * Tests (see docs/bench.md for what every number means):
@@ -19,6 +19,11 @@
  * after, the repetition is marked and run again (at most -r extra runs per
  * test); the number of marked repetitions and the median availability are
  * reported.
+ *
+ * --profile turns on the context's per-op-type timing (kite_ctx_set_profiling)
+ * for the timed repetitions and reports, per test, the time per token of
+ * every op type: the mean over the kept repetitions that passed the check
+ * (over all attempts if none did).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -42,7 +47,7 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: kite bench -m FILE [-p N] [-n N] [-t LIST] [-r N] [--json] [--mmap] [--no-check]\n"
+            "usage: kite bench -m FILE [-p N] [-n N] [-t LIST] [-r N] [--json] [--mmap] [--no-check] [--profile]\n"
             "       kite bench --probe [--json]\n"
             "\n"
             "Measures prefill (ppN: N random tokens as one batch) and decode (tgN: N tokens one at a\n"
@@ -59,6 +64,8 @@ static void usage(FILE *f) {
             "      --mmap         map the file instead of reading it into memory\n"
             "      --no-check     skip the core-availability check around each repetition\n"
             "      --json         one JSON line per test on stdout instead of the table\n"
+            "      --profile      time every op type of the forward pass (per token, per test; with\n"
+            "                     --json an \"ops\" object of seconds per token)\n"
             "      --probe        measure the machine's read bandwidth (1..nproc threads) and FMA peak\n"
             "                     again, store them in the cache, and print them\n"
             "  -h, --help         show this help\n");
@@ -70,7 +77,7 @@ typedef struct bench_opts {
     int threads[MAX_THREAD_LIST];
     int n_threads_list;
     uint64_t seed;
-    bool json, use_mmap, probe, check;
+    bool json, use_mmap, probe, check, profile;
 } bench_opts;
 
 /* ---- model facts from the file ----------------------------------------------- */
@@ -151,6 +158,8 @@ typedef struct test_result {
     double avail;             /* median availability seen by the checks (0: not checked) */
     int redone;               /* attempts marked because availability < AVAIL_MIN */
     int noisy;                /* marked attempts kept in the result (the machine stayed noisy) */
+    double op_s[KITE_PROFILE_N_OPS]; /* --profile: seconds per token of each op type */
+    const char *op_names[KITE_PROFILE_N_OPS]; /* their names (static, from kite_ctx_profile) */
 } test_result;
 
 /* ---- running ------------------------------------------------------------------ */
@@ -162,11 +171,15 @@ static uint64_t xorshift(uint64_t *s) {
     return *s;
 }
 
-/* One repetition: returns tokens per second, or < 0 on error. */
-static double run_once(kite_ctx *ctx, kite_token *ids, int32_t n_vocab, bool prefill, int64_t n, uint64_t seed) {
+/* One repetition: returns tokens per second, or < 0 on error.  prof != NULL:
+ * the repetition runs with profiling on and its per-op seconds (all
+ * KITE_PROFILE_N_OPS) are added to prof. */
+static double run_once(kite_ctx *ctx, kite_token *ids, int32_t n_vocab, bool prefill, int64_t n, uint64_t seed,
+                       double *prof) {
     uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
     for (int64_t i = 0; i < n; i++) ids[i] = (kite_token)(xorshift(&s) % (uint64_t)n_vocab);
     if (kite_ctx_truncate(ctx, 0) != KITE_OK) return -1.0;
+    if (prof && kite_ctx_set_profiling(ctx, true) != KITE_OK) return -1.0;
     double t0 = time_now_s();
     if (prefill) {
         if (kite_ctx_eval(ctx, ids, (int32_t)n, false) != KITE_OK) return -1.0;
@@ -175,6 +188,12 @@ static double run_once(kite_ctx *ctx, kite_token *ids, int32_t n_vocab, bool pre
             if (kite_ctx_eval(ctx, &ids[i], 1, false) != KITE_OK) return -1.0;
     }
     double dt = time_now_s() - t0;
+    if (prof) {
+        double op[KITE_PROFILE_N_OPS];
+        kite_ctx_profile(ctx, op, NULL, KITE_PROFILE_N_OPS);
+        for (int i = 0; i < KITE_PROFILE_N_OPS; i++) prof[i] += op[i];
+        kite_ctx_set_profiling(ctx, false);
+    }
     return dt > 0 ? (double)n / dt : 0.0;
 }
 
@@ -189,20 +208,24 @@ static int run_test(const bench_opts *o, kite_ctx *ctx, kite_token *ids, int32_t
     const double expect = pr->fma_gflops * threads;
 
     /* warm-up (not counted): faults in scratch buffers and caches */
-    if (run_once(ctx, ids, n_vocab, prefill, prefill ? (n < 16 ? n : 16) : 2, o->seed ^ 0xabcdef) < 0) return 1;
+    if (run_once(ctx, ids, n_vocab, prefill, prefill ? (n < 16 ? n : 16) : 2, o->seed ^ 0xabcdef, NULL) < 0) return 1;
     /* Up to 2r attempts, stopping at r good ones (availability >= AVAIL_MIN).
      * If the machine stays noisy, the best-availability noisy attempts fill
      * the remaining places and are counted in tr->noisy. */
     double bad_v[2 * MAX_REPS], bad_a[2 * MAX_REPS];
     int nbad = 0;
+    /* --profile: per-op seconds summed over the good / the marked attempts */
+    double prof_good[KITE_PROFILE_N_OPS] = {0}, prof_bad[KITE_PROFILE_N_OPS] = {0}, prof_try[KITE_PROFILE_N_OPS];
     while (nv < o->reps && tries < 2 * o->reps) {
         tries++;
         double a0 = o->check ? probe_fma_check(threads, CHECK_MS) / expect : 1.0;
-        double ts = run_once(ctx, ids, n_vocab, prefill, n, o->seed + (uint64_t)tries);
+        memset(prof_try, 0, sizeof prof_try);
+        double ts = run_once(ctx, ids, n_vocab, prefill, n, o->seed + (uint64_t)tries, o->profile ? prof_try : NULL);
         if (ts < 0) return 1;
         double a1 = o->check ? probe_fma_check(threads, CHECK_MS) / expect : 1.0;
         double a = a0 < a1 ? a0 : a1;
         if (o->check) av[na++] = a;
+        for (int i = 0; i < KITE_PROFILE_N_OPS; i++) (a < AVAIL_MIN ? prof_bad : prof_good)[i] += prof_try[i];
         if (a < AVAIL_MIN) {
             tr->redone++;
             bad_v[nbad] = ts;
@@ -223,6 +246,10 @@ static int run_test(const bench_opts *o, kite_ctx *ctx, kite_token *ids, int32_t
         bad_v[best] = bad_v[--nbad];
         bad_a[best] = bad_a[nbad];
     }
+    const int n_good = nv - tr->noisy;
+    kite_ctx_profile(ctx, NULL, tr->op_names, KITE_PROFILE_N_OPS);
+    for (int i = 0; i < KITE_PROFILE_N_OPS; i++)
+        tr->op_s[i] = n_good > 0 ? prof_good[i] / n_good / (double)n : prof_bad[i] / tr->redone / (double)n;
     tr->n_runs = nv;
     tr->tok_s = median(v, nv);
     tr->tok_s_min = v[0];
@@ -262,6 +289,11 @@ static void print_json(const bench_opts *o, const model_facts *mf, const kite_mo
            tr->gflops, kernels, mi->residency ? mi->residency : "?", load_ms, tr->n_runs, tr->noisy, tr->redone, 100.0 * tr->avail,
            mf->bytes_per_token, mi->n_layer, probe_read_gbs(pr, tr->threads), pr->fma_gflops * tr->threads);
     cli_json_string(stdout, pr->cpu, strlen(pr->cpu));
+    if (o->profile) {
+        printf(", \"ops\": {");
+        for (int i = 0; i < KITE_PROFILE_N_OPS; i++) printf("%s\"%s\": %.6e", i ? ", " : "", tr->op_names[i], tr->op_s[i]);
+        printf("}");
+    }
     printf("}\n");
     fflush(stdout);
 }
@@ -296,6 +328,27 @@ static void print_row(const bench_opts *o, const model_facts *mf, const kite_mod
            base_name(o->model), mf->type, size, params, mi->residency ? mi->residency : "?", kernels, tr->threads,
            tr->name, tps, tr->gb_s, roof, avail);
     fflush(stdout);
+}
+
+/* --profile table: one column per test, microseconds per token and share. */
+static void print_profile(const test_result *tr, int n) {
+    printf("\nper-op time per token (us/tok, share of the sum), forward pass only:\n\n| %-10s |", "op");
+    for (int j = 0; j < n; j++) printf(" %7s t=%-3d |", tr[j].name, tr[j].threads);
+    printf("\n|------------|");
+    for (int j = 0; j < n; j++) printf("--------------:|");
+    printf("\n");
+    double sum[2 * MAX_THREAD_LIST] = {0};
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < KITE_PROFILE_N_OPS; i++) sum[j] += tr[j].op_s[i];
+    for (int i = 0; i < KITE_PROFILE_N_OPS; i++) {
+        printf("| %-10s |", tr[0].op_names[i]);
+        for (int j = 0; j < n; j++)
+            printf(" %7.1f %4.1f%% |", tr[j].op_s[i] * 1e6, sum[j] > 0 ? 100.0 * tr[j].op_s[i] / sum[j] : 0.0);
+        printf("\n");
+    }
+    printf("| %-10s |", "sum");
+    for (int j = 0; j < n; j++) printf(" %7.1f       |", sum[j] * 1e6);
+    printf("\n");
 }
 
 static void print_probe(const probe_result *pr, bool measured, bool json) {
@@ -361,6 +414,8 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
             o->use_mmap = true;
         } else if (!strcmp(a, "--probe")) {
             o->probe = true;
+        } else if (!strcmp(a, "--profile")) {
+            o->profile = true;
         } else if (!strcmp(a, "--no-check")) {
             o->check = false;
         } else {
@@ -427,6 +482,8 @@ int cmd_bench(int argc, char **argv) {
             o.model, t_load * 1e3, mi.residency, kernels, (double)mf.bytes_per_token / 1e9, pr.cpu,
             probe_read_gbs(&pr, pr.n_read), pr.n_read, pr.fma_gflops, pr.isa, measured ? "just measured" : "cached");
     if (!o.json) print_header();
+    test_result done_tr[2 * MAX_THREAD_LIST];
+    int n_done = 0;
 
     for (int ti = 0; ti < o.n_threads_list; ti++) {
         kite_ctx_params cp = kite_ctx_default_params();
@@ -448,10 +505,12 @@ int cmd_bench(int argc, char **argv) {
                 print_json(&o, &mf, &mi, kernels, &pr, &tr, t_load * 1e3);
             else
                 print_row(&o, &mf, &mi, kernels, &tr);
+            done_tr[n_done++] = tr;
         }
         kite_ctx_free(ctx);
         ctx = NULL;
     }
+    if (o.profile && !o.json && n_done > 0) print_profile(done_tr, n_done);
     status = 0;
 done:
     free(ids);

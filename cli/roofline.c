@@ -2,7 +2,8 @@
  * roofline.c - `kite roofline`: per-op roofline analysis of prefill and
  * decode for a model file or a named shape on a hardware profile, with
  * sweeps, an SVG (and gnuplot PNG) chart and a predicted-vs-measured
- * comparison on this machine.  The model is src/roofline/ (docs/roofline.md).
+ * comparison on this machine (a real forward pass with the context's
+ * per-op profile, kite_ctx_set_profiling).  The model is src/roofline/ (docs/roofline.md).
  */
 #include <inttypes.h>
 #include <math.h>
@@ -46,7 +47,8 @@ static void usage(FILE *f) {
             "                    and the effect of W4A16 vs W8A8 quantization\n"
             "  --svg FILE        write the roofline chart as SVG\n"
             "  --png FILE        the chart through gnuplot (skipped if gnuplot is not installed)\n"
-            "  --compare         time kite's kernels per op here; print predicted vs measured\n"
+            "  --compare         run -m MODEL here with per-op profiling (batch 1); print predicted vs\n"
+            "                    measured per op type and in total\n"
             "  --reprobe         measure the probe profile again\n",
             "tinyllama-1.1b|llama2-7b|llama3-8b|mistral-7b|stories260k", rl_hw_builtin_list());
 }
@@ -140,46 +142,93 @@ static void print_sweep(const rl_shape *sh, const rl_hw *hw, const rl_setting *s
            "matmul peak, so weight-activation quantization (INT8 compute) helps and weight-only does not.\n");
 }
 
-static const char *group_of(const char *op) {
-    if (strstr(op, "norm")) return "norms";
-    if (strstr(op, "_proj")) return "attn q/k/v/o proj";
-    if (!strcmp(op, "attn_scores") || !strcmp(op, "softmax") || !strcmp(op, "attn_values")) return "attention";
-    if (!strncmp(op, "ffn_", 4) && strcmp(op, "ffn_act")) return "ffn gate/up/down";
-    return op;
+/* Measured seconds of a profile op type for the predicted op `name`: the
+ * fused attention kernel covers attn_scores + softmax + attn_values. */
+static const char *profile_op_of(const char *name) {
+    if (!strcmp(name, "attn_scores") || !strcmp(name, "softmax") || !strcmp(name, "attn_values")) return "attention";
+    return name;
 }
 
-static int compare(const rl_shape *sh, const rl_setting *st, const rl_result *r, int n_threads) {
-    static const char *groups[] = {"embed", "norms", "attn q/k/v/o proj", "rope", "attention", "ffn gate/up/down",
-                                   "ffn_act", "output"};
-    enum { NG = sizeof groups / sizeof groups[0] };
-    for (int p = 0; p < 2; p++) {
-        rl_measured m[RL_MAX_OPS];
-        const rl_phase_result *ph = &r->ph[p];
-        if (rl_measure_phase(sh, st, p, n_threads, ph, m) != KITE_OK) {
-            fprintf(stderr, "kite %s: %s\n", CMD, kite_last_error());
-            return 1;
-        }
-        double pg[NG] = {0}, mg[NG] = {0}, pt = 0, mt = 0;
-        for (int i = 0; i < ph->n_ops; i++)
-            for (int g = 0; g < NG; g++)
-                if (!strcmp(group_of(ph->ops[i].name), groups[g])) {
-                    pg[g] += ph->ops[i].time * (double)ph->ops[i].count;
-                    mg[g] += m[i].time * (double)ph->ops[i].count;
-                }
-        printf("\n## %s: predicted vs measured (kite kernels, %d threads)\n\n", p ? "decode" : "prefill", n_threads);
-        printf("| op type | predicted ms | measured ms | measured/predicted |\n|---|---:|---:|---:|\n");
-        for (int g = 0; g < NG; g++) {
-            printf("| %s | %.3f | %.3f | %.2f |\n", groups[g], pg[g] * 1e3, mg[g] * 1e3,
-                   pg[g] > 0 ? mg[g] / pg[g] : 0.0);
-            pt += pg[g];
-            mt += mg[g];
-        }
-        double toks = p ? (double)st->batch : (double)(st->batch * st->prompt);
-        printf("| **total** | %.3f | %.3f | %.2f |\n", pt * 1e3, mt * 1e3, mt / pt);
-        printf("\n%s: predicted %.2f tok/s, measured (sum of op times) %.2f tok/s\n", p ? "decode" : "prefill",
-               toks / pt, toks / mt);
+/* Runs `model` here through the public API with per-op profiling on
+ * (kite_ctx_set_profiling): prefill of st->prompt random tokens into an empty
+ * context (best total of 3 runs, after a warm-up), then st->gen decode steps
+ * from there (mean per step; context prompt..prompt+gen, mean as predicted).
+ * Prints predicted vs measured per op type and in total. */
+static int compare(const char *model_path, const rl_setting *st, const rl_result *r, int n_threads) {
+    if (st->batch != 1) return cli_usage_error(CMD, "--compare runs one sequence: use --batch 1");
+    int status = 1;
+    kite_model *m = NULL;
+    kite_ctx *ctx = NULL;
+    kite_token *ids = NULL;
+    kite_model_params mp = kite_model_default_params();
+    if (kite_model_load(model_path, &mp, &m) != KITE_OK) goto fail;
+    kite_model_info mi;
+    kite_model_get_info(m, &mi);
+    kite_ctx_params cp = kite_ctx_default_params();
+    cp.n_ctx = (int32_t)(st->prompt + st->gen + 1);
+    cp.n_threads = n_threads;
+    if (kite_ctx_new(m, &cp, &ctx) != KITE_OK) goto fail;
+    int64_t n_ids = st->prompt + st->gen;
+    if (!(ids = malloc(sizeof *ids * (size_t)n_ids))) goto fail;
+    uint64_t seed = 0x9e3779b97f4a7c15ull;
+    for (int64_t i = 0; i < n_ids; i++) {
+        seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+        ids[i] = (kite_token)(seed % (uint64_t)mi.n_vocab);
     }
-    return 0;
+    double meas[2][KITE_PROFILE_N_OPS] = {{0}}, cur[KITE_PROFILE_N_OPS];
+    const char *names[KITE_PROFILE_N_OPS];
+    kite_ctx_profile(ctx, NULL, names, KITE_PROFILE_N_OPS);
+    double best = INFINITY;
+    for (int rep = -1; rep < 3; rep++) { /* rep -1: warm-up */
+        if (kite_ctx_truncate(ctx, 0) != KITE_OK || kite_ctx_set_profiling(ctx, true) != KITE_OK ||
+            kite_ctx_eval(ctx, ids, (int32_t)st->prompt, false) != KITE_OK)
+            goto fail;
+        kite_ctx_profile(ctx, cur, NULL, KITE_PROFILE_N_OPS);
+        double tot = 0;
+        for (int i = 0; i < KITE_PROFILE_N_OPS; i++) tot += cur[i];
+        if (rep >= 0 && tot < best) best = tot, memcpy(meas[RL_PREFILL], cur, sizeof cur);
+    }
+    if (kite_ctx_set_profiling(ctx, true) != KITE_OK) goto fail;
+    for (int64_t i = 0; i < st->gen; i++)
+        if (kite_ctx_eval(ctx, &ids[st->prompt + i], 1, false) != KITE_OK) goto fail;
+    kite_ctx_profile(ctx, meas[RL_DECODE], NULL, KITE_PROFILE_N_OPS);
+    for (int i = 0; i < KITE_PROFILE_N_OPS; i++) meas[RL_DECODE][i] /= st->gen > 0 ? (double)st->gen : 1.0;
+    kite_ctx_set_profiling(ctx, false);
+
+    for (int p = 0; p < 2; p++) {
+        if (p == RL_DECODE && st->gen == 0) break;
+        const rl_phase_result *ph = &r->ph[p];
+        printf("\n## %s: predicted vs measured (a real forward pass, kite_ctx profile, %d threads)\n\n",
+               p ? "decode (per step)" : "prefill", n_threads);
+        printf("| op type | predicted ms | measured ms | measured/predicted |\n|---|---:|---:|---:|\n");
+        double pt = 0, mt = 0;
+        for (int j = 0; j < KITE_PROFILE_N_OPS; j++) {
+            double pr = 0;
+            bool modelled = false;
+            for (int i = 0; i < ph->n_ops; i++)
+                if (!strcmp(profile_op_of(ph->ops[i].name), names[j])) {
+                    pr += ph->ops[i].time * (double)ph->ops[i].count;
+                    modelled = true;
+                }
+            pt += pr;
+            mt += meas[p][j];
+            if (modelled)
+                printf("| %s | %.3f | %.3f | %.2f |\n", names[j], pr * 1e3, meas[p][j] * 1e3,
+                       pr > 0 ? meas[p][j] / pr : 0.0);
+            else
+                printf("| %s (not modelled) | - | %.3f | - |\n", names[j], meas[p][j] * 1e3);
+        }
+        double toks = p ? 1.0 : (double)st->prompt;
+        printf("| **total** | %.3f | %.3f | %.2f |\n", pt * 1e3, mt * 1e3, mt / pt);
+        printf("\n%s: predicted %.2f tok/s, measured %.2f tok/s\n", p ? "decode" : "prefill", toks / pt, toks / mt);
+    }
+    status = 0;
+fail:
+    if (status) fprintf(stderr, "kite %s: --compare: %s\n", CMD, kite_last_error());
+    free(ids);
+    kite_ctx_free(ctx);
+    kite_model_free(m);
+    return status;
 }
 
 static int write_png(const char *png, const rl_hw *hw, const rl_result *r) {
@@ -274,6 +323,8 @@ int cmd_roofline(int argc, char **argv) {
         }
     }
     if (model && shape) return cli_usage_error(CMD, "-m and --shape exclude each other");
+    if (cmp && !model)
+        return cli_usage_error(CMD, "--compare runs a model: give -m FILE (e.g. one made by `kite synth --shape NAME`)");
 
     rl_shape sh;
     int rc;
@@ -328,7 +379,7 @@ int cmd_roofline(int argc, char **argv) {
         return 1;
     }
     if (png && write_png(png, &hw, &r)) return 1;
-    if (cmp && compare(&sh, &st, &r, (int)threads)) return 1;
+    if (cmp && compare(model, &st, &r, (int)threads)) return 1;
     if (json) rl_print_json(stdout, &sh, &hw, &st, &r);
     return 0;
 }

@@ -173,6 +173,27 @@ int kite_ctx_truncate(kite_ctx *ctx, int32_t n_past);
  * Returns KITE_OK, KITE_E_ARG (n != n_layer, state unchanged) or KITE_E_NOMEM. */
 int kite_ctx_set_skip_layers(kite_ctx *ctx, const bool *skip, int32_t n);
 
+/* Per-op-type profiling of the forward pass (`kite bench --profile`,
+ * docs/roofline.md).  While on, every kite_ctx_eval adds the wall-clock
+ * time of each op type (all layers together) to an accumulator in ctx; the
+ * timestamps come from a monotonic clock and are taken only while on, so
+ * the logits are bit-identical with profiling on or off and the cost when
+ * off is one untaken branch per op.  Turning it on (or on again) zeroes the
+ * accumulators; turning it off keeps them readable.  The types are
+ * KITE_PROFILE_N_OPS fixed names: embed, attn_norm, q_proj, k_proj, v_proj,
+ * rope, attention, o_proj, ffn_norm, ffn_gate, ffn_up, ffn_act (SwiGLU),
+ * ffn_down, out_norm, output, other (rotary tables, residual adds).  The
+ * times cover the forward passes only (not eval's argument checks), so
+ * their sum is slightly below the eval's wall time.
+ * Returns KITE_OK or KITE_E_ARG (ctx NULL). */
+#define KITE_PROFILE_N_OPS 16
+int kite_ctx_set_profiling(kite_ctx *ctx, bool on);
+/* Copies min(cap, KITE_PROFILE_N_OPS) accumulated times (seconds) into
+ * seconds[] and the matching static names into names[] (either may be NULL)
+ * and returns KITE_PROFILE_N_OPS (-1 if ctx is NULL).  All zeros before the
+ * profiling was first turned on. */
+int32_t kite_ctx_profile(const kite_ctx *ctx, double *seconds, const char **names, int32_t cap);
+
 /* ---- sampler ----------------------------------------------------------- */
 
 typedef struct kite_sampler kite_sampler;

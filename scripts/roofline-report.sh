@@ -72,9 +72,13 @@ probe_file=${XDG_CACHE_HOME:-$HOME/.cache}/kite/roofline-t$T.txt
   echo
   echo "## Per op type: \`kite roofline -m tinyllama-q8_0-l$L.gguf --hw probe -t $T --compare\`"
   echo
-  echo "Measured = kite's kernels timed one op type at a time with the model's sizes (sum over ops;"
-  echo "no forward-pass glue), so its total differs from \`kite bench\`."
-  $K roofline -m "$M/tinyllama-q8_0-l$L.gguf" --hw probe -t "$T" --compare 2>/dev/null | sed -n '/^## prefill: predicted/,$p'
+  echo "Measured = one real forward pass of the model through the public API with the context's"
+  echo "per-op profile on (\`kite_ctx_set_profiling\`, the same timing as \`kite bench --profile\`):"
+  echo "prefill of 128 tokens (best of 3 after a warm-up), then 32 decode steps (mean per step)."
+  echo "\"other\" is the rotary table and the residual adds, which the model does not cost. One run,"
+  echo "taken minutes after the probe: the load caveats above apply."
+  echo
+  $K roofline -m "$M/tinyllama-q8_0-l$L.gguf" --hw probe -t "$T" --compare 2>/dev/null | sed -n '/^## prefill: predicted/,$p' | sed 's/^## /### /'
   echo
   echo "## Sweep on this machine: full 22-layer TinyLlama-1.1B, q8_0"
   echo

@@ -190,3 +190,25 @@ int kite_ctx_truncate(kite_ctx *ctx, int32_t n_past) {
     ctx->n_logits = 0;
     return KITE_OK;
 }
+
+static const char *const prof_names[PROF_COUNT] = {
+    "embed", "attn_norm", "q_proj", "k_proj", "v_proj", "rope", "attention", "o_proj",
+    "ffn_norm", "ffn_gate", "ffn_up", "ffn_act", "ffn_down", "out_norm", "output", "other",
+};
+_Static_assert(PROF_COUNT == KITE_PROFILE_N_OPS, "profile op list and KITE_PROFILE_N_OPS disagree");
+
+int kite_ctx_set_profiling(kite_ctx *ctx, bool on) {
+    if (!ctx) return err_set(KITE_E_ARG, "kite_ctx_set_profiling: ctx is required");
+    if (on) memset(ctx->prof_s, 0, sizeof ctx->prof_s);
+    ctx->profiling = on;
+    return KITE_OK;
+}
+
+int32_t kite_ctx_profile(const kite_ctx *ctx, double *seconds, const char **names, int32_t cap) {
+    if (!ctx) return -1;
+    for (int32_t i = 0; i < cap && i < PROF_COUNT; i++) {
+        if (seconds) seconds[i] = ctx->prof_s[i];
+        if (names) names[i] = prof_names[i];
+    }
+    return PROF_COUNT;
+}

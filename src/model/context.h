@@ -48,10 +48,20 @@ struct kite_ctx {
     bool *skip_layers;    /* [n_layer] blocks the forward pass skips (residual passes through), or NULL
                              (self-speculative drafting, docs/spec.md); set by kite_ctx_set_skip_layers */
 
+    bool profiling;       /* kite_ctx_set_profiling: time each op type in llama_forward */
+    double prof_s[KITE_PROFILE_N_OPS]; /* seconds accumulated per op type (enum ctx_prof_op) */
+
     float *logits;        /* [logits_cap][n_vocab] */
     int32_t logits_cap;   /* rows allocated */
     int32_t n_logits;     /* rows valid after the last eval */
     int32_t logits_first; /* index (in the last eval's tokens) of row 0 */
+};
+
+/* Op types of the per-op profile, in the order of kite_ctx_profile's names. */
+enum ctx_prof_op {
+    PROF_EMBED, PROF_ATTN_NORM, PROF_Q_PROJ, PROF_K_PROJ, PROF_V_PROJ, PROF_ROPE, PROF_ATTENTION, PROF_O_PROJ,
+    PROF_FFN_NORM, PROF_FFN_GATE, PROF_FFN_UP, PROF_FFN_ACT, PROF_FFN_DOWN, PROF_OUT_NORM, PROF_OUTPUT, PROF_OTHER,
+    PROF_COUNT
 };
 
 /* Runs the forward pass for n <= n_batch tokens at positions n_past..;

@@ -18,12 +18,8 @@
  *   The profile is cached as ~/.cache/kite/roofline-t<N>.txt (text format
  *   of hw.c), keyed by thread count and CPU name.
  *
- *   rl_measure_phase times each op of a phase with the model's sizes and
- *   types on random data: matmuls with enough distinct copies of the weight
- *   to exceed ~64 MB (so weights come from DRAM, as in the model), attention
- *   with kern_attention (scores, softmax and values are one fused kernel: the
- *   time goes to attn_scores, softmax and attn_values get 0), norms, RoPE and
- *   SwiGLU with their kernels.
+ *   (`kite roofline --compare` measures a real forward pass through the
+ *   public API's per-op profile instead: cli/roofline.c.)
  *
  * THREAD SAFETY
  *   Reentrant; each call creates and frees its own thread pool.
@@ -44,7 +40,6 @@
 
 #define BIG_BYTES (96u << 20)   /* kernel-rate matrix: beyond any last-level cache here */
 #define COPY_BYTES (64u << 20)  /* per-op measurement: distinct weight bytes per pass */
-#define REPS 5
 
 static void *xalloc(size_t n) {
     n = (n + 63) / 64 * 64;
@@ -91,19 +86,6 @@ static void *make_weight(uint32_t t, int64_t k, int64_t n_rows, weight *w) {
 static int cmp_d(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
-}
-
-/* Median seconds of REPS calls of kern_matmul over `copies` weights (after one warm-up). */
-static double time_matmul(threadpool *tp, const weight *w, int copies, const float *x, int64_t n_tok, float *y,
-                          void *scratch) {
-    double t[REPS];
-    for (int rep = -1; rep < REPS; rep++) {
-        double t0 = time_now_s();
-        for (int c = 0; c < copies; c++) kern_matmul(tp, &w[c], x, n_tok, y, w[c].ne[1], scratch);
-        if (rep >= 0) t[rep] = time_now_s() - t0;
-    }
-    qsort(t, REPS, sizeof t[0], cmp_d);
-    return t[REPS / 2];
 }
 
 /* A probe measurement: fn(arg) repeated for windows of at least KWINDOW_S.
@@ -186,7 +168,6 @@ static bool cache_path(int n_threads, char *buf, size_t cap) {
     return true;
 }
 
-static double time_small(void (*fn)(void *), void *arg);
 typedef struct attn_run attn_run;
 static void run_attn(void *p);
 typedef struct window_ctx window_ctx;
@@ -270,23 +251,6 @@ done:
 
 /* ---- per-op timing ---- */
 
-/* Seconds per call of fn, repeated until at least ~2 ms have passed (median of 3 such means). */
-static double time_small(small_fn fn, void *arg) {
-    double t[3];
-    for (int r = 0; r < 3; r++) {
-        int n = 0;
-        double t0 = time_now_s(), t1;
-        do {
-            fn(arg);
-            n++;
-            t1 = time_now_s();
-        } while (t1 - t0 < 2e-3);
-        t[r] = (t1 - t0) / n;
-    }
-    qsort(t, 3, sizeof t[0], cmp_d);
-    return t[1];
-}
-
 typedef struct small_args {
     const rl_shape *sh;
     float *x, *out, *gain, *cs;
@@ -294,25 +258,10 @@ typedef struct small_args {
     const weight *emb;
 } small_args;
 
-static void run_norm(void *p) {
-    small_args *a = p;
-    for (int64_t t = 0; t < a->T; t++) kern_rmsnorm(a->out + t * a->n, a->x + t * a->n, a->gain, a->n, 1e-5f);
-}
-static void run_rope(void *p) {
-    small_args *a = p;
-    int64_t hd = a->sh->head_dim, nh = a->sh->n_head + a->sh->n_head_kv;
-    for (int64_t t = 0; t < a->T; t++)
-        for (int64_t h = 0; h < nh; h++) kern_rope(a->x + (t * nh + h) * hd, a->cs, (int32_t)hd, 0);
-}
 static void run_act(void *p) {
     small_args *a = p;
     kern_swiglu(a->out, a->x, a->T * a->n);
 }
-static void run_embed(void *p) {
-    small_args *a = p;
-    for (int64_t t = 0; t < a->T; t++) kern_get_row(a->emb, (t * 7919) % a->emb->ne[1], a->out + t * a->n);
-}
-
 struct attn_run {
     threadpool *tp;
     attn_args *a;
@@ -370,120 +319,4 @@ done:
     free(g);
     free(u);
     return rate;
-}
-
-int rl_measure_phase(const rl_shape *sh, const rl_setting *st, int phase, int n_threads, const rl_phase_result *pred,
-                     rl_measured *m) {
-    const bool pre = phase == RL_PREFILL;
-    /* tokens per measured call, and how many such calls the phase makes */
-    const int64_t T = pre ? (st->prompt < RL_CHUNK ? st->prompt : RL_CHUNK) : st->batch;
-    const double calls = pre ? (double)st->batch * (double)st->prompt / (double)T : 1;
-    const int64_t d = sh->n_embd, ff = sh->n_ff, hd = sh->head_dim;
-    const int64_t dq = sh->n_head * hd, dkv = sh->n_head_kv * hd, V = sh->n_vocab;
-    const int64_t maxw = ff > V ? ff : V, maxc = (ff > dq ? ff : dq) > d ? (ff > dq ? ff : dq) : d;
-    const int64_t ctx = pre ? st->prompt : st->prompt + st->gen / 2 + 1;
-    int rc = KITE_E_NOMEM;
-    threadpool *tp = tp_new(n_threads);
-    const int64_t TB = T > st->batch ? T : st->batch; /* rows of the largest call (the head: batch rows) */
-    float *x = xalloc(sizeof(float) * (size_t)(TB * maxc * 2));
-    float *y = xalloc(sizeof(float) * (size_t)(TB * (maxw > maxc ? maxw : maxc) * 2));
-    float *gain = xalloc(sizeof(float) * (size_t)maxc);
-    float *cs = xalloc(sizeof(float) * (size_t)hd);
-    float *kc = xalloc(sizeof(float) * (size_t)(ctx * dkv));
-    float *vc = xalloc(sizeof(float) * (size_t)(ctx * dkv));
-    void *scratch = xalloc(kern_matmul_scratch_bytes(n_threads, TB, maxc));
-    float *ascratch = NULL;
-    if (!tp || !x || !y || !gain || !cs || !kc || !vc || !scratch) goto done;
-    fill_rand(x, TB * maxc * 2, 1);
-    fill_rand(gain, maxc, 2);
-    fill_rand(cs, hd, 3);
-    fill_rand(kc, ctx * dkv, 4);
-    fill_rand(vc, ctx * dkv, 5);
-    for (int i = 0; i < pred->n_ops; i++) {
-        const rl_op *o = &pred->ops[i];
-        const char *n = o->name;
-        double t = 0;
-        small_args sa = {.sh = sh, .x = x, .out = y, .gain = gain, .cs = cs, .T = T, .n = d};
-        if (o->matmul) {
-            int64_t K = d, N = d, Tm = T;
-            uint32_t wt = sh->wtype;
-            if (!strcmp(n, "q_proj")) N = dq;
-            if (!strcmp(n, "k_proj") || !strcmp(n, "v_proj")) N = dkv;
-            if (!strcmp(n, "o_proj")) K = dq;
-            if (!strcmp(n, "ffn_gate") || !strcmp(n, "ffn_up")) N = ff;
-            if (!strcmp(n, "ffn_down")) K = ff;
-            if (!strcmp(n, "output")) {
-                N = V;
-                wt = sh->out_type;
-                Tm = st->batch;
-            }
-            size_t bytes = dtype_row_size(wt, K) * (size_t)N;
-            if (bytes == 0) {
-                rc = KITE_E_UNSUPPORTED;
-                goto done;
-            }
-            int copies = (int)((COPY_BYTES + bytes - 1) / bytes);
-            if (copies > o->count) copies = (int)o->count;
-            if (copies < 1) copies = 1;
-            weight w[64];
-            void *data[64];
-            if (copies > 64) copies = 64;
-            int made = 0;
-            for (; made < copies; made++)
-                if (!(data[made] = make_weight(wt, K, N, &w[made]))) break;
-            if (made == copies) t = time_matmul(tp, w, copies, x, Tm, y, scratch) / copies;
-            for (int c = 0; c < made; c++) free(data[c]);
-            if (made != copies) goto done;
-            if (strcmp(n, "output")) t *= calls; /* the head runs once per phase on `batch` rows */
-        } else if (!strcmp(n, "attn_scores")) {
-            attn_args a = {.q = x, .k_cache = kc, .v_cache = vc, .out = y, .n_head = (int32_t)sh->n_head,
-                           .n_head_kv = (int32_t)sh->n_head_kv, .head_dim = (int32_t)hd, .n_ctx = (int32_t)ctx,
-                           .scale = 1.0f / sqrtf((float)hd)};
-            a.n_tok = (int32_t)(pre ? T : 1);
-            free(ascratch);
-            ascratch = xalloc(sizeof(float) * kern_attention_scratch_floats(&a, n_threads));
-            if (!ascratch) goto done;
-            a.scratch = ascratch;
-            attn_run ar = {.tp = tp, .a = &a, .pre = pre, .prompt = st->prompt, .T = T, .batch = st->batch,
-                           .ctx = ctx};
-            double best = time_small(run_attn, &ar);
-            t = best * (pre ? (double)st->batch : 1.0);
-        } else if (!strcmp(n, "softmax") || !strcmp(n, "attn_values")) {
-            t = 0; /* fused into attn_scores */
-        } else if (strstr(n, "norm")) {
-            if (!strcmp(n, "out_norm")) sa.T = st->batch;
-            t = time_small(run_norm, &sa) * (strcmp(n, "out_norm") ? calls : 1.0);
-        } else if (!strcmp(n, "rope")) {
-            t = time_small(run_rope, &sa) * calls;
-        } else if (!strcmp(n, "ffn_act")) {
-            sa.n = ff;
-            t = time_small(run_act, &sa) * calls;
-        } else if (!strcmp(n, "embed")) {
-            weight w;
-            void *data = make_weight(sh->out_type, d, V, &w);
-            if (!data) {
-                rc = dtype_row_size(sh->out_type, d) ? KITE_E_NOMEM : KITE_E_UNSUPPORTED;
-                goto done;
-            }
-            sa.emb = &w;
-            t = time_small(run_embed, &sa) * calls;
-            free(data);
-        }
-        m[i].name = n;
-        m[i].time = t;
-    }
-    rc = KITE_OK;
-done:
-    if (rc == KITE_E_NOMEM) err_set(rc, "roofline: out of memory while measuring");
-    if (rc == KITE_E_UNSUPPORTED) err_set(rc, "roofline: cannot time %s matrices of this shape", dtype_name(sh->wtype));
-    tp_free(tp);
-    free(x);
-    free(y);
-    free(gain);
-    free(cs);
-    free(kc);
-    free(vc);
-    free(scratch);
-    free(ascratch);
-    return rc;
 }

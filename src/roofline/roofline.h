@@ -140,16 +140,6 @@ void rl_hw_write(FILE *f, const rl_hw *hw);
  * BF16/INT8 matmul rates by timing kite's kernels) and cached. */
 int rl_hw_probe(int n_threads, bool force, rl_hw *hw /* OUT */, bool *measured /* OUT, may be NULL */);
 
-typedef struct rl_measured {
-    const char *name;     /* op name as in rl_op */
-    double time;          /* seconds per instance */
-} rl_measured;
-/* Times kite's kernels for every op of the phase with the shape's sizes
- * (random weights of the shape's types).  m[i] matches r->ph[phase].ops[i].
- * KITE_OK or KITE_E_NOMEM. */
-int rl_measure_phase(const rl_shape *sh, const rl_setting *st, int phase, int n_threads,
-                     const rl_phase_result *pred, rl_measured *m /* OUT: pred->n_ops */);
-
 /* ---- SVG chart (svg.c) ---- */
 int rl_svg_write(const char *path, const rl_shape *sh, const rl_hw *hw, const rl_setting *st, const rl_result *r);
 

@@ -138,6 +138,51 @@ else
     fi
 fi
 
+# --profile --json: every line gets an "ops" object of the 16 op types, seconds per token, >= 0
+e2e_kite "$T/out" "$T/err" bench -m "$T/a.gguf" -p 8 -n 4 -r 2 -t 1 --json --profile --no-check
+ops_ok=yes
+[ "$rc" -eq 0 ] && [ "$(wc -l <"$T/out")" -eq 2 ] || ops_ok=no
+while IFS= read -r line; do
+    o=$(printf '%s\n' "$line" | sed -n 's/.*"ops": {\([^}]*\)}.*/\1/p')
+    [ "$(printf '%s\n' "$o" | tr ',' '\n' | grep -c '"[a-z_]*": [0-9][-+.0-9e]*$')" -eq 16 ] || ops_ok=no
+    for k in embed attn_norm q_proj k_proj v_proj rope attention o_proj ffn_norm ffn_gate ffn_up ffn_act ffn_down out_norm output other; do
+        printf '%s\n' "$o" | grep -q "\"$k\": [0-9]" || ops_ok=no
+    done
+done <"$T/out"
+if [ "$ops_ok" = yes ]; then
+    e2e_ok "bench --profile --json (ops object, 16 non-negative op times)"
+else
+    e2e_fail "bench --profile --json" "exit $rc: $(e2e_first_line "$T/out") $(e2e_first_line "$T/err")"
+fi
+e2e_kite "$T/out" "$T/err" bench -m "$T/a.gguf" -p 4 -n 2 -r 1 -t 1 --profile --no-check
+if [ "$rc" -eq 0 ] && grep -q "^per-op time per token" "$T/out" && grep -q "^| ffn_down " "$T/out"; then
+    e2e_ok "bench --profile table"
+else
+    e2e_fail "bench --profile table" "exit $rc: $(e2e_first_line "$T/err")"
+fi
+
+# roofline --compare runs the model with the per-op profile: every op type gets a row
+e2e_kite "$T/out" "$T/err" roofline -m "$T/a.gguf" --hw H200 --prompt 8 --gen 4 -t 1 --compare
+if [ "$rc" -eq 0 ] && [ "$(grep -c '^| \*\*total\*\* | [0-9.]* | [0-9.]* | [0-9.]* |$' "$T/out")" -eq 2 ] &&
+    [ "$(grep -c '^| ffn_down | ' "$T/out")" -eq 2 ] && grep -q '^| other (not modelled) | - | ' "$T/out"; then
+    e2e_ok "roofline --compare (real forward pass, prefill and decode per op)"
+else
+    e2e_fail "roofline --compare" "exit $rc: $(e2e_first_line "$T/err")"
+fi
+expect_error "roofline --compare without a model" 2 "--compare" roofline --shape stories260k --hw H200 --compare
+
+# --png needs gnuplot; without it the check is skipped (not counted)
+if command -v gnuplot >/dev/null 2>&1; then
+    e2e_kite "$T/out" "$T/err" roofline -m "$T/a.gguf" --hw H200 --png "$T/r.png"
+    if [ "$rc" -eq 0 ] && [ "$(head -c 8 "$T/r.png" 2>/dev/null | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ]; then
+        e2e_ok "roofline --png (gnuplot, PNG signature)"
+    else
+        e2e_fail "roofline --png" "exit $rc: $(e2e_first_line "$T/err")"
+    fi
+else
+    echo "  note  roofline --png: gnuplot not installed, PNG check skipped (not counted)"
+fi
+
 e2e_kite "$T/out" "$T/err" bench -m "$T/a.gguf" -p 0 -n 2 -r 1 -t 1 --json --mmap --no-check
 if [ "$rc" -eq 0 ] && [ "$(wc -l <"$T/out")" -eq 1 ] && [ "$(json_str "$T/out" residency)" = mmap ]; then
     e2e_ok "bench --mmap (-p 0 skips prefill)"

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "gguf/gguf.h"
+#include "core/timing.h"
 #include "harness.h"
 #include "json_mini.h"
 #include "kite.h"
@@ -130,6 +131,61 @@ TEST(test_prefill_then_decode_equals_token_by_token) {
     CHECK(max_abs_diff(kite_ctx_logits(c, N_POS - 11), tbt + (size_t)(N_POS - 1) * N_VOCAB, N_VOCAB) <= 1e-5);
     kite_ctx_free(c);
     free(tbt);
+    kite_model_free(m);
+}
+
+/* kite_ctx_set_profiling: the logits are bit-identical with it on and off;
+ * every op time is >= 0 and their sum covers the evals' wall time (the
+ * forward passes are all of an eval but its argument checks). */
+TEST(test_profiling_same_logits_and_times_add_up) {
+    int32_t ids[N_POS];
+    CHECK(golden_input_ids(GOLD_LOGITS_JSON, ids, N_POS) == 0);
+    kite_model *m = load_model_checked(MODEL_F32);
+    if (!m) return;
+    kite_ctx *off = new_ctx_checked(m, 64, 2), *on = new_ctx_checked(m, 64, 2);
+    double sec[KITE_PROFILE_N_OPS + 1];
+    const char *names[KITE_PROFILE_N_OPS + 1] = {0};
+    CHECK_EQ_INT(kite_ctx_set_profiling(NULL, true), KITE_E_ARG);
+    CHECK_EQ_INT(kite_ctx_profile(NULL, sec, names, 1), -1);
+    CHECK_EQ_INT(kite_ctx_set_profiling(on, true), KITE_OK);
+    const int n_prompt = 7;
+    bool same = true;
+    double wall = 0;
+    for (int i = 0; i < N_POS; i = i ? i + 1 : n_prompt) {
+        const int n = i ? 1 : n_prompt;
+        CHECK_EQ_INT(kite_ctx_eval(off, ids + i, n, false), KITE_OK);
+        double t0 = time_now_s();
+        CHECK_EQ_INT(kite_ctx_eval(on, ids + i, n, false), KITE_OK);
+        wall += time_now_s() - t0;
+        same &= memcmp(kite_ctx_logits(off, -1), kite_ctx_logits(on, -1), N_VOCAB * sizeof(float)) == 0;
+    }
+    CHECK_MSG(same, "logits differ with profiling on");
+    CHECK_EQ_INT(kite_ctx_profile(on, sec, names, KITE_PROFILE_N_OPS + 1), KITE_PROFILE_N_OPS);
+    double sum = 0;
+    bool nonneg = true;
+    for (int i = 0; i < KITE_PROFILE_N_OPS; i++) {
+        nonneg &= sec[i] >= 0 && names[i] != NULL;
+        sum += sec[i];
+    }
+    CHECK(nonneg);
+    CHECK(names[KITE_PROFILE_N_OPS] == NULL); /* nothing written past the op count */
+    CHECK(!strcmp(names[0], "embed") && !strcmp(names[KITE_PROFILE_N_OPS - 1], "other"));
+    printf("    profile: sum of op times %.3f ms, eval wall time %.3f ms\n", sum * 1e3, wall * 1e3);
+    CHECK_MSG(sum <= wall * 1.0001 + 1e-6 && sum >= 0.6 * wall, "op sum %g s vs eval %g s", sum, wall);
+    /* off: accumulators stay readable and stop growing; on again: zeroed */
+    CHECK_EQ_INT(kite_ctx_set_profiling(on, false), KITE_OK);
+    CHECK_EQ_INT(kite_ctx_truncate(on, 0), KITE_OK);
+    CHECK_EQ_INT(kite_ctx_eval(on, ids, 4, false), KITE_OK);
+    double after[KITE_PROFILE_N_OPS];
+    kite_ctx_profile(on, after, NULL, KITE_PROFILE_N_OPS);
+    CHECK(memcmp(after, sec, sizeof after) == 0);
+    CHECK_EQ_INT(kite_ctx_set_profiling(on, true), KITE_OK);
+    kite_ctx_profile(on, after, NULL, KITE_PROFILE_N_OPS);
+    double z = 0;
+    for (int i = 0; i < KITE_PROFILE_N_OPS; i++) z += after[i];
+    CHECK(z == 0.0);
+    kite_ctx_free(on);
+    kite_ctx_free(off);
     kite_model_free(m);
 }
 
@@ -709,6 +765,7 @@ int main(void) {
     RUN(test_load_errors_name_the_field);
     RUN(test_unsupported_tensor_type_and_vocab_only);
     RUN(test_context_limits);
+    RUN(test_profiling_same_logits_and_times_add_up);
     rmdir(tmpdir);
     return harness_summary(__FILE__);
 }
