@@ -117,6 +117,9 @@ roofline-report: $(BUILD)/kite
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build-fuzz/%)
 FUZZ_SECONDS ?= 30
+# 0: a random seed per run (exploration); CI passes a fixed seed so that its
+# short run replays the same mutation sequence as a local check.
+FUZZ_SEED ?= 0
 FUZZ_LIB_OBJ := $(LIB_SRC:%.c=build-fuzz/obj/%.o)
 FUZZ_CFLAGS := -std=c11 -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -pthread -ffp-contract=off
 
@@ -136,7 +139,7 @@ fuzz: $(FUZZ_BIN)
 	@for f in $(FUZZ_BIN); do \
 	  name=$$(basename $$f); mkdir -p build-fuzz/corpus-$$name; \
 	  echo "fuzzing $$name for $(FUZZ_SECONDS)s"; \
-	  $$f -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 build-fuzz/corpus-$$name tests/fuzz/corpus/$$name || exit 1; \
+	  $$f -seed=$(FUZZ_SEED) -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 build-fuzz/corpus-$$name tests/fuzz/corpus/$$name || exit 1; \
 	done
 
 clean:
