@@ -30,7 +30,7 @@ ifeq ($(WERROR),1)
   WARN += -Werror
 endif
 
-CPPFLAGS += -Iinclude -Isrc -D_DEFAULT_SOURCE -D_FILE_OFFSET_BITS=64
+CPPFLAGS += -Iinclude -Isrc -Itools -D_DEFAULT_SOURCE -D_FILE_OFFSET_BITS=64
 # -ffp-contract=off: gcc's -std=c11 default, made explicit so clang does not
 # fuse a*b+c into FMAs differently in ISA files and reference kernels (tests
 # compare some kernels bit for bit).
@@ -40,11 +40,17 @@ LDLIBS += -lm
 # byte-level BPE tokenizer: regex (PCRE2, Unicode properties) and NFC (utf8proc)
 LDLIBS += -lpcre2-8 -lutf8proc
 
+# src/: the engine library (libc, libm, pthreads, plus PCRE2/utf8proc for the
+# tokenizer).  tools/: code with heavier dependencies (HTTP server: libmicrohttpd,
+# JSON: cJSON), linked into the CLI and the tests only, never into libkite.
 LIB_SRC := $(shell find src -name '*.c' | sort)
+TOOLS_SRC := $(shell find tools -name '*.c' 2>/dev/null | sort)
+TOOLS_LDLIBS := -lmicrohttpd -lcjson
 CLI_SRC := $(sort $(wildcard cli/*.c))
 TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
 
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+TOOLS_OBJ := $(TOOLS_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
@@ -58,7 +64,7 @@ deps:
 
 # Every compile waits for the package check, so `make -jN run` is safe on a
 # fresh machine too (order-only: it never forces a rebuild).
-$(LIB_OBJ) $(CLI_OBJ) $(TEST_BIN): | deps
+$(LIB_OBJ) $(TOOLS_OBJ) $(CLI_OBJ) $(TEST_BIN): | deps
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -86,12 +92,17 @@ $(BUILD)/libkite.a: $(LIB_OBJ)
 	rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/kite: $(CLI_OBJ) $(BUILD)/libkite.a
-	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libkite.a $(LDLIBS)
-
-$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libkite.a tests/harness.h
+$(BUILD)/libkite-tools.a: $(TOOLS_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Itests $(CFLAGS) -MMD -MP $< -o $@ $(BUILD)/libkite.a $(LDFLAGS) $(LDLIBS)
+	rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/kite: $(CLI_OBJ) $(BUILD)/libkite-tools.a $(BUILD)/libkite.a
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libkite-tools.a $(BUILD)/libkite.a $(TOOLS_LDLIBS) $(LDLIBS)
+
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libkite-tools.a $(BUILD)/libkite.a tests/harness.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Itests $(CFLAGS) -MMD -MP $< -o $@ $(BUILD)/libkite-tools.a $(BUILD)/libkite.a $(LDFLAGS) $(TOOLS_LDLIBS) $(LDLIBS)
 
 # The bundled model, greedy, with the prompt of the first golden case:
 # 196 new tokens = run.c's 200 positions minus BOS and the 4 prompt tokens.
@@ -145,4 +156,4 @@ fuzz: $(FUZZ_BIN)
 clean:
 	rm -rf build build-san build-fuzz
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_BIN:=.d)
+-include $(LIB_OBJ:.o=.d) $(TOOLS_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_BIN:=.d)

@@ -9,6 +9,9 @@ command -v ar >/dev/null 2>&1 || need="$need binutils"
 # byte-level BPE tokenizer: PCRE2 (split regexes) and utf8proc (NFC)
 [ -f /usr/include/pcre2.h ] || need="$need libpcre2-dev"
 [ -f /usr/include/utf8proc.h ] || need="$need libutf8proc-dev"
+# tools/: HTTP server (libmicrohttpd) and JSON (cJSON)
+[ -f /usr/include/microhttpd.h ] || need="$need libmicrohttpd-dev"
+[ -f /usr/include/cjson/cJSON.h ] || need="$need libcjson-dev"
 [ "${KITE_WITH_FUZZ:-0}" = 1 ] && {
     command -v clang >/dev/null 2>&1 || need="$need clang"
     ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 || need="$need libclang-rt-dev"

@@ -69,19 +69,23 @@ static void ref_part(void *arg, int ith, int nth) {
         const float *q = a->q + (size_t)t * g->q_dim + (size_t)h * hd;
         const int32_t kvh = h / g->group;
         for (int32_t p = 0; p < n_kv; p++) {
-            const float *k = a->k_cache + (size_t)p * g->kv_dim + (size_t)kvh * hd;
+            int32_t run;
+            const float *k = a->k_cache + attn_row_run(a, p, &run) * g->kv_dim + (size_t)kvh * hd;
             score[p] = kern_dot_f32(q, k, hd) * a->scale;
         }
         kern_softmax(score, n_kv);
         float *out = a->out + (size_t)t * g->q_dim + (size_t)h * hd;
         memset(out, 0, sizeof(float) * (size_t)hd);
-        for (int32_t p = 0; p < n_kv; p++)
-            attn_axpy(out, score[p], a->v_cache + (size_t)p * g->kv_dim + (size_t)kvh * hd, hd);
+        for (int32_t p = 0; p < n_kv; p++) {
+            int32_t run;
+            attn_axpy(out, score[p], a->v_cache + attn_row_run(a, p, &run) * g->kv_dim + (size_t)kvh * hd, hd);
+        }
     }
 }
 
 void kern_attention(threadpool *tp, const attn_args *a) {
     KITE_ASSERT(a->n_tok >= 1 && a->pos0 >= 0 && a->pos0 + a->n_tok <= a->n_ctx && a->n_head_kv >= 1 &&
+                (!a->block_table || a->block_size >= 1) &&
                 a->n_head % a->n_head_kv == 0 && a->head_dim >= 1);
     attn_geom g;
     attn_geom_init(&g, a);

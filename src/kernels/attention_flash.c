@@ -55,7 +55,8 @@ static void flash_job(const attn_args *a, const attn_geom *g, int32_t qt, int32_
     for (int32_t k0 = 0; k0 < kv_end; k0 += bk) {
         const int32_t nk = kv_end - k0 < bk ? kv_end - k0 : bk;
         for (int32_t j = 0; j < nk; j++) {
-            const float *k = kbase + (size_t)(k0 + j) * g->kv_dim;
+            int32_t run;
+            const float *k = kbase + attn_row_run(a, k0 + j, &run) * g->kv_dim;
             for (int32_t d = 0; d < hd; d++) Kt[(size_t)d * bk + j] = k[d];
         }
         for (int32_t i = 0; i < nq; i++) {
@@ -79,7 +80,10 @@ static void flash_job(const attn_args *a, const attn_geom *g, int32_t qt, int32_
             }
             l[i] += sum;
             m[i] = m_new;
-            for (int32_t j = 0; j < nj; j++) attn_axpy(o, s[j], vbase + (size_t)(k0 + j) * g->kv_dim, hd);
+            for (int32_t j = 0; j < nj; j++) {
+                int32_t run;
+                attn_axpy(o, s[j], vbase + attn_row_run(a, k0 + j, &run) * g->kv_dim, hd);
+            }
         }
     }
     for (int32_t i = 0; i < nq; i++) {

@@ -33,6 +33,20 @@ static inline size_t attn_partial_floats(int32_t head_dim) { return (size_t)head
 /* Number of chunks covering positions [0, n_kv). */
 static inline int32_t attn_n_chunks(int32_t n_kv, int32_t chunk) { return (n_kv + chunk - 1) / chunk; }
 
+/* Cache row of position p, and in *run how many positions from p on have
+ * consecutive rows (to the end of p's block; unbounded without a table).
+ * Loops walk positions in such runs so the inner loops stay contiguous and
+ * the arithmetic is the same with and without a block table. */
+static inline size_t attn_row_run(const attn_args *a, int32_t p, int32_t *run) {
+    if (!a->block_table) {
+        *run = INT32_MAX;
+        return (size_t)p;
+    }
+    const int32_t b = p / a->block_size, off = p - b * a->block_size;
+    *run = a->block_size - off;
+    return (size_t)a->block_table[b] * (size_t)a->block_size + (size_t)off;
+}
+
 /* Work units (multiply-adds) of an attention call, for tp_threads_for. */
 double attn_work(const attn_args *a);
 

@@ -49,17 +49,25 @@ static float *partial_at(const split_task *st, int32_t r, int32_t h, int32_t c) 
 static void chunk_partial(const attn_args *a, const attn_geom *g, const float *qs, int32_t kvh, int32_t p0,
                           int32_t p1, float phi, float *sbuf, float *part) {
     const int32_t hd = a->head_dim, n = p1 - p0;
-    const float *k = a->k_cache + (size_t)p0 * g->kv_dim + (size_t)kvh * hd;
-    const float *v = a->v_cache + (size_t)p0 * g->kv_dim + (size_t)kvh * hd;
     float mx = -INFINITY;
-    for (int32_t j = 0; j < n; j++) {
-        const float s = attn_dot(qs, k + (size_t)j * g->kv_dim, hd);
-        sbuf[j] = s;
-        mx = s > mx ? s : mx;
+    for (int32_t j = 0; j < n;) { /* runs of consecutive cache rows (one block each when paged) */
+        int32_t run;
+        const float *k = a->k_cache + attn_row_run(a, p0 + j, &run) * g->kv_dim + (size_t)kvh * hd;
+        const int32_t end = run < n - j ? j + run : n;
+        for (; j < end; j++, k += g->kv_dim) {
+            const float s = attn_dot(qs, k, hd);
+            sbuf[j] = s;
+            mx = s > mx ? s : mx;
+        }
     }
     const float l = attn_exp_sum(sbuf, phi, n);
     memset(part, 0, sizeof(float) * (size_t)hd);
-    for (int32_t j = 0; j < n; j++) attn_axpy(part, sbuf[j], v + (size_t)j * g->kv_dim, hd);
+    for (int32_t j = 0; j < n;) {
+        int32_t run;
+        const float *v = a->v_cache + attn_row_run(a, p0 + j, &run) * g->kv_dim + (size_t)kvh * hd;
+        const int32_t end = run < n - j ? j + run : n;
+        for (; j < end; j++, v += g->kv_dim) attn_axpy(part, sbuf[j], v, hd);
+    }
     part[hd] = l;
     part[hd + 1] = mx;
 }

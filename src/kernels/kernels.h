@@ -91,8 +91,12 @@ typedef struct attn_stats {
 
 typedef struct attn_args {
     const float *q;       /* [n_tok][n_head * head_dim] */
-    const float *k_cache; /* [n_ctx][n_head_kv * head_dim], positions 0..pos0+n_tok-1 valid */
+    const float *k_cache; /* [n_ctx][n_head_kv * head_dim] rows; position p is row p, or with a block
+                             table row block_table[p / block_size] * block_size + p % block_size;
+                             positions 0..pos0+n_tok-1 valid */
     const float *v_cache; /* same layout */
+    const int32_t *block_table; /* paged KV cache (serving engine), or NULL: row = position */
+    int32_t block_size;   /* positions per block when block_table is set */
     float *out;           /* [n_tok][n_head * head_dim] */
     float *scratch;       /* kern_attention_scratch_floats(args, n_threads) floats */
     int32_t n_tok;

@@ -28,6 +28,8 @@ void kite_ctx_free(kite_ctx *ctx) {
     free(ctx->x);
     free(ctx->xb);
     free(ctx->q);
+    free(ctx->kb);
+    free(ctx->vb);
     free(ctx->att);
     free(ctx->hb);
     free(ctx->hb2);
@@ -46,19 +48,11 @@ static float *alloc_floats(size_t n) {
     return aligned_alloc(64, bytes ? bytes : 64);
 }
 
-int kite_ctx_new(kite_model *model, const kite_ctx_params *params, kite_ctx **out) {
-    if (!model || !out) return err_set(KITE_E_ARG, "kite_ctx_new: model and out are required");
-    if (model->vocab_only)
-        return err_set(KITE_E_STATE, "%s: vocab-only model (no weights): cannot create an inference context",
-                       model->path);
-    kite_ctx_params p = params ? *params : kite_ctx_default_params();
+/* Allocates a context of n_ctx cache positions and batches of n_batch tokens
+ * (kv_block > 0: addressed through block tables). */
+static int ctx_create(kite_model *model, int32_t n_ctx, int32_t n_batch, int32_t kv_block, int32_t n_threads,
+                      kite_ctx **out) {
     const model_hparams *hp = &model->hp;
-    if (p.n_ctx < 0 || p.n_ctx > KITE_MAX_CTX)
-        return err_set(KITE_E_ARG, "n_ctx %d out of range [0, %d]", p.n_ctx, KITE_MAX_CTX);
-    if (p.n_threads < 0 || p.n_threads > 1024)
-        return err_set(KITE_E_ARG, "n_threads %d out of range [0, 1024]", p.n_threads);
-    int32_t n_ctx = p.n_ctx ? p.n_ctx : hp->n_ctx_train;
-    int32_t n_threads = p.n_threads;
     if (n_threads == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         n_threads = n > 0 ? (int32_t)(n > 1024 ? 1024 : n) : 1;
@@ -73,7 +67,8 @@ int kite_ctx_new(kite_model *model, const kite_ctx_params *params, kite_ctx **ou
     if (!c) return err_set(KITE_E_NOMEM, "out of memory");
     c->model = model;
     c->n_ctx = n_ctx;
-    c->n_batch = n_ctx < KITE_MAX_BATCH ? n_ctx : KITE_MAX_BATCH;
+    c->n_batch = n_batch;
+    c->kv_block = kv_block;
     c->n_threads = n_threads;
     const size_t B = (size_t)c->n_batch;
     size_t max_row = E > Q ? E : Q;
@@ -86,6 +81,8 @@ int kite_ctx_new(kite_model *model, const kite_ctx_params *params, kite_ctx **ou
     c->x = alloc_floats(B * E);
     c->xb = alloc_floats(B * E);
     c->q = alloc_floats(B * Q);
+    c->kb = alloc_floats(B * KV);
+    c->vb = alloc_floats(B * KV);
     c->att = alloc_floats(B * Q);
     c->hb = alloc_floats(B * F);
     c->hb2 = alloc_floats(B * F);
@@ -98,8 +95,8 @@ int kite_ctx_new(kite_model *model, const kite_ctx_params *params, kite_ctx **ou
     c->attn_phi = ATTN_PHI_DEFAULT;
     c->logits_cap = 1;
     c->logits = alloc_floats((size_t)hp->n_vocab);
-    if (!c->k_cache || !c->v_cache || !c->x || !c->xb || !c->q || !c->att || !c->hb || !c->hb2 || !c->rope_cs ||
-        !c->inv_freq || !c->mm_scratch || !c->att_scratch || !c->logits) {
+    if (!c->k_cache || !c->v_cache || !c->x || !c->xb || !c->q || !c->kb || !c->vb || !c->att || !c->hb ||
+        !c->hb2 || !c->rope_cs || !c->inv_freq || !c->mm_scratch || !c->att_scratch || !c->logits) {
         err_set(KITE_E_NOMEM, "out of memory for a context of %d positions (KV cache %.1f MiB)", n_ctx,
                 2.0 * (double)kv_floats * 4 / (1 << 20));
         goto fail;
@@ -114,8 +111,49 @@ fail:
     return KITE_E_NOMEM;
 }
 
+static int check_model(const kite_model *model) {
+    if (model->vocab_only)
+        return err_set(KITE_E_STATE, "%s: vocab-only model (no weights): cannot create an inference context",
+                       model->path);
+    return KITE_OK;
+}
+
+int kite_ctx_new(kite_model *model, const kite_ctx_params *params, kite_ctx **out) {
+    if (!model || !out) return err_set(KITE_E_ARG, "kite_ctx_new: model and out are required");
+    int rc = check_model(model);
+    if (rc != KITE_OK) return rc;
+    kite_ctx_params p = params ? *params : kite_ctx_default_params();
+    if (p.n_ctx < 0 || p.n_ctx > KITE_MAX_CTX)
+        return err_set(KITE_E_ARG, "n_ctx %d out of range [0, %d]", p.n_ctx, KITE_MAX_CTX);
+    if (p.n_threads < 0 || p.n_threads > 1024)
+        return err_set(KITE_E_ARG, "n_threads %d out of range [0, 1024]", p.n_threads);
+    const int32_t n_ctx = p.n_ctx ? p.n_ctx : model->hp.n_ctx_train;
+    return ctx_create(model, n_ctx, n_ctx < KITE_MAX_BATCH ? n_ctx : KITE_MAX_BATCH, 0, p.n_threads, out);
+}
+
+int ctx_new_sized(kite_model *model, int32_t n_ctx, int32_t n_batch, int32_t kv_block, int32_t n_threads,
+                  kite_ctx **out) {
+    if (!model || !out) return err_set(KITE_E_ARG, "ctx_new_sized: model and out are required");
+    int rc = check_model(model);
+    if (rc != KITE_OK) return rc;
+    if (kv_block < 1 || n_ctx < kv_block || n_ctx > KITE_MAX_CTX || n_ctx % kv_block != 0)
+        return err_set(KITE_E_ARG, "ctx_new_sized: n_ctx %d must be a positive multiple of kv_block %d (<= %d)",
+                       n_ctx, kv_block, KITE_MAX_CTX);
+    if (n_batch < 1 || n_batch > 65536)
+        return err_set(KITE_E_ARG, "ctx_new_sized: n_batch %d out of range [1, 65536]", n_batch);
+    if (n_threads < 0 || n_threads > 1024)
+        return err_set(KITE_E_ARG, "n_threads %d out of range [0, 1024]", n_threads);
+    return ctx_create(model, n_ctx, n_batch, kv_block, n_threads, out);
+}
+
+void ctx_set_tap(kite_ctx *ctx, ctx_tap_fn fn, void *user) {
+    ctx->tap = fn;
+    ctx->tap_user = fn ? user : NULL;
+}
+
 int kite_ctx_eval(kite_ctx *ctx, const kite_token *tokens, int32_t n, bool all_logits) {
     if (!ctx || (!tokens && n > 0)) return err_set(KITE_E_ARG, "kite_ctx_eval: ctx and tokens are required");
+    if (ctx->kv_block) return err_set(KITE_E_STATE, "kite_ctx_eval: this context is a paged pool (serving engine)");
     if (n <= 0) return err_set(KITE_E_ARG, "kite_ctx_eval: n_tokens must be positive (got %d)", n);
     const int32_t n_vocab = ctx->model->hp.n_vocab;
     if (n > ctx->n_ctx - ctx->n_past)

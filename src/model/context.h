@@ -22,6 +22,20 @@
 #include "core/threadpool.h"
 #include "model/model.h"
 
+/* Points of the forward pass where a calibration tap sees a linear layer's
+ * input (what GPTQ, AWQ and SmoothQuant need; src/quant). */
+enum ctx_tap_point {
+    TAP_ATTN_IN,   /* input of wq, wk, wv (attn-normed x), width n_embd */
+    TAP_WO_IN,     /* input of wo (attention output), width n_head*head_dim */
+    TAP_FFN_IN,    /* input of w_gate, w_up (ffn-normed x), width n_embd */
+    TAP_DOWN_IN,   /* input of w_down (activated FFN hidden), width n_ff */
+    TAP_OUTPUT_IN, /* input of the output head (final-normed x), width n_embd; layer = n_layer */
+    TAP_COUNT
+};
+/* Called on the driving thread with n_tok rows of `width` floats (row-major);
+ * x is valid only during the call and must not be modified. */
+typedef void (*ctx_tap_fn)(void *user, int32_t layer, int point, const float *x, int32_t n_tok, int32_t width);
+
 struct kite_ctx {
     kite_model *model;
     int32_t n_ctx;        /* positions the KV cache holds */
@@ -37,6 +51,8 @@ struct kite_ctx {
     float *x;             /* residual stream, width n_embd */
     float *xb;            /* normed input / branch output, width n_embd */
     float *q;             /* queries, width n_head*head_dim */
+    float *kb;            /* keys of the batch before they go to the cache, width n_head_kv*head_dim */
+    float *vb;            /* values, same */
     float *att;           /* attention output, width n_head*head_dim */
     float *hb;            /* FFN gate, width n_ff */
     float *hb2;           /* FFN up, width n_ff */
@@ -47,6 +63,11 @@ struct kite_ctx {
     float attn_phi;       /* split-KV unified max (docs/attention.md): ATTN_PHI_DEFAULT until calibrated */
     bool *skip_layers;    /* [n_layer] blocks the forward pass skips (residual passes through), or NULL
                              (self-speculative drafting, docs/spec.md); set by kite_ctx_set_skip_layers */
+
+    int32_t kv_block;     /* positions per KV block when block tables are used (ctx_new_sized); the cache of
+                             layer l is then n_ctx / kv_block blocks of kv_block rows */
+    ctx_tap_fn tap;       /* calibration hook (ctx_set_tap), or NULL */
+    void *tap_user;
 
     bool profiling;       /* kite_ctx_set_profiling: time each op type in llama_forward */
     double prof_s[KITE_PROFILE_N_OPS]; /* seconds accumulated per op type (enum ctx_prof_op) */
@@ -63,6 +84,38 @@ enum ctx_prof_op {
     PROF_FFN_NORM, PROF_FFN_GATE, PROF_FFN_UP, PROF_FFN_ACT, PROF_FFN_DOWN, PROF_OUT_NORM, PROF_OUTPUT, PROF_OTHER,
     PROF_COUNT
 };
+
+/* One sequence's share of a multi-sequence batch (llama_forward_batch). */
+typedef struct fwd_seq {
+    const int32_t *block_table; /* KV block of each kv_block positions of the sequence, covering positions
+                                   0..pos0+n_tok-1; NULL: the context's contiguous cache (single sequence) */
+    int32_t pos0;               /* positions of this sequence already in the cache */
+    int32_t n_tok;              /* tokens of this sequence in the batch (consecutive, >= 1) */
+    int32_t n_out;              /* logits wanted for its last n_out tokens (0..n_tok) */
+    int32_t attn_path;          /* ATTN_PATH_* for its attention; 0 = AUTO (by n_tok).  The paths round
+                                   differently, so a prompt prefilled in chunks gives the same bits as in
+                                   one pass only if every chunk uses the path the whole prompt would:
+                                   FLASH when the prompt is longer than ATTN_SPLITKV_MAX_TOK. */
+} fwd_seq;
+
+/* Forward pass over a batch of several sequences: tokens[] holds each
+ * sequence's n_tok tokens in seqs order (sum of n_tok <= n_batch); linear
+ * layers run over all of them at once, attention per sequence.  K/V of the
+ * new tokens are written to their positions' cache rows.  Logit rows are
+ * written to out_logits in order: each sequence's n_out rows.  At most one
+ * sequence may have block_table == NULL, and only when it is the only one. */
+void llama_forward_batch(kite_ctx *ctx, const kite_token *tokens, const fwd_seq *seqs, int32_t n_seq,
+                         float *out_logits);
+
+/* A context whose KV cache is a pool of n_ctx positions (a multiple of
+ * kv_block) addressed through block tables, for batches of up to n_batch
+ * tokens.  No sequence may be longer than n_ctx positions (the attention
+ * scratch is sized by it).  kite_ctx_eval refuses it (KITE_E_STATE). */
+int ctx_new_sized(kite_model *model, int32_t n_ctx, int32_t n_batch, int32_t kv_block, int32_t n_threads,
+                  kite_ctx **out);
+
+/* Installs (or with fn NULL removes) the calibration tap. */
+void ctx_set_tap(kite_ctx *ctx, ctx_tap_fn fn, void *user);
 
 /* Runs the forward pass for n <= n_batch tokens at positions n_past..;
  * writes logits for tokens [first_out, n) into out_logits rows 0..; does not

@@ -1,0 +1,123 @@
+/*
+ * engine.h - the serving engine: many sequences, one model, continuous
+ * batching over a paged KV cache (issue 5; docs/serve.md).
+ *
+ * DESIGN
+ *   engine_new starts one engine thread.  Each iteration ("step") it admits
+ *   waiting requests (FCFS, at most n_parallel running), builds one mixed
+ *   batch - one decode token per running sequence plus chunks of prompts
+ *   being prefilled, within step_tokens - runs ONE forward pass over it
+ *   (llama_forward_batch, attention per sequence through its block table),
+ *   samples, and reports new text through each request's callback.  When KV
+ *   blocks run out the newest running sequence is preempted (its blocks
+ *   freed, recomputed later).  Blocks are reference counted; full blocks of a
+ *   prompt are kept in a prefix cache keyed by a hash of their tokens and of
+ *   the prefix before them, so requests sharing a prompt prefix share them
+ *   (copy-on-write on divergence, LRU eviction of unreferenced cached blocks).
+ *
+ *   Detokenization and stop sequences are handled here, so every front end
+ *   (HTTP server, `kite bench --parallel`, tests) gets the same text.  Text
+ *   that may be the start of a stop sequence is held back until it is
+ *   decided.
+ *
+ * THREADS / OWNERSHIP
+ *   engine_submit, engine_cancel and engine_get_stats may be called from any
+ *   thread.  Callbacks run on the engine thread, one at a time; they must not
+ *   block for long and must not call engine_* functions other than
+ *   engine_cancel.  The engine borrows the model (which must outlive it) and
+ *   copies everything a request points to.
+ */
+#ifndef KITE_SERVE_ENGINE_H
+#define KITE_SERVE_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kite.h"
+
+typedef struct engine engine;
+
+typedef struct engine_params {
+    int32_t n_parallel;    /* max running sequences; 0 = 4 */
+    int32_t n_ctx;         /* max positions of one sequence (prompt + generated); 0 = model's n_ctx_train */
+    int64_t kv_mem_bytes;  /* KV pool size; 0 = n_ctx * n_parallel positions */
+    int32_t block_size;    /* KV positions per block; 0 = 16 */
+    int32_t step_tokens;   /* token budget of one step (chunked prefill); 0 = 512 */
+    int32_t n_threads;     /* 0 = all online CPUs */
+    bool no_prefix_cache;  /* disable prefix sharing (benchmarks, debugging) */
+} engine_params;
+
+typedef struct engine_req {
+    const kite_token *prompt;   /* n_prompt >= 1 tokens, BOS included if wanted */
+    int32_t n_prompt;
+    int32_t max_tokens;         /* generated-token limit (>= 1); clipped to n_ctx - n_prompt */
+    kite_sampler_params sampling;
+    const char *const *stop;    /* stop strings (not included in the output), or NULL */
+    int32_t n_stop;
+    bool ignore_eos;
+} engine_req;
+
+enum engine_event_kind {
+    ENGINE_EV_TEXT = 1,  /* new output text (may be empty when only a token was produced) */
+    ENGINE_EV_DONE = 2,  /* finished; the last event of a request */
+    ENGINE_EV_ERROR = 3  /* failed (e.g. prompt longer than the context); also the last event */
+};
+
+typedef struct engine_event {
+    int kind;                   /* enum engine_event_kind */
+    const char *text;           /* TEXT: UTF-8 bytes, valid only during the callback */
+    size_t len;
+    const kite_token *tokens;   /* TEXT: tokens produced since the previous event */
+    int32_t n_tokens;
+    const char *finish_reason;  /* DONE: "stop" (EOS or stop string), "length", "cancelled" */
+    int32_t n_prompt;           /* usage: prompt tokens */
+    int32_t n_gen;              /* usage: generated tokens so far */
+    int32_t n_cached;           /* prompt tokens served from the prefix cache */
+    int status;                 /* ERROR: a kite_status */
+    const char *message;        /* ERROR: one line */
+} engine_event;
+
+typedef void (*engine_cb)(void *user, const engine_event *ev);
+
+typedef struct engine_stats {
+    int64_t requests_total;      /* submitted */
+    int64_t requests_done;       /* finished in any way */
+    int64_t tokens_in;           /* prompt tokens of admitted requests */
+    int64_t tokens_out;          /* generated tokens */
+    int64_t prefix_hit_tokens;   /* prompt tokens not recomputed thanks to the prefix cache */
+    int64_t preemptions;
+    int64_t steps;               /* forward passes */
+    int32_t queue_len;           /* waiting requests */
+    int32_t running;             /* sequences in the running set */
+    int32_t kv_blocks_total;
+    int32_t kv_blocks_used;      /* referenced by a running sequence */
+    int32_t kv_blocks_cached;    /* unreferenced, kept for prefix reuse */
+    int64_t kv_slots_allocated;  /* token slots in blocks held by running sequences */
+    int64_t kv_slots_used;       /* of those, slots holding a token */
+} engine_stats;
+
+engine_params engine_default_params(void);
+
+/* Creates the engine and starts its thread.  Returns a kite_status. */
+int engine_new(kite_model *model, const engine_params *params, engine **out /* OUT */);
+/* Cancels every request (their callbacks get DONE "cancelled"), joins the
+ * thread and frees everything.  NULL is a no-op. */
+void engine_free(engine *e);
+
+/* Queues a request; *id (optional) receives its id.  Errors in the request
+ * itself (empty prompt, token outside the vocabulary, prompt that cannot fit
+ * n_ctx) are returned here as a kite_status with kite_last_error() set, and
+ * the callback is never called.  Otherwise the callback gets TEXT events and
+ * exactly one final DONE or ERROR event. */
+int engine_submit(engine *e, const engine_req *req, engine_cb cb, void *user, uint64_t *id /* OUT */);
+
+/* Cancels a request (e.g. its client disconnected): its sequence leaves the
+ * batch and its blocks are freed at the next step.  After engine_cancel
+ * returns, the callback is never called again for that request (not even
+ * DONE).  Unknown or finished ids are ignored. */
+void engine_cancel(engine *e, uint64_t id);
+
+void engine_get_stats(engine *e, engine_stats *out /* OUT */);
+
+#endif
