@@ -9,7 +9,7 @@
  * stderr.  The last sampled token is printed but never evaluated, so
  * --dump-logits holds one row per evaluated position.
  *
- * With a drafter (--draft-model, --draft-skip-layers, --lookup) decoding goes
+ * With a drafter (--draft-model, --draft-skip-layers, --lookup, --lookahead) decoding goes
  * through the speculative decoder (src/spec, docs/spec.md): same output at
  * --temp 0, same distribution otherwise, and stderr gets its statistics.
  * --spec-compare first decodes plainly (silently) from the same prompt, then
@@ -59,6 +59,9 @@ static const char *const run_usage =
     "      --draft-skip-layers LIST  self-speculative: draft with the model itself,\n"
     "                          skipping layers LIST (e.g. 2,3 or 1-3)\n"
     "      --lookup N          draft by n-gram lookup (n <= N) in the prompt and output\n"
+    "      --lookahead W,N,G   lookahead (Jacobi) decoding: a window of W guesses refined\n"
+    "                          by each pass, N-grams from the passes, G kept per token\n"
+    "                          (e.g. 8,4,8; no draft model)\n"
     "      --draft-max K       longest draft, 1..16 (default 8; adaptive below it)\n"
     "      --spec-compare      decode plainly first (not printed), then speculatively;\n"
     "                          print both speeds and the speedup\n"
@@ -81,6 +84,7 @@ typedef struct run_opts {
     const char *draft_model; /* --draft-model */
     const char *draft_skip;  /* --draft-skip-layers LIST */
     int64_t lookup_n;        /* --lookup N; 0 = off */
+    const char *lookahead;   /* --lookahead W,N,G, or NULL */
     int64_t draft_max;       /* --draft-max K */
     bool spec_compare;
 } run_opts;
@@ -186,6 +190,11 @@ static int parse_args(int argc, char **argv, run_opts *o) {
         } else if (!strcmp(a, "--draft-skip-layers")) {
             VALUE();
             o->draft_skip = v;
+        } else if (!strcmp(a, "--lookahead")) {
+            VALUE();
+            spec_params tmp = spec_default_params();
+            if (spec_parse_lookahead(v, &tmp) != KITE_OK) return cli_usage_error(cmd, "%s", kite_last_error());
+            o->lookahead = v;
         } else if (!strcmp(a, "--lookup")) {
             VALUE();
             if (!cli_parse_i64(cmd, a, v, 1, 64, &o->lookup_n)) return 2;
@@ -200,12 +209,13 @@ static int parse_args(int argc, char **argv, run_opts *o) {
 #undef VALUE
     }
     if (o->prompt && o->prompt_file) return cli_usage_error(cmd, "give either -p or -f, not both");
-    const int n_drafters = (o->draft_model != NULL) + (o->draft_skip != NULL) + (o->lookup_n > 0);
+    const int n_drafters =
+        (o->draft_model != NULL) + (o->draft_skip != NULL) + (o->lookup_n > 0) + (o->lookahead != NULL);
     if (n_drafters > 1)
-        return cli_usage_error(cmd, "give at most one of --draft-model, --draft-skip-layers and --lookup");
+        return cli_usage_error(cmd, "give at most one of --draft-model, --draft-skip-layers, --lookup and --lookahead");
     if (n_drafters == 0 && (o->spec_compare || o->draft_max))
         return cli_usage_error(cmd, "--spec-compare and --draft-max need a drafter (--draft-model, "
-                                    "--draft-skip-layers or --lookup)");
+                                    "--draft-skip-layers, --lookup or --lookahead)");
     if (n_drafters && o->dump_logits)
         return cli_usage_error(cmd, "--dump-logits is not available with speculative decoding");
     return 0;
@@ -295,6 +305,9 @@ static int spec_setup(const run_opts *o, kite_model *model, kite_ctx *ctx, kite_
         sp.drafter = SPEC_DRAFT_SELF;
         sp.skip_layers = skip;
         sp.n_skip = info.n_layer;
+    } else if (o->lookahead) {
+        sp.drafter = SPEC_DRAFT_LOOKAHEAD;
+        if ((rc = spec_parse_lookahead(o->lookahead, &sp)) != KITE_OK) goto fail;
     } else {
         sp.drafter = SPEC_DRAFT_LOOKUP;
         sp.lookup_n = (int32_t)o->lookup_n;
@@ -382,7 +395,7 @@ int cmd_run(int argc, char **argv) {
         fprintf(stderr, "kite run: cannot open '%s' for writing\n", o.dump_logits);
         goto done;
     }
-    const bool use_spec = o.draft_model || o.draft_skip || o.lookup_n > 0;
+    const bool use_spec = o.draft_model || o.draft_skip || o.lookup_n > 0 || o.lookahead;
     double ref_tok_s = 0.0;
     int64_t ref_tokens = 0;
     if (use_spec && spec_setup(&o, model, ctx, &draft, &sd)) goto done;
@@ -504,7 +517,10 @@ int cmd_run(int argc, char **argv) {
         fprintf(stderr,
                 "kite run: speculative (%s): %" PRId64 " verification passes, %.2f tokens/pass | acceptance %.1f%% "
                 "(%" PRId64 " of %" PRId64 " drafted) | draft %.1f ms, verify %.1f ms | %.1f tok/s\n",
-                o.draft_model ? "draft model" : o.draft_skip ? "self, layers skipped" : "prompt lookup",
+                o.draft_model  ? "draft model"
+                : o.draft_skip ? "self, layers skipped"
+                : o.lookahead  ? "lookahead"
+                               : "prompt lookup",
                 st->n_steps, tok_per_pass, 100.0 * accept_rate, st->n_accepted, st->n_drafted, st->t_draft_s * 1e3,
                 st->t_verify_s * 1e3, decode_tok_s);
         if (o.spec_compare)

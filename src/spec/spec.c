@@ -4,6 +4,7 @@
  */
 #include "spec/spec.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +12,7 @@
 #include "core/timing.h"
 #include "model/context.h"
 #include "spec/accept.h"
+#include "spec/lookahead.h"
 #include "spec/lookup.h"
 
 /* Token strings compared between target and draft vocabularies: the first
@@ -35,18 +37,22 @@ struct spec_decoder {
     sampler_rng rng_accept; /* acceptance decisions and replacements */
     sampler_rng rng_draft;  /* draws from q */
     spec_adapt adapt;
+    spec_la la;             /* lookahead state (SPEC_DRAFT_LOOKAHEAD) */
+    kite_token pred[SPEC_MAX_DRAFT + 1]; /* argmax of each verified row (lookahead) */
     spec_stats stats;
     bool begun;
 };
 
 spec_params spec_default_params(void) {
-    spec_params p = {.lookup_n = 3, .draft_max = 8, .draft_min = 1, .seed = 0x5ECu};
+    spec_params p = {.lookup_n = 3, .la_window = 8, .la_ngram = 4, .la_pool = 8, .draft_max = 8, .draft_min = 1,
+                     .seed = 0x5ECu};
     return p;
 }
 
 void spec_free(spec_decoder *d) {
     if (!d) return;
     kite_ctx_free(d->dctx);
+    spec_la_free(&d->la);
     kite_sampler_free(d->ts);
     kite_sampler_free(d->ds);
     free(d->hist);
@@ -103,6 +109,12 @@ int spec_new(kite_ctx *target, const kite_sampler_params *sp, const spec_params 
     case SPEC_DRAFT_LOOKUP:
         if (p->lookup_n < 1) return err_set(KITE_E_ARG, "speculative: lookup n-gram size %d < 1", p->lookup_n);
         break;
+    case SPEC_DRAFT_LOOKAHEAD:
+        if (p->la_window < 1 || p->la_window > SPEC_MAX_DRAFT || p->la_ngram < 2 || p->la_ngram > p->la_window + 1 ||
+            p->la_pool < 1 || p->la_pool > 255)
+            return err_set(KITE_E_ARG, "lookahead W,N,G = %d,%d,%d: need 1 <= W <= %d, 2 <= N <= W+1, 1 <= G <= 255",
+                           p->la_window, p->la_ngram, p->la_pool, SPEC_MAX_DRAFT);
+        break;
     default:
         return err_set(KITE_E_ARG, "speculative: unknown drafter %d", (int)p->drafter);
     }
@@ -114,7 +126,10 @@ int spec_new(kite_ctx *target, const kite_sampler_params *sp, const spec_params 
     d->target = target;
     d->n_vocab = n_vocab;
     d->greedy = sp->temperature <= 0.0f;
-    spec_adapt_init(&d->adapt, p->draft_min, p->draft_max, p->fixed_k);
+    if (p->drafter == SPEC_DRAFT_LOOKAHEAD) /* one Jacobi iteration = the whole window */
+        spec_adapt_init(&d->adapt, p->la_window, p->la_window, true);
+    else
+        spec_adapt_init(&d->adapt, p->draft_min, p->draft_max, p->fixed_k);
     sampler_rng_seed(&d->rng_accept, p->seed);
     sampler_rng_seed(&d->rng_draft, p->seed ^ 0x9E3779B97F4A7C15ull);
     if ((rc = kite_sampler_new(sp, n_vocab, &d->ts)) != KITE_OK) goto fail;
@@ -123,7 +138,7 @@ int spec_new(kite_ctx *target, const kite_sampler_params *sp, const spec_params 
     d->hist_cap = 256;
     d->hist = malloc((size_t)d->hist_cap * sizeof *d->hist);
     if (!d->prob || !d->scratch || !d->hist) goto nomem;
-    if (p->drafter != SPEC_DRAFT_LOOKUP) {
+    if (p->drafter == SPEC_DRAFT_MODEL || p->drafter == SPEC_DRAFT_SELF) {
         kite_sampler_params dp = *sp;
         dp.repeat_penalty = 1.0f;
         dp.frequency_penalty = 0.0f;
@@ -173,6 +188,10 @@ int spec_begin(spec_decoder *d, const kite_token *prompt, int32_t n) {
         return err_set(KITE_E_STATE, "spec_begin: the decoder has begun already or the target context is not empty");
     int rc = hist_push(d, prompt, n);
     if (rc != KITE_OK) return rc;
+    if (d->p.drafter == SPEC_DRAFT_LOOKAHEAD &&
+        (rc = spec_la_init(&d->la, d->p.la_window, d->p.la_ngram, d->p.la_pool, prompt, n)) != KITE_OK)
+        return rc;
+    if (d->p.drafter == SPEC_DRAFT_LOOKAHEAD) spec_la_add_history(&d->la, d->hist, d->n_hist, 0);
     for (int32_t i = 0; i < n; i++) kite_sampler_accept(d->ts, prompt[i]);
     if (n > 1 && (rc = kite_ctx_eval(d->target, prompt, n - 1, false)) != KITE_OK) return rc;
     d->begun = true;
@@ -185,6 +204,12 @@ static int draft(spec_decoder *d, int32_t k, int32_t *nd) {
     *nd = 0;
     if (d->p.drafter == SPEC_DRAFT_LOOKUP) {
         *nd = spec_lookup_draft(d->hist, d->n_hist, d->p.lookup_n, k, d->verify + 1);
+        return KITE_OK;
+    }
+    if (d->p.drafter == SPEC_DRAFT_LOOKAHEAD) {
+        int from_pool;
+        *nd = spec_la_draft(&d->la, d->hist[d->n_hist - 1], k, d->verify + 1, &from_pool);
+        d->stats.n_pool_drafts += from_pool;
         return KITE_OK;
     }
     kite_ctx *D = d->dctx;
@@ -250,11 +275,25 @@ int spec_step(spec_decoder *d, int32_t max_new, kite_token *out, int32_t *n_out)
     out[j] = x;
     *n_out = j + 1;
 
+    if (d->p.drafter == SPEC_DRAFT_LOOKAHEAD) {
+        /* the pass's argmax on every row: the next Jacobi iterate and the pool's n-grams */
+        for (int32_t i = 0; i <= nd; i++) {
+            const float *lg = kite_ctx_logits(T, i);
+            kite_token best = 0;
+            for (int32_t v = 1; v < d->n_vocab; v++)
+                if (lg[v] > lg[best]) best = v;
+            d->pred[i] = best;
+        }
+        d->pred[j] = x; /* the token actually taken (equal to the argmax when greedy) */
+        spec_la_update(&d->la, d->verify, d->pred, nd, j);
+    }
+
     /* roll back: keep h[0..n) and the j accepted drafts; x is the new pending token */
     kite_ctx_truncate(T, n + j);
     if (d->dctx && d->dctx->n_past > n + j) kite_ctx_truncate(d->dctx, n + j);
     double t2 = time_now_s();
     if ((rc = hist_push(d, out, j + 1)) != KITE_OK) return rc;
+    if (d->p.drafter == SPEC_DRAFT_LOOKAHEAD) spec_la_add_history(&d->la, d->hist, d->n_hist, n);
 
     d->stats.n_steps++;
     d->stats.n_drafted += nd;
@@ -268,6 +307,19 @@ int spec_step(spec_decoder *d, int32_t max_new, kite_token *out, int32_t *n_out)
 
 const spec_stats *spec_get_stats(const spec_decoder *d) { return &d->stats; }
 int32_t spec_draft_len(const spec_decoder *d) { return d->adapt.k; }
+
+int spec_parse_lookahead(const char *s, spec_params *p) {
+    int w = 0, n = 0, g = 0, used = 0;
+    if (!s || !p || sscanf(s, "%d,%d,%d%n", &w, &n, &g, &used) != 3 || s[used] != '\0')
+        return err_set(KITE_E_ARG, "lookahead '%s': expected W,N,G, e.g. 8,4,8", s ? s : "");
+    if (w < 1 || w > SPEC_MAX_DRAFT || n < 2 || n > w + 1 || g < 1 || g > 255)
+        return err_set(KITE_E_ARG, "lookahead '%s': need 1 <= W <= %d, 2 <= N <= W+1, 1 <= G <= 255", s,
+                       SPEC_MAX_DRAFT);
+    p->la_window = w;
+    p->la_ngram = n;
+    p->la_pool = g;
+    return KITE_OK;
+}
 
 int spec_parse_layers(const char *list, int32_t n_layer, bool *flags) {
     if (!list || !flags || n_layer < 1) return err_set(KITE_E_ARG, "layer list: bad arguments");

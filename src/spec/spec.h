@@ -17,10 +17,13 @@
  *                        context, kept in sync by truncation;
  *     SPEC_DRAFT_SELF    the target model with some layers skipped, in a
  *                        second context on the same (immutable) kite_model;
- *     SPEC_DRAFT_LOOKUP  n-gram prompt lookup over the history (lookup.h).
+ *     SPEC_DRAFT_LOOKUP  n-gram prompt lookup over the history (lookup.h);
+ *     SPEC_DRAFT_LOOKAHEAD  lookahead (Jacobi) decoding: a window of guesses
+ *                        refined by each pass plus an n-gram pool
+ *                        (lookahead.h); the draft is always W tokens.
  *   Model drafters draw from their own sampler chain (the target's
  *   temperature/top-k/top-p/min-p, no penalties): q; lookup drafts are point
- *   masses.
+ *   masses, and so are lookahead drafts.
  *
  *   Acceptance: temperature <= 0: a draft is kept while it equals the target's
  *   argmax, so the output is token for token plain greedy decoding.
@@ -51,7 +54,8 @@
 typedef enum spec_drafter {
     SPEC_DRAFT_MODEL = 1, /* draft_model */
     SPEC_DRAFT_SELF,      /* target with skip_layers */
-    SPEC_DRAFT_LOOKUP     /* n-gram lookup, lookup_n */
+    SPEC_DRAFT_LOOKUP,    /* n-gram lookup, lookup_n */
+    SPEC_DRAFT_LOOKAHEAD  /* Jacobi window + n-gram pool, la_window / la_ngram / la_pool */
 } spec_drafter;
 
 typedef struct spec_params {
@@ -60,13 +64,17 @@ typedef struct spec_params {
     const bool *skip_layers;  /* SPEC_DRAFT_SELF: [n_skip] flags, n_skip == target n_layer; copied */
     int32_t n_skip;
     int32_t lookup_n;         /* SPEC_DRAFT_LOOKUP: largest n-gram, >= 1 */
+    int32_t la_window;        /* SPEC_DRAFT_LOOKAHEAD: W, guesses per pass (the draft length) */
+    int32_t la_ngram;         /* N, n-gram size (2..W+1) */
+    int32_t la_pool;          /* G, n-grams kept per first token */
     int32_t draft_max;        /* upper bound on k, 1..SPEC_MAX_DRAFT */
     int32_t draft_min;        /* lower bound on k, >= 1 */
     bool fixed_k;             /* true: always draft draft_max (no adaptation) */
     uint64_t seed;            /* acceptance / draft RNG streams */
 } spec_params;
 
-/* Defaults: lookup 3, k in [1, 8] adaptive, seed 0x5EC. drafter must be set. */
+/* Defaults: lookup 3, lookahead 8,4,8, k in [1, 8] adaptive, seed 0x5EC.
+ * drafter must be set. */
 spec_params spec_default_params(void);
 
 typedef struct spec_stats {
@@ -74,6 +82,7 @@ typedef struct spec_stats {
     int64_t n_drafted;   /* drafted tokens scored */
     int64_t n_accepted;  /* drafted tokens accepted */
     int64_t n_generated; /* tokens produced (accepted + one per step) */
+    int64_t n_pool_drafts; /* lookahead: passes whose draft began with a pool n-gram */
     double t_draft_s;    /* seconds spent drafting */
     double t_verify_s;   /* seconds spent in target evals of steps */
 } spec_stats;
@@ -99,6 +108,9 @@ int spec_step(spec_decoder *d, int32_t max_new, kite_token *out /* OUT: [SPEC_MA
 
 const spec_stats *spec_get_stats(const spec_decoder *d);
 int32_t spec_draft_len(const spec_decoder *d); /* current adaptive k */
+
+/* Parses "W,N,G" (lookahead) into p's la_* fields.  KITE_OK or KITE_E_ARG. */
+int spec_parse_lookahead(const char *s, spec_params *p);
 
 /* Parses a layer list "2,3" / "1-3,5" into flags[0..n_layer).  Returns
  * KITE_OK or KITE_E_ARG (message names the bad item). */

@@ -25,6 +25,7 @@
 #include "spec/accept.h"
 #include "spec/adapt.h"
 #include "spec/lookup.h"
+#include "spec/lookahead.h"
 #include "spec/spec.h"
 
 #define MODEL_F32 "models/stories260K.gguf"
@@ -123,6 +124,7 @@ static void check_goldens(kite_model *m, const spec_params *p, const char *label
             tot->n_drafted += st.n_drafted;
             tot->n_accepted += st.n_accepted;
             tot->n_generated += st.n_generated;
+            tot->n_pool_drafts += st.n_pool_drafts;
         }
         free(gold);
         free(gold_prompt);
@@ -152,6 +154,69 @@ TEST(test_greedy_lookup) {
     p.draft_max = SPEC_MAX_DRAFT;
     check_goldens(m, &p, "lookup 1, k 16", 2, &st);
     kite_model_free(m);
+}
+
+TEST(test_greedy_lookahead) {
+    kite_model *m = load_model_checked(MODEL_F32);
+    if (!m) return;
+    spec_params p = spec_default_params();
+    p.drafter = SPEC_DRAFT_LOOKAHEAD;
+    spec_stats st;
+    check_goldens(m, &p, "lookahead 8,4,8", 5, &st);
+    CHECK(st.n_accepted > 0);
+    CHECK(st.n_pool_drafts > 0); /* the pool did get used */
+    CHECK(st.n_steps < st.n_generated);
+    p.la_window = 3, p.la_ngram = 2, p.la_pool = 1;
+    check_goldens(m, &p, "lookahead 3,2,1", 2, &st);
+    p.la_window = 16, p.la_ngram = 17, p.la_pool = 255;
+    check_goldens(m, &p, "lookahead 16,17,255", 2, &st);
+    kite_model_free(m);
+}
+
+/* The Jacobi window and the n-gram pool on hand-made passes. */
+TEST(test_lookahead_state) {
+    spec_la la;
+    const kite_token prompt[] = {5, 6, 7};
+    CHECK(spec_la_init(&la, 4, 3, 2, prompt, 3) == KITE_OK);
+    kite_token d[8];
+    int from_pool = -1;
+    /* first window: the prompt's tokens, repeated to W */
+    CHECK_EQ_INT(spec_la_draft(&la, 7, 8, d, &from_pool), 4);
+    CHECK_EQ_INT(from_pool, 0);
+    CHECK(d[0] == 5 && d[1] == 6 && d[2] == 7 && d[3] == 5);
+    CHECK_EQ_INT(spec_la_draft(&la, 7, 2, d, &from_pool), 2); /* k caps the draft */
+    /* a pass over [7, 5, 6, 7, 5] predicting [10, 11, 12, 13, 14], one draft accepted:
+     * next window = preds after the accepted point (12, 13, 14) + old guess for the next slot */
+    const kite_token in[] = {7, 10, 6, 7, 5}, pred[] = {10, 11, 12, 13, 14};
+    spec_la_update(&la, in, pred, 4, 1);
+    CHECK(la.window[0] == 12 && la.window[1] == 13 && la.window[2] == 14 && la.window[3] == 5);
+    /* n-grams (in[i], pred[i], pred[i+1]) for i = 0..3, keyed by in[i] */
+    kite_token g[8];
+    CHECK_EQ_INT(spec_la_lookup(&la, 7, g, 4), 2); /* in[0] and in[3] are both 7: two entries, newest first */
+    CHECK(g[0] == 13 && g[1] == 14 && g[2] == 10 && g[3] == 11);
+    CHECK_EQ_INT(spec_la_lookup(&la, 6, g, 4), 1);
+    CHECK(g[0] == 12 && g[1] == 13);
+    CHECK_EQ_INT(spec_la_lookup(&la, 99, g, 4), 0);
+    /* a draft for pending 7 starts with the newest pool n-gram, then the window's later guesses */
+    CHECK_EQ_INT(spec_la_draft(&la, 7, 8, d, &from_pool), 4);
+    CHECK_EQ_INT(from_pool, 1);
+    CHECK(d[0] == 13 && d[1] == 14 && d[2] == 14 && d[3] == 5);
+    /* duplicates are not stored twice; G = 2 keeps the two newest */
+    spec_la_update(&la, in, pred, 4, 1);
+    CHECK_EQ_INT(spec_la_lookup(&la, 7, g, 4), 2);
+    const kite_token in2[] = {7, 1, 2}, pred2[] = {20, 21, 22};
+    spec_la_update(&la, in2, pred2, 2, 2);
+    CHECK_EQ_INT(spec_la_lookup(&la, 7, g, 4), 2);
+    CHECK(g[0] == 20 && g[1] == 21 && g[2] == 13 && g[3] == 14);
+    spec_la_free(&la);
+    /* bad parameters */
+    CHECK(spec_la_init(&la, 0, 2, 1, prompt, 3) == KITE_E_ARG);
+    CHECK(spec_la_init(&la, 4, 6, 1, prompt, 3) == KITE_E_ARG);
+    spec_params p = spec_default_params();
+    CHECK(spec_parse_lookahead("8,4,8", &p) == KITE_OK && p.la_window == 8 && p.la_ngram == 4 && p.la_pool == 8);
+    CHECK(spec_parse_lookahead("8,4", &p) == KITE_E_ARG);
+    CHECK(spec_parse_lookahead("8,4,8x", &p) == KITE_E_ARG);
+    CHECK(spec_parse_lookahead("17,4,8", &p) == KITE_E_ARG);
 }
 
 TEST(test_greedy_self) {
@@ -226,9 +291,9 @@ TEST(test_sampling_smoke) {
     const kite_token prompt[] = {1, 403, 407, 261, 378};
     bool skip[64] = {false};
     skip[1] = true;
-    for (int kind = 0; kind < 2; kind++) {
+    for (int kind = 0; kind < 3; kind++) {
         spec_params p = spec_default_params();
-        p.drafter = kind ? SPEC_DRAFT_SELF : SPEC_DRAFT_LOOKUP;
+        p.drafter = kind == 2 ? SPEC_DRAFT_LOOKAHEAD : kind ? SPEC_DRAFT_SELF : SPEC_DRAFT_LOOKUP;
         p.skip_layers = skip;
         kite_model_info info;
         kite_model_get_info(m, &info);
@@ -510,6 +575,8 @@ TEST(test_errors) {
 
 int main(void) {
     RUN(test_greedy_lookup);
+    RUN(test_greedy_lookahead);
+    RUN(test_lookahead_state);
     RUN(test_greedy_self);
     RUN(test_greedy_draft_model);
     RUN(test_greedy_penalty);
