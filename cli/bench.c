@@ -49,6 +49,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: kite bench -m FILE [-p N] [-n N] [-t LIST] [-r N] [--json] [--mmap] [--no-check] [--profile]\n"
             "       kite bench --probe [--json]\n"
+            "       kite bench --lut-gemm [--rows N] [--cols N] [--group G] [--bits Q] [-r N] [--json]\n"
             "\n"
             "Measures prefill (ppN: N random tokens as one batch) and decode (tgN: N tokens one at a\n"
             "time) in tokens/s: median and min-max over the repetitions, with decode's weight traffic\n"
@@ -427,6 +428,8 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
 }
 
 int cmd_bench(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--lut-gemm")) return bench_lut_gemm(argc, argv); /* cli/bench_lut.c */
     bench_opts o = {.n_prompt = 128, .n_gen = 32, .reps = 5, .seed = 1, .check = true};
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     o.threads[0] = ncpu > 0 ? (int)(ncpu < PROBE_MAX_THREADS ? ncpu : PROBE_MAX_THREADS) : 1;
