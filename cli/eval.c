@@ -1,0 +1,127 @@
+/*
+ * eval.c - `kite eval`: multiple-choice tasks scored by log-likelihood
+ * (HellaSwag / ARC style), reporting acc and acc_norm.
+ *
+ * A thin driver over src/eval (task reader, eval_mc_score) and the public
+ * API; the task format and the scoring rule are in docs/eval.md.  One line
+ * per item goes to stderr (unless -q), the summary to stdout; with --json
+ * stdout ends with one JSON line.  Exit status: 0, 1 (bad task file, ...),
+ * 2 (usage).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "eval/eval.h"
+#include "kite.h"
+
+static const char *const eval_usage =
+    "usage: kite eval [-m MODEL] --task FILE.jsonl [options]\n"
+    "\n"
+    "Multiple-choice evaluation by log-likelihood.  Each line of FILE is a JSON\n"
+    "object {\"context\": \"...\", \"endings\": [\"...\", ...], \"label\": K}.  Every ending\n"
+    "is scored by the sum of the log-probabilities of its tokens given BOS + the\n"
+    "context (endings normally start with a space); acc counts items whose best\n"
+    "ending is the label, acc_norm does the same after dividing each score by the\n"
+    "ending's length in characters (as lm-evaluation-harness does).  See docs/eval.md.\n"
+    "\n"
+    "  -m, --model FILE   GGUF model (default: the bundled model)\n"
+    "      --task FILE    JSON-lines task file (required)\n"
+    "  -c, --ctx N        context window (default: the model's training context)\n"
+    "  -t, --threads N    worker threads (default: all CPUs)\n"
+    "      --json         end stdout with one line {\"items\", \"acc\", \"acc_norm\", ...}\n"
+    "  -q, --quiet        no per-item lines on stderr\n"
+    "  -h, --help         this text\n";
+
+/* Standard error of an accuracy p over n items (binomial). */
+static double acc_err(double p, int32_t n) { return n > 1 ? sqrt(p * (1.0 - p) / (double)(n - 1)) : 0.0; }
+
+int cmd_eval(int argc, char **argv) {
+    const char *model_path = NULL, *task_path = NULL;
+    int64_t n_ctx = 0, n_threads = 0;
+    bool json = false, quiet = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(eval_usage, stdout);
+            return 0;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            if (!(model_path = cli_value("eval", argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--task")) {
+            if (!(task_path = cli_value("eval", argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) {
+            if (!(v = cli_value("eval", argc, argv, &i)) || !cli_parse_i64("eval", a, v, 2, 1 << 24, &n_ctx)) return 2;
+        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+            if (!(v = cli_value("eval", argc, argv, &i)) || !cli_parse_i64("eval", a, v, 1, 1024, &n_threads)) return 2;
+        } else if (!strcmp(a, "--json")) {
+            json = true;
+        } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
+            quiet = true;
+        } else {
+            return cli_usage_error("eval", "unknown argument '%s'", a);
+        }
+    }
+    if (!task_path) return cli_usage_error("eval", "missing --task FILE");
+    if (!model_path) model_path = cli_default_model(argv[0]);
+
+    int status = 1;
+    eval_mc_task task = {0};
+    kite_model *model = NULL;
+    kite_ctx *ctx = NULL;
+    eval_mc_scores sc = {0};
+    if (eval_mc_load(task_path, &task) != KITE_OK) {
+        fprintf(stderr, "kite eval: %s\n", kite_last_error());
+        goto done;
+    }
+    kite_model_params mp = kite_model_default_params();
+    kite_ctx_params cp = kite_ctx_default_params();
+    cp.n_ctx = (int32_t)n_ctx;
+    cp.n_threads = (int32_t)n_threads;
+    if (kite_model_load(model_path, &mp, &model) != KITE_OK || kite_ctx_new(model, &cp, &ctx) != KITE_OK) {
+        fprintf(stderr, "kite eval: %s\n", kite_last_error());
+        goto done;
+    }
+    sc.ll = malloc(sizeof *sc.ll * EVAL_MC_MAX_ENDINGS);
+    sc.n_tokens = malloc(sizeof *sc.n_tokens * EVAL_MC_MAX_ENDINGS);
+    sc.n_chars = malloc(sizeof *sc.n_chars * EVAL_MC_MAX_ENDINGS);
+    if (!sc.ll || !sc.n_tokens || !sc.n_chars) {
+        fprintf(stderr, "kite eval: out of memory\n");
+        goto done;
+    }
+    int32_t correct = 0, correct_norm = 0;
+    for (int32_t i = 0; i < task.n_items; i++) {
+        const eval_mc_item *it = &task.items[i];
+        if (eval_mc_score(ctx, model, it, &sc) != KITE_OK) {
+            fprintf(stderr, "kite eval: %s: item %d: %s\n", task_path, i + 1, kite_last_error());
+            goto done;
+        }
+        correct += sc.pred == it->label;
+        correct_norm += sc.pred_norm == it->label;
+        if (!quiet) {
+            fprintf(stderr, "[%d/%d] label %d pred %d%s pred_norm %d%s  ll", i + 1, task.n_items, it->label, sc.pred,
+                    sc.pred == it->label ? " ok" : " --", sc.pred_norm, sc.pred_norm == it->label ? " ok" : " --");
+            for (int32_t k = 0; k < it->n_endings; k++) fprintf(stderr, " %.3f", sc.ll[k]);
+            fputc('\n', stderr);
+        }
+    }
+    const double acc = (double)correct / task.n_items, acc_norm = (double)correct_norm / task.n_items;
+    printf("model: %s\n", model_path);
+    printf("task: %s: %d items\n", task_path, task.n_items);
+    printf("acc      = %.4f +/- %.4f  (%d/%d)\n", acc, acc_err(acc, task.n_items), correct, task.n_items);
+    printf("acc_norm = %.4f +/- %.4f  (%d/%d)\n", acc_norm, acc_err(acc_norm, task.n_items), correct_norm,
+           task.n_items);
+    if (json)
+        printf("{\"items\": %d, \"acc\": %.6f, \"acc_norm\": %.6f, \"correct\": %d, \"correct_norm\": %d}\n",
+               task.n_items, acc, acc_norm, correct, correct_norm);
+    status = fflush(stdout) == 0 ? 0 : 1;
+done:
+    free(sc.ll);
+    free(sc.n_tokens);
+    free(sc.n_chars);
+    kite_ctx_free(ctx);
+    kite_model_free(model);
+    eval_mc_free(&task);
+    return status;
+}

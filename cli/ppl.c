@@ -1,0 +1,302 @@
+/*
+ * ppl.c - `kite ppl`: perplexity of a model on a text, optionally saving
+ * the log-probabilities or comparing them with a saved reference (KLD).
+ *
+ * A thin driver over src/eval (plans, scoring, the logits file) and the
+ * public API; the conventions are in docs/eval.md.  Progress (running ppl
+ * per window) goes to stderr, the summary to stdout; with --json stdout
+ * ends with one JSON line.  Exit status: 0, 1 (bad file, mismatched
+ * reference, ...), 2 (usage).
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "eval/eval.h"
+#include "kite.h"
+
+static const char *const ppl_usage =
+    "usage: kite ppl [-m MODEL] -f TEXT [options]\n"
+    "\n"
+    "Perplexity of MODEL on the text file TEXT ('-' = standard input).  The text is\n"
+    "tokenized once and cut into consecutive, non-overlapping windows of CTX tokens;\n"
+    "each window starts with BOS when the model has one (BOS + CTX-1 text tokens).\n"
+    "Scoring: every token after the first of each window is scored (each text token\n"
+    "exactly once), as in shared/golden/stories260K-ppl.json; --half scores only the\n"
+    "second half of full windows, like llama.cpp's perplexity tool.  Log-softmax and\n"
+    "sums are in double precision.  See docs/eval.md.\n"
+    "\n"
+    "  -m, --model FILE      GGUF model (default: the bundled model)\n"
+    "  -f, --file TEXT       text file to score (required)\n"
+    "  -c, --ctx N           window length in tokens, BOS included (default 128, or the\n"
+    "                        model's training context if smaller; at most that context)\n"
+    "  -b, --batch N         tokens per forward pass (default: a whole window)\n"
+    "  -t, --threads N       worker threads (default: all CPUs)\n"
+    "      --half            score only the second half of each full window (llama.cpp)\n"
+    "      --docs SEP        split the text on the string SEP into documents (each\n"
+    "                        stripped of surrounding whitespace, empty ones skipped);\n"
+    "                        one window per document, truncated to CTX tokens\n"
+    "      --save-logits F   write the log-probabilities of the scored positions to F\n"
+    "                        (binary, format in docs/eval.md)\n"
+    "      --kld-base F      compare with F (written by --save-logits, normally from\n"
+    "                        the F32 model, on the same text with the same options):\n"
+    "                        mean KL(base || this), its standard error, top-1 agreement\n"
+    "                        and the ppl difference\n"
+    "      --json            end stdout with one line {\"ppl\", \"nll\", \"tokens\", \"kld\", \"top1\"}\n"
+    "  -q, --quiet           no per-window progress lines\n"
+    "  -h, --help            this text\n";
+
+/* Reads a whole file ('-' = stdin) into a malloc'd buffer. NULL on error. */
+static char *read_all(const char *path, size_t *len) {
+    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        if (n == cap) {
+            char *b = realloc(buf, cap * 2);
+            if (!b) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = b;
+            cap *= 2;
+        }
+        size_t r = fread(buf + n, 1, cap - n, f);
+        n += r;
+        if (r == 0) break;
+    }
+    if (buf && ferror(f)) {
+        free(buf);
+        buf = NULL;
+    }
+    if (f != stdin) fclose(f);
+    *len = n;
+    return buf;
+}
+
+static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+
+/* Adds the text tokens of text[0..len) to the plan. */
+static int plan_text(eval_plan *p, const kite_model *m, const char *text, size_t len) {
+    kite_token *ids = NULL;
+    int64_t n = 0;
+    int rc = eval_tokenize(m, text, len, &ids, &n);
+    if (rc == KITE_OK) rc = eval_plan_add(p, ids, n);
+    free(ids);
+    return rc;
+}
+
+/* --docs: one plan_text per stripped, non-empty piece between separators. */
+static int plan_docs(eval_plan *p, const kite_model *m, const char *text, size_t len, const char *sep) {
+    const size_t sl = strlen(sep);
+    size_t pos = 0;
+    while (pos <= len) {
+        size_t end = len;
+        for (size_t i = pos; i + sl <= len; i++)
+            if (!memcmp(text + i, sep, sl)) {
+                end = i;
+                break;
+            }
+        size_t a = pos, b = end;
+        while (a < b && is_space(text[a])) a++;
+        while (b > a && is_space(text[b - 1])) b--;
+        if (b > a) {
+            int rc = plan_text(p, m, text + a, b - a);
+            if (rc != KITE_OK) return rc;
+        }
+        pos = end + sl;
+        if (end == len) break;
+    }
+    return KITE_OK;
+}
+
+/* A JSON number, or null when not finite. */
+static void json_num(double v) {
+    if (isfinite(v)) printf("%.9g", v);
+    else fputs("null", stdout);
+}
+
+typedef struct progress {
+    bool quiet;
+    bool kld;
+} progress;
+
+static void on_window(void *user, int32_t w, int32_t n_windows, const eval_stats *s) {
+    const progress *pr = user;
+    if (pr->quiet) return;
+    fprintf(stderr, "[%d/%d] ppl %.4f", w + 1, n_windows, eval_stats_ppl(s));
+    if (pr->kld) fprintf(stderr, "  kld %.6f  top1 %.2f%%", eval_stats_kld_mean(s), eval_stats_top1(s));
+    fputc('\n', stderr);
+}
+
+int cmd_ppl(int argc, char **argv) {
+    const char *model_path = NULL, *text_path = NULL, *save_path = NULL, *base_path = NULL, *docs_sep = NULL;
+    int64_t n_ctx = 0, n_batch = 0, n_threads = 0;
+    bool json = false, half = false, quiet = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(ppl_usage, stdout);
+            return 0;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            if (!(model_path = cli_value("ppl", argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
+            if (!(text_path = cli_value("ppl", argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) {
+            if (!(v = cli_value("ppl", argc, argv, &i)) || !cli_parse_i64("ppl", a, v, 2, 1 << 24, &n_ctx)) return 2;
+        } else if (!strcmp(a, "-b") || !strcmp(a, "--batch")) {
+            if (!(v = cli_value("ppl", argc, argv, &i)) || !cli_parse_i64("ppl", a, v, 1, 1 << 24, &n_batch)) return 2;
+        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+            if (!(v = cli_value("ppl", argc, argv, &i)) || !cli_parse_i64("ppl", a, v, 1, 1024, &n_threads)) return 2;
+        } else if (!strcmp(a, "--save-logits")) {
+            if (!(save_path = cli_value("ppl", argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--kld-base")) {
+            if (!(base_path = cli_value("ppl", argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--docs")) {
+            if (!(docs_sep = cli_value("ppl", argc, argv, &i))) return 2;
+            if (!*docs_sep) return cli_usage_error("ppl", "--docs needs a non-empty separator");
+        } else if (!strcmp(a, "--half")) {
+            half = true;
+        } else if (!strcmp(a, "--json")) {
+            json = true;
+        } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
+            quiet = true;
+        } else {
+            return cli_usage_error("ppl", "unknown argument '%s'", a);
+        }
+    }
+    if (!text_path) return cli_usage_error("ppl", "missing -f TEXT");
+    if (half && docs_sep) return cli_usage_error("ppl", "--half and --docs cannot be combined");
+    if (!model_path) model_path = cli_default_model(argv[0]);
+
+    int status = 1;
+    kite_model *model = NULL;
+    kite_ctx *ctx = NULL;
+    eval_plan plan = {0};
+    eval_logits_reader *base = NULL;
+    eval_logits_writer *save = NULL;
+    kite_token *targets = NULL;
+    size_t text_len = 0;
+    char *text = read_all(text_path, &text_len);
+    if (!text) {
+        fprintf(stderr, "kite ppl: %s: cannot read: %s\n", text_path, strerror(errno));
+        goto done;
+    }
+    kite_model_params mp = kite_model_default_params();
+    if (kite_model_load(model_path, &mp, &model) != KITE_OK) {
+        fprintf(stderr, "kite ppl: %s\n", kite_last_error());
+        goto done;
+    }
+    kite_model_info info;
+    kite_model_get_info(model, &info);
+    const int64_t train = info.n_ctx_train > 0 ? info.n_ctx_train : 128;
+    if (!n_ctx) n_ctx = train < 128 ? train : 128;
+    if (n_ctx > train) {
+        status = cli_usage_error("ppl", "-c %lld exceeds the model's training context (%lld)", (long long)n_ctx,
+                                 (long long)train);
+        goto done;
+    }
+    if (n_batch > n_ctx) n_batch = n_ctx;
+    const kite_token bos = kite_token_bos(model);
+    const uint32_t flags = (bos >= 0 ? EVAL_PLAN_BOS : 0u) | (half ? EVAL_PLAN_HALF : 0u) |
+                           (docs_sep ? EVAL_PLAN_DOCS : 0u);
+    int rc = eval_plan_init(&plan, (int32_t)n_ctx, flags, bos);
+    if (rc == KITE_OK)
+        rc = docs_sep ? plan_docs(&plan, model, text, text_len, docs_sep) : plan_text(&plan, model, text, text_len);
+    if (rc != KITE_OK) {
+        fprintf(stderr, "kite ppl: %s\n", kite_last_error());
+        goto done;
+    }
+    if (plan.n_scored == 0) {
+        fprintf(stderr, "kite ppl: %s: no token to score (%lld text tokens, -c %lld%s)\n", text_path,
+                (long long)plan.n_text, (long long)n_ctx, half ? ", --half needs a full window" : "");
+        goto done;
+    }
+    if (!(targets = malloc(sizeof *targets * (size_t)plan.n_scored))) {
+        fprintf(stderr, "kite ppl: out of memory\n");
+        goto done;
+    }
+    eval_plan_targets(&plan, targets);
+    if (base_path &&
+        ((rc = eval_logits_read_open(base_path, &base)) != KITE_OK ||
+         (rc = eval_logits_read_match(base, (uint32_t)info.n_vocab, (uint32_t)n_ctx, flags, targets,
+                                      (uint64_t)plan.n_scored)) != KITE_OK)) {
+        fprintf(stderr, "kite ppl: %s\n", kite_last_error());
+        goto done;
+    }
+    if (save_path) {
+        eval_logits_header h = {.n_vocab = (uint32_t)info.n_vocab, .n_ctx = (uint32_t)n_ctx, .flags = flags,
+                                .n_tokens = (uint64_t)plan.n_scored};
+        if (eval_logits_write_open(save_path, &h, targets, &save) != KITE_OK) {
+            fprintf(stderr, "kite ppl: %s\n", kite_last_error());
+            goto done;
+        }
+    }
+    kite_ctx_params cp = kite_ctx_default_params();
+    cp.n_ctx = (int32_t)n_ctx;
+    cp.n_threads = (int32_t)n_threads;
+    if (kite_ctx_new(model, &cp, &ctx) != KITE_OK) {
+        fprintf(stderr, "kite ppl: %s\n", kite_last_error());
+        goto done;
+    }
+    fprintf(stderr, "kite ppl: %s: %lld tokens, %d windows of %lld (%s), %lld scored%s\n", text_path,
+            (long long)plan.n_text, plan.n_windows, (long long)n_ctx, bos >= 0 ? "BOS first" : "no BOS",
+            (long long)plan.n_scored, half ? " (second halves)" : "");
+    progress pr = {.quiet = quiet, .kld = base != NULL};
+    eval_ppl_opts o = {.n_vocab = info.n_vocab, .n_batch = (int32_t)n_batch, .save = save, .base = base,
+                       .on_window = on_window, .user = &pr};
+    eval_stats s;
+    if (eval_ppl_run(ctx, &plan, &o, &s) != KITE_OK) {
+        fprintf(stderr, "kite ppl: %s\n", kite_last_error());
+        goto done;
+    }
+    if (save) {
+        rc = eval_logits_write_close(save);
+        save = NULL;
+        if (rc != KITE_OK) {
+            fprintf(stderr, "kite ppl: %s\n", kite_last_error());
+            goto done;
+        }
+    }
+
+    const double ppl = eval_stats_ppl(&s), nll = eval_stats_mean_nll(&s);
+    printf("model: %s (%s, %d threads)\n", model_path, info.name, kite_ctx_n_threads(ctx));
+    printf("text: %s: %lld tokens, %d windows of %lld, %lld scored (%s)", text_path, (long long)plan.n_text,
+           plan.n_windows, (long long)n_ctx, (long long)plan.n_scored,
+           half ? "second half of each full window" : "every token after the first of each window");
+    if (plan.n_truncated) printf(", %lld cut by --docs truncation", (long long)plan.n_truncated);
+    printf("\nppl = %.6f +/- %.6f   (mean NLL %.6f nats)\n", ppl, eval_stats_ppl_err(&s), nll);
+    if (base) {
+        const double bppl = eval_stats_base_ppl(&s);
+        printf("base ppl = %.6f   delta ppl = %+.6f (%+.4f%%)\n", bppl, ppl - bppl, 100.0 * (ppl - bppl) / bppl);
+        printf("KLD(base || this) = %.6g +/- %.6g nats   top-1 agreement = %.3f%%\n", eval_stats_kld_mean(&s),
+               eval_stats_kld_err(&s), eval_stats_top1(&s));
+    }
+    if (save_path) printf("saved: %s (%lld rows x %d)\n", save_path, (long long)plan.n_scored, info.n_vocab);
+    if (json) {
+        fputs("{\"ppl\": ", stdout);
+        json_num(ppl);
+        fputs(", \"nll\": ", stdout);
+        json_num(nll);
+        printf(", \"tokens\": %lld, \"kld\": ", (long long)s.n);
+        json_num(base ? eval_stats_kld_mean(&s) : NAN);
+        fputs(", \"top1\": ", stdout);
+        json_num(base ? eval_stats_top1(&s) : NAN);
+        fputs("}\n", stdout);
+    }
+    status = fflush(stdout) == 0 ? 0 : 1;
+done:
+    eval_logits_write_abort(save);
+    eval_logits_read_close(base);
+    free(targets);
+    eval_plan_free(&plan);
+    kite_ctx_free(ctx);
+    kite_model_free(model);
+    free(text);
+    return status;
+}
