@@ -23,6 +23,7 @@ int cmd_synth(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_roofline(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
 int cmd_ppl(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 /* `kite bench --lut-gemm` (cli/bench_lut.c): LUT-GEMM vs dequantize-then-multiply. */

@@ -1,0 +1,392 @@
+/*
+ * chat.c - `kite chat`: an interactive chat in the terminal.
+ *
+ * Flow: load model -> context -> chat family (--chat-template, else detected
+ * from tokenizer.chat_template, else chatml) -> for each line of standard
+ * input (a user message; empty lines are skipped, EOF ends the chat):
+ *   1. format the whole conversation with the generation prompt (src/chat)
+ *      and tokenize it with special tokens matched (chat_tokenize);
+ *   2. keep the longest common prefix with the tokens already in the KV
+ *      cache, drop the rest (kite_ctx_truncate) and evaluate only the new
+ *      tokens: normally just the new turn, since the previous reply's tokens
+ *      are still cached; any change earlier in the text (a template that
+ *      rewrites history, a reply that re-tokenizes differently) falls back to
+ *      re-evaluating from the first differing token;
+ *   3. sample and stream the reply (whole UTF-8 characters, stop strings
+ *      held back) until -n tokens, an end-of-generation token, a token or
+ *      text stop string of the family, or a full context.
+ * When the conversation no longer fits (the prompt plus room for a reply),
+ * the oldest exchanges are dropped (the system message is kept) with a note
+ * on stderr; a single message that alone is too long is refused.
+ *
+ * Output: replies on stdout, one per user line, each ending with a newline;
+ * a "> " prompt only when stdin is a terminal; notes on stderr.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "chat/chat_template.h"
+#include "chat/chat_tokenize.h"
+#include "cli.h"
+#include "core/timing.h"
+#include "kite.h"
+
+static const char *const chat_usage =
+    "usage: kite chat [-m MODEL] [--chat-template NAME] [-s SYSTEM] [options]\n"
+    "\n"
+    "Chats with a model: each line of standard input is a user message, the\n"
+    "reply is printed as it is generated; end with Ctrl-D (EOF).  Without -m,\n"
+    "uses the bundled model (models/stories260K.gguf, not a chat model).\n"
+    "\n"
+    "  -m, --model FILE        GGUF model\n"
+    "      --chat-template NAME  llama2, llama3, chatml, mistral, zephyr or gemma\n"
+    "                          (default: detected from the model, else chatml)\n"
+    "  -s, --system TEXT       system message\n"
+    "  -n, --n-predict N       longest reply in tokens (default 256)\n"
+    "  -c, --ctx-size N        context length (default: the model's, at most 4096)\n"
+    "  -t, --threads N         threads (default: all online CPUs)\n"
+    "      --temp T            temperature; 0 = greedy (default 0.8)\n"
+    "      --seed S            random seed (default: from the clock)\n"
+    "  -v, --verbose           after each reply, a line on stderr: prompt tokens (reused\n"
+    "                          from the KV cache / evaluated), reply tokens, stop reason\n"
+    "      --no-cache          evaluate the whole conversation every turn (for testing)\n"
+    "  -h, --help              this text\n";
+
+typedef struct chat_opts {
+    const char *model;
+    const char *tmpl;
+    const char *system;
+    int64_t n_predict;
+    int64_t n_ctx;
+    int64_t n_threads;
+    kite_sampler_params sp;
+    bool seed_set;
+    bool verbose;
+    bool no_cache;
+} chat_opts;
+
+static int parse_args(int argc, char **argv, chat_opts *o) {
+    const char *cmd = "chat";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+#define VALUE()                                                                \
+    do {                                                                       \
+        if (!(v = cli_value(cmd, argc, argv, &i))) return 2;                   \
+    } while (0)
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(chat_usage, stdout);
+            return -1;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            VALUE();
+            o->model = v;
+        } else if (!strcmp(a, "--chat-template")) {
+            VALUE();
+            if (chat_family_from_name(v) == CHAT_UNKNOWN)
+                return cli_usage_error(cmd, "--chat-template: unknown template '%s' (expected one of %s)", v,
+                                       chat_family_names());
+            o->tmpl = v;
+        } else if (!strcmp(a, "-s") || !strcmp(a, "--system")) {
+            VALUE();
+            o->system = v;
+        } else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
+            VALUE();
+            if (!cli_parse_i64(cmd, a, v, 1, 1 << 24, &o->n_predict)) return 2;
+        } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) {
+            VALUE();
+            if (!cli_parse_i64(cmd, a, v, 0, 1 << 20, &o->n_ctx)) return 2;
+        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+            VALUE();
+            if (!cli_parse_i64(cmd, a, v, 0, 1024, &o->n_threads)) return 2;
+        } else if (!strcmp(a, "--temp")) {
+            VALUE();
+            if (!cli_parse_f32(cmd, a, v, 0.0f, 100.0f, &o->sp.temperature)) return 2;
+        } else if (!strcmp(a, "--seed")) {
+            VALUE();
+            if (!cli_parse_u64(cmd, a, v, &o->sp.seed)) return 2;
+            o->seed_set = true;
+        } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
+            o->verbose = true;
+        } else if (!strcmp(a, "--no-cache")) {
+            o->no_cache = true;
+        } else {
+            return cli_usage_error(cmd, "unknown option '%s'", a);
+        }
+#undef VALUE
+    }
+    return 0;
+}
+
+/* The conversation: messages with owned copies of their text. */
+typedef struct conversation {
+    chat_msg *msgs;
+    size_t n, cap;
+} conversation;
+
+static bool conv_add(conversation *c, const char *role, const char *text, size_t len) {
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 16;
+        chat_msg *p = realloc(c->msgs, cap * sizeof *p);
+        if (!p) return false;
+        c->msgs = p;
+        c->cap = cap;
+    }
+    char *s = malloc(len + 1);
+    if (!s) return false;
+    memcpy(s, text, len);
+    s[len] = '\0';
+    c->msgs[c->n++] = (chat_msg){role, s};
+    return true;
+}
+
+/* Removes msgs[from .. to). */
+static void conv_erase(conversation *c, size_t from, size_t to) {
+    if (from == to) return;
+    for (size_t i = from; i < to; i++) free((char *)c->msgs[i].content);
+    memmove(c->msgs + from, c->msgs + to, (c->n - to) * sizeof *c->msgs);
+    c->n -= to - from;
+}
+
+static void conv_free(conversation *c) {
+    conv_erase(c, 0, c->n);
+    free(c->msgs);
+}
+
+/* Appends s[0..n) to the malloc'd reply *buf (length *len, capacity *cap),
+ * keeping it NUL-terminated; false on OOM. */
+static bool reply_append(char **buf, size_t *len, size_t *cap, const char *s, size_t n) {
+    if (*len + n + 1 > *cap) {
+        size_t c = *cap ? *cap : 256;
+        while (*len + n + 1 > c) c *= 2;
+        char *p = realloc(*buf, c);
+        if (!p) return false;
+        *buf = p;
+        *cap = c;
+    }
+    memcpy(*buf + *len, s, n);
+    *len += n;
+    (*buf)[*len] = '\0';
+    return true;
+}
+
+/* The growable token list of the prompt; *n tokens, capacity *cap. */
+static int tokenize_conv(const chat_tokenizer *ct, int family, const conversation *c, kite_token **ids, size_t *cap,
+                         size_t *n) {
+    char *text = NULL;
+    int rc = chat_apply(family, c->msgs, c->n, true, &text);
+    if (rc != KITE_OK) return rc;
+    size_t len = strlen(text);
+    rc = chat_tokenize(ct, text, len, true, *ids, *cap, n);
+    if (rc == KITE_E_RANGE) {
+        kite_token *p = realloc(*ids, (*n + 1) * sizeof *p);
+        if (!p) {
+            free(text);
+            return KITE_E_NOMEM;
+        }
+        *ids = p;
+        *cap = *n + 1;
+        rc = chat_tokenize(ct, text, len, true, *ids, *cap, n);
+    }
+    free(text);
+    return rc;
+}
+
+/* Index just past the oldest user/assistant exchange after the leading
+ * system messages (the next user message), or 0 if there is none besides
+ * the last user message. */
+static size_t oldest_exchange_end(const conversation *c, size_t *start) {
+    size_t s = 0;
+    while (s < c->n && !strcmp(c->msgs[s].role, "system")) s++;
+    size_t e = s + 1;
+    while (e < c->n && strcmp(c->msgs[e].role, "user") != 0) e++;
+    *start = s;
+    return e < c->n ? e : 0; /* the last user message must stay */
+}
+
+int cmd_chat(int argc, char **argv) {
+    chat_opts o = {.n_predict = 256, .sp = kite_sampler_default_params()};
+    int rc = parse_args(argc, argv, &o);
+    if (rc) return rc < 0 ? 0 : rc;
+    if (!o.seed_set) o.sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
+    if (!o.model) o.model = cli_default_model(argv[0]);
+
+    int status = 1;
+    kite_model *model = NULL;
+    kite_ctx *ctx = NULL;
+    kite_sampler *smp = NULL;
+    kite_detok *dt = NULL;
+    chat_tokenizer *ct = NULL;
+    conversation conv = {0};
+    kite_token *ids = NULL;   /* the formatted conversation's tokens */
+    kite_token *cache = NULL; /* tokens in the KV cache, [n_cache] */
+    char *reply = NULL, *line = NULL;
+    size_t ids_cap = 0, line_cap = 0, n_cache = 0, reply_cap = 0;
+
+    kite_model_params mp = kite_model_default_params();
+    if (kite_model_load(o.model, &mp, &model) != KITE_OK) goto api_err;
+    kite_model_info info;
+    kite_model_get_info(model, &info);
+    kite_ctx_params cp = kite_ctx_default_params();
+    cp.n_ctx = o.n_ctx ? (int32_t)o.n_ctx : (info.n_ctx_train < 4096 ? info.n_ctx_train : 4096);
+    cp.n_threads = (int32_t)o.n_threads;
+    if (kite_ctx_new(model, &cp, &ctx) != KITE_OK || kite_sampler_new(&o.sp, info.n_vocab, &smp) != KITE_OK ||
+        kite_detok_new(model, &dt) != KITE_OK || chat_tokenizer_new(model, &ct) != KITE_OK)
+        goto api_err;
+    int family = CHAT_CHATML, source = CHAT_SRC_NO_TEMPLATE;
+    if (chat_family_for_model_src(model, o.tmpl, &family, &source) != KITE_OK) goto api_err;
+    const int32_t n_ctx = kite_ctx_n_ctx(ctx);
+    /* room kept for a reply when deciding whether the conversation fits */
+    const size_t reserve = (size_t)(o.n_predict < n_ctx / 4 ? o.n_predict : n_ctx / 4);
+    const char *const *stops = chat_stop_strings(family);
+    kite_token stop_ids[8]; /* stop strings that are single special tokens */
+    int n_stop_ids = 0;
+    for (int k = 0; stops[k] && n_stop_ids < 8; k++) {
+        kite_token t = chat_tokenizer_special_id(ct, stops[k]);
+        if (t >= 0) stop_ids[n_stop_ids++] = t;
+    }
+    if (!(cache = malloc((size_t)n_ctx * sizeof *cache))) goto oom;
+    fprintf(stderr, "kite chat: %s, template %s (%s), context %d tokens, seed %" PRIu64 "\n", o.model,
+            chat_family_name(family), chat_family_source_str(source), n_ctx, o.sp.seed);
+    if (o.system && !conv_add(&conv, "system", o.system, strlen(o.system))) goto oom;
+
+    const bool tty = isatty(STDIN_FILENO);
+    size_t turn = 0;
+    const kite_token bos = kite_token_bos(model);
+    for (;;) {
+        if (tty) {
+            fputs("> ", stdout);
+            fflush(stdout);
+        }
+        ssize_t got = getline(&line, &line_cap, stdin);
+        if (got < 0) break;
+        size_t len = (size_t)got;
+        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) len--;
+        if (!len) continue;
+        if (!conv_add(&conv, "user", line, len)) goto oom;
+
+        /* 1. the prompt, dropping old exchanges until it fits */
+        size_t n_ids = 0;
+        for (;;) {
+            if ((rc = tokenize_conv(ct, family, &conv, &ids, &ids_cap, &n_ids)) != KITE_OK) {
+                if (rc == KITE_E_NOMEM) goto oom;
+                goto api_err;
+            }
+            if (n_ids + reserve <= (size_t)n_ctx) break;
+            size_t s, e = oldest_exchange_end(&conv, &s);
+            if (!e) break;
+            conv_erase(&conv, s, e);
+            fprintf(stderr, "kite chat: context full: dropped the oldest exchange (the conversation needs %zu "
+                            "tokens plus %zu for the reply, the context holds %d)\n", n_ids, reserve, n_ctx);
+        }
+        if (n_ids >= (size_t)n_ctx) {
+            fprintf(stderr, "kite chat: message not sent: the prompt needs %zu tokens, the context holds %d "
+                            "(raise -c or send a shorter message)\n", n_ids, n_ctx);
+            conv_erase(&conv, conv.n - 1, conv.n);
+            continue;
+        }
+
+        /* 2. reuse the cached prefix, evaluate the rest (at least one token, for logits) */
+        size_t keep = 0;
+        while (!o.no_cache && keep < n_cache && keep < n_ids && cache[keep] == ids[keep]) keep++;
+        if (keep == n_ids) keep--;
+        if (kite_ctx_truncate(ctx, (int32_t)keep) != KITE_OK) goto api_err;
+        n_cache = keep;
+        if (kite_ctx_eval(ctx, ids + keep, (int32_t)(n_ids - keep), false) != KITE_OK) goto api_err;
+        for (size_t i = keep; i < n_ids; i++) {
+            cache[n_cache++] = ids[i];
+            kite_sampler_accept(smp, ids[i]);
+        }
+
+        /* 3. generate */
+        size_t r_len = 0, shown = 0;
+        if (!reply_append(&reply, &r_len, &reply_cap, "", 0)) goto oom;
+        bool stopped = false, at_stop_string = false, ctx_full = false;
+        const char *why = "length";
+        int64_t n_gen = 0;
+        double t0 = time_now_s();
+        char piece[1024];
+        for (int64_t k = 0; k < o.n_predict && !stopped; k++) {
+            kite_token t = kite_sampler_sample(smp, kite_ctx_logits(ctx, -1));
+            if (kite_token_is_eog(model, t) || (t == bos && bos >= 0)) {
+                why = "eog";
+                break;
+            }
+            for (int s = 0; s < n_stop_ids; s++)
+                if (t == stop_ids[s]) stopped = true;
+            if (stopped) {
+                why = "stop token";
+                break;
+            }
+            kite_sampler_accept(smp, t);
+            n_gen++;
+            int np = kite_detok_push(dt, t, piece, sizeof piece);
+            if (np < 0) goto api_err;
+            const char *pc = piece;
+            if (!r_len) /* the reply starts at its first visible character (SentencePiece's leading space) */
+                while (np > 0 && (*pc == ' ' || *pc == '\n')) pc++, np--;
+            if (!reply_append(&reply, &r_len, &reply_cap, pc, (size_t)np)) goto oom;
+            bool hit = false;
+            size_t safe = chat_stop_scan(reply + shown, r_len - shown, stops, &hit) + shown;
+            fwrite(reply + shown, 1, safe - shown, stdout);
+            fflush(stdout);
+            shown = safe;
+            if (hit) {
+                r_len = shown; /* the reply ends before the stop string */
+                reply[r_len] = '\0';
+                stopped = at_stop_string = true;
+                why = "stop string";
+                break;
+            }
+            if (k + 1 == o.n_predict) break; /* the last token is not evaluated */
+            if (n_cache >= (size_t)n_ctx) {
+                ctx_full = true;
+                why = "context";
+                break;
+            }
+            if (kite_ctx_eval(ctx, &t, 1, false) != KITE_OK) goto api_err;
+            cache[n_cache++] = t;
+        }
+        if (!at_stop_string) { /* show what was held back */
+            int np = kite_detok_flush(dt, piece, sizeof piece);
+            if (np > 0 && !reply_append(&reply, &r_len, &reply_cap, piece, (size_t)np)) goto oom;
+            fwrite(reply + shown, 1, r_len - shown, stdout);
+        } else {
+            char tmp[64];
+            kite_detok_flush(dt, tmp, sizeof tmp); /* reset the decoder's held bytes */
+        }
+        fputc('\n', stdout);
+        fflush(stdout);
+        if (o.verbose) {
+            double dt_s = time_now_s() - t0;
+            fprintf(stderr, "kite chat: turn %zu: prompt %zu tokens (%zu reused from the cache, %zu evaluated), "
+                            "reply %" PRId64 " tokens (%.1f tok/s), stop: %s\n", ++turn, n_ids, keep, n_ids - keep,
+                    n_gen, dt_s > 0 ? (double)n_gen / dt_s : 0.0, why);
+        }
+        if (ctx_full)
+            fprintf(stderr, "kite chat: context full (%d tokens): reply cut; older exchanges will be dropped "
+                            "from the next prompt\n", n_ctx);
+        if (!conv_add(&conv, "assistant", reply, r_len)) goto oom;
+    }
+    status = 0;
+    goto done;
+oom:
+    fprintf(stderr, "kite chat: out of memory\n");
+    goto done;
+api_err:
+    fprintf(stderr, "kite chat: %s\n", kite_last_error());
+done:
+    free(line);
+    free(reply);
+    free(ids);
+    free(cache);
+    conv_free(&conv);
+    chat_tokenizer_free(ct);
+    kite_detok_free(dt);
+    kite_sampler_free(smp);
+    kite_ctx_free(ctx);
+    kite_model_free(model);
+    return status;
+}
