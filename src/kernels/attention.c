@@ -6,7 +6,10 @@
  *
  * Reference path: work is split over (token, head) rows; each thread keeps
  * one row's scores in its scratch slice (n_ctx floats), softmaxes them with
- * kern_softmax and sums V weighted by them.
+ * kern_softmax and sums V weighted by them.  A sliding window (attn_args.window)
+ * only moves the first position of a row (attn_win_lo); every path skips the
+ * positions before it, so window 0 and a window longer than the row run the
+ * same arithmetic.
  *
  * Thread count: every path's result is the same for any nth, so the number
  * of threads is chosen from the work alone (tp_threads_for): the 260K-param
@@ -65,27 +68,28 @@ static void ref_part(void *arg, int ith, int nth) {
     tp_split((long)a->n_tok * a->n_head, ith, nth, &lo, &hi);
     for (long job = lo; job < hi; job++) {
         const int32_t t = (int32_t)(job / a->n_head), h = (int32_t)(job % a->n_head);
-        const int32_t n_kv = a->pos0 + t + 1; /* causal: positions 0..pos0+t */
+        const int32_t n_kv = a->pos0 + t + 1; /* causal: positions p0..pos0+t */
+        const int32_t p0 = attn_win_lo(a, a->pos0 + t);
         const float *q = a->q + (size_t)t * g->q_dim + (size_t)h * hd;
         const int32_t kvh = h / g->group;
-        for (int32_t p = 0; p < n_kv; p++) {
+        for (int32_t p = p0; p < n_kv; p++) {
             int32_t run;
             const float *k = a->k_cache + attn_row_run(a, p, &run) * g->kv_dim + (size_t)kvh * hd;
-            score[p] = kern_dot_f32(q, k, hd) * a->scale;
+            score[p - p0] = kern_dot_f32(q, k, hd) * a->scale;
         }
-        kern_softmax(score, n_kv);
+        kern_softmax(score, n_kv - p0);
         float *out = a->out + (size_t)t * g->q_dim + (size_t)h * hd;
         memset(out, 0, sizeof(float) * (size_t)hd);
-        for (int32_t p = 0; p < n_kv; p++) {
+        for (int32_t p = p0; p < n_kv; p++) {
             int32_t run;
-            attn_axpy(out, score[p], a->v_cache + attn_row_run(a, p, &run) * g->kv_dim + (size_t)kvh * hd, hd);
+            attn_axpy(out, score[p - p0], a->v_cache + attn_row_run(a, p, &run) * g->kv_dim + (size_t)kvh * hd, hd);
         }
     }
 }
 
 void kern_attention(threadpool *tp, const attn_args *a) {
     KITE_ASSERT(a->n_tok >= 1 && a->pos0 >= 0 && a->pos0 + a->n_tok <= a->n_ctx && a->n_head_kv >= 1 &&
-                (!a->block_table || a->block_size >= 1) &&
+                (!a->block_table || a->block_size >= 1) && a->window >= 0 &&
                 a->n_head % a->n_head_kv == 0 && a->head_dim >= 1);
     attn_geom g;
     attn_geom_init(&g, a);

@@ -52,7 +52,10 @@ static void flash_job(const attn_args *a, const attn_geom *g, int32_t qt, int32_
     const int32_t kv_end = a->pos0 + t0 + nq; /* exclusive: the last row sees pos0+t0+nq-1 */
     const float *kbase = a->k_cache + (size_t)kvh * hd;
     const float *vbase = a->v_cache + (size_t)kvh * hd;
-    for (int32_t k0 = 0; k0 < kv_end; k0 += bk) {
+    /* sliding window: start at the tile holding the first row's first position
+     * (tile boundaries stay multiples of bk) */
+    const int32_t k_first = attn_win_lo(a, a->pos0 + t0) / bk * bk;
+    for (int32_t k0 = k_first; k0 < kv_end; k0 += bk) {
         const int32_t nk = kv_end - k0 < bk ? kv_end - k0 : bk;
         for (int32_t j = 0; j < nk; j++) {
             int32_t run;
@@ -63,15 +66,18 @@ static void flash_job(const attn_args *a, const attn_geom *g, int32_t qt, int32_
             /* row i sees positions < pos0 + t0 + i + 1 */
             const int32_t lim = a->pos0 + t0 + i + 1 - k0;
             const int32_t nj = lim < nk ? lim : nk;
-            if (nj <= 0) continue; /* masked out in this whole tile */
+            /* and positions >= the row's window start: j0 > 0 only with a window */
+            const int32_t lo = attn_win_lo(a, a->pos0 + t0 + i) - k0;
+            const int32_t j0 = lo > 0 ? lo : 0;
+            if (nj <= j0) continue; /* masked out in this whole tile */
             float *s = S + (size_t)i * bk;
             const float *qi = qs + (size_t)i * hd;
-            memset(s, 0, sizeof(float) * (size_t)nj);
-            for (int32_t d = 0; d < hd; d++) attn_axpy(s, qi[d], Kt + (size_t)d * bk, nj);
-            float mx = s[0];
-            for (int32_t j = 1; j < nj; j++) mx = s[j] > mx ? s[j] : mx;
+            memset(s + j0, 0, sizeof(float) * (size_t)(nj - j0));
+            for (int32_t d = 0; d < hd; d++) attn_axpy(s + j0, qi[d], Kt + (size_t)d * bk + j0, nj - j0);
+            float mx = s[j0];
+            for (int32_t j = j0 + 1; j < nj; j++) mx = s[j] > mx ? s[j] : mx;
             const float m_new = mx > m[i] ? mx : m[i];
-            const float sum = attn_exp_sum(s, m_new, nj);
+            const float sum = attn_exp_sum(s + j0, m_new, nj - j0);
             float *o = acc + (size_t)i * hd;
             if (m_new != m[i]) {
                 const float alpha = expf(m[i] - m_new); /* 0 on the first tile (m = -inf) */
@@ -80,7 +86,7 @@ static void flash_job(const attn_args *a, const attn_geom *g, int32_t qt, int32_
             }
             l[i] += sum;
             m[i] = m_new;
-            for (int32_t j = 0; j < nj; j++) {
+            for (int32_t j = j0; j < nj; j++) {
                 int32_t run;
                 attn_axpy(o, s[j], vbase + attn_row_run(a, k0 + j, &run) * g->kv_dim, hd);
             }

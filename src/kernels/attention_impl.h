@@ -47,6 +47,11 @@ static inline size_t attn_row_run(const attn_args *a, int32_t p, int32_t *run) {
     return (size_t)a->block_table[b] * (size_t)a->block_size + (size_t)off;
 }
 
+/* First position the query at position p attends to (sliding window). */
+static inline int32_t attn_win_lo(const attn_args *a, int32_t p) {
+    return a->window > 0 && p - a->window + 1 > 0 ? p - a->window + 1 : 0;
+}
+
 /* Work units (multiply-adds) of an attention call, for tp_threads_for. */
 double attn_work(const attn_args *a);
 

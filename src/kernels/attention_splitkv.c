@@ -19,6 +19,10 @@
  * known, so it costs one more pass over the row's chunks), and is counted in
  * attn_stats.n_fallback.
  *
+ * Sliding window (attn_args.window): a row's chunks before the one holding its
+ * first position are skipped and that chunk starts at the first position;
+ * the chunk boundaries themselves do not move.
+ *
  * Determinism: chunk boundaries and the combination order depend only on the
  * positions, never on the thread count or on which thread ran a chunk, so
  * the result is bit-identical for any number of threads.  Batches of more
@@ -92,9 +96,12 @@ static void split_part(void *arg, int ith, int nth) {
         const int32_t c = (int32_t)(job % st->n_chunks);
         const int32_t t = st->t0 + r;
         const int32_t n_kv = a->pos0 + t + 1;
-        const int32_t p0 = c * g->kv_chunk;
+        const int32_t lo = attn_win_lo(a, a->pos0 + t);
+        int32_t p0 = c * g->kv_chunk;
         if (p0 >= n_kv) continue; /* beyond this row's causal limit */
         const int32_t p1 = p0 + g->kv_chunk < n_kv ? p0 + g->kv_chunk : n_kv;
+        if (p1 <= lo) continue;  /* before this row's sliding window */
+        if (p0 < lo) p0 = lo;
         if (t != qs_t || h != qs_h) {
             scaled_query(a, g, t, h, qs);
             qs_t = t;
@@ -104,12 +111,13 @@ static void split_part(void *arg, int ith, int nth) {
     }
 }
 
-/* out = sum_c acc_c, returns sum_c l_c and sets *m_out = max_c m_c. */
-static float sum_partials(const split_task *st, int32_t r, int32_t h, int32_t nc, float *out, float *m_out) {
+/* out = sum_c acc_c over chunks c0..nc-1, returns sum_c l_c and sets *m_out = max_c m_c. */
+static float sum_partials(const split_task *st, int32_t r, int32_t h, int32_t c0, int32_t nc, float *out,
+                          float *m_out) {
     const int32_t hd = st->a->head_dim;
     float l = 0.0f, m = -INFINITY;
     memset(out, 0, sizeof(float) * (size_t)hd);
-    for (int32_t c = 0; c < nc; c++) {
+    for (int32_t c = c0; c < nc; c++) {
         const float *p = partial_at(st, r, h, c);
         attn_axpy(out, 1.0f, p, hd);
         l += p[hd];
@@ -137,20 +145,21 @@ static void combine(const split_task *st) {
     for (int32_t r = 0; r < st->n_rows; r++) {
         const int32_t t = st->t0 + r, n_kv = a->pos0 + t + 1;
         const int32_t nc = attn_n_chunks(n_kv, g->kv_chunk);
+        const int32_t lo = attn_win_lo(a, a->pos0 + t), c0 = lo / g->kv_chunk; /* first chunk in the window */
         for (int32_t h = 0; h < a->n_head; h++) {
             float *out = a->out + (size_t)t * g->q_dim + (size_t)h * hd;
             float m;
-            float l = sum_partials(st, r, h, nc, out, &m);
+            float l = sum_partials(st, r, h, c0, nc, out, &m);
             const int ok = row_ok(out, hd, l, m, st->phi);
             if (!ok) {
                 /* exact: the same chunks against the row's true maximum */
                 scaled_query(a, g, t, h, qs);
-                for (int32_t c = 0; c < nc; c++) {
-                    const int32_t p0 = c * g->kv_chunk;
-                    const int32_t p1 = p0 + g->kv_chunk < n_kv ? p0 + g->kv_chunk : n_kv;
+                for (int32_t c = c0; c < nc; c++) {
+                    const int32_t p0 = c * g->kv_chunk > lo ? c * g->kv_chunk : lo;
+                    const int32_t p1 = c * g->kv_chunk + g->kv_chunk < n_kv ? c * g->kv_chunk + g->kv_chunk : n_kv;
                     chunk_partial(a, g, qs, h / g->group, p0, p1, m, sbuf, partial_at(st, r, h, c));
                 }
-                l = sum_partials(st, r, h, nc, out, &m);
+                l = sum_partials(st, r, h, c0, nc, out, &m);
             }
             attn_scale(out, 1.0f / l, hd);
             if (a->stats) {

@@ -45,6 +45,17 @@ float kern_dot_f32(const float *a, const float *b, int64_t n);
 /* out = x / sqrt(mean(x^2) + eps) * gain, over n elements (out may be x). */
 void kern_rmsnorm(float *out, const float *x, const float *gain, int64_t n, float eps);
 
+/* LayerNorm (GPT-2): out = (x - mean) / sqrt(var + eps) * gain + bias over n
+ * elements, var the biased (1/n) variance; bias may be NULL; out may be x. */
+void kern_layernorm(float *out, const float *x, const float *gain, const float *bias, int64_t n, float eps);
+
+/* In-place GELU, tanh approximation (ggml's, GPT-2's "gelu_new"):
+ * 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), in float. */
+void kern_gelu(float *x, int64_t n);
+
+/* x[i] += b[i], i < n (bias add). */
+void kern_add(float *x, const float *b, int64_t n);
+
 /* In-place softmax of x[0..n). */
 void kern_softmax(float *x, int64_t n);
 
@@ -113,9 +124,13 @@ typedef struct attn_args {
     int32_t q_tile;       /* FlashAttention tile sizes, 0 = ATTN_Q_TILE / ATTN_KV_TILE */
     int32_t kv_tile;
     int32_t kv_chunk;     /* split-KV chunk, 0 = ATTN_KV_CHUNK */
+    int32_t window;       /* sliding window (Mistral): the query at position p attends to positions
+                             max(0, p - window + 1) .. p; 0 = unlimited.  window >= p + 1 is the same
+                             as 0, bit for bit (the same arithmetic runs) */
 } attn_args;
 
-/* Causal scaled dot-product attention: query t attends to positions 0..pos0+t.
+/* Causal scaled dot-product attention: query t attends to positions 0..pos0+t
+ * (with a->window > 0 only the last `window` of them).
  * Runs on as many pool threads as the work justifies (tp_threads_for). */
 void kern_attention(threadpool *tp, const attn_args *a);
 

@@ -1,4 +1,5 @@
-/* ops.c - element-wise and per-row reference kernels (single-threaded, per row). */
+/* ops.c - element-wise and per-row reference kernels (single-threaded, per row):
+ * RMSNorm, LayerNorm, softmax, SwiGLU, GELU (tanh form), bias add, RoPE. */
 #include <math.h>
 
 #include "kernels/kernels.h"
@@ -42,4 +43,32 @@ void kern_rope(float *x, const float *cs, int32_t n_rot, int rope_type) {
         x[a] = x0 * c - x1 * s;
         x[b] = x0 * s + x1 * c;
     }
+}
+
+void kern_layernorm(float *out, const float *x, const float *gain, const float *bias, int64_t n, float eps) {
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; i++) sum += x[i];
+    const float mean = sum / (float)n;
+    float ss = 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+        const float d = x[i] - mean;
+        ss += d * d;
+    }
+    const float s = 1.0f / sqrtf(ss / (float)n + eps);
+    for (int64_t i = 0; i < n; i++) {
+        const float v = gain[i] * ((x[i] - mean) * s);
+        out[i] = bias ? v + bias[i] : v;
+    }
+}
+
+void kern_gelu(float *x, int64_t n) {
+    const float c = 0.79788456080286535588f; /* sqrt(2/pi) */
+    for (int64_t i = 0; i < n; i++) {
+        const float v = x[i];
+        x[i] = 0.5f * v * (1.0f + tanhf(c * v * (1.0f + 0.044715f * v * v)));
+    }
+}
+
+void kern_add(float *x, const float *b, int64_t n) {
+    for (int64_t i = 0; i < n; i++) x[i] += b[i];
 }

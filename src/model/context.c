@@ -39,6 +39,13 @@ void kite_ctx_free(kite_ctx *ctx) {
     free(ctx->att_scratch);
     free(ctx->logits);
     free(ctx->skip_layers);
+    free(ctx->moe_logits);
+    free(ctx->moe_sel);
+    free(ctx->moe_w);
+    free(ctx->moe_x);
+    free(ctx->moe_acc);
+    free(ctx->moe_tok);
+    free(ctx->moe_tw);
     free(ctx);
 }
 
@@ -59,6 +66,11 @@ static int ctx_create(kite_model *model, int32_t n_ctx, int32_t n_batch, int32_t
     }
     const size_t E = (size_t)hp->n_embd, Q = (size_t)hp->n_head * hp->head_dim,
                  KV = (size_t)hp->n_head_kv * hp->head_dim, F = (size_t)hp->n_ff;
+    const size_t FE = (size_t)hp->n_ff_exp, NE = (size_t)hp->n_expert, K = (size_t)hp->n_expert_used;
+    const size_t F_max = F > FE ? F : FE; /* hb/hb2 hold a dense or an expert FFN's hidden rows */
+    if (model->pos_embd.data && kv_block == 0 && n_ctx > hp->n_ctx_train) /* pools: per-sequence limit, llama.c */
+        return err_set(KITE_E_ARG, "n_ctx %d exceeds the %d learned positions of %s", n_ctx, hp->n_ctx_train,
+                       model->path);
     const size_t kv_floats = (size_t)hp->n_layer * (size_t)n_ctx * KV;
     if (kv_floats / (size_t)n_ctx / KV != (size_t)hp->n_layer || kv_floats > ((size_t)1 << 40))
         return err_set(KITE_E_NOMEM, "KV cache for n_ctx %d is too large", n_ctx);
@@ -72,7 +84,7 @@ static int ctx_create(kite_model *model, int32_t n_ctx, int32_t n_batch, int32_t
     c->n_threads = n_threads;
     const size_t B = (size_t)c->n_batch;
     size_t max_row = E > Q ? E : Q;
-    if (F > max_row) max_row = F;
+    if (F_max > max_row) max_row = F_max;
 
     c->tp = tp_new(n_threads);
     if (!c->tp) goto fail;
@@ -84,8 +96,8 @@ static int ctx_create(kite_model *model, int32_t n_ctx, int32_t n_batch, int32_t
     c->kb = alloc_floats(B * KV);
     c->vb = alloc_floats(B * KV);
     c->att = alloc_floats(B * Q);
-    c->hb = alloc_floats(B * F);
-    c->hb2 = alloc_floats(B * F);
+    c->hb = alloc_floats(B * F_max);
+    c->hb2 = alloc_floats(B * F_max);
     c->rope_cs = alloc_floats(B * (size_t)hp->n_rot);
     c->inv_freq = alloc_floats((size_t)hp->n_rot / 2 + 1);
     c->mm_scratch = alloc_floats(kern_matmul_scratch_bytes(n_threads, c->n_batch, (int64_t)max_row) / sizeof(float) + 1);
@@ -96,16 +108,31 @@ static int ctx_create(kite_model *model, int32_t n_ctx, int32_t n_batch, int32_t
     c->logits_cap = 1;
     c->logits = alloc_floats((size_t)hp->n_vocab);
     if (!c->k_cache || !c->v_cache || !c->x || !c->xb || !c->q || !c->kb || !c->vb || !c->att || !c->hb ||
-        !c->hb2 || !c->rope_cs || !c->inv_freq || !c->mm_scratch || !c->att_scratch || !c->logits) {
-        err_set(KITE_E_NOMEM, "out of memory for a context of %d positions (KV cache %.1f MiB)", n_ctx,
-                2.0 * (double)kv_floats * 4 / (1 << 20));
-        goto fail;
+        !c->hb2 || !c->rope_cs || !c->inv_freq || !c->mm_scratch || !c->att_scratch || !c->logits)
+        goto oom;
+    if (NE > 0) {
+        c->moe_logits = alloc_floats(B * NE);
+        c->moe_sel = malloc(sizeof(int32_t) * B * K);
+        c->moe_w = alloc_floats(B * K);
+        c->moe_x = alloc_floats(B * E);
+        c->moe_acc = alloc_floats(B * E);
+        c->moe_tok = malloc(sizeof(int32_t) * B * K);
+        c->moe_tw = alloc_floats(B * K);
+        if (!c->moe_logits || !c->moe_sel || !c->moe_w || !c->moe_x || !c->moe_acc || !c->moe_tok || !c->moe_tw)
+            goto oom;
     }
-    /* theta_i = pos * scale / base^(2i / n_rot), evaluated like llama2.c */
-    for (int32_t i = 0; i < hp->n_rot / 2; i++)
+    /* theta_i = pos * scale / base^(2i / n_rot), evaluated like llama2.c; Llama 3
+     * rope scaling divides pair i's frequency by its factor (rope_freqs.weight,
+     * as llama.cpp's ggml_rope_ext freq_factors) */
+    for (int32_t i = 0; i < hp->n_rot / 2; i++) {
         c->inv_freq[i] = hp->rope_freq_scale / powf(hp->rope_freq_base, (float)(2 * i) / (float)hp->n_rot);
+        if (model->rope_freqs) c->inv_freq[i] /= model->rope_freqs[i];
+    }
     *out = c;
     return KITE_OK;
+oom:
+    err_set(KITE_E_NOMEM, "out of memory for a context of %d positions (KV cache %.1f MiB)", n_ctx,
+            2.0 * (double)kv_floats * 4 / (1 << 20));
 fail:
     kite_ctx_free(c);
     return KITE_E_NOMEM;

@@ -10,7 +10,8 @@
  *
  *   KV cache: per layer, [n_ctx][n_head_kv * head_dim] float rows for K and
  *   for V; position p of layer l is row l*n_ctx + p.  Positions < n_past are
- *   valid.
+ *   valid.  With a sliding window (Mistral) the cache still keeps every
+ *   position; attention reads only the window (attn_args.window).
  *
  * OWNERSHIP / THREADS
  *   The context borrows the model and owns everything else.  One thread
@@ -72,6 +73,15 @@ struct kite_ctx {
     bool profiling;       /* kite_ctx_set_profiling: time each op type in llama_forward */
     double prof_s[KITE_PROFILE_N_OPS]; /* seconds accumulated per op type (enum ctx_prof_op) */
 
+    /* mixture of experts (model n_expert > 0; NULL otherwise), moe.c */
+    float *moe_logits;    /* [n_batch][n_expert] router probabilities */
+    int32_t *moe_sel;     /* [n_batch][n_expert_used] chosen experts, by descending probability */
+    float *moe_w;         /* [n_batch][n_expert_used] their weights */
+    float *moe_x;         /* [n_batch][n_embd] one expert's token rows (gathered), then its output */
+    float *moe_acc;       /* [n_batch][n_embd] weighted sum of the experts' outputs */
+    int32_t *moe_tok;     /* [n_batch] token of each gathered row */
+    float *moe_tw;        /* [n_batch] that token's weight for the expert */
+
     float *logits;        /* [logits_cap][n_vocab] */
     int32_t logits_cap;   /* rows allocated */
     int32_t n_logits;     /* rows valid after the last eval */
@@ -98,7 +108,9 @@ typedef struct fwd_seq {
                                    FLASH when the prompt is longer than ATTN_SPLITKV_MAX_TOK. */
 } fwd_seq;
 
-/* Forward pass over a batch of several sequences: tokens[] holds each
+/* Forward pass over a batch of several sequences (every architecture of
+ * arch.c; a model with learned positions, gpt2, requires pos0 + n_tok <=
+ * hp.n_ctx_train for every sequence): tokens[] holds each
  * sequence's n_tok tokens in seqs order (sum of n_tok <= n_batch); linear
  * layers run over all of them at once, attention per sequence.  K/V of the
  * new tokens are written to their positions' cache rows.  Logit rows are

@@ -1,6 +1,17 @@
 /*
- * llama.c - the LLaMA forward pass (embedding, RMSNorm, RoPE, grouped-query
- * attention with KV cache, SwiGLU FFN, final norm, output head).
+ * llama.c - the forward pass of every supported architecture (embedding,
+ * RMSNorm or LayerNorm, RoPE or learned positions, grouped-query attention
+ * with KV cache and optional sliding window, SwiGLU / GELU / mixture-of-
+ * experts FFN, final norm, output head).  The graph is LLaMA's; the other
+ * architectures are switches on the hyperparameters and on which optional
+ * tensors the model has (model.h, arch.c):
+ *   qwen2     q/k/v biases, NEOX rope;      qwen3(moe)  per-head q/k RMSNorm before rope;
+ *   mistral   attention window (attn_args.window); the cache keeps every position;
+ *   gpt2      LayerNorm with bias, learned position embeddings, fused QKV and
+ *             output/FFN biases, GELU FFN without gate;
+ *   MoE       (Mixtral, qwen3moe) router + top-k experts, moe.c.
+ * With none of them (a plain llama) the arithmetic is exactly the original
+ * llama path: the extra steps are skipped, not run as no-ops.
  *
  * Reads top to bottom for a batch of tokens from one or more sequences: the
  * same code is prefill (every linear layer is one matrix-matrix product over
@@ -26,6 +37,7 @@
 #include "core/timing.h"
 #include "kernels/kernels.h"
 #include "model/context.h"
+#include "model/moe.h"
 
 /* Charges the time since the last mark to op type `op` (profiling only). */
 #define PROF(op)                                  \
@@ -42,6 +54,20 @@ static size_t kv_row(const kite_ctx *ctx, const fwd_seq *sq, int32_t p) {
     if (!sq->block_table) return (size_t)p;
     const int32_t b = p / ctx->kv_block;
     return (size_t)sq->block_table[b] * (size_t)ctx->kv_block + (size_t)(p - b * ctx->kv_block);
+}
+
+/* RMSNorm, or LayerNorm (bias may be NULL) for NORM_LAYER models. */
+static inline void norm_row(const model_hparams *hp, float *out, const float *x, const float *gain, const float *bias) {
+    if (hp->norm_type == NORM_LAYER)
+        kern_layernorm(out, x, gain, bias, hp->n_embd, hp->rms_eps);
+    else
+        kern_rmsnorm(out, x, gain, hp->n_embd, hp->rms_eps);
+}
+
+/* Adds a bias vector (width w) to each of n rows (no-op for NULL). */
+static void add_bias(float *y, const float *b, int32_t n, int32_t w) {
+    if (!b) return;
+    for (int32_t t = 0; t < n; t++) kern_add(y + (size_t)t * w, b, w);
 }
 
 #define TAP(layer, point, x, width)                                                   \
@@ -69,6 +95,14 @@ void llama_forward_batch(kite_ctx *ctx, const kite_token *tokens, const fwd_seq 
 
     /* token embeddings */
     for (int32_t t = 0; t < n; t++) kern_get_row(&m->tok_embd, tokens[t], ctx->x + (size_t)t * E);
+    if (m->pos_embd.data) { /* learned positions (gpt2): x += position_embd[pos] */
+        for (int32_t s = 0; s < n_seq; s++) KITE_ASSERT(seqs[s].pos0 + seqs[s].n_tok <= hp->n_ctx_train);
+        for (int32_t s = 0, t = 0; s < n_seq; s++)
+            for (int32_t i = 0; i < seqs[s].n_tok; i++, t++) {
+                kern_get_row(&m->pos_embd, seqs[s].pos0 + i, ctx->xb);
+                kern_add(ctx->x + (size_t)t * E, ctx->xb, E);
+            }
+    }
     PROF(PROF_EMBED);
 
     /* rotary (cos, sin) per token from its position, shared by all layers and heads */
@@ -93,21 +127,38 @@ void llama_forward_batch(kite_ctx *ctx, const kite_token *tokens, const fwd_seq 
 
         /* attention block */
         for (int32_t t = 0; t < n; t++)
-            kern_rmsnorm(ctx->xb + (size_t)t * E, ctx->x + (size_t)t * E, L->attn_norm, E, hp->rms_eps);
+            norm_row(hp, ctx->xb + (size_t)t * E, ctx->x + (size_t)t * E, L->attn_norm, L->attn_norm_b);
         TAP(l, TAP_ATTN_IN, ctx->xb, E);
         PROF(PROF_ATTN_NORM);
         kern_matmul(tp, &L->wq, ctx->xb, n, ctx->q, Q, ctx->mm_scratch);
+        add_bias(ctx->q, L->bq, n, Q);
         PROF(PROF_Q_PROJ);
         kern_matmul(tp, &L->wk, ctx->xb, n, ctx->kb, KV, ctx->mm_scratch);
+        add_bias(ctx->kb, L->bk, n, KV);
         PROF(PROF_K_PROJ);
         kern_matmul(tp, &L->wv, ctx->xb, n, ctx->vb, KV, ctx->mm_scratch);
+        add_bias(ctx->vb, L->bv, n, KV);
         PROF(PROF_V_PROJ);
-        for (int32_t t = 0; t < n; t++) {
-            const float *cs = ctx->rope_cs + (size_t)t * hp->n_rot;
-            for (int32_t h = 0; h < hp->n_head; h++)
-                kern_rope(ctx->q + (size_t)t * Q + (size_t)h * HD, cs, hp->n_rot, hp->rope_type);
-            for (int32_t h = 0; h < hp->n_head_kv; h++)
-                kern_rope(ctx->kb + (size_t)t * KV + (size_t)h * HD, cs, hp->n_rot, hp->rope_type);
+        if (L->q_norm) { /* qwen3: RMSNorm of every q and k head before rope (charged to rope) */
+            for (int32_t t = 0; t < n; t++) {
+                for (int32_t h = 0; h < hp->n_head; h++) {
+                    float *qh = ctx->q + (size_t)t * Q + (size_t)h * HD;
+                    kern_rmsnorm(qh, qh, L->q_norm, HD, hp->rms_eps);
+                }
+                for (int32_t h = 0; h < hp->n_head_kv; h++) {
+                    float *kh = ctx->kb + (size_t)t * KV + (size_t)h * HD;
+                    kern_rmsnorm(kh, kh, L->k_norm, HD, hp->rms_eps);
+                }
+            }
+        }
+        if (hp->n_rot > 0) { /* gpt2 has learned positions instead */
+            for (int32_t t = 0; t < n; t++) {
+                const float *cs = ctx->rope_cs + (size_t)t * hp->n_rot;
+                for (int32_t h = 0; h < hp->n_head; h++)
+                    kern_rope(ctx->q + (size_t)t * Q + (size_t)h * HD, cs, hp->n_rot, hp->rope_type);
+                for (int32_t h = 0; h < hp->n_head_kv; h++)
+                    kern_rope(ctx->kb + (size_t)t * KV + (size_t)h * HD, cs, hp->n_rot, hp->rope_type);
+            }
         }
         PROF(PROF_ROPE);
         for (int32_t s = 0, t = 0; s < n_seq; s++) {
@@ -124,32 +175,54 @@ void llama_forward_batch(kite_ctx *ctx, const kite_token *tokens, const fwd_seq 
                 .out = ctx->att + (size_t)t * Q, .scratch = ctx->att_scratch, .n_tok = seqs[s].n_tok,
                 .pos0 = seqs[s].pos0, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .head_dim = HD,
                 .n_ctx = ctx->n_ctx, .scale = 1.0f / sqrtf((float)HD), .phi = ctx->attn_phi,
-                .path = seqs[s].attn_path,
+                .path = seqs[s].attn_path, .window = hp->sliding_window,
             };
             kern_attention(tp, &aa);
         }
         PROF(PROF_ATTENTION);
         TAP(l, TAP_WO_IN, ctx->att, Q);
         kern_matmul(tp, &L->wo, ctx->att, n, ctx->xb, E, ctx->mm_scratch);
+        add_bias(ctx->xb, L->bo, n, E);
         PROF(PROF_O_PROJ);
         for (size_t i = 0; i < (size_t)n * E; i++) ctx->x[i] += ctx->xb[i];
         PROF(PROF_OTHER);
 
         /* feed-forward block */
         for (int32_t t = 0; t < n; t++)
-            kern_rmsnorm(ctx->xb + (size_t)t * E, ctx->x + (size_t)t * E, L->ffn_norm, E, hp->rms_eps);
+            norm_row(hp, ctx->xb + (size_t)t * E, ctx->x + (size_t)t * E, L->ffn_norm, L->ffn_norm_b);
         TAP(l, TAP_FFN_IN, ctx->xb, E);
         PROF(PROF_FFN_NORM);
-        kern_matmul(tp, &L->w_gate, ctx->xb, n, ctx->hb, F, ctx->mm_scratch);
-        PROF(PROF_FFN_GATE);
-        kern_matmul(tp, &L->w_up, ctx->xb, n, ctx->hb2, F, ctx->mm_scratch);
-        PROF(PROF_FFN_UP);
-        kern_swiglu(ctx->hb, ctx->hb2, (int64_t)n * F);
-        TAP(l, TAP_DOWN_IN, ctx->hb, F);
-        PROF(PROF_FFN_ACT);
-        kern_matmul(tp, &L->w_down, ctx->hb, n, ctx->xb, E, ctx->mm_scratch);
-        PROF(PROF_FFN_DOWN);
-        for (size_t i = 0; i < (size_t)n * E; i++) ctx->x[i] += ctx->xb[i];
+        float *ffn_out = ctx->xb;
+        if (hp->n_expert > 0) {
+            /* mixture of experts: the router is charged to ffn_gate, the experts
+             * to ffn_down; no TAP_DOWN_IN (each expert has its own input) */
+            moe_route(ctx, L, ctx->xb, n);
+            PROF(PROF_FFN_GATE);
+            moe_experts(ctx, L, ctx->xb, n, ctx->moe_acc);
+            ffn_out = ctx->moe_acc;
+            PROF(PROF_FFN_DOWN);
+        } else if (hp->ffn_type == FFN_GELU) {
+            kern_matmul(tp, &L->w_up, ctx->xb, n, ctx->hb, F, ctx->mm_scratch);
+            add_bias(ctx->hb, L->b_up, n, F);
+            PROF(PROF_FFN_UP);
+            kern_gelu(ctx->hb, (int64_t)n * F);
+            TAP(l, TAP_DOWN_IN, ctx->hb, F);
+            PROF(PROF_FFN_ACT);
+            kern_matmul(tp, &L->w_down, ctx->hb, n, ctx->xb, E, ctx->mm_scratch);
+            add_bias(ctx->xb, L->b_down, n, E);
+            PROF(PROF_FFN_DOWN);
+        } else {
+            kern_matmul(tp, &L->w_gate, ctx->xb, n, ctx->hb, F, ctx->mm_scratch);
+            PROF(PROF_FFN_GATE);
+            kern_matmul(tp, &L->w_up, ctx->xb, n, ctx->hb2, F, ctx->mm_scratch);
+            PROF(PROF_FFN_UP);
+            kern_swiglu(ctx->hb, ctx->hb2, (int64_t)n * F);
+            TAP(l, TAP_DOWN_IN, ctx->hb, F);
+            PROF(PROF_FFN_ACT);
+            kern_matmul(tp, &L->w_down, ctx->hb, n, ctx->xb, E, ctx->mm_scratch);
+            PROF(PROF_FFN_DOWN);
+        }
+        for (size_t i = 0; i < (size_t)n * E; i++) ctx->x[i] += ffn_out[i];
         PROF(PROF_OTHER);
     }
 
@@ -159,7 +232,7 @@ void llama_forward_batch(kite_ctx *ctx, const kite_token *tokens, const fwd_seq 
     int32_t k = 0;
     for (int32_t s = 0, t = 0; s < n_seq; t += seqs[s].n_tok, s++)
         for (int32_t i = seqs[s].n_tok - seqs[s].n_out; i < seqs[s].n_tok; i++, k++)
-            kern_rmsnorm(ctx->xb + (size_t)k * E, ctx->x + (size_t)(t + i) * E, m->output_norm, E, hp->rms_eps);
+            norm_row(hp, ctx->xb + (size_t)k * E, ctx->x + (size_t)(t + i) * E, m->output_norm, m->output_norm_b);
     if (ctx->tap) ctx->tap(ctx->tap_user, hp->n_layer, TAP_OUTPUT_IN, ctx->xb, n_out, E);
     PROF(PROF_OUT_NORM);
     kern_matmul(tp, &m->output, ctx->xb, n_out, out_logits, hp->n_vocab, ctx->mm_scratch);

@@ -59,6 +59,21 @@ static int hparam_i32(const kite_model *m, const char *suffix, bool required, in
     return KITE_OK;
 }
 
+/* Reads an optional "<arch>.<suffix>" count in [0, max]; absent: *out keeps its default. */
+static int hparam_count(const kite_model *m, const char *suffix, uint32_t max, int32_t *out) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", m->arch, suffix);
+    if (!gguf_get(m->gguf, key)) return KITE_OK;
+    uint32_t v;
+    if (gguf_get_u32(m->gguf, key, &v) != KITE_OK) {
+        err_prefix(m->path);
+        return KITE_E_FORMAT;
+    }
+    if (v > max) return err_set(KITE_E_FORMAT, "%s: key '%s' = %u is out of range [0, %u]", m->path, key, v, max);
+    *out = (int32_t)v;
+    return KITE_OK;
+}
+
 static int hparam_f32(const kite_model *m, const char *suffix, float *out) {
     char key[128];
     snprintf(key, sizeof key, "%s.%s", m->arch, suffix);
@@ -72,6 +87,25 @@ static int hparam_f32(const kite_model *m, const char *suffix, float *out) {
         return err_set(KITE_E_FORMAT, "%s: key '%s' = %g must be a positive number", m->path, key, (double)v);
     *out = v;
     return KITE_OK;
+}
+
+/* {arch}.rope.scaling.type / .factor as llama.cpp writes them: "none" and
+ * "linear" (positions divided by factor) are supported; Llama 3's scaling
+ * comes as the rope_freqs tensor instead (bound in bind_weights). */
+static int read_rope_scaling(const kite_model *m, float *scale_linear) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", m->arch);
+    gguf_str type;
+    if (!gguf_get(m->gguf, key)) return KITE_OK;
+    if (gguf_get_str(m->gguf, key, &type) != KITE_OK) {
+        err_prefix(m->path);
+        return KITE_E_FORMAT;
+    }
+    if (gguf_str_eq(type, "none")) return KITE_OK;
+    if (!gguf_str_eq(type, "linear"))
+        return err_set(KITE_E_UNSUPPORTED, "%s: %s = '%.*s' is not supported (none, linear; llama3 scaling comes as "
+                       "the rope_freqs tensor)", m->path, key, (int)(type.len > 32 ? 32 : type.len), type.ptr);
+    return hparam_f32(m, "rope.scaling.factor", scale_linear);
 }
 
 static int read_hparams(kite_model *m, const arch_info *ai) {
@@ -106,13 +140,41 @@ static int read_hparams(kite_model *m, const arch_info *ai) {
         return err_set(KITE_E_FORMAT, "%s: %s.rope.dimension_count %d must be even and <= head size %d", m->path,
                        m->arch, hp->n_rot, hp->head_dim);
     hp->rms_eps = 1e-5f;
-    if ((rc = hparam_f32(m, "attention.layer_norm_rms_epsilon", &hp->rms_eps))) return rc;
+    if ((rc = hparam_f32(m, ai->norm_type == NORM_LAYER ? "attention.layer_norm_epsilon"
+                                                         : "attention.layer_norm_rms_epsilon",
+                         &hp->rms_eps)))
+        return rc;
     hp->rope_freq_base = 10000.0f;
     if ((rc = hparam_f32(m, "rope.freq_base", &hp->rope_freq_base))) return rc;
     float scale_linear = 1.0f;
     if ((rc = hparam_f32(m, "rope.scale_linear", &scale_linear))) return rc;
+    if ((rc = read_rope_scaling(m, &scale_linear))) return rc;
     hp->rope_freq_scale = 1.0f / scale_linear;
     hp->rope_type = ai->rope_type;
+    hp->arch = ai->arch;
+    hp->norm_type = ai->norm_type;
+    hp->ffn_type = ai->ffn_type;
+    if (ai->pos_embd) hp->n_rot = 0; /* learned positions instead of rope */
+    if ((rc = hparam_count(m, "attention.sliding_window", 1u << 24, &hp->sliding_window))) return rc;
+    if ((rc = hparam_count(m, "expert_count", 4096, &hp->n_expert))) return rc;
+    if (ai->moe_required && hp->n_expert == 0)
+        return err_set(KITE_E_FORMAT, "%s: %s.expert_count must be > 0 for architecture %s", m->path, m->arch,
+                       m->arch);
+    if (hp->n_expert > 0) {
+        if ((rc = hparam_i32(m, "expert_used_count", true, &hp->n_expert_used))) return rc;
+        if (hp->n_expert_used > hp->n_expert)
+            return err_set(KITE_E_FORMAT, "%s: %s.expert_used_count %d exceeds expert_count %d", m->path, m->arch,
+                           hp->n_expert_used, hp->n_expert);
+        hp->n_ff_exp = hp->n_ff;
+        if ((rc = hparam_i32(m, "expert_feed_forward_length", false, &hp->n_ff_exp))) return rc;
+        char key[128];
+        snprintf(key, sizeof key, "%s.expert_weights_norm", m->arch);
+        hp->expert_norm = ai->expert_norm;
+        if (gguf_get(m->gguf, key) && gguf_get_bool(m->gguf, key, &hp->expert_norm) != KITE_OK) {
+            err_prefix(m->path);
+            return KITE_E_FORMAT;
+        }
+    }
     hp->n_vocab = vocab_n_tokens(m->vocab);
     /* Bound the sizes so that every product below fits comfortably in int64. */
     if ((int64_t)hp->n_head * hp->head_dim > (1 << 20) || hp->n_layer > 4096)
@@ -122,27 +184,33 @@ static int read_hparams(kite_model *m, const arch_info *ai) {
 }
 
 /* Finds the tensor of a role (layer < 0 for global ones) and checks its
- * shape [ne0, ne1] (ne1 == 1 for vectors) and type. */
-static int bind(kite_model *m, const arch_info *ai, int role, int layer, int64_t ne0, int64_t ne1, bool required,
-                weight *w) {
+ * shape [ne0, ne1, ne2] and type; a weight view of its first ne0 x ne1 slice. */
+static int bind3(kite_model *m, const arch_info *ai, int role, int layer, int64_t ne0, int64_t ne1, int64_t ne2,
+                 bool required, weight *w) {
     char name[128];
+    memset(w, 0, sizeof *w);
+    if (!ai->tensor_name[role]) { /* the architecture has no such tensor */
+        if (!required) return KITE_OK;
+        return err_set(KITE_E_UNSUPPORTED, "%s: architecture %s has no tensor role %d", m->path, m->arch, role);
+    }
     if (role >= TR_ATTN_NORM)
         snprintf(name, sizeof name, "blk.%d.%s", layer, ai->tensor_name[role]);
     else
         snprintf(name, sizeof name, "%s", ai->tensor_name[role]);
     const gguf_tensor *t = gguf_find_tensor(m->gguf, name);
-    memset(w, 0, sizeof *w);
     if (!t) {
         if (!required) return KITE_OK;
         return err_set(KITE_E_NOT_FOUND, "%s: missing tensor '%s'", m->path, name);
     }
-    if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != 1 || t->ne[3] != 1)
+    if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != ne2 || t->ne[3] != 1)
         return err_set(KITE_E_FORMAT,
-                       "%s: tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld] "
-                       "(n_embd %d, n_head %d, n_head_kv %d, head_dim %d, n_ff %d, n_vocab %d)",
+                       "%s: tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld, %lld] "
+                       "(n_embd %d, n_head %d, n_head_kv %d, head_dim %d, n_ff %d, n_vocab %d, n_expert %d, "
+                       "n_ff_exp %d)",
                        m->path, name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
-                       (long long)t->ne[3], (long long)ne0, (long long)ne1, m->hp.n_embd, m->hp.n_head,
-                       m->hp.n_head_kv, m->hp.head_dim, m->hp.n_ff, m->hp.n_vocab);
+                       (long long)t->ne[3], (long long)ne0, (long long)ne1, (long long)ne2, m->hp.n_embd,
+                       m->hp.n_head, m->hp.n_head_kv, m->hp.head_dim, m->hp.n_ff, m->hp.n_vocab, m->hp.n_expert,
+                       m->hp.n_ff_exp);
     const dtype_traits *tr = dtype_get(t->type);
     if (!tr || !tr->to_float)
         return err_set(KITE_E_UNSUPPORTED, "%s: tensor '%s' has type %s, which kite cannot compute with yet",
@@ -155,12 +223,21 @@ static int bind(kite_model *m, const arch_info *ai, int role, int layer, int64_t
     return KITE_OK;
 }
 
-/* Binds a vector and converts it to float into *dst (advanced by n). */
-static int bind_vector(kite_model *m, const arch_info *ai, int role, int layer, int64_t n, float **dst,
-                       const float **out) {
+/* Finds the tensor of a role (layer < 0 for global ones) and checks its
+ * shape [ne0, ne1] (ne1 == 1 for vectors) and type. */
+static int bind(kite_model *m, const arch_info *ai, int role, int layer, int64_t ne0, int64_t ne1, bool required,
+                weight *w) {
+    return bind3(m, ai, role, layer, ne0, ne1, 1, required, w);
+}
+
+/* Binds a vector of n floats (required or optional) and converts it to float
+ * into *dst (advanced by n); *out is NULL when an optional one is absent. */
+static int bind_vec(kite_model *m, const arch_info *ai, int role, int layer, int64_t n, bool required, float **dst,
+                    const float **out) {
     weight w;
-    int rc = bind(m, ai, role, layer, n, 1, true, &w);
-    if (rc) return rc;
+    *out = NULL;
+    int rc = bind(m, ai, role, layer, n, 1, required, &w);
+    if (rc || !w.data) return rc;
     const dtype_traits *tr = dtype_get(w.type);
     tr->to_float(w.data, *dst, n);
     *out = *dst;
@@ -168,31 +245,84 @@ static int bind_vector(kite_model *m, const arch_info *ai, int role, int layer, 
     return KITE_OK;
 }
 
+static int bind_vector(kite_model *m, const arch_info *ai, int role, int layer, int64_t n, float **dst,
+                       const float **out) {
+    return bind_vec(m, ai, role, layer, n, true, dst, out);
+}
+
+/* Rows [r0, r0 + n) of a matrix view (the q, k, v parts of a fused attn_qkv). */
+static weight row_slice(const weight *w, int64_t r0, int64_t n) {
+    weight v = *w;
+    v.ne[1] = n;
+    v.data = (const char *)w->data + (size_t)r0 * w->row_bytes;
+    return v;
+}
+
 static int bind_weights(kite_model *m, const arch_info *ai) {
     const model_hparams *hp = &m->hp;
     const int64_t E = hp->n_embd, Q = (int64_t)hp->n_head * hp->head_dim,
-                  KV = (int64_t)hp->n_head_kv * hp->head_dim, F = hp->n_ff, V = hp->n_vocab;
+                  KV = (int64_t)hp->n_head_kv * hp->head_dim, F = hp->n_ff, V = hp->n_vocab, HD = hp->head_dim;
+    const bool moe = hp->n_expert > 0;
     int rc;
+    /* float copies: norms and biases; an upper bound of what any architecture has */
+    const size_t per_layer = 4 * (size_t)E + 2 * (size_t)Q + 2 * (size_t)KV + 2 * (size_t)HD + (size_t)F + 2 * (size_t)E;
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
-    m->vectors = malloc(sizeof(float) * (size_t)E * (2 * (size_t)hp->n_layer + 1));
+    m->vectors = malloc(sizeof(float) * (per_layer * (size_t)hp->n_layer + 2 * (size_t)E + (size_t)hp->n_rot / 2 + 1));
     if (!m->layers || !m->vectors) return err_set(KITE_E_NOMEM, "%s: out of memory for the layer table", m->path);
     float *vec = m->vectors;
 
     if ((rc = bind(m, ai, TR_TOKEN_EMBD, -1, E, V, true, &m->tok_embd))) return rc;
+    if ((rc = bind(m, ai, TR_POS_EMBD, -1, E, hp->n_ctx_train, ai->pos_embd, &m->pos_embd))) return rc;
     if ((rc = bind_vector(m, ai, TR_OUTPUT_NORM, -1, E, &vec, &m->output_norm))) return rc;
+    if ((rc = bind_vec(m, ai, TR_OUTPUT_NORM_B, -1, E, ai->biases, &vec, &m->output_norm_b))) return rc;
     if ((rc = bind(m, ai, TR_OUTPUT, -1, E, V, false, &m->output))) return rc;
     if (!m->output.data) m->output = m->tok_embd; /* tied classifier */
+    if (hp->n_rot > 0 && (rc = bind_vec(m, ai, TR_ROPE_FREQS, -1, hp->n_rot / 2, false, &vec, &m->rope_freqs)))
+        return rc;
     for (int l = 0; l < hp->n_layer; l++) {
         layer_weights *L = &m->layers[l];
         if ((rc = bind_vector(m, ai, TR_ATTN_NORM, l, E, &vec, &L->attn_norm))) return rc;
-        if ((rc = bind(m, ai, TR_ATTN_Q, l, E, Q, true, &L->wq))) return rc;
-        if ((rc = bind(m, ai, TR_ATTN_K, l, E, KV, true, &L->wk))) return rc;
-        if ((rc = bind(m, ai, TR_ATTN_V, l, E, KV, true, &L->wv))) return rc;
+        if ((rc = bind_vec(m, ai, TR_ATTN_NORM_B, l, E, ai->biases, &vec, &L->attn_norm_b))) return rc;
+        if (ai->fused_qkv) {
+            weight qkv;
+            const float *b = NULL;
+            if ((rc = bind(m, ai, TR_ATTN_QKV, l, E, Q + 2 * KV, true, &qkv))) return rc;
+            if ((rc = bind_vec(m, ai, TR_ATTN_QKV_B, l, Q + 2 * KV, ai->biases, &vec, &b))) return rc;
+            L->wq = row_slice(&qkv, 0, Q);
+            L->wk = row_slice(&qkv, Q, KV);
+            L->wv = row_slice(&qkv, Q + KV, KV);
+            if (b) {
+                L->bq = b;
+                L->bk = b + Q;
+                L->bv = b + Q + KV;
+            }
+        } else {
+            if ((rc = bind(m, ai, TR_ATTN_Q, l, E, Q, true, &L->wq))) return rc;
+            if ((rc = bind(m, ai, TR_ATTN_K, l, E, KV, true, &L->wk))) return rc;
+            if ((rc = bind(m, ai, TR_ATTN_V, l, E, KV, true, &L->wv))) return rc;
+            if ((rc = bind_vec(m, ai, TR_ATTN_Q_B, l, Q, ai->qkv_bias, &vec, &L->bq))) return rc;
+            if ((rc = bind_vec(m, ai, TR_ATTN_K_B, l, KV, ai->qkv_bias, &vec, &L->bk))) return rc;
+            if ((rc = bind_vec(m, ai, TR_ATTN_V_B, l, KV, ai->qkv_bias, &vec, &L->bv))) return rc;
+        }
+        if ((rc = bind_vec(m, ai, TR_ATTN_Q_NORM, l, HD, ai->qk_norm, &vec, &L->q_norm))) return rc;
+        if ((rc = bind_vec(m, ai, TR_ATTN_K_NORM, l, HD, ai->qk_norm, &vec, &L->k_norm))) return rc;
         if ((rc = bind(m, ai, TR_ATTN_OUT, l, Q, E, true, &L->wo))) return rc;
+        if ((rc = bind_vec(m, ai, TR_ATTN_OUT_B, l, E, ai->biases, &vec, &L->bo))) return rc;
         if ((rc = bind_vector(m, ai, TR_FFN_NORM, l, E, &vec, &L->ffn_norm))) return rc;
-        if ((rc = bind(m, ai, TR_FFN_GATE, l, E, F, true, &L->w_gate))) return rc;
-        if ((rc = bind(m, ai, TR_FFN_UP, l, E, F, true, &L->w_up))) return rc;
-        if ((rc = bind(m, ai, TR_FFN_DOWN, l, F, E, true, &L->w_down))) return rc;
+        if ((rc = bind_vec(m, ai, TR_FFN_NORM_B, l, E, ai->biases, &vec, &L->ffn_norm_b))) return rc;
+        if (moe) {
+            const int64_t FE = hp->n_ff_exp, NE = hp->n_expert;
+            if ((rc = bind(m, ai, TR_FFN_GATE_INP, l, E, NE, true, &L->gate_inp))) return rc;
+            if ((rc = bind3(m, ai, TR_FFN_GATE_EXPS, l, E, FE, NE, true, &L->gate_exps))) return rc;
+            if ((rc = bind3(m, ai, TR_FFN_UP_EXPS, l, E, FE, NE, true, &L->up_exps))) return rc;
+            if ((rc = bind3(m, ai, TR_FFN_DOWN_EXPS, l, FE, E, NE, true, &L->down_exps))) return rc;
+        } else {
+            if (ai->ffn_type == FFN_SWIGLU && (rc = bind(m, ai, TR_FFN_GATE, l, E, F, true, &L->w_gate))) return rc;
+            if ((rc = bind(m, ai, TR_FFN_UP, l, E, F, true, &L->w_up))) return rc;
+            if ((rc = bind(m, ai, TR_FFN_DOWN, l, F, E, true, &L->w_down))) return rc;
+            if ((rc = bind_vec(m, ai, TR_FFN_UP_B, l, F, ai->biases, &vec, &L->b_up))) return rc;
+            if ((rc = bind_vec(m, ai, TR_FFN_DOWN_B, l, E, ai->biases, &vec, &L->b_down))) return rc;
+        }
     }
     for (uint64_t i = 0; i < m->gguf->n_tensors; i++) {
         const gguf_tensor *t = &m->gguf->tensors[i];

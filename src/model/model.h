@@ -5,10 +5,11 @@
  *   kite_model_load() opens the GGUF file (src/gguf), reads the tokenizer
  *   (src/tokenizer) and, unless the file is vocab-only, the hyperparameters
  *   of its architecture and a `weight` view of every tensor through the
- *   per-architecture name table (src/model/arch.c).  Weight views point into
- *   the file image: nothing is copied except 1-D vectors (norm weights), which
- *   are converted to float once at load time because they are tiny and read
- *   on every token.
+ *   per-architecture name table (src/model/arch.c, docs/architectures.md).
+ *   Weight views point into the file image: nothing is copied except 1-D
+ *   vectors (norm weights, biases, rope factors), which are converted to float
+ *   once at load time because they are tiny and read on every token.  Tensors
+ *   an architecture does not have are NULL pointers / views with data NULL.
  *
  *   A `weight` carries its ggml type; the kernels (src/kernels) dispatch on it
  *   through the dtype traits table, so block-quantized types slot in without
@@ -36,6 +37,18 @@ enum rope_type {
     ROPE_NEOX = 2  /* rotate halves (x[i], x[i + d/2]): gpt-neox, qwen2, ... */
 };
 
+/* Graph family of an architecture (arch.c maps general.architecture to it). */
+enum model_arch {
+    ARCH_LLAMA = 0, /* llama, mistral; Mixtral when n_expert > 0 */
+    ARCH_QWEN2,     /* QKV bias, NEOX rope */
+    ARCH_QWEN3,     /* per-head RMSNorm of q and k before rope, NEOX */
+    ARCH_QWEN3MOE,  /* qwen3 attention, mixture-of-experts FFN */
+    ARCH_GPT2       /* LayerNorm, learned positions, fused QKV, GELU FFN, biases everywhere */
+};
+
+enum norm_type { NORM_RMS = 0, NORM_LAYER = 1 };   /* RMSNorm(x)*g  /  LayerNorm(x)*g + b */
+enum ffn_type { FFN_SWIGLU = 0, FFN_GELU = 1 };    /* down(silu(gate x) * up x)  /  down(gelu(up x + b) ) + b */
+
 typedef struct model_hparams {
     int32_t n_vocab;
     int32_t n_ctx_train;
@@ -45,24 +58,55 @@ typedef struct model_hparams {
     int32_t n_head_kv;    /* < n_head: grouped-query attention; 1: multi-query */
     int32_t head_dim;     /* per-head width of q and k (and v) */
     int32_t n_ff;         /* FFN hidden width */
-    int32_t n_rot;        /* rotary dimensions per head (<= head_dim) */
-    float rms_eps;
+    int32_t n_rot;        /* rotary dimensions per head (<= head_dim); 0: no rope (gpt2) */
+    float rms_eps;        /* epsilon of the norms (RMSNorm, or LayerNorm for NORM_LAYER) */
     float rope_freq_base;
     float rope_freq_scale; /* 1 / linear scaling factor */
     int rope_type;         /* enum rope_type */
+    /* architecture features (all zero for a plain llama) */
+    int arch;              /* enum model_arch */
+    int norm_type;         /* enum norm_type */
+    int ffn_type;          /* enum ffn_type (dense FFN; with n_expert > 0 each expert is SwiGLU) */
+    int32_t n_expert;      /* experts per MoE layer; 0: dense FFN */
+    int32_t n_expert_used; /* top-k experts per token (<= n_expert) */
+    int32_t n_ff_exp;      /* hidden width of one expert */
+    bool expert_norm;      /* renormalise the top-k router probabilities to sum 1 */
+    int32_t sliding_window; /* attention window in positions (Mistral); 0: unlimited */
 } model_hparams;
 
 typedef struct layer_weights {
-    const float *attn_norm; /* (n_embd) RMSNorm gain, float copy */
-    weight wq;              /* (n_head*head_dim rows, n_embd cols) */
+    const float *attn_norm; /* (n_embd) norm gain, float copy */
+    const float *attn_norm_b; /* (n_embd) LayerNorm bias, or NULL */
+    weight wq;              /* (n_head*head_dim rows, n_embd cols); gpt2: rows 0.. of attn_qkv */
     weight wk;              /* (n_head_kv*head_dim, n_embd) */
     weight wv;              /* (n_head_kv*head_dim, n_embd) */
     weight wo;              /* (n_embd, n_head*head_dim) */
+    const float *bq;        /* (n_head*head_dim) bias or NULL (qwen2, gpt2) */
+    const float *bk;        /* (n_head_kv*head_dim) or NULL */
+    const float *bv;        /* (n_head_kv*head_dim) or NULL */
+    const float *bo;        /* (n_embd) or NULL (gpt2) */
+    const float *q_norm;    /* (head_dim) per-head RMSNorm gain of q before rope, or NULL (qwen3) */
+    const float *k_norm;    /* (head_dim) same for k */
     const float *ffn_norm;  /* (n_embd) */
-    weight w_gate;          /* (n_ff, n_embd) */
+    const float *ffn_norm_b; /* (n_embd) LayerNorm bias or NULL */
+    weight w_gate;          /* (n_ff, n_embd); absent for gpt2 and MoE layers */
     weight w_up;            /* (n_ff, n_embd) */
     weight w_down;          /* (n_embd, n_ff) */
+    const float *b_up;      /* (n_ff) or NULL (gpt2) */
+    const float *b_down;    /* (n_embd) or NULL (gpt2) */
+    weight gate_inp;        /* (n_expert rows, n_embd) router, or absent (dense) */
+    weight gate_exps;       /* expert 0 of ffn_gate_exps: (n_ff_exp rows, n_embd); expert e is the same
+                               view at data + e * ne[1] * row_bytes (model_expert) */
+    weight up_exps;         /* (n_ff_exp, n_embd) per expert */
+    weight down_exps;       /* (n_embd, n_ff_exp) per expert */
 } layer_weights;
+
+/* View of expert e of a 3-D expert tensor bound as expert 0's 2-D view. */
+static inline weight model_expert(const weight *w, int32_t e) {
+    weight v = *w;
+    v.data = (const char *)w->data + (size_t)e * (size_t)w->ne[1] * w->row_bytes;
+    return v;
+}
 
 struct kite_model {
     char *path;
@@ -74,6 +118,10 @@ struct kite_model {
     model_hparams hp;
     weight tok_embd;       /* (n_vocab rows, n_embd cols) */
     const float *output_norm; /* (n_embd) */
+    const float *output_norm_b; /* (n_embd) LayerNorm bias, or NULL */
+    weight pos_embd;       /* (n_ctx_train rows, n_embd) learned positions (gpt2), or absent */
+    const float *rope_freqs; /* (n_rot/2) Llama 3 rope frequency factors (rope_freqs.weight): pair i's
+                                frequency is divided by rope_freqs[i]; NULL: none */
     weight output;         /* (n_vocab, n_embd); == tok_embd when tied */
     layer_weights *layers; /* [n_layer] */
     float *vectors;        /* owned storage of every float copy above */

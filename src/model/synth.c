@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/error.h"
 #include "core/threadpool.h"
@@ -24,11 +25,30 @@
 
 static const synth_shape shapes[] = {
     /* name              n_embd  n_ff   layers heads kv   vocab   ctx    rope base   rms eps */
-    {"tinyllama-1.1b", 2048, 5632, 22, 32, 4, 32000, 2048, 10000.0f, 1e-5f},
-    {"llama2-7b", 4096, 11008, 32, 32, 32, 32000, 4096, 10000.0f, 1e-5f},
-    {"llama3-8b", 4096, 14336, 32, 32, 8, 128256, 8192, 500000.0f, 1e-5f},
-    {"mistral-7b", 4096, 14336, 32, 32, 8, 32000, 32768, 1000000.0f, 1e-5f},
-    {"stories260k", 64, 172, 5, 8, 4, 512, 512, 10000.0f, 1e-5f},
+    {"tinyllama-1.1b", 2048, 5632, 22, 32, 4, 32000, 2048, 10000.0f, 1e-5f, .arch = NULL},
+    {"llama2-7b", 4096, 11008, 32, 32, 32, 32000, 4096, 10000.0f, 1e-5f, .arch = NULL},
+    {"llama3-8b", 4096, 14336, 32, 32, 8, 128256, 8192, 500000.0f, 1e-5f, .arch = NULL},
+    {"mistral-7b", 4096, 14336, 32, 32, 8, 32000, 32768, 1000000.0f, 1e-5f, .arch = NULL},
+    {"stories260k", 64, 172, 5, 8, 4, 512, 512, 10000.0f, 1e-5f, .arch = NULL},
+    /* other architectures and features: arch, head_dim, experts, used, n_ff_exp, window, llama3 ctx, tied */
+    {"llama3.2-1b", 2048, 8192, 16, 32, 8, 128256, 131072, 500000.0f, 1e-5f, .rope_llama3_ctx = 8192, .tied = 1},
+    {"mistral-7b-v0.1", 4096, 14336, 32, 32, 8, 32000, 32768, 10000.0f, 1e-5f, .sliding_window = 4096},
+    {"mixtral-8x7b", 4096, 14336, 32, 32, 8, 32000, 32768, 1000000.0f, 1e-5f, .n_expert = 8, .n_expert_used = 2},
+    {"qwen2-0.5b", 896, 4864, 24, 14, 2, 151936, 32768, 1000000.0f, 1e-6f, .arch = "qwen2", .tied = 1},
+    {"qwen3-0.6b", 1024, 3072, 28, 16, 8, 151936, 40960, 1000000.0f, 1e-6f, .arch = "qwen3", .head_dim = 128,
+     .tied = 1},
+    {"qwen3moe-30b-a3b", 2048, 6144, 48, 32, 4, 151936, 40960, 1000000.0f, 1e-6f, .arch = "qwen3moe",
+     .head_dim = 128, .n_expert = 128, .n_expert_used = 8, .n_ff_exp = 768},
+    {"gpt2-124m", 768, 3072, 12, 12, 12, 50257, 1024, 10000.0f, 1e-5f, .arch = "gpt2"},
+    /* tiny test models (tests/unit/test_arch.c): 2 layers, 64 wide, 512 tokens */
+    {"tiny-llama3", 64, 128, 2, 4, 2, 512, 128, 500000.0f, 1e-5f, .rope_llama3_ctx = 64},
+    {"tiny-mistral", 64, 128, 2, 4, 2, 512, 128, 10000.0f, 1e-5f, .sliding_window = 8},
+    {"tiny-mixtral", 64, 96, 2, 4, 2, 512, 128, 1000000.0f, 1e-5f, .n_expert = 4, .n_expert_used = 2},
+    {"tiny-qwen2", 64, 128, 2, 4, 2, 512, 128, 1000000.0f, 1e-6f, .arch = "qwen2"},
+    {"tiny-qwen3", 64, 128, 2, 4, 2, 512, 128, 1000000.0f, 1e-6f, .arch = "qwen3", .head_dim = 32},
+    {"tiny-qwen3moe", 64, 128, 2, 4, 2, 512, 128, 1000000.0f, 1e-6f, .arch = "qwen3moe", .head_dim = 32,
+     .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 32},
+    {"tiny-gpt2", 64, 256, 2, 4, 4, 512, 128, 10000.0f, 1e-5f, .arch = "gpt2"},
 };
 
 const synth_shape *synth_shape_find(const char *name) {
@@ -38,7 +58,36 @@ const synth_shape *synth_shape_find(const char *name) {
     return NULL;
 }
 
-const char *synth_shape_list(void) { return "tinyllama-1.1b|llama2-7b|llama3-8b|mistral-7b|stories260k"; }
+const char *synth_shape_list(void) {
+    return "tinyllama-1.1b|llama2-7b|llama3-8b|llama3.2-1b|mistral-7b|mistral-7b-v0.1|mixtral-8x7b|qwen2-0.5b|"
+           "qwen3-0.6b|qwen3moe-30b-a3b|gpt2-124m|stories260k|tiny-llama3|tiny-mistral|tiny-mixtral|tiny-qwen2|"
+           "tiny-qwen3|tiny-qwen3moe|tiny-gpt2";
+}
+
+static const char *shape_arch(const synth_shape *s) { return s->arch ? s->arch : "llama"; }
+static int32_t shape_head_dim(const synth_shape *s) { return s->head_dim > 0 ? s->head_dim : s->n_embd / s->n_head; }
+
+/* Llama 3 rope frequency factors for head size hd (llama.cpp's converter:
+ * factor 8, low_freq_factor 1, high_freq_factor 4, original context ctx0). */
+static void llama3_factors(const synth_shape *s, float *out) {
+    const int32_t hd = shape_head_dim(s);
+    const double factor = 8.0, low = 1.0, high = 4.0, ctx0 = (double)s->rope_llama3_ctx;
+    const double low_wl = ctx0 / low, high_wl = ctx0 / high;
+    for (int32_t i = 0; i < hd / 2; i++) {
+        const double freq = 1.0 / pow((double)s->rope_base, (double)(2 * i) / (double)hd);
+        const double wl = 2.0 * M_PI / freq;
+        double f;
+        if (wl < high_wl)
+            f = 1.0;
+        else if (wl > low_wl)
+            f = factor;
+        else {
+            const double smooth = (ctx0 / wl - low) / (high - low);
+            f = 1.0 / ((1.0 - smooth) / factor + smooth);
+        }
+        out[i] = (float)f;
+    }
+}
 
 /* ---- random numbers ----------------------------------------------------------- */
 
@@ -75,8 +124,9 @@ typedef struct synth_tensor {
     char name[64];
     uint32_t type;     /* enum kite_dtype */
     uint32_t index;    /* position in the file: part of the PRNG seed */
-    int64_t ne[2];     /* ne[0] = row length (fan_in), ne[1] = rows */
+    int64_t ne[3];     /* ne[0] = row length (fan_in), ne[1] = rows, ne[2] = experts (1 otherwise) */
     float mean, std;   /* value distribution */
+    const float *values; /* fixed values of a 1-D tensor instead (rope_freqs), or NULL */
     size_t row_bytes;
     synth_job *job;
 } synth_tensor;
@@ -88,6 +138,7 @@ struct synth_job {
     int64_t scratch_n; /* longest row */
     synth_tensor *t;   /* [n_t] */
     size_t n_t;
+    float rope_freqs[1024]; /* Llama 3 factors (head_dim / 2 <= 1024) */
 };
 
 /* One chunk of rows being filled (argument of the pool task). */
@@ -106,7 +157,7 @@ static void fill_task_run(void *arg, int ith, int nth) {
     tp_split((long)f->n_rows, ith, nth, &lo, &hi);
     for (long r = lo; r < hi; r++) {
         uint64_t s = row_stream(t->job->seed, t->index, f->row0 + r);
-        for (int64_t i = 0; i < t->ne[0]; i++) row[i] = t->mean + t->std * next_normalish(&s);
+        for (int64_t i = 0; i < t->ne[0]; i++) row[i] = t->values ? t->values[i] : t->mean + t->std * next_normalish(&s);
         tr->from_float(row, f->dst + (size_t)r * t->row_bytes, t->ne[0]);
     }
 }
@@ -137,10 +188,14 @@ static uint32_t matrix_type(const synth_params *p, const char *role, int layer) 
  * be NULL to count only. */
 static size_t build_tensors(const synth_params *p, synth_tensor *t) {
     const synth_shape *s = &p->shape;
-    const int64_t E = s->n_embd, F = s->n_ff, V = s->n_vocab, HD = s->n_embd / s->n_head;
-    const int64_t KV = HD * s->n_head_kv;
+    const char *arch = shape_arch(s);
+    const bool gpt2 = !strcmp(arch, "gpt2"), qwen2 = !strcmp(arch, "qwen2");
+    const bool qk_norm = !strcmp(arch, "qwen3") || !strcmp(arch, "qwen3moe");
+    const int64_t E = s->n_embd, F = s->n_ff, V = s->n_vocab, HD = shape_head_dim(s);
+    const int64_t Q = HD * s->n_head, KV = HD * s->n_head_kv, NE = s->n_expert;
+    const int64_t FE = s->n_ff_exp > 0 ? s->n_ff_exp : F;
     size_t n = 0;
-#define ADD(type_, ne0_, ne1_, mean_, std_, ...)                                                                   \
+#define ADD3(type_, ne0_, ne1_, ne2_, mean_, std_, ...)                                                            \
     do {                                                                                                           \
         if (t) {                                                                                                   \
             synth_tensor *x = &t[n];                                                                               \
@@ -149,30 +204,70 @@ static size_t build_tensors(const synth_params *p, synth_tensor *t) {
             x->index = (uint32_t)n;                                                                                \
             x->ne[0] = (ne0_);                                                                                     \
             x->ne[1] = (ne1_);                                                                                     \
+            x->ne[2] = (ne2_);                                                                                     \
             x->mean = (mean_);                                                                                     \
             x->std = (std_);                                                                                       \
+            x->values = NULL;                                                                                      \
         }                                                                                                          \
         n++;                                                                                                       \
     } while (0)
+#define ADD(type_, ne0_, ne1_, mean_, std_, ...) ADD3(type_, ne0_, ne1_, 1, mean_, std_, __VA_ARGS__)
 #define MAT(role, layer, ne0_, ne1_, ...) ADD(matrix_type(p, role, layer), ne0_, ne1_, 0.0f, (float)(1.0 / sqrt((double)(ne0_))), __VA_ARGS__)
+#define EXPS(role, layer, ne0_, ne1_, ...) ADD3(matrix_type(p, role, layer), ne0_, ne1_, NE, 0.0f, (float)(1.0 / sqrt((double)(ne0_))), __VA_ARGS__)
 #define NORM(...) ADD(KITE_DTYPE_F32, E, 1, 1.0f, 0.02f, __VA_ARGS__)
+#define VEC(ne0_, mean_, std_, ...) ADD(KITE_DTYPE_F32, ne0_, 1, mean_, std_, __VA_ARGS__)
     ADD(matrix_type(p, "token_embd", -1), E, V, 0.0f, 1.0f, "token_embd.weight");
+    if (gpt2) ADD(KITE_DTYPE_F32, E, s->n_ctx, 0.0f, 0.5f, "position_embd.weight");
+    if (s->rope_llama3_ctx > 0) VEC(HD / 2, 1.0f, 0.0f, "rope_freqs.weight"); /* values: synth_write */
     for (int l = 0; l < s->n_layer; l++) {
         NORM("blk.%d.attn_norm.weight", l);
-        MAT("attn_q", l, E, E, "blk.%d.attn_q.weight", l);
-        MAT("attn_k", l, E, KV, "blk.%d.attn_k.weight", l);
-        MAT("attn_v", l, E, KV, "blk.%d.attn_v.weight", l);
-        MAT("attn_output", l, E, E, "blk.%d.attn_output.weight", l);
+        if (gpt2) {
+            VEC(E, 0.0f, 0.1f, "blk.%d.attn_norm.bias", l);
+            MAT("attn_qkv", l, E, Q + 2 * KV, "blk.%d.attn_qkv.weight", l);
+            VEC(Q + 2 * KV, 0.0f, 0.1f, "blk.%d.attn_qkv.bias", l);
+        } else {
+            MAT("attn_q", l, E, Q, "blk.%d.attn_q.weight", l);
+            MAT("attn_k", l, E, KV, "blk.%d.attn_k.weight", l);
+            MAT("attn_v", l, E, KV, "blk.%d.attn_v.weight", l);
+        }
+        if (qwen2) {
+            VEC(Q, 0.0f, 0.1f, "blk.%d.attn_q.bias", l);
+            VEC(KV, 0.0f, 0.1f, "blk.%d.attn_k.bias", l);
+            VEC(KV, 0.0f, 0.1f, "blk.%d.attn_v.bias", l);
+        }
+        if (qk_norm) {
+            VEC(HD, 1.0f, 0.1f, "blk.%d.attn_q_norm.weight", l);
+            VEC(HD, 1.0f, 0.1f, "blk.%d.attn_k_norm.weight", l);
+        }
+        MAT("attn_output", l, Q, E, "blk.%d.attn_output.weight", l);
+        if (gpt2) VEC(E, 0.0f, 0.1f, "blk.%d.attn_output.bias", l);
         NORM("blk.%d.ffn_norm.weight", l);
-        MAT("ffn_gate", l, E, F, "blk.%d.ffn_gate.weight", l);
-        MAT("ffn_up", l, E, F, "blk.%d.ffn_up.weight", l);
-        MAT("ffn_down", l, F, E, "blk.%d.ffn_down.weight", l);
+        if (gpt2) VEC(E, 0.0f, 0.1f, "blk.%d.ffn_norm.bias", l);
+        if (NE > 0) {
+            MAT("ffn_gate_inp", l, E, NE, "blk.%d.ffn_gate_inp.weight", l);
+            EXPS("ffn_gate_exps", l, E, FE, "blk.%d.ffn_gate_exps.weight", l);
+            EXPS("ffn_up_exps", l, E, FE, "blk.%d.ffn_up_exps.weight", l);
+            EXPS("ffn_down_exps", l, FE, E, "blk.%d.ffn_down_exps.weight", l);
+        } else if (gpt2) {
+            MAT("ffn_up", l, E, F, "blk.%d.ffn_up.weight", l);
+            VEC(F, 0.0f, 0.1f, "blk.%d.ffn_up.bias", l);
+            MAT("ffn_down", l, F, E, "blk.%d.ffn_down.weight", l);
+            VEC(E, 0.0f, 0.1f, "blk.%d.ffn_down.bias", l);
+        } else {
+            MAT("ffn_gate", l, E, F, "blk.%d.ffn_gate.weight", l);
+            MAT("ffn_up", l, E, F, "blk.%d.ffn_up.weight", l);
+            MAT("ffn_down", l, F, E, "blk.%d.ffn_down.weight", l);
+        }
     }
     NORM("output_norm.weight");
-    MAT("output", -1, E, V, "output.weight");
+    if (gpt2) VEC(E, 0.0f, 0.1f, "output_norm.bias");
+    if (!s->tied) MAT("output", -1, E, V, "output.weight");
+#undef VEC
 #undef NORM
+#undef EXPS
 #undef MAT
 #undef ADD
+#undef ADD3
     return n;
 }
 
@@ -197,9 +292,21 @@ int synth_check(const synth_params *p) {
         return err_set(KITE_E_ARG, "synth: shape '%s': sizes out of range", s->name ? s->name : "?");
     if (s->n_vocab < 259)
         return err_set(KITE_E_ARG, "synth: n_vocab %d is below 259 (3 special + 256 byte tokens)", s->n_vocab);
-    if (s->n_embd % s->n_head != 0 || s->n_head % s->n_head_kv != 0 || (s->n_embd / s->n_head) % 2 != 0)
+    if ((s->head_dim <= 0 && s->n_embd % s->n_head != 0) || s->n_head % s->n_head_kv != 0 ||
+        shape_head_dim(s) % 2 != 0 || shape_head_dim(s) / 2 > 1024)
         return err_set(KITE_E_ARG, "synth: n_embd %d, n_head %d, n_head_kv %d: heads must divide evenly (even head size)",
                        s->n_embd, s->n_head, s->n_head_kv);
+    if (s->n_expert < 0 || s->n_expert > 4096 || (s->n_expert > 0 && (s->n_expert_used < 1 ||
+        s->n_expert_used > s->n_expert)) || s->n_ff_exp < 0 || s->n_ff_exp > (1 << 22) || s->sliding_window < 0)
+        return err_set(KITE_E_ARG, "synth: shape '%s': expert counts (%d, top %d) or window out of range",
+                       s->name ? s->name : "?", s->n_expert, s->n_expert_used);
+    const char *arch = shape_arch(s);
+    if (strcmp(arch, "llama") && strcmp(arch, "qwen2") && strcmp(arch, "qwen3") && strcmp(arch, "qwen3moe") &&
+        strcmp(arch, "gpt2"))
+        return err_set(KITE_E_ARG, "synth: unknown architecture '%s'", arch);
+    const bool moe_arch = !strcmp(arch, "qwen3moe");
+    if ((moe_arch && s->n_expert == 0) || (s->n_expert > 0 && !moe_arch && strcmp(arch, "llama")))
+        return err_set(KITE_E_ARG, "synth: architecture '%s' with %d experts is not a kite model", arch, s->n_expert);
     size_t n = build_tensors(p, NULL);
     synth_tensor *t = malloc(n * sizeof *t);
     if (!t) return err_set(KITE_E_NOMEM, "synth: out of memory");
@@ -216,7 +323,8 @@ uint64_t synth_data_bytes(const synth_params *p) {
     if (!t) return 0;
     build_tensors(p, t);
     uint64_t total = 0;
-    for (size_t i = 0; i < n; i++) total += (uint64_t)dtype_row_size(t[i].type, t[i].ne[0]) * (uint64_t)t[i].ne[1];
+    for (size_t i = 0; i < n; i++)
+        total += (uint64_t)dtype_row_size(t[i].type, t[i].ne[0]) * (uint64_t)t[i].ne[1] * (uint64_t)t[i].ne[2];
     free(t);
     return total;
 }
@@ -312,24 +420,40 @@ static uint32_t file_type(const synth_params *p) {
 
 static int set_metadata(gguf_writer *w, const synth_params *p, const synth_vocab *v) {
     const synth_shape *s = &p->shape;
+    const char *arch = shape_arch(s);
+    const bool gpt2 = !strcmp(arch, "gpt2");
     int rc;
-    char name[96], desc[160];
+    char name[96], desc[160], key[96];
     snprintf(name, sizeof name, "synth-%s", s->name ? s->name : "custom");
     snprintf(desc, sizeof desc, "kite synth: random weights (seed %" PRIu64 "), not a trained model", p->seed);
-    TRY(gguf_writer_set_str(w, "general.architecture", "llama"));
+#define KEY(suffix) (snprintf(key, sizeof key, "%s.%s", arch, (suffix)), key)
+    TRY(gguf_writer_set_str(w, "general.architecture", arch));
     TRY(gguf_writer_set_str(w, "general.name", p->name ? p->name : name));
     TRY(gguf_writer_set_str(w, "general.description", desc));
     TRY(gguf_writer_set_u32(w, "general.file_type", file_type(p)));
-    TRY(gguf_writer_set_u32(w, "llama.vocab_size", (uint32_t)s->n_vocab));
-    TRY(gguf_writer_set_u32(w, "llama.context_length", (uint32_t)s->n_ctx));
-    TRY(gguf_writer_set_u32(w, "llama.embedding_length", (uint32_t)s->n_embd));
-    TRY(gguf_writer_set_u32(w, "llama.block_count", (uint32_t)s->n_layer));
-    TRY(gguf_writer_set_u32(w, "llama.feed_forward_length", (uint32_t)s->n_ff));
-    TRY(gguf_writer_set_u32(w, "llama.rope.dimension_count", (uint32_t)(s->n_embd / s->n_head)));
-    TRY(gguf_writer_set_u32(w, "llama.attention.head_count", (uint32_t)s->n_head));
-    TRY(gguf_writer_set_u32(w, "llama.attention.head_count_kv", (uint32_t)s->n_head_kv));
-    TRY(gguf_writer_set_f32(w, "llama.rope.freq_base", s->rope_base));
-    TRY(gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", s->rms_eps));
+    TRY(gguf_writer_set_u32(w, KEY("vocab_size"), (uint32_t)s->n_vocab));
+    TRY(gguf_writer_set_u32(w, KEY("context_length"), (uint32_t)s->n_ctx));
+    TRY(gguf_writer_set_u32(w, KEY("embedding_length"), (uint32_t)s->n_embd));
+    TRY(gguf_writer_set_u32(w, KEY("block_count"), (uint32_t)s->n_layer));
+    TRY(gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)s->n_ff));
+    if (!gpt2) TRY(gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)shape_head_dim(s)));
+    TRY(gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)s->n_head));
+    TRY(gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)s->n_head_kv));
+    if (s->head_dim > 0) {
+        TRY(gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)s->head_dim));
+        TRY(gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)s->head_dim));
+    }
+    if (!gpt2) TRY(gguf_writer_set_f32(w, KEY("rope.freq_base"), s->rope_base));
+    TRY(gguf_writer_set_f32(w, KEY(gpt2 ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon"),
+                            s->rms_eps));
+    if (s->n_expert > 0) {
+        TRY(gguf_writer_set_u32(w, KEY("expert_count"), (uint32_t)s->n_expert));
+        TRY(gguf_writer_set_u32(w, KEY("expert_used_count"), (uint32_t)s->n_expert_used));
+        if (s->n_ff_exp > 0) TRY(gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), (uint32_t)s->n_ff_exp));
+    }
+    if (s->sliding_window > 0)
+        TRY(gguf_writer_set_u32(w, KEY("attention.sliding_window"), (uint32_t)s->sliding_window));
+#undef KEY
     TRY(gguf_writer_set_str(w, "tokenizer.ggml.model", "llama"));
     TRY(gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v->tok, NULL, (uint64_t)v->n));
     TRY(gguf_writer_set_arr(w, "tokenizer.ggml.scores", GGUF_VT_FLOAT32, v->score, (uint64_t)v->n));
@@ -347,6 +471,10 @@ int synth_write(const synth_params *p, const char *path) {
     if (!p || !path) return err_set(KITE_E_ARG, "synth: NULL argument");
     int rc = synth_check(p);
     if (rc) return rc;
+    struct stat st;
+    /* the file is renamed into place: never over a device such as /dev/null */
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return err_set(KITE_E_ARG, "synth: %s exists and is not a regular file", path);
     synth_vocab v = {0};
     synth_job job = {.seed = p->seed};
     gguf_writer *w = NULL;
@@ -354,25 +482,32 @@ int synth_write(const synth_params *p, const char *path) {
 
     job.n_t = build_tensors(p, NULL);
     job.t = calloc(job.n_t, sizeof *job.t);
-    job.scratch_n = p->shape.n_embd > p->shape.n_ff ? p->shape.n_embd : p->shape.n_ff;
-    job.scratch = malloc(sizeof(float) * (size_t)job.scratch_n * (size_t)n_threads);
     w = gguf_writer_new();
-    if (!job.t || !job.scratch || !w) {
+    if (!job.t || !w) {
         rc = err_set(KITE_E_NOMEM, "synth: out of memory");
         goto done;
     }
+    build_tensors(p, job.t);
+    for (size_t i = 0; i < job.n_t; i++) /* longest row */
+        if (job.t[i].ne[0] > job.scratch_n) job.scratch_n = job.t[i].ne[0];
+    job.scratch = malloc(sizeof(float) * (size_t)job.scratch_n * (size_t)n_threads);
+    if (!job.scratch) {
+        rc = err_set(KITE_E_NOMEM, "synth: out of memory");
+        goto done;
+    }
+    if (p->shape.rope_llama3_ctx > 0) llama3_factors(&p->shape, job.rope_freqs);
     if (!(job.tp = tp_new(n_threads))) {
         rc = KITE_E_NOMEM;
         goto done;
     }
-    build_tensors(p, job.t);
     TRY(vocab_build(p->shape.n_vocab, &v));
     TRY(set_metadata(w, p, &v));
     for (size_t i = 0; i < job.n_t; i++) {
         synth_tensor *t = &job.t[i];
         t->job = &job;
         t->row_bytes = dtype_row_size(t->type, t->ne[0]);
-        uint32_t n_dims = t->ne[1] == 1 ? 1 : 2;
+        if (!strcmp(t->name, "rope_freqs.weight")) t->values = job.rope_freqs;
+        uint32_t n_dims = t->ne[2] > 1 ? 3 : t->ne[1] == 1 ? 1 : 2;
         TRY(gguf_writer_add_tensor_cb(w, t->name, t->type, n_dims, t->ne, fill_rows, t));
     }
     rc = gguf_writer_write(w, path);

@@ -5,14 +5,22 @@
  * DESIGN
  *   Benchmarks need models of realistic size without downloads.  A shape
  *   table gives the hyperparameters of well-known models (TinyLlama-1.1B,
- *   Llama-2-7B, Llama-3-8B, Mistral-7B, stories260K); synth_write() emits a
- *   GGUF file for architecture "llama" with llama.cpp's key and tensor names,
+ *   Llama-2/3, Mistral-7B, Mixtral-8x7B, Qwen2/Qwen3/Qwen3-MoE, GPT-2,
+ *   stories260K) and tiny test variants ("tiny-*", 64 wide, 2 layers);
+ *   synth_write() emits a GGUF file for the shape's architecture (llama,
+ *   qwen2, qwen3, qwen3moe, gpt2) with llama.cpp's key and tensor names,
  *   a SentencePiece-style vocabulary of the right size, and random weights:
  *
  *     matrices      ~ N(0, 1/fan_in) (fan_in = row length ne[0]), so every
  *                   matmul output has unit variance when its input does;
  *     token_embd    ~ N(0, 1);
- *     norm weights  1 + N(0, 0.02^2) (stored as F32, like llama.cpp).
+ *     norm weights  1 + N(0, 0.02^2) (stored as F32, like llama.cpp);
+ *     biases        N(0, 0.1^2); q/k norm gains 1 + N(0, 0.1^2); learned
+ *                   positions N(0, 0.5^2) (all F32);
+ *     rope_freqs    not random: Llama 3's frequency factors (rope_llama3_ctx).
+ *   Expert tensors are 3-D [fan_in, rows, n_expert], one stream per row of
+ *   every expert.  The vocabulary is always the SentencePiece-style one below
+ *   (llama.cpp loads it for any architecture).
  *
  *   With RMSNorm before every matmul, activations stay O(1), attention
  *   scores ~N(0, 1) and logits ~N(0, 1) (max over the vocabulary a few
@@ -49,7 +57,17 @@ typedef struct synth_shape {
     int32_t n_vocab;   /* >= 259: <unk>, <s>, </s> and 256 byte tokens come first */
     int32_t n_ctx;     /* llama.context_length */
     float rope_base;   /* llama.rope.freq_base */
-    float rms_eps;     /* llama.attention.layer_norm_rms_epsilon */
+    float rms_eps;     /* llama.attention.layer_norm_rms_epsilon (gpt2: layer_norm_epsilon) */
+    /* architecture extras (zero for a plain llama shape) */
+    const char *arch;  /* general.architecture: NULL = "llama"; "qwen2", "qwen3", "qwen3moe", "gpt2" */
+    int32_t head_dim;  /* attention.key_length when not n_embd / n_head (qwen3); 0 = n_embd / n_head */
+    int32_t n_expert;  /* expert_count (MoE), 0 = dense */
+    int32_t n_expert_used; /* expert_used_count */
+    int32_t n_ff_exp;  /* expert_feed_forward_length (qwen3moe); 0 = n_ff */
+    int32_t sliding_window; /* attention.sliding_window (Mistral v0.1), 0 = none */
+    int32_t rope_llama3_ctx; /* > 0: write Llama 3 rope_freqs.weight (factor 8, low 1, high 4, this original
+                                context length) as llama.cpp's converter computes it */
+    int32_t tied;      /* 1: no output.weight (the classifier is token_embd) */
 } synth_shape;
 
 /* The built-in shape called name (case-sensitive), or NULL. */

@@ -15,7 +15,10 @@
  * for 1, 2 and 3 threads; adversarial scores (q x 1e3, all equal, one
  * dominant, far above / below phi forcing the exact fallback, counted in
  * attn_stats); outputs never NaN; a paged cache (block tables with shuffled
- * blocks of 1, 3 and 16 positions) gives bit-identical results on every path.
+ * blocks of 1, 3 and 16 positions) gives bit-identical results on every path;
+ * sliding windows (attn_args.window) on every path against the windowed
+ * reference, paged and contiguous alike, and a window covering the whole row
+ * bit-identical to no window.
  */
 #include <math.h>
 #include <stdint.h>
@@ -32,6 +35,7 @@ typedef struct acase {
     float q_mul;   /* queries scaled by this */
     int path, q_tile, kv_tile, kv_chunk;
     float phi;
+    int window;    /* sliding window, 0 = none */
 } acase;
 
 typedef struct abufs {
@@ -82,8 +86,9 @@ static double compare_ref(const acase *c, abufs *b, int *n_bad) {
         for (int h = 0; h < c->n_head; h++) {
             const float *q = b->q + (size_t)t * QD + (size_t)h * hd;
             const int kvh = h / group, n_kv = c->pos0 + t + 1;
+            const int lo = c->window > 0 && n_kv - c->window > 0 ? n_kv - c->window : 0;
             double mx = -INFINITY;
-            for (int p = 0; p < n_kv; p++) {
+            for (int p = lo; p < n_kv; p++) {
                 const float *k = b->k + (size_t)p * KD + (size_t)kvh * hd;
                 double d = 0.0, a = 0.0;
                 for (int i = 0; i < hd; i++) {
@@ -95,10 +100,10 @@ static double compare_ref(const acase *c, abufs *b, int *n_bad) {
                 mx = fmax(mx, s[p]);
             }
             double sum = 0.0;
-            for (int p = 0; p < n_kv; p++) sum += s[p] = exp(s[p] - mx);
+            for (int p = lo; p < n_kv; p++) sum += s[p] = exp(s[p] - mx);
             for (int i = 0; i < hd; i++) {
                 double o = 0.0;
-                for (int p = 0; p < n_kv; p++) o += s[p] * b->v[(size_t)p * KD + (size_t)kvh * hd + i];
+                for (int p = lo; p < n_kv; p++) o += s[p] * b->v[(size_t)p * KD + (size_t)kvh * hd + i];
                 o /= sum;
                 const float got = b->out[(size_t)t * QD + (size_t)h * hd + i];
                 if (!isfinite(got)) (*n_bad)++;
@@ -116,7 +121,7 @@ static void run_attention(threadpool *tp, const acase *c, abufs *b, attn_stats *
                    .pos0 = c->pos0, .n_head = c->n_head, .n_head_kv = c->n_head_kv, .head_dim = c->head_dim,
                    .n_ctx = c->n_ctx, .scale = 1.0f / sqrtf((float)c->head_dim), .phi = c->phi,
                    .stats = stats, .path = c->path, .q_tile = c->q_tile, .kv_tile = c->kv_tile,
-                   .kv_chunk = c->kv_chunk};
+                   .kv_chunk = c->kv_chunk, .window = c->window};
     a.scratch = malloc(sizeof(float) * kern_attention_scratch_floats(&a, tp_n_threads(tp)));
     kern_attention(tp, &a);
     free(a.scratch);
@@ -133,9 +138,9 @@ static double check_case(threadpool *tp, const acase *c, attn_stats *stats) {
     const double err = compare_ref(c, &b, &n_bad);
     const double budget = b.vmax * (2e-6 + ldexp(1.0, -21) * b.c);
     CHECK_MSG(err <= budget && n_bad == 0,
-              "path %d n_tok %d pos0 %d heads %d/%d hd %d tiles %d/%d chunk %d q x%g phi %g threads %d: "
+              "window %d path %d n_tok %d pos0 %d heads %d/%d hd %d tiles %d/%d chunk %d q x%g phi %g threads %d: "
               "err %.3g > budget %.3g (C %.3g), %d non-finite",
-              c->path, c->n_tok, c->pos0, c->n_head, c->n_head_kv, c->head_dim, c->q_tile, c->kv_tile, c->kv_chunk,
+              c->window, c->path, c->n_tok, c->pos0, c->n_head, c->n_head_kv, c->head_dim, c->q_tile, c->kv_tile, c->kv_chunk,
               (double)c->q_mul, (double)c->phi, tp_n_threads(tp), err, budget, b.c, n_bad);
     free_bufs(&b);
     const double r = err / budget;
@@ -334,13 +339,14 @@ TEST(test_block_table_bit_identical) {
     static const int paths[] = {ATTN_PATH_REF, ATTN_PATH_FLASH, ATTN_PATH_SPLITKV};
     static const int block_sizes[] = {1, 3, 16};
     static const int tok_pos[][2] = {{1, 0}, {1, 47}, {3, 20}, {17, 5}};
+    for (int window = 0; window <= 9; window += 9) /* also through a sliding window */
     for (size_t bi = 0; bi < 3; bi++)
         for (size_t pi = 0; pi < 3; pi++)
             for (size_t ti = 0; ti < 4; ti++) {
                 const int bs = block_sizes[bi];
                 acase c = {.n_tok = tok_pos[ti][0], .pos0 = tok_pos[ti][1], .n_head = 6, .n_head_kv = 2,
                            .head_dim = 12, .n_ctx = 96, .q_mul = 1, .path = paths[pi], .q_tile = 4,
-                           .kv_tile = 8, .kv_chunk = 7};
+                           .kv_tile = 8, .kv_chunk = 7, .window = window};
                 abufs b;
                 fill(&c, &b);
                 const int kd = c.n_head_kv * c.head_dim, n_blocks = c.n_ctx / bs;
@@ -367,11 +373,12 @@ TEST(test_block_table_bit_identical) {
                                .out = b.out, .n_tok = c.n_tok, .pos0 = c.pos0, .n_head = c.n_head,
                                .n_head_kv = c.n_head_kv, .head_dim = c.head_dim, .n_ctx = c.n_ctx,
                                .scale = 1.0f / sqrtf((float)c.head_dim), .path = c.path, .q_tile = c.q_tile,
-                               .kv_tile = c.kv_tile, .kv_chunk = c.kv_chunk};
+                               .kv_tile = c.kv_tile, .kv_chunk = c.kv_chunk, .window = c.window};
                 a.scratch = malloc(sizeof(float) * kern_attention_scratch_floats(&a, 2));
                 kern_attention(pools[2], &a);
                 CHECK_MSG(memcmp(plain, b.out, n * sizeof(float)) == 0,
-                          "path %d block %d n_tok %d pos0 %d: paged output differs", c.path, bs, c.n_tok, c.pos0);
+                          "path %d block %d n_tok %d pos0 %d window %d: paged output differs", c.path, bs,
+                          c.n_tok, c.pos0, c.window);
                 free(a.scratch);
                 free(plain);
                 free(pk);
@@ -379,6 +386,51 @@ TEST(test_block_table_bit_identical) {
                 free(table);
                 free_bufs(&b);
             }
+}
+
+/* Sliding window (Mistral): every path against the reference restricted to
+ * positions max(0, p - W + 1)..p, for windows shorter than, equal to and
+ * longer than the rows, with tile and chunk sizes that put the window start
+ * inside, at and beyond tile/chunk boundaries. */
+TEST(test_sliding_window) {
+    static const int windows[] = {1, 2, 5, 8, 16, 33, 200};
+    static const int tok_pos[][2] = {{1, 0}, {1, 40}, {3, 17}, {12, 0}, {20, 30}, {70, 3}};
+    static const int tiles[][3] = {{0, 0, 0}, {4, 8, 7}, {1, 1, 1}, {5, 3, 16}};
+    static const int paths[] = {ATTN_PATH_REF, ATTN_PATH_FLASH, ATTN_PATH_SPLITKV};
+    for (size_t w = 0; w < sizeof windows / sizeof windows[0]; w++)
+        for (size_t tp_i = 0; tp_i < sizeof tok_pos / sizeof tok_pos[0]; tp_i++)
+            for (size_t pi = 0; pi < 3; pi++)
+                for (size_t ti = 0; ti < 4; ti++) {
+                    if (paths[pi] == ATTN_PATH_SPLITKV && tok_pos[tp_i][0] > 12) continue; /* keep it quick */
+                    acase c = {.n_tok = tok_pos[tp_i][0], .pos0 = tok_pos[tp_i][1], .n_head = 6, .n_head_kv = 2,
+                               .head_dim = 12, .n_ctx = 96, .q_mul = 1, .path = paths[pi],
+                               .q_tile = tiles[ti][0], .kv_tile = tiles[ti][1], .kv_chunk = tiles[ti][2],
+                               .window = windows[w]};
+                    check_case(pools[1 + (int)(ti % 3)], &c, NULL);
+                }
+}
+
+/* A window at least as long as every row is the same computation as no
+ * window: bit-identical outputs on every path. */
+TEST(test_window_ge_context_bit_identical) {
+    static const int paths[] = {ATTN_PATH_REF, ATTN_PATH_FLASH, ATTN_PATH_SPLITKV};
+    for (size_t pi = 0; pi < 3; pi++)
+        for (int wi = 0; wi < 3; wi++) {
+            acase c = {.n_tok = 9, .pos0 = 30, .n_head = 4, .n_head_kv = 2, .head_dim = 16, .n_ctx = 64,
+                       .q_mul = 1, .path = paths[pi], .q_tile = 4, .kv_tile = 8, .kv_chunk = 16};
+            abufs b;
+            fill(&c, &b);
+            const size_t n = (size_t)c.n_tok * c.n_head * c.head_dim;
+            run_attention(pools[2], &c, &b, NULL);
+            float *full = malloc(n * sizeof(float));
+            memcpy(full, b.out, n * sizeof(float));
+            c.window = wi == 0 ? c.pos0 + c.n_tok : wi == 1 ? c.n_ctx : 1 << 30;
+            run_attention(pools[2], &c, &b, NULL);
+            CHECK_MSG(memcmp(full, b.out, n * sizeof(float)) == 0, "path %d window %d differs from no window",
+                      c.path, c.window);
+            free(full);
+            free_bufs(&b);
+        }
 }
 
 int main(void) {
@@ -393,6 +445,8 @@ int main(void) {
     RUN(test_adversarial_equal_and_dominant);
     RUN(test_splitkv_phi_window_fallback);
     RUN(test_block_table_bit_identical);
+    RUN(test_sliding_window);
+    RUN(test_window_ge_context_bit_identical);
     printf("    worst error / budget: %.3f\n", worst_ratio);
     for (int n = 1; n <= 3; n++) tp_free(pools[n]);
     return harness_summary(__FILE__);
