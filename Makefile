@@ -143,8 +143,10 @@ build-fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	clang $(CPPFLAGS) $(FUZZ_CFLAGS) -c $< -o $@
 
-build-fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_OBJ)
-	clang $(CPPFLAGS) -std=c11 -O1 -g -fsanitize=fuzzer,address,undefined -pthread $< $(FUZZ_LIB_OBJ) -o $@ -lm -lpcre2-8 -lutf8proc
+# tools/ objects a fuzz target needs (the safetensors parser uses cJSON)
+FUZZ_TOOLS_OBJ := build-fuzz/obj/tools/hf/safetensors.o
+build-fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_OBJ) $(FUZZ_TOOLS_OBJ)
+	clang $(CPPFLAGS) -std=c11 -O1 -g -fsanitize=fuzzer,address,undefined -pthread $< $(FUZZ_LIB_OBJ) $(FUZZ_TOOLS_OBJ) -o $@ -lm -lpcre2-8 -lutf8proc -lcjson
 
 fuzz: $(FUZZ_BIN)
 	@for f in $(FUZZ_BIN); do \

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "hf/hf_convert.h"
 #include "kite.h"
 #include "model/llama2c.h"
 #include "tensor/dtype.h"
@@ -23,6 +24,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: kite convert MODEL.bin --tokenizer TOK.bin -o OUT.gguf [--type f32|f16|bf16] [--name NAME]\n"
             "       kite convert --tokenizer TOK.bin -o OUT.gguf [--vocab-size N] [--hparams SPEC] [--name NAME]\n"
+            "       kite convert --hf DIR -o OUT.gguf [--type f32|f16|bf16|q8_0] [--name NAME]   (see --hf --help)\n"
             "\n"
             "Converts a llama2.c checkpoint (legacy v0, v1 fp32 or v2 int8, auto-detected) and its\n"
             "tokenizer .bin to a GGUF file for architecture \"llama\", following llama.cpp's\n"
@@ -74,6 +76,9 @@ bad:
 }
 
 int cmd_convert(int argc, char **argv) {
+    /* Hugging Face directories: tools/hf/hf_cli.c parses its own flags. */
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--hf")) return hf_convert_cli(argc, argv);
     llama2c_convert_params p = {.out_type = KITE_DTYPE_F32};
     llama2c_hparams hp;
     const char *out = NULL;

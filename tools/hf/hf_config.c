@@ -1,0 +1,255 @@
+/*
+ * hf_config.c - config.json -> hf_config -> GGUF hyperparameters.
+ *
+ * The architecture comes from "model_type" (or, if that is absent or
+ * unknown, "architectures"[0]).  Keys follow llama.cpp's converter:
+ * mistral and mixtral are written as GGUF arch "llama" (mixtral with
+ * expert_count / expert_used_count), qwen3_moe as "qwen3moe", and optional
+ * fields are written only when config.json has them (head_count_kv is always
+ * written; it defaults to head_count).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "hf/hf_internal.h"
+
+#define MAXDIM ((int64_t)1 << 24)
+
+static const struct {
+    const char *model_type, *hf_class;
+    int family;
+    const char *arch;
+} families[] = {
+    {"llama", "LlamaForCausalLM", HF_LLAMA, "llama"},
+    {"mistral", "MistralForCausalLM", HF_LLAMA, "llama"},
+    {"mixtral", "MixtralForCausalLM", HF_LLAMA, "llama"},
+    {"qwen2", "Qwen2ForCausalLM", HF_QWEN2, "qwen2"},
+    {"qwen3", "Qwen3ForCausalLM", HF_QWEN3, "qwen3"},
+    {"qwen3_moe", "Qwen3MoeForCausalLM", HF_QWEN3_MOE, "qwen3moe"},
+    {"gpt2", "GPT2LMHeadModel", HF_GPT2, "gpt2"},
+};
+#define N_FAMILIES (sizeof families / sizeof families[0])
+
+void hf_config_free(hf_config *c) {
+    if (!c) return;
+    cJSON_Delete(c->json);
+    c->json = NULL;
+}
+
+/* Optional integer: keeps *out when absent; errors pass through. */
+static int opt_int(const hf_config *c, const char *key, int64_t lo, int64_t hi, int64_t *out, bool *present) {
+    int rc = hf_json_int(c->json, c->path, key, false, lo, hi, out);
+    if (present) *present = rc == KITE_OK;
+    return rc == KITE_E_NOT_FOUND ? KITE_OK : rc;
+}
+
+static int opt_num(const hf_config *c, const char *key, double *out, bool *present) {
+    int rc = hf_json_num(c->json, c->path, key, false, out);
+    if (present) *present = rc == KITE_OK;
+    return rc == KITE_E_NOT_FOUND ? KITE_OK : rc;
+}
+
+static int find_family(hf_config *c) {
+    const char *mt = hf_json_str(c->json, "model_type");
+    for (size_t i = 0; mt && i < N_FAMILIES; i++)
+        if (!strcmp(mt, families[i].model_type)) {
+            c->family = families[i].family;
+            c->arch = families[i].arch;
+            snprintf(c->model_type, sizeof c->model_type, "%s", families[i].model_type);
+            return KITE_OK;
+        }
+    const cJSON *archs = cJSON_GetObjectItemCaseSensitive(c->json, "architectures");
+    const cJSON *a0 = cJSON_IsArray(archs) ? cJSON_GetArrayItem(archs, 0) : NULL;
+    for (size_t i = 0; cJSON_IsString(a0) && i < N_FAMILIES; i++)
+        if (!strcmp(a0->valuestring, families[i].hf_class)) {
+            c->family = families[i].family;
+            c->arch = families[i].arch;
+            snprintf(c->model_type, sizeof c->model_type, "%s", families[i].model_type);
+            return KITE_OK;
+        }
+    char b1[ST_PRINTABLE_MAX], b2[ST_PRINTABLE_MAX];
+    return err_set(KITE_E_UNSUPPORTED,
+                   "%s: model_type '%s' (architectures[0] '%s') is not supported "
+                   "(llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, gpt2)",
+                   c->path, mt ? st_printable(mt, b1) : "(none)", cJSON_IsString(a0) ? st_printable(a0->valuestring, b2) : "(none)");
+}
+
+static int load_rope_scaling(hf_config *c) {
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(c->json, "rope_scaling");
+    if (!rs || cJSON_IsNull(rs)) return KITE_OK;
+    if (!cJSON_IsObject(rs)) return err_set(KITE_E_FORMAT, "%s: 'rope_scaling' is not an object", c->path);
+    const char *type = hf_json_str(rs, "rope_type");
+    if (!type) type = hf_json_str(rs, "type");
+    if (!type) return err_set(KITE_E_FORMAT, "%s: rope_scaling has no 'rope_type' or 'type'", c->path);
+    char where[4200];
+    snprintf(where, sizeof where, "%s: rope_scaling", c->path);
+    int rc;
+    if (!strcmp(type, "default")) return KITE_OK;
+    if ((rc = hf_json_num(rs, where, "factor", true, &c->rope_factor))) return rc;
+    if (!(c->rope_factor > 0)) return err_set(KITE_E_FORMAT, "%s: 'factor' must be positive", where);
+    if (!strcmp(type, "linear")) {
+        c->rope_scaling = 1;
+    } else if (!strcmp(type, "llama3")) {
+        c->rope_scaling = 2;
+        c->rope_low_freq = 1.0;
+        c->rope_high_freq = 4.0;
+        c->rope_orig_ctx = 8192;
+        if ((rc = hf_json_num(rs, where, "low_freq_factor", false, &c->rope_low_freq)) && rc != KITE_E_NOT_FOUND) return rc;
+        if ((rc = hf_json_num(rs, where, "high_freq_factor", false, &c->rope_high_freq)) && rc != KITE_E_NOT_FOUND) return rc;
+        if ((rc = hf_json_int(rs, where, "original_max_position_embeddings", false, 1, MAXDIM, &c->rope_orig_ctx)) &&
+            rc != KITE_E_NOT_FOUND)
+            return rc;
+        if (!(c->rope_low_freq > 0) || !(c->rope_high_freq > c->rope_low_freq))
+            return err_set(KITE_E_FORMAT, "%s: need 0 < low_freq_factor < high_freq_factor", where);
+    } else if (!strcmp(type, "yarn")) {
+        c->rope_scaling = 3;
+        if ((rc = hf_json_int(rs, where, "original_max_position_embeddings", true, 1, MAXDIM, &c->rope_orig_ctx))) return rc;
+    } else {
+        char b[ST_PRINTABLE_MAX];
+        return err_set(KITE_E_UNSUPPORTED, "%s: type '%s' is not supported (linear, llama3, yarn)", where,
+                       st_printable(type, b));
+    }
+    return KITE_OK;
+}
+
+int hf_config_load(const char *dir, hf_config *c) {
+    memset(c, 0, sizeof *c);
+    snprintf(c->path, sizeof c->path, "%s/config.json", dir);
+    snprintf(c->dir, sizeof c->dir, "%s", dir);
+    int rc = hf_json_load(dir, "config.json", false, &c->json);
+    if (rc) return rc;
+    if ((rc = find_family(c))) goto fail;
+    bool gpt2 = c->family == HF_GPT2;
+    if ((rc = hf_json_int(c->json, c->path, gpt2 ? "n_embd" : "hidden_size", true, 1, MAXDIM, &c->n_embd)) ||
+        (rc = hf_json_int(c->json, c->path, gpt2 ? "n_layer" : "num_hidden_layers", true, 1, 4096, &c->n_layer)) ||
+        (rc = hf_json_int(c->json, c->path, gpt2 ? "n_head" : "num_attention_heads", true, 1, 65536, &c->n_head)))
+        goto fail;
+    if ((rc = opt_int(c, "vocab_size", 1, MAXDIM, &c->n_vocab, NULL))) goto fail;
+    bool has_kv, has_ctx = false;
+    c->n_head_kv = c->n_head;
+    if (gpt2) {
+        c->n_ff = 4 * c->n_embd;
+        c->n_ctx = 1024;
+        if ((rc = opt_int(c, "n_inner", 1, MAXDIM, &c->n_ff, NULL)) ||
+            (rc = opt_int(c, "n_positions", 1, MAXDIM, &c->n_ctx, NULL)) ||
+            (rc = opt_int(c, "n_ctx", 1, MAXDIM, &c->n_ctx, NULL)))
+            goto fail;
+        c->norm_eps = 1e-5;
+        if ((rc = opt_num(c, "layer_norm_epsilon", &c->norm_eps, &c->has_norm_eps))) goto fail;
+        c->has_norm_eps = true;
+        c->tie_embd = true;
+    } else {
+        if ((rc = hf_json_int(c->json, c->path, "intermediate_size", true, 1, MAXDIM, &c->n_ff)) ||
+            (rc = opt_int(c, "num_key_value_heads", 1, 65536, &c->n_head_kv, &has_kv)) ||
+            (rc = opt_int(c, "max_position_embeddings", 1, INT32_MAX, &c->n_ctx, &has_ctx)) ||
+            (rc = opt_int(c, "head_dim", 1, 65536, &c->head_dim, &c->has_head_dim)) ||
+            (rc = opt_num(c, "rope_theta", &c->rope_theta, &c->has_rope_theta)) ||
+            (rc = opt_num(c, "rms_norm_eps", &c->rms_eps, &c->has_rms_eps)))
+            goto fail;
+        (void)has_kv;
+        if (!has_ctx) c->n_ctx = 0;
+        const cJSON *tie = cJSON_GetObjectItemCaseSensitive(c->json, "tie_word_embeddings");
+        if (tie && !cJSON_IsBool(tie)) {
+            rc = err_set(KITE_E_FORMAT, "%s: 'tie_word_embeddings' must be true or false", c->path);
+            goto fail;
+        }
+        c->tie_embd = cJSON_IsTrue(tie);
+        if (c->family == HF_LLAMA) {
+            bool moe;
+            if ((rc = opt_int(c, "num_local_experts", 1, 4096, &c->n_expert, &moe))) goto fail;
+            if (moe && (rc = hf_json_int(c->json, c->path, "num_experts_per_tok", true, 1, c->n_expert, &c->n_expert_used)))
+                goto fail;
+        } else if (c->family == HF_QWEN3_MOE) {
+            if ((rc = hf_json_int(c->json, c->path, "num_experts", true, 1, 4096, &c->n_expert)) ||
+                (rc = hf_json_int(c->json, c->path, "num_experts_per_tok", true, 1, c->n_expert, &c->n_expert_used)) ||
+                (rc = hf_json_int(c->json, c->path, "moe_intermediate_size", true, 1, MAXDIM, &c->n_ff_exp)))
+                goto fail;
+        }
+        if ((rc = load_rope_scaling(c))) goto fail;
+    }
+    if (!c->has_head_dim) {
+        if (c->n_embd % c->n_head) {
+            rc = err_set(KITE_E_FORMAT, "%s: hidden size %lld is not a multiple of the head count %lld (and no head_dim)",
+                         c->path, (long long)c->n_embd, (long long)c->n_head);
+            goto fail;
+        }
+        c->head_dim = c->n_embd / c->n_head;
+    }
+    if (c->n_head % c->n_head_kv) {
+        rc = err_set(KITE_E_FORMAT, "%s: num_attention_heads %lld is not a multiple of num_key_value_heads %lld", c->path,
+                     (long long)c->n_head, (long long)c->n_head_kv);
+        goto fail;
+    }
+    if (c->family == HF_LLAMA && c->head_dim % 2) {
+        rc = err_set(KITE_E_FORMAT, "%s: head size %lld must be even for RoPE", c->path, (long long)c->head_dim);
+        goto fail;
+    }
+    return KITE_OK;
+fail:
+    hf_config_free(c);
+    return rc;
+}
+
+static int put_u32(gguf_writer *w, const hf_config *c, const char *key, int64_t v) {
+    char k[96];
+    snprintf(k, sizeof k, "%s.%s", c->arch, key);
+    return gguf_writer_set_u32(w, k, (uint32_t)v);
+}
+
+static int put_f32(gguf_writer *w, const hf_config *c, const char *key, double v) {
+    char k[96];
+    snprintf(k, sizeof k, "%s.%s", c->arch, key);
+    return gguf_writer_set_f32(w, k, (float)v);
+}
+
+static int put_str(gguf_writer *w, const hf_config *c, const char *key, const char *v) {
+    char k[96];
+    snprintf(k, sizeof k, "%s.%s", c->arch, key);
+    return gguf_writer_set_str(w, k, v);
+}
+
+int hf_config_write(const hf_config *c, gguf_writer *w) {
+    int rc = KITE_OK;
+#define TRY(x)                                                                                                  \
+    do {                                                                                                        \
+        if ((rc = (x))) return err_set(rc, "out of memory writing hyperparameters");                            \
+    } while (0)
+    TRY(put_u32(w, c, "block_count", c->n_layer));
+    if (c->n_ctx) TRY(put_u32(w, c, "context_length", c->n_ctx));
+    TRY(put_u32(w, c, "embedding_length", c->n_embd));
+    TRY(put_u32(w, c, "feed_forward_length", c->n_ff));
+    TRY(put_u32(w, c, "attention.head_count", c->n_head));
+    if (c->family == HF_GPT2) {
+        TRY(put_f32(w, c, "attention.layer_norm_epsilon", c->norm_eps));
+        return KITE_OK;
+    }
+    TRY(put_u32(w, c, "attention.head_count_kv", c->n_head_kv));
+    if (c->has_rope_theta) TRY(put_f32(w, c, "rope.freq_base", c->rope_theta));
+    if (c->has_rms_eps) TRY(put_f32(w, c, "attention.layer_norm_rms_epsilon", c->rms_eps));
+    if (c->n_expert) {
+        TRY(put_u32(w, c, "expert_count", c->n_expert));
+        TRY(put_u32(w, c, "expert_used_count", c->n_expert_used));
+    }
+    if (c->has_head_dim) {
+        TRY(put_u32(w, c, "attention.key_length", c->head_dim));
+        TRY(put_u32(w, c, "attention.value_length", c->head_dim));
+    }
+    if (c->n_ff_exp) TRY(put_u32(w, c, "expert_feed_forward_length", c->n_ff_exp));
+    if (c->family == HF_LLAMA) {
+        if (c->n_vocab) TRY(put_u32(w, c, "vocab_size", c->n_vocab));
+        TRY(put_u32(w, c, "rope.dimension_count", c->head_dim));
+    }
+    if (c->rope_scaling == 1) {
+        TRY(put_str(w, c, "rope.scaling.type", "linear"));
+        TRY(put_f32(w, c, "rope.scaling.factor", c->rope_factor));
+        /* the older key, which llama.cpp still reads and kite's loader uses */
+        TRY(put_f32(w, c, "rope.scale_linear", c->rope_factor));
+    } else if (c->rope_scaling == 3) {
+        TRY(put_str(w, c, "rope.scaling.type", "yarn"));
+        TRY(put_f32(w, c, "rope.scaling.factor", c->rope_factor));
+        TRY(put_u32(w, c, "rope.scaling.original_context_length", c->rope_orig_ctx));
+    }
+#undef TRY
+    return KITE_OK;
+}
