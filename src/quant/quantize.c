@@ -9,7 +9,9 @@
  *   callback converts them row by row (input to_float -> output reference
  *   from_float) on a thread pool, each thread with its own float scratch row,
  *   or copies them when the type is unchanged.  A row's bytes depend only on
- *   that row, so the output is identical for any thread count.
+ *   that row, so the output is identical for any thread count.  Tensors that
+ *   quant/method.c routes elsewhere (GPTQ, AWQ, group grids) are filled by
+ *   qm_fill instead; their progress line names the route.
  *
  * OWNERSHIP
  *   quant_model() owns the reader ctx, the writer, the pool and the scratch;
@@ -29,6 +31,7 @@
 #include "core/error.h"
 #include "core/threadpool.h"
 #include "kite.h"
+#include "quant/method.h"
 #include "tensor/dtype.h"
 
 #define QUANT_VERSION 2 /* ggml's GGML_QNT_VERSION, written to general.quantization_version */
@@ -189,6 +192,7 @@ struct quant_job {
     float *scratch;         /* [n_threads][max_ne0] */
     int64_t max_ne0;        /* longest converted row */
     int32_t n_tensors;
+    qm_state *qm;           /* method / group-grid state, or NULL (plain RTN) */
 };
 
 typedef struct fill_task {
@@ -223,12 +227,24 @@ static int fill_rows(void *user, int64_t row0, int64_t n_rows, void *dst) {
         if (s->c.type != s->c.wanted)
             snprintf(why, sizeof why, "  fallback: row length %" PRId64 " is not a multiple of the %s block (%d)",
                      s->t->ne[0], dtype_name(s->c.wanted), (int)dtype_get(s->c.wanted)->block_size);
-        else if (!s->c.convert)
+        else if (!s->c.convert && !(s->job->qm && qm_route(s->job->qm, (uint64_t)(s->index - 1)) == QM_AWQ))
             snprintf(why, sizeof why, "  copied");
+        if (s->job->qm) {
+            const int route = qm_route(s->job->qm, (uint64_t)(s->index - 1));
+            const int g = s->c.type == KITE_DTYPE_Q3_K ? 16 : (p->group ? p->group : 32); /* q3_K: sub-blocks */
+            size_t l = strlen(why);
+            if (route == QM_GRID) snprintf(why + l, sizeof why - l, "  rtn/g%d", g);
+            else if (route == QM_GPTQ) snprintf(why + l, sizeof why - l, "  gptq/g%d%s", g, p->act_order ? "/act-order" : "");
+            else if (route == QM_AWQ) snprintf(why + l, sizeof why - l, "  awq/g%d", g);
+            l = strlen(why);
+            if (route != QM_RTN && p->bits) snprintf(why + l, sizeof why - l, " %d-bit grid", p->bits);
+        }
         fprintf(p->log, "[%3d/%3d] %-28s %5s -> %-6s (%" PRId64 " x %" PRId64 ")%s\n", s->index, s->job->n_tensors,
                 name, dtype_name(s->t->type), dtype_name(s->c.type), s->t->ne[0],
                 s->t->ne[1] * s->t->ne[2] * s->t->ne[3], why);
     }
+    if (s->job->qm && qm_route(s->job->qm, (uint64_t)(s->index - 1)) != QM_RTN)
+        return qm_fill(s->job->qm, (uint64_t)(s->index - 1), row0, n_rows, dst);
     if (!s->c.convert) {
         memcpy(dst, (const uint8_t *)s->t->data + (size_t)row0 * s->in_row_bytes, (size_t)n_rows * s->in_row_bytes);
         return KITE_OK;
@@ -297,6 +313,11 @@ int quant_model(const char *in_path, const char *out_path, const quant_params *p
         goto done;
     }
     job.n_tensors = (int32_t)n;
+    if (p->method != QUANT_RTN || p->bits != 0 || (p->group != 0 && p->group != 32))
+        if ((rc = qm_new(in_path, in, plan, p, job.tp, &job.qm))) goto done;
+    if (job.qm && p->awq_float_out) /* tests: every tensor keeps its input type, AWQ's folded */
+        for (uint64_t i = 0; i < n; i++)
+            plan[i] = (quant_choice){.type = in->tensors[i].type, .wanted = in->tensors[i].type};
     if (!(w = gguf_writer_new())) {
         rc = err_set(KITE_E_NOMEM, "quantize: out of memory");
         goto done;
@@ -327,6 +348,7 @@ int quant_model(const char *in_path, const char *out_path, const quant_params *p
     if (stats) *stats = st;
 done:
     gguf_writer_free(w);
+    qm_free(job.qm);
     tp_free(job.tp);
     free(job.scratch);
     free(srcs);

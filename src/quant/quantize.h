@@ -1,6 +1,8 @@
 /*
  * quantize.h - round-to-nearest (RTN) model quantization, tensor by tensor
- * (`kite quantize`), with llama.cpp's type mixes and fallbacks.
+ * (`kite quantize`), with llama.cpp's type mixes and fallbacks; and the
+ * calibrated methods GPTQ / AWQ and group-wise grids (params.method,
+ * .group, .bits), produced through quant/method.c (docs/quantization.md).
  *
  * DESIGN
  *   quant_model() reads a GGUF model, decides an output type for every
@@ -92,12 +94,34 @@ typedef struct quant_choice {
     bool convert;      /* false: data copied byte for byte */
 } quant_choice;
 
+/* Quantization methods (docs/quantization.md). */
+enum quant_method {
+    QUANT_RTN = 0,  /* round to nearest, tensor by tensor (no calibration) */
+    QUANT_GPTQ = 1, /* GPTQ error compensation with calibration Hessians (gptq.h) */
+    QUANT_AWQ = 2   /* AWQ activation-aware scales folded into norms / linears (awq.h) */
+};
+
+#define QUANT_CALIB_TOKENS_DEFAULT 8192 /* calibration tokens when calib_tokens is 0 */
+#define QUANT_AWQ_SAMPLES 256           /* activation rows kept per layer input for AWQ's search */
+
 typedef struct quant_params {
     const quant_recipe *recipe; /* a mix, or NULL for pure `type` */
     uint32_t type;              /* pure mode: the matrices' type */
     int n_threads;              /* worker threads (<= 0: 1); output does not depend on it */
     bool allow_requantize;      /* accept already-quantized input matrices (warned) */
     FILE *log;                  /* progress, fallback and size lines; NULL: silent */
+    /* calibrated methods and group-wise grids (zero: plain RTN as above) */
+    int method;                 /* enum quant_method */
+    const char *calib_path;     /* calibration text (required by gptq and awq) */
+    int64_t calib_tokens;       /* tokens of it used (0: QUANT_CALIB_TOKENS_DEFAULT) */
+    int group;                  /* elements per scale group of the legacy types: 0/32 (one block), 64, 128 */
+    int bits;                   /* grid levels of the legacy types: 0 (the type's own) or fewer, e.g. 3 in q4_0 */
+    bool act_order;             /* GPTQ: visit columns by descending Hessian diagonal */
+    double damp;                /* GPTQ dampening (0: 1% of the mean diagonal) */
+    size_t calib_mem_limit;     /* bytes of calibration statistics per pass (0: 1 GiB) */
+    int awq_n_grid;             /* AWQ alpha steps (0: 20; 1: alpha 0 only, i.e. RTN -- tests) */
+    bool awq_float_out;         /* tests: search AWQ scales for the planned types, but write every tensor
+                                   in its input type (AWQ's folded, unquantized): the fold must keep the function */
 } quant_params;
 
 typedef struct quant_stats {
@@ -120,7 +144,12 @@ int quant_plan(const gguf_ctx *in, const quant_params *p, quant_choice *out /* O
 
 /* Quantizes in_path into out_path, printing one progress line per tensor
  * to p->log as it is written ("[ 12/201] NAME  f32 -> q4_K  (4096 x 4096)",
- * plus the reason when the tensor fell back).  stats may be NULL.  Returns KITE_OK or
+ * plus the reason when the tensor fell back, and the method when it is not
+ * plain RTN: "gptq", "awq", "rtn/g64").  With method gptq / awq the model is
+ * loaded, calibrated on p->calib_path (progress lines "calibrate: ...",
+ * "awq: ...") and the matrices with a grid type (q4_0, q4_1, q5_0, q5_1,
+ * q8_0, q3_K; gptq) or any quantized type (awq) are produced by the method; the
+ * others stay RTN.  KITE_E_ARG for bad method parameters.  stats may be NULL.  Returns KITE_OK or
  * the reader's / quant_plan's / writer's status (KITE_E_IO, KITE_E_FORMAT,
  * KITE_E_UNSUPPORTED, KITE_E_ARG, KITE_E_NOMEM) with kite_last_error() set;
  * on failure no output file (and no temporary file) is left. */

@@ -12,6 +12,12 @@
 #   * q4_k_m, q8_0, q4_0 and bf16 outputs load and run: greedy text begins
 #     like the F32 model's, dumped logits are finite;
 #   * -t 1 and -t 2 write the same bytes;
+#   * gptq and awq (calibrated on tests/data/quant-calib/calib.txt): the
+#     progress names the method per tensor and the calibration pass, the
+#     files load and run with finite logits and greedy text that begins like
+#     the F32 model's, gptq -t 1 and -t 2 write the same bytes, --group 128 and
+#     --bits 3 --act-order run, and method errors exit 2 (or 1 for a missing
+#     calibration file);
 #   * errors: bad --type / --mix / --method and missing flags exit 2, a
 #     missing input, an unwritable output and requantizing without
 #     --allow-requantize exit 1, each with one stderr line
@@ -103,12 +109,52 @@ e2e_kite "$T/out" "$T/err" quantize -m "$M" -o "$T/t1.gguf" --mix q5_k_m -t 1
 e2e_kite "$T/out" "$T/err" quantize -m "$M" -o "$T/t2.gguf" --type q5_k --mix q5_k_m -t 2
 if [ "$rc" -eq 0 ] && cmp -s "$T/t1.gguf" "$T/t2.gguf"; then e2e_ok "-t 1 and -t 2 same bytes"; else e2e_fail "-t 1 and -t 2 same bytes" "exit $rc"; fi
 
-# ---- 4. errors -------------------------------------------------------------------
+# ---- 4. gptq and awq -----------------------------------------------------------
+CAL=tests/data/quant-calib/calib.txt
+for meth in gptq awq; do
+    e2e_kite "$T/out" "$T/err" quantize -m "$M" -o "$T/$meth.gguf" --type q4_0 --method $meth --calib "$CAL" \
+        --calib-tokens 1024 -t 2
+    if [ "$rc" -eq 0 ] && grep -q '^calibrate: .*all in one pass' "$T/err" &&
+        grep -q "^\[ *5/ *48\] blk\.0\.attn_q\.weight .* q4_0 .* $meth/g32" "$T/err"; then
+        e2e_ok "$meth runs with progress"
+    else
+        e2e_fail "$meth runs with progress" "exit $rc: $(tail -n 1 "$T/err")"
+    fi
+    e2e_kite "$T/gen.txt" "$T/err" run -m "$T/$meth.gguf" -p "$PROMPT" -n 24 --temp 0 --dump-logits "$T/logits.f32"
+    got=$(cut -c 1-60 "$T/gen.txt")
+    bad=$(od -An -v -t f4 "$T/logits.f32" | tr -s ' ' '\n' | grep -ci 'nan\|inf')
+    if [ "$rc" -eq 0 ] && [ "$got" = "$(echo "$want" | cut -c 1-60)" ] && [ "$bad" -eq 0 ]; then
+        e2e_ok "$meth output runs like f32"
+    else
+        e2e_fail "$meth output runs like f32" "exit $rc, $bad non-finite: '$got'"
+    fi
+done
+e2e_kite "$T/out" "$T/err" quantize -m "$M" -o "$T/awq2.gguf" --type q4_0 --method awq --calib "$CAL" --calib-tokens 512
+if [ "$rc" -eq 0 ] && grep -q '^awq: blk\.0  *attn_in  *alpha' "$T/err"; then e2e_ok "awq prints its alphas"; else e2e_fail "awq prints its alphas" "exit $rc"; fi
+e2e_kite "$T/out" "$T/err" quantize -m "$M" -o "$T/g1.gguf" --type q4_0 --method gptq --calib "$CAL" --calib-tokens 1024 -t 1
+e2e_kite "$T/out" "$T/err" quantize -m "$M" -o "$T/g2.gguf" --type q4_0 --method gptq --calib "$CAL" --calib-tokens 1024 -t 2
+if [ "$rc" -eq 0 ] && cmp -s "$T/g1.gguf" "$T/g2.gguf"; then e2e_ok "gptq -t 1 and -t 2 same bytes"; else e2e_fail "gptq -t 1 and -t 2 same bytes" "exit $rc"; fi
+e2e_kite "$T/out" "$T/err" quantize -m "$M" -o "$T/g3.gguf" --type q4_0 --method gptq --calib "$CAL" --calib-tokens 1024 \
+    --group 128 --bits 3 --act-order
+if [ "$rc" -eq 0 ] && grep -q 'gptq/g128/act-order 3-bit grid' "$T/err" && [ "$(stat -c %s "$T/g3.gguf")" -eq "$(stat -c %s "$T/g1.gguf")" ]; then
+    e2e_ok "gptq --group 128 --bits 3 --act-order (q4_0 size)"
+else
+    e2e_fail "gptq --group 128 --bits 3 --act-order (q4_0 size)" "exit $rc: $(tail -n 1 "$T/err")"
+fi
+e2e_kite "$T/gen.txt" "$T/err" run -m "$T/g3.gguf" -p "$PROMPT" -n 8 --temp 0
+if [ "$rc" -eq 0 ] && [ -s "$T/gen.txt" ]; then e2e_ok "3-bit grid file runs"; else e2e_fail "3-bit grid file runs" "exit $rc"; fi
+
+# ---- 5. errors -------------------------------------------------------------------
 expect_error "bad --type" 2 "unknown type 'q9_9'" quantize -m "$M" -o "$T/x.gguf" --type q9_9
 expect_error "type without quantizer" 2 "no reference quantizer" quantize -m "$M" -o "$T/x.gguf" --type iq2_xxs
 expect_error "bad --mix" 2 "unknown mix" quantize -m "$M" -o "$T/x.gguf" --mix q4_k_x
 expect_error "--type conflicts with --mix" 2 "conflicts" quantize -m "$M" -o "$T/x.gguf" --type q8_0 --mix q4_k_m
-expect_error "bad --method" 2 "gptq" quantize -m "$M" -o "$T/x.gguf" --type q8_0 --method gptq
+expect_error "bad --method" 2 "unknown method 'foo'" quantize -m "$M" -o "$T/x.gguf" --type q8_0 --method foo
+expect_error "gptq needs --calib" 2 "--calib" quantize -m "$M" -o "$T/x.gguf" --type q8_0 --method gptq
+expect_error "bad --group" 2 "--group" quantize -m "$M" -o "$T/x.gguf" --type q4_0 --group 48
+expect_error "--group on a k-quant" 2 "no group grid" quantize -m "$M" -o "$T/x.gguf" --type q4_k --group 64
+expect_error "--act-order without gptq" 2 "gptq option" quantize -m "$M" -o "$T/x.gguf" --type q4_0 --act-order
+expect_error "missing calibration text" 1 "no-such.txt" quantize -m "$M" -o "$T/x.gguf" --type q4_0 --method awq --calib "$T/no-such.txt"
 expect_error "missing -o" 2 "-o OUT.gguf" quantize -m "$M" --type q8_0
 expect_error "missing --type" 2 "--type" quantize -m "$M" -o "$T/x.gguf"
 expect_error "missing input" 1 "no-such.gguf" quantize -m "$T/no-such.gguf" -o "$T/x.gguf" --type q8_0

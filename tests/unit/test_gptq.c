@@ -1,0 +1,320 @@
+/*
+ * test_gptq.c - GPTQ (src/quant/gptq.c), its grids (grid.c) and linear
+ * algebra (linalg.c).
+ *
+ * Known answers:
+ *   - a 32-element group on a type's grid packs to the reference quantizer's
+ *     bytes (q4_0 q4_1 q5_0 q5_1 q8_0), and a 64-group stores one scale in
+ *     both blocks;
+ *   - Cholesky of a hand matrix; SPD inverse and the upper factor of the
+ *     inverse (U^T U = A^-1) on a random matrix;
+ *   - GPTQ with a diagonal Hessian gives the RTN bytes (with and without
+ *     act-order, groups 32 and 64; and q3_K's super-block grid);
+ *   - GPTQ lowers the output error ||(W - Q) X|| below RTN's on held-out
+ *     inputs: synthetic correlated inputs, and the real stories260K layers
+ *     (calibrated on tests/data/quant-calib/calib.txt, measured on
+ *     activations of heldout.txt), q4_0.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "kite.h"
+#include "model/context.h"
+#include "model/model.h"
+#include "quant/awq.h"
+#include "quant/calib.h"
+#include "quant/gptq.h"
+#include "quant/grid.h"
+#include "quant/linalg.h"
+#include "tensor/dtype.h"
+#include "tensor/quants.h"
+
+static const uint32_t grid_types[] = {KITE_DTYPE_Q4_0, KITE_DTYPE_Q4_1, KITE_DTYPE_Q5_0, KITE_DTYPE_Q5_1,
+                                      KITE_DTYPE_Q8_0};
+
+static uint64_t rng_state = 12345;
+static float frand(void) { /* uniform in [-1, 1) */
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((rng_state >> 40) & 0xffffff) / 8388608.0f - 1.0f;
+}
+static float gauss(void) {
+    float s = 0;
+    for (int k = 0; k < 6; k++) s += frand();
+    return s * 0.7f;
+}
+
+TEST(test_grid_equals_reference) {
+    enum { N = 256 };
+    float x[N];
+    uint8_t a[N * 2], b[N * 2];
+    for (size_t t = 0; t < sizeof grid_types / sizeof *grid_types; t++) {
+        for (int trial = 0; trial < 20; trial++) {
+            for (int j = 0; j < N; j++) x[j] = gauss() * (trial % 3 ? 1.0f : 0.01f) + (trial % 5 == 0 ? 0.3f : 0.0f);
+            if (trial == 7) memset(x, 0, sizeof x);
+            const size_t bytes = dtype_row_size(grid_types[t], N);
+            dtype_get(grid_types[t])->from_float(x, a, N);
+            qgrid_quantize_row(grid_types[t], 0, 32, x, N, b);
+            CHECK_MSG(memcmp(a, b, bytes) == 0, "%s trial %d: grid bytes differ from the reference",
+                      dtype_name(grid_types[t]), trial);
+        }
+    }
+    /* a 64-group: both blocks carry the scale of the pair */
+    for (int j = 0; j < 64; j++) x[j] = j < 32 ? 0.1f * frand() : frand();
+    qgrid_quantize_row(KITE_DTYPE_Q4_0, 0, 64, x, 64, b);
+    CHECK(memcmp(b, b + 18, 2) == 0);
+    float y[64];
+    dtype_get(KITE_DTYPE_Q4_0)->to_float(b, y, 64);
+    for (int j = 0; j < 64; j++) CHECK(fabsf(y[j] - x[j]) <= 1.0f / 7.0f);
+}
+
+TEST(test_cholesky_hand) {
+    double a[9] = {4, 12, -16, 12, 37, -43, -16, -43, 98};
+    CHECK(la_cholesky_lower(a, 3));
+    const double want[9] = {2, 0, 0, 6, 1, 0, -8, 5, 3};
+    for (int k = 0; k < 9; k++) CHECK_NEAR(a[k], want[k], 1e-12);
+    double bad[4] = {1, 2, 2, 1}; /* indefinite */
+    CHECK(!la_cholesky_lower(bad, 2));
+}
+
+TEST(test_inverse_and_upper_factor) {
+    enum { N = 20 };
+    static double m[N * N], a[N * N], inv[N * N], u[N * N];
+    for (int i = 0; i < N * N; i++) m[i] = frand();
+    for (int i = 0; i < N; i++) /* a = m m^T + I */
+        for (int j = 0; j < N; j++) {
+            double s = i == j;
+            for (int k = 0; k < N; k++) s += m[i * N + k] * m[j * N + k];
+            a[i * N + j] = s;
+        }
+    memcpy(inv, a, sizeof a);
+    CHECK(la_spd_inverse(inv, N));
+    double worst = 0;
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < N; j++) {
+            double s = 0;
+            for (int k = 0; k < N; k++) s += a[i * N + k] * inv[k * N + j];
+            worst = fmax(worst, fabs(s - (i == j)));
+        }
+    CHECK_NEAR(worst, 0, 1e-9);
+    memcpy(u, a, sizeof a);
+    CHECK(la_cholesky_inverse_upper(u, N));
+    worst = 0;
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < N; j++) {
+            if (j < i) CHECK(u[i * N + j] == 0.0);
+            double s = 0;
+            for (int k = 0; k < N; k++) s += u[k * N + i] * u[k * N + j];
+            worst = fmax(worst, fabs(s - inv[i * N + j]));
+        }
+    CHECK_NEAR(worst, 0, 1e-9);
+}
+
+TEST(test_gptq_diagonal_equals_rtn) {
+    enum { N = 256, ROWS = 8 };
+    static double h[N * N];
+    static float w[ROWS * N];
+    static uint8_t a[N * 2], b[N * 2];
+    for (int j = 0; j < N; j++) h[j * N + j] = 0.5 + fabs(frand()) * 4; /* distinct: act-order permutes */
+    for (int i = 0; i < ROWS * N; i++) w[i] = gauss();
+    float *scratch = malloc(gptq_scratch_floats(N) * sizeof(float));
+    for (size_t t = 0; t < sizeof grid_types / sizeof *grid_types; t++)
+        for (int variant = 0; variant < 4; variant++) {
+            gptq_params p = {.type = grid_types[t], .group = variant & 1 ? 64 : 32, .act_order = variant >= 2};
+            gptq_factor f;
+            CHECK_EQ_INT(gptq_prepare(h, N, &p, &f), KITE_OK);
+            for (int r = 0; r < ROWS; r++) {
+                qgrid_quantize_row(p.type, 0, p.group, w + r * N, N, a);
+                gptq_quantize_row(w + r * N, &f, &p, scratch, b);
+                CHECK_MSG(memcmp(a, b, dtype_row_size(p.type, N)) == 0, "%s group %d act-order %d row %d differs",
+                          dtype_name(p.type), p.group, p.act_order, r);
+            }
+            if (variant == 0) { /* group 32 is the reference quantizer itself */
+                dtype_get(p.type)->from_float(w, a, N);
+                gptq_quantize_row(w, &f, &p, scratch, b);
+                CHECK(memcmp(a, b, dtype_row_size(p.type, N)) == 0);
+            }
+            gptq_factor_free(&f);
+        }
+    free(scratch);
+}
+
+TEST(test_gptq_q3k_diagonal_equals_rtn) {
+    enum { N = 512, ROWS = 6 };
+    static double h[N * N];
+    static float w[ROWS * N];
+    static uint8_t a[N], b[N];
+    for (int j = 0; j < N; j++) h[j * N + j] = 0.5 + fabs(frand()) * 4;
+    for (int i = 0; i < ROWS * N; i++) w[i] = gauss() * (i < N ? 1.0f : 0.02f);
+    for (int j = 16; j < 32; j++) w[N + j] = 0.0f; /* a sub-block with scale 0 */
+    float *scratch = malloc(gptq_scratch_floats(N) * sizeof(float));
+    CHECK(gptq_supported(KITE_DTYPE_Q3_K, 0));
+    CHECK(!gptq_supported(KITE_DTYPE_Q3_K, 2));
+    for (int ao = 0; ao < 2; ao++) {
+        gptq_params p = {.type = KITE_DTYPE_Q3_K, .act_order = ao};
+        gptq_factor f;
+        CHECK_EQ_INT(gptq_prepare(h, N, &p, &f), KITE_OK);
+        for (int r = 0; r < ROWS; r++) {
+            quantize_row_q3_K_ref(w + r * N, a, N);
+            gptq_quantize_row(w + r * N, &f, &p, scratch, b);
+            CHECK_MSG(memcmp(a, b, dtype_row_size(p.type, N)) == 0, "q3_K act-order %d row %d differs", ao, r);
+        }
+        gptq_factor_free(&f);
+    }
+    free(scratch);
+}
+
+/* ||(W - deq(Q)) X^T||^2 for rows of blocks q of type t. */
+static double out_err(const float *w, const void *q, uint32_t t, int rows, int n, const float *x, int nx) {
+    float *deq = malloc((size_t)rows * n * sizeof *deq);
+    for (int r = 0; r < rows; r++) dtype_get(t)->to_float((const uint8_t *)q + dtype_row_size(t, n) * r, deq + r * n, n);
+    double e = awq_output_error(w, deq, rows, n, x, nx);
+    free(deq);
+    return e;
+}
+
+/* GPTQ vs RTN error of a rows x n matrix w (q4_0), Hessian h, held-out x. */
+static void compare(const float *w, int rows, int n, const double *h, const float *x, int nx, uint32_t type,
+                    double *e_rtn, double *e_gptq) {
+    const size_t rb = dtype_row_size(type, n);
+    uint8_t *qr = malloc(rb * rows), *qg = malloc(rb * rows);
+    float *scratch = malloc(gptq_scratch_floats(n) * sizeof(float));
+    gptq_params p = {.type = type, .group = 32};
+    gptq_factor f;
+    CHECK_EQ_INT(gptq_prepare(h, n, &p, &f), KITE_OK);
+    if (!f.u) return;
+    for (int r = 0; r < rows; r++) {
+        dtype_get(type)->from_float(w + (size_t)r * n, qr + rb * r, n);
+        gptq_quantize_row(w + (size_t)r * n, &f, &p, scratch, qg + rb * r);
+    }
+    *e_rtn = out_err(w, qr, type, rows, n, x, nx);
+    *e_gptq = out_err(w, qg, type, rows, n, x, nx);
+    gptq_factor_free(&f);
+    free(scratch);
+    free(qr);
+    free(qg);
+}
+
+TEST(test_gptq_beats_rtn_synthetic) {
+    enum { N = 64, ROWS = 16, T = 512 };
+    static float x[2 * T * N], w[ROWS * N], mix[N * N];
+    static double h[N * N];
+    for (int i = 0; i < N * N; i++) mix[i] = frand() * (i % (N + 1) == 0 ? 3.0f : 0.4f);
+    for (int t = 0; t < 2 * T; t++) { /* correlated inputs: z mixed */
+        float z[N];
+        for (int j = 0; j < N; j++) z[j] = gauss();
+        for (int j = 0; j < N; j++) {
+            float s = 0;
+            for (int k = 0; k < N; k++) s += mix[j * N + k] * z[k];
+            x[t * N + j] = s;
+        }
+    }
+    for (int i = 0; i < ROWS * N; i++) w[i] = gauss() * 0.1f;
+    for (int t = 0; t < T; t++) /* H from the first half */
+        for (int i = 0; i < N; i++)
+            for (int j = 0; j < N; j++) h[i * N + j] += 2.0 * x[t * N + i] * x[t * N + j] / T;
+    double er, eg;
+    compare(w, ROWS, N, h, x + T * N, T, KITE_DTYPE_Q4_0, &er, &eg);
+    printf("    synthetic q4_0: held-out output error rtn %.5g, gptq %.5g (%.1f%%)\n", er, eg, 100 * eg / er);
+    CHECK(eg < 0.9 * er);
+}
+
+TEST(test_gptq_q3k_beats_rtn_synthetic) {
+    enum { N = 256, ROWS = 8, T = 512 };
+    static float x[2 * T * N], w[ROWS * N], z[T * 2 * 32];
+    static double h[N * N];
+    for (int i = 0; i < 2 * T * 32; i++) z[i] = gauss();
+    for (int t = 0; t < 2 * T; t++) /* 256 inputs driven by 32 latent factors: strongly correlated */
+        for (int j = 0; j < N; j++) x[t * N + j] = z[t * 32 + j % 32] + 0.3f * z[t * 32 + (j * 7 + 3) % 32] + 0.1f * gauss();
+    for (int i = 0; i < ROWS * N; i++) w[i] = gauss() * 0.1f;
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < N; i++)
+            for (int j = 0; j < N; j++) h[i * N + j] += 2.0 * x[t * N + i] * x[t * N + j] / T;
+    double er, eg;
+    compare(w, ROWS, N, h, x + T * N, T, KITE_DTYPE_Q3_K, &er, &eg);
+    printf("    synthetic q3_K: held-out output error rtn %.5g, gptq %.5g (%.1f%%)\n", er, eg, 100 * eg / er);
+    CHECK(eg < 0.9 * er);
+}
+
+TEST(test_gptq_beats_rtn_stories260k) {
+    kite_model *m = NULL;
+    kite_model_params mp = kite_model_default_params();
+    calib *cal = NULL, *held = NULL;
+    kite_token *tk = NULL, *tk2 = NULL;
+    char *t1 = NULL, *t2 = NULL;
+    size_t n1, n2;
+    int64_t nt1, nt2;
+    if (kite_model_load("models/stories260K.gguf", &mp, &m) != KITE_OK) {
+        CHECK_MSG(0, "load: %s", kite_last_error());
+        return;
+    }
+    t1 = harness_read_file("tests/data/quant-calib/calib.txt", &n1);
+    t2 = harness_read_file("tests/data/quant-calib/heldout.txt", &n2);
+    CHECK(t1 && t2);
+    if (!t1 || !t2) goto done;
+    CHECK_EQ_INT(calib_tokenize(m, t1, n1, 4096, &tk, &nt1), KITE_OK);
+    CHECK_EQ_INT(calib_tokenize(m, t2, n2, 1024, &tk2, &nt2), KITE_OK);
+    calib_params cp = {.hessian = true, .n_threads = 2};
+    calib_params hp = {.n_samples = 256, .n_threads = 2};
+    CHECK_EQ_INT(calib_new(m, tk, nt1, &cp, &cal), KITE_OK);
+    CHECK_EQ_INT(calib_new(m, tk2, nt2, &hp, &held), KITE_OK);
+    double sum_r = 0, sum_g = 0;
+    int wins = 0, total = 0;
+    for (int32_t l = 0; l < m->hp.n_layer; l++) {
+        CHECK_EQ_INT(calib_load(cal, l), KITE_OK);
+        CHECK_EQ_INT(calib_load(held, l), KITE_OK);
+        const weight *ws[] = {&m->layers[l].wq, &m->layers[l].wk, &m->layers[l].wv, &m->layers[l].wo,
+                              &m->layers[l].w_gate, &m->layers[l].w_up};
+        const int taps[] = {TAP_ATTN_IN, TAP_ATTN_IN, TAP_ATTN_IN, TAP_WO_IN, TAP_FFN_IN, TAP_FFN_IN};
+        for (int k = 0; k < 6; k++) {
+            const calib_point *c = calib_get(cal, l, taps[k]), *hx = calib_get(held, l, taps[k]);
+            if (!c || !hx || ws[k]->type != KITE_DTYPE_F32) {
+                CHECK(0);
+                continue;
+            }
+            double er, eg;
+            compare(ws[k]->data, (int)ws[k]->ne[1], (int)ws[k]->ne[0], c->h, hx->samples, hx->n_samp,
+                    KITE_DTYPE_Q4_0, &er, &eg);
+            sum_r += er;
+            sum_g += eg;
+            wins += eg < er;
+            total++;
+        }
+    }
+    printf("    stories260K q4_0, %d matrices: held-out output error rtn %.5g, gptq %.5g (%.1f%%), gptq lower on %d\n",
+           total, sum_r, sum_g, 100 * sum_g / sum_r, wins);
+    CHECK(sum_g < 0.9 * sum_r);
+    CHECK(wins >= total - 2);
+done:
+    calib_free(cal);
+    calib_free(held);
+    free(tk);
+    free(tk2);
+    free(t1);
+    free(t2);
+    kite_model_free(m);
+}
+
+TEST(test_prepare_errors) {
+    double h[4] = {1, 0, 0, 1};
+    gptq_params p = {.type = KITE_DTYPE_Q4_0, .group = 32};
+    gptq_factor f;
+    CHECK_EQ_INT(gptq_prepare(h, 0, &p, &f), KITE_E_ARG);
+    double nan_h[4] = {1, NAN, NAN, 1};
+    CHECK_EQ_INT(gptq_prepare(nan_h, 2, &p, &f), KITE_E_ARG);
+    CHECK(f.u == NULL);
+}
+
+int main(void) {
+    RUN(test_grid_equals_reference);
+    RUN(test_cholesky_hand);
+    RUN(test_inverse_and_upper_factor);
+    RUN(test_gptq_diagonal_equals_rtn);
+    RUN(test_gptq_q3k_diagonal_equals_rtn);
+    RUN(test_gptq_beats_rtn_synthetic);
+    RUN(test_gptq_q3k_beats_rtn_synthetic);
+    RUN(test_gptq_beats_rtn_stories260k);
+    RUN(test_prepare_errors);
+    return harness_summary(__FILE__);
+}
