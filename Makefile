@@ -124,6 +124,12 @@ bench: $(BUILD)/kite
 roofline-report: $(BUILD)/kite
 	sh scripts/roofline-report.sh $(BUILD)
 
+# ---- quantization report: docs/QUANTIZATION.md, every method on the bundled model
+# (scripts/quant-report.sh; QREP_REPS repetitions of each decode measurement)
+.PHONY: quant-report
+quant-report: $(BUILD)/kite
+	sh scripts/quant-report.sh $(BUILD)
+
 # ---- fuzzing (clang + libFuzzer) ------------------------------------------
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build-fuzz/%)
