@@ -61,6 +61,7 @@ static void usage(FILE *f) {
             "  -n, --n-gen N      decode test size (default 32; 0 = skip)\n"
             "  -t, --threads LIST threads, e.g. 2 or 1,2 (default: all online CPUs)\n"
             "  -r, --repetitions N  repetitions per test (default 5)\n"
+            "      --kv-type T    KV cache type: f32 (default), f16, q8_0, q4_0\n"
             "      --seed S       seed of the random token ids (default 1)\n"
             "      --mmap         map the file instead of reading it into memory\n"
             "      --no-check     skip the core-availability check around each repetition\n"
@@ -79,6 +80,7 @@ typedef struct bench_opts {
     int n_threads_list;
     uint64_t seed;
     bool json, use_mmap, probe, check, profile;
+    int32_t kv_type; /* --kv-type, enum kite_kv_type */
 } bench_opts;
 
 /* ---- model facts from the file ----------------------------------------------- */
@@ -409,6 +411,12 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
             if (!(v = cli_value(CMD, argc, argv, &i)) || !parse_threads(v, o)) return 2;
         } else if (!strcmp(a, "--seed")) {
             if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_u64(CMD, a, v, &o->seed)) return 2;
+        } else if (!strcmp(a, "--kv-type")) {
+            if (!(v = cli_value(CMD, argc, argv, &i))) return 2;
+            o->kv_type = (int32_t)dtype_from_name(v);
+            if (o->kv_type != KITE_KV_F32 && o->kv_type != KITE_KV_F16 && o->kv_type != KITE_KV_Q8_0 &&
+                o->kv_type != KITE_KV_Q4_0)
+                return cli_usage_error(CMD, "--kv-type: expected f32, f16, q8_0 or q4_0, got '%s'", v);
         } else if (!strcmp(a, "--json")) {
             o->json = true;
         } else if (!strcmp(a, "--mmap")) {
@@ -430,6 +438,8 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
 int cmd_bench(int argc, char **argv) {
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--lut-gemm")) return bench_lut_gemm(argc, argv); /* cli/bench_lut.c */
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--parallel")) return bench_serve(argc, argv); /* cli/bench_serve.c */
     bench_opts o = {.n_prompt = 128, .n_gen = 32, .reps = 5, .seed = 1, .check = true};
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     o.threads[0] = ncpu > 0 ? (int)(ncpu < PROBE_MAX_THREADS ? ncpu : PROBE_MAX_THREADS) : 1;
@@ -492,6 +502,7 @@ int cmd_bench(int argc, char **argv) {
         kite_ctx_params cp = kite_ctx_default_params();
         cp.n_ctx = (int32_t)n_max + 1;
         cp.n_threads = o.threads[ti];
+        cp.kv_type = o.kv_type;
         if (kite_ctx_new(model, &cp, &ctx) != KITE_OK) {
             fprintf(stderr, "kite %s: %s\n", CMD, kite_last_error());
             goto done;

@@ -23,11 +23,15 @@ int cmd_synth(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_roofline(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 int cmd_ppl(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+int cmd_sot(int argc, char **argv);
 /* `kite bench --lut-gemm` (cli/bench_lut.c): LUT-GEMM vs dequantize-then-multiply. */
 int bench_lut_gemm(int argc, char **argv);
+/* `kite bench --parallel LIST` (cli/bench_serve.c): serving-engine throughput and KV waste. */
+int bench_serve(int argc, char **argv);
 
 /* Path of the bundled model: $KITE_MODEL, else <binary dir>/../models/
  * stories260K.gguf (build/kite in the repository), else the source tree the

@@ -20,6 +20,8 @@ static const command commands[] = {
     {"bench", cmd_bench, "measure prefill and decode speed (and the machine's bandwidth)"},
     {"roofline", cmd_roofline, "per-op roofline of prefill and decode: bounds, predicted speed, charts"},
     {"chat", cmd_chat, "chat with a model in the terminal (lines from standard input)"},
+    {"serve", cmd_serve, "OpenAI-compatible HTTP server with continuous batching and a chat page"},
+    {"sot", cmd_sot, "answer with Skeleton-of-Thought: an outline, then every point expanded in parallel"},
     {"quantize", cmd_quantize, "quantize a GGUF model's weights (RTN; llama.cpp mixes such as q4_k_m)"},
     {"ppl", cmd_ppl, "perplexity on a text file; save log-probs, KL divergence against a saved base"},
     {"eval", cmd_eval, "multiple-choice tasks (JSON lines) scored by log-likelihood: acc, acc_norm"},

@@ -17,6 +17,7 @@
 #include "cli.h"
 #include "eval/eval.h"
 #include "kite.h"
+#include "tensor/dtype.h"
 
 static const char *const ppl_usage =
     "usage: kite ppl [-m MODEL] -f TEXT [options]\n"
@@ -35,6 +36,8 @@ static const char *const ppl_usage =
     "                        model's training context if smaller; at most that context)\n"
     "  -b, --batch N         tokens per forward pass (default: a whole window)\n"
     "  -t, --threads N       worker threads (default: all CPUs)\n"
+    "      --kv-type T       KV cache type: f32 (default), f16, q8_0, q4_0 (compare\n"
+    "                        with --kld-base against an f32 run)\n"
     "      --half            score only the second half of each full window (llama.cpp)\n"
     "      --docs SEP        split the text on the string SEP into documents (each\n"
     "                        stripped of surrounding whitespace, empty ones skipped);\n"
@@ -138,6 +141,7 @@ int cmd_ppl(int argc, char **argv) {
     const char *model_path = NULL, *text_path = NULL, *save_path = NULL, *base_path = NULL, *docs_sep = NULL;
     int64_t n_ctx = 0, n_batch = 0, n_threads = 0;
     bool json = false, half = false, quiet = false;
+    int32_t kv_type = KITE_KV_F32; /* --kv-type */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -153,6 +157,11 @@ int cmd_ppl(int argc, char **argv) {
             if (!(v = cli_value("ppl", argc, argv, &i)) || !cli_parse_i64("ppl", a, v, 1, 1 << 24, &n_batch)) return 2;
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
             if (!(v = cli_value("ppl", argc, argv, &i)) || !cli_parse_i64("ppl", a, v, 1, 1024, &n_threads)) return 2;
+        } else if (!strcmp(a, "--kv-type")) {
+            if (!(v = cli_value("ppl", argc, argv, &i))) return 2;
+            kv_type = (int32_t)dtype_from_name(v);
+            if (kv_type != KITE_KV_F32 && kv_type != KITE_KV_F16 && kv_type != KITE_KV_Q8_0 && kv_type != KITE_KV_Q4_0)
+                return cli_usage_error("ppl", "--kv-type: expected f32, f16, q8_0 or q4_0, got '%s'", v);
         } else if (!strcmp(a, "--save-logits")) {
             if (!(save_path = cli_value("ppl", argc, argv, &i))) return 2;
         } else if (!strcmp(a, "--kld-base")) {
@@ -240,6 +249,7 @@ int cmd_ppl(int argc, char **argv) {
     kite_ctx_params cp = kite_ctx_default_params();
     cp.n_ctx = (int32_t)n_ctx;
     cp.n_threads = (int32_t)n_threads;
+    cp.kv_type = kv_type;
     if (kite_ctx_new(model, &cp, &ctx) != KITE_OK) {
         fprintf(stderr, "kite ppl: %s\n", kite_last_error());
         goto done;

@@ -25,6 +25,7 @@
 #include "core/timing.h"
 #include "kite.h"
 #include "spec/spec.h"
+#include "tensor/dtype.h"
 
 static const char *const run_usage =
     "usage: kite run [-m MODEL] [-p PROMPT | -f FILE] [options]\n"
@@ -37,6 +38,8 @@ static const char *const run_usage =
     "  -n, --n-predict N       tokens to generate (default 256)\n"
     "  -c, --ctx-size N        context length (default: the model's, at most 4096)\n"
     "  -t, --threads N         threads (default: all online CPUs)\n"
+    "      --kv-type T         KV cache type: f32 (default), f16, q8_0, q4_0\n"
+    "                          (q8_0/q4_0 need head_dim % 32 == 0)\n"
     "      --temp T            temperature; 0 = greedy (default 0.8)\n"
     "      --top-k K           keep the K most likely tokens; 0 = off (default 40)\n"
     "      --top-p P           nucleus sampling; 1 = off (default 0.95)\n"
@@ -74,6 +77,7 @@ typedef struct run_opts {
     int64_t n_predict;
     int64_t n_ctx;
     int64_t n_threads;
+    int32_t kv_type;         /* --kv-type, enum kite_kv_type */
     kite_sampler_params sp;
     bool seed_set;
     bool no_bos;
@@ -141,6 +145,12 @@ static int parse_args(int argc, char **argv, run_opts *o) {
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
             VALUE();
             if (!cli_parse_i64(cmd, a, v, 0, 1024, &o->n_threads)) return 2;
+        } else if (!strcmp(a, "--kv-type")) {
+            VALUE();
+            o->kv_type = (int32_t)dtype_from_name(v);
+            if (o->kv_type != KITE_KV_F32 && o->kv_type != KITE_KV_F16 && o->kv_type != KITE_KV_Q8_0 &&
+                o->kv_type != KITE_KV_Q4_0)
+                return cli_usage_error(cmd, "--kv-type: expected f32, f16, q8_0 or q4_0, got '%s'", v);
         } else if (!strcmp(a, "--temp")) {
             VALUE();
             if (!cli_parse_f32(cmd, a, v, 0.0f, 100.0f, &o->sp.temperature)) return 2;
@@ -362,6 +372,7 @@ int cmd_run(int argc, char **argv) {
     kite_ctx_params cp = kite_ctx_default_params();
     cp.n_ctx = o.n_ctx ? (int32_t)o.n_ctx : (info.n_ctx_train < 4096 ? info.n_ctx_train : 4096);
     cp.n_threads = (int32_t)o.n_threads;
+    cp.kv_type = o.kv_type;
     if (kite_ctx_new(model, &cp, &ctx) != KITE_OK || kite_sampler_new(&o.sp, info.n_vocab, &smp) != KITE_OK ||
         kite_detok_new(model, &dt) != KITE_OK) {
         fprintf(stderr, "kite run: %s\n", kite_last_error());

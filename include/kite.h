@@ -136,9 +136,18 @@ int kite_detok_flush(kite_detok *d, char *out, size_t cap);
 
 typedef struct kite_ctx kite_ctx;
 
+/* Element types of the KV cache (kite_ctx_params.kv_type); the values are the
+ * GGUF/ggml type ids.  q8_0 and q4_0 store each (position, kv head) row of
+ * head_dim values as blocks of 32 with an f16 scale (ggml's block_q8_0 /
+ * block_q4_0) and need head_dim % 32 == 0; f16 works for any head_dim. */
+enum kite_kv_type { KITE_KV_F32 = 0, KITE_KV_F16 = 1, KITE_KV_Q4_0 = 2, KITE_KV_Q8_0 = 8 };
+
 typedef struct kite_ctx_params {
     int32_t n_ctx;     /* KV cache length in tokens; 0 = model's training context */
     int32_t n_threads; /* worker threads; 0 = number of online CPUs */
+    int32_t kv_type;   /* enum kite_kv_type; default KITE_KV_F32 (exact).  kite_ctx_new returns KITE_E_ARG
+                          for another value or for q8_0/q4_0 with head_dim % 32 != 0.  Memory per cached
+                          value: 4, 2, 1.0625 (q8_0), 0.5625 (q4_0) bytes; docs/attention.md */
 } kite_ctx_params;
 
 kite_ctx_params kite_ctx_default_params(void);

@@ -16,6 +16,13 @@ command -v ar >/dev/null 2>&1 || need="$need binutils"
     command -v clang >/dev/null 2>&1 || need="$need clang"
     ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 || need="$need libclang-rt-dev"
 }
+# kite serve's client-library and browser tests (tests/e2e/test_serve.sh skip
+# them without these): opt-in, Chromium alone is about 300 MB installed
+[ "${KITE_WITH_BROWSER:-0}" = 1 ] && {
+    command -v node >/dev/null 2>&1 || need="$need nodejs"
+    command -v npm >/dev/null 2>&1 || need="$need npm"
+    [ -x /usr/bin/chromium ] || need="$need chromium"
+}
 [ -z "$need" ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "installing:$need"

@@ -11,6 +11,9 @@
  * positions before it, so window 0 and a window longer than the row run the
  * same arithmetic.
  *
+ * KV cache type (attn_args.kv_type): rows are read through attn_kv_row
+ * (attention_impl.h), dequantized one kv-head row at a time when not f32.
+ *
  * Thread count: every path's result is the same for any nth, so the number
  * of threads is chosen from the work alone (tp_threads_for): the 260K-param
  * model's attention always runs on the calling thread.
@@ -28,11 +31,21 @@ void attn_geom_init(attn_geom *g, const attn_args *a) {
     g->q_dim = a->n_head * a->head_dim;
     g->kv_dim = a->n_head_kv * a->head_dim;
     g->group = a->n_head / a->n_head_kv;
+    const dtype_traits *tr = a->kv_type == KITE_DTYPE_F32 ? NULL : dtype_get((uint32_t)a->kv_type);
+    g->kv_type = a->kv_type;
+    g->quantized = tr != NULL;
+    g->head_bytes = tr ? (size_t)(a->head_dim / tr->block_size) * (size_t)tr->type_size
+                       : sizeof(float) * (size_t)a->head_dim;
+    g->row_bytes = (size_t)a->n_head_kv * g->head_bytes;
     const size_t hd = (size_t)a->head_dim, bq = (size_t)g->q_tile, bk = (size_t)g->kv_tile;
-    /* flash: S[bq][bk], Kt[hd][bk], acc[bq][hd], qs[bq][hd], m[bq], l[bq] */
-    size_t s = bq * bk + hd * bk + 2 * bq * hd + 2 * bq;
-    if ((size_t)a->n_ctx > s) s = (size_t)a->n_ctx;     /* reference: one row of scores */
-    if ((size_t)g->kv_chunk + hd > s) s = (size_t)g->kv_chunk + hd; /* split-KV: chunk scores + scaled q */
+    /* flash: S[bq][bk], Kt[hd][bk], acc[bq][hd], qs[bq][hd], m[bq], l[bq], Vd[bk][hd] (dequantized
+     * rows of a tile; the slice is the same whatever kv_type, so callers size scratch without it) */
+    size_t s = bq * bk + hd * bk + 2 * bq * hd + 2 * bq + bk * hd;
+    if ((size_t)a->n_ctx + hd > s) s = (size_t)a->n_ctx + hd; /* reference: one row of scores + a K/V row */
+    if ((size_t)g->kv_chunk + 2 * hd > s) s = (size_t)g->kv_chunk + 2 * hd; /* split-KV: scores, scaled q, row */
+    /* split-KV on a quantized cache: a row, then scaled q and chunk scores of each head of a kv-head group */
+    const size_t grouped = hd + (size_t)g->group * (hd + (size_t)g->kv_chunk);
+    if (grouped > s) s = grouped;
     g->slice = (s + 15) & ~(size_t)15;
 }
 
@@ -64,6 +77,7 @@ static void ref_part(void *arg, int ith, int nth) {
     const attn_geom *g = rt->g;
     const int32_t hd = a->head_dim;
     float *score = a->scratch + (size_t)ith * g->slice;
+    float *row = score + a->n_ctx; /* [head_dim] one dequantized K/V row */
     long lo, hi;
     tp_split((long)a->n_tok * a->n_head, ith, nth, &lo, &hi);
     for (long job = lo; job < hi; job++) {
@@ -74,7 +88,7 @@ static void ref_part(void *arg, int ith, int nth) {
         const int32_t kvh = h / g->group;
         for (int32_t p = p0; p < n_kv; p++) {
             int32_t run;
-            const float *k = a->k_cache + attn_row_run(a, p, &run) * g->kv_dim + (size_t)kvh * hd;
+            const float *k = attn_kv_row(g, a->k_cache, attn_row_run(a, p, &run), kvh, hd, row);
             score[p - p0] = kern_dot_f32(q, k, hd) * a->scale;
         }
         kern_softmax(score, n_kv - p0);
@@ -82,7 +96,7 @@ static void ref_part(void *arg, int ith, int nth) {
         memset(out, 0, sizeof(float) * (size_t)hd);
         for (int32_t p = p0; p < n_kv; p++) {
             int32_t run;
-            attn_axpy(out, score[p - p0], a->v_cache + attn_row_run(a, p, &run) * g->kv_dim + (size_t)kvh * hd, hd);
+            attn_axpy(out, score[p - p0], attn_kv_row(g, a->v_cache, attn_row_run(a, p, &run), kvh, hd, row), hd);
         }
     }
 }
@@ -91,6 +105,8 @@ void kern_attention(threadpool *tp, const attn_args *a) {
     KITE_ASSERT(a->n_tok >= 1 && a->pos0 >= 0 && a->pos0 + a->n_tok <= a->n_ctx && a->n_head_kv >= 1 &&
                 (!a->block_table || a->block_size >= 1) && a->window >= 0 &&
                 a->n_head % a->n_head_kv == 0 && a->head_dim >= 1);
+    KITE_ASSERT(a->kv_type == KITE_DTYPE_F32 || a->kv_type == KITE_DTYPE_F16 ||
+                ((a->kv_type == KITE_DTYPE_Q8_0 || a->kv_type == KITE_DTYPE_Q4_0) && a->head_dim % 32 == 0));
     attn_geom g;
     attn_geom_init(&g, a);
     int path = a->path;

@@ -14,7 +14,9 @@
  *         l = l*alpha + sum_j exp(s_j - m'), acc = acc*alpha + sum_j exp(s_j - m') v_j;
  * then out = acc / l.  Memory per thread: one q_tile x kv_tile score tile,
  * the transposed K tile, the accumulators and the scaled queries (the
- * scratch slice); never an n x n matrix.
+ * scratch slice); never an n x n matrix.  With a quantized KV cache the
+ * tile's K rows are dequantized one at a time on their way into Kt and its V
+ * rows once into Vd [kv_tile][head_dim], shared by the tile's query rows.
  *
  * Jobs are dealt to threads cyclically (job = ith, ith + nth, ...), which
  * balances the causal triangle; a job's arithmetic does not depend on which
@@ -41,6 +43,7 @@ static void flash_job(const attn_args *a, const attn_geom *g, int32_t qt, int32_
     float *qs = acc + (size_t)bq * hd;           /* [bq][hd] scaled queries */
     float *m = qs + (size_t)bq * hd;             /* [bq] running max */
     float *l = m + bq;                           /* [bq] running sum */
+    float *Vd = l + bq;                          /* [bk][hd] dequantized rows of a tile (kv_type != f32) */
 
     for (int32_t i = 0; i < nq; i++) {
         const float *q = a->q + (size_t)(t0 + i) * g->q_dim + (size_t)h * hd;
@@ -50,8 +53,6 @@ static void flash_job(const attn_args *a, const attn_geom *g, int32_t qt, int32_
         l[i] = 0.0f;
     }
     const int32_t kv_end = a->pos0 + t0 + nq; /* exclusive: the last row sees pos0+t0+nq-1 */
-    const float *kbase = a->k_cache + (size_t)kvh * hd;
-    const float *vbase = a->v_cache + (size_t)kvh * hd;
     /* sliding window: start at the tile holding the first row's first position
      * (tile boundaries stay multiples of bk) */
     const int32_t k_first = attn_win_lo(a, a->pos0 + t0) / bk * bk;
@@ -59,9 +60,14 @@ static void flash_job(const attn_args *a, const attn_geom *g, int32_t qt, int32_
         const int32_t nk = kv_end - k0 < bk ? kv_end - k0 : bk;
         for (int32_t j = 0; j < nk; j++) {
             int32_t run;
-            const float *k = kbase + attn_row_run(a, k0 + j, &run) * g->kv_dim;
+            const float *k = attn_kv_row(g, a->k_cache, attn_row_run(a, k0 + j, &run), kvh, hd, Vd + (size_t)j * hd);
             for (int32_t d = 0; d < hd; d++) Kt[(size_t)d * bk + j] = k[d];
         }
+        if (g->quantized) /* quantized cache: the tile's V rows once, shared by the q_tile rows */
+            for (int32_t j = 0; j < nk; j++) {
+                int32_t run;
+                attn_kv_row(g, a->v_cache, attn_row_run(a, k0 + j, &run), kvh, hd, Vd + (size_t)j * hd);
+            }
         for (int32_t i = 0; i < nq; i++) {
             /* row i sees positions < pos0 + t0 + i + 1 */
             const int32_t lim = a->pos0 + t0 + i + 1 - k0;
@@ -88,7 +94,9 @@ static void flash_job(const attn_args *a, const attn_geom *g, int32_t qt, int32_
             m[i] = m_new;
             for (int32_t j = j0; j < nj; j++) {
                 int32_t run;
-                attn_axpy(o, s[j], vbase + attn_row_run(a, k0 + j, &run) * g->kv_dim, hd);
+                const float *v = g->quantized ? Vd + (size_t)j * hd
+                                             : attn_kv_row(g, a->v_cache, attn_row_run(a, k0 + j, &run), kvh, hd, NULL);
+                attn_axpy(o, s[j], v, hd);
             }
         }
     }

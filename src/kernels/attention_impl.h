@@ -4,6 +4,13 @@
  *
  * Scratch layout (floats): n_threads per-thread slices of attn_slice_floats()
  * each (rounded up to 16 floats, 64 bytes), then the split-KV partials.
+ *
+ * Quantized KV cache (attn_args.kv_type f16/q8_0/q4_0): every read of a K or
+ * V row of one kv head goes through attn_kv_row, which for f32 returns the
+ * cache pointer itself (the arithmetic is then exactly that of a float
+ * cache) and otherwise dequantizes that one row of head_dim values into a
+ * per-thread buffer of the scratch slice.  No path ever holds more than a
+ * tile of dequantized rows.
  * Inner loops are written in blocks of 8 independent lanes with a scalar tail,
  * which gcc's and clang's SLP vectorisers turn into vector code at -O2
  * without -ffast-math; the summation order is fixed by the code, never by
@@ -17,11 +24,16 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "tensor/dtype.h"
 
 typedef struct attn_geom {
     int32_t q_tile, kv_tile, kv_chunk; /* effective sizes (defaults applied) */
     int32_t q_dim, kv_dim, group;      /* n_head*head_dim, n_head_kv*head_dim, n_head/n_head_kv */
     size_t slice;                      /* per-thread scratch floats (multiple of 16) */
+    size_t head_bytes;                 /* bytes of one kv head's row of head_dim values (kv_type) */
+    size_t row_bytes;                  /* bytes of one position's row: n_head_kv * head_bytes */
+    int32_t kv_type;                   /* attn_args.kv_type */
+    int32_t quantized;                 /* kv_type != f32: rows go through a dequantization buffer */
 } attn_geom;
 
 void attn_geom_init(attn_geom *g, const attn_args *a);
@@ -45,6 +57,70 @@ static inline size_t attn_row_run(const attn_args *a, int32_t p, int32_t *run) {
     const int32_t b = p / a->block_size, off = p - b * a->block_size;
     *run = a->block_size - off;
     return (size_t)a->block_table[b] * (size_t)a->block_size + (size_t)off;
+}
+
+/* IEEE half to float, exact (the same bits as fp16_to_fp32, NaN payloads
+ * included) and branch-free so that the row loops below vectorise: normal
+ * numbers and inf/NaN by moving the fields and rebiasing the exponent,
+ * zero and subnormals as mantissa * 2^-24 (exact in float), chosen by masks. */
+static inline float attn_half_to_float(uint16_t h) {
+    const uint32_t em = (uint32_t)h & 0x7fffu;
+    uint32_t norm = (em << 13) + ((uint32_t)(127 - 15) << 23);
+    norm += -(uint32_t)(em >= 0x7c00u) & ((uint32_t)(128 - 16) << 23); /* exponent 31 -> 255 */
+    const float sub_f = (float)(int32_t)em * 5.9604644775390625e-8f;  /* 2^-24 */
+    uint32_t sub, bits;
+    memcpy(&sub, &sub_f, sizeof sub);
+    const uint32_t is_sub = -(uint32_t)(em < 0x0400u);
+    bits = ((norm & ~is_sub) | (sub & is_sub)) | ((uint32_t)h & 0x8000u) << 16;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* Row dequantizers of the KV types: the formulas and operation order of
+ * dequantize_row_q8_0 / _q4_0 (quant_legacy.c), so the floats are identical,
+ * written with constant-length inner loops that gcc -O2 vectorises. */
+static inline void attn_deq_f16(const uint16_t *restrict x, float *restrict y, int32_t n) {
+    int32_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) y[i + j] = attn_half_to_float(x[i + j]);
+    for (; i < n; i++) y[i] = attn_half_to_float(x[i]);
+}
+static inline void attn_deq_q8_0(const unsigned char *restrict x, float *restrict y, int32_t n) {
+    for (int32_t b = 0; b < n / 32; b++, x += 34, y += 32) { /* block_q8_0: f16 d, int8 qs[32] */
+        uint16_t dh;
+        memcpy(&dh, x, sizeof dh);
+        const float d = attn_half_to_float(dh);
+        const int8_t *qs = (const int8_t *)(const void *)(x + 2);
+        for (int j = 0; j < 32; j++) y[j] = (float)qs[j] * d;
+    }
+}
+static inline void attn_deq_q4_0(const unsigned char *restrict x, float *restrict y, int32_t n) {
+    for (int32_t b = 0; b < n / 32; b++, x += 18, y += 32) { /* block_q4_0: f16 d, 16 bytes of nibbles */
+        uint16_t dh;
+        memcpy(&dh, x, sizeof dh);
+        const float d = attn_half_to_float(dh);
+        const unsigned char *qs = x + 2;
+        for (int j = 0; j < 16; j++) {
+            y[j] = (float)((qs[j] & 0x0f) - 8) * d;
+            y[j + 16] = (float)((qs[j] >> 4) - 8) * d;
+        }
+    }
+}
+
+/* K or V row (base = a->k_cache or a->v_cache) of cache row `row`, kv head
+ * kvh, as head_dim floats: the cache itself for f32, else dequantized into
+ * tmp (head_dim floats), which the result then points to.  Cost: head_dim
+ * conversions; no allocation. */
+static inline const float *attn_kv_row(const attn_geom *g, const void *base, size_t row, int32_t kvh,
+                                       int32_t head_dim, float *tmp) {
+    const unsigned char *p = (const unsigned char *)base + row * g->row_bytes + (size_t)kvh * g->head_bytes;
+    switch (g->kv_type) {
+    case KITE_DTYPE_F16: attn_deq_f16((const uint16_t *)(const void *)p, tmp, head_dim); return tmp;
+    case KITE_DTYPE_Q8_0: attn_deq_q8_0(p, tmp, head_dim); return tmp;
+    case KITE_DTYPE_Q4_0: attn_deq_q4_0(p, tmp, head_dim); return tmp;
+    default: return (const float *)(const void *)p;
+    }
 }
 
 /* First position the query at position p attends to (sliding window). */

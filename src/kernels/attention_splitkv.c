@@ -23,6 +23,13 @@
  * first position are skipped and that chunk starts at the first position;
  * the chunk boundaries themselves do not move.
  *
+ * Quantized KV cache: a job is one (row, kv head, chunk) instead, covering
+ * the n_head/n_head_kv query heads of that kv head (GQA), so each K and V
+ * row of the chunk is dequantized once (attn_kv_row, into a head_dim buffer
+ * of the thread's slice) and used by all of them; per head the arithmetic
+ * and its order are those of the f32 job, so the result equals the f32 path
+ * on the dequantized rows bit for bit.  f32 rows are read in place.
+ *
  * Determinism: chunk boundaries and the combination order depend only on the
  * positions, never on the thread count or on which thread ran a chunk, so
  * the result is bit-identical for any number of threads.  Batches of more
@@ -49,17 +56,18 @@ static float *partial_at(const split_task *st, int32_t r, int32_t h, int32_t c) 
 }
 
 /* One chunk [p0, p1) of row (qs = scaled query, kv head kvh) against phi:
- * part = acc[head_dim], l, m.  sbuf: p1 - p0 floats. */
+ * part = acc[head_dim], l, m.  sbuf: p1 - p0 floats; tmp: head_dim floats
+ * (one dequantized row when the cache is not f32). */
 static void chunk_partial(const attn_args *a, const attn_geom *g, const float *qs, int32_t kvh, int32_t p0,
-                          int32_t p1, float phi, float *sbuf, float *part) {
+                          int32_t p1, float phi, float *sbuf, float *tmp, float *part) {
     const int32_t hd = a->head_dim, n = p1 - p0;
     float mx = -INFINITY;
     for (int32_t j = 0; j < n;) { /* runs of consecutive cache rows (one block each when paged) */
         int32_t run;
-        const float *k = a->k_cache + attn_row_run(a, p0 + j, &run) * g->kv_dim + (size_t)kvh * hd;
+        size_t row = attn_row_run(a, p0 + j, &run);
         const int32_t end = run < n - j ? j + run : n;
-        for (; j < end; j++, k += g->kv_dim) {
-            const float s = attn_dot(qs, k, hd);
+        for (; j < end; j++, row++) {
+            const float s = attn_dot(qs, attn_kv_row(g, a->k_cache, row, kvh, hd, tmp), hd);
             sbuf[j] = s;
             mx = s > mx ? s : mx;
         }
@@ -68,9 +76,9 @@ static void chunk_partial(const attn_args *a, const attn_geom *g, const float *q
     memset(part, 0, sizeof(float) * (size_t)hd);
     for (int32_t j = 0; j < n;) {
         int32_t run;
-        const float *v = a->v_cache + attn_row_run(a, p0 + j, &run) * g->kv_dim + (size_t)kvh * hd;
+        size_t row = attn_row_run(a, p0 + j, &run);
         const int32_t end = run < n - j ? j + run : n;
-        for (; j < end; j++, v += g->kv_dim) attn_axpy(part, sbuf[j], v, hd);
+        for (; j < end; j++, row++) attn_axpy(part, sbuf[j], attn_kv_row(g, a->v_cache, row, kvh, hd, tmp), hd);
     }
     part[hd] = l;
     part[hd + 1] = mx;
@@ -81,12 +89,89 @@ static void scaled_query(const attn_args *a, const attn_geom *g, int32_t t, int3
     for (int32_t d = 0; d < a->head_dim; d++) qs[d] = q[d] * a->scale;
 }
 
+/* chunk_partial for the `group` query heads kvh*group.. that share kv head
+ * kvh (quantized caches: each K and V row is dequantized once for all of
+ * them).  Per head the arithmetic is chunk_partial's, in the same order, so
+ * the partials are bit-identical to it.  qs: [group][head_dim] scaled
+ * queries; sb: [group][kv_chunk] scores; tmp: [head_dim]. */
+static void chunk_partial_group(const split_task *st, const float *qs, int32_t r, int32_t kvh, int32_t c,
+                                int32_t p0, int32_t p1, float *sb, float *tmp) {
+    const attn_args *a = st->a;
+    const attn_geom *g = st->g;
+    const int32_t hd = a->head_dim, n = p1 - p0, G = g->group, C = g->kv_chunk;
+    for (int32_t gi = 0; gi < G; gi++) partial_at(st, r, kvh * G + gi, c)[hd + 1] = -INFINITY;
+    for (int32_t j = 0; j < n;) {
+        int32_t run;
+        size_t row = attn_row_run(a, p0 + j, &run);
+        const int32_t end = run < n - j ? j + run : n;
+        for (; j < end; j++, row++) {
+            const float *k = attn_kv_row(g, a->k_cache, row, kvh, hd, tmp);
+            for (int32_t gi = 0; gi < G; gi++) {
+                const float s = attn_dot(qs + (size_t)gi * hd, k, hd);
+                float *mx = partial_at(st, r, kvh * G + gi, c) + hd + 1;
+                sb[(size_t)gi * C + j] = s;
+                *mx = s > *mx ? s : *mx;
+            }
+        }
+    }
+    for (int32_t gi = 0; gi < G; gi++) {
+        float *part = partial_at(st, r, kvh * G + gi, c);
+        part[hd] = attn_exp_sum(sb + (size_t)gi * C, st->phi, n);
+        memset(part, 0, sizeof(float) * (size_t)hd);
+    }
+    for (int32_t j = 0; j < n;) {
+        int32_t run;
+        size_t row = attn_row_run(a, p0 + j, &run);
+        const int32_t end = run < n - j ? j + run : n;
+        for (; j < end; j++, row++) {
+            const float *v = attn_kv_row(g, a->v_cache, row, kvh, hd, tmp);
+            for (int32_t gi = 0; gi < G; gi++)
+                attn_axpy(partial_at(st, r, kvh * G + gi, c), sb[(size_t)gi * C + j], v, hd);
+        }
+    }
+}
+
+/* Quantized caches: a job is one (row, kv head, chunk), for all the query
+ * heads of that kv head. */
+static void split_part_grouped(void *arg, int ith, int nth) {
+    const split_task *st = arg;
+    const attn_args *a = st->a;
+    const attn_geom *g = st->g;
+    const int32_t hd = a->head_dim, G = g->group;
+    float *tmp = a->scratch + (size_t)ith * g->slice; /* [head_dim] */
+    float *qs = tmp + hd;                             /* [group][head_dim] */
+    float *sb = qs + (size_t)G * hd;                  /* [group][kv_chunk] */
+    const long per_row = (long)a->n_head_kv * st->n_chunks;
+    const long n_jobs = (long)st->n_rows * per_row;
+    int32_t qs_t = -1, qs_kvh = -1;
+    for (long job = ith; job < n_jobs; job += nth) {
+        const int32_t r = (int32_t)(job / per_row);
+        const int32_t kvh = (int32_t)(job % per_row / st->n_chunks);
+        const int32_t c = (int32_t)(job % st->n_chunks);
+        const int32_t t = st->t0 + r;
+        const int32_t n_kv = a->pos0 + t + 1;
+        const int32_t lo = attn_win_lo(a, a->pos0 + t);
+        int32_t p0 = c * g->kv_chunk;
+        if (p0 >= n_kv) continue;
+        const int32_t p1 = p0 + g->kv_chunk < n_kv ? p0 + g->kv_chunk : n_kv;
+        if (p1 <= lo) continue;
+        if (p0 < lo) p0 = lo;
+        if (t != qs_t || kvh != qs_kvh) {
+            for (int32_t gi = 0; gi < G; gi++) scaled_query(a, g, t, kvh * G + gi, qs + (size_t)gi * hd);
+            qs_t = t;
+            qs_kvh = kvh;
+        }
+        chunk_partial_group(st, qs, r, kvh, c, p0, p1, sb, tmp);
+    }
+}
+
 static void split_part(void *arg, int ith, int nth) {
     const split_task *st = arg;
     const attn_args *a = st->a;
     const attn_geom *g = st->g;
     float *sbuf = a->scratch + (size_t)ith * g->slice; /* [kv_chunk] scores */
     float *qs = sbuf + g->kv_chunk;                    /* [head_dim] */
+    float *tmp = qs + a->head_dim;                     /* [head_dim] a dequantized K/V row */
     const long per_row = (long)a->n_head * st->n_chunks;
     const long n_jobs = (long)st->n_rows * per_row;
     int32_t qs_t = -1, qs_h = -1;
@@ -107,7 +192,7 @@ static void split_part(void *arg, int ith, int nth) {
             qs_t = t;
             qs_h = h;
         }
-        chunk_partial(a, g, qs, h / g->group, p0, p1, st->phi, sbuf, partial_at(st, r, h, c));
+        chunk_partial(a, g, qs, h / g->group, p0, p1, st->phi, sbuf, tmp, partial_at(st, r, h, c));
     }
 }
 
@@ -142,6 +227,7 @@ static void combine(const split_task *st) {
     const int32_t hd = a->head_dim;
     float *sbuf = a->scratch; /* the caller's slice: free after the parallel phase */
     float *qs = sbuf + g->kv_chunk;
+    float *tmp = qs + hd;
     for (int32_t r = 0; r < st->n_rows; r++) {
         const int32_t t = st->t0 + r, n_kv = a->pos0 + t + 1;
         const int32_t nc = attn_n_chunks(n_kv, g->kv_chunk);
@@ -157,7 +243,7 @@ static void combine(const split_task *st) {
                 for (int32_t c = c0; c < nc; c++) {
                     const int32_t p0 = c * g->kv_chunk > lo ? c * g->kv_chunk : lo;
                     const int32_t p1 = c * g->kv_chunk + g->kv_chunk < n_kv ? c * g->kv_chunk + g->kv_chunk : n_kv;
-                    chunk_partial(a, g, qs, h / g->group, p0, p1, m, sbuf, partial_at(st, r, h, c));
+                    chunk_partial(a, g, qs, h / g->group, p0, p1, m, sbuf, tmp, partial_at(st, r, h, c));
                 }
                 l = sum_partials(st, r, h, c0, nc, out, &m);
             }
@@ -183,10 +269,10 @@ void attn_splitkv(threadpool *tp, const attn_args *a, const attn_geom *g) {
         attn_args group = *a;
         group.n_tok = st.n_rows;
         group.pos0 = a->pos0 + t0;
-        const long n_jobs = (long)st.n_rows * a->n_head * st.n_chunks;
+        const long n_jobs = (long)st.n_rows * (g->quantized ? a->n_head_kv : a->n_head) * st.n_chunks;
         int nth = tp_threads_for(tp, attn_work(&group));
         if (nth > n_jobs) nth = (int)n_jobs;
-        tp_run_n(tp, split_part, &st, nth);
+        tp_run_n(tp, g->quantized ? split_part_grouped : split_part, &st, nth);
         combine(&st);
     }
 }

@@ -102,10 +102,12 @@ typedef struct attn_stats {
 
 typedef struct attn_args {
     const float *q;       /* [n_tok][n_head * head_dim] */
-    const float *k_cache; /* [n_ctx][n_head_kv * head_dim] rows; position p is row p, or with a block
+    const void *k_cache;  /* [n_ctx][n_head_kv][head_dim] values of type kv_type (for f32: floats); a
+                             position's row is n_head_kv rows of head_dim values, each stored on its own
+                             (for q8_0/q4_0: head_dim/32 blocks).  Position p is row p, or with a block
                              table row block_table[p / block_size] * block_size + p % block_size;
                              positions 0..pos0+n_tok-1 valid */
-    const float *v_cache; /* same layout */
+    const void *v_cache;  /* same layout and type */
     const int32_t *block_table; /* paged KV cache (serving engine), or NULL: row = position */
     int32_t block_size;   /* positions per block when block_table is set */
     float *out;           /* [n_tok][n_head * head_dim] */
@@ -127,6 +129,10 @@ typedef struct attn_args {
     int32_t window;       /* sliding window (Mistral): the query at position p attends to positions
                              max(0, p - window + 1) .. p; 0 = unlimited.  window >= p + 1 is the same
                              as 0, bit for bit (the same arithmetic runs) */
+    int32_t kv_type;      /* element type of k_cache/v_cache: KITE_DTYPE_F32 (0, default), _F16, _Q8_0 or
+                             _Q4_0 (head_dim a multiple of 32); rows are dequantized on the fly, per kv-head
+                             row (docs/attention.md, "Quantized KV cache").  f32 runs the same arithmetic
+                             as before the field existed, bit for bit */
 } attn_args;
 
 /* Causal scaled dot-product attention: query t attends to positions 0..pos0+t

@@ -1,4 +1,5 @@
-/* context.c - kite_ctx: creation, evaluation in batches, logits access. */
+/* context.c - kite_ctx: creation, evaluation in batches, logits access, and
+ * the KV cache rows (store in the cache type, copy, row size). */
 #include "model/context.h"
 
 #include <math.h>
@@ -8,6 +9,7 @@
 
 #include "core/error.h"
 #include "kernels/kernels.h"
+#include "tensor/dtype.h"
 
 /* Largest batch of one forward pass; longer prompts run in chunks.  Bounds the
  * activation buffers (n_batch * n_ff floats). */
@@ -16,7 +18,7 @@
 #define KITE_MAX_CTX (1 << 20)
 
 kite_ctx_params kite_ctx_default_params(void) {
-    kite_ctx_params p = {.n_ctx = 0, .n_threads = 0};
+    kite_ctx_params p = {.n_ctx = 0, .n_threads = 0, .kv_type = KITE_KV_F32};
     return p;
 }
 
@@ -55,11 +57,35 @@ static float *alloc_floats(size_t n) {
     return aligned_alloc(64, bytes ? bytes : 64);
 }
 
+int ctx_kv_type_check(const kite_model *model, int32_t kv_type) {
+    const int32_t hd = model->hp.head_dim;
+    switch (kv_type) {
+    case KITE_DTYPE_F32:
+    case KITE_DTYPE_F16: return KITE_OK;
+    case KITE_DTYPE_Q8_0:
+    case KITE_DTYPE_Q4_0:
+        if (hd % 32 == 0) return KITE_OK;
+        return err_set(KITE_E_ARG,
+                       "KV cache type %s needs head_dim to be a multiple of 32, but %s has head_dim %d "
+                       "(f16 and f32 work for any head_dim)",
+                       dtype_name((uint32_t)kv_type), model->path ? model->path : "the model", hd);
+    default:
+        return err_set(KITE_E_ARG, "KV cache type %d (%s) is not supported: use f32, f16, q8_0 or q4_0", kv_type,
+                       dtype_name((uint32_t)kv_type));
+    }
+}
+
+static uint8_t *alloc_bytes(size_t n) {
+    return aligned_alloc(64, n ? (n + 63) & ~(size_t)63 : 64);
+}
+
 /* Allocates a context of n_ctx cache positions and batches of n_batch tokens
- * (kv_block > 0: addressed through block tables). */
+ * (kv_block > 0: addressed through block tables) with a KV cache of kv_type. */
 static int ctx_create(kite_model *model, int32_t n_ctx, int32_t n_batch, int32_t kv_block, int32_t n_threads,
-                      kite_ctx **out) {
+                      int32_t kv_type, kite_ctx **out) {
     const model_hparams *hp = &model->hp;
+    int rc = ctx_kv_type_check(model, kv_type);
+    if (rc != KITE_OK) return rc;
     if (n_threads == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         n_threads = n > 0 ? (int32_t)(n > 1024 ? 1024 : n) : 1;
@@ -74,6 +100,8 @@ static int ctx_create(kite_model *model, int32_t n_ctx, int32_t n_batch, int32_t
     const size_t kv_floats = (size_t)hp->n_layer * (size_t)n_ctx * KV;
     if (kv_floats / (size_t)n_ctx / KV != (size_t)hp->n_layer || kv_floats > ((size_t)1 << 40))
         return err_set(KITE_E_NOMEM, "KV cache for n_ctx %d is too large", n_ctx);
+    const size_t kv_row_bytes = dtype_row_size((uint32_t)kv_type, (int64_t)KV); /* KV % 32 == 0 when blocked */
+    const size_t kv_bytes = (size_t)hp->n_layer * (size_t)n_ctx * kv_row_bytes; /* <= 4 * kv_floats */
 
     kite_ctx *c = calloc(1, sizeof *c);
     if (!c) return err_set(KITE_E_NOMEM, "out of memory");
@@ -81,6 +109,8 @@ static int ctx_create(kite_model *model, int32_t n_ctx, int32_t n_batch, int32_t
     c->n_ctx = n_ctx;
     c->n_batch = n_batch;
     c->kv_block = kv_block;
+    c->kv_type = kv_type;
+    c->kv_row_bytes = kv_row_bytes;
     c->n_threads = n_threads;
     const size_t B = (size_t)c->n_batch;
     size_t max_row = E > Q ? E : Q;
@@ -88,8 +118,8 @@ static int ctx_create(kite_model *model, int32_t n_ctx, int32_t n_batch, int32_t
 
     c->tp = tp_new(n_threads);
     if (!c->tp) goto fail;
-    c->k_cache = alloc_floats(kv_floats);
-    c->v_cache = alloc_floats(kv_floats);
+    c->k_cache = alloc_bytes(kv_bytes);
+    c->v_cache = alloc_bytes(kv_bytes);
     c->x = alloc_floats(B * E);
     c->xb = alloc_floats(B * E);
     c->q = alloc_floats(B * Q);
@@ -132,7 +162,7 @@ static int ctx_create(kite_model *model, int32_t n_ctx, int32_t n_batch, int32_t
     return KITE_OK;
 oom:
     err_set(KITE_E_NOMEM, "out of memory for a context of %d positions (KV cache %.1f MiB)", n_ctx,
-            2.0 * (double)kv_floats * 4 / (1 << 20));
+            2.0 * (double)kv_bytes / (1 << 20));
 fail:
     kite_ctx_free(c);
     return KITE_E_NOMEM;
@@ -154,12 +184,20 @@ int kite_ctx_new(kite_model *model, const kite_ctx_params *params, kite_ctx **ou
         return err_set(KITE_E_ARG, "n_ctx %d out of range [0, %d]", p.n_ctx, KITE_MAX_CTX);
     if (p.n_threads < 0 || p.n_threads > 1024)
         return err_set(KITE_E_ARG, "n_threads %d out of range [0, 1024]", p.n_threads);
+    rc = ctx_kv_type_check(model, p.kv_type);
+    if (rc != KITE_OK) return rc;
     const int32_t n_ctx = p.n_ctx ? p.n_ctx : model->hp.n_ctx_train;
-    return ctx_create(model, n_ctx, n_ctx < KITE_MAX_BATCH ? n_ctx : KITE_MAX_BATCH, 0, p.n_threads, out);
+    return ctx_create(model, n_ctx, n_ctx < KITE_MAX_BATCH ? n_ctx : KITE_MAX_BATCH, 0, p.n_threads, p.kv_type,
+                      out);
 }
 
 int ctx_new_sized(kite_model *model, int32_t n_ctx, int32_t n_batch, int32_t kv_block, int32_t n_threads,
                   kite_ctx **out) {
+    return ctx_new_sized_kv(model, n_ctx, n_batch, kv_block, n_threads, KITE_DTYPE_F32, out);
+}
+
+int ctx_new_sized_kv(kite_model *model, int32_t n_ctx, int32_t n_batch, int32_t kv_block, int32_t n_threads,
+                     int32_t kv_type, kite_ctx **out) {
     if (!model || !out) return err_set(KITE_E_ARG, "ctx_new_sized: model and out are required");
     int rc = check_model(model);
     if (rc != KITE_OK) return rc;
@@ -170,7 +208,37 @@ int ctx_new_sized(kite_model *model, int32_t n_ctx, int32_t n_batch, int32_t kv_
         return err_set(KITE_E_ARG, "ctx_new_sized: n_batch %d out of range [1, 65536]", n_batch);
     if (n_threads < 0 || n_threads > 1024)
         return err_set(KITE_E_ARG, "n_threads %d out of range [0, 1024]", n_threads);
-    return ctx_create(model, n_ctx, n_batch, kv_block, n_threads, out);
+    return ctx_create(model, n_ctx, n_batch, kv_block, n_threads, kv_type, out);
+}
+
+size_t ctx_kv_row_bytes(const kite_ctx *ctx) { return ctx->kv_row_bytes; }
+
+void ctx_kv_store(kite_ctx *ctx, int32_t layer, size_t row, const float *k, const float *v) {
+    const model_hparams *hp = &ctx->model->hp;
+    const size_t KV = (size_t)hp->n_head_kv * (size_t)hp->head_dim;
+    const size_t off = ((size_t)layer * (size_t)ctx->n_ctx + row) * ctx->kv_row_bytes;
+    if (ctx->kv_type == KITE_DTYPE_F32) {
+        memcpy(ctx->k_cache + off, k, sizeof(float) * KV);
+        memcpy(ctx->v_cache + off, v, sizeof(float) * KV);
+        return;
+    }
+    /* blocks of 32 never straddle two heads (head_dim % 32 == 0), so one
+     * call over the whole row quantizes each kv head's row on its own */
+    const dtype_from_float_fn from = dtype_get((uint32_t)ctx->kv_type)->from_float;
+    from(k, ctx->k_cache + off, (int64_t)KV);
+    from(v, ctx->v_cache + off, (int64_t)KV);
+}
+
+void ctx_kv_copy_rows(kite_ctx *ctx, int32_t dst_row, int32_t src_row, int32_t n_rows) {
+    KITE_ASSERT(n_rows >= 0 && dst_row >= 0 && src_row >= 0 && dst_row + n_rows <= ctx->n_ctx &&
+                src_row + n_rows <= ctx->n_ctx);
+    const size_t rb = ctx->kv_row_bytes, n = (size_t)n_rows * rb;
+    for (int32_t l = 0; l < ctx->model->hp.n_layer; l++) {
+        const size_t base = (size_t)l * (size_t)ctx->n_ctx;
+        const size_t d = (base + (size_t)dst_row) * rb, s = (base + (size_t)src_row) * rb;
+        memmove(ctx->k_cache + d, ctx->k_cache + s, n);
+        memmove(ctx->v_cache + d, ctx->v_cache + s, n);
+    }
 }
 
 void ctx_set_tap(kite_ctx *ctx, ctx_tap_fn fn, void *user) {
@@ -277,3 +345,8 @@ int32_t kite_ctx_profile(const kite_ctx *ctx, double *seconds, const char **name
     }
     return PROF_COUNT;
 }
+
+_Static_assert((int)KITE_KV_F32 == (int)KITE_DTYPE_F32 && (int)KITE_KV_F16 == (int)KITE_DTYPE_F16 &&
+                   (int)KITE_KV_Q4_0 == (int)KITE_DTYPE_Q4_0 &&
+                   (int)KITE_KV_Q8_0 == (int)KITE_DTYPE_Q8_0,
+               "kite_kv_type values must be the dtype ids");

@@ -8,9 +8,13 @@
  *   The only buffer that can grow is `logits` when the caller asks for the
  *   logits of every position of a batch longer than any before.
  *
- *   KV cache: per layer, [n_ctx][n_head_kv * head_dim] float rows for K and
- *   for V; position p of layer l is row l*n_ctx + p.  Positions < n_past are
- *   valid.  With a sliding window (Mistral) the cache still keeps every
+ *   KV cache: per layer, n_ctx rows for K and for V; position p of layer l
+ *   is row l*n_ctx + p, at byte offset (l*n_ctx + p) * kv_row_bytes.  A row
+ *   holds n_head_kv * head_dim values of type kv_type: f32 (default), f16,
+ *   q8_0 or q4_0, each kv head's head_dim values quantized on their own
+ *   (head_dim % 32 == 0 for the block types).  Rows are written only by
+ *   ctx_kv_store and copied only by ctx_kv_copy_rows; attention reads them
+ *   in place (attn_args.kv_type).  Positions < n_past are valid.  With a sliding window (Mistral) the cache still keeps every
  *   position; attention reads only the window (attn_args.window).
  *
  * OWNERSHIP / THREADS
@@ -45,8 +49,10 @@ struct kite_ctx {
     int32_t n_past;       /* positions currently cached */
     threadpool *tp;
 
-    float *k_cache;       /* [n_layer][n_ctx][n_head_kv*head_dim] */
-    float *v_cache;       /* same */
+    uint8_t *k_cache;     /* [n_layer][n_ctx] rows of kv_row_bytes: n_head_kv*head_dim values of kv_type */
+    uint8_t *v_cache;     /* same */
+    int32_t kv_type;      /* KITE_DTYPE_F32 (default), _F16, _Q8_0 or _Q4_0 (ctx_kv_type_check) */
+    size_t kv_row_bytes;  /* bytes of one cache row (one position of one layer) */
 
     /* per-batch activations, [n_batch][width] */
     float *x;             /* residual stream, width n_embd */
@@ -125,6 +131,29 @@ void llama_forward_batch(kite_ctx *ctx, const kite_token *tokens, const fwd_seq 
  * scratch is sized by it).  kite_ctx_eval refuses it (KITE_E_STATE). */
 int ctx_new_sized(kite_model *model, int32_t n_ctx, int32_t n_batch, int32_t kv_block, int32_t n_threads,
                   kite_ctx **out);
+
+/* ctx_new_sized with a KV cache of type kv_type (KITE_DTYPE_F32, _F16, _Q8_0
+ * or _Q4_0); ctx_new_sized is this with KITE_DTYPE_F32.  KITE_E_ARG when the
+ * type is not one of those or needs head_dim % 32 == 0 and the model's
+ * head_dim is not (message names both). */
+int ctx_new_sized_kv(kite_model *model, int32_t n_ctx, int32_t n_batch, int32_t kv_block, int32_t n_threads,
+                     int32_t kv_type, kite_ctx **out);
+
+/* KITE_OK if a KV cache of type kv_type works for model (see ctx_new_sized_kv),
+ * else KITE_E_ARG with a one-line message. */
+int ctx_kv_type_check(const kite_model *model, int32_t kv_type);
+
+/* Bytes of one KV cache row (one position of one layer, K or V). */
+size_t ctx_kv_row_bytes(const kite_ctx *ctx);
+
+/* Writes the K and V rows of layer `layer`, cache row `row`, from n_head_kv *
+ * head_dim floats each (converted/quantized to kv_type; f32 is a copy). */
+void ctx_kv_store(kite_ctx *ctx, int32_t layer, size_t row, const float *k, const float *v);
+
+/* Copies cache rows src_row..src_row+n_rows-1 to dst_row.. (K and V, every
+ * layer), whatever the KV type; rows are layer-relative (0..n_ctx-1).  The
+ * ranges may overlap (memmove). */
+void ctx_kv_copy_rows(kite_ctx *ctx, int32_t dst_row, int32_t src_row, int32_t n_rows);
 
 /* Installs (or with fn NULL removes) the calibration tap. */
 void ctx_set_tap(kite_ctx *ctx, ctx_tap_fn fn, void *user);

@@ -18,7 +18,8 @@
  * all tokens of the batch, attention is causal within each sequence), decode
  * (one token) and the serving engine's mixed batches (one decode token per
  * running sequence plus prompt chunks).  K and V of the batch are computed
- * into kb/vb and copied to the cache rows of their positions (contiguous for
+ * into kb/vb and stored (ctx_kv_store: converted to the cache's kv_type,
+ * a copy for f32) in the cache rows of their positions (contiguous for
  * kite_ctx_eval's single sequence, through a block table for the engine), so
  * attention reads the cache only.  Per-token element-wise work is cheap and
  * stays on the calling thread; matmuls and attention run on the pool.
@@ -122,8 +123,7 @@ void llama_forward_batch(kite_ctx *ctx, const kite_token *tokens, const fwd_seq 
     for (int32_t l = 0; l < hp->n_layer; l++) {
         if (ctx->skip_layers && ctx->skip_layers[l]) continue; /* self-speculative draft: residual passes through */
         const layer_weights *L = &m->layers[l];
-        float *k_cache = ctx->k_cache + (size_t)l * ctx->n_ctx * KV;
-        float *v_cache = ctx->v_cache + (size_t)l * ctx->n_ctx * KV;
+        const size_t layer_off = (size_t)l * (size_t)ctx->n_ctx * ctx->kv_row_bytes; /* bytes */
 
         /* attention block */
         for (int32_t t = 0; t < n; t++)
@@ -164,18 +164,17 @@ void llama_forward_batch(kite_ctx *ctx, const kite_token *tokens, const fwd_seq 
         for (int32_t s = 0, t = 0; s < n_seq; s++) {
             for (int32_t i = 0; i < seqs[s].n_tok; i++, t++) {
                 const size_t row = kv_row(ctx, &seqs[s], seqs[s].pos0 + i);
-                memcpy(k_cache + row * KV, ctx->kb + (size_t)t * KV, sizeof(float) * (size_t)KV);
-                memcpy(v_cache + row * KV, ctx->vb + (size_t)t * KV, sizeof(float) * (size_t)KV);
+                ctx_kv_store(ctx, l, row, ctx->kb + (size_t)t * KV, ctx->vb + (size_t)t * KV);
             }
         }
         for (int32_t s = 0, t = 0; s < n_seq; t += seqs[s].n_tok, s++) {
             attn_args aa = {
-                .q = ctx->q + (size_t)t * Q, .k_cache = k_cache, .v_cache = v_cache,
+                .q = ctx->q + (size_t)t * Q, .k_cache = ctx->k_cache + layer_off, .v_cache = ctx->v_cache + layer_off,
                 .block_table = seqs[s].block_table, .block_size = ctx->kv_block,
                 .out = ctx->att + (size_t)t * Q, .scratch = ctx->att_scratch, .n_tok = seqs[s].n_tok,
                 .pos0 = seqs[s].pos0, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .head_dim = HD,
                 .n_ctx = ctx->n_ctx, .scale = 1.0f / sqrtf((float)HD), .phi = ctx->attn_phi,
-                .path = seqs[s].attn_path, .window = hp->sliding_window,
+                .path = seqs[s].attn_path, .window = hp->sliding_window, .kv_type = ctx->kv_type,
             };
             kern_attention(tp, &aa);
         }

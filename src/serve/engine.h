@@ -120,4 +120,12 @@ void engine_cancel(engine *e, uint64_t id);
 
 void engine_get_stats(engine *e, engine_stats *out /* OUT */);
 
+/* Test and debugging hook: called on the engine thread with the logits row
+ * (n_vocab floats, valid only during the call) each request is about to
+ * sample from, and that request's callback user pointer.  Tests compare the
+ * rows bit for bit with plain kite_ctx_eval decoding.  Install it before
+ * submitting requests; fn NULL removes it. */
+typedef void (*engine_logits_fn)(void *hook_user, void *req_user, const float *logits, int32_t n_vocab);
+void engine_set_logits_hook(engine *e, engine_logits_fn fn, void *hook_user);
+
 #endif

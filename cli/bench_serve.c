@@ -1,0 +1,333 @@
+/*
+ * bench_serve.c - `kite bench --parallel LIST`: aggregate generation
+ * throughput of the serving engine (src/serve) at several concurrency
+ * levels, against the same requests served one at a time, and KV memory
+ * waste under load (issue 5; docs/serve.md).
+ *
+ *   kite bench --parallel 1,4,16,32 [-m FILE] [-p 64] [-n 64] [-t THREADS]
+ *              [--seq 4] [--block 16] [--step 512] [--seed 1] [--json]
+ *
+ * For each level C: C requests (BOS + P random token ids, N generated tokens,
+ * greedy, EOS ignored so every request generates exactly N) are submitted at
+ * once to an engine with n_parallel C and a pool of C * (P + N) positions;
+ * the wall time from the first submit to the last DONE gives the aggregate
+ * tok/s (generated tokens only; prefill time is included in the wall time).
+ * The baseline serves the first min(C, --seq) of the same requests one at a
+ * time on an engine with n_parallel 1 (the one-at-a-time rate does not
+ * depend on C; --seq bounds the cost of measuring it).  Speedup = aggregate
+ * / one-at-a-time; "speedup per CPU-s" is the same ratio of tokens per
+ * second of process CPU time (getrusage), which other load on a shared
+ * machine disturbs much less than wall time.  KV waste = (allocated - used) / allocated token slots of
+ * the blocks held by running sequences, sampled every ~2 ms during the
+ * batched run: the slot-weighted mean over the samples and the maximum.
+ * The prefix cache is off (random prompts share nothing, and the baseline
+ * must not reuse the batched run's blocks).
+ */
+#include <pthread.h>
+#include <sys/resource.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "core/timing.h"
+#include "kite.h"
+#include "serve/engine.h"
+
+#define CMD "bench"
+#define MAX_LEVELS 16
+
+typedef struct serve_opts {
+    const char *model;
+    int32_t levels[MAX_LEVELS];
+    int n_levels;
+    int32_t n_prompt, n_gen, n_threads, n_seq, block, step;
+    uint64_t seed;
+    bool json;
+} serve_opts;
+
+/* Completion counter shared by the requests of one run. */
+typedef struct run_state {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int32_t remaining;
+    int64_t tokens;
+    int32_t errors;
+} run_state;
+
+static void on_event(void *user, const engine_event *ev) {
+    run_state *rs = user;
+    pthread_mutex_lock(&rs->mu);
+    if (ev->kind == ENGINE_EV_TEXT) {
+        rs->tokens += ev->n_tokens;
+    } else {
+        if (ev->kind == ENGINE_EV_ERROR) rs->errors++;
+        rs->remaining--;
+        pthread_cond_broadcast(&rs->cv);
+    }
+    pthread_mutex_unlock(&rs->mu);
+}
+
+typedef struct run_result {
+    double seconds;
+    double cpu_s;                 /* process CPU time (user + system) over the run */
+    int64_t tokens;
+    double waste_mean, waste_max; /* fractions */
+    int64_t steps, preemptions;
+    int32_t errors;
+} run_result;
+
+static double cpu_now_s(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_sec +
+           1e-6 * (double)ru.ru_stime.tv_usec;
+}
+
+/* Submits n requests at once and waits for all of them, sampling the KV
+ * statistics meanwhile. */
+static int run_batch(engine *e, kite_token *const *prompts, int32_t n, const serve_opts *o, run_result *res) {
+    run_state rs = {.remaining = n};
+    pthread_mutex_init(&rs.mu, NULL);
+    pthread_cond_init(&rs.cv, NULL);
+    engine_stats st0, st;
+    engine_get_stats(e, &st0);
+    const double t0 = time_now_s(), c0 = cpu_now_s();
+    int rc = KITE_OK;
+    for (int32_t i = 0; i < n && rc == KITE_OK; i++) {
+        engine_req q = {.prompt = prompts[i], .n_prompt = o->n_prompt, .max_tokens = o->n_gen, .ignore_eos = true};
+        q.sampling = kite_sampler_default_params();
+        q.sampling.temperature = 0;
+        rc = engine_submit(e, &q, on_event, &rs, NULL);
+        if (rc != KITE_OK) {
+            pthread_mutex_lock(&rs.mu);
+            rs.remaining -= n - i; /* the rest is never submitted */
+            pthread_mutex_unlock(&rs.mu);
+        }
+    }
+    double alloc_sum = 0, waste_sum = 0, waste_max = 0;
+    for (;;) {
+        pthread_mutex_lock(&rs.mu);
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 2000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        if (rs.remaining > 0) pthread_cond_timedwait(&rs.cv, &rs.mu, &ts);
+        const bool done = rs.remaining <= 0;
+        pthread_mutex_unlock(&rs.mu);
+        if (done) break;
+        engine_get_stats(e, &st);
+        if (st.kv_slots_allocated > 0) {
+            const double w = (double)(st.kv_slots_allocated - st.kv_slots_used);
+            alloc_sum += (double)st.kv_slots_allocated;
+            waste_sum += w;
+            if (w / (double)st.kv_slots_allocated > waste_max) waste_max = w / (double)st.kv_slots_allocated;
+        }
+    }
+    res->seconds = time_now_s() - t0;
+    res->cpu_s = cpu_now_s() - c0;
+    /* stats are published after the step that finished the last request */
+    for (int i = 0; i < 1000; i++) {
+        engine_get_stats(e, &st);
+        if (st.requests_done - st0.requests_done >= n) break;
+        struct timespec ms = {.tv_sec = 0, .tv_nsec = 1000000L};
+        nanosleep(&ms, NULL);
+    }
+    res->tokens = rs.tokens;
+    res->errors = rs.errors;
+    res->waste_mean = alloc_sum > 0 ? waste_sum / alloc_sum : 0;
+    res->waste_max = waste_max;
+    res->steps = st.steps - st0.steps;
+    res->preemptions = st.preemptions - st0.preemptions;
+    pthread_cond_destroy(&rs.cv);
+    pthread_mutex_destroy(&rs.mu);
+    return rc;
+}
+
+static engine *new_engine(kite_model *m, const serve_opts *o, int32_t n_parallel) {
+    engine_params p = engine_default_params();
+    p.n_parallel = n_parallel;
+    p.n_ctx = o->n_prompt + o->n_gen;
+    p.block_size = o->block;
+    p.step_tokens = o->step;
+    p.n_threads = o->n_threads;
+    p.no_prefix_cache = true;
+    engine *e = NULL;
+    if (engine_new(m, &p, &e) != KITE_OK) {
+        fprintf(stderr, "kite %s: %s\n", CMD, kite_last_error());
+        return NULL;
+    }
+    return e;
+}
+
+static bool parse_levels(const char *s, serve_opts *o) {
+    o->n_levels = 0;
+    while (*s) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s || v < 1 || v > 1024 || o->n_levels == MAX_LEVELS || (*end && *end != ',')) {
+            fprintf(stderr, "kite %s: --parallel: expected a list like 1,4,16,32 (each 1..1024, at most %d)\n",
+                    CMD, MAX_LEVELS);
+            return false;
+        }
+        o->levels[o->n_levels++] = (int32_t)v;
+        s = *end ? end + 1 : end;
+    }
+    if (o->n_levels == 0) fprintf(stderr, "kite %s: --parallel: empty list\n", CMD);
+    return o->n_levels > 0;
+}
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: kite bench --parallel LIST [-m FILE] [-p N_PROMPT] [-n N_GEN] [-t THREADS]\n"
+               "                  [--seq N] [--block N] [--step N] [--seed S] [--json]\n\n"
+               "Serving throughput: for each concurrency C in LIST, C requests (BOS + N_PROMPT random ids,\n"
+               "N_GEN greedy tokens, EOS ignored) submitted at once to the serving engine, against the\n"
+               "first min(C, --seq) of them served one at a time; and KV-cache waste under load.\n\n"
+               "  --parallel LIST  concurrency levels, e.g. 1,4,16,32\n"
+               "  -m, --model F    model (default: the bundled stories260K)\n"
+               "  -p, --n-prompt N prompt tokens per request (default 64)\n"
+               "  -n, --n-gen N    generated tokens per request (default 64)\n"
+               "  -t, --threads N  engine threads (default: all online CPUs)\n"
+               "  --seq N          requests served one at a time for the baseline (default 4)\n"
+               "  --block N        KV block size in positions (default 16)\n"
+               "  --step N         token budget of one engine step (default 512)\n"
+               "  --seed S         seed of the random prompts (default 1)\n"
+               "  --json           one JSON line per level instead of the table\n");
+}
+
+static int parse_args(int argc, char **argv, serve_opts *o) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        int64_t x;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return -1;
+        } else if (!strcmp(a, "--parallel")) {
+            if (!(v = cli_value(CMD, argc, argv, &i)) || !parse_levels(v, o)) return 2;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            if (!(o->model = cli_value(CMD, argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "-p") || !strcmp(a, "--n-prompt")) {
+            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 1, 100000, &x)) return 2;
+            o->n_prompt = (int32_t)x;
+        } else if (!strcmp(a, "-n") || !strcmp(a, "--n-gen")) {
+            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 1, 100000, &x)) return 2;
+            o->n_gen = (int32_t)x;
+        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 1, 1024, &x)) return 2;
+            o->n_threads = (int32_t)x;
+        } else if (!strcmp(a, "--seq")) {
+            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 1, 1024, &x)) return 2;
+            o->n_seq = (int32_t)x;
+        } else if (!strcmp(a, "--block")) {
+            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 1, 4096, &x)) return 2;
+            o->block = (int32_t)x;
+        } else if (!strcmp(a, "--step")) {
+            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 1, 65536, &x)) return 2;
+            o->step = (int32_t)x;
+        } else if (!strcmp(a, "--seed")) {
+            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_u64(CMD, a, v, &o->seed)) return 2;
+        } else if (!strcmp(a, "--json")) {
+            o->json = true;
+        } else {
+            return cli_usage_error(CMD, "unknown argument '%s' (with --parallel; see kite bench --parallel 1 -h)", a);
+        }
+    }
+    return 0;
+}
+
+static uint64_t xorshift(uint64_t *s) {
+    uint64_t x = *s;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *s = x;
+}
+
+int bench_serve(int argc, char **argv) {
+    serve_opts o = {.n_prompt = 64, .n_gen = 64, .n_seq = 4, .block = 16, .step = 512, .seed = 1};
+    int rc = parse_args(argc, argv, &o);
+    if (rc) return rc < 0 ? 0 : rc;
+    if (!o.model) o.model = cli_default_model(argv[0]);
+    int status = 1;
+    int32_t max_c = 0;
+    for (int i = 0; i < o.n_levels; i++) max_c = o.levels[i] > max_c ? o.levels[i] : max_c;
+    kite_token **prompts = calloc((size_t)max_c, sizeof *prompts);
+    kite_model *model = NULL;
+    engine *solo = NULL;
+    kite_model_params mp = kite_model_default_params();
+    if (!prompts || kite_model_load(o.model, &mp, &model) != KITE_OK) {
+        fprintf(stderr, "kite %s: %s\n", CMD, prompts ? kite_last_error() : "out of memory");
+        goto done;
+    }
+    kite_model_info mi;
+    kite_model_get_info(model, &mi);
+    const kite_token bos = kite_token_bos(model);
+    uint64_t s = o.seed * 0x9e3779b97f4a7c15ULL + 1;
+    for (int32_t i = 0; i < max_c; i++) {
+        if (!(prompts[i] = malloc((size_t)o.n_prompt * sizeof **prompts))) goto done;
+        for (int32_t j = 0; j < o.n_prompt; j++)
+            prompts[i][j] = j == 0 && bos >= 0 ? bos : (kite_token)(3 + xorshift(&s) % (uint64_t)(mi.n_vocab - 3));
+    }
+    if (!(solo = new_engine(model, &o, 1))) goto done;
+    if (!o.json) {
+        printf("# kite bench --parallel: %s, prompt %d, gen %d, block %d, step %d\n", mi.name[0] ? mi.name : o.model,
+               o.n_prompt, o.n_gen, o.block, o.step);
+        printf("| parallel | gen tok | wall s | agg tok/s | one-at-a-time tok/s | speedup | speedup per CPU-s | "
+               "KV waste mean | KV waste max | steps | preempt |\n");
+        printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    }
+    for (int li = 0; li < o.n_levels; li++) {
+        const int32_t c = o.levels[li];
+        engine *e = new_engine(model, &o, c);
+        if (!e) goto done;
+        run_result b = {0}, q = {0};
+        int r1 = run_batch(e, prompts, c, &o, &b);
+        engine_free(e);
+        /* one at a time: each request alone on the n_parallel-1 engine */
+        const int32_t n_solo = c < o.n_seq ? c : o.n_seq;
+        int r2 = KITE_OK;
+        for (int32_t i = 0; i < n_solo && r2 == KITE_OK; i++) {
+            run_result one = {0};
+            r2 = run_batch(solo, prompts + i, 1, &o, &one);
+            q.seconds += one.seconds;
+            q.cpu_s += one.cpu_s;
+            q.tokens += one.tokens;
+            q.errors += one.errors;
+        }
+        if (r1 != KITE_OK || r2 != KITE_OK || b.errors || q.errors) {
+            fprintf(stderr, "kite %s: a request failed: %s\n", CMD, kite_last_error());
+            goto done;
+        }
+        const double agg = (double)b.tokens / b.seconds, one = (double)q.tokens / q.seconds;
+        /* per CPU-second: the same comparison, insensitive to other load on the machine */
+        const double agg_cpu = (double)b.tokens / b.cpu_s, one_cpu = (double)q.tokens / q.cpu_s;
+        if (o.json) {
+            printf("{\"test\": \"serve\", \"model\": \"%s\", \"parallel\": %d, \"n_prompt\": %d, \"n_gen\": %d, "
+                   "\"threads\": %d, \"block\": %d, \"step\": %d, \"gen_tokens\": %lld, \"wall_s\": %.4f, "
+                   "\"agg_tok_s\": %.2f, \"solo_tok_s\": %.2f, \"solo_requests\": %d, \"speedup\": %.3f, "
+                   "\"kv_waste_mean\": %.5f, \"kv_waste_max\": %.5f, \"steps\": %lld, \"preemptions\": %lld, "
+                   "\"agg_tok_per_cpu_s\": %.2f, \"solo_tok_per_cpu_s\": %.2f, \"speedup_cpu\": %.3f}\n",
+                   o.model, c, o.n_prompt, o.n_gen, o.n_threads, o.block, o.step, (long long)b.tokens, b.seconds,
+                   agg, one, n_solo, agg / one, b.waste_mean, b.waste_max, (long long)b.steps,
+                   (long long)b.preemptions, agg_cpu, one_cpu, agg_cpu / one_cpu);
+        } else {
+            printf("| %d | %lld | %.2f | %.1f | %.1f | %.2fx | %.2fx | %.2f%% | %.2f%% | %lld | %lld |\n", c,
+                   (long long)b.tokens, b.seconds, agg, one, agg / one, agg_cpu / one_cpu, 100 * b.waste_mean,
+                   100 * b.waste_max, (long long)b.steps, (long long)b.preemptions);
+        }
+        fflush(stdout);
+    }
+    status = 0;
+done:
+    engine_free(solo);
+    kite_model_free(model);
+    if (prompts)
+        for (int32_t i = 0; i < max_c; i++) free(prompts[i]);
+    free(prompts);
+    return status;
+}

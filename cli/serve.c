@@ -1,0 +1,154 @@
+/*
+ * serve.c - `kite serve`: the OpenAI-compatible HTTP server (tools/server,
+ * docs/server.md).
+ *
+ * Thin driver: parses flags, loads the model, starts the server, prints
+ * "kite serve: listening on http://HOST:PORT" once ready (tests wait for
+ * that line; with --port 0 it names the port the system chose), then waits
+ * for SIGINT/SIGTERM and shuts down.  The signals are blocked before any
+ * thread starts, so only sigwait here receives them.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "kite.h"
+#include "server/server.h"
+
+static const char *const serve_usage =
+    "usage: kite serve [-m MODEL] [options]\n"
+    "\n"
+    "OpenAI-compatible HTTP server with a chat page at /.  Without -m, serves the\n"
+    "bundled model (models/stories260K.gguf).  See docs/server.md.\n"
+    "\n"
+    "  -m, --model FILE        GGUF model\n"
+    "      --host ADDR         address to bind (default 127.0.0.1, loopback only)\n"
+    "      --port N            TCP port; 0 = any free port (default 8080)\n"
+    "      --parallel N        sequences decoded together (default 4)\n"
+    "  -c, --ctx N             positions per sequence (default: the model's context)\n"
+    "      --kv-mem MIB        KV cache pool in MiB (default: ctx x parallel positions)\n"
+    "      --api-key KEY       require 'Authorization: Bearer KEY' (also $KITE_API_KEY)\n"
+    "      --chat-template NAME  llama2, llama3, chatml, mistral, zephyr, gemma\n"
+    "                          (default: detected from the model, else chatml)\n"
+    "  -t, --threads N         engine threads (default: all online CPUs)\n"
+    "      --timeout S         idle connection timeout in seconds (default 30)\n"
+    "      --max-body BYTES    request body limit (default 1048576)\n"
+    "      --no-prefix-cache   do not share KV blocks between common prompt prefixes\n"
+    "      --mmap              map the model file instead of reading it into memory\n"
+    "  -q, --quiet             no per-request log lines\n"
+    "  -h, --help              this text\n";
+
+static const char *base_name(const char *path) {
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+int cmd_serve(int argc, char **argv) {
+    const char *cmd = "serve";
+    const char *model_path = NULL;
+    bool use_mmap = false;
+    server_params sp = server_default_params();
+    const char *env_key = getenv("KITE_API_KEY");
+    if (env_key && *env_key) sp.api_key = env_key;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        int64_t iv;
+#define VALUE()                                                                \
+    do {                                                                       \
+        if (!(v = cli_value(cmd, argc, argv, &i))) return 2;                   \
+    } while (0)
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(serve_usage, stdout);
+            return 0;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            VALUE();
+            model_path = v;
+        } else if (!strcmp(a, "--host")) {
+            VALUE();
+            sp.host = v;
+        } else if (!strcmp(a, "--port")) {
+            VALUE();
+            if (!cli_parse_i64(cmd, a, v, 0, 65535, &iv)) return 2;
+            sp.port = (int32_t)iv;
+        } else if (!strcmp(a, "--parallel") || !strcmp(a, "-np")) {
+            VALUE();
+            if (!cli_parse_i64(cmd, a, v, 1, 1024, &iv)) return 2;
+            sp.engine.n_parallel = (int32_t)iv;
+        } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx") || !strcmp(a, "--ctx-size")) {
+            VALUE();
+            if (!cli_parse_i64(cmd, a, v, 0, 1 << 20, &iv)) return 2;
+            sp.engine.n_ctx = (int32_t)iv;
+        } else if (!strcmp(a, "--kv-mem")) {
+            VALUE();
+            if (!cli_parse_i64(cmd, a, v, 1, 1 << 20, &iv)) return 2;
+            sp.engine.kv_mem_bytes = iv << 20;
+        } else if (!strcmp(a, "--api-key")) {
+            VALUE();
+            sp.api_key = v;
+        } else if (!strcmp(a, "--chat-template")) {
+            VALUE();
+            sp.chat_template = v;
+        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+            VALUE();
+            if (!cli_parse_i64(cmd, a, v, 0, 1024, &iv)) return 2;
+            sp.engine.n_threads = (int32_t)iv;
+        } else if (!strcmp(a, "--timeout")) {
+            VALUE();
+            if (!cli_parse_i64(cmd, a, v, 1, 86400, &iv)) return 2;
+            sp.timeout_s = (int32_t)iv;
+        } else if (!strcmp(a, "--max-body")) {
+            VALUE();
+            if (!cli_parse_i64(cmd, a, v, 1024, (int64_t)1 << 30, &iv)) return 2;
+            sp.max_body = iv;
+        } else if (!strcmp(a, "--no-prefix-cache")) {
+            sp.engine.no_prefix_cache = true;
+        } else if (!strcmp(a, "--mmap")) {
+            use_mmap = true;
+        } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
+            sp.quiet = true;
+        } else {
+            return cli_usage_error(cmd, "unknown option '%s'", a);
+        }
+#undef VALUE
+    }
+    if (!model_path) model_path = cli_default_model(argv[0]);
+    sp.model_id = base_name(model_path);
+
+    /* block the signals before any thread exists; sigwait below takes them */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    kite_model_params mp = kite_model_default_params();
+    mp.use_mmap = use_mmap;
+    kite_model *model = NULL;
+    int st = kite_model_load(model_path, &mp, &model);
+    if (st != KITE_OK) {
+        fprintf(stderr, "kite serve: %s\n", kite_last_error());
+        return 1;
+    }
+    server *srv = NULL;
+    st = server_start(model, &sp, &srv);
+    if (st != KITE_OK) {
+        fprintf(stderr, "kite serve: %s\n", kite_last_error());
+        kite_model_free(model);
+        return st == KITE_E_ARG ? 2 : 1;
+    }
+    const char *host = sp.host;
+    fprintf(stderr, "kite serve: model %s, listening on http://%s%s%s:%d%s\n", sp.model_id,
+            strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "", (int)server_port(srv),
+            sp.api_key && *sp.api_key ? " (API key required)" : "");
+    fflush(stderr);
+
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    fprintf(stderr, "kite serve: %s, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    server_stop(srv);
+    kite_model_free(model);
+    return 0;
+}

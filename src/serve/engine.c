@@ -1,0 +1,504 @@
+/*
+ * engine.c - the serving engine: request intake, the engine thread, one
+ * forward pass per step, sampling and streamed output (engine.h; design in
+ * docs/serve.md).
+ *
+ * DESIGN
+ *   Requests live in an `ereq` that embeds the scheduler's sched_seq.  A
+ *   submitted request is validated and fully prepared (token copy, sampler
+ *   primed with the prompt, detokenizer, stop filter) on the caller's thread
+ *   and put on the incoming list; the engine thread moves incoming requests
+ *   into the scheduler's queue at the top of each iteration, then plans one
+ *   step (scheduler.c), runs llama_forward_batch over it, and for every
+ *   sequence whose pending tokens are all computed samples one token and
+ *   streams its text.  Each step's state change is then published as stats.
+ *
+ *   Output text per request: token -> kite_detok (whole UTF-8 characters) ->
+ *   stop_filter (holds back what may start a stop string) -> TEXT event.  A
+ *   request finishes on EOS/EOG or BOS (unless ignore_eos: "stop"), a stop
+ *   string ("stop"), max_tokens or the context ("length").  The EOS token
+ *   itself is not output.
+ *
+ * THREADS / LOCKS
+ *   mu guards the incoming list, the registry of live requests (for
+ *   engine_cancel), next_id, the stop flag and the published stats.  The
+ *   engine thread owns everything else (scheduler, pool, context, the
+ *   requests once taken in).  Callbacks run with cb_mu held; engine_cancel
+ *   sets the request's `cancelled` flag under mu and then takes cb_mu once,
+ *   so a callback in flight finishes before it returns and none starts
+ *   afterwards.  A callback calling engine_cancel (on the engine thread)
+ *   skips that step: it is the callback in flight.
+ */
+#include "serve/engine.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "kernels/kernels.h"
+#include "model/context.h"
+#include "serve/kv_blocks.h"
+#include "serve/scheduler.h"
+#include "serve/stop.h"
+
+/* Longest detokenized piece of one token we accept (bytes, with NUL). */
+#define ENGINE_PIECE_CAP 1024
+
+typedef struct ereq {
+    sched_seq s;                 /* first member: scheduler items point here */
+    uint64_t id;
+    engine_cb cb;
+    void *user;
+    kite_sampler *smp;
+    kite_detok *dt;
+    stop_filter stop;
+    int32_t max_gen;             /* generated-token limit after clipping to the context */
+    int32_t n_gen;               /* generated tokens (EOS excluded) */
+    bool ignore_eos;
+    atomic_bool cancelled;
+    struct ereq *reg_prev, *reg_next; /* registry of live requests (mu) */
+    struct ereq *in_next;        /* incoming list (mu) */
+} ereq;
+
+struct engine {
+    kite_model *model;           /* borrowed */
+    kite_ctx *ctx;               /* paged context (ctx_new_sized) */
+    kv_pool *kv;
+    sched sched;
+    int32_t n_vocab, n_ctx, n_parallel, block_size, n_blocks, step_tokens;
+    kite_token bos;
+
+    pthread_t thread;
+    bool thread_started;
+    pthread_mutex_t mu;
+    pthread_mutex_t cb_mu;
+    pthread_cond_t cv;
+    bool stop;                   /* mu */
+    ereq *in_head, *in_tail;     /* mu */
+    int32_t n_incoming;          /* mu */
+    ereq *live;                  /* mu: every request not yet freed */
+    uint64_t next_id;            /* mu */
+    engine_stats st;             /* mu: last published */
+    engine_logits_fn logits_hook; /* set before requests are submitted (engine_set_logits_hook) */
+    void *logits_hook_user;
+
+    /* engine thread only */
+    sched_item *items;           /* [n_parallel] */
+    fwd_seq *fseqs;              /* [n_parallel] */
+    kite_token *batch;           /* [step_tokens] */
+    float *logits;               /* [n_parallel][n_vocab] */
+    int32_t *scratch;            /* [n_blocks] for sched_kv_usage */
+    sbuf text;                   /* text of the event being built */
+    char piece[ENGINE_PIECE_CAP];
+    int64_t tokens_out, requests_done, steps;
+};
+
+engine_params engine_default_params(void) {
+    engine_params p = {0};
+    return p;
+}
+
+/* ---- K/V copy-on-write -------------------------------------------------- */
+
+/* Copies block src's K/V rows to block dst in every layer (copy-on-write). */
+static void copy_block_rows(void *user, int32_t dst, int32_t src) {
+    engine *e = user;
+    const int32_t bs = e->ctx->kv_block;
+    ctx_kv_copy_rows(e->ctx, dst * bs, src * bs, bs);
+}
+
+/* ---- requests ----------------------------------------------------------- */
+
+static void req_free(ereq *r) {
+    if (!r) return;
+    kv_table_free(NULL, &r->s.kv);
+    free(r->s.toks);
+    kite_sampler_free(r->smp);
+    kite_detok_free(r->dt);
+    stop_filter_free(&r->stop);
+    free(r);
+}
+
+/* Unlinks r from the registry and frees it (engine thread, or after join). */
+static void req_retire(engine *e, ereq *r) {
+    pthread_mutex_lock(&e->mu);
+    if (r->reg_prev) r->reg_prev->reg_next = r->reg_next; else e->live = r->reg_next;
+    if (r->reg_next) r->reg_next->reg_prev = r->reg_prev;
+    pthread_mutex_unlock(&e->mu);
+    req_free(r);
+}
+
+static void emit(engine *e, ereq *r, engine_event *ev) {
+    ev->n_prompt = r->s.n_prompt;
+    ev->n_gen = r->n_gen;
+    ev->n_cached = r->s.n_cached;
+    pthread_mutex_lock(&e->cb_mu);
+    if (!atomic_load(&r->cancelled)) r->cb(r->user, ev);
+    pthread_mutex_unlock(&e->cb_mu);
+}
+
+/* Sends the final event and frees the request; its blocks must be released. */
+static void finish(engine *e, ereq *r, const char *reason, int status, const char *message) {
+    engine_event ev = {.kind = status == KITE_OK ? ENGINE_EV_DONE : ENGINE_EV_ERROR,
+                       .finish_reason = reason, .status = status, .message = message};
+    emit(e, r, &ev);
+    e->requests_done++;
+    req_retire(e, r);
+}
+
+/* Samples the next token of r from its logits row and streams the result. */
+static void on_logits(engine *e, ereq *r, const float *logits) {
+    if (e->logits_hook) e->logits_hook(e->logits_hook_user, r->user, logits, e->n_vocab);
+    const kite_token t = kite_sampler_sample(r->smp, logits);
+    const char *reason = NULL;
+    bool stop_string = false;
+    int32_t n_new = 0;
+    e->text.n = 0;
+    if (e->text.p) e->text.p[0] = '\0';
+    if (!r->ignore_eos && (kite_token_is_eog(e->model, t) || (t == e->bos && e->bos >= 0))) {
+        reason = "stop";
+    } else {
+        kite_sampler_accept(r->smp, t);
+        KITE_ASSERT(r->s.n_toks < r->s.n_prompt + r->max_gen);
+        r->s.toks[r->s.n_toks++] = t;
+        r->n_gen++;
+        e->tokens_out++;
+        n_new = 1;
+        const int k = kite_detok_push(r->dt, t, e->piece, sizeof e->piece);
+        if (k > 0 && stop_filter_push(&r->stop, e->piece, (size_t)k, &e->text) == 1) {
+            reason = "stop";
+            stop_string = true;
+        }
+        if (!reason && r->n_gen >= r->max_gen) reason = "length";
+    }
+    if (reason && !stop_string) {
+        /* end of text: an incomplete character, then whatever was held back */
+        const int k = kite_detok_flush(r->dt, e->piece, sizeof e->piece);
+        if (k > 0 && stop_filter_push(&r->stop, e->piece, (size_t)k, &e->text) == 1) {
+            reason = "stop";
+        } else {
+            stop_filter_finish(&r->stop, &e->text);
+        }
+    }
+    if (n_new > 0 || e->text.n > 0) {
+        engine_event ev = {.kind = ENGINE_EV_TEXT, .text = e->text.p ? e->text.p : "", .len = e->text.n,
+                           .tokens = &r->s.toks[r->s.n_toks - n_new], .n_tokens = n_new};
+        emit(e, r, &ev);
+    }
+    if (reason) {
+        sched_remove(&e->sched, &r->s);
+        finish(e, r, reason, KITE_OK, NULL);
+    }
+}
+
+/* Drops cancelled requests (no callback) from the queue and the batch. */
+static void reap_cancelled(engine *e) {
+    sched *s = &e->sched;
+    for (int32_t i = s->n_running - 1; i >= 0; i--) {
+        ereq *r = (ereq *)s->running[i];
+        if (!atomic_load(&r->cancelled)) continue;
+        sched_remove(s, &r->s);
+        e->requests_done++;
+        req_retire(e, r);
+    }
+    for (sched_seq *q = s->wait_head, *next; q; q = next) {
+        next = q->q_next;
+        ereq *r = (ereq *)q;
+        if (!atomic_load(&r->cancelled)) continue;
+        sched_remove(s, q);
+        e->requests_done++;
+        req_retire(e, r);
+    }
+}
+
+static void run_step(engine *e, int32_t n) {
+    int32_t nt = 0;
+    for (int32_t i = 0; i < n; i++) {
+        const sched_item *it = &e->items[i];
+        const sched_seq *q = it->seq;
+        memcpy(e->batch + nt, q->toks + q->n_computed, (size_t)it->n_tok * sizeof *e->batch);
+        e->fseqs[i] = (fwd_seq){.block_table = q->kv.blocks, .pos0 = q->n_computed, .n_tok = it->n_tok,
+                                .n_out = it->n_out,
+                                .attn_path = it->prompt_path ? ATTN_PATH_FLASH : ATTN_PATH_SPLITKV};
+        nt += it->n_tok;
+    }
+    llama_forward_batch(e->ctx, e->batch, e->fseqs, n, e->logits);
+    e->steps++;
+    sched_advance(&e->sched, e->items, n);
+    int32_t row = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (!e->items[i].n_out) continue;
+        on_logits(e, (ereq *)e->items[i].seq, e->logits + (size_t)row * (size_t)e->n_vocab);
+        row++;
+    }
+}
+
+/* No item could be planned although work is waiting: the only way out is to
+ * fail a request (cannot happen with a pool of at least n_ctx positions). */
+static void unstick(engine *e) {
+    sched *s = &e->sched;
+    ereq *r = s->n_running > 0 ? (ereq *)s->running[s->n_running - 1] : (ereq *)s->wait_head;
+    if (!r) return;
+    sched_remove(s, &r->s);
+    finish(e, r, NULL, KITE_E_NOMEM, "the KV cache pool cannot hold this request");
+}
+
+static void publish_stats(engine *e) {
+    int64_t alloc = 0, used = 0;
+    sched_kv_usage(&e->sched, e->scratch, &alloc, &used);
+    pthread_mutex_lock(&e->mu);
+    engine_stats *st = &e->st;
+    st->requests_done = e->requests_done;
+    st->tokens_in = e->sched.tokens_in;
+    st->tokens_out = e->tokens_out;
+    st->prefix_hit_tokens = e->sched.prefix_hit_tokens;
+    st->preemptions = e->sched.preemptions;
+    st->steps = e->steps;
+    st->queue_len = e->sched.n_wait;
+    st->running = e->sched.n_running;
+    st->kv_blocks_total = e->n_blocks;
+    st->kv_blocks_used = kv_pool_n_used(e->kv);
+    st->kv_blocks_cached = kv_pool_n_cached(e->kv);
+    st->kv_slots_allocated = alloc;
+    st->kv_slots_used = used;
+    pthread_mutex_unlock(&e->mu);
+}
+
+static void *engine_main(void *arg) {
+    engine *e = arg;
+    for (;;) {
+        pthread_mutex_lock(&e->mu);
+        while (!e->stop && !e->in_head && sched_idle(&e->sched)) pthread_cond_wait(&e->cv, &e->mu);
+        if (e->stop) {
+            pthread_mutex_unlock(&e->mu);
+            break;
+        }
+        while (e->in_head) {
+            ereq *r = e->in_head;
+            e->in_head = r->in_next;
+            r->in_next = NULL;
+            sched_enqueue(&e->sched, &r->s);
+        }
+        e->in_tail = NULL;
+        e->n_incoming = 0;
+        pthread_mutex_unlock(&e->mu);
+
+        reap_cancelled(e);
+        if (!sched_idle(&e->sched)) {
+            const int32_t n = sched_plan(&e->sched, e->items);
+            if (n > 0) run_step(e, n); else unstick(e);
+        }
+        publish_stats(e);
+    }
+    return NULL;
+}
+
+/* ---- public API --------------------------------------------------------- */
+
+int engine_new(kite_model *model, const engine_params *params, engine **out) {
+    if (!model || !out) return err_set(KITE_E_ARG, "engine_new: model and out are required");
+    engine_params p = params ? *params : engine_default_params();
+    if (model->vocab_only) return err_set(KITE_E_STATE, "engine_new: vocab-only model (no weights)");
+    const model_hparams *hp = &model->hp;
+    if (p.n_parallel < 0 || p.n_parallel > 4096 || p.n_ctx < 0 || p.kv_mem_bytes < 0 || p.block_size < 0 ||
+        p.block_size > 4096 || p.step_tokens < 0 || p.step_tokens > 65536 || p.n_threads < 0)
+        return err_set(KITE_E_ARG, "engine_new: a parameter is out of range (n_parallel %d, n_ctx %d, "
+                       "block_size %d, step_tokens %d)", p.n_parallel, p.n_ctx, p.block_size, p.step_tokens);
+    const int32_t n_parallel = p.n_parallel ? p.n_parallel : 4;
+    int32_t n_ctx = p.n_ctx ? p.n_ctx : hp->n_ctx_train;
+    const int32_t bs = p.block_size ? p.block_size : 16;
+    int32_t step = p.step_tokens ? p.step_tokens : 512;
+    if (step < n_parallel) step = n_parallel;
+    const int64_t pos_bytes = 2 * (int64_t)hp->n_layer * hp->n_head_kv * hp->head_dim * (int64_t)sizeof(float);
+    int64_t n_blocks = p.kv_mem_bytes ? p.kv_mem_bytes / (pos_bytes * bs)
+                                      : (int64_t)n_parallel * (((int64_t)n_ctx + bs - 1) / bs);
+    if (n_blocks < 1)
+        return err_set(KITE_E_ARG, "engine_new: kv_mem_bytes %lld is less than one KV block (%lld bytes)",
+                       (long long)p.kv_mem_bytes, (long long)(pos_bytes * bs));
+    if (n_blocks * bs > (1 << 20))
+        return err_set(KITE_E_ARG, "engine_new: KV pool of %lld positions is too large (max %d)",
+                       (long long)(n_blocks * bs), 1 << 20);
+    if (n_ctx > n_blocks * bs) n_ctx = (int32_t)(n_blocks * bs); /* one sequence must fit the pool */
+
+    engine *e = calloc(1, sizeof *e);
+    if (!e) return err_set(KITE_E_NOMEM, "engine_new: out of memory");
+    e->model = model;
+    e->n_vocab = hp->n_vocab;
+    e->n_ctx = n_ctx;
+    e->n_parallel = n_parallel;
+    e->block_size = bs;
+    e->n_blocks = (int32_t)n_blocks;
+    e->step_tokens = step;
+    e->bos = kite_token_bos(model);
+    int rc = ctx_new_sized(model, e->n_blocks * bs, step, bs, p.n_threads, &e->ctx);
+    if (rc != KITE_OK) goto fail_early;
+    rc = kv_pool_new(e->n_blocks, bs, !p.no_prefix_cache, &e->kv);
+    if (rc != KITE_OK) goto fail_early;
+    rc = sched_init(&e->sched, e->kv, n_parallel, step, copy_block_rows, e);
+    if (rc != KITE_OK) goto fail_early;
+    e->items = calloc((size_t)n_parallel, sizeof *e->items);
+    e->fseqs = calloc((size_t)n_parallel, sizeof *e->fseqs);
+    e->batch = calloc((size_t)step, sizeof *e->batch);
+    e->logits = malloc((size_t)n_parallel * (size_t)e->n_vocab * sizeof *e->logits);
+    e->scratch = malloc((size_t)e->n_blocks * sizeof *e->scratch);
+    if (!e->items || !e->fseqs || !e->batch || !e->logits || !e->scratch) {
+        rc = err_set(KITE_E_NOMEM, "engine_new: out of memory");
+        goto fail_early;
+    }
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_mutex_init(&e->cb_mu, NULL);
+    pthread_cond_init(&e->cv, NULL);
+    e->st.kv_blocks_total = e->n_blocks;
+    if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {
+        rc = err_set(KITE_E_NOMEM, "engine_new: cannot start the engine thread");
+        engine_free(e);
+        return rc;
+    }
+    e->thread_started = true;
+    *out = e;
+    return KITE_OK;
+fail_early:
+    sched_free(&e->sched);
+    kv_pool_free(e->kv);
+    kite_ctx_free(e->ctx);
+    free(e->items);
+    free(e->fseqs);
+    free(e->batch);
+    free(e->logits);
+    free(e->scratch);
+    free(e);
+    return rc;
+}
+
+void engine_free(engine *e) {
+    if (!e) return;
+    pthread_mutex_lock(&e->mu);
+    e->stop = true;
+    pthread_cond_broadcast(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+    if (e->thread_started) pthread_join(e->thread, NULL);
+    /* the thread is gone: every live request gets DONE "cancelled" */
+    while (e->live) {
+        ereq *r = e->live;
+        engine_event ev = {.kind = ENGINE_EV_DONE, .finish_reason = "cancelled"};
+        emit(e, r, &ev);
+        e->live = r->reg_next;
+        req_free(r);
+    }
+    sched_free(&e->sched);
+    kv_pool_free(e->kv);
+    kite_ctx_free(e->ctx);
+    free(e->items);
+    free(e->fseqs);
+    free(e->batch);
+    free(e->logits);
+    free(e->scratch);
+    sbuf_free(&e->text);
+    pthread_cond_destroy(&e->cv);
+    pthread_mutex_destroy(&e->cb_mu);
+    pthread_mutex_destroy(&e->mu);
+    free(e);
+}
+
+/* Checks a request against the engine's limits (kite_last_error set). */
+static int check_req(const engine *e, const engine_req *req, engine_cb cb) {
+    if (!req || !cb) return err_set(KITE_E_ARG, "engine_submit: request and callback are required");
+    if (!req->prompt || req->n_prompt < 1) return err_set(KITE_E_ARG, "engine_submit: the prompt is empty");
+    for (int32_t i = 0; i < req->n_prompt; i++)
+        if (req->prompt[i] < 0 || req->prompt[i] >= e->n_vocab)
+            return err_set(KITE_E_RANGE, "engine_submit: prompt token %d (index %d) is outside the vocabulary "
+                           "[0, %d)", req->prompt[i], i, e->n_vocab);
+    if (req->n_prompt >= e->n_ctx)
+        return err_set(KITE_E_RANGE, "engine_submit: prompt of %d tokens does not fit the context of %d tokens "
+                       "(with room for one generated token)", req->n_prompt, e->n_ctx);
+    if (req->max_tokens < 1)
+        return err_set(KITE_E_ARG, "engine_submit: max_tokens must be >= 1 (got %d)", req->max_tokens);
+    if (req->n_stop < 0 || (req->n_stop > 0 && !req->stop))
+        return err_set(KITE_E_ARG, "engine_submit: %d stop strings but no array", req->n_stop);
+    return KITE_OK;
+}
+
+int engine_submit(engine *e, const engine_req *req, engine_cb cb, void *user, uint64_t *id) {
+    if (!e) return err_set(KITE_E_ARG, "engine_submit: engine is required");
+    int rc = check_req(e, req, cb);
+    if (rc != KITE_OK) return rc;
+    ereq *r = calloc(1, sizeof *r);
+    if (!r) return err_set(KITE_E_NOMEM, "engine_submit: out of memory");
+    const int32_t room = e->n_ctx - req->n_prompt;
+    r->max_gen = req->max_tokens < room ? req->max_tokens : room;
+    r->cb = cb;
+    r->user = user;
+    r->ignore_eos = req->ignore_eos;
+    atomic_init(&r->cancelled, false);
+    kv_table_init(&r->s.kv);
+    r->s.n_prompt = r->s.n_toks = req->n_prompt;
+    r->s.n_path = req->n_prompt > ATTN_SPLITKV_MAX_TOK ? req->n_prompt : 0;
+    r->s.toks = malloc((size_t)(req->n_prompt + r->max_gen) * sizeof *r->s.toks);
+    if (!r->s.toks) {
+        rc = err_set(KITE_E_NOMEM, "engine_submit: out of memory");
+        goto fail;
+    }
+    memcpy(r->s.toks, req->prompt, (size_t)req->n_prompt * sizeof *r->s.toks);
+    if ((rc = kite_sampler_new(&req->sampling, e->n_vocab, &r->smp)) != KITE_OK) goto fail;
+    for (int32_t i = 0; i < req->n_prompt; i++) kite_sampler_accept(r->smp, req->prompt[i]);
+    if ((rc = kite_detok_new(e->model, &r->dt)) != KITE_OK) goto fail;
+    if (req->prompt[req->n_prompt - 1] == e->bos && e->bos >= 0) {
+        char sink[ENGINE_PIECE_CAP]; /* only sets the detokenizer's after-BOS state */
+        kite_detok_push(r->dt, e->bos, sink, sizeof sink);
+    }
+    if ((rc = stop_filter_init(&r->stop, req->stop, req->n_stop)) != KITE_OK) goto fail;
+
+    pthread_mutex_lock(&e->mu);
+    r->id = ++e->next_id;
+    r->reg_next = e->live;
+    if (e->live) e->live->reg_prev = r;
+    e->live = r;
+    if (e->in_tail) e->in_tail->in_next = r; else e->in_head = r;
+    e->in_tail = r;
+    e->n_incoming++;
+    e->st.requests_total++;
+    if (id) *id = r->id;
+    pthread_cond_signal(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+    return KITE_OK;
+fail:
+    req_free(r);
+    return rc;
+}
+
+void engine_cancel(engine *e, uint64_t id) {
+    if (!e) return;
+    bool found = false;
+    pthread_mutex_lock(&e->mu);
+    for (ereq *r = e->live; r; r = r->reg_next)
+        if (r->id == id) {
+            atomic_store(&r->cancelled, true);
+            found = true;
+            break;
+        }
+    pthread_cond_signal(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+    /* wait out a callback in flight, unless we are that callback */
+    if (found && !(e->thread_started && pthread_equal(pthread_self(), e->thread))) {
+        pthread_mutex_lock(&e->cb_mu);
+        pthread_mutex_unlock(&e->cb_mu);
+    }
+}
+
+void engine_set_logits_hook(engine *e, engine_logits_fn fn, void *hook_user) {
+    if (!e) return;
+    pthread_mutex_lock(&e->mu);
+    e->logits_hook = fn;
+    e->logits_hook_user = fn ? hook_user : NULL;
+    pthread_mutex_unlock(&e->mu);
+}
+
+void engine_get_stats(engine *e, engine_stats *out) {
+    if (!e || !out) return;
+    pthread_mutex_lock(&e->mu);
+    *out = e->st;
+    out->queue_len += e->n_incoming;
+    pthread_mutex_unlock(&e->mu);
+}

@@ -1,0 +1,189 @@
+/* scheduler.c - admission, batch building and preemption (see scheduler.h). */
+#include "serve/scheduler.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+
+int sched_init(sched *s, kv_pool *kv, int32_t n_parallel, int32_t step_tokens, kv_copy_fn copy, void *copy_user) {
+    memset(s, 0, sizeof *s);
+    s->kv = kv;
+    s->n_parallel = n_parallel;
+    s->step_tokens = step_tokens < n_parallel ? n_parallel : step_tokens;
+    s->copy = copy;
+    s->copy_user = copy_user;
+    s->running = calloc((size_t)n_parallel, sizeof *s->running);
+    if (!s->running) return err_set(KITE_E_NOMEM, "scheduler: out of memory");
+    return KITE_OK;
+}
+
+void sched_free(sched *s) {
+    free(s->running);
+    s->running = NULL;
+}
+
+static void queue_unlink(sched *s, sched_seq *q) {
+    if (q->q_prev) q->q_prev->q_next = q->q_next; else s->wait_head = q->q_next;
+    if (q->q_next) q->q_next->q_prev = q->q_prev; else s->wait_tail = q->q_prev;
+    q->q_prev = q->q_next = NULL;
+    s->n_wait--;
+}
+
+void sched_enqueue(sched *s, sched_seq *q) {
+    q->q_next = NULL;
+    q->q_prev = s->wait_tail;
+    if (s->wait_tail) s->wait_tail->q_next = q; else s->wait_head = q;
+    s->wait_tail = q;
+    s->n_wait++;
+}
+
+static void queue_push_front(sched *s, sched_seq *q) {
+    q->q_prev = NULL;
+    q->q_next = s->wait_head;
+    if (s->wait_head) s->wait_head->q_prev = q; else s->wait_tail = q;
+    s->wait_head = q;
+    s->n_wait++;
+}
+
+static void running_remove(sched *s, sched_seq *q) {
+    int32_t i = 0;
+    while (i < s->n_running && s->running[i] != q) i++;
+    KITE_ASSERT(i < s->n_running);
+    memmove(s->running + i, s->running + i + 1, (size_t)(s->n_running - i - 1) * sizeof *s->running);
+    s->n_running--;
+    q->running = false;
+}
+
+/* Recompute preemption: the sequence keeps its tokens, loses its K/V. */
+static void preempt(sched *s, sched_seq *q) {
+    running_remove(s, q);
+    kv_release(s->kv, &q->kv);
+    q->n_computed = 0;
+    queue_push_front(s, q);
+    s->preemptions++;
+}
+
+/* Tries to admit the queue head; false if it does not fit now. */
+static bool admit_head(sched *s) {
+    sched_seq *q = s->wait_head;
+    kv_pool *kv = s->kv;
+    int32_t m = kv_match_prefix(kv, &q->kv, q->toks, q->n_toks - 1, q->n_path);
+    if (m < 0) m = 0;
+    const int32_t need = kv_write_cost(kv, &q->kv, m, q->n_toks - m);
+    const int32_t avail = kv_pool_available(kv);
+    /* keep one block of growth per running sequence, unless nothing runs */
+    const bool fits = s->n_running == 0 ? need <= avail : need + s->n_running <= avail;
+    if (!fits || kv_prepare_write(kv, &q->kv, m, q->n_toks - m, s->copy, s->copy_user) != KITE_OK) {
+        kv_release(kv, &q->kv); /* matched blocks go back to the cache */
+        return false;
+    }
+    queue_unlink(s, q);
+    q->n_computed = m;
+    q->order = ++s->serial;
+    q->running = true;
+    s->running[s->n_running++] = q;
+    if (!q->admitted_once) {
+        q->admitted_once = true;
+        q->n_cached = m;
+        s->prefix_hit_tokens += m;
+        s->tokens_in += q->n_prompt;
+    }
+    return true;
+}
+
+int32_t sched_plan(sched *s, sched_item *items) {
+    /* admit only while this step's token budget is not yet spoken for, so
+     * at most one admitted prompt waits for later steps with blocks it has
+     * not filled (this keeps allocated-but-unused KV slots low) */
+    int64_t committed = 0;
+    for (int32_t i = 0; i < s->n_running; i++) committed += s->running[i]->n_toks - s->running[i]->n_computed;
+    while (s->n_running < s->n_parallel && s->wait_head && committed < s->step_tokens && admit_head(s)) {
+        const sched_seq *q = s->running[s->n_running - 1];
+        committed += q->n_toks - q->n_computed;
+    }
+    kv_pool *kv = s->kv;
+    int32_t n = 0, budget = s->step_tokens;
+
+    /* decode: one token each, oldest first; preempt the newest for blocks */
+    for (int32_t i = 0; i < s->n_running && budget > 0; i++) {
+        sched_seq *q = s->running[i];
+        if (q->n_toks - q->n_computed != 1) continue;
+        bool dropped = false;
+        while (kv_write_cost(kv, &q->kv, q->n_computed, 1) > kv_pool_available(kv)) {
+            sched_seq *victim = s->running[s->n_running - 1];
+            preempt(s, victim);
+            if (victim == q) {
+                dropped = true;
+                break;
+            }
+        }
+        if (dropped) break; /* q was the newest: nothing after it */
+        if (kv_prepare_write(kv, &q->kv, q->n_computed, 1, s->copy, s->copy_user) != KITE_OK) continue;
+        items[n++] = (sched_item){.seq = q, .n_tok = 1, .n_out = 1, .prompt_path = q->n_computed < q->n_path};
+        budget--;
+    }
+
+    /* prefill: chunks of the remaining budget, oldest first */
+    for (int32_t i = 0; i < s->n_running && budget > 0; i++) {
+        sched_seq *q = s->running[i];
+        const int32_t pend = q->n_toks - q->n_computed;
+        if (pend <= 1) continue;
+        int32_t take = pend < budget ? pend : budget;
+        const bool on_path = q->n_computed < q->n_path;
+        if (on_path && take > q->n_path - q->n_computed) take = q->n_path - q->n_computed; /* one path per item */
+        if (kv_write_cost(kv, &q->kv, q->n_computed, take) > kv_pool_available(kv)) continue;
+        if (kv_prepare_write(kv, &q->kv, q->n_computed, take, s->copy, s->copy_user) != KITE_OK) continue;
+        items[n++] = (sched_item){.seq = q, .n_tok = take, .n_out = take == pend ? 1 : 0, .prompt_path = on_path};
+        budget -= take;
+    }
+    return n;
+}
+
+void sched_advance(sched *s, const sched_item *items, int32_t n) {
+    for (int32_t i = 0; i < n; i++) {
+        sched_seq *q = items[i].seq;
+        q->n_computed += items[i].n_tok;
+        kv_commit(s->kv, &q->kv, q->toks, q->n_computed, q->n_path);
+    }
+}
+
+void sched_remove(sched *s, sched_seq *q) {
+    if (q->running) {
+        running_remove(s, q);
+    } else if (q->q_prev || q->q_next || s->wait_head == q) {
+        queue_unlink(s, q);
+    }
+    kv_release(s->kv, &q->kv);
+    q->n_computed = 0;
+}
+
+bool sched_idle(const sched *s) { return s->n_running == 0 && s->wait_head == NULL; }
+
+void sched_kv_usage(const sched *s, int32_t *scratch, int64_t *allocated, int64_t *used) {
+    const int32_t bs = kv_pool_block_size(s->kv);
+    int64_t a = 0, u = 0;
+    /* a block shared by several sequences counts once, filled to its fullest */
+    for (int32_t i = 0; i < s->n_running; i++) {
+        const sched_seq *q = s->running[i];
+        for (int32_t j = 0; j < q->kv.n_blocks; j++) scratch[q->kv.blocks[j]] = -1;
+    }
+    for (int32_t i = 0; i < s->n_running; i++) {
+        const sched_seq *q = s->running[i];
+        for (int32_t j = 0; j < q->kv.n_blocks; j++) {
+            int32_t fill = q->n_computed - j * bs;
+            fill = fill < 0 ? 0 : fill > bs ? bs : fill;
+            int32_t *f = &scratch[q->kv.blocks[j]];
+            if (*f < 0) {
+                a += bs;
+                *f = 0;
+            }
+            if (fill > *f) {
+                u += fill - *f;
+                *f = fill;
+            }
+        }
+    }
+    *allocated = a;
+    *used = u;
+}

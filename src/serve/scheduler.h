@@ -1,0 +1,110 @@
+/*
+ * scheduler.h - iteration-level continuous batching over the paged KV pool
+ * (issue 5; docs/serve.md).
+ *
+ * DESIGN
+ *   A sequence's state is its token list (prompt, then generated tokens) and
+ *   n_computed, the positions whose K/V are in its blocks.  The tokens
+ *   n_computed..n_toks-1 are pending: a whole prompt right after admission, a
+ *   single token while decoding, everything again after a preemption.  So
+ *   prefill, decode and recompute are the same operation.
+ *
+ *   sched_plan builds one step:
+ *     1. admission, FCFS: the head of the waiting queue is admitted while
+ *        fewer than n_parallel sequences run, the pending tokens of the
+ *        running ones leave some of the step budget, and the pool can hold its
+ *        pending tokens plus one block of growth per running sequence; its
+ *        prompt first takes the longest cached prefix (kv_match_prefix, at
+ *        most n_toks - 1 tokens so the last one is computed for its logits),
+ *        then blocks for the rest.  The queue head that does not fit blocks
+ *        the ones behind it (no overtaking).
+ *     2. decode: every running sequence with one pending token gets it, in
+ *        admission order; when its next block cannot be had, the newest
+ *        running sequence is preempted (blocks released, n_computed 0, back
+ *        to the queue front) until it can - or it is itself the newest.
+ *     3. prefill: the remaining budget of step_tokens goes to sequences with
+ *        longer pending runs, oldest first, in chunks (chunked prefill).
+ *   Each planned item wants the logits of its last token only when that
+ *   token is the last pending one.
+ *
+ *   Bit-exactness: attention rounds differently on the prompt path (used for
+ *   a whole prompt) and the decode path (one token at a time), so an item
+ *   never straddles position n_path: a recomputed or chunked sequence gets
+ *   exactly the rows a lone, uninterrupted run computes, and prefix-cache
+ *   blocks carry the same distinction (kv_blocks.h, "Modes").
+ *
+ * THREAD SAFETY
+ *   None: the engine thread owns the scheduler, its sequences and the pool.
+ */
+#ifndef KITE_SERVE_SCHEDULER_H
+#define KITE_SERVE_SCHEDULER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kite.h"
+#include "serve/kv_blocks.h"
+
+/* The scheduler's view of one sequence (embedded in the engine's request). */
+typedef struct sched_seq {
+    kite_token *toks;          /* [cap] prompt then generated tokens */
+    int32_t n_toks;
+    int32_t n_computed;        /* positions with K/V in `kv` */
+    kv_table kv;
+    int64_t order;             /* admission serial: larger = newer */
+    int32_t n_cached;          /* prompt tokens matched at first admission */
+    bool admitted_once;
+    bool running;
+    int32_t n_prompt;
+    int32_t n_path;            /* positions 0..n_path-1 are computed on the prompt attention path
+                                  (what a lone run of the prompt uses), later ones on the decode path */
+    struct sched_seq *q_prev, *q_next; /* waiting-queue links */
+} sched_seq;
+
+typedef struct sched_item {
+    sched_seq *seq;
+    int32_t n_tok;  /* tokens toks[n_computed .. n_computed + n_tok) */
+    int32_t n_out;  /* 1: logits of the last token wanted */
+    bool prompt_path; /* all n_tok positions are < n_path (an item never mixes the two paths) */
+} sched_item;
+
+typedef struct sched {
+    kv_pool *kv;              /* borrowed */
+    int32_t n_parallel;       /* max running */
+    int32_t step_tokens;      /* token budget of a step (>= n_parallel) */
+    kv_copy_fn copy;          /* copy-on-write of K/V rows */
+    void *copy_user;
+    sched_seq **running;      /* [n_parallel] admission order */
+    int32_t n_running;
+    sched_seq *wait_head, *wait_tail;
+    int32_t n_wait;
+    int64_t serial;
+    int64_t preemptions;      /* counters for engine_stats */
+    int64_t prefix_hit_tokens;
+    int64_t tokens_in;
+} sched;
+
+int sched_init(sched *s, kv_pool *kv, int32_t n_parallel, int32_t step_tokens, kv_copy_fn copy, void *copy_user);
+void sched_free(sched *s); /* the arrays; sequences belong to the caller */
+
+/* Appends a new sequence (n_toks >= 1, n_computed 0, empty table) to the queue. */
+void sched_enqueue(sched *s, sched_seq *q);
+
+/* Plans one step into items (capacity n_parallel); returns the count. */
+int32_t sched_plan(sched *s, sched_item *items);
+
+/* After the forward pass of a plan: advances n_computed and registers newly
+ * full blocks in the prefix cache. */
+void sched_advance(sched *s, const sched_item *items, int32_t n);
+
+/* Takes a sequence out (finished or cancelled), running or waiting; its
+ * blocks are released. */
+void sched_remove(sched *s, sched_seq *q);
+
+bool sched_idle(const sched *s); /* nothing running or waiting */
+
+/* KV slots in distinct blocks held by running sequences, and of those the
+ * slots holding a computed token (scratch: n_blocks ints). */
+void sched_kv_usage(const sched *s, int32_t *scratch, int64_t *allocated, int64_t *used);
+
+#endif

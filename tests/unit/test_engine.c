@@ -1,0 +1,694 @@
+/*
+ * test_engine.c - the serving engine (src/serve/engine.c, scheduler.c) with
+ * the bundled stories260K model.
+ *
+ *   - 32 concurrent greedy requests (different prompts and lengths, from 4
+ *     submitting threads) each give exactly the tokens and text of the same
+ *     request served alone, and of plain kite_ctx_eval greedy decoding;
+ *   - seeded sampling at temperature 0.9: batched == alone;
+ *   - shared prompt prefixes hit the prefix cache (stats, n_cached) and the
+ *     outputs are unchanged;
+ *   - a pool too small for all sequences forces preemption (stats) and the
+ *     outputs are unchanged;
+ *   - cancellation mid-generation: no callback after engine_cancel returns,
+ *     every block released (stats);
+ *   - stop strings (cut before the match, held-back text, "stop"), the stop
+ *     filter on hand-made pieces (split matches, false starts, UTF-8),
+ *     max_tokens ("length"), submit errors (prompt too long, bad token,
+ *     empty prompt, max_tokens 0), engine_free cancelling live requests.
+ */
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "harness.h"
+#include "kite.h"
+#include "serve/engine.h"
+#include "serve/stop.h"
+
+#define MODEL "models/stories260K.gguf"
+#define MAX_TOK 512
+#define TEXT_CAP 8192
+
+static kite_model *g_model;
+
+/* ---- collecting a request's events -------------------------------------- */
+
+typedef struct collect {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    kite_token toks[MAX_TOK];
+    int32_t n_toks;
+    char text[TEXT_CAP];
+    size_t n_text;
+    int32_t n_events;      /* TEXT events */
+    bool done;
+    int kind;              /* final event kind */
+    char reason[16];
+    int32_t n_prompt, n_gen, n_cached;
+    int cancel_after;      /* > 0: the callback cancels its request after this many tokens */
+    int delay_ms;          /* > 0: each TEXT callback sleeps this long (a slow client) */
+    uint64_t logit_hash[MAX_TOK]; /* hash of the bits of each logits row sampled from */
+    int32_t n_logits;
+    engine *e;
+    uint64_t id;
+} collect;
+
+static void collect_init(collect *c) {
+    memset(c, 0, sizeof *c);
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+}
+
+static void collect_destroy(collect *c) {
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->cv);
+}
+
+static void sleep_ms(int ms) {
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static void on_event(void *user, const engine_event *ev) {
+    collect *c = user;
+    pthread_mutex_lock(&c->mu);
+    if (ev->kind == ENGINE_EV_TEXT) {
+        c->n_events++;
+        for (int32_t i = 0; i < ev->n_tokens && c->n_toks < MAX_TOK; i++) c->toks[c->n_toks++] = ev->tokens[i];
+        if (c->n_text + ev->len < TEXT_CAP) {
+            memcpy(c->text + c->n_text, ev->text, ev->len);
+            c->n_text += ev->len;
+            c->text[c->n_text] = '\0';
+        }
+    } else {
+        c->done = true;
+        c->kind = ev->kind;
+        snprintf(c->reason, sizeof c->reason, "%s", ev->finish_reason ? ev->finish_reason : "");
+        c->n_prompt = ev->n_prompt;
+        c->n_gen = ev->n_gen;
+        c->n_cached = ev->n_cached;
+        pthread_cond_broadcast(&c->cv);
+    }
+    const bool cancel = c->cancel_after > 0 && c->n_toks >= c->cancel_after && !c->done;
+    const int delay = ev->kind == ENGINE_EV_TEXT ? c->delay_ms : 0;
+    pthread_mutex_unlock(&c->mu);
+    if (delay > 0) sleep_ms(delay);
+    if (cancel) engine_cancel(c->e, c->id); /* allowed from a callback */
+}
+
+/* FNV-1a over the bytes of a logits row: equal hashes <=> (practically)
+ * bit-identical rows. */
+static uint64_t row_hash(const float *x, int32_t n) {
+    const unsigned char *b = (const unsigned char *)x;
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < (size_t)n * sizeof *x; i++) h = (h ^ b[i]) * 1099511628211ULL;
+    return h;
+}
+
+static void on_logits(void *hook_user, void *req_user, const float *logits, int32_t n_vocab) {
+    (void)hook_user;
+    collect *c = req_user;
+    pthread_mutex_lock(&c->mu);
+    if (c->n_logits < MAX_TOK) c->logit_hash[c->n_logits++] = row_hash(logits, n_vocab);
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* Waits up to `seconds` for the final event; false on timeout. */
+static bool collect_wait(collect *c, double seconds) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += (time_t)seconds;
+    pthread_mutex_lock(&c->mu);
+    int rc = 0;
+    while (!c->done && rc == 0) rc = pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+    const bool done = c->done;
+    pthread_mutex_unlock(&c->mu);
+    return done;
+}
+
+
+/* Stats are published after each step, so a request's DONE callback may run
+ * before they show it: waits until requests_done reaches n (2 s at most). */
+static void stats_after(engine *e, int64_t n, engine_stats *st) {
+    for (int i = 0; i < 2000; i++) {
+        engine_get_stats(e, st);
+        if (st->requests_done >= n) return;
+        sleep_ms(1);
+    }
+}
+
+/* ---- requests and the plain reference ----------------------------------- */
+
+typedef struct req_spec {
+    kite_token prompt[MAX_TOK];
+    int32_t n_prompt;
+    int32_t max_tokens;
+    bool ignore_eos;
+    float temperature;
+    uint64_t seed;
+} req_spec;
+
+static void spec_from_text(req_spec *r, const char *text, int32_t max_tokens) {
+    memset(r, 0, sizeof *r);
+    size_t n = 0;
+    int rc = kite_tokenize(g_model, text, strlen(text), true, r->prompt, MAX_TOK, &n);
+    CHECK_EQ_INT(rc, KITE_OK);
+    r->n_prompt = (int32_t)n;
+    r->max_tokens = max_tokens;
+}
+
+static engine_req to_req(const req_spec *r) {
+    engine_req q = {.prompt = r->prompt, .n_prompt = r->n_prompt, .max_tokens = r->max_tokens,
+                    .ignore_eos = r->ignore_eos};
+    q.sampling = kite_sampler_default_params();
+    q.sampling.temperature = r->temperature;
+    q.sampling.seed = r->seed ? r->seed : q.sampling.seed;
+    return q;
+}
+
+/* Plain single-sequence decoding with kite_ctx_eval: what the engine must
+ * reproduce (stop on EOG or BOS unless ignore_eos, at most max_tokens). */
+static void reference(const req_spec *r, collect *out) {
+    kite_ctx_params cp = kite_ctx_default_params();
+    cp.n_ctx = MAX_TOK;
+    cp.n_threads = 1;
+    kite_ctx *ctx = NULL;
+    kite_sampler *smp = NULL;
+    kite_detok *dt = NULL;
+    engine_req q = to_req(r);
+    CHECK_EQ_INT(kite_ctx_new(g_model, &cp, &ctx), KITE_OK);
+    CHECK_EQ_INT(kite_sampler_new(&q.sampling, 512, &smp), KITE_OK);
+    CHECK_EQ_INT(kite_detok_new(g_model, &dt), KITE_OK);
+    const kite_token bos = kite_token_bos(g_model);
+    char piece[1024];
+    if (r->prompt[r->n_prompt - 1] == bos) kite_detok_push(dt, bos, piece, sizeof piece);
+    for (int32_t i = 0; i < r->n_prompt; i++) kite_sampler_accept(smp, r->prompt[i]);
+    CHECK_EQ_INT(kite_ctx_eval(ctx, r->prompt, r->n_prompt, false), KITE_OK);
+    for (int32_t g = 0; g < r->max_tokens; g++) {
+        out->logit_hash[out->n_logits++] = row_hash(kite_ctx_logits(ctx, -1), 512);
+        kite_token t = kite_sampler_sample(smp, kite_ctx_logits(ctx, -1));
+        if (!r->ignore_eos && (kite_token_is_eog(g_model, t) || t == bos)) break;
+        kite_sampler_accept(smp, t);
+        out->toks[out->n_toks++] = t;
+        int k = kite_detok_push(dt, t, piece, sizeof piece);
+        if (k > 0 && out->n_text + (size_t)k < TEXT_CAP) {
+            memcpy(out->text + out->n_text, piece, (size_t)k);
+            out->n_text += (size_t)k;
+        }
+        if (g + 1 < r->max_tokens) CHECK_EQ_INT(kite_ctx_eval(ctx, &t, 1, false), KITE_OK);
+    }
+    int k = kite_detok_flush(dt, piece, sizeof piece);
+    if (k > 0) {
+        memcpy(out->text + out->n_text, piece, (size_t)k);
+        out->n_text += (size_t)k;
+    }
+    out->text[out->n_text] = '\0';
+    kite_detok_free(dt);
+    kite_sampler_free(smp);
+    kite_ctx_free(ctx);
+}
+
+static bool same_output(const collect *a, const collect *b) {
+    return a->n_toks == b->n_toks && memcmp(a->toks, b->toks, (size_t)a->n_toks * sizeof *a->toks) == 0 &&
+           a->n_text == b->n_text && memcmp(a->text, b->text, a->n_text) == 0;
+}
+
+/* Every logits row sampled from is bit-identical (both sides hooked). */
+static bool same_logits(const collect *a, const collect *b) {
+    return a->n_logits == b->n_logits && a->n_logits > 0 &&
+           memcmp(a->logit_hash, b->logit_hash, (size_t)a->n_logits * sizeof *a->logit_hash) == 0;
+}
+
+static engine *new_engine(int32_t n_parallel, int32_t n_ctx, int64_t kv_mem, int32_t step_tokens) {
+    engine_params p = engine_default_params();
+    p.n_parallel = n_parallel;
+    p.n_ctx = n_ctx;
+    p.kv_mem_bytes = kv_mem;
+    p.step_tokens = step_tokens;
+    p.n_threads = 1;
+    engine *e = NULL;
+    int rc = engine_new(g_model, &p, &e);
+    CHECK_MSG(rc == KITE_OK, "engine_new: %s", kite_last_error());
+    if (e) engine_set_logits_hook(e, on_logits, NULL);
+    return e;
+}
+
+/* Runs each spec alone (one at a time) on engine e. */
+static void run_alone(engine *e, const req_spec *specs, int32_t n, collect *out) {
+    for (int32_t i = 0; i < n; i++) {
+        collect_init(&out[i]);
+        engine_req q = to_req(&specs[i]);
+        CHECK_EQ_INT(engine_submit(e, &q, on_event, &out[i], NULL), KITE_OK);
+        CHECK(collect_wait(&out[i], 30));
+    }
+}
+
+typedef struct submit_job {
+    engine *e;
+    const req_spec *specs;
+    collect *out;
+    int32_t first, n;
+} submit_job;
+
+static void *submit_thread(void *arg) {
+    submit_job *j = arg;
+    for (int32_t i = j->first; i < j->first + j->n; i++) {
+        engine_req q = to_req(&j->specs[i]);
+        if (engine_submit(j->e, &q, on_event, &j->out[i], NULL) != KITE_OK) j->out[i].kind = -1;
+    }
+    return NULL;
+}
+
+/* Submits all specs at once from n_threads threads and waits for them. */
+static void run_concurrent(engine *e, const req_spec *specs, int32_t n, collect *out, int n_threads) {
+    pthread_t th[8];
+    submit_job jobs[8];
+    for (int32_t i = 0; i < n; i++) collect_init(&out[i]);
+    const int32_t per = (n + n_threads - 1) / n_threads;
+    for (int t = 0; t < n_threads; t++) {
+        const int32_t first = t * per, cnt = first + per > n ? n - first : per;
+        jobs[t] = (submit_job){.e = e, .specs = specs, .out = out, .first = first, .n = cnt < 0 ? 0 : cnt};
+        pthread_create(&th[t], NULL, submit_thread, &jobs[t]);
+    }
+    for (int t = 0; t < n_threads; t++) pthread_join(th[t], NULL);
+    for (int32_t i = 0; i < n; i++) CHECK_MSG(collect_wait(&out[i], 60), "request %d did not finish", i);
+}
+
+static const char *const story_bits[] = {
+    "Once upon a time",
+    "Lily and Tom went to the park to play with a big red ball",
+    "The little dog was sad because",
+    "One day, a cat",
+    "Ben",
+    "There was a small bird who loved to sing. Every morning it sang a happy song for the",
+    "Mom said",
+    "The sun was hot and the children wanted to swim in the lake, so they",
+};
+#define N_BITS (int32_t)(sizeof story_bits / sizeof story_bits[0])
+
+/* 32 prompts of different lengths: story openings, some joined. */
+static void make_specs(req_spec *specs, int32_t n) {
+    for (int32_t i = 0; i < n; i++) {
+        char text[512];
+        if (i < N_BITS) snprintf(text, sizeof text, "%s", story_bits[i]);
+        else snprintf(text, sizeof text, "%s %s", story_bits[i % N_BITS], story_bits[(i * 3 + 1) % N_BITS]);
+        spec_from_text(&specs[i], text, 8 + (i * 7) % 29);
+    }
+}
+
+/* ---- tests --------------------------------------------------------------- */
+
+TEST(concurrent_equals_alone_and_reference) {
+    enum { N = 32 };
+    static req_spec specs[N];
+    static collect batched[N], alone[N], ref[N];
+    make_specs(specs, N);
+    engine *e = new_engine(16, 256, 0, 64);
+    if (!e) return;
+    run_concurrent(e, specs, N, batched, 4);
+    engine_stats st;
+    stats_after(e, N, &st);
+    /* continuous batching: far fewer forward passes than generated tokens */
+    CHECK_MSG(st.steps * 4 <= st.tokens_out, "%lld steps for %lld tokens", (long long)st.steps,
+              (long long)st.tokens_out);
+    run_alone(e, specs, N, alone);
+    stats_after(e, 2 * N, &st);
+    CHECK_EQ_INT(st.requests_total, 2 * N);
+    CHECK_EQ_INT(st.requests_done, 2 * N);
+    CHECK_EQ_INT(st.kv_blocks_used, 0);
+    CHECK(st.steps > 0);
+    engine_free(e);
+    int n_stop = 0;
+    for (int32_t i = 0; i < N; i++) {
+        memset(&ref[i], 0, sizeof ref[i]);
+        reference(&specs[i], &ref[i]);
+        CHECK_MSG(batched[i].kind == ENGINE_EV_DONE, "request %d: final event %d", i, batched[i].kind);
+        CHECK_MSG(same_output(&batched[i], &alone[i]), "request %d: batched \"%s\" != alone \"%s\"", i,
+                  batched[i].text, alone[i].text);
+        CHECK_MSG(same_output(&batched[i], &ref[i]), "request %d: batched \"%s\" != reference \"%s\"", i,
+                  batched[i].text, ref[i].text);
+        CHECK_MSG(same_logits(&batched[i], &ref[i]), "request %d: logits differ from the reference", i);
+        CHECK_MSG(same_logits(&alone[i], &ref[i]), "request %d: logits (alone) differ from the reference", i);
+        CHECK_EQ_INT(batched[i].n_gen, ref[i].n_toks);
+        CHECK_EQ_INT(batched[i].n_prompt, specs[i].n_prompt);
+        const bool full = ref[i].n_toks == specs[i].max_tokens;
+        CHECK_STR_EQ(batched[i].reason, full ? "length" : "stop");
+        n_stop += !full;
+        collect_destroy(&batched[i]);
+        collect_destroy(&alone[i]);
+    }
+    (void)n_stop;
+}
+
+TEST(sampled_batched_equals_alone) {
+    enum { N = 8 };
+    static req_spec specs[N];
+    static collect batched[N], alone[N], ref[N];
+    make_specs(specs, N);
+    for (int32_t i = 0; i < N; i++) {
+        specs[i].temperature = 0.9f;
+        specs[i].seed = 1000 + (uint64_t)i;
+        specs[i].max_tokens = 20;
+    }
+    engine *e = new_engine(8, 256, 0, 64);
+    if (!e) return;
+    run_concurrent(e, specs, N, batched, 2);
+    run_alone(e, specs, N, alone);
+    engine_free(e);
+    for (int32_t i = 0; i < N; i++) {
+        memset(&ref[i], 0, sizeof ref[i]);
+        reference(&specs[i], &ref[i]);
+        CHECK_MSG(same_output(&batched[i], &alone[i]), "request %d: \"%s\" != \"%s\"", i, batched[i].text,
+                  alone[i].text);
+        CHECK_MSG(same_output(&batched[i], &ref[i]), "request %d: \"%s\" != reference \"%s\"", i, batched[i].text,
+                  ref[i].text);
+        CHECK_MSG(same_logits(&batched[i], &ref[i]), "request %d: logits differ from the reference", i);
+        collect_destroy(&batched[i]);
+        collect_destroy(&alone[i]);
+    }
+}
+
+TEST(prefix_cache_hits) {
+    enum { N = 6 };
+    static req_spec specs[N];
+    static collect out[N], ref[N];
+    const char *base = "There was a small bird who loved to sing. Every morning it sang a happy song for the "
+                       "children in the park, and they";
+    const char *tails[N] = {"", " laughed", " danced and", " Lily said", " the dog", ""};
+    for (int32_t i = 0; i < N; i++) {
+        char text[512];
+        snprintf(text, sizeof text, "%s%s", base, tails[i]);
+        spec_from_text(&specs[i], text, 12);
+    }
+    CHECK(specs[0].n_prompt > 32); /* at least two full blocks shared */
+    engine *e = new_engine(8, 256, 0, 64);
+    if (!e) return;
+    /* the first request fills the cache, the others then run together */
+    collect_init(&out[0]);
+    engine_req q0 = to_req(&specs[0]);
+    CHECK_EQ_INT(engine_submit(e, &q0, on_event, &out[0], NULL), KITE_OK);
+    CHECK(collect_wait(&out[0], 30));
+    engine_stats st;
+    stats_after(e, 1, &st);
+    CHECK_EQ_INT(st.prefix_hit_tokens, 0);
+    CHECK(st.kv_blocks_cached > 0);
+    run_concurrent(e, specs + 1, N - 1, out + 1, 2);
+    stats_after(e, N, &st);
+    CHECK(st.prefix_hit_tokens >= (int64_t)(N - 1) * 32);
+    CHECK_EQ_INT(st.kv_blocks_used, 0);
+    engine_free(e);
+    for (int32_t i = 0; i < N; i++) {
+        memset(&ref[i], 0, sizeof ref[i]);
+        reference(&specs[i], &ref[i]);
+        if (i > 0) CHECK_MSG(out[i].n_cached >= 32, "request %d: n_cached %d", i, out[i].n_cached);
+        CHECK_MSG(same_output(&out[i], &ref[i]), "request %d: \"%s\" != reference \"%s\"", i, out[i].text,
+                  ref[i].text);
+        CHECK_MSG(same_logits(&out[i], &ref[i]), "request %d: logits differ from the reference", i);
+        collect_destroy(&out[i]);
+    }
+    /* the repeated prompt reuses everything but its last partial block */
+    CHECK_EQ_INT(out[N - 1].n_cached, (specs[N - 1].n_prompt - 1) / 16 * 16);
+}
+
+TEST(preemption_keeps_outputs) {
+    enum { N = 8 };
+    static req_spec specs[N];
+    static collect out[N], ref[N];
+    make_specs(specs, N);
+    for (int32_t i = 0; i < N; i++) {
+        specs[i].max_tokens = 40 + 5 * i;
+        specs[i].ignore_eos = true;
+    }
+    kite_model_info info;
+    kite_model_get_info(g_model, &info);
+    /* 12 blocks of 16 positions: far less than 8 sequences of ~60 positions */
+    const int64_t pos_bytes = 2LL * info.n_layer * info.n_head_kv * (info.n_embd / info.n_head) * 4;
+    engine *e = new_engine(8, 128, 12 * 16 * pos_bytes, 64);
+    if (!e) return;
+    run_concurrent(e, specs, N, out, 2);
+    engine_stats st;
+    stats_after(e, N, &st);
+    CHECK_EQ_INT(st.kv_blocks_total, 12);
+    CHECK_MSG(st.preemptions > 0, "no preemption happened");
+    CHECK_EQ_INT(st.kv_blocks_used, 0);
+    engine_free(e);
+    for (int32_t i = 0; i < N; i++) {
+        memset(&ref[i], 0, sizeof ref[i]);
+        reference(&specs[i], &ref[i]);
+        CHECK_MSG(same_output(&out[i], &ref[i]), "request %d: \"%s\" != reference \"%s\"", i, out[i].text,
+                  ref[i].text);
+        CHECK_MSG(same_logits(&out[i], &ref[i]), "request %d: logits differ from the reference", i);
+        CHECK_STR_EQ(out[i].reason, "length");
+        collect_destroy(&out[i]);
+    }
+}
+
+TEST(cancel_frees_blocks) {
+    req_spec s;
+    spec_from_text(&s, "Once upon a time", 400);
+    s.ignore_eos = true;
+    engine *e = new_engine(4, 512, 0, 64);
+    if (!e) return;
+    static collect a, b;
+    collect_init(&a);
+    collect_init(&b);
+    a.delay_ms = 1;
+    engine_req q = to_req(&s);
+    uint64_t id = 0;
+    CHECK_EQ_INT(engine_submit(e, &q, on_event, &a, &id), KITE_OK);
+    /* b cancels itself from its own callback after 3 tokens */
+    b.cancel_after = 3;
+    b.e = e;
+    CHECK_EQ_INT(engine_submit(e, &q, on_event, &b, &b.id), KITE_OK);
+    CHECK(id != b.id);
+    for (int i = 0; i < 2000; i++) {
+        pthread_mutex_lock(&a.mu);
+        const int32_t got = a.n_toks;
+        pthread_mutex_unlock(&a.mu);
+        if (got >= 10) break;
+        sleep_ms(1);
+    }
+    engine_cancel(e, id);
+    pthread_mutex_lock(&a.mu);
+    const int32_t events = a.n_events;
+    pthread_mutex_unlock(&a.mu);
+    engine_stats st = {0};
+    stats_after(e, 2, &st);
+    CHECK_EQ_INT(st.requests_done, 2);
+    CHECK_EQ_INT(st.kv_blocks_used, 0);
+    CHECK_EQ_INT(st.running, 0);
+    CHECK_EQ_INT(st.kv_slots_allocated, 0);
+    pthread_mutex_lock(&a.mu);
+    CHECK_EQ_INT(a.n_events, events); /* nothing after engine_cancel returned */
+    CHECK(!a.done);
+    CHECK(a.n_toks >= 10 && a.n_toks < 400);
+    pthread_mutex_unlock(&a.mu);
+    CHECK(!b.done);
+    CHECK_EQ_INT(b.n_toks, 3);
+    engine_cancel(e, 12345); /* unknown id: ignored */
+    engine_free(e);
+    collect_destroy(&a);
+    collect_destroy(&b);
+}
+
+TEST(stop_strings) {
+    req_spec s;
+    spec_from_text(&s, "Once upon a time", 60);
+    static collect ref, out, out2;
+    memset(&ref, 0, sizeof ref);
+    reference(&s, &ref);
+    /* a stop string from the middle of the reference text, spanning tokens */
+    CHECK(ref.n_text > 40);
+    char stop[16];
+    memcpy(stop, ref.text + 20, 7);
+    stop[7] = '\0';
+    const char *first = strstr(ref.text, stop);
+    const size_t cut = (size_t)(first - ref.text);
+    engine *e = new_engine(4, 256, 0, 64);
+    if (!e) return;
+    collect_init(&out);
+    engine_req q = to_req(&s);
+    const char *stops[] = {"never appears in a story 123", stop};
+    q.stop = stops;
+    q.n_stop = 2;
+    CHECK_EQ_INT(engine_submit(e, &q, on_event, &out, NULL), KITE_OK);
+    CHECK(collect_wait(&out, 30));
+    CHECK_STR_EQ(out.reason, "stop");
+    CHECK_EQ_INT(out.n_text, cut);
+    CHECK(strncmp(out.text, ref.text, cut) == 0);
+    CHECK(out.n_toks < ref.n_toks);
+    /* a stop string that never completes: its held-back prefix is released at the end */
+    collect_init(&out2);
+    char partial[64];
+    snprintf(partial, sizeof partial, "%.*sZQ", 3, ref.text + ref.n_text - 3);
+    const char *stops2[] = {partial};
+    q.stop = stops2;
+    q.n_stop = 1;
+    CHECK_EQ_INT(engine_submit(e, &q, on_event, &out2, NULL), KITE_OK);
+    CHECK(collect_wait(&out2, 30));
+    CHECK_MSG(same_output(&out2, &ref), "\"%s\" != \"%s\"", out2.text, ref.text);
+    engine_free(e);
+    collect_destroy(&out);
+    collect_destroy(&out2);
+}
+
+TEST(max_tokens_and_submit_errors) {
+    req_spec s;
+    spec_from_text(&s, "Once upon a time", 5);
+    engine *e = new_engine(2, 64, 0, 32);
+    if (!e) return;
+    static collect out;
+    collect_init(&out);
+    engine_req q = to_req(&s);
+    CHECK_EQ_INT(engine_submit(e, &q, on_event, &out, NULL), KITE_OK);
+    CHECK(collect_wait(&out, 30));
+    CHECK_STR_EQ(out.reason, "length");
+    CHECK_EQ_INT(out.n_toks, 5);
+    CHECK_EQ_INT(out.n_gen, 5);
+
+    /* too long for n_ctx 64 */
+    static kite_token longp[64];
+    for (int i = 0; i < 64; i++) longp[i] = 300;
+    engine_req bad = q;
+    bad.prompt = longp;
+    bad.n_prompt = 64;
+    CHECK_EQ_INT(engine_submit(e, &bad, on_event, &out, NULL), KITE_E_RANGE);
+    CHECK_CONTAINS(kite_last_error(), "does not fit");
+    bad.n_prompt = 63; /* fits: max_tokens is clipped to the one position left */
+    static collect clip;
+    collect_init(&clip);
+    bad.max_tokens = 50;
+    bad.ignore_eos = true;
+    CHECK_EQ_INT(engine_submit(e, &bad, on_event, &clip, NULL), KITE_OK);
+    CHECK(collect_wait(&clip, 30));
+    CHECK_EQ_INT(clip.n_toks, 1);
+    CHECK_STR_EQ(clip.reason, "length");
+    bad = q;
+    longp[0] = 512;
+    bad.prompt = longp;
+    bad.n_prompt = 2;
+    CHECK_EQ_INT(engine_submit(e, &bad, on_event, &out, NULL), KITE_E_RANGE);
+    bad.n_prompt = 0;
+    CHECK_EQ_INT(engine_submit(e, &bad, on_event, &out, NULL), KITE_E_ARG);
+    bad = q;
+    bad.max_tokens = 0;
+    CHECK_EQ_INT(engine_submit(e, &bad, on_event, &out, NULL), KITE_E_ARG);
+    CHECK_EQ_INT(engine_submit(e, &q, NULL, NULL, NULL), KITE_E_ARG);
+    engine_stats st;
+    engine_get_stats(e, &st);
+    CHECK_EQ_INT(st.requests_total, 2);
+    engine_free(e);
+    collect_destroy(&out);
+    collect_destroy(&clip);
+}
+
+TEST(free_cancels_live_requests) {
+    req_spec s;
+    spec_from_text(&s, "Once upon a time", 400);
+    s.ignore_eos = true;
+    engine *e = new_engine(1, 512, 0, 64);
+    if (!e) return;
+    static collect a, b;
+    collect_init(&a);
+    collect_init(&b);
+    a.delay_ms = 1;
+    engine_req q = to_req(&s);
+    CHECK_EQ_INT(engine_submit(e, &q, on_event, &a, NULL), KITE_OK);
+    CHECK_EQ_INT(engine_submit(e, &q, on_event, &b, NULL), KITE_OK); /* waits: n_parallel 1 */
+    engine_free(e);
+    CHECK(a.done && b.done);
+    CHECK_STR_EQ(a.reason, "cancelled");
+    CHECK_STR_EQ(b.reason, "cancelled");
+    collect_destroy(&a);
+    collect_destroy(&b);
+}
+
+/* Pushes pieces through a filter; returns the released text, *stopped set. */
+static void filter_run(const char *const *stops, int32_t n_stop, const char *const *pieces, int n, char *out,
+                       size_t cap, bool *stopped, size_t *released_after_first) {
+    stop_filter f;
+    sbuf b = {0};
+    CHECK_EQ_INT(stop_filter_init(&f, stops, n_stop), KITE_OK);
+    *stopped = false;
+    for (int i = 0; i < n && !*stopped; i++) {
+        int rc = stop_filter_push(&f, pieces[i], strlen(pieces[i]), &b);
+        CHECK(rc == 0 || rc == 1);
+        *stopped = rc == 1;
+        if (i == 0 && released_after_first) *released_after_first = b.n;
+    }
+    if (!*stopped) CHECK_EQ_INT(stop_filter_finish(&f, &b), KITE_OK);
+    snprintf(out, cap, "%s", b.p ? b.p : "");
+    sbuf_free(&b);
+    stop_filter_free(&f);
+}
+
+TEST(stop_filter_pieces) {
+    char out[128];
+    bool stopped;
+    size_t first = 0;
+    /* a stop string split over three pieces; text before it is released */
+    const char *stops[] = {"", "END!", "xyz"};
+    const char *p1[] = {"hello E", "N", "D! more"};
+    filter_run(stops, 3, p1, 3, out, sizeof out, &stopped, &first);
+    CHECK(stopped);
+    CHECK_STR_EQ(out, "hello ");
+    CHECK_EQ_INT(first, 6); /* "E" held back after the first piece */
+    /* a false start is released once it cannot match any more */
+    const char *p2[] = {"ab EN", "Dx", "yZ"};
+    filter_run(stops, 3, p2, 3, out, sizeof out, &stopped, &first);
+    CHECK(!stopped);
+    CHECK_STR_EQ(out, "ab ENDxyZ");
+    CHECK_EQ_INT(first, 3);
+    /* the earliest of several stop strings wins */
+    const char *p3[] = {"1 xyz 2 END!"};
+    filter_run(stops, 3, p3, 1, out, sizeof out, &stopped, NULL);
+    CHECK(stopped);
+    CHECK_STR_EQ(out, "1 ");
+    /* multi-byte stop strings: held text starts on a character boundary */
+    const char *ustops[] = {"\xC3\xA9t\xC3\xA9"};
+    const char *p4[] = {"caf\xC3\xA9", "s \xC3\xA9t", "\xC3\xA9 fin"};
+    filter_run(ustops, 1, p4, 3, out, sizeof out, &stopped, &first);
+    CHECK(stopped);
+    CHECK_STR_EQ(out, "caf\xC3\xA9s ");
+    CHECK_EQ_INT(first, 3); /* "\xC3\xA9" held: it starts the stop string */
+    /* no stop strings: everything passes straight through */
+    const char *p5[] = {"a", "b"};
+    filter_run(NULL, 0, p5, 2, out, sizeof out, &stopped, NULL);
+    CHECK_STR_EQ(out, "ab");
+}
+
+TEST(bad_params) {
+    engine *e = NULL;
+    engine_params p = engine_default_params();
+    p.n_parallel = -1;
+    CHECK_EQ_INT(engine_new(g_model, &p, &e), KITE_E_ARG);
+    p = engine_default_params();
+    p.kv_mem_bytes = 1; /* less than one block */
+    CHECK_EQ_INT(engine_new(g_model, &p, &e), KITE_E_ARG);
+    CHECK(e == NULL);
+    engine_free(NULL);
+}
+
+int main(void) {
+    kite_model_params mp = kite_model_default_params();
+    if (kite_model_load(MODEL, &mp, &g_model) != KITE_OK) {
+        printf("cannot load %s: %s\n", MODEL, kite_last_error());
+        return 1;
+    }
+    RUN(concurrent_equals_alone_and_reference);
+    RUN(sampled_batched_equals_alone);
+    RUN(prefix_cache_hits);
+    RUN(preemption_keeps_outputs);
+    RUN(cancel_frees_blocks);
+    RUN(stop_strings);
+    RUN(max_tokens_and_submit_errors);
+    RUN(free_cancels_live_requests);
+    RUN(stop_filter_pieces);
+    RUN(bad_params);
+    kite_model_free(g_model);
+    return harness_summary(__FILE__);
+}

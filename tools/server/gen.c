@@ -1,0 +1,483 @@
+/*
+ * gen.c - completion and chat-completion requests of `kite serve`.
+ *
+ * DESIGN
+ *   gen_handle parses the body (oai.c), builds the prompt tokens (chat
+ *   template for chat), and submits one engine request whose callback (on
+ *   the engine thread) appends new text to the request's queue and signals
+ *   its condvar.  The connection thread then either
+ *     - waits for the end and answers one JSON object (non-streaming), or
+ *     - answers at once with a callback response (SSE) whose reader takes
+ *       everything queued so far and turns it into one chunk, so a slow
+ *       client gets fewer, larger chunks instead of holding up the engine.
+ *   Both wait in SERVER_POLL_MS slices and check that the client is still
+ *   connected; if it is not (or a write fails), the request is cancelled
+ *   when its last reference goes (gen_req_release), freeing its KV blocks.
+ *   A stream with nothing to send for half the idle timeout (queued behind
+ *   others, a long prefill) sends an SSE comment line so that it is not
+ *   dropped as idle; clients ignore comments.
+ *
+ * OWNERSHIP
+ *   A gen_req has two references while streaming (handler/connection and
+ *   the MHD response) and one otherwise.  The engine never holds one: after
+ *   DONE/ERROR or engine_cancel it no longer calls back, so the last
+ *   release cancels if the request is unfinished and then frees.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/timing.h"
+#include "server_internal.h"
+
+struct gen_req {
+    server *srv;
+    struct MHD_Connection *conn;
+    oai_request req;
+    char id[48];                   /* "cmpl-..." / "chatcmpl-..." */
+    int64_t created;               /* unix seconds */
+    uint64_t eng_id;
+    atomic_int refs;
+
+    /* queue, guarded by mu (engine callback -> connection thread) */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    char *text;                    /* pending output text */
+    size_t len, cap;
+    bool done;                     /* DONE or ERROR received */
+    bool failed;                   /* ERROR, or out of memory in the callback */
+    char finish[16];               /* finish_reason of DONE */
+    char errmsg[256];
+    int32_t n_prompt, n_gen;       /* usage */
+
+    /* SSE output state (connection thread only) */
+    char *out;                     /* formatted bytes not yet handed to MHD */
+    size_t out_len, out_pos, out_cap;
+    bool ended;                    /* final chunks formatted */
+    bool client_gone;
+};
+
+void gen_req_release(gen_req *g) {
+    if (!g) return;
+    if (atomic_fetch_sub(&g->refs, 1) != 1) return;
+    pthread_mutex_lock(&g->mu);
+    bool finished = g->done;
+    pthread_mutex_unlock(&g->mu);
+    if (g->eng_id && !finished) {
+        engine_cancel(g->srv->eng, g->eng_id);
+        atomic_fetch_add(&g->srv->http_cancelled, 1);
+    }
+    pthread_cond_destroy(&g->cv);
+    pthread_mutex_destroy(&g->mu);
+    oai_request_free(&g->req);
+    free(g->text);
+    free(g->out);
+    free(g);
+}
+
+static bool buf_append(char **p, size_t *len, size_t *cap, const char *s, size_t n) {
+    if (*len + n + 1 > *cap) {
+        size_t nc = *cap ? *cap * 2 : 256;
+        while (nc < *len + n + 1) nc *= 2;
+        char *q = realloc(*p, nc);
+        if (!q) return false;
+        *p = q;
+        *cap = nc;
+    }
+    memcpy(*p + *len, s, n);
+    *len += n;
+    (*p)[*len] = '\0';
+    return true;
+}
+
+/* Engine thread: queue the event and wake the connection thread. */
+static void gen_on_event(void *user, const engine_event *ev) {
+    gen_req *g = user;
+    pthread_mutex_lock(&g->mu);
+    if (ev->kind == ENGINE_EV_TEXT) {
+        if (ev->len && !buf_append(&g->text, &g->len, &g->cap, ev->text, ev->len)) {
+            g->failed = true;
+            snprintf(g->errmsg, sizeof g->errmsg, "out of memory");
+        }
+    } else {
+        g->done = true;
+        if (ev->kind == ENGINE_EV_ERROR) {
+            g->failed = true;
+            snprintf(g->errmsg, sizeof g->errmsg, "%s", ev->message ? ev->message : "generation failed");
+        } else {
+            snprintf(g->finish, sizeof g->finish, "%s",
+                     ev->finish_reason && !strcmp(ev->finish_reason, "length") ? "length" : "stop");
+        }
+    }
+    if (ev->n_prompt > 0) g->n_prompt = ev->n_prompt;
+    if (ev->n_gen > g->n_gen) g->n_gen = ev->n_gen;
+    pthread_cond_signal(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* Waits (mu held) up to SERVER_POLL_MS for new text or the end. */
+static void wait_slice(gen_req *g) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += SERVER_POLL_MS * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec += 1;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&g->cv, &g->mu, &ts);
+}
+
+/* ---- prompt ---- */
+
+/* Builds the prompt tokens of r into *toks (malloc'd). */
+static bool build_prompt(server *s, oai_request *r, kite_token **toks, int32_t *n, oai_error *err) {
+    int st;
+    if (r->chat) {
+        char *text = NULL;
+        st = chat_apply(s->chat_family, r->msgs, r->n_msgs, true, &text);
+        if (st != KITE_OK) {
+            oai_error_set(err, 400, "invalid_request_error", "invalid_value", "messages", "%s",
+                          kite_last_error()[0] ? kite_last_error() : "invalid messages");
+            return false;
+        }
+        st = srv_tokenize(s, text, strlen(text), kite_token_bos(s->model) >= 0, true, toks, n);
+        free(text);
+    } else if (r->prompt_text) {
+        st = srv_tokenize(s, r->prompt_text, strlen(r->prompt_text), kite_token_bos(s->model) >= 0, true, toks, n);
+    } else {
+        for (int32_t i = 0; i < r->n_prompt_ids; i++)
+            if (r->prompt_ids[i] >= s->n_vocab) {
+                oai_error_set(err, 400, "invalid_request_error", "invalid_value", "prompt",
+                              "Invalid value for 'prompt': token id %d is outside the vocabulary (%d tokens).",
+                              (int)r->prompt_ids[i], (int)s->n_vocab);
+                return false;
+            }
+        *toks = r->prompt_ids;
+        *n = r->n_prompt_ids;
+        r->prompt_ids = NULL;
+        r->n_prompt_ids = 0;
+        st = KITE_OK;
+    }
+    if (st != KITE_OK) {
+        oai_error_set(err, st == KITE_E_NOMEM ? 500 : 400, st == KITE_E_NOMEM ? "server_error" : "invalid_request_error",
+                      NULL, r->chat ? "messages" : "prompt", "Could not tokenize the prompt: %s", kite_last_error());
+        return false;
+    }
+    if (*n < 1) {
+        oai_error_set(err, 400, "invalid_request_error", "invalid_value", r->chat ? "messages" : "prompt",
+                      "The prompt is empty.");
+        return false;
+    }
+    if (*n >= s->n_ctx) {
+        oai_error_set(err, 400, "invalid_request_error", "context_length_exceeded", r->chat ? "messages" : "prompt",
+                      "This model's maximum context length is %d tokens, but the prompt has %d tokens "
+                      "(at least one position is needed for the reply).",
+                      (int)s->n_ctx, (int)*n);
+        return false;
+    }
+    return true;
+}
+
+/* ---- response JSON ---- */
+
+static cJSON *usage_json(const gen_req *g) {
+    cJSON *u = cJSON_CreateObject();
+    cJSON_AddNumberToObject(u, "prompt_tokens", g->n_prompt);
+    cJSON_AddNumberToObject(u, "completion_tokens", g->n_gen);
+    cJSON_AddNumberToObject(u, "total_tokens", g->n_prompt + g->n_gen);
+    return u;
+}
+
+static cJSON *base_json(const gen_req *g, const char *object) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "id", g->id);
+    cJSON_AddStringToObject(o, "object", object);
+    cJSON_AddNumberToObject(o, "created", (double)g->created);
+    cJSON_AddStringToObject(o, "model", g->req.model ? g->req.model : g->srv->model_id);
+    cJSON_AddStringToObject(o, "system_fingerprint", "kite");
+    return o;
+}
+
+/* The non-streaming answer (mu not needed: the request is finished). */
+static char *final_json(const gen_req *g) {
+    cJSON *o = base_json(g, g->req.chat ? "chat.completion" : "text_completion");
+    cJSON *choices = cJSON_AddArrayToObject(o, "choices");
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddNumberToObject(c, "index", 0);
+    if (g->req.chat) {
+        cJSON *m = cJSON_AddObjectToObject(c, "message");
+        cJSON_AddStringToObject(m, "role", "assistant");
+        cJSON_AddStringToObject(m, "content", g->text ? g->text : "");
+    } else {
+        cJSON_AddStringToObject(c, "text", g->text ? g->text : "");
+    }
+    cJSON_AddNullToObject(c, "logprobs");
+    cJSON_AddStringToObject(c, "finish_reason", g->finish);
+    cJSON_AddItemToArray(choices, c);
+    cJSON_AddItemToObject(o, "usage", usage_json(g));
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+/* Appends "data: <json>\n\n" to the SSE output (takes the cJSON). */
+static bool sse_emit(gen_req *g, cJSON *o) {
+    char *s = o ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
+    if (!s) return false;
+    bool ok = buf_append(&g->out, &g->out_len, &g->out_cap, "data: ", 6) &&
+              buf_append(&g->out, &g->out_len, &g->out_cap, s, strlen(s)) &&
+              buf_append(&g->out, &g->out_len, &g->out_cap, "\n\n", 2);
+    free(s);
+    return ok;
+}
+
+/* One streaming chunk: text (may be NULL = none) and finish_reason (NULL =
+ * JSON null); role only in the first chat chunk. */
+static bool sse_chunk(gen_req *g, const char *text, size_t len, const char *finish, bool role) {
+    cJSON *o = base_json(g, g->req.chat ? "chat.completion.chunk" : "text_completion");
+    cJSON *choices = cJSON_AddArrayToObject(o, "choices");
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddNumberToObject(c, "index", 0);
+    char *tmp = NULL;
+    if (text) {
+        tmp = malloc(len + 1);
+        if (!tmp) {
+            cJSON_Delete(c);
+            cJSON_Delete(o);
+            return false;
+        }
+        memcpy(tmp, text, len);
+        tmp[len] = '\0';
+    }
+    if (g->req.chat) {
+        cJSON *d = cJSON_AddObjectToObject(c, "delta");
+        if (role) cJSON_AddStringToObject(d, "role", "assistant");
+        if (tmp) cJSON_AddStringToObject(d, "content", tmp);
+    } else {
+        cJSON_AddStringToObject(c, "text", tmp ? tmp : "");
+    }
+    free(tmp);
+    cJSON_AddNullToObject(c, "logprobs");
+    if (finish) cJSON_AddStringToObject(c, "finish_reason", finish);
+    else cJSON_AddNullToObject(c, "finish_reason");
+    cJSON_AddItemToArray(choices, c);
+    if (g->req.include_usage) cJSON_AddNullToObject(o, "usage");
+    return sse_emit(g, o);
+}
+
+/* Final chunks: finish_reason, usage (if asked), [DONE]; or an error. */
+static bool sse_end(gen_req *g, bool failed, const char *errmsg) {
+    if (failed) {
+        oai_error e;
+        oai_error_set(&e, 500, "server_error", NULL, NULL, "Generation failed: %s", errmsg);
+        char *s = oai_error_json(&e);
+        bool ok = s && buf_append(&g->out, &g->out_len, &g->out_cap, "data: ", 6) &&
+                  buf_append(&g->out, &g->out_len, &g->out_cap, s, strlen(s)) &&
+                  buf_append(&g->out, &g->out_len, &g->out_cap, "\n\n", 2);
+        free(s);
+        if (!ok) return false;
+    } else {
+        if (!sse_chunk(g, g->req.chat ? NULL : "", 0, g->finish, false)) return false;
+        if (g->req.include_usage) {
+            cJSON *o = base_json(g, g->req.chat ? "chat.completion.chunk" : "text_completion");
+            cJSON_AddArrayToObject(o, "choices");
+            cJSON_AddItemToObject(o, "usage", usage_json(g));
+            if (!sse_emit(g, o)) return false;
+        }
+    }
+    return buf_append(&g->out, &g->out_len, &g->out_cap, "data: [DONE]\n\n", 14);
+}
+
+/* MHD content reader: blocks (in slices) until there is something to send. */
+static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    gen_req *g = cls;
+    (void)pos;
+    for (;;) {
+        if (g->out_pos < g->out_len) {
+            size_t n = g->out_len - g->out_pos;
+            if (n > max) n = max;
+            memcpy(buf, g->out + g->out_pos, n);
+            g->out_pos += n;
+            if (g->out_pos == g->out_len) g->out_pos = g->out_len = 0;
+            return (ssize_t)n;
+        }
+        if (g->ended) return MHD_CONTENT_READER_END_OF_STREAM;
+
+        /* a stream waiting longer than half the idle timeout (queued behind
+         * others, a long prefill) sends an SSE comment, which clients ignore,
+         * so that libmicrohttpd does not drop it as idle */
+        int64_t keepalive_ms = (int64_t)g->srv->p.timeout_s * 500;
+        if (keepalive_ms > 10000) keepalive_ms = 10000;
+        int64_t waited_ms = 0;
+        pthread_mutex_lock(&g->mu);
+        while (!g->len && !g->done) {
+            wait_slice(g);
+            waited_ms += SERVER_POLL_MS;
+            if (g->len || g->done) break;
+            if (!srv_client_alive(g->conn)) {
+                pthread_mutex_unlock(&g->mu);
+                g->client_gone = true;
+                return MHD_CONTENT_READER_END_WITH_ERROR;
+            }
+            if (waited_ms >= keepalive_ms) {
+                pthread_mutex_unlock(&g->mu);
+                static const char ping[] = ": keep-alive\n\n";
+                if (max < sizeof ping - 1) return 0;
+                memcpy(buf, ping, sizeof ping - 1);
+                return (ssize_t)(sizeof ping - 1);
+            }
+        }
+        /* take everything queued so far */
+        char *text = g->text;
+        size_t len = g->len;
+        g->text = NULL;
+        g->len = g->cap = 0;
+        bool done = g->done, failed = g->failed;
+        char errmsg[sizeof g->errmsg];
+        memcpy(errmsg, g->errmsg, sizeof errmsg);
+        pthread_mutex_unlock(&g->mu);
+
+        bool ok = true;
+        if (len && !failed) ok = sse_chunk(g, text, len, NULL, false);
+        free(text);
+        if (ok && done) {
+            ok = sse_end(g, failed, errmsg);
+            g->ended = true;
+        }
+        if (!ok) return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+}
+
+static void sse_free(void *cls) { gen_req_release(cls); }
+
+/* ---- entry point ---- */
+
+void gen_req_log_info(gen_req *g, int32_t *n_prompt, int32_t *n_gen, const char **note) {
+    pthread_mutex_lock(&g->mu);
+    *n_prompt = g->n_prompt;
+    *n_gen = g->n_gen;
+    *note = g->client_gone || !g->done ? "cancelled" : g->failed ? "failed" : g->finish;
+    pthread_mutex_unlock(&g->mu);
+}
+
+enum MHD_Result gen_handle(server *s, struct MHD_Connection *c, const char *body, size_t len, bool chat,
+                           int *status, gen_req **keep) {
+    oai_error err;
+    kite_token *toks = NULL;
+    int32_t n = 0;
+    enum MHD_Result ret;
+    gen_req *g = calloc(1, sizeof *g);
+    if (!g) {
+        oai_error_set(&err, 500, "server_error", NULL, NULL, "Out of memory.");
+        goto fail;
+    }
+    g->srv = s;
+    g->conn = c;
+    atomic_init(&g->refs, 1);
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->cv, NULL);
+    snprintf(g->id, sizeof g->id, "%s-%016llx", chat ? "chatcmpl" : "cmpl",
+             (unsigned long long)atomic_fetch_add(&s->next_id, 1) * 0x9E3779B97F4A7C15ull);
+    g->created = (int64_t)time(NULL);
+
+    if (!oai_request_parse(body, len, chat, &g->req, &err)) goto fail;
+    if (!build_prompt(s, &g->req, &toks, &n, &err)) goto fail;
+    g->n_prompt = n;
+
+    oai_request *r = &g->req;
+    if (!r->seed_given) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        r->sampling.seed = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ atomic_load(&s->next_id);
+    }
+    const char *stops[SERVER_MAX_STOP + 16];
+    int32_t n_stop = 0;
+    for (int32_t i = 0; i < r->n_stop; i++) stops[n_stop++] = r->stop[i];
+    if (chat) {
+        const char *const *cs = chat_stop_strings(s->chat_family);
+        for (; cs && *cs && n_stop < (int32_t)(sizeof stops / sizeof stops[0]); cs++) stops[n_stop++] = *cs;
+    }
+    /* OpenAI's defaults: 16 tokens for completions, the rest of the context for chat */
+    int32_t room = s->n_ctx - n;
+    int32_t max_tokens = r->max_tokens > 0 ? r->max_tokens : chat ? room : 16;
+    engine_req er = {
+        .prompt = toks,
+        .n_prompt = n,
+        .max_tokens = max_tokens < room ? max_tokens : room,
+        .sampling = r->sampling,
+        .stop = n_stop ? stops : NULL,
+        .n_stop = n_stop,
+        .ignore_eos = r->ignore_eos,
+    };
+    int st = engine_submit(s->eng, &er, gen_on_event, g, &g->eng_id);
+    free(toks);
+    toks = NULL;
+    if (st != KITE_OK) {
+        const char *msg = kite_last_error();
+        if (st == KITE_E_RANGE && strstr(msg, "context"))
+            oai_error_set(&err, 400, "invalid_request_error", "context_length_exceeded", chat ? "messages" : "prompt",
+                          "%s", msg);
+        else if (st == KITE_E_ARG || st == KITE_E_RANGE)
+            oai_error_set(&err, 400, "invalid_request_error", "invalid_value", chat ? "messages" : "prompt", "%s", msg);
+        else
+            oai_error_set(&err, 503, "server_error", NULL, NULL, "The engine could not take the request: %s", msg);
+        g->eng_id = 0;
+        goto fail;
+    }
+
+    if (r->stream) {
+        if (chat && !sse_chunk(g, "", 0, NULL, true)) {
+            oai_error_set(&err, 500, "server_error", NULL, NULL, "Out of memory.");
+            goto fail;
+        }
+        struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, sse_read, g, sse_free);
+        if (!resp) {
+            oai_error_set(&err, 500, "server_error", NULL, NULL, "Could not create the response.");
+            goto fail;
+        }
+        atomic_fetch_add(&g->refs, 1); /* the response's reference, dropped by sse_free */
+        MHD_add_response_header(resp, "Content-Type", "text/event-stream; charset=utf-8");
+        MHD_add_response_header(resp, "Cache-Control", "no-cache");
+        MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+        ret = MHD_queue_response(c, MHD_HTTP_OK, resp);
+        MHD_destroy_response(resp);
+        *status = 200;
+        *keep = g; /* the connection's reference, for the log line */
+        return ret;
+    }
+
+    /* non-streaming: wait for the end, watching the client */
+    pthread_mutex_lock(&g->mu);
+    while (!g->done) {
+        wait_slice(g);
+        if (!g->done && !srv_client_alive(c)) {
+            pthread_mutex_unlock(&g->mu);
+            *status = 499; /* client closed request (nginx's code), for the log only */
+            g->client_gone = true;
+            *keep = g;
+            return MHD_NO;
+        }
+    }
+    pthread_mutex_unlock(&g->mu);
+    if (g->failed) {
+        oai_error_set(&err, 500, "server_error", NULL, NULL, "Generation failed: %s", g->errmsg);
+        goto fail;
+    }
+    char *json = final_json(g);
+    if (!json) {
+        oai_error_set(&err, 500, "server_error", NULL, NULL, "Out of memory.");
+        goto fail;
+    }
+    *status = 200;
+    *keep = g;
+    return srv_reply_json(c, 200, json);
+
+fail:
+    free(toks);
+    if (g) gen_req_release(g);
+    *status = err.status;
+    return srv_reply_error(c, &err);
+}

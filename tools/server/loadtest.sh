@@ -1,0 +1,34 @@
+#!/bin/sh
+# tools/server/loadtest.sh BUILD - `make loadtest`: starts `kite serve` on
+# 127.0.0.1 (a port chosen by the system, loopback only) and runs a bounded
+# load against it with tools/server/loadtest.mjs (node's built-in fetch, no
+# npm packages).  Knobs (environment): LOADTEST_CLIENTS (16),
+# LOADTEST_REQUESTS (64), LOADTEST_TOKENS (64), LOADTEST_MODEL (bundled),
+# LOADTEST_PARALLEL (engine slots, = clients), LOADTEST_THREADS (0 = all).
+set -u
+build=${1:-build}
+clients=${LOADTEST_CLIENTS:-16}
+parallel=${LOADTEST_PARALLEL:-$clients}
+if ! command -v node >/dev/null 2>&1; then
+    echo "loadtest: node is not installed (needed for the load client)" >&2
+    exit 1
+fi
+log=$(mktemp "${TMPDIR:-/tmp}/kite-loadtest.XXXXXX")
+set -- serve --port 0 --parallel "$parallel" -t "${LOADTEST_THREADS:-0}" -q
+[ -n "${LOADTEST_MODEL:-}" ] && set -- "$@" -m "$LOADTEST_MODEL"
+"$build/kite" "$@" </dev/null 2>"$log" &
+pid=$!
+trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -f "$log"' EXIT INT TERM
+port=
+i=0
+while [ $i -lt 300 ] && [ -z "$port" ]; do
+    port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$log")
+    kill -0 $pid 2>/dev/null || break
+    [ -n "$port" ] || sleep 0.1
+    i=$((i + 1))
+done
+if [ -z "$port" ]; then
+    echo "loadtest: the server did not start: $(cat "$log")" >&2
+    exit 1
+fi
+node tools/server/loadtest.mjs "http://127.0.0.1:$port" "$clients" "${LOADTEST_REQUESTS:-64}" "${LOADTEST_TOKENS:-64}"

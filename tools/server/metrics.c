@@ -1,0 +1,94 @@
+/*
+ * metrics.c - GET /metrics: Prometheus text exposition (format 0.0.4) of the
+ * engine's counters (engine_get_stats) and the server's own.
+ *
+ * kite_kv_waste_ratio = 1 - used / allocated token slots of the blocks held
+ * by running sequences (0 when nothing is allocated): the share of KV memory
+ * reserved but not holding a token.
+ *
+ * Thread safety: any thread (engine_get_stats is thread-safe, the server
+ * counters are atomics).
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server_internal.h"
+
+typedef struct text {
+    char *p;
+    size_t len, cap;
+    bool oom;
+} text;
+
+static void add(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add(text *t, const char *fmt, ...) {
+    if (t->oom) return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(t->p + t->len, t->cap - t->len, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            t->oom = true;
+            return;
+        }
+        if ((size_t)n < t->cap - t->len) {
+            t->len += (size_t)n;
+            return;
+        }
+        size_t nc = t->cap * 2 + (size_t)n;
+        char *q = realloc(t->p, nc);
+        if (!q) {
+            t->oom = true;
+            return;
+        }
+        t->p = q;
+        t->cap = nc;
+    }
+}
+
+static void metric(text *t, const char *name, const char *type, const char *help, double v) {
+    add(t, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help, name, type, name, v);
+}
+
+char *metrics_text(server *s) {
+    engine_stats st;
+    memset(&st, 0, sizeof st);
+    engine_get_stats(s->eng, &st);
+    text t = {.p = malloc(4096), .cap = 4096};
+    if (!t.p) return NULL;
+    t.p[0] = '\0';
+    metric(&t, "kite_requests_total", "counter", "Generation requests submitted to the engine.", (double)st.requests_total);
+    metric(&t, "kite_requests_done_total", "counter", "Generation requests finished in any way.", (double)st.requests_done);
+    metric(&t, "kite_tokens_in_total", "counter", "Prompt tokens of admitted requests.", (double)st.tokens_in);
+    metric(&t, "kite_tokens_out_total", "counter", "Generated tokens.", (double)st.tokens_out);
+    metric(&t, "kite_prefix_cache_hit_tokens_total", "counter",
+           "Prompt tokens not recomputed thanks to the prefix cache.", (double)st.prefix_hit_tokens);
+    metric(&t, "kite_preemptions_total", "counter", "Sequences preempted (recomputed later) for lack of KV blocks.",
+           (double)st.preemptions);
+    metric(&t, "kite_engine_steps_total", "counter", "Engine forward passes.", (double)st.steps);
+    metric(&t, "kite_queue_length", "gauge", "Requests waiting to be admitted.", st.queue_len);
+    metric(&t, "kite_running_sequences", "gauge", "Sequences in the running set.", st.running);
+    metric(&t, "kite_kv_blocks_total", "gauge", "KV cache blocks in the pool.", st.kv_blocks_total);
+    metric(&t, "kite_kv_blocks_used", "gauge", "KV blocks referenced by running sequences.", st.kv_blocks_used);
+    metric(&t, "kite_kv_blocks_cached", "gauge", "Unreferenced KV blocks kept for prefix reuse.", st.kv_blocks_cached);
+    int64_t free_blocks = (int64_t)st.kv_blocks_total - st.kv_blocks_used - st.kv_blocks_cached;
+    metric(&t, "kite_kv_blocks_free", "gauge", "KV blocks neither used nor cached.",
+           (double)(free_blocks > 0 ? free_blocks : 0));
+    double waste = st.kv_slots_allocated > 0 ? 1.0 - (double)st.kv_slots_used / (double)st.kv_slots_allocated : 0.0;
+    metric(&t, "kite_kv_waste_ratio", "gauge", "Share of allocated KV token slots not holding a token.", waste);
+    add(&t, "# HELP kite_http_requests_total HTTP requests answered, by status class.\n"
+            "# TYPE kite_http_requests_total counter\n");
+    static const char *const cls[6] = {"other", "1xx", "2xx", "3xx", "4xx", "5xx"};
+    for (int i = 0; i < 6; i++)
+        add(&t, "kite_http_requests_total{code=\"%s\"} %lld\n", cls[i], (long long)atomic_load(&s->http_requests[i]));
+    metric(&t, "kite_http_cancelled_total", "counter", "Generations cancelled because their client left.",
+           (double)atomic_load(&s->http_cancelled));
+    if (t.oom) {
+        free(t.p);
+        return NULL;
+    }
+    return t.p;
+}

@@ -1,0 +1,344 @@
+/*
+ * oai.c - OpenAI request parsing and error bodies for `kite serve`.
+ *
+ * DESIGN
+ *   The body is parsed with cJSON into an oai_request that owns copies of
+ *   every string, so the cJSON tree is freed before generation starts.  Like
+ *   OpenAI, unknown fields are ignored and a null value means "not given";
+ *   a known field of the wrong type or out of range is a 400 naming the
+ *   field in "param".  Defaults follow OpenAI: temperature 1, top_p 1, no
+ *   top-k / min-p, max_tokens 16 for completions and the rest of the
+ *   context for chat.
+ *
+ * THREADS
+ *   Pure functions of their arguments; any thread.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "server_internal.h"
+
+#define INVALID "invalid_request_error"
+
+void oai_error_set(oai_error *e, int status, const char *type, const char *code, const char *param,
+                   const char *fmt, ...) {
+    va_list ap;
+    e->status = status;
+    e->type = type;
+    e->code = code;
+    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+}
+
+char *oai_error_json(const oai_error *e) {
+    cJSON *root = cJSON_CreateObject(), *o = cJSON_CreateObject();
+    char *s = NULL;
+    if (!root || !o) goto done;
+    cJSON_AddItemToObject(root, "error", o);
+    o = NULL;
+    cJSON *err = cJSON_GetObjectItemCaseSensitive(root, "error");
+    cJSON_AddStringToObject(err, "message", e->message);
+    cJSON_AddStringToObject(err, "type", e->type ? e->type : INVALID);
+    if (e->param[0]) cJSON_AddStringToObject(err, "param", e->param);
+    else cJSON_AddNullToObject(err, "param");
+    if (e->code) cJSON_AddStringToObject(err, "code", e->code);
+    else cJSON_AddNullToObject(err, "code");
+    s = cJSON_PrintUnformatted(root);
+done:
+    cJSON_Delete(o);
+    cJSON_Delete(root);
+    return s;
+}
+
+const cJSON *oai_member(const cJSON *obj, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    return (v && !cJSON_IsNull(v)) ? v : NULL;
+}
+
+static bool bad_type(oai_error *err, const char *key, const char *want) {
+    oai_error_set(err, 400, INVALID, "invalid_type", key, "Invalid type for '%s': expected %s.", key, want);
+    return false;
+}
+
+static bool bad_value(oai_error *err, const char *key, const char *what) {
+    oai_error_set(err, 400, INVALID, "invalid_value", key, "Invalid value for '%s': %s.", key, what);
+    return false;
+}
+
+/* Optional number in [lo, hi]; *given tells whether it was present. */
+static bool get_num(const cJSON *root, const char *key, double lo, double hi, double *out, bool *given,
+                    oai_error *err) {
+    const cJSON *v = oai_member(root, key);
+    if (given) *given = false;
+    if (!v) return true;
+    if (!cJSON_IsNumber(v)) return bad_type(err, key, "a number");
+    if (!isfinite(v->valuedouble) || v->valuedouble < lo || v->valuedouble > hi) {
+        char what[96];
+        snprintf(what, sizeof what, "expected a number in [%g, %g], got %g", lo, hi, v->valuedouble);
+        return bad_value(err, key, what);
+    }
+    *out = v->valuedouble;
+    if (given) *given = true;
+    return true;
+}
+
+static bool get_int(const cJSON *root, const char *key, double lo, double hi, double *out, bool *given,
+                    oai_error *err) {
+    const cJSON *v = oai_member(root, key);
+    if (given) *given = false;
+    if (!v) return true;
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble)) return bad_type(err, key, "an integer");
+    return get_num(root, key, lo, hi, out, given, err);
+}
+
+static bool get_bool(const cJSON *root, const char *key, bool *out, oai_error *err) {
+    const cJSON *v = oai_member(root, key);
+    if (!v) return true;
+    if (!cJSON_IsBool(v)) return bad_type(err, key, "a boolean");
+    *out = cJSON_IsTrue(v);
+    return true;
+}
+
+static char *dup_str(const char *s, oai_error *err) {
+    char *d = strdup(s);
+    if (!d) oai_error_set(err, 500, "server_error", NULL, NULL, "Out of memory.");
+    return d;
+}
+
+/* Token ids from a JSON array of integers (the prompt as tokens). */
+static bool parse_ids(const cJSON *arr, const char *key, oai_request *r, oai_error *err) {
+    int n = cJSON_GetArraySize(arr);
+    if (n < 1) return bad_value(err, key, "the prompt is empty");
+    r->prompt_ids = malloc((size_t)n * sizeof *r->prompt_ids);
+    if (!r->prompt_ids) {
+        oai_error_set(err, 500, "server_error", NULL, NULL, "Out of memory.");
+        return false;
+    }
+    int i = 0;
+    for (const cJSON *t = arr->child; t; t = t->next, i++) {
+        if (!cJSON_IsNumber(t) || t->valuedouble != floor(t->valuedouble))
+            return bad_type(err, key, "a string, an array of token ids, or an array of one of those");
+        if (t->valuedouble < 0 || t->valuedouble > 2147483647.0) return bad_value(err, key, "token id out of range");
+        r->prompt_ids[i] = (kite_token)t->valuedouble;
+    }
+    r->n_prompt_ids = n;
+    return true;
+}
+
+/* prompt: "text" | [ids] | ["text"] | [[ids]] (only one prompt). */
+static bool parse_prompt(const cJSON *root, oai_request *r, oai_error *err) {
+    const cJSON *p = oai_member(root, "prompt");
+    if (!p) {
+        oai_error_set(err, 400, INVALID, "missing_required_parameter", "prompt",
+                      "Missing required parameter: 'prompt'.");
+        return false;
+    }
+    if (cJSON_IsString(p)) return (r->prompt_text = dup_str(p->valuestring, err)) != NULL;
+    if (!cJSON_IsArray(p)) return bad_type(err, "prompt", "a string or an array");
+    const cJSON *first = p->child;
+    if (first && (cJSON_IsString(first) || cJSON_IsArray(first))) {
+        if (cJSON_GetArraySize(p) != 1)
+            return bad_value(err, "prompt", "only one prompt per request is supported");
+        if (cJSON_IsString(first)) return (r->prompt_text = dup_str(first->valuestring, err)) != NULL;
+        return parse_ids(first, "prompt", r, err);
+    }
+    return parse_ids(p, "prompt", r, err);
+}
+
+/* content: "text" | null | [{"type": "text", "text": "..."}, ...] */
+static char *message_content(const cJSON *m, oai_error *err) {
+    const cJSON *c = oai_member(m, "content");
+    if (!c) return dup_str("", err);
+    if (cJSON_IsString(c)) return dup_str(c->valuestring, err);
+    if (!cJSON_IsArray(c)) {
+        bad_type(err, "messages", "message content as a string or an array of text parts");
+        return NULL;
+    }
+    size_t len = 0;
+    for (const cJSON *part = c->child; part; part = part->next) {
+        const cJSON *ty = cJSON_GetObjectItemCaseSensitive(part, "type");
+        const cJSON *tx = cJSON_GetObjectItemCaseSensitive(part, "text");
+        if (!cJSON_IsObject(part) || !cJSON_IsString(ty) || strcmp(ty->valuestring, "text") || !cJSON_IsString(tx)) {
+            bad_value(err, "messages", "only text content parts are supported");
+            return NULL;
+        }
+        len += strlen(tx->valuestring);
+    }
+    char *out = malloc(len + 1);
+    if (!out) {
+        oai_error_set(err, 500, "server_error", NULL, NULL, "Out of memory.");
+        return NULL;
+    }
+    out[0] = '\0';
+    for (const cJSON *part = c->child; part; part = part->next)
+        strcat(out, cJSON_GetObjectItemCaseSensitive(part, "text")->valuestring);
+    return out;
+}
+
+static bool parse_messages(const cJSON *root, oai_request *r, oai_error *err) {
+    const cJSON *ms = oai_member(root, "messages");
+    if (!ms) {
+        oai_error_set(err, 400, INVALID, "missing_required_parameter", "messages",
+                      "Missing required parameter: 'messages'.");
+        return false;
+    }
+    if (!cJSON_IsArray(ms)) return bad_type(err, "messages", "an array");
+    int n = cJSON_GetArraySize(ms);
+    if (n < 1) return bad_value(err, "messages", "at least one message is required");
+    r->msgs = calloc((size_t)n, sizeof *r->msgs);
+    if (!r->msgs) {
+        oai_error_set(err, 500, "server_error", NULL, NULL, "Out of memory.");
+        return false;
+    }
+    for (const cJSON *m = ms->child; m; m = m->next) {
+        if (!cJSON_IsObject(m)) return bad_type(err, "messages", "an array of message objects");
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
+        if (!cJSON_IsString(role)) return bad_type(err, "messages", "a string 'role' in every message");
+        const char *rs = role->valuestring;
+        if (!strcmp(rs, "developer")) rs = "system"; /* OpenAI's newer name for the system role */
+        if (strcmp(rs, "system") && strcmp(rs, "user") && strcmp(rs, "assistant")) {
+            char what[96];
+            snprintf(what, sizeof what, "unsupported role '%.40s' (system, user, assistant)", rs);
+            return bad_value(err, "messages", what);
+        }
+        chat_msg *cm = &r->msgs[r->n_msgs];
+        char *role_copy = dup_str(rs, err);
+        if (!role_copy) return false;
+        cm->role = role_copy;
+        r->n_msgs++;
+        if (!(cm->content = message_content(m, err))) return false;
+    }
+    return true;
+}
+
+static bool parse_stop(const cJSON *root, oai_request *r, oai_error *err) {
+    const cJSON *st = oai_member(root, "stop");
+    if (!st) return true;
+    if (cJSON_IsString(st)) {
+        if (!st->valuestring[0]) return true;
+        return (r->stop[r->n_stop++] = dup_str(st->valuestring, err)) != NULL;
+    }
+    if (!cJSON_IsArray(st)) return bad_type(err, "stop", "a string or an array of strings");
+    if (cJSON_GetArraySize(st) > SERVER_MAX_STOP) {
+        char what[64];
+        snprintf(what, sizeof what, "at most %d stop sequences", SERVER_MAX_STOP);
+        return bad_value(err, "stop", what);
+    }
+    for (const cJSON *s = st->child; s; s = s->next) {
+        if (!cJSON_IsString(s)) return bad_type(err, "stop", "a string or an array of strings");
+        if (!s->valuestring[0]) continue;
+        if (!(r->stop[r->n_stop++] = dup_str(s->valuestring, err))) return false;
+    }
+    return true;
+}
+
+static bool parse_fields(const cJSON *root, bool chat, oai_request *r, oai_error *err) {
+    double v;
+    bool given;
+    const cJSON *model = oai_member(root, "model");
+    if (model && !cJSON_IsString(model)) return bad_type(err, "model", "a string");
+    if (model && !(r->model = dup_str(model->valuestring, err))) return false;
+
+    if (chat ? !parse_messages(root, r, err) : !parse_prompt(root, r, err)) return false;
+
+    /* max_completion_tokens is the newer chat name of max_tokens */
+    if (!get_int(root, "max_tokens", 1, 1e9, &v, &given, err)) return false;
+    if (given) r->max_tokens = (int32_t)v;
+    if (!get_int(root, "max_completion_tokens", 1, 1e9, &v, &given, err)) return false;
+    if (given) r->max_tokens = (int32_t)v;
+
+    if (!get_num(root, "temperature", 0, 100, &v, &given, err)) return false;
+    if (given) r->sampling.temperature = (float)v;
+    if (!get_num(root, "top_p", 0, 1, &v, &given, err)) return false;
+    if (given) r->sampling.top_p = v > 0 ? (float)v : 1.0f;
+    if (!get_int(root, "top_k", -1, 1e9, &v, &given, err)) return false;
+    if (given) r->sampling.top_k = v > 0 ? (int32_t)v : 0;
+    if (!get_num(root, "min_p", 0, 1, &v, &given, err)) return false;
+    if (given) r->sampling.min_p = (float)v;
+    if (!get_num(root, "frequency_penalty", -2, 2, &v, &given, err)) return false;
+    if (given) r->sampling.frequency_penalty = (float)v;
+    if (!get_num(root, "presence_penalty", -2, 2, &v, &given, err)) return false;
+    if (given) r->sampling.presence_penalty = (float)v;
+    if (!get_num(root, "repeat_penalty", 0.01, 100, &v, &given, err)) return false;
+    if (given) r->sampling.repeat_penalty = (float)v;
+    if (!get_int(root, "seed", -9007199254740992.0, 9007199254740992.0, &v, &given, err)) return false;
+    if (given) {
+        r->sampling.seed = (uint64_t)(int64_t)v;
+        r->seed_given = true;
+    }
+    if (!get_int(root, "n", -1e9, 1e9, &v, &given, err)) return false;
+    if (given && v != 1) return bad_value(err, "n", "only n = 1 is supported");
+
+    if (!get_bool(root, "stream", &r->stream, err)) return false;
+    if (!get_bool(root, "ignore_eos", &r->ignore_eos, err)) return false;
+    const cJSON *so = oai_member(root, "stream_options");
+    if (so) {
+        if (!cJSON_IsObject(so)) return bad_type(err, "stream_options", "an object");
+        const cJSON *iu = oai_member(so, "include_usage");
+        if (iu && !cJSON_IsBool(iu)) return bad_type(err, "stream_options.include_usage", "a boolean");
+        r->include_usage = iu && cJSON_IsTrue(iu);
+    }
+    return parse_stop(root, r, err);
+}
+
+bool oai_request_parse(const char *body, size_t len, bool chat, oai_request *r, oai_error *err) {
+    memset(r, 0, sizeof *r);
+    r->chat = chat;
+    r->max_tokens = -1;
+    r->sampling = kite_sampler_default_params();
+    r->sampling.temperature = 1.0f; /* OpenAI's defaults: plain sampling */
+    r->sampling.top_p = 1.0f;
+    r->sampling.top_k = 0;
+    r->sampling.min_p = 0.0f;
+    r->sampling.penalty_last_n = -1;
+
+    if (len == 0) {
+        oai_error_set(err, 400, INVALID, "invalid_json", NULL, "The request body is empty; expected a JSON object.");
+        return false;
+    }
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, false);
+    if (!root) {
+        size_t at = end && end >= body ? (size_t)(end - body) : 0;
+        oai_error_set(err, 400, INVALID, "invalid_json", NULL,
+                      "We could not parse the JSON body of your request (error near byte %zu).", at);
+        return false;
+    }
+    /* nothing but white space may follow the value */
+    for (const char *q = end; q && q < body + len; q++)
+        if (*q != ' ' && *q != '\t' && *q != '\r' && *q != '\n' && *q != '\0') {
+            cJSON_Delete(root);
+            oai_error_set(err, 400, INVALID, "invalid_json", NULL,
+                          "We could not parse the JSON body of your request (trailing data at byte %zu).",
+                          (size_t)(q - body));
+            return false;
+        }
+    bool ok;
+    if (!cJSON_IsObject(root)) {
+        oai_error_set(err, 400, INVALID, "invalid_type", NULL, "The request body must be a JSON object.");
+        ok = false;
+    } else {
+        ok = parse_fields(root, chat, r, err);
+    }
+    cJSON_Delete(root);
+    return ok;
+}
+
+void oai_request_free(oai_request *r) {
+    free(r->model);
+    free(r->prompt_text);
+    free(r->prompt_ids);
+    for (size_t i = 0; i < r->n_msgs; i++) {
+        free((char *)r->msgs[i].role);
+        free((char *)r->msgs[i].content);
+    }
+    free(r->msgs);
+    for (int32_t i = 0; i < r->n_stop; i++) free(r->stop[i]);
+    memset(r, 0, sizeof *r);
+}

@@ -1,0 +1,639 @@
+/*
+ * server.c - the HTTP side of `kite serve`: daemon, routing, authentication,
+ * body limits, the web page, the small endpoints and the request log.
+ *
+ * DESIGN
+ *   libmicrohttpd in thread-per-connection mode (MHD_USE_POLL, so no
+ *   FD_SETSIZE limit) calls on_request several times per request: first
+ *   with the headers only - authentication and the Content-Length limit are
+ *   checked there, so a rejected body is never read - then once per piece of
+ *   body, then once more to answer.  Bodies are collected into a buffer of
+ *   at most max_body bytes; a chunked body that grows past it is drained up
+ *   to 4x the limit and answered 413, beyond that the connection is dropped.
+ *   on_completed logs one line and releases the generation (gen.c), which
+ *   cancels it if it is unfinished (client gone, write error, timeout).
+ *
+ *   Public without the API key: GET / (the chat page and its files) and
+ *   /health.  Everything else needs "Authorization: Bearer KEY" when a key
+ *   is set.
+ *
+ * THREADS
+ *   One thread per connection; srv_conn is private to it.  Shared counters
+ *   in struct server are atomics.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <math.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "core/error.h"
+#include "core/timing.h"
+#include "server/web_assets.h"
+#include "server_internal.h"
+
+typedef struct srv_conn {
+    double t0;                   /* seconds (time_now_s) at the headers */
+    char method[8];
+    char url[160];
+    char *body;                  /* collected body, NUL-terminated */
+    size_t len, cap;
+    size_t drained;              /* bytes dropped after the limit was passed */
+    bool too_large;
+    bool answered;               /* a response was queued before the body */
+    int status;                  /* HTTP status, for the log */
+    gen_req *gen;                /* generation reference, or NULL */
+} srv_conn;
+
+server_params server_default_params(void) {
+    server_params p = {
+        .host = "127.0.0.1",
+        .port = 8080,
+        .timeout_s = 30,
+        .max_body = 1 << 20,
+        .max_connections = 256,
+        .engine = engine_default_params(),
+    };
+    return p;
+}
+
+/* ---- responses ---- */
+
+static enum MHD_Result reply(struct MHD_Connection *c, int status, const char *ctype, void *data, size_t len,
+                             enum MHD_ResponseMemoryMode mode) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, data, mode);
+    if (!r) {
+        if (mode == MHD_RESPMEM_MUST_FREE) free(data);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", ctype);
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+enum MHD_Result srv_reply_json(struct MHD_Connection *c, int status, char *json) {
+    if (!json) return MHD_NO;
+    return reply(c, status, "application/json", json, strlen(json), MHD_RESPMEM_MUST_FREE);
+}
+
+enum MHD_Result srv_reply_error(struct MHD_Connection *c, const oai_error *e) {
+    return srv_reply_json(c, e->status, oai_error_json(e));
+}
+
+static enum MHD_Result reply_cjson(struct MHD_Connection *c, cJSON *o) {
+    char *s = o ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
+    return srv_reply_json(c, 200, s);
+}
+
+bool srv_client_alive(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci) return true;
+    char b;
+    ssize_t n = recv(ci->connect_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0) return true;
+    if (n == 0) return false; /* orderly shutdown by the peer */
+    return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+}
+
+/* ---- authentication ---- */
+
+static bool is_public(const char *method, const char *url) {
+    if (strcmp(method, "GET") && strcmp(method, "HEAD")) return false;
+    if (!strcmp(url, "/") || !strcmp(url, "/health")) return true;
+    for (size_t i = 0; i < web_assets_count; i++)
+        if (!strcmp(url, web_assets[i].path)) return true;
+    return false;
+}
+
+/* Compares without an early exit on the first differing byte. */
+static bool same_secret(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    unsigned diff = (unsigned)(la ^ lb);
+    for (size_t i = 0; i < la; i++) diff |= (unsigned char)a[i] ^ (unsigned char)b[i % (lb ? lb : 1)];
+    return diff == 0 && lb > 0;
+}
+
+static bool authorized(server *s, struct MHD_Connection *c) {
+    if (!s->api_key) return true;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!h || strncasecmp(h, "Bearer ", 7)) return false;
+    h += 7;
+    while (*h == ' ') h++;
+    return same_secret(h, s->api_key);
+}
+
+/* ---- small endpoints ---- */
+
+int srv_tokenize(server *s, const char *text, size_t len, bool add_bos, bool parse_special, kite_token **out,
+                 int32_t *n_out) {
+    size_t cap = len + 8, n = 0;
+    kite_token *t = malloc(cap * sizeof *t);
+    if (!t) return err_set(KITE_E_NOMEM, "out of memory");
+    int st;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        st = parse_special ? chat_tokenize(s->ctok, text, len, add_bos, t, cap, &n)
+                           : kite_tokenize(s->model, text, len, add_bos, t, cap, &n);
+        if (st != KITE_E_RANGE || n <= cap) break;
+        kite_token *t2 = realloc(t, n * sizeof *t);
+        if (!t2) {
+            st = err_set(KITE_E_NOMEM, "out of memory");
+            break;
+        }
+        t = t2;
+        cap = n;
+    }
+    if (st == KITE_OK && n > (size_t)INT32_MAX) st = err_set(KITE_E_RANGE, "prompt too long");
+    if (st != KITE_OK) {
+        free(t);
+        return st;
+    }
+    *out = t;
+    *n_out = (int32_t)n;
+    return KITE_OK;
+}
+
+static enum MHD_Result handle_models(server *s, struct MHD_Connection *c) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "object", "list");
+    cJSON *data = cJSON_AddArrayToObject(o, "data");
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "id", s->model_id);
+    cJSON_AddStringToObject(m, "object", "model");
+    cJSON_AddNumberToObject(m, "created", (double)s->started);
+    cJSON_AddStringToObject(m, "owned_by", "kite");
+    cJSON *meta = cJSON_AddObjectToObject(m, "meta");
+    kite_model_info info;
+    kite_model_get_info(s->model, &info);
+    cJSON_AddStringToObject(meta, "arch", info.arch);
+    cJSON_AddNumberToObject(meta, "n_vocab", info.n_vocab);
+    cJSON_AddNumberToObject(meta, "n_ctx", s->n_ctx);
+    cJSON_AddNumberToObject(meta, "n_ctx_train", info.n_ctx_train);
+    cJSON_AddNumberToObject(meta, "n_params", (double)info.n_params);
+    cJSON_AddStringToObject(meta, "chat_template", chat_family_name(s->chat_family));
+    cJSON_AddItemToArray(data, m);
+    return reply_cjson(c, o);
+}
+
+/* Parses body as a JSON object for /tokenize and /detokenize. */
+static cJSON *parse_object(const char *body, size_t len, oai_error *err) {
+    cJSON *root = len ? cJSON_ParseWithLength(body, len) : NULL;
+    if (!root) {
+        oai_error_set(err, 400, "invalid_request_error", "invalid_json", NULL,
+                      "We could not parse the JSON body of your request.");
+        return NULL;
+    }
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        oai_error_set(err, 400, "invalid_request_error", "invalid_type", NULL, "The request body must be a JSON object.");
+        return NULL;
+    }
+    return root;
+}
+
+static enum MHD_Result handle_tokenize(server *s, struct MHD_Connection *c, const char *body, size_t len, int *status) {
+    oai_error err;
+    kite_token *toks = NULL;
+    cJSON *root = parse_object(body, len, &err);
+    if (!root) goto fail;
+    const cJSON *text = oai_member(root, "content");
+    const char *key = "content";
+    if (!text) {
+        text = oai_member(root, "text");
+        key = "text";
+    }
+    if (!text) {
+        oai_error_set(&err, 400, "invalid_request_error", "missing_required_parameter", "content",
+                      "Missing required parameter: 'content'.");
+        goto fail;
+    }
+    if (!cJSON_IsString(text)) {
+        oai_error_set(&err, 400, "invalid_request_error", "invalid_type", key, "Invalid type for '%s': expected a string.", key);
+        goto fail;
+    }
+    const cJSON *as = oai_member(root, "add_special");
+    if (as && !cJSON_IsBool(as)) {
+        oai_error_set(&err, 400, "invalid_request_error", "invalid_type", "add_special",
+                      "Invalid type for 'add_special': expected a boolean.");
+        goto fail;
+    }
+    const cJSON *ps = oai_member(root, "parse_special");
+    if (ps && !cJSON_IsBool(ps)) {
+        oai_error_set(&err, 400, "invalid_request_error", "invalid_type", "parse_special",
+                      "Invalid type for 'parse_special': expected a boolean.");
+        goto fail;
+    }
+    int32_t n = 0;
+    int st = srv_tokenize(s, text->valuestring, strlen(text->valuestring), as && cJSON_IsTrue(as),
+                          !ps || cJSON_IsTrue(ps), &toks, &n);
+    if (st == KITE_E_NOMEM) goto oom;
+    if (st != KITE_OK) {
+        oai_error_set(&err, 400, "invalid_request_error", "invalid_value", key, "Could not tokenize: %s", kite_last_error());
+        goto fail;
+    }
+    cJSON *o = cJSON_CreateObject();
+    cJSON *arr = cJSON_AddArrayToObject(o, "tokens");
+    for (int32_t i = 0; i < n; i++) cJSON_AddItemToArray(arr, cJSON_CreateNumber(toks[i]));
+    free(toks);
+    cJSON_Delete(root);
+    *status = 200;
+    return reply_cjson(c, o);
+oom:
+    oai_error_set(&err, 500, "server_error", NULL, NULL, "Out of memory.");
+fail:
+    free(toks);
+    cJSON_Delete(root);
+    *status = err.status;
+    return srv_reply_error(c, &err);
+}
+
+static enum MHD_Result handle_detokenize(server *s, struct MHD_Connection *c, const char *body, size_t len,
+                                         int *status) {
+    oai_error err;
+    kite_detok *d = NULL;
+    char *text = NULL;
+    size_t tl = 0, tc = 0;
+    cJSON *root = parse_object(body, len, &err);
+    if (!root) goto fail;
+    const cJSON *arr = oai_member(root, "tokens");
+    if (!arr) {
+        oai_error_set(&err, 400, "invalid_request_error", "missing_required_parameter", "tokens",
+                      "Missing required parameter: 'tokens'.");
+        goto fail;
+    }
+    if (!cJSON_IsArray(arr)) goto bad_type;
+    if (kite_detok_new(s->model, &d) != KITE_OK) goto oom;
+    char piece[1024];
+    for (const cJSON *t = arr->child;; t = t->next) {
+        int n;
+        if (t) {
+            if (!cJSON_IsNumber(t) || t->valuedouble != floor(t->valuedouble)) goto bad_type;
+            if (t->valuedouble < 0 || t->valuedouble >= s->n_vocab) {
+                oai_error_set(&err, 400, "invalid_request_error", "invalid_value", "tokens",
+                              "Invalid value for 'tokens': %g is outside the vocabulary (%d tokens).",
+                              t->valuedouble, (int)s->n_vocab);
+                goto fail;
+            }
+            n = kite_detok_push(d, (kite_token)t->valuedouble, piece, sizeof piece);
+        } else {
+            n = kite_detok_flush(d, piece, sizeof piece);
+        }
+        if (n < 0) {
+            oai_error_set(&err, 400, "invalid_request_error", "invalid_value", "tokens", "%s", kite_last_error());
+            goto fail;
+        }
+        if (tl + (size_t)n + 1 > tc) {
+            size_t nc = tc ? tc * 2 : 256;
+            while (nc < tl + (size_t)n + 1) nc *= 2;
+            char *q = realloc(text, nc);
+            if (!q) goto oom;
+            text = q;
+            tc = nc;
+        }
+        memcpy(text + tl, piece, (size_t)n);
+        tl += (size_t)n;
+        text[tl] = '\0';
+        if (!t) break;
+    }
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "content", text ? text : "");
+    free(text);
+    kite_detok_free(d);
+    cJSON_Delete(root);
+    *status = 200;
+    return reply_cjson(c, o);
+bad_type:
+    oai_error_set(&err, 400, "invalid_request_error", "invalid_type", "tokens",
+                  "Invalid type for 'tokens': expected an array of integers.");
+    goto fail;
+oom:
+    oai_error_set(&err, 500, "server_error", NULL, NULL, "Out of memory.");
+fail:
+    free(text);
+    kite_detok_free(d);
+    cJSON_Delete(root);
+    *status = err.status;
+    return srv_reply_error(c, &err);
+}
+
+/* ---- routing ---- */
+
+enum route { R_NONE, R_PAGE, R_HEALTH, R_MODELS, R_METRICS, R_COMPLETIONS, R_CHAT, R_TOKENIZE, R_DETOKENIZE };
+
+static enum route route_of(const char *url, bool *post) {
+    static const struct {
+        const char *path;
+        enum route r;
+        bool post;
+    } table[] = {
+        {"/health", R_HEALTH, false},
+        {"/v1/models", R_MODELS, false},
+        {"/models", R_MODELS, false},
+        {"/metrics", R_METRICS, false},
+        {"/v1/completions", R_COMPLETIONS, true},
+        {"/completions", R_COMPLETIONS, true},
+        {"/v1/chat/completions", R_CHAT, true},
+        {"/chat/completions", R_CHAT, true},
+        {"/tokenize", R_TOKENIZE, true},
+        {"/detokenize", R_DETOKENIZE, true},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (!strcmp(url, table[i].path)) {
+            *post = table[i].post;
+            return table[i].r;
+        }
+    *post = false;
+    if (!strcmp(url, "/")) return R_PAGE;
+    for (size_t i = 0; i < web_assets_count; i++)
+        if (!strcmp(url, web_assets[i].path)) return R_PAGE;
+    return R_NONE;
+}
+
+static enum MHD_Result handle_page(struct MHD_Connection *c, const char *url, int *status) {
+    const char *path = strcmp(url, "/") ? url : "/index.html";
+    for (size_t i = 0; i < web_assets_count; i++)
+        if (!strcmp(path, web_assets[i].path)) {
+            struct MHD_Response *r = MHD_create_response_from_buffer(
+                web_assets[i].len, (void *)web_assets[i].data, MHD_RESPMEM_PERSISTENT);
+            if (!r) return MHD_NO;
+            MHD_add_response_header(r, "Content-Type", web_assets[i].content_type);
+            MHD_add_response_header(r, "Cache-Control", "no-cache");
+            MHD_add_response_header(r, "Content-Security-Policy",
+                                    "default-src 'self'; style-src 'self'; script-src 'self'");
+            enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+            MHD_destroy_response(r);
+            *status = 200;
+            return ret;
+        }
+    *status = 404;
+    return reply(c, 404, "text/plain", (void *)"not found\n", 10, MHD_RESPMEM_PERSISTENT);
+}
+
+static enum MHD_Result dispatch(server *s, struct MHD_Connection *c, srv_conn *k) {
+    bool post;
+    enum route r = route_of(k->url, &post);
+    bool is_get = !strcmp(k->method, "GET") || !strcmp(k->method, "HEAD");
+    bool is_post = !strcmp(k->method, "POST");
+    oai_error err;
+    if (r == R_NONE) {
+        oai_error_set(&err, 404, "invalid_request_error", "unknown_url", NULL, "Unknown request URL: %s %.100s",
+                      k->method, k->url);
+        goto fail;
+    }
+    if (post ? !is_post : !is_get) {
+        oai_error_set(&err, 405, "invalid_request_error", "method_not_allowed", NULL,
+                      "Method %s is not allowed for %.100s (use %s).", k->method, k->url, post ? "POST" : "GET");
+        goto fail;
+    }
+    const char *body = k->body ? k->body : "";
+    switch (r) {
+    case R_PAGE: return handle_page(c, k->url, &k->status);
+    case R_HEALTH:
+        k->status = 200;
+        return srv_reply_json(c, 200, strdup("{\"status\":\"ok\"}"));
+    case R_MODELS: k->status = 200; return handle_models(s, c);
+    case R_METRICS: {
+        char *t = metrics_text(s);
+        k->status = t ? 200 : 500;
+        if (!t) return MHD_NO;
+        return reply(c, 200, "text/plain; version=0.0.4", t, strlen(t), MHD_RESPMEM_MUST_FREE);
+    }
+    case R_COMPLETIONS:
+    case R_CHAT: return gen_handle(s, c, body, k->len, r == R_CHAT, &k->status, &k->gen);
+    case R_TOKENIZE: return handle_tokenize(s, c, body, k->len, &k->status);
+    case R_DETOKENIZE: return handle_detokenize(s, c, body, k->len, &k->status);
+    case R_NONE: break;
+    }
+    oai_error_set(&err, 500, "server_error", NULL, NULL, "unreachable");
+fail:
+    k->status = err.status;
+    return srv_reply_error(c, &err);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload_data, size_t *upload_size, void **con_cls) {
+    server *s = cls;
+    srv_conn *k = *con_cls;
+    oai_error err;
+    (void)version;
+    if (!k) {
+        k = calloc(1, sizeof *k);
+        if (!k) return MHD_NO;
+        *con_cls = k;
+        k->t0 = time_now_s();
+        snprintf(k->method, sizeof k->method, "%s", method);
+        snprintf(k->url, sizeof k->url, "%s", url);
+        if (!is_public(method, url) && !authorized(s, c)) {
+            oai_error_set(&err, 401, "invalid_request_error", "invalid_api_key", NULL,
+                          "Incorrect or missing API key: send 'Authorization: Bearer KEY'.");
+            goto early;
+        }
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl && strtoull(cl, NULL, 10) > (unsigned long long)s->p.max_body) {
+            oai_error_set(&err, 413, "invalid_request_error", "request_too_large", NULL,
+                          "The request body is %s bytes; the limit is %lld bytes.", cl, (long long)s->p.max_body);
+            goto early;
+        }
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        size_t n = *upload_size;
+        *upload_size = 0;
+        if (k->answered) return MHD_YES;
+        if (k->too_large || k->len + n > (size_t)s->p.max_body) {
+            k->too_large = true;
+            k->drained += n;
+            free(k->body);
+            k->body = NULL;
+            k->len = k->cap = 0;
+            return k->drained > 4 * (size_t)s->p.max_body ? MHD_NO : MHD_YES;
+        }
+        if (k->len + n + 1 > k->cap) {
+            size_t nc = k->cap ? k->cap : 4096;
+            while (nc < k->len + n + 1) nc *= 2;
+            char *b = realloc(k->body, nc);
+            if (!b) return MHD_NO;
+            k->body = b;
+            k->cap = nc;
+        }
+        memcpy(k->body + k->len, upload_data, n);
+        k->len += n;
+        k->body[k->len] = '\0';
+        return MHD_YES;
+    }
+    if (k->answered) return MHD_YES;
+    if (k->too_large) {
+        oai_error_set(&err, 413, "invalid_request_error", "request_too_large", NULL,
+                      "The request body is larger than the limit of %lld bytes.", (long long)s->p.max_body);
+        k->status = 413;
+        return srv_reply_error(c, &err);
+    }
+    return dispatch(s, c, k);
+
+early:
+    k->answered = true;
+    k->status = err.status;
+    return srv_reply_error(c, &err);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
+    server *s = cls;
+    srv_conn *k = *con_cls;
+    if (!k) return;
+    *con_cls = NULL;
+    int32_t n_prompt = 0, n_gen = 0;
+    char note[16] = "";
+    if (k->gen) {
+        const char *nt;
+        gen_req_log_info(k->gen, &n_prompt, &n_gen, &nt);
+        snprintf(note, sizeof note, "%s", toe != MHD_REQUEST_TERMINATED_COMPLETED_OK ? "cancelled" : nt);
+        gen_req_release(k->gen); /* cancels an unfinished generation; nt dies with it */
+    }
+    int cls_i = k->status / 100;
+    atomic_fetch_add(&s->http_requests[cls_i >= 1 && cls_i <= 5 ? cls_i : 0], 1);
+    if (!s->p.quiet) {
+        char peer[INET6_ADDRSTRLEN] = "?";
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        if (ci && ci->client_addr) {
+            const struct sockaddr *sa = ci->client_addr;
+            if (sa->sa_family == AF_INET)
+                inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, peer, sizeof peer);
+            else if (sa->sa_family == AF_INET6)
+                inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, peer, sizeof peer);
+        }
+        static const char *const toe_name[] = {"", " (connection error)", " (timeout)", " (shutdown)",
+                                               " (read error)", " (client abort)"};
+        const char *why = (unsigned)toe < sizeof toe_name / sizeof toe_name[0] ? toe_name[toe] : "";
+        if (k->gen)
+            fprintf(stderr, "kite serve: %s %s %s %d %.1f ms prompt=%d gen=%d %s%s\n", peer, k->method, k->url,
+                    k->status, (time_now_s() - k->t0) * 1e3, (int)n_prompt, (int)n_gen, note, why);
+        else
+            fprintf(stderr, "kite serve: %s %s %s %d %.1f ms%s\n", peer, k->method, k->url, k->status ? k->status : 0,
+                    (time_now_s() - k->t0) * 1e3, why);
+    }
+    free(k->body);
+    free(k);
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+    server *s = cls;
+    char line[512];
+    vsnprintf(line, sizeof line, fmt, ap);
+    size_t n = strlen(line);
+    while (n && (line[n - 1] == '\n' || line[n - 1] == '\r' || line[n - 1] == '.')) line[--n] = '\0';
+    if (!atomic_load(&s->running)) {
+        /* while starting, keep the first message for server_start's error */
+        if (!s->start_error[0])
+            snprintf(s->start_error, sizeof s->start_error, "%.*s", (int)sizeof s->start_error - 1, line);
+        return;
+    }
+    if (s->p.quiet) return;
+    fprintf(stderr, "kite serve: http: %s\n", line);
+}
+
+/* ---- life cycle ---- */
+
+int server_start(kite_model *model, const server_params *params, server **out) {
+    int st;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
+    server *s = calloc(1, sizeof *s);
+    if (!s) return err_set(KITE_E_NOMEM, "out of memory");
+    s->model = model;
+    s->p = *params;
+    if (s->p.timeout_s <= 0) s->p.timeout_s = 30;
+    if (s->p.max_body <= 0) s->p.max_body = 1 << 20;
+    if (s->p.max_connections <= 0) s->p.max_connections = 256;
+    s->started = (int64_t)time(NULL);
+    atomic_init(&s->next_id, (uint64_t)time(NULL));
+    atomic_init(&s->running, false);
+    if (params->api_key && params->api_key[0] && !(s->api_key = strdup(params->api_key))) {
+        st = err_set(KITE_E_NOMEM, "out of memory");
+        goto fail;
+    }
+    if (!(s->model_id = strdup(params->model_id && params->model_id[0] ? params->model_id : "kite"))) {
+        st = err_set(KITE_E_NOMEM, "out of memory");
+        goto fail;
+    }
+    s->p.api_key = s->api_key;
+    s->p.model_id = s->model_id;
+    s->p.chat_template = NULL;
+    if ((st = chat_family_for_model(model, params->chat_template, &s->chat_family)) != KITE_OK) goto fail;
+    if ((st = chat_tokenizer_new(model, &s->ctok)) != KITE_OK) goto fail;
+
+    kite_model_info info;
+    kite_model_get_info(model, &info);
+    s->n_vocab = info.n_vocab;
+    s->n_ctx = params->engine.n_ctx > 0 ? params->engine.n_ctx : info.n_ctx_train;
+    if (s->n_ctx < 2) {
+        st = err_set(KITE_E_ARG, "context length %d is too small", (int)s->n_ctx);
+        goto fail;
+    }
+    engine_params ep = params->engine;
+    ep.n_ctx = s->n_ctx;
+    if ((st = engine_new(model, &ep, &s->eng)) != KITE_OK) goto fail;
+
+    int gai = getaddrinfo(params->host && params->host[0] ? params->host : "127.0.0.1", NULL, &hints, &ai);
+    if (gai != 0 || !ai) {
+        st = err_set(KITE_E_ARG, "--host '%s': %s", params->host ? params->host : "",
+                     gai ? gai_strerror(gai) : "no address");
+        goto fail;
+    }
+    struct sockaddr_storage addr;
+    memset(&addr, 0, sizeof addr);
+    memcpy(&addr, ai->ai_addr, ai->ai_addrlen < sizeof addr ? ai->ai_addrlen : sizeof addr);
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL | MHD_USE_ERROR_LOG;
+    if (addr.ss_family == AF_INET6) {
+        ((struct sockaddr_in6 *)(void *)&addr)->sin6_port = htons((uint16_t)params->port);
+        flags |= MHD_USE_IPv6;
+    } else {
+        ((struct sockaddr_in *)(void *)&addr)->sin_port = htons((uint16_t)params->port);
+    }
+    freeaddrinfo(ai);
+    ai = NULL;
+    s->daemon = MHD_start_daemon(flags, (uint16_t)params->port, NULL, NULL, on_request, s,
+                                 MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
+                                 MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->p.timeout_s,
+                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->p.max_connections,
+                                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                                 MHD_OPTION_END);
+    if (!s->daemon) {
+        st = err_set(KITE_E_IO, "cannot listen on %s port %d: %s", params->host ? params->host : "127.0.0.1",
+                     (int)params->port, s->start_error[0] ? s->start_error : "address in use or not available");
+        goto fail;
+    }
+    atomic_store(&s->running, true);
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = di ? di->port : params->port;
+    *out = s;
+    return KITE_OK;
+
+fail:
+    if (ai) freeaddrinfo(ai);
+    server_stop(s);
+    return st;
+}
+
+int32_t server_port(const server *s) { return s->port; }
+
+void server_stop(server *s) {
+    if (!s) return;
+    /* HTTP first: stopping the daemon shuts the client sockets, so waiting
+     * connection threads see their client gone, cancel their requests
+     * (engine_cancel needs the engine alive) and are joined; then the engine */
+    if (s->daemon) MHD_stop_daemon(s->daemon);
+    engine_free(s->eng);
+    chat_tokenizer_free(s->ctok);
+    free(s->api_key);
+    free(s->model_id);
+    free(s);
+}

@@ -1,0 +1,62 @@
+/*
+ * server.h - `kite serve`: an OpenAI-compatible HTTP server over the serving
+ * engine (issue 5 items 4-6; docs/server.md).
+ *
+ * DESIGN
+ *   libmicrohttpd runs one thread per connection (plus its listening
+ *   thread).  A connection thread parses the request (cJSON), tokenizes the
+ *   prompt, submits it to the engine (src/serve/engine.h) and then waits on
+ *   the request's own queue (mutex + condvar) that the engine callback fills
+ *   from the engine thread.  Non-streaming requests wait in the request
+ *   handler and answer once; streaming requests answer at once with a
+ *   callback response whose reader blocks on the queue and writes one SSE
+ *   chunk per batch of new text.  While waiting, the connection thread
+ *   checks every SERVER_POLL_MS whether the client has gone; a client that
+ *   disconnects (or a write that fails) cancels its engine request, which
+ *   frees its KV blocks at the next engine step.
+ *
+ *   Every error is an OpenAI-style body {"error": {"message", "type",
+ *   "param", "code"}} with the matching status; a bad request never affects
+ *   other connections.  One line per request is logged to stderr.
+ *
+ * OWNERSHIP / THREADS
+ *   The server borrows the model (which must outlive it) and owns the
+ *   engine.  server_start / server_stop are called from one thread.
+ */
+#ifndef KITE_TOOLS_SERVER_H
+#define KITE_TOOLS_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kite.h"
+#include "serve/engine.h"
+
+typedef struct server server;
+
+typedef struct server_params {
+    const char *host;          /* numeric address or name to bind; "127.0.0.1" */
+    int32_t port;              /* 0 = any free port (see server_port) */
+    const char *api_key;       /* NULL/"" = no authentication */
+    const char *chat_template; /* family name overriding the model's, or NULL */
+    const char *model_id;      /* name reported by /v1/models (borrowed) */
+    int32_t timeout_s;         /* idle connection timeout (slow clients); 0 = 30 */
+    int64_t max_body;          /* request body limit in bytes; 0 = 1 MiB */
+    int32_t max_connections;   /* 0 = 256 */
+    bool quiet;                /* no per-request log lines */
+    engine_params engine;      /* passed to engine_new */
+} server_params;
+
+server_params server_default_params(void);
+
+/* Starts the engine and the HTTP daemon.  Returns a kite_status with
+ * kite_last_error() set (e.g. address in use, unknown chat template). */
+int server_start(kite_model *model, const server_params *params, server **out /* OUT */);
+/* The port actually bound (useful with port 0). */
+int32_t server_port(const server *s);
+/* Stops accepting, cancels running requests, joins every thread, frees.
+ * NULL is a no-op. */
+void server_stop(server *s);
+
+#endif

@@ -1,0 +1,135 @@
+/*
+ * server_internal.h - shared state of the HTTP server's files (tools/server).
+ *
+ * DESIGN
+ *   server.c   daemon, routing, authentication, body limits, static files,
+ *              small endpoints (health, models, metrics, tokenize), logging
+ *   oai.c      OpenAI request parsing/validation and response JSON
+ *   gen.c      generation requests: the per-request queue filled by the
+ *              engine callback, waiting, non-streaming answers, SSE streams
+ *   metrics.c  Prometheus text
+ *
+ * THREADS
+ *   A srv_conn belongs to one connection thread.  A gen_req is shared by
+ *   that thread and the engine thread (callback): its queue fields are
+ *   guarded by gen_req.mu; it is freed by the last gen_req_release.
+ */
+#ifndef KITE_TOOLS_SERVER_INTERNAL_H
+#define KITE_TOOLS_SERVER_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+#include <microhttpd.h>
+
+#include "chat/chat_template.h"
+#include "chat/chat_tokenize.h"
+#include "server.h"
+
+#define SERVER_POLL_MS 100      /* how often a waiting thread checks that its client is still there */
+#define SERVER_MAX_STOP 16      /* stop strings per request */
+
+struct server {
+    kite_model *model;          /* borrowed */
+    engine *eng;                /* owned */
+    chat_tokenizer *ctok;       /* owned: tokenizes prompts with special-token texts */
+    struct MHD_Daemon *daemon;
+    server_params p;            /* strings below are owned copies */
+    char *api_key;              /* NULL = no authentication */
+    char *model_id;
+    int chat_family;            /* enum chat_family */
+    int32_t n_ctx;              /* positions per sequence */
+    int32_t n_vocab;
+    int32_t port;
+    int64_t started;            /* unix seconds */
+    atomic_uint_fast64_t next_id;            /* response ids */
+    atomic_int_fast64_t http_requests[6];    /* by status class: [1] 1xx .. [5] 5xx, [0] other */
+    atomic_int_fast64_t http_cancelled;      /* generations cancelled by a client leaving */
+    atomic_bool running;                     /* daemon started (MHD messages go to stderr) */
+    char start_error[160];                   /* first MHD message while starting */
+};
+
+/* ---- OpenAI errors ---- */
+
+typedef struct oai_error {
+    int status;                 /* HTTP status */
+    const char *type;           /* "invalid_request_error", "authentication_error", ... */
+    const char *code;           /* machine-readable code or NULL (JSON null) */
+    char param[64];             /* offending field or "" (JSON null) */
+    char message[384];
+} oai_error;
+
+void oai_error_set(oai_error *e, int status, const char *type, const char *code, const char *param,
+                   const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+/* {"error": {...}} as a malloc'd string (NULL on OOM). */
+char *oai_error_json(const oai_error *e);
+
+/* ---- parsed generation requests ---- */
+
+typedef struct oai_request {
+    bool chat;                   /* /v1/chat/completions */
+    bool stream;
+    bool include_usage;          /* stream_options.include_usage */
+    bool ignore_eos;
+    char *model;                 /* echoed back; owned */
+    char *prompt_text;           /* completions: text prompt (owned) or NULL */
+    kite_token *prompt_ids;      /* completions: token prompt (owned) or NULL */
+    int32_t n_prompt_ids;
+    chat_msg *msgs;              /* chat: messages (role/content owned) */
+    size_t n_msgs;
+    int32_t max_tokens;          /* -1 = not given */
+    kite_sampler_params sampling;
+    bool seed_given;
+    char *stop[SERVER_MAX_STOP]; /* owned */
+    int32_t n_stop;
+} oai_request;
+
+/* Parses and validates a request body.  Unknown fields are ignored; known
+ * fields of the wrong type or out of range give 400 in *err.  Returns true on
+ * success (free with oai_request_free, also after a failure). */
+bool oai_request_parse(const char *body, size_t len, bool chat, oai_request *r /* OUT */, oai_error *err);
+void oai_request_free(oai_request *r);
+
+/* Looks up an optional member: true if absent or null (then *out = NULL). */
+const cJSON *oai_member(const cJSON *obj, const char *key);
+
+/* ---- generation ---- */
+
+typedef struct gen_req gen_req;
+
+/* Handles POST /v1/completions and /v1/chat/completions with the full body.
+ * Queues a response (or returns MHD_NO to drop a client that left).  When a
+ * generation was started, *keep receives a reference the caller releases
+ * with gen_req_release when the request completes (an unfinished generation
+ * is cancelled when its last reference goes). */
+enum MHD_Result gen_handle(server *s, struct MHD_Connection *c, const char *body, size_t len, bool chat,
+                           int *status /* OUT: HTTP status for the log */, gen_req **keep /* OUT */);
+void gen_req_release(gen_req *g); /* NULL is a no-op */
+/* Usage and outcome ("stop", "length", "cancelled", "failed") for the log. */
+void gen_req_log_info(gen_req *g, int32_t *n_prompt, int32_t *n_gen, const char **note);
+
+/* ---- helpers in server.c ---- */
+
+/* Queues a JSON response (takes ownership of the malloc'd json).  */
+enum MHD_Result srv_reply_json(struct MHD_Connection *c, int status, char *json);
+/* Queues an OpenAI error. */
+enum MHD_Result srv_reply_error(struct MHD_Connection *c, const oai_error *e);
+/* true while the peer of c has not closed its end. */
+bool srv_client_alive(struct MHD_Connection *c);
+
+/* ---- metrics ---- */
+
+/* Tokenizes text (BOS if add_bos and the vocabulary has one); special
+ * token texts become their ids when parse_special.  *out is malloc'd.
+ * Returns a kite_status. */
+int srv_tokenize(server *s, const char *text, size_t len, bool add_bos, bool parse_special, kite_token **out,
+                 int32_t *n_out);
+
+/* Prometheus text exposition of engine and server counters (malloc'd). */
+char *metrics_text(server *s);
+
+#endif
