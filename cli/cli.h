@@ -23,6 +23,7 @@ int cmd_synth(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_roofline(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
+int cmd_quantize_w8(int argc, char **argv); /* quantize_w8.c: --method smoothquant|outliers */
 int cmd_serve(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 int cmd_ppl(int argc, char **argv);

@@ -43,6 +43,8 @@ static void usage(FILE *f) {
             "  --method M         rtn (default); gptq: error compensation with calibration Hessians\n"
             "                     (q4_0 q4_1 q5_0 q5_1 q8_0 q3_k matrices; others rtn); awq: activation-aware\n"
             "                     scales folded into the norms / wv / w_up, then rtn (any type)\n"
+            "                     smoothquant | outliers: W8A8 paths, see --method smoothquant --help\n"
+            "                     (kite types w8a8, llm_int8: docs/quantization-w8a8.md)\n"
             "  --calib TEXT       calibration text file (required by gptq and awq)\n"
             "  --calib-tokens N   calibration tokens used (default %d)\n"
             "  --group G          q4_0..q8_0: one scale per G = 32 (default), 64 or 128 weights (the\n"
@@ -66,6 +68,11 @@ int cmd_quantize(int argc, char **argv) {
     int64_t threads = 0, calib_tokens = 0, group = 0, bits = 0;
     float damp = 0.0f;
     bool allow_requant = false, act_order = false;
+    /* --- W8A8 hook (quantize_w8.c): SmoothQuant and the outlier test model --- */
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--method") && (!strcmp(argv[i + 1], "smoothquant") || !strcmp(argv[i + 1], "outliers")))
+            return cmd_quantize_w8(argc, argv);
+    /* --- end W8A8 hook --- */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {

@@ -511,11 +511,15 @@ static int parse_tensor_info(parser *p, gguf_ctx *ctx, uint64_t i) {
     if (t->ne[0] % tr->block_size != 0)
         return perr(p, KITE_E_FORMAT, "ne[0] = %" PRId64 " is not a multiple of the %s block size %" PRId32, t->ne[0],
                     tr->name, tr->block_size);
-    uint64_t nbytes = (uint64_t)(t->ne[0] / tr->block_size);
+    uint64_t nbytes = (uint64_t)(t->ne[0] / tr->block_size), extra = 0;
     if (__builtin_mul_overflow(nbytes, (uint64_t)tr->type_size, &nbytes) ||
         __builtin_mul_overflow(nbytes, (uint64_t)t->ne[1], &nbytes) ||
         __builtin_mul_overflow(nbytes, (uint64_t)t->ne[2], &nbytes) ||
-        __builtin_mul_overflow(nbytes, (uint64_t)t->ne[3], &nbytes))
+        __builtin_mul_overflow(nbytes, (uint64_t)t->ne[3], &nbytes) ||
+        /* kite row-scaled types (dtype.h row_extra): a header per row */
+        __builtin_mul_overflow((uint64_t)tr->row_extra, (uint64_t)t->ne[1], &extra) ||
+        __builtin_mul_overflow(extra, (uint64_t)t->ne[2], &extra) ||
+        __builtin_mul_overflow(extra, (uint64_t)t->ne[3], &extra) || __builtin_add_overflow(nbytes, extra, &nbytes))
         return perr(p, KITE_E_FORMAT, "data size overflows uint64");
     t->nbytes = nbytes;
     if ((rc = get_u64(p, &t->offset, "offset"))) return rc;

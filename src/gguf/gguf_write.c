@@ -264,9 +264,13 @@ static int add_tensor(gguf_writer *w, const char *name, uint32_t type, uint32_t 
     if (t.ne[0] % tr->block_size != 0)
         return err_set(KITE_E_ARG, "gguf writer: tensor '%s': ne[0] = %" PRId64 " is not a multiple of the %s block size %" PRId32,
                        name, t.ne[0], tr->name, tr->block_size);
-    uint64_t nb = (uint64_t)(t.ne[0] / tr->block_size);
+    uint64_t nb = (uint64_t)(t.ne[0] / tr->block_size), extra = 0;
     if (__builtin_mul_overflow(nb, (uint64_t)tr->type_size, &nb) || __builtin_mul_overflow(nb, (uint64_t)t.ne[1], &nb) ||
-        __builtin_mul_overflow(nb, (uint64_t)t.ne[2], &nb) || __builtin_mul_overflow(nb, (uint64_t)t.ne[3], &nb))
+        __builtin_mul_overflow(nb, (uint64_t)t.ne[2], &nb) || __builtin_mul_overflow(nb, (uint64_t)t.ne[3], &nb) ||
+        /* kite row-scaled types (dtype.h row_extra): a header per row */
+        __builtin_mul_overflow((uint64_t)tr->row_extra, (uint64_t)t.ne[1], &extra) ||
+        __builtin_mul_overflow(extra, (uint64_t)t.ne[2], &extra) || __builtin_mul_overflow(extra, (uint64_t)t.ne[3], &extra) ||
+        __builtin_add_overflow(nb, extra, &nb))
         return err_set(KITE_E_ARG, "gguf writer: tensor '%s': data size overflows", name);
     t.nbytes = nb;
     for (size_t i = 0; i < w->n_tensors; i++)

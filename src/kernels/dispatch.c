@@ -15,6 +15,7 @@
 #include <strings.h>
 
 #include "core/cpu.h"
+#include "kernels/int8_gemm.h"
 #include "kernels/ref/ref.h"
 #include "tensor/blocks.h"
 
@@ -63,6 +64,10 @@ static void build_scalar(kern_ops_table *t) {
     set(t, KITE_DTYPE_Q6_K, KITE_DTYPE_Q8_K, vec_dot_q6_K_q8_K_ref, gemm_q6_K_q8_K_ref);
     t->act_from_f32[KITE_DTYPE_Q8_0] = act_quantize_q8_0_ref;
     t->act_from_f32[KITE_DTYPE_Q8_K] = act_quantize_q8_K_ref;
+    /* W8A8 (int8_gemm.h): per-token int8 activations in the weight's own row format */
+    set(t, KITE_DTYPE_W8A8, KITE_DTYPE_W8A8, vec_dot_w8a8_ref, gemm_w8a8_ref);
+    set(t, KITE_DTYPE_LLM_INT8, KITE_DTYPE_W8A8, vec_dot_w8a8_ref, gemm_w8a8_ref); /* its int8 half; kern_matmul adds the outliers */
+    t->act_from_f32[KITE_DTYPE_W8A8] = act_quantize_w8a8;
 }
 
 #ifdef KITE_X86
@@ -74,6 +79,8 @@ static void build_avx2(kern_ops_table *t) {
     set(t, KITE_DTYPE_Q8_0, KITE_DTYPE_Q8_0, vec_dot_q8_0_q8_0_avx2, gemm_q8_0_q8_0_avx2);
     set(t, KITE_DTYPE_Q4_K, KITE_DTYPE_Q8_K, vec_dot_q4_K_q8_K_avx2, gemm_q4_K_q8_K_avx2);
     set(t, KITE_DTYPE_Q6_K, KITE_DTYPE_Q8_K, vec_dot_q6_K_q8_K_avx2, gemm_q6_K_q8_K_avx2);
+    set(t, KITE_DTYPE_W8A8, KITE_DTYPE_W8A8, vec_dot_w8a8_avx2, gemm_w8a8_avx2);
+    set(t, KITE_DTYPE_LLM_INT8, KITE_DTYPE_W8A8, vec_dot_w8a8_avx2, gemm_w8a8_avx2); /* its int8 half; kern_matmul adds the outliers */
 }
 
 static void build_avx512(kern_ops_table *t) {
@@ -87,6 +94,8 @@ static void build_vnni(kern_ops_table *t) {
     set(t, KITE_DTYPE_Q8_0, KITE_DTYPE_Q8_0, vec_dot_q8_0_q8_0_vnni, gemm_q8_0_q8_0_vnni);
     set(t, KITE_DTYPE_Q4_K, KITE_DTYPE_Q8_K, vec_dot_q4_K_q8_K_vnni, gemm_q4_K_q8_K_vnni);
     set(t, KITE_DTYPE_Q6_K, KITE_DTYPE_Q8_K, vec_dot_q6_K_q8_K_vnni, gemm_q6_K_q8_K_vnni);
+    set(t, KITE_DTYPE_W8A8, KITE_DTYPE_W8A8, vec_dot_w8a8_vnni, gemm_w8a8_vnni);
+    set(t, KITE_DTYPE_LLM_INT8, KITE_DTYPE_W8A8, vec_dot_w8a8_vnni, gemm_w8a8_vnni); /* its int8 half; kern_matmul adds the outliers */
 }
 #endif
 

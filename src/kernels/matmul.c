@@ -29,6 +29,7 @@
 #include "core/error.h"
 #include "kernels/dispatch.h"
 #include "kernels/gemm_tiled.h"
+#include "kernels/int8_gemm.h"
 #include "kernels/kernels.h"
 #include "tensor/dtype.h"
 
@@ -63,12 +64,15 @@ static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
 /* Largest activation row (bytes) of any act format for rows of up to n. */
 static size_t max_act_row_bytes(int64_t n) {
     const size_t q80 = (size_t)((n + 31) / 32) * 34, q8k = (size_t)((n + 255) / 256) * 292;
-    return q80 > q8k ? q80 : q8k; /* f32 activations are used in place, never copied */
+    const size_t w8 = (size_t)n + W8_ROW_HEADER; /* W8A8 rows (int8_gemm.h); q8k already covers it */
+    const size_t m = q80 > q8k ? q80 : q8k;
+    return m > w8 ? m : w8; /* f32 activations are used in place, never copied */
 }
 
 size_t kern_matmul_scratch_bytes(int n_threads, int64_t n_tok_max, int64_t max_cols) {
     return round64((size_t)n_threads * (size_t)max_cols * sizeof(float)) +
-           (size_t)n_tok_max * max_act_row_bytes(max_cols) + 64;
+           (size_t)n_tok_max * max_act_row_bytes(max_cols) + 64 +
+           kern_llm_int8_extra_scratch(max_cols); /* W8A8 / LLM.int8() hook */
 }
 
 typedef struct matmul_task {
@@ -142,6 +146,12 @@ void kern_matmul_with(const kern_ops_table *kt, threadpool *tp, const weight *w,
                       float *y, int64_t ldy, void *scratch) {
     const dtype_traits *tr = dtype_get(w->type);
     KITE_ASSERT(kt && tr && tr->to_float && ldy >= w->ne[1]);
+    /* --- LLM.int8() hook (int8_mix.c): batch-wide outlier columns in f16 --- */
+    if (w->type == KITE_DTYPE_LLM_INT8) {
+        kern_llm_int8_matmul(kt, tp, w, x, n_tok, y, ldy, scratch);
+        return;
+    }
+    /* --- end LLM.int8() hook --- */
     const kern_type_ops *op = &kt->ops[w->type];
     const int nth = tp_n_threads(tp);
     const int64_t ne0 = w->ne[0];

@@ -5,6 +5,8 @@
  * The block types point at the reference (scalar, ggml bit-exact) row
  * conversions of quants.h.  Entries without to_float are types kite can
  * validate in a file but not yet compute with (the i-quants with grids).
+ * Ids >= 256 are kite's own row-scaled types (W8A8, LLM_INT8: quant_w8.c),
+ * whose rows have a row_extra-byte header; ggml ids are unchanged.
  */
 #include "tensor/dtype.h"
 
@@ -111,39 +113,56 @@ static void bf16_from_float(const float *src, void *dst, int64_t n) {
     }
 }
 
+/* kite row-scaled int8 types (quant_w8.c; the rows are whole: n is the row length) */
+static void w8a8_to_float(const void *src, float *dst, int64_t n) {
+    const float d = w8_row_scale(src);
+    const int8_t *q = (const int8_t *)src + W8_ROW_HEADER;
+    for (int64_t i = 0; i < n; i++) dst[i] = (float)q[i] * d;
+}
+static void w8a8_from_float(const float *src, void *dst, int64_t n) { w8_quantize_row(src, dst, n, NULL); }
+/* LLM_INT8's values are its int8 half (what a matmul without outliers
+ * computes with); the f16 copy is read only for outlier columns (int8_mix.c). */
+static void llm_int8_to_float(const void *src, float *dst, int64_t n) { w8a8_to_float(src, dst, n); }
+static void llm_int8_from_float(const float *src, void *dst, int64_t n) {
+    w8_quantize_row(src, dst, n, NULL);
+    f16_from_float(src, (char *)dst + W8_ROW_HEADER + n, n);
+}
+
 static const dtype_traits traits[KITE_DTYPE_COUNT] = {
-    [KITE_DTYPE_F32] = {"f32", 1, 4, f32_to_float, f32_from_float},
-    [KITE_DTYPE_F16] = {"f16", 1, 2, f16_to_float, f16_from_float},
-    [KITE_DTYPE_Q4_0] = {"q4_0", 32, 18, dequantize_row_q4_0, quantize_row_q4_0_ref},
-    [KITE_DTYPE_Q4_1] = {"q4_1", 32, 20, dequantize_row_q4_1, quantize_row_q4_1_ref},
-    [KITE_DTYPE_Q5_0] = {"q5_0", 32, 22, dequantize_row_q5_0, quantize_row_q5_0_ref},
-    [KITE_DTYPE_Q5_1] = {"q5_1", 32, 24, dequantize_row_q5_1, quantize_row_q5_1_ref},
-    [KITE_DTYPE_Q8_0] = {"q8_0", 32, 34, dequantize_row_q8_0, quantize_row_q8_0_ref},
-    [KITE_DTYPE_Q8_1] = {"q8_1", 32, 36, dequantize_row_q8_1, quantize_row_q8_1_ref},
-    [KITE_DTYPE_Q2_K] = {"q2_K", 256, 84, dequantize_row_q2_K, quantize_row_q2_K_ref},
-    [KITE_DTYPE_Q3_K] = {"q3_K", 256, 110, dequantize_row_q3_K, quantize_row_q3_K_ref},
-    [KITE_DTYPE_Q4_K] = {"q4_K", 256, 144, dequantize_row_q4_K, quantize_row_q4_K_ref},
-    [KITE_DTYPE_Q5_K] = {"q5_K", 256, 176, dequantize_row_q5_K, quantize_row_q5_K_ref},
-    [KITE_DTYPE_Q6_K] = {"q6_K", 256, 210, dequantize_row_q6_K, quantize_row_q6_K_ref},
-    [KITE_DTYPE_Q8_K] = {"q8_K", 256, 292, dequantize_row_q8_K, quantize_row_q8_K_ref},
-    [KITE_DTYPE_IQ2_XXS] = {"iq2_xxs", 256, 66, NULL, NULL},
-    [KITE_DTYPE_IQ2_XS] = {"iq2_xs", 256, 74, NULL, NULL},
-    [KITE_DTYPE_IQ3_XXS] = {"iq3_xxs", 256, 98, NULL, NULL},
-    [KITE_DTYPE_IQ1_S] = {"iq1_s", 256, 50, NULL, NULL},
-    [KITE_DTYPE_IQ4_NL] = {"iq4_nl", 32, 18, dequantize_row_iq4_nl, quantize_row_iq4_nl_ref},
-    [KITE_DTYPE_IQ3_S] = {"iq3_s", 256, 110, NULL, NULL},
-    [KITE_DTYPE_IQ2_S] = {"iq2_s", 256, 82, NULL, NULL},
-    [KITE_DTYPE_IQ4_XS] = {"iq4_xs", 256, 136, dequantize_row_iq4_xs, quantize_row_iq4_xs_ref},
-    [KITE_DTYPE_I8] = {"i8", 1, 1, NULL, NULL},
-    [KITE_DTYPE_I16] = {"i16", 1, 2, NULL, NULL},
-    [KITE_DTYPE_I32] = {"i32", 1, 4, NULL, NULL},
-    [KITE_DTYPE_I64] = {"i64", 1, 8, NULL, NULL},
-    [KITE_DTYPE_F64] = {"f64", 1, 8, NULL, NULL},
-    [KITE_DTYPE_IQ1_M] = {"iq1_m", 256, 56, NULL, NULL},
-    [KITE_DTYPE_BF16] = {"bf16", 1, 2, bf16_to_float, bf16_from_float},
-    [KITE_DTYPE_TQ1_0] = {"tq1_0", 256, 54, dequantize_row_tq1_0, quantize_row_tq1_0_ref},
-    [KITE_DTYPE_TQ2_0] = {"tq2_0", 256, 66, dequantize_row_tq2_0, quantize_row_tq2_0_ref},
-    [KITE_DTYPE_MXFP4] = {"mxfp4", 32, 17, NULL, NULL},
+    [KITE_DTYPE_F32] = {"f32", 1, 4, f32_to_float, f32_from_float, 0},
+    [KITE_DTYPE_F16] = {"f16", 1, 2, f16_to_float, f16_from_float, 0},
+    [KITE_DTYPE_Q4_0] = {"q4_0", 32, 18, dequantize_row_q4_0, quantize_row_q4_0_ref, 0},
+    [KITE_DTYPE_Q4_1] = {"q4_1", 32, 20, dequantize_row_q4_1, quantize_row_q4_1_ref, 0},
+    [KITE_DTYPE_Q5_0] = {"q5_0", 32, 22, dequantize_row_q5_0, quantize_row_q5_0_ref, 0},
+    [KITE_DTYPE_Q5_1] = {"q5_1", 32, 24, dequantize_row_q5_1, quantize_row_q5_1_ref, 0},
+    [KITE_DTYPE_Q8_0] = {"q8_0", 32, 34, dequantize_row_q8_0, quantize_row_q8_0_ref, 0},
+    [KITE_DTYPE_Q8_1] = {"q8_1", 32, 36, dequantize_row_q8_1, quantize_row_q8_1_ref, 0},
+    [KITE_DTYPE_Q2_K] = {"q2_K", 256, 84, dequantize_row_q2_K, quantize_row_q2_K_ref, 0},
+    [KITE_DTYPE_Q3_K] = {"q3_K", 256, 110, dequantize_row_q3_K, quantize_row_q3_K_ref, 0},
+    [KITE_DTYPE_Q4_K] = {"q4_K", 256, 144, dequantize_row_q4_K, quantize_row_q4_K_ref, 0},
+    [KITE_DTYPE_Q5_K] = {"q5_K", 256, 176, dequantize_row_q5_K, quantize_row_q5_K_ref, 0},
+    [KITE_DTYPE_Q6_K] = {"q6_K", 256, 210, dequantize_row_q6_K, quantize_row_q6_K_ref, 0},
+    [KITE_DTYPE_Q8_K] = {"q8_K", 256, 292, dequantize_row_q8_K, quantize_row_q8_K_ref, 0},
+    [KITE_DTYPE_IQ2_XXS] = {"iq2_xxs", 256, 66, NULL, NULL, 0},
+    [KITE_DTYPE_IQ2_XS] = {"iq2_xs", 256, 74, NULL, NULL, 0},
+    [KITE_DTYPE_IQ3_XXS] = {"iq3_xxs", 256, 98, NULL, NULL, 0},
+    [KITE_DTYPE_IQ1_S] = {"iq1_s", 256, 50, NULL, NULL, 0},
+    [KITE_DTYPE_IQ4_NL] = {"iq4_nl", 32, 18, dequantize_row_iq4_nl, quantize_row_iq4_nl_ref, 0},
+    [KITE_DTYPE_IQ3_S] = {"iq3_s", 256, 110, NULL, NULL, 0},
+    [KITE_DTYPE_IQ2_S] = {"iq2_s", 256, 82, NULL, NULL, 0},
+    [KITE_DTYPE_IQ4_XS] = {"iq4_xs", 256, 136, dequantize_row_iq4_xs, quantize_row_iq4_xs_ref, 0},
+    [KITE_DTYPE_I8] = {"i8", 1, 1, NULL, NULL, 0},
+    [KITE_DTYPE_I16] = {"i16", 1, 2, NULL, NULL, 0},
+    [KITE_DTYPE_I32] = {"i32", 1, 4, NULL, NULL, 0},
+    [KITE_DTYPE_I64] = {"i64", 1, 8, NULL, NULL, 0},
+    [KITE_DTYPE_F64] = {"f64", 1, 8, NULL, NULL, 0},
+    [KITE_DTYPE_IQ1_M] = {"iq1_m", 256, 56, NULL, NULL, 0},
+    [KITE_DTYPE_BF16] = {"bf16", 1, 2, bf16_to_float, bf16_from_float, 0},
+    [KITE_DTYPE_TQ1_0] = {"tq1_0", 256, 54, dequantize_row_tq1_0, quantize_row_tq1_0_ref, 0},
+    [KITE_DTYPE_TQ2_0] = {"tq2_0", 256, 66, dequantize_row_tq2_0, quantize_row_tq2_0_ref, 0},
+    [KITE_DTYPE_MXFP4] = {"mxfp4", 32, 17, NULL, NULL, 0},
+    [KITE_DTYPE_W8A8] = {"w8a8", 1, 1, w8a8_to_float, w8a8_from_float, W8_ROW_HEADER},
+    [KITE_DTYPE_LLM_INT8] = {"llm_int8", 1, 3, llm_int8_to_float, llm_int8_from_float, W8_ROW_HEADER},
 };
 
 const dtype_traits *dtype_get(uint32_t t) {
@@ -165,5 +184,5 @@ int dtype_from_name(const char *name) {
 size_t dtype_row_size(uint32_t t, int64_t n) {
     const dtype_traits *tr = dtype_get(t);
     if (!tr || n < 0 || n % tr->block_size != 0) return 0;
-    return (size_t)(n / tr->block_size) * (size_t)tr->type_size;
+    return (size_t)(n / tr->block_size) * (size_t)tr->type_size + (size_t)tr->row_extra;
 }

@@ -52,6 +52,12 @@ enum kite_dtype {
     KITE_DTYPE_TQ2_0 = 35,
     /* 36..38: removed IQ4_NL_4_4, IQ4_NL_4_8, IQ4_NL_8_8 */
     KITE_DTYPE_MXFP4 = 39,
+    /* kite's own types (docs/quantization-w8a8.md): ids far above ggml's so
+     * ggml can keep appending; llama.cpp cannot load files that use them.
+     * Both are row-scaled (no blocks: any row length), so their rows carry
+     * a header of row_extra bytes before the elements. */
+    KITE_DTYPE_W8A8 = 256,     /* per-row: f32 scale, i32 sum of q, int8 q[n] (SmoothQuant / W8A8) */
+    KITE_DTYPE_LLM_INT8 = 257, /* a W8A8 row followed by the f16 copy of the row (LLM.int8()) */
     KITE_DTYPE_COUNT
 };
 
@@ -66,6 +72,7 @@ typedef struct dtype_traits {
     int32_t type_size;       /* bytes per block */
     dtype_to_float_fn to_float;
     dtype_from_float_fn from_float;
+    int32_t row_extra;       /* bytes per row besides the blocks (kite row-scaled types' header); 0 for ggml types */
 } dtype_traits;
 
 /* Traits of type t, or NULL when t is not a known type id. */
@@ -74,8 +81,26 @@ const char *dtype_name(uint32_t t); /* "?" for unknown */
 /* Type id by (case-insensitive) name, or -1. */
 int dtype_from_name(const char *name);
 
-/* Bytes of a row of n elements; 0 if n is not a multiple of the block size. */
+/* Bytes of a row of n elements (row_extra included); 0 if n is not a
+ * multiple of the block size. */
 size_t dtype_row_size(uint32_t t, int64_t n);
+
+/* ---- kite row-scaled int8 types (quant_w8.c) ----------------------------
+ * W8A8 row of n elements (n + W8_ROW_HEADER bytes, no alignment assumed):
+ *   bytes 0..3  float d  = max|x| / 127 (0 for an all-zero row)
+ *   bytes 4..7  int32 sum of q[0..n)  (the VNNI kernel's u8 offset term)
+ *   bytes 8..   int8 q[i] = round-half-away(x[i] / d), in -127..127
+ *   value i = q[i] * d.  Also the activation row format of W8A8 matmuls
+ *   (per-token dynamic quantization).  n <= W8_MAX_COLS keeps every integer
+ *   dot product (and the u8 offset form) exact in int32.
+ * LLM_INT8 row: a W8A8 row, then n IEEE f16 copies of the row (n * 2 bytes). */
+#define W8_ROW_HEADER 8
+#define W8_MAX_COLS 65536
+/* Quantizes x[0..n) into a W8A8 row, treating x[i] as 0 where skip && skip[i]
+ * (LLM.int8()'s outlier columns; skip NULL: none). */
+void w8_quantize_row(const float *x, void *dst, int64_t n, const uint8_t *skip);
+float w8_row_scale(const void *row);     /* d of a W8A8 row */
+int32_t w8_row_sum(const void *row);     /* sum of q of a W8A8 row */
 
 /* Scalar conversions used everywhere (IEEE binary16 and bfloat16). */
 float fp16_to_fp32(uint16_t h);

@@ -345,7 +345,8 @@ static void check_matmul_type(const kern_ops_table *kt, uint32_t t, threadpool *
     CHECK_MSG(memcmp(y1, y3, (size_t)(n_tok * nr) * sizeof(float)) == 0, "%s: 1 vs 3 threads differ", tr->name);
     CHECK_MSG(memcmp(y1, yd, (size_t)(n_tok * nr) * sizeof(float)) == 0, "%s: batch vs token by token differ",
               tr->name);
-    const int qb = op->act_type == KITE_DTYPE_Q8_0 ? 32 : op->act_type == KITE_DTYPE_Q8_K ? 256 : 0;
+    const int qb = op->act_type == KITE_DTYPE_Q8_0 ? 32 : op->act_type == KITE_DTYPE_Q8_K ? 256
+                 : op->act_type == KITE_DTYPE_W8A8 ? (int)ne0 : 0; /* W8A8: one activation scale per row */
     double worst = 0;
     for (int64_t k = 0; k < n_tok; k++)
         for (int64_t r = 0; r < nr; r++) {
