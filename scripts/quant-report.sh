@@ -87,10 +87,30 @@ for g in 32 128; do
         done
     done
 done
-if "$kite" quantize --help 2>&1 | grep -q w8a8; then
-    quant "w8a8 rtn (per-channel int8, per-token activations)" --type w8a8
-    quant "w8a8 smoothquant" --type w8a8 --method smoothquant --calib "$calib"
-fi
+quant "w8a8 rtn (per-channel int8 weights, per-token int8 activations)" --type w8a8
+quant "w8a8 smoothquant (alpha 0.5)" --type w8a8 --method smoothquant --calib "$calib"
+quant "llm_int8 (threshold 6)" --type llm_int8
+
+# Weight-activation methods on a model with activation outliers: stories260K
+# with 4 channels of every norm gain x30 and the matching weight columns /30
+# (function-preserving: same F32 output), so the base log-probs still apply.
+"$kite" quantize -m "$model" -o "$work/outliers.gguf" --method outliers --factor 30 --channels 4 >/dev/null 2>&1
+{
+    echo
+    echo "Weight-activation quantization on a model with activation outlier channels (\`kite quantize"
+    echo "--method outliers --factor 30 --channels 4\`: function-preserving, docs/quantization-w8a8.md),"
+    echo "against the original F32 log-probabilities:"
+    echo
+    echo "| method | file bytes | bpw | ppl | KLD | top-1 % | decode tok/s |"
+    echo "|---|---|---|---|---|---|---|"
+} >>"$tmp"
+model_orig=$model
+model="$work/outliers.gguf"
+row "outlier model, f32" "$model"
+quant "outlier model, w8a8 rtn (no smoothing)" --type w8a8
+quant "outlier model, w8a8 smoothquant (alpha 0.5)" --type w8a8 --method smoothquant --calib "$calib"
+quant "outlier model, llm_int8 (threshold 6)" --type llm_int8
+model=$model_orig
 {
     echo
     echo "## LUT-GEMM (binary-coding quantization)"
