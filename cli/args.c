@@ -88,3 +88,39 @@ const char *cli_default_model(const char *argv0) {
 #endif
     return "models/stories260K.gguf";
 }
+
+int cli_sampler_option(const char *cmd, int argc, char **argv, int *i, kite_sampler_params *sp, bool *seed_set) {
+    const char *a = argv[*i], *v;
+    int64_t iv;
+    float fv;
+    static const char *const names[] = {"--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty",
+                                        "--repeat-last-n", "--frequency-penalty", "--presence-penalty", "--seed"};
+    size_t k = 0;
+    while (k < sizeof names / sizeof names[0] && strcmp(a, names[k])) k++;
+    if (k == sizeof names / sizeof names[0]) return 0;
+    if (!(v = cli_value(cmd, argc, argv, i))) return 2;
+    switch (k) {
+    case 0: return cli_parse_f32(cmd, a, v, 0.0f, 100.0f, &sp->temperature) ? 1 : 2;
+    case 1:
+        if (!cli_parse_i64(cmd, a, v, 0, 1 << 30, &iv)) return 2;
+        sp->top_k = (int32_t)iv;
+        return 1;
+    case 2: return cli_parse_f32(cmd, a, v, 0.0f, 1.0f, &sp->top_p) ? 1 : 2;
+    case 3: return cli_parse_f32(cmd, a, v, 0.0f, 1.0f, &sp->min_p) ? 1 : 2;
+    case 4:
+        if (!cli_parse_f32(cmd, a, v, 0.0f, 100.0f, &fv)) return 2;
+        if (!(fv > 0.0f)) return cli_usage_error(cmd, "%s: expected a number > 0 (1 = off), got '%s'", a, v);
+        sp->repeat_penalty = fv;
+        return 1;
+    case 5:
+        if (!cli_parse_i64(cmd, a, v, -1, 1 << 20, &iv)) return 2;
+        sp->penalty_last_n = (int32_t)iv;
+        return 1;
+    case 6: return cli_parse_f32(cmd, a, v, -100.0f, 100.0f, &sp->frequency_penalty) ? 1 : 2;
+    case 7: return cli_parse_f32(cmd, a, v, -100.0f, 100.0f, &sp->presence_penalty) ? 1 : 2;
+    default:
+        if (!cli_parse_u64(cmd, a, v, &sp->seed)) return 2;
+        if (seed_set) *seed_set = true;
+        return 1;
+    }
+}

@@ -50,7 +50,8 @@ static const char *const chat_usage =
     "  -c, --ctx-size N        context length (default: the model's, at most 4096)\n"
     "  -t, --threads N         threads (default: all online CPUs)\n"
     "      --temp T            temperature; 0 = greedy (default 0.8)\n"
-    "      --seed S            random seed (default: from the clock)\n"
+    "      --seed S            random seed (default: from the clock); also --top-k, --top-p,\n"
+    "                          --min-p, --repeat-penalty ... as in kite run\n"
     "  -v, --verbose           after each reply, a line on stderr: prompt tokens (reused\n"
     "                          from the KV cache / evaluated), reply tokens, stop reason\n"
     "      --no-cache          evaluate the whole conversation every turn (for testing)\n"
@@ -73,6 +74,7 @@ static int parse_args(int argc, char **argv, chat_opts *o) {
     const char *cmd = "chat";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
+        int rc;
 #define VALUE()                                                                \
     do {                                                                       \
         if (!(v = cli_value(cmd, argc, argv, &i))) return 2;                   \
@@ -101,13 +103,8 @@ static int parse_args(int argc, char **argv, chat_opts *o) {
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
             VALUE();
             if (!cli_parse_i64(cmd, a, v, 0, 1024, &o->n_threads)) return 2;
-        } else if (!strcmp(a, "--temp")) {
-            VALUE();
-            if (!cli_parse_f32(cmd, a, v, 0.0f, 100.0f, &o->sp.temperature)) return 2;
-        } else if (!strcmp(a, "--seed")) {
-            VALUE();
-            if (!cli_parse_u64(cmd, a, v, &o->sp.seed)) return 2;
-            o->seed_set = true;
+        } else if ((rc = cli_sampler_option(cmd, argc, argv, &i, &o->sp, &o->seed_set)) != 0) {
+            if (rc == 2) return 2;
         } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
             o->verbose = true;
         } else if (!strcmp(a, "--no-cache")) {

@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdint.h>
 
+#include "kite.h"
+
 int cmd_run(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
@@ -33,6 +35,8 @@ int cmd_sot(int argc, char **argv);
 int bench_lut_gemm(int argc, char **argv);
 /* `kite bench --parallel LIST` (cli/bench_serve.c): serving-engine throughput and KV waste. */
 int bench_serve(int argc, char **argv);
+/* `kite bench --spec-verify` / `--spec DRAFTER` (cli/bench_spec.c): speculative decoding. */
+int bench_spec(int argc, char **argv);
 
 /* Path of the bundled model: $KITE_MODEL, else <binary dir>/../models/
  * stories260K.gguf (build/kite in the repository), else the source tree the
@@ -44,6 +48,13 @@ const char *cli_default_model(const char *argv0);
 bool cli_parse_i64(const char *cmd, const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out);
 bool cli_parse_f32(const char *cmd, const char *flag, const char *s, float lo, float hi, float *out);
 bool cli_parse_u64(const char *cmd, const char *flag, const char *s, uint64_t *out);
+
+/* The sampler flags shared by run, chat and sot (--temp --top-k --top-p
+ * --min-p --repeat-penalty --repeat-last-n --frequency-penalty
+ * --presence-penalty --seed): if argv[*i] is one, parses its value into sp
+ * (advancing *i; --seed also sets *seed_set when given) and returns 1;
+ * returns 0 if it is not a sampler flag, 2 after printing a usage error. */
+int cli_sampler_option(const char *cmd, int argc, char **argv, int *i, kite_sampler_params *sp, bool *seed_set);
 
 /* Returns argv[*i + 1] and advances *i, or prints "kite CMD: FLAG needs a value". */
 const char *cli_value(const char *cmd, int argc, char **argv, int *i);

@@ -118,8 +118,7 @@ static int parse_args(int argc, char **argv, run_opts *o) {
     const char *cmd = "run";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
-        int64_t iv;
-        float fv;
+        int rc;
 #define VALUE()                                                                \
     do {                                                                       \
         if (!(v = cli_value(cmd, argc, argv, &i))) return 2;                   \
@@ -151,38 +150,8 @@ static int parse_args(int argc, char **argv, run_opts *o) {
             if (o->kv_type != KITE_KV_F32 && o->kv_type != KITE_KV_F16 && o->kv_type != KITE_KV_Q8_0 &&
                 o->kv_type != KITE_KV_Q4_0)
                 return cli_usage_error(cmd, "--kv-type: expected f32, f16, q8_0 or q4_0, got '%s'", v);
-        } else if (!strcmp(a, "--temp")) {
-            VALUE();
-            if (!cli_parse_f32(cmd, a, v, 0.0f, 100.0f, &o->sp.temperature)) return 2;
-        } else if (!strcmp(a, "--top-k")) {
-            VALUE();
-            if (!cli_parse_i64(cmd, a, v, 0, 1 << 30, &iv)) return 2;
-            o->sp.top_k = (int32_t)iv;
-        } else if (!strcmp(a, "--top-p")) {
-            VALUE();
-            if (!cli_parse_f32(cmd, a, v, 0.0f, 1.0f, &o->sp.top_p)) return 2;
-        } else if (!strcmp(a, "--min-p")) {
-            VALUE();
-            if (!cli_parse_f32(cmd, a, v, 0.0f, 1.0f, &o->sp.min_p)) return 2;
-        } else if (!strcmp(a, "--repeat-penalty")) {
-            VALUE();
-            if (!cli_parse_f32(cmd, a, v, 0.0f, 100.0f, &fv)) return 2;
-            if (!(fv > 0.0f)) return cli_usage_error(cmd, "%s: expected a number > 0 (1 = off), got '%s'", a, v);
-            o->sp.repeat_penalty = fv;
-        } else if (!strcmp(a, "--repeat-last-n")) {
-            VALUE();
-            if (!cli_parse_i64(cmd, a, v, -1, 1 << 20, &iv)) return 2;
-            o->sp.penalty_last_n = (int32_t)iv;
-        } else if (!strcmp(a, "--frequency-penalty")) {
-            VALUE();
-            if (!cli_parse_f32(cmd, a, v, -100.0f, 100.0f, &o->sp.frequency_penalty)) return 2;
-        } else if (!strcmp(a, "--presence-penalty")) {
-            VALUE();
-            if (!cli_parse_f32(cmd, a, v, -100.0f, 100.0f, &o->sp.presence_penalty)) return 2;
-        } else if (!strcmp(a, "--seed")) {
-            VALUE();
-            if (!cli_parse_u64(cmd, a, v, &o->sp.seed)) return 2;
-            o->seed_set = true;
+        } else if ((rc = cli_sampler_option(cmd, argc, argv, &i, &o->sp, &o->seed_set)) != 0) {
+            if (rc == 2) return 2;
         } else if (!strcmp(a, "--no-bos")) {
             o->no_bos = true;
         } else if (!strcmp(a, "--ignore-eos")) {

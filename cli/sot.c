@@ -40,8 +40,8 @@ static const char *const sot_usage =
     "      --point-prompt T      override the point prompt ({question} {skeleton} {index} {point})\n"
     "      --chat-template NAME  wrap prompts as a chat turn in NAME's format (default: the\n"
     "                            model's template if it has one, else raw text)\n"
-    "      --temp T              temperature (default 0: greedy)\n"
-    "      --seed S              random seed\n"
+    "      --temp T              temperature (default 0: greedy); also --top-k, --top-p,\n"
+    "                            --min-p, --repeat-penalty, --seed ... as in kite run\n"
     "      --compare             also time plain decoding of the same number of tokens\n"
     "      --json                end with one JSON line: fallback, points, answer, times\n";
 
@@ -57,6 +57,7 @@ static int parse_args(int argc, char **argv, sot_opts *o) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         int64_t iv;
+        int rc;
 #define VALUE()                                                                \
     do {                                                                       \
         if (!(v = cli_value(cmd, argc, argv, &i))) return 2;                   \
@@ -100,12 +101,8 @@ static int parse_args(int argc, char **argv, sot_opts *o) {
         } else if (!strcmp(a, "--chat-template")) {
             VALUE();
             o->chat_template = v;
-        } else if (!strcmp(a, "--temp")) {
-            VALUE();
-            if (!cli_parse_f32(cmd, a, v, 0.0f, 100.0f, &o->sp.sampling.temperature)) return 2;
-        } else if (!strcmp(a, "--seed")) {
-            VALUE();
-            if (!cli_parse_u64(cmd, a, v, &o->sp.sampling.seed)) return 2;
+        } else if ((rc = cli_sampler_option(cmd, argc, argv, &i, &o->sp.sampling, NULL)) != 0) {
+            if (rc == 2) return 2;
         } else if (!strcmp(a, "--compare")) {
             o->compare = true;
         } else if (!strcmp(a, "--json")) {
