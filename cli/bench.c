@@ -50,6 +50,7 @@ static void usage(FILE *f) {
             "usage: kite bench -m FILE [-p N] [-n N] [-t LIST] [-r N] [--json] [--mmap] [--no-check] [--profile]\n"
             "       kite bench --probe [--json]\n"
             "       kite bench --lut-gemm [--rows N] [--cols N] [--group G] [--bits Q] [-r N] [--json]\n"
+            "       kite bench -m FILE --spec-verify | --spec DRAFTER ...   (kite bench --spec-verify -h)\n"
             "\n"
             "Measures prefill (ppN: N random tokens as one batch) and decode (tgN: N tokens one at a\n"
             "time) in tokens/s: median and min-max over the repetitions, with decode's weight traffic\n"
@@ -440,6 +441,9 @@ int cmd_bench(int argc, char **argv) {
         if (!strcmp(argv[i], "--lut-gemm")) return bench_lut_gemm(argc, argv); /* cli/bench_lut.c */
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--parallel")) return bench_serve(argc, argv); /* cli/bench_serve.c */
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--spec-verify") || !strcmp(argv[i], "--spec"))
+            return bench_spec(argc, argv); /* cli/bench_spec.c */
     bench_opts o = {.n_prompt = 128, .n_gen = 32, .reps = 5, .seed = 1, .check = true};
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     o.threads[0] = ncpu > 0 ? (int)(ncpu < PROBE_MAX_THREADS ? ncpu : PROBE_MAX_THREADS) : 1;

@@ -15,7 +15,9 @@
 #   * bench --json: one line per test (pp8, tg4) with every documented key,
 #     residency heap by default and mmap with --mmap, positive speeds;
 #   * bench table output and usage errors;
-#   * `kite run` reports the weight residency on stderr.
+#   * `kite run` reports the weight residency on stderr;
+#   * bench --spec-verify prints its k table, bench --spec lookup 3 its plain
+#     vs speculative table with identical output; their usage errors.
 #
 # The last line is "tests/e2e/test_bench.sh: N passed, M failed".
 
@@ -202,5 +204,25 @@ expect_error "bench: no model" 2 "-m" bench
 expect_error "bench: -t 0" 2 "-t" bench -m "$T/a.gguf" -t 0
 expect_error "bench: -r 0" 2 "-r" bench -m "$T/a.gguf" -r 0
 expect_error "bench: missing file" 1 "$T/none.gguf" bench -m "$T/none.gguf"
+
+# ---- speculative decoding (cli/bench_spec.c) ----------------------------------
+
+e2e_kite "$T/out" "$T/err" bench -m "$T/a.gguf" --spec-verify --n-past 8 --k 1,2,4 -r 2 -t 1
+if [ "$rc" -eq 0 ] && grep -q "^spec-verify: a.gguf, 1 layers, n_past 8, threads 1, 2 repetitions" "$T/out" &&
+    grep -q "^|   k | tokens |" "$T/out" && [ "$(grep -c '^| *[124] | *[235] | ' "$T/out")" -eq 3 ]; then
+    e2e_ok "bench --spec-verify table (k = 1, 2, 4)"
+else
+    e2e_fail "bench --spec-verify" "exit $rc: $(e2e_first_line "$T/out") $(e2e_first_line "$T/err")"
+fi
+e2e_kite "$T/out" "$T/err" bench -m models/stories260K.gguf --spec lookup 3 -n 24 -r 1 -t 1
+if [ "$rc" -eq 0 ] && grep -q "^| plain  *| *[0-9.]* |" "$T/out" && grep -q "^| speculative  *| *[0-9.]* |" "$T/out" &&
+    grep -q "^speedup [0-9.]*x .*acceptance [0-9.]*% .*tokens/pass .*identical to plain greedy decoding" "$T/out"; then
+    e2e_ok "bench --spec lookup 3 (plain vs speculative, same output)"
+else
+    e2e_fail "bench --spec lookup 3" "exit $rc: $(e2e_first_line "$T/out") $(e2e_first_line "$T/err")"
+fi
+expect_error "bench: --spec with an unknown drafter" 1 "unknown drafter" bench -m "$T/a.gguf" --spec magic 3
+expect_error "bench: --spec-verify and --spec together" 2 "either" bench -m "$T/a.gguf" --spec-verify --spec lookup 3
+expect_error "bench: --spec-verify --k 17" 2 "--k" bench -m "$T/a.gguf" --spec-verify --k 17
 
 e2e_summary

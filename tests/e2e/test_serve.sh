@@ -13,6 +13,8 @@
 #     finish_reason, usage, stream_options.include_usage, [DONE]), /metrics
 #     (every documented metric), /tokenize, /detokenize, the page at / and
 #     its files;
+#   * "sot": true (Skeleton-of-Thought) with a given "sot_skeleton": points in
+#     order, deterministic, the streamed answer equals the non-streaming one;
 #   * greedy output equals `kite run --temp 0`, a token-id prompt equals the
 #     same text prompt, the stream's text equals the non-streaming text, stop
 #     strings, max_completion_tokens, seeds;
@@ -302,6 +304,35 @@ fi
 stream_text=$(sse_text "$T/sse")
 if [ "$stream_text" = "$chat_text" ]; then e2e_ok "streaming chat text equals the non-streaming reply"
 else e2e_fail "streaming chat text" "'$stream_text' vs '$chat_text'"; fi
+
+# ---- Skeleton-of-Thought ("sot": true, kite extension) -------------------------
+
+# a given outline ("sot_skeleton") and temperature 0 make the answer deterministic
+SOT='"messages": [{"role": "user", "content": "Tell me about pets."}], "sot": true, "sot_skeleton": "1. The dog\n2. The cat\n3. The fish", "max_tokens": 6, "temperature": 0'
+call POST /v1/chat/completions "{$SOT}"
+sot_text=$(json_raw "$T/body" content)
+case "$sot_text" in
+'1. The dog'*'\n2. The cat'*'\n3. The fish'*) sot_order=1 ;;
+*) sot_order=0 ;;
+esac
+if [ "$code" = 200 ] && has "$T/body" '"object":"chat.completion"' && [ $sot_order = 1 ] &&
+    has "$T/body" '"finish_reason":"stop"'; then
+    e2e_ok "sot: the given outline's points expanded in order"
+else
+    e2e_fail "sot" "status $code: $(e2e_first_line "$T/body")"
+fi
+call POST /v1/chat/completions "{$SOT}"
+if [ "$code" = 200 ] && [ "$(json_raw "$T/body" content)" = "$sot_text" ]; then e2e_ok "sot: same request, same answer"
+else e2e_fail "sot repeat" "status $code: $(e2e_first_line "$T/body")"; fi
+curl -s -N -m 30 -H "Authorization: Bearer $KEY" -d "{$SOT, \"stream\": true}" "$URL/v1/chat/completions" >"$T/sse"
+if [ "$(sse_text "$T/sse")" = "$sot_text" ] && [ "$(tail -n 2 "$T/sse" | head -n 1)" = "data: [DONE]" ]; then
+    e2e_ok "sot streaming: the assembled answer in one chunk, then [DONE]"
+else
+    e2e_fail "sot streaming" "$(head -c 400 "$T/sse")"
+fi
+expect_error "sot on /v1/completions is a 400" 400 invalid_value POST /v1/completions '{"prompt": "x", "sot": true}'
+expect_error "sot_skeleton of the wrong type is a 400" 400 invalid_type POST /v1/chat/completions \
+    '{"messages": [{"role": "user", "content": "x"}], "sot": true, "sot_skeleton": 5}'
 
 # ---- bad requests ------------------------------------------------------------
 

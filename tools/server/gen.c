@@ -16,6 +16,10 @@
  *   A stream with nothing to send for half the idle timeout (queued behind
  *   others, a long prefill) sends an SSE comment line so that it is not
  *   dropped as idle; clients ignore comments.
+ *   A chat request with "sot": true is answered by Skeleton-of-Thought
+ *   instead (sot_answer: sot_run blocks the connection thread while the
+ *   engine decodes); its answer is stored as a finished output, so it goes
+ *   out through the same two paths (streaming: one content chunk).
  *
  * OWNERSHIP
  *   A gen_req has two references while streaming (handler/connection and
@@ -31,6 +35,7 @@
 
 #include "core/timing.h"
 #include "server_internal.h"
+#include "sot/sot.h"
 
 struct gen_req {
     server *srv;
@@ -353,6 +358,51 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
 
 static void sse_free(void *cls) { gen_req_release(cls); }
 
+/* ---- Skeleton-of-Thought ("sot": true, docs/server.md) ---- */
+
+/* Runs SoT for a chat request on the connection thread (blocks until the
+ * answer is assembled; the engine decodes) and stores the answer as the
+ * request's finished output, so the non-streaming and streaming paths below
+ * send it like a finished generation (streaming: one content chunk).  The
+ * question is the last user message. */
+static bool sot_answer(server *s, gen_req *g, oai_error *err) {
+    const oai_request *r = &g->req;
+    const char *question = NULL;
+    for (size_t i = 0; i < r->n_msgs; i++)
+        if (!strcmp(r->msgs[i].role, "user")) question = r->msgs[i].content;
+    if (!question) {
+        oai_error_set(err, 400, "invalid_request_error", "invalid_value", "messages",
+                      "Invalid value for 'messages': \"sot\" needs a user message (the question).");
+        return false;
+    }
+    sot_params p = sot_default_params();
+    p.chat_family = s->chat_family;
+    p.sampling = r->sampling;
+    p.skeleton_text = r->sot_skeleton;
+    if (r->max_tokens > 0) p.point_tokens = p.plain_tokens = r->max_tokens;
+    sot_result res;
+    memset(&res, 0, sizeof res);
+    int st = sot_run(s->eng, s->model, question, &p, &res);
+    if (st != KITE_OK) {
+        oai_error_set(err, st == KITE_E_ARG || st == KITE_E_RANGE ? 400 : 500,
+                      st == KITE_E_ARG || st == KITE_E_RANGE ? "invalid_request_error" : "server_error", NULL, NULL,
+                      "Skeleton-of-Thought failed: %s", kite_last_error());
+        sot_result_free(&res);
+        return false;
+    }
+    pthread_mutex_lock(&g->mu);
+    g->text = res.answer;
+    res.answer = NULL;
+    g->len = g->text ? strlen(g->text) : 0;
+    g->cap = g->len + 1;
+    g->n_gen = res.n_gen_total;
+    g->done = true;
+    snprintf(g->finish, sizeof g->finish, "stop");
+    pthread_mutex_unlock(&g->mu);
+    sot_result_free(&res);
+    return true;
+}
+
 /* ---- entry point ---- */
 
 void gen_req_log_info(gen_req *g, int32_t *n_prompt, int32_t *n_gen, const char **note) {
@@ -393,6 +443,12 @@ enum MHD_Result gen_handle(server *s, struct MHD_Connection *c, const char *body
         clock_gettime(CLOCK_REALTIME, &ts);
         r->sampling.seed = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ atomic_load(&s->next_id);
     }
+    if (r->sot) {
+        free(toks);
+        toks = NULL;
+        if (!sot_answer(s, g, &err)) goto fail;
+        goto answer;
+    }
     const char *stops[SERVER_MAX_STOP + 16];
     int32_t n_stop = 0;
     for (int32_t i = 0; i < r->n_stop; i++) stops[n_stop++] = r->stop[i];
@@ -428,6 +484,7 @@ enum MHD_Result gen_handle(server *s, struct MHD_Connection *c, const char *body
         goto fail;
     }
 
+answer:
     if (r->stream) {
         if (chat && !sse_chunk(g, "", 0, NULL, true)) {
             oai_error_set(&err, 500, "server_error", NULL, NULL, "Out of memory.");

@@ -284,6 +284,13 @@ static bool parse_fields(const cJSON *root, bool chat, oai_request *r, oai_error
         if (iu && !cJSON_IsBool(iu)) return bad_type(err, "stream_options.include_usage", "a boolean");
         r->include_usage = iu && cJSON_IsTrue(iu);
     }
+    /* kite extension: Skeleton-of-Thought (docs/server.md) */
+    if (!get_bool(root, "sot", &r->sot, err)) return false;
+    const cJSON *sk = oai_member(root, "sot_skeleton");
+    if (sk && !cJSON_IsString(sk)) return bad_type(err, "sot_skeleton", "a string");
+    if (sk && !(r->sot_skeleton = dup_str(sk->valuestring, err))) return false;
+    if ((r->sot || r->sot_skeleton) && !chat) return bad_value(err, "sot", "only /v1/chat/completions supports sot");
+    if (r->sot_skeleton && !r->sot) return bad_value(err, "sot_skeleton", "needs \"sot\": true");
     return parse_stop(root, r, err);
 }
 
@@ -340,5 +347,6 @@ void oai_request_free(oai_request *r) {
     }
     free(r->msgs);
     for (int32_t i = 0; i < r->n_stop; i++) free(r->stop[i]);
+    free(r->sot_skeleton);
     memset(r, 0, sizeof *r);
 }
