@@ -81,12 +81,14 @@ static void build_avx2(kern_ops_table *t) {
     set(t, KITE_DTYPE_Q6_K, KITE_DTYPE_Q8_K, vec_dot_q6_K_q8_K_avx2, gemm_q6_K_q8_K_avx2);
     set(t, KITE_DTYPE_W8A8, KITE_DTYPE_W8A8, vec_dot_w8a8_avx2, gemm_w8a8_avx2);
     set(t, KITE_DTYPE_LLM_INT8, KITE_DTYPE_W8A8, vec_dot_w8a8_avx2, gemm_w8a8_avx2); /* its int8 half; kern_matmul adds the outliers */
+    t->act_from_f32[KITE_DTYPE_Q8_0] = act_quantize_q8_0_avx2; /* same bytes as the reference */
 }
 
 static void build_avx512(kern_ops_table *t) {
     set(t, KITE_DTYPE_F32, KITE_DTYPE_F32, vec_dot_f32_avx512, gemm_f32_avx512);
     set(t, KITE_DTYPE_F16, KITE_DTYPE_F32, vec_dot_f16_f32_avx512, gemm_f16_f32_avx512);
     set(t, KITE_DTYPE_BF16, KITE_DTYPE_F32, vec_dot_bf16_f32_avx512, gemm_bf16_f32_avx512);
+    t->act_from_f32[KITE_DTYPE_Q8_0] = act_quantize_q8_0_avx512; /* same bytes as the reference */
 }
 
 static void build_vnni(kern_ops_table *t) {
