@@ -149,10 +149,13 @@ static const char *profile_op_of(const char *name) {
     return name;
 }
 
+#define DECODE_REPS 3 /* decode runs of --compare (odd: one has the median total) */
+
 /* Runs `model` here through the public API with per-op profiling on
  * (kite_ctx_set_profiling): prefill of st->prompt random tokens into an empty
- * context (best total of 3 runs, after a warm-up), then st->gen decode steps
- * from there (mean per step; context prompt..prompt+gen, mean as predicted).
+ * context (best total of 3 runs, after a warm-up), then DECODE_REPS runs of
+ * st->gen decode steps from there (context prompt..prompt+gen, mean as
+ * predicted), reporting the mean per step of the run with the median total.
  * Prints predicted vs measured per op type and in total. */
 static int compare(const char *model_path, const rl_setting *st, const rl_result *r, int n_threads) {
     if (st->batch != 1) return cli_usage_error(CMD, "--compare runs one sequence: use --batch 1");
@@ -188,18 +191,42 @@ static int compare(const char *model_path, const rl_setting *st, const rl_result
         for (int i = 0; i < KITE_PROFILE_N_OPS; i++) tot += cur[i];
         if (rep >= 0 && tot < best) best = tot, memcpy(meas[RL_PREFILL], cur, sizeof cur);
     }
-    if (kite_ctx_set_profiling(ctx, true) != KITE_OK) goto fail;
-    for (int64_t i = 0; i < st->gen; i++)
-        if (kite_ctx_eval(ctx, &ids[st->prompt + i], 1, false) != KITE_OK) goto fail;
-    kite_ctx_profile(ctx, meas[RL_DECODE], NULL, KITE_PROFILE_N_OPS);
-    for (int i = 0; i < KITE_PROFILE_N_OPS; i++) meas[RL_DECODE][i] /= st->gen > 0 ? (double)st->gen : 1.0;
+    /* decode: DECODE_REPS runs of st->gen steps from the prompt; the run
+     * with the median total is reported (one run on a shared machine can
+     * catch a burst of someone else's load) */
+    double dec[DECODE_REPS][KITE_PROFILE_N_OPS], dec_tot[DECODE_REPS];
+    for (int rep = 0; rep < DECODE_REPS; rep++) {
+        if (kite_ctx_truncate(ctx, (int32_t)st->prompt) != KITE_OK || kite_ctx_set_profiling(ctx, true) != KITE_OK)
+            goto fail;
+        for (int64_t i = 0; i < st->gen; i++)
+            if (kite_ctx_eval(ctx, &ids[st->prompt + i], 1, false) != KITE_OK) goto fail;
+        kite_ctx_profile(ctx, dec[rep], NULL, KITE_PROFILE_N_OPS);
+        dec_tot[rep] = 0;
+        for (int i = 0; i < KITE_PROFILE_N_OPS; i++) dec_tot[rep] += dec[rep][i];
+    }
     kite_ctx_set_profiling(ctx, false);
+    int med = 0;
+    for (int a = 0; a < DECODE_REPS; a++) { /* the run with as many totals below it as above */
+        int below = 0, above = 0;
+        for (int b = 0; b < DECODE_REPS; b++) {
+            below += b != a && (dec_tot[b] < dec_tot[a] || (dec_tot[b] == dec_tot[a] && b < a));
+            above += b != a && (dec_tot[b] > dec_tot[a] || (dec_tot[b] == dec_tot[a] && b > a));
+        }
+        if (below == above) med = a;
+    }
+    for (int i = 0; i < KITE_PROFILE_N_OPS; i++)
+        meas[RL_DECODE][i] = dec[med][i] / (st->gen > 0 ? (double)st->gen : 1.0);
 
     for (int p = 0; p < 2; p++) {
         if (p == RL_DECODE && st->gen == 0) break;
         const rl_phase_result *ph = &r->ph[p];
         printf("\n## %s: predicted vs measured (a real forward pass, kite_ctx profile, %d threads)\n\n",
                p ? "decode (per step)" : "prefill", n_threads);
+        if (p == RL_DECODE) {
+            printf("Decode runs (ms per step):");
+            for (int k = 0; k < DECODE_REPS; k++) printf(" %.3f", dec_tot[k] / (double)st->gen * 1e3);
+            printf("; the median run is shown.\n\n");
+        }
         printf("| op type | predicted ms | measured ms | measured/predicted |\n|---|---:|---:|---:|\n");
         double pt = 0, mt = 0;
         for (int j = 0; j < KITE_PROFILE_N_OPS; j++) {

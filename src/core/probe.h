@@ -13,8 +13,10 @@
  *     its slice with eight independent 16-byte integer accumulators (integer
  *     adds keep the loop load-bound at any ISA level).  Threads start together
  *     at a barrier; a pass is timed from the first barrier to the last
- *     finisher.  Best of 5 passes, for each thread count 1..n_cpu (at most
- *     PROBE_MAX_THREADS).  GB/s = 1e9 bytes per second.
+ *     finisher.  Median of 11 passes (the best pass overstated what a long
+ *     run sees on a shared machine and varied from probe to probe), for each
+ *     thread count 1..n_cpu (at most PROBE_MAX_THREADS).  GB/s = 1e9 bytes
+ *     per second.
  *   - FMA peak per thread: 12 independent vector FMA chains (enough to cover
  *     4-cycle latency on two FMA pipes) in the widest ISA the CPU and OS
  *     support (AVX-512F zmm, else AVX2+FMA ymm, else SSE mul+add), best of
@@ -27,6 +29,8 @@
  *   Results are cached in a small text file ($XDG_CACHE_HOME/kite/probe.txt,
  *   else ~/.cache/kite/probe.txt), keyed by the CPU model string and the
  *   online CPU count; a mismatch or a missing file means "measure again".
+ *   The first line is the format version, "kite-probe 2" since the median
+ *   pass replaced the best one: an older file is measured again.
  *
  *   probe_fma_check() is the noisy-machine guard of `kite bench`: the FMA
  *   loop on n threads at once for a few milliseconds.  On a host that takes a

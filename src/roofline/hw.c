@@ -5,8 +5,10 @@
  * FORMAT
  *   One "key = value" per line; '#' starts a comment; blank lines ignored.
  *   Keys: name (rest of the line), mem_bw_gbs, fp32_gflops, bf16_gflops,
- *   int8_gops, attn_gflops, elem_gflops, launch_us, threads, and kern_gbs.<type> (e.g. kern_gbs.q8_0:
- *   weight GB/s the decode kernel of that type consumes).  mem_bw_gbs and
+ *   int8_gops, attn_gflops, attn_call_us, elem_gflops, launch_us, threads,
+ *   kern_gbs.<type> (e.g. kern_gbs.q8_0: the effective bandwidth of that
+ *   weight type, weight GB/s the decode matmul streams) and
+ *   kern_call_us.<type> (fixed microseconds per matmul call of that type).  mem_bw_gbs and
  *   fp32_gflops are required; unknown keys are an error (typos must not pass
  *   silently).
  *
@@ -107,8 +109,12 @@ int rl_hw_parse(const char *text, const char *what, rl_hw *out) {
             hw.launch_us = v;
         else if (!strcmp(key, "threads"))
             hw.threads = (int)v;
+        else if (!strcmp(key, "attn_call_us"))
+            hw.attn_call_us = v;
         else if (!strncmp(key, "kern_gbs.", 9) && dtype_from_name(key + 9) >= 0)
             hw.kern_gbs[dtype_from_name(key + 9)] = v;
+        else if (!strncmp(key, "kern_call_us.", 13) && dtype_from_name(key + 13) >= 0)
+            hw.kern_call_us[dtype_from_name(key + 13)] = v;
         else
             return err_set(KITE_E_FORMAT, "%s:%d: unknown key '%s'", what, line_no, key);
     }
@@ -135,11 +141,15 @@ void rl_hw_write(FILE *f, const rl_hw *hw) {
     fprintf(f, "name = %s\nmem_bw_gbs = %.4g\nfp32_gflops = %.6g\nbf16_gflops = %.6g\nint8_gops = %.6g\n", hw->name,
             hw->mem_bw_gbs, hw->fp32_gflops, hw->bf16_gflops, hw->int8_gops);
     if (hw->attn_gflops > 0) fprintf(f, "attn_gflops = %.4g\n", hw->attn_gflops);
+    if (hw->attn_call_us > 0) fprintf(f, "attn_call_us = %.4g\n", hw->attn_call_us);
     if (hw->elem_gflops > 0) fprintf(f, "elem_gflops = %.4g\n", hw->elem_gflops);
     if (hw->launch_us > 0) fprintf(f, "launch_us = %.4g\n", hw->launch_us);
     if (hw->threads > 0) fprintf(f, "threads = %d\n", hw->threads);
     for (int t = 0; t < KITE_DTYPE_COUNT; t++)
         if (hw->kern_gbs[t] > 0) fprintf(f, "kern_gbs.%s = %.4g\n", dtype_name((uint32_t)t), hw->kern_gbs[t]);
+    for (int t = 0; t < KITE_DTYPE_COUNT; t++)
+        if (hw->kern_call_us[t] > 0)
+            fprintf(f, "kern_call_us.%s = %.4g\n", dtype_name((uint32_t)t), hw->kern_call_us[t]);
 }
 
 int rl_hw_save(const char *path, const rl_hw *hw) {

@@ -4,19 +4,30 @@
  *
  * DESIGN
  *   Bandwidth and the FP32 FMA peak come from core/probe (the bench
- *   engineer's cached probe).  On top of them, by timing kite's kernels:
- *   - kern_gbs[type]: weight bytes per second of kern_matmul with one token
- *     (the decode matvec) over a ~96 MB matrix (a few quantized rows copied
- *     many times, so it streams from DRAM like a model does), median of 3
- *     windows of >= 150 ms;
- *   - attn_gflops: kern_attention, one decode query at context 1024 (32
- *     heads of 64, 4 KV heads); elem_gflops: kern_swiglu over 1 Mi floats;
- *   - bf16_gflops / int8_gops: kern_matmul of 64 tokens with a cache-resident
- *     bf16 / q8_0 matrix (q8_0 runs the int8 dot kernels): kite's achievable
- *     matmul rate, not the instruction peak;
+ *   engineer's probe: median read bandwidth at the run's thread count),
+ *   measured again on --reprobe.  On top of them, by timing kite's kernels
+ *   on a thread pool of the run's size:
+ *   - per weight type, what a decode step does: kern_matmul of one token over
+ *     matrices of 2048 columns cycled through a POOL_BYTES (256 MiB) pool, so
+ *     every call streams its weights from DRAM as a forward pass does (the
+ *     pool is 2 MiB-aligned anonymous memory advised MADV_HUGEPAGE, like the
+ *     loaded model).  Two sizes, 256 rows (k/v-projection-like) and 4096
+ *     rows; the straight line t = c + bytes / rate through them (rl_fit_line)
+ *     gives kern_gbs[type] (the effective bandwidth of the type: the slope)
+ *     and kern_call_us[type] (the intercept: activation quantization, pool
+ *     wake-up, prefetch ramp);
+ *   - attention: kern_attention of one decode query (32 heads of 64, 4 KV
+ *     heads) at contexts 256 and 1024, the same fit over the model's FLOPs:
+ *     attn_gflops and attn_call_us; elem_gflops: kern_swiglu over 1 Mi floats;
+ *   - bf16_gflops / int8_gops: kern_matmul of 128 tokens (the tiled prefill
+ *     GEMM) with a 1024 x 2048 bf16 / q8_0 matrix (q8_0 runs the int8 dot
+ *     kernels): kite's achievable prefill matmul rate, not the instruction
+ *     peak;
  *   - launch_us: one thread-pool round trip (tp_run on all threads).
- *   The profile is cached as ~/.cache/kite/roofline-t<N>.txt (text format
- *   of hw.c), keyed by thread count and CPU name.
+ *   Each timing is the median of 3 windows of >= 150 ms that passed the FMA
+ *   availability check (time_windows).  The profile is cached as
+ *   ~/.cache/kite/roofline-t<N>.txt (text format of hw.c), keyed by the
+ *   profile version, the CPU name and the thread count (name and `threads`).
  *
  *   (`kite roofline --compare` measures a real forward pass through the
  *   public API's per-op profile instead: cli/roofline.c.)
@@ -28,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 
 #include "core/error.h"
@@ -38,8 +50,14 @@
 #include "kite.h"
 #include "roofline/roofline.h"
 
-#define BIG_BYTES (96u << 20)   /* kernel-rate matrix: beyond any last-level cache here */
-#define COPY_BYTES (64u << 20)  /* per-op measurement: distinct weight bytes per pass */
+#define POOL_BYTES ((size_t)256 << 20) /* decode matmul probe: weights cycled through, beyond any LLC here */
+#define MM_K 2048                       /* columns of the probe matrices */
+#define MM_ROWS_SMALL 256               /* rows of the small probe matrix (a k/v projection) */
+#define MM_ROWS_LARGE 4096              /* rows of the large one */
+#define GEMM_TOK 128                    /* tokens of the prefill matmul probe (a short prompt's chunk) */
+#define GEMM_ROWS 1024                  /* its rows: 2.2 MB of q8_0, beyond L2, within L3 like a tile sweep */
+#define HUGE_PAGE ((size_t)2 << 20)
+#define PROFILE_VERSION "probe v2"      /* in the cached profile's name: older caches are measured again */
 
 static void *xalloc(size_t n) {
     n = (n + 63) / 64 * 64;
@@ -80,6 +98,48 @@ static void *make_weight(uint32_t t, int64_t k, int64_t n_rows, weight *w) {
     w->ne[1] = n_rows;
     w->row_bytes = rb;
     w->data = data;
+    return data;
+}
+
+/* n bytes of 2 MiB-aligned anonymous memory advised MADV_HUGEPAGE (how the
+ * loader holds the weights), rounded up to 2 MiB in *cap; NULL on failure. */
+static unsigned char *huge_alloc(size_t n, size_t *cap) {
+    *cap = (n + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
+    unsigned char *raw = mmap(NULL, *cap + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) return NULL;
+    size_t head = (HUGE_PAGE - (uintptr_t)raw % HUGE_PAGE) % HUGE_PAGE;
+    if (head) munmap(raw, head);
+    if (HUGE_PAGE - head) munmap(raw + head + *cap, HUGE_PAGE - head);
+#ifdef MADV_HUGEPAGE
+    (void)madvise(raw + head, *cap, MADV_HUGEPAGE); /* advisory */
+#endif
+    return raw + head;
+}
+
+/* POOL_BYTES of MM_K-column rows of type t (64 random rows quantized, then
+ * copied: distinct memory, so every pass streams from DRAM); *n_rows rows.
+ * NULL (nothing allocated) if the type has no quantizer or memory is short. */
+static unsigned char *make_pool(uint32_t t, int64_t *n_rows, size_t *cap) {
+    const dtype_traits *tr = dtype_get(t);
+    size_t rb = dtype_row_size(t, MM_K);
+    if (!tr || !tr->from_float || !tr->to_float || rb == 0) return NULL;
+    *n_rows = (int64_t)(POOL_BYTES / rb);
+    unsigned char *data = huge_alloc(rb * (size_t)*n_rows, cap);
+    float *row = xalloc(sizeof(float) * MM_K);
+    if (!data || !row) {
+        if (data) munmap(data, *cap);
+        free(row);
+        return NULL;
+    }
+    for (int64_t r = 0; r < *n_rows; r++) {
+        if (r < 64) {
+            fill_rand(row, MM_K, (uint64_t)r + 7);
+            tr->from_float(row, data + rb * (size_t)r, MM_K);
+        } else {
+            memcpy(data + rb * (size_t)r, data + rb * (size_t)(r % 64), rb);
+        }
+    }
+    free(row);
     return data;
 }
 
@@ -148,6 +208,39 @@ static void run_mm(void *p) {
     kern_matmul(m->tp, m->w, m->x, m->n_tok, m->y, m->w->ne[1], m->scratch);
 }
 
+/* One decode matvec per call, each on the next matrix of the pool. */
+typedef struct pool_run {
+    mm_run mm;
+    weight w;
+    const unsigned char *pool;
+    size_t mat_bytes;
+    int64_t n_mat, next;
+} pool_run;
+
+static void run_pool(void *p) {
+    pool_run *r = p;
+    r->w.data = r->pool + r->mat_bytes * (size_t)r->next;
+    r->next = (r->next + 1) % r->n_mat;
+    run_mm(&r->mm);
+}
+
+/* Seconds per kern_matmul call of one token over rows x MM_K matrices of
+ * type t cycled through the pool. */
+static double time_pool(const window_ctx *wc, threadpool *tp, uint32_t t, const unsigned char *pool, int64_t pool_rows,
+                        int64_t rows, const float *x, float *y, void *scratch) {
+    pool_run r;
+    memset(&r, 0, sizeof r);
+    r.w.type = t;
+    r.w.ne[0] = MM_K;
+    r.w.ne[1] = rows;
+    r.w.row_bytes = dtype_row_size(t, MM_K);
+    r.pool = pool;
+    r.mat_bytes = r.w.row_bytes * (size_t)rows;
+    r.n_mat = pool_rows / rows;
+    r.mm = (mm_run){.tp = tp, .w = &r.w, .x = x, .y = y, .scratch = scratch, .n_tok = 1};
+    return time_windows(wc, run_pool, &r);
+}
+
 static void nop_task(void *arg, int ith, int nth) {
     (void)arg;
     (void)ith;
@@ -172,7 +265,7 @@ typedef struct attn_run attn_run;
 static void run_attn(void *p);
 typedef struct window_ctx window_ctx;
 static double time_windows(const window_ctx *wc, void (*fn)(void *), void *arg);
-static double probe_attn_elem(threadpool *tp, const window_ctx *wc, int n_threads, double *elem_gflops);
+static int probe_attn_elem(threadpool *tp, const window_ctx *wc, int n_threads, rl_hw *hw);
 
 static const uint32_t kern_types[] = {KITE_DTYPE_F32, KITE_DTYPE_F16, KITE_DTYPE_BF16, KITE_DTYPE_Q8_0,
                                       KITE_DTYPE_Q4_0, KITE_DTYPE_Q4_K, KITE_DTYPE_Q6_K};
@@ -180,17 +273,23 @@ static const uint32_t kern_types[] = {KITE_DTYPE_F32, KITE_DTYPE_F16, KITE_DTYPE
 int rl_hw_probe(int n_threads, bool force, rl_hw *out, bool *measured) {
     char path[512], cpu[128], name[128];
     probe_cpu_name(cpu, sizeof cpu);
-    snprintf(name, sizeof name, "probe: %.90s, %d threads", cpu, n_threads);
+    snprintf(name, sizeof name, "%s: %.90s, %d threads", PROFILE_VERSION, cpu, n_threads);
     bool have_path = cache_path(n_threads, path, sizeof path);
     rl_hw hw;
-    if (!force && have_path && rl_hw_load(path, &hw) == KITE_OK && !strcmp(hw.name, name)) {
+    if (!force && have_path && rl_hw_load(path, &hw) == KITE_OK && !strcmp(hw.name, name) &&
+        hw.threads == n_threads) {
         *out = hw;
         if (measured) *measured = false;
         return KITE_OK;
     }
     probe_result pr;
-    int rc = probe_get(&pr, NULL);
-    if (rc != KITE_OK) return rc;
+    int rc;
+    if (force) { /* the bandwidth too: a cached one may come from another moment's load */
+        if ((rc = probe_measure(&pr)) != KITE_OK) return rc;
+        (void)probe_save(&pr); /* best effort, as in probe_get */
+    } else if ((rc = probe_get(&pr, NULL)) != KITE_OK) {
+        return rc;
+    }
     memset(&hw, 0, sizeof hw);
     snprintf(hw.name, sizeof hw.name, "%s", name);
     hw.threads = n_threads;
@@ -199,41 +298,49 @@ int rl_hw_probe(int n_threads, bool force, rl_hw *out, bool *measured) {
 
     window_ctx wc = {.n_threads = n_threads, .expect_gflops = hw.fp32_gflops};
     threadpool *tp = tp_new(n_threads);
-    if (!tp) return KITE_E_NOMEM;
-    const int64_t K = 2048, NT = 64;
+    if (!tp) return err_set(KITE_E_NOMEM, "roofline: probe: cannot start %d threads", n_threads);
+    const int64_t K = MM_K, NT = GEMM_TOK;
     float *x = xalloc(sizeof(float) * (size_t)(K * NT));
-    float *y = xalloc(sizeof(float) * (size_t)NT * 65536);
+    float *y = xalloc(sizeof(float) * (size_t)NT * MM_ROWS_LARGE);
     void *scratch = xalloc(kern_matmul_scratch_bytes(n_threads, NT, K));
-    rc = KITE_E_NOMEM;
-    if (!x || !y || !scratch) goto done;
+    if (!x || !y || !scratch) {
+        rc = err_set(KITE_E_NOMEM, "roofline: probe: out of memory");
+        goto done;
+    }
     fill_rand(x, K * NT, 3);
+    /* effective bandwidth and call cost of each weight type's decode matvec */
     for (size_t i = 0; i < sizeof kern_types / sizeof kern_types[0]; i++) {
         uint32_t t = kern_types[i];
-        size_t rb = dtype_row_size(t, K);
-        weight w;
-        void *data = make_weight(t, K, (int64_t)(BIG_BYTES / rb), &w);
-        if (!data) continue; /* type without a quantizer: bandwidth only */
-        mm_run mr = {.tp = tp, .w = &w, .x = x, .y = y, .scratch = scratch, .n_tok = 1};
-        hw.kern_gbs[t] = (double)(rb * (size_t)w.ne[1]) / time_windows(&wc, run_mm, &mr) / 1e9;
-        free(data);
+        int64_t pool_rows;
+        size_t cap;
+        unsigned char *pool = make_pool(t, &pool_rows, &cap);
+        if (!pool) continue; /* type without a quantizer, or no memory: bandwidth only */
+        double rb = (double)dtype_row_size(t, K);
+        double ts = time_pool(&wc, tp, t, pool, pool_rows, MM_ROWS_SMALL, x, y, scratch);
+        double tl = time_pool(&wc, tp, t, pool, pool_rows, MM_ROWS_LARGE, x, y, scratch);
+        double c, rate;
+        if (rl_fit_line(rb * MM_ROWS_SMALL, ts, rb * MM_ROWS_LARGE, tl, &c, &rate)) {
+            hw.kern_gbs[t] = rate / 1e9;
+            hw.kern_call_us[t] = c * 1e6;
+        }
+        munmap(pool, cap);
     }
-    /* matmul rates with a cache-resident matrix (512 x 2048) and 64 tokens */
+    /* prefill matmul rates: GEMM_TOK tokens against a GEMM_ROWS x 2048 matrix */
     const uint32_t gt[2] = {KITE_DTYPE_BF16, KITE_DTYPE_Q8_0};
     for (int i = 0; i < 2; i++) {
         weight w;
-        void *data = make_weight(gt[i], K, 512, &w);
+        void *data = make_weight(gt[i], K, GEMM_ROWS, &w);
         if (!data) continue;
         mm_run mr = {.tp = tp, .w = &w, .x = x, .y = y, .scratch = scratch, .n_tok = NT};
         double s = time_windows(&wc, run_mm, &mr);
-        double g = 2.0 * (double)NT * (double)K * 512.0 / s / 1e9;
+        double g = 2.0 * (double)NT * (double)K * (double)GEMM_ROWS / s / 1e9;
         if (i == 0)
             hw.bf16_gflops = g;
         else
             hw.int8_gops = g;
         free(data);
     }
-    hw.attn_gflops = probe_attn_elem(tp, &wc, n_threads, &hw.elem_gflops);
-    if (hw.attn_gflops < 0) goto done;
+    if ((rc = probe_attn_elem(tp, &wc, n_threads, &hw)) != KITE_OK) goto done;
     double t0 = time_now_s();
     for (int i = 0; i < 2000; i++) tp_run(tp, nop_task, NULL);
     hw.launch_us = n_threads > 1 ? (time_now_s() - t0) / 2000 * 1e6 : 0;
@@ -285,21 +392,27 @@ static void run_attn(void *p) {
     }
 }
 
-/* Attention rate (GFLOP/s, model counts: 4*ctx*n_head*head_dim + 5*ctx*n_head
- * per query) of a decode step at context 1024 with 32 heads of 64 and 4 KV
- * heads, and the element-wise rate (SwiGLU over 1 Mi elements, 5 FLOPs
- * each) into *elem_gflops.  -1 on allocation failure. */
-static double probe_attn_elem(threadpool *tp, const window_ctx *wc, int n_threads, double *elem_gflops) {
-    const int64_t ctx = 1024, nh = 32, nkv = 4, hd = 64, ne = 1 << 20;
+/* Model FLOPs of one decode query at context ctx (attn_scores + softmax +
+ * attn_values of docs/roofline.md). */
+static double attn_flops(int64_t ctx, int64_t nh, int64_t hd) {
+    return 4.0 * (double)(ctx * nh * hd) + 5.0 * (double)(ctx * nh);
+}
+
+/* Attention of one decode query (32 heads of 64, 4 KV heads) at contexts
+ * 256 and 1024, fitted t = c + flops / rate: hw->attn_gflops (rate) and
+ * hw->attn_call_us (c); the element-wise rate (SwiGLU over 1 Mi elements,
+ * 5 FLOPs each): hw->elem_gflops.  KITE_OK or KITE_E_NOMEM. */
+static int probe_attn_elem(threadpool *tp, const window_ctx *wc, int n_threads, rl_hw *hw) {
+    const int64_t ctx = 1024, ctx_small = 256, nh = 32, nkv = 4, hd = 64, ne = 1 << 20;
     attn_args a = {.n_tok = 1, .pos0 = (int32_t)(ctx - 1), .n_head = (int32_t)nh, .n_head_kv = (int32_t)nkv,
                    .head_dim = (int32_t)hd, .n_ctx = (int32_t)ctx, .scale = 0.125f};
     float *q = xalloc(sizeof(float) * (size_t)(nh * hd)), *o = xalloc(sizeof(float) * (size_t)(nh * hd));
     float *kv = xalloc(sizeof(float) * (size_t)(2 * ctx * nkv * hd));
     float *sc = xalloc(sizeof(float) * kern_attention_scratch_floats(&a, n_threads));
     float *g = xalloc(sizeof(float) * (size_t)ne), *u = xalloc(sizeof(float) * (size_t)ne);
-    double rate = -1;
+    int rc = KITE_OK;
     if (!q || !o || !kv || !sc || !g || !u) {
-        err_set(KITE_E_NOMEM, "roofline: probe: out of memory");
+        rc = err_set(KITE_E_NOMEM, "roofline: probe: out of memory");
         goto done;
     }
     fill_rand(q, nh * hd, 11);
@@ -307,10 +420,17 @@ static double probe_attn_elem(threadpool *tp, const window_ctx *wc, int n_thread
     fill_rand(g, ne, 13);
     fill_rand(u, ne, 14);
     a.q = q, a.k_cache = kv, a.v_cache = kv + ctx * nkv * hd, a.out = o, a.scratch = sc;
-    attn_run ar = {.tp = tp, .a = &a, .pre = false, .prompt = ctx, .T = 1, .batch = 1, .ctx = ctx};
-    rate = (4.0 * (double)(ctx * nh * hd) + 5.0 * (double)(ctx * nh)) / time_windows(wc, run_attn, &ar) / 1e9;
+    attn_run ar = {.tp = tp, .a = &a, .pre = false, .prompt = ctx_small, .T = 1, .batch = 1, .ctx = ctx_small};
+    double ts = time_windows(wc, run_attn, &ar);
+    ar.prompt = ar.ctx = ctx;
+    double tl = time_windows(wc, run_attn, &ar);
+    double c, rate;
+    if (rl_fit_line(attn_flops(ctx_small, nh, hd), ts, attn_flops(ctx, nh, hd), tl, &c, &rate)) {
+        hw->attn_gflops = rate / 1e9;
+        hw->attn_call_us = c * 1e6;
+    }
     small_args sa = {.x = u, .out = g, .T = 1, .n = ne};
-    *elem_gflops = 5.0 * (double)ne / time_windows(wc, run_act, &sa) / 1e9;
+    hw->elem_gflops = 5.0 * (double)ne / time_windows(wc, run_act, &sa) / 1e9;
 done:
     free(q);
     free(o);
@@ -318,5 +438,5 @@ done:
     free(sc);
     free(g);
     free(u);
-    return rate;
+    return rc;
 }

@@ -38,6 +38,22 @@ int rl_atype_from_name(const char *s) {
     return -1;
 }
 
+bool rl_fit_line(double x1, double t1, double x2, double t2, double *c, double *rate) {
+    *c = 0;
+    *rate = 0;
+    if (!(t2 > 0) || !(x2 > 0)) return false;
+    if (x2 > x1 && t2 > t1 && t1 > 0) {
+        double r = (x2 - x1) / (t2 - t1), c0 = t1 - x1 / r;
+        if (c0 >= 0) {
+            *c = c0;
+            *rate = r;
+            return true;
+        }
+    }
+    *rate = x2 / t2;
+    return true;
+}
+
 /* Accumulates one op: fills intensity and times (per instance). */
 typedef struct builder {
     rl_phase_result *ph;
@@ -67,9 +83,18 @@ static void add_op(builder *b, const char *name, int64_t count, bool matmul, uin
     o->t_compute = flops / (matmul ? b->peak_mm : attn ? b->peak_attn : b->peak_elem);
     o->t_memory = w_bytes / wrate + (act_bytes + kv_bytes) / b->bw;
     o->compute_bound = o->t_compute > o->t_memory;
-    /* ops that go to the thread pool (matmuls, the fused attention kernel) pay a launch per call */
-    bool pooled = matmul || !strcmp(name, "attn_scores");
-    o->time = fmax(o->t_compute, o->t_memory) + (pooled ? b->hw->launch_us * 1e-6 * b->calls : 0);
+    /* ops that go to the thread pool (matmuls, the fused attention kernel)
+     * pay a fixed cost per forward call: the measured intercept of the
+     * kernel (kern_call_us of the weight type, attn_call_us), else the bare
+     * pool round trip (launch_us).  The fused attention is charged once, on
+     * attn_scores. */
+    double call_us = 0;
+    if (matmul)
+        call_us = wtype < KITE_DTYPE_COUNT && b->hw->kern_call_us[wtype] > 0 ? b->hw->kern_call_us[wtype]
+                                                                             : b->hw->launch_us;
+    else if (!strcmp(name, "attn_scores"))
+        call_us = b->hw->attn_call_us > 0 ? b->hw->attn_call_us : b->hw->launch_us;
+    o->time = fmax(o->t_compute, o->t_memory) + call_us * 1e-6 * b->calls;
     b->ph->flops += flops * (double)count;
     b->ph->bytes += bytes * (double)count;
     b->ph->time += o->time * (double)count;
@@ -189,7 +214,11 @@ void rl_print_table(FILE *f, const rl_shape *sh, const rl_hw *hw, const rl_setti
     fprintf(f, "hardware %s: %.1f GB/s, fp32 %.1f GFLOP/s, bf16 %.1f, int8 %.1f GOP/s", hw->name, hw->mem_bw_gbs,
             hw->fp32_gflops, hw->bf16_gflops, hw->int8_gops);
     if (sh->wtype < KITE_DTYPE_COUNT && hw->kern_gbs[sh->wtype] > 0)
-        fprintf(f, ", %s kernel %.1f GB/s", dtype_name(sh->wtype), hw->kern_gbs[sh->wtype]);
+        fprintf(f, ", %s effective %.1f GB/s", dtype_name(sh->wtype), hw->kern_gbs[sh->wtype]);
+    if (sh->wtype < KITE_DTYPE_COUNT && hw->kern_call_us[sh->wtype] > 0)
+        fprintf(f, " + %.1f us/call", hw->kern_call_us[sh->wtype]);
+    if (hw->attn_gflops > 0) fprintf(f, ", attention %.1f GFLOP/s", hw->attn_gflops);
+    if (hw->attn_call_us > 0) fprintf(f, " + %.1f us/call", hw->attn_call_us);
     fprintf(f, "\nsetting: batch %" PRId64 ", prompt %" PRId64 ", gen %" PRId64 ", atype %s, kv %s; ridge %.2f FLOP/B\n",
             st->batch, st->prompt, st->gen, rl_atype_name(st->atype), dtype_name(st->kvtype), r->ridge);
     for (int p = 0; p < 2; p++) {

@@ -13,11 +13,13 @@
  *                element, so every GGUF type works), activations (atype
  *                bytes per element read and written), KV cache (kvtype
  *                bytes per element, read by attention, written by k/v);
- *   then predicts time = max(flops / peak, memory time) per op, where the
- *   peak is the atype's for matmuls, attn_gflops for attention and
- *   elem_gflops for element-wise ops (each defaulting to FP32), and the
- *   memory time charges weight bytes at min(bandwidth, kernel rate of the
- *   weight type) and other bytes at the bandwidth.  Fused attention
+ *   then predicts time = max(flops / peak, memory time) + call cost per op,
+ *   where the peak is the atype's for matmuls, attn_gflops for attention
+ *   and elem_gflops for element-wise ops (each defaulting to FP32), the
+ *   memory time charges weight bytes at min(bandwidth, effective bandwidth
+ *   of the weight type, kern_gbs) and other bytes at the bandwidth, and the
+ *   call cost (matmuls and attention only, per forward call) is the
+ *   measured intercept kern_call_us / attn_call_us, else launch_us.  Fused attention
  *   (FlashAttention) keeps scores in registers/cache: scores and softmax
  *   move no bytes.
  *
@@ -58,10 +60,14 @@ typedef struct rl_hw {
     double fp32_gflops;   /* FP32 peak, GFLOP/s */
     double bf16_gflops;   /* BF16 matmul peak, GFLOP/s */
     double int8_gops;     /* INT8 matmul peak, GOP/s */
-    double kern_gbs[KITE_DTYPE_COUNT]; /* weight bytes/s (GB/s) the decode kernel of a type consumes; 0 = unknown (bandwidth only) */
+    double kern_gbs[KITE_DTYPE_COUNT]; /* effective bandwidth of a weight type: weight GB/s kern_matmul streams
+                                          at one token out of cache; 0 = unknown (bandwidth only) */
+    double kern_call_us[KITE_DTYPE_COUNT]; /* fixed time per kern_matmul call of a type, microseconds; 0 = launch_us */
     double attn_gflops;   /* rate of the attention kernel (scores, softmax, values), GFLOP/s; 0 = fp32_gflops */
+    double attn_call_us;  /* fixed time per kern_attention call, microseconds; 0 = launch_us */
     double elem_gflops;   /* rate of element-wise ops (norms, RoPE, SwiGLU), GFLOP/s; 0 = fp32_gflops */
-    double launch_us;     /* fixed cost per op launch, microseconds (thread-pool round trip) */
+    double launch_us;     /* fixed cost per pooled op launch, microseconds (thread-pool round trip); used where
+                             kern_call_us / attn_call_us are 0 */
     int threads;          /* threads the numbers were measured with (0: n/a) */
 } rl_hw;
 
@@ -123,6 +129,13 @@ int64_t rl_prefill_crossover(const rl_shape *sh, const rl_hw *hw, const rl_setti
 /* Output: the per-op tables, the totals, and the JSON line. */
 void rl_print_table(FILE *f, const rl_shape *sh, const rl_hw *hw, const rl_setting *st, const rl_result *r);
 void rl_print_json(FILE *f, const rl_shape *sh, const rl_hw *hw, const rl_setting *st, const rl_result *r);
+
+/* Straight line t = c + x / rate through two measurements (x1, t1), (x2, t2)
+ * with x2 > x1 (x: bytes or FLOPs; t: seconds): *rate = (x2 - x1) / (t2 - t1)
+ * and *c = t1 - x1 / rate.  When the points do not give a positive slope and
+ * a non-negative intercept (noise), falls back to c = 0, rate = x2 / t2.
+ * Returns false if there is no usable measurement (t2 <= 0 or x2 <= 0). */
+bool rl_fit_line(double x1, double t1, double x2, double t2, double *c /* OUT */, double *rate /* OUT */);
 
 /* ---- hardware profiles (hw.c) ---- */
 /* Built-in profile by name (case-insensitive); NULL if none. */

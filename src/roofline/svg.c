@@ -2,8 +2,8 @@
  * svg.c - the roofline chart as a standalone SVG file, written by kite.
  *
  * Log-log axes: arithmetic intensity (FLOP/byte) across, performance
- * (GFLOP/s) up.  Roofs: the bandwidth line (and the weight type's kernel
- * rate line when the profile has one), capped by each compute peak (FP32,
+ * (GFLOP/s) up.  Roofs: the bandwidth line (and, dashed, the weight type's
+ * effective bandwidth when the profile has one below it), capped by each compute peak (FP32,
  * BF16, INT8) as horizontal lines.  Every op with FLOPs and bytes is a
  * labelled point at (intensity, flops / predicted time): circles for
  * prefill, squares for decode.  Text is XML-escaped; every attribute is
@@ -130,7 +130,7 @@ int rl_svg_write(const char *path, const rl_shape *sh, const rl_hw *hw, const rl
         roof(f, &a, bw, hw->int8_gops * 1e9, "#9467bd", lab, false);
     }
     if (sh->wtype < KITE_DTYPE_COUNT && hw->kern_gbs[sh->wtype] > 0 && hw->kern_gbs[sh->wtype] < hw->mem_bw_gbs) {
-        snprintf(lab, sizeof lab, "%s kernel %.1f GB/s", dtype_name(sh->wtype), hw->kern_gbs[sh->wtype]);
+        snprintf(lab, sizeof lab, "%s effective %.1f GB/s", dtype_name(sh->wtype), hw->kern_gbs[sh->wtype]);
         roof(f, &a, hw->kern_gbs[sh->wtype] * 1e9, rl_atype_peak(hw, st->atype), "#ff7f0e", lab, true);
     }
     fprintf(f, "</g>\n");

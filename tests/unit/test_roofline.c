@@ -1,7 +1,8 @@
 /*
  * test_roofline.c - the roofline model (src/roofline/): exact FLOP and byte
  * counts of a hand-worked shape, the decode crossover against the closed
- * form, hardware profile parsing, SVG well-formedness and the JSON line.
+ * form, the call-cost fit and its use in the predicted times, hardware
+ * profile parsing, SVG well-formedness and the JSON line.
  */
 #include <math.h>
 #include <stdio.h>
@@ -135,10 +136,62 @@ TEST(test_decode_crossover_closed_form) {
     CHECK(rl_decode_crossover(&s, &h, &st, "q_proj", 256) > 54);
 }
 
+TEST(test_fit_line_by_hand) {
+    /* Two decode matvecs: 0.5 MB in 30 us and 8.5 MB in 280 us.
+     * slope: (8.5e6 - 0.5e6) B / (280e-6 - 30e-6) s = 8e6 / 250e-6 = 32e9 B/s;
+     * intercept: 30e-6 - 0.5e6 / 32e9 = 30e-6 - 15.625e-6 = 14.375 us. */
+    double c, rate;
+    CHECK(rl_fit_line(0.5e6, 30e-6, 8.5e6, 280e-6, &c, &rate));
+    CHECK_NEAR(rate, 32e9, 1e-3);
+    CHECK_NEAR(c, 14.375e-6, 1e-15);
+    /* noise that gives a negative intercept (the small call too fast):
+     * 1 MB in 10 us, 9 MB in 300 us -> slope 8e6/290e-6 = 27.6e9, intercept
+     * 10e-6 - 36.25e-6 < 0: fall back to the large point alone, 9e6/300e-6 = 30e9 */
+    CHECK(rl_fit_line(1e6, 10e-6, 9e6, 300e-6, &c, &rate));
+    CHECK_NEAR(c, 0, 0);
+    CHECK_NEAR(rate, 30e9, 1e-3);
+    /* the large call not slower than the small one: same fallback */
+    CHECK(rl_fit_line(1e6, 300e-6, 9e6, 300e-6, &c, &rate));
+    CHECK_NEAR(rate, 30e9, 1e-3);
+    CHECK(!rl_fit_line(1e6, 10e-6, 9e6, 0, &c, &rate));
+}
+
+TEST(test_call_costs_by_hand) {
+    /* The tiny shape of test_counts_by_hand, decode at context 6, on the
+     * synthetic profile (1 GB/s, 10 GFLOP/s) plus: q8_0 effective bandwidth
+     * 0.5 GB/s, 2 us per q8_0 matmul call, 3 us per attention call, launch
+     * 7 us (used by the f32 output head, which has no call cost of its own).
+     * q_proj: weights 68 B / 0.5e9 + act 64 B / 1e9 = 136 ns + 64 ns = 200 ns;
+     * compute 128 / 1e10 = 12.8 ns; time = 200 ns + 2 us = 2.2 us.
+     * attn_scores: compute 96 / 1e10 = 9.6 ns, memory (32 + 96) / 1e9 =
+     * 128 ns; time = 128 ns + 3 us.  softmax carries no call cost.
+     * output (f32): memory (1024 + 32 + 128) / 1e9 = 1184 ns, + 7 us. */
+    rl_shape s = tiny_shape();
+    rl_hw h = synth_hw();
+    h.kern_gbs[KITE_DTYPE_Q8_0] = 0.5;
+    h.kern_call_us[KITE_DTYPE_Q8_0] = 2;
+    h.attn_call_us = 3;
+    h.launch_us = 7;
+    rl_setting st = {.batch = 1, .prompt = 4, .gen = 2, .atype = RL_A_F32, .kvtype = KITE_DTYPE_F32};
+    rl_result r;
+    CHECK_EQ_INT(rl_predict(&s, &h, &st, &r), KITE_OK);
+    const rl_phase_result *d = &r.ph[RL_DECODE];
+    CHECK_NEAR(find(d, "q_proj")->t_memory, 200e-9, 1e-18);
+    CHECK_NEAR(find(d, "q_proj")->time, 2.2e-6, 1e-15);
+    CHECK_NEAR(find(d, "attn_scores")->time, 3.128e-6, 1e-15);
+    CHECK_NEAR(find(d, "softmax")->time, 5 * 6 * 2 / 1e10, 1e-18);
+    CHECK_NEAR(find(d, "output")->time, 8.184e-6, 1e-15);
+    /* prefill of 4 tokens is one forward call: the same per-call costs once */
+    CHECK_NEAR(find(&r.ph[RL_PREFILL], "q_proj")->time - fmax(find(&r.ph[RL_PREFILL], "q_proj")->t_compute,
+                                                                find(&r.ph[RL_PREFILL], "q_proj")->t_memory),
+               2e-6, 1e-15);
+}
+
 TEST(test_hw_profiles) {
     rl_hw h;
     CHECK_EQ_INT(rl_hw_parse("# box\nname = my box\nmem_bw_gbs = 50\nfp32_gflops=100 # peak\n"
-                             "kern_gbs.q8_0 = 12.5\nthreads = 2\nattn_gflops = 2.5\nelem_gflops=1\n",
+                             "kern_gbs.q8_0 = 12.5\nthreads = 2\nattn_gflops = 2.5\nelem_gflops=1\n"
+                             "kern_call_us.q4_0 = 9.5\nattn_call_us = 4\n",
                              "t", &h),
                  KITE_OK);
     CHECK_STR_EQ(h.name, "my box");
@@ -147,6 +200,9 @@ TEST(test_hw_profiles) {
     CHECK_EQ_INT(h.threads, 2);
     CHECK_NEAR(h.attn_gflops, 2.5, 0);
     CHECK_NEAR(h.elem_gflops, 1, 0);
+    CHECK_NEAR(h.kern_call_us[KITE_DTYPE_Q4_0], 9.5, 0);
+    CHECK_NEAR(h.attn_call_us, 4, 0);
+    CHECK_EQ_INT(rl_hw_parse("mem_bw_gbs = 50\nfp32_gflops = 1\nkern_call_us.q9 = 1\n", "t", &h), KITE_E_FORMAT);
     CHECK_EQ_INT(rl_hw_parse("mem_bw_gbs = 50\nfp32_gflop = 1\n", "t", &h), KITE_E_FORMAT);
     CHECK_EQ_INT(rl_hw_parse("mem_bw_gbs = fast\nfp32_gflops = 1\n", "t", &h), KITE_E_FORMAT);
     CHECK_EQ_INT(rl_hw_parse("fp32_gflops = 1\n", "t", &h), KITE_E_FORMAT);
@@ -160,11 +216,15 @@ TEST(test_hw_profiles) {
     if (fd >= 0) close(fd);
     rl_hw a = *rl_hw_builtin("ddr5-desktop");
     a.kern_gbs[KITE_DTYPE_Q4_0] = 3.25;
+    a.kern_call_us[KITE_DTYPE_Q4_0] = 11.5;
+    a.attn_call_us = 6.25;
     CHECK_EQ_INT(rl_hw_save(path, &a), KITE_OK);
     CHECK_EQ_INT(rl_hw_load(path, &h), KITE_OK);
     CHECK_STR_EQ(h.name, "ddr5-desktop");
     CHECK_NEAR(h.int8_gops, 4608, 0);
     CHECK_NEAR(h.kern_gbs[KITE_DTYPE_Q4_0], 3.25, 0);
+    CHECK_NEAR(h.kern_call_us[KITE_DTYPE_Q4_0], 11.5, 0);
+    CHECK_NEAR(h.attn_call_us, 6.25, 0);
     remove(path);
 }
 
@@ -358,6 +418,8 @@ TEST(test_bad_input) {
 int main(void) {
     RUN(test_counts_by_hand);
     RUN(test_decode_crossover_closed_form);
+    RUN(test_fit_line_by_hand);
+    RUN(test_call_costs_by_hand);
     RUN(test_hw_profiles);
     RUN(test_svg_well_formed);
     RUN(test_json_line);
