@@ -139,7 +139,7 @@ bench: $(BUILD)/kite
 	sh bench/run.sh $(BUILD)
 
 # ---- roofline report: docs/ROOFLINE.md and docs/roofline-tinyllama.svg, predicted vs
-# measured on this machine (docs/roofline.md; ROOFLINE_LAYERS, ROOFLINE_THREADS, ROOFLINE_REPS)
+# measured on this machine (docs/roofline.md; ROOFLINE_LAYERS, ROOFLINE_THREADS, ROOFLINE_REPS, ROOFLINE_ROUNDS)
 .PHONY: roofline-report
 roofline-report: $(BUILD)/kite
 	sh scripts/roofline-report.sh $(BUILD)
