@@ -124,3 +124,37 @@ int cli_sampler_option(const char *cmd, int argc, char **argv, int *i, kite_samp
         return 1;
     }
 }
+
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+double cli_median(double *v, int n) {
+    if (n <= 0) return 0.0;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+int cli_parse_i64_list(const char *cmd, const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out,
+                       int cap) {
+    char buf[256];
+    if (snprintf(buf, sizeof buf, "%s", s) >= (int)sizeof buf) {
+        cli_usage_error(cmd, "%s: list too long", flag);
+        return -1;
+    }
+    int n = 0;
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        if (n == cap) {
+            cli_usage_error(cmd, "%s: at most %d values", flag, cap);
+            return -1;
+        }
+        if (!cli_parse_i64(cmd, flag, tok, lo, hi, &out[n])) return -1;
+        n++;
+    }
+    if (n == 0) {
+        cli_usage_error(cmd, "%s: expected a comma-separated list, got '%s'", flag, s);
+        return -1;
+    }
+    return n;
+}

@@ -141,15 +141,6 @@ static int read_facts(const char *path, const kite_model_info *mi, model_facts *
 
 /* ---- statistics -------------------------------------------------------------- */
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 typedef struct test_result {
     char name[16];            /* "pp128", "tg32" */
@@ -255,10 +246,10 @@ static int run_test(const bench_opts *o, kite_ctx *ctx, kite_token *ids, int32_t
     for (int i = 0; i < KITE_PROFILE_N_OPS; i++)
         tr->op_s[i] = n_good > 0 ? prof_good[i] / n_good / (double)n : prof_bad[i] / tr->redone / (double)n;
     tr->n_runs = nv;
-    tr->tok_s = median(v, nv);
+    tr->tok_s = cli_median(v, nv);
     tr->tok_s_min = v[0];
     tr->tok_s_max = v[nv - 1];
-    tr->avail = na ? median(av, na) : 0.0;
+    tr->avail = na ? cli_median(av, na) : 0.0;
     if (prefill) {
         double flops_tok = mf->mat_flops + mf->attn_flops_pos * (double)(n + 1) / 2.0;
         tr->gflops = flops_tok * tr->tok_s / 1e9;
@@ -375,22 +366,11 @@ static void print_probe(const probe_result *pr, bool measured, bool json) {
 /* ---- arguments ------------------------------------------------------------------ */
 
 static bool parse_threads(const char *s, bench_opts *o) {
-    char buf[128];
-    snprintf(buf, sizeof buf, "%s", s);
-    o->n_threads_list = 0;
-    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-        int64_t t;
-        if (o->n_threads_list == MAX_THREAD_LIST) {
-            cli_usage_error(CMD, "-t: at most %d thread counts", MAX_THREAD_LIST);
-            return false;
-        }
-        if (!cli_parse_i64(CMD, "-t", tok, 1, PROBE_MAX_THREADS, &t)) return false;
-        o->threads[o->n_threads_list++] = (int)t;
-    }
-    if (o->n_threads_list == 0) {
-        cli_usage_error(CMD, "-t: expected a list like 1,2, got '%s'", s);
-        return false;
-    }
+    int64_t t[MAX_THREAD_LIST];
+    const int n = cli_parse_i64_list(CMD, "-t", s, 1, PROBE_MAX_THREADS, t, MAX_THREAD_LIST);
+    if (n < 0) return false;
+    for (int i = 0; i < n; i++) o->threads[i] = (int)t[i];
+    o->n_threads_list = n;
     return true;
 }
 

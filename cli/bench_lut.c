@@ -19,15 +19,6 @@
 #include "kite.h"
 #include "quant/bcq.h"
 
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 int bench_lut_gemm(int argc, char **argv) {
     const char *cmd = "bench";
@@ -98,8 +89,8 @@ int bench_lut_gemm(int argc, char **argv) {
             double t3 = time_now_s();
             if (r > 0) t_lut[r - 1] = t1 - t0, t_deq[r - 1] = t2 - t1, t_f32[r - 1] = t3 - t2;
         }
-        const double lut = median(t_lut, (int)reps) * 1e6, deq = median(t_deq, (int)reps) * 1e6,
-                     f32 = median(t_f32, (int)reps) * 1e6;
+        const double lut = cli_median(t_lut, (int)reps) * 1e6, deq = cli_median(t_deq, (int)reps) * 1e6,
+                     f32 = cli_median(t_f32, (int)reps) * 1e6;
         const double bpw = (double)q + 32.0 * q / (double)group;
         if (json)
             printf("{\"bits\": %d, \"bits_per_weight\": %.3f, \"lut_us\": %.1f, \"dequant_us\": %.1f, \"f32_us\": %.1f}\n",

@@ -166,20 +166,12 @@ static engine *new_engine(kite_model *m, const serve_opts *o, int32_t n_parallel
 }
 
 static bool parse_levels(const char *s, serve_opts *o) {
-    o->n_levels = 0;
-    while (*s) {
-        char *end;
-        long v = strtol(s, &end, 10);
-        if (end == s || v < 1 || v > 1024 || o->n_levels == MAX_LEVELS || (*end && *end != ',')) {
-            fprintf(stderr, "kite %s: --parallel: expected a list like 1,4,16,32 (each 1..1024, at most %d)\n",
-                    CMD, MAX_LEVELS);
-            return false;
-        }
-        o->levels[o->n_levels++] = (int32_t)v;
-        s = *end ? end + 1 : end;
-    }
-    if (o->n_levels == 0) fprintf(stderr, "kite %s: --parallel: empty list\n", CMD);
-    return o->n_levels > 0;
+    int64_t v[MAX_LEVELS];
+    const int n = cli_parse_i64_list(CMD, "--parallel", s, 1, 1024, v, MAX_LEVELS);
+    if (n < 0) return false;
+    for (int i = 0; i < n; i++) o->levels[i] = (int32_t)v[i];
+    o->n_levels = n;
+    return true;
 }
 
 static void usage(FILE *f) {

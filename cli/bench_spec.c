@@ -86,22 +86,11 @@ static void usage(FILE *f) {
 }
 
 static bool parse_k_list(const char *s, spec_bench_opts *o) {
-    char buf[128];
-    snprintf(buf, sizeof buf, "%s", s);
-    o->n_k = 0;
-    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-        int64_t k;
-        if (o->n_k == MAX_K_LIST) {
-            cli_usage_error(CMD, "--k: at most %d values", MAX_K_LIST);
-            return false;
-        }
-        if (!cli_parse_i64(CMD, "--k", tok, 1, SPEC_MAX_DRAFT, &k)) return false;
-        o->k_list[o->n_k++] = (int32_t)k;
-    }
-    if (o->n_k == 0) {
-        cli_usage_error(CMD, "--k: expected a list like 1,2,4,8, got '%s'", s);
-        return false;
-    }
+    int64_t k[MAX_K_LIST];
+    const int n = cli_parse_i64_list(CMD, "--k", s, 1, SPEC_MAX_DRAFT, k, MAX_K_LIST);
+    if (n < 0) return false;
+    for (int i = 0; i < n; i++) o->k_list[i] = (int32_t)k[i];
+    o->n_k = n;
     return true;
 }
 
@@ -152,16 +141,6 @@ static int parse_args(int argc, char **argv, spec_bench_opts *o) {
 
 /* ---- helpers ---------------------------------------------------------------- */
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Median of v[0..n) (sorts v). */
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* One-minute load average, or -1 when /proc/loadavg is unreadable. */
 static double load_avg(void) {
@@ -284,7 +263,7 @@ static int run_verify(const spec_bench_opts *o, kite_model *model, const kite_mo
     for (int j = 0; j < o->n_k; j++) {
         double *sv = step + (size_t)j * (size_t)reps, *vv = ver + (size_t)j * (size_t)reps,
                *rv = ratio + (size_t)j * (size_t)reps;
-        const double ms_step = 1e3 * median(sv, reps), ms_ver = 1e3 * median(vv, reps), rm = median(rv, reps);
+        const double ms_step = 1e3 * cli_median(sv, reps), ms_ver = 1e3 * cli_median(vv, reps), rm = cli_median(rv, reps);
         char rs[48];
         snprintf(rs, sizeof rs, "%.3f (%.2f-%.2f)", rm, rv[0], rv[reps - 1]);
         printf("| %3d | %6d | %12.2f | %12.2f | %20s | %14.2f |\n", o->k_list[j], o->k_list[j] + 1, ms_step, ms_ver,
@@ -412,6 +391,7 @@ static int run_spec(const spec_bench_opts *o, kite_model *model, const kite_mode
     if (o->draft_max) sp.draft_max = (int32_t)o->draft_max;
     if ((rc = drafter_params(o, mi, &sp, &draft, &skip)) != KITE_OK) {
         fprintf(stderr, "kite %s: --spec %s %s: %s\n", CMD, o->drafter, o->drafter_arg, kite_last_error());
+        if (rc == KITE_E_ARG) status = 2; /* a bad drafter argument is a usage error */
         goto done;
     }
     kite_sampler_params smp = kite_sampler_default_params();
@@ -453,7 +433,7 @@ static int run_spec(const spec_bench_opts *o, kite_model *model, const kite_mode
            base_name(o->model), o->drafter, o->drafter_arg, n_prompt,
            o->prompt_file ? " (file)" : o->prompt ? " (--prompt)" : " (built-in copy task)", n_gen,
            kite_ctx_n_threads(ctx), reps, load0, load1);
-    const double mp = median(t_plain, reps), ms = median(t_spec, reps), mr = median(ratio, reps);
+    const double mp = cli_median(t_plain, reps), ms = cli_median(t_spec, reps), mr = cli_median(ratio, reps);
     printf("| %-12s | %10s | %10s |\n", "decoding", "tok/s", "ms");
     printf("|--------------|-----------:|-----------:|\n");
     printf("| %-12s | %10.2f | %10.1f |\n", "plain", mp > 0 ? n_gen / mp : 0.0, 1e3 * mp);

@@ -56,6 +56,14 @@ bool cli_parse_u64(const char *cmd, const char *flag, const char *s, uint64_t *o
  * returns 0 if it is not a sampler flag, 2 after printing a usage error. */
 int cli_sampler_option(const char *cmd, int argc, char **argv, int *i, kite_sampler_params *sp, bool *seed_set);
 
+/* Median of v[0..n) (sorts v in place); 0 for n <= 0. */
+double cli_median(double *v, int n);
+
+/* Parses a comma-separated list of integers in [lo, hi] ("1,2,4") into
+ * out[0..cap); returns the count, or -1 after printing a usage error. */
+int cli_parse_i64_list(const char *cmd, const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out,
+                       int cap);
+
 /* Returns argv[*i + 1] and advances *i, or prints "kite CMD: FLAG needs a value". */
 const char *cli_value(const char *cmd, int argc, char **argv, int *i);
 

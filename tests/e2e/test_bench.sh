@@ -221,7 +221,9 @@ if [ "$rc" -eq 0 ] && grep -q "^| plain  *| *[0-9.]* |" "$T/out" && grep -q "^| 
 else
     e2e_fail "bench --spec lookup 3" "exit $rc: $(e2e_first_line "$T/out") $(e2e_first_line "$T/err")"
 fi
-expect_error "bench: --spec with an unknown drafter" 1 "unknown drafter" bench -m "$T/a.gguf" --spec magic 3
+expect_error "bench: --spec with an unknown drafter" 2 "unknown drafter" bench -m "$T/a.gguf" --spec magic 3
+expect_error "bench: --spec lookup 0" 2 "expected N in 1..64" bench -m "$T/a.gguf" --spec lookup 0
+expect_error "bench: --parallel with a bad list" 2 "--parallel" bench -m "$T/a.gguf" --parallel 1,x
 expect_error "bench: --spec-verify and --spec together" 2 "either" bench -m "$T/a.gguf" --spec-verify --spec lookup 3
 expect_error "bench: --spec-verify --k 17" 2 "--k" bench -m "$T/a.gguf" --spec-verify --k 17
 
