@@ -324,6 +324,10 @@ int engine_new(kite_model *model, const engine_params *params, engine **out) {
 
     engine *e = calloc(1, sizeof *e);
     if (!e) return err_set(KITE_E_NOMEM, "engine_new: out of memory");
+    /* first, so that engine_free can clean up after any failure below */
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_mutex_init(&e->cb_mu, NULL);
+    pthread_cond_init(&e->cv, NULL);
     e->model = model;
     e->n_vocab = hp->n_vocab;
     e->n_ctx = n_ctx;
@@ -347,9 +351,6 @@ int engine_new(kite_model *model, const engine_params *params, engine **out) {
         rc = err_set(KITE_E_NOMEM, "engine_new: out of memory");
         goto fail_early;
     }
-    pthread_mutex_init(&e->mu, NULL);
-    pthread_mutex_init(&e->cb_mu, NULL);
-    pthread_cond_init(&e->cv, NULL);
     e->st.kv_blocks_total = e->n_blocks;
     if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {
         rc = err_set(KITE_E_NOMEM, "engine_new: cannot start the engine thread");
@@ -360,15 +361,7 @@ int engine_new(kite_model *model, const engine_params *params, engine **out) {
     *out = e;
     return KITE_OK;
 fail_early:
-    sched_free(&e->sched);
-    kv_pool_free(e->kv);
-    kite_ctx_free(e->ctx);
-    free(e->items);
-    free(e->fseqs);
-    free(e->batch);
-    free(e->logits);
-    free(e->scratch);
-    free(e);
+    engine_free(e); /* the thread was not started: this only frees what exists */
     return rc;
 }
 
