@@ -65,6 +65,10 @@ typedef struct kite_model kite_model;
 typedef struct kite_model_params {
     bool use_mmap;   /* map the file (true) or read weights into aligned heap memory */
     bool vocab_only; /* load only the tokenizer; tensors are not required */
+    bool no_repack;  /* keep the file's row layout (A/B measurements); the environment variable
+                        KITE_REPACK=0 does the same.  By default q4_0/q8_0 matrices of a heap-resident
+                        model are repacked into 16-row interleaved groups where the CPU's kernels
+                        gain from it (docs/kernels.md) */
 } kite_model_params;
 
 kite_model_params kite_model_default_params(void);
@@ -94,6 +98,8 @@ typedef struct kite_model_info {
     const char *residency;  /* where the weights live: "heap" (read into 2 MiB-aligned
                                anonymous memory, use_mmap false) or "mmap" (file
                                mapping); static string */
+    int32_t n_repacked;     /* weight matrices repacked at load (no_repack above); 0: none */
+    double repack_ms;       /* time the repacking took (part of the load) */
 } kite_model_info;
 
 void kite_model_get_info(const kite_model *model, kite_model_info *info /* OUT */);

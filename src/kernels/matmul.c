@@ -29,6 +29,7 @@
 #include "core/error.h"
 #include "kernels/dispatch.h"
 #include "kernels/gemm_tiled.h"
+#include "kernels/gemm_x16.h"
 #include "kernels/int8_gemm.h"
 #include "kernels/kernels.h"
 #include "tensor/dtype.h"
@@ -56,6 +57,16 @@ float kern_dot_f32(const float *a, const float *b, int64_t n) {
 void kern_get_row(const weight *w, int64_t row, float *dst) {
     const dtype_traits *tr = dtype_get(w->type);
     KITE_ASSERT(tr && tr->to_float && row >= 0 && row < w->ne[1]);
+    if (row < kern_x16_rows(w)) { /* interleaved group: gather the row's blocks one at a time */
+        const int64_t nb = w->ne[0] / 32, g = row / X16_ROWS * X16_ROWS;
+        const char *grp = (const char *)w->data + (size_t)g * w->row_bytes;
+        unsigned char blk[64];
+        for (int64_t b = 0; b < nb; b++) {
+            kern_x16_get_block(w->type, grp, nb, b, (int)(row - g), blk);
+            tr->to_float(blk, dst + b * 32, 32);
+        }
+        return;
+    }
     tr->to_float((const char *)w->data + (size_t)row * w->row_bytes, dst, w->ne[0]);
 }
 
@@ -72,6 +83,7 @@ static size_t max_act_row_bytes(int64_t n) {
 size_t kern_matmul_scratch_bytes(int n_threads, int64_t n_tok_max, int64_t max_cols) {
     return round64((size_t)n_threads * (size_t)max_cols * sizeof(float)) +
            (size_t)n_tok_max * max_act_row_bytes(max_cols) + 64 +
+           (size_t)n_tok_max * (size_t)((max_cols + 31) / 32) * 8 + 64 + /* x16: corr + da per block */
            kern_llm_int8_extra_scratch(max_cols); /* W8A8 / LLM.int8() hook */
 }
 
@@ -86,6 +98,9 @@ typedef struct matmul_task {
     int64_t ldy;
     float *row_buf;      /* [nth][ne0] floats: generic path */
     kern_gemm_tiled_fn tiled; /* prefill GEMM (gemm_tiled.h) or NULL: flat path */
+    kern_gemm_x16_fn x16;     /* interleaved-layout kernel (gemm_x16.h) or NULL */
+    int32_t *corr;            /* x16: [n_tok][nb] activation corrections */
+    float *da;                /* x16: [n_tok][nb] activation scales */
 } matmul_task;
 
 static void quant_part(void *arg, int ith, int nth) {
@@ -94,7 +109,39 @@ static void quant_part(void *arg, int ith, int nth) {
     const kern_act_fn q = t->kt->act_from_f32[t->kt->ops[t->w->type].act_type];
     long t0, t1;
     tp_split((long)t->n_tok, ith, nth, &t0, &t1);
-    for (long k = t0; k < t1; k++) q(t->x + k * ne0, (char *)t->act + (size_t)k * t->a_stride, ne0);
+    const int64_t nb = ne0 / 32;
+    for (long k = t0; k < t1; k++) {
+        q(t->x + k * ne0, (char *)t->act + (size_t)k * t->a_stride, ne0);
+        if (t->x16)
+            kern_x16_act_prep(t->act + (size_t)k * t->a_stride, nb, kern_x16_offset(t->w->type), t->corr + k * nb,
+                              t->da + k * nb);
+    }
+}
+
+/* Interleaved weights (gemm_x16.h): this thread's 16-row groups, each for
+ * all tokens in passes of X16_MAX_TOK (the group stays in cache between
+ * passes); rows past the last full group take the plain flat GEMM. */
+static void matmul_x16_part(const matmul_task *t, int ith, int nth) {
+    const weight *w = t->w;
+    const int64_t ne0 = w->ne[0], nr = w->ne[1], nb = ne0 / 32, packed = kern_x16_rows(w);
+    long u0, u1;
+    tp_split((long)((nr + X16_ROWS - 1) / X16_ROWS), ith, nth, &u0, &u1);
+    const int64_t r0 = (int64_t)u0 * X16_ROWS, r1 = (int64_t)u1 * X16_ROWS < nr ? (int64_t)u1 * X16_ROWS : nr;
+    const char *wd = w->data;
+    int64_t r = r0;
+    for (; r + X16_ROWS <= r1 && r + X16_ROWS <= packed; r += X16_ROWS)
+        for (int64_t k = 0; k < t->n_tok; k += X16_MAX_TOK) {
+            const int tn = (int)(t->n_tok - k < X16_MAX_TOK ? t->n_tok - k : X16_MAX_TOK);
+            t->x16(nb, t->y + k * t->ldy + r, t->ldy, wd + (size_t)r * w->row_bytes, t->act + (size_t)k * t->a_stride,
+                   t->a_stride, t->corr + k * nb, t->da + k * nb, nb, tn);
+        }
+    if (r >= r1) return;
+    const kern_type_ops *op = &t->kt->ops[w->type];
+    for (int64_t k = 0; k < t->n_tok; k += KERN_GEMM_MAX_TOK) {
+        const int tn = (int)(t->n_tok - k < KERN_GEMM_MAX_TOK ? t->n_tok - k : KERN_GEMM_MAX_TOK);
+        op->gemm(ne0, t->y + k * t->ldy + r, t->ldy, wd + (size_t)r * w->row_bytes, w->row_bytes, (int)(r1 - r),
+                 t->act + (size_t)k * t->a_stride, t->a_stride, tn);
+    }
 }
 
 static void matmul_part(void *arg, int ith, int nth) {
@@ -104,6 +151,10 @@ static void matmul_part(void *arg, int ith, int nth) {
     long u0, u1;
     tp_split((long)((nr + KERN_ROW_UNIT - 1) / KERN_ROW_UNIT), ith, nth, &u0, &u1);
     const int64_t r0 = (int64_t)u0 * KERN_ROW_UNIT, r1 = (int64_t)u1 * KERN_ROW_UNIT < nr ? (int64_t)u1 * KERN_ROW_UNIT : nr;
+    if (t->x16) {
+        matmul_x16_part(t, ith, nth);
+        return;
+    }
     const kern_type_ops *op = &t->kt->ops[w->type];
     const char *wd = w->data;
     /* --- prefill hook (gemm_tiled.h): this thread's rows x all tokens --- */
@@ -167,13 +218,20 @@ void kern_matmul_with(const kern_ops_table *kt, threadpool *tp, const weight *w,
         t.act = sc + round64((size_t)nth * (size_t)ne0 * sizeof(float));
         t.a_stride = kern_act_row_bytes(op->act_type, ne0);
         KITE_ASSERT(t.a_stride > 0 && kt->act_from_f32[op->act_type]);
+        if (w->layout == WEIGHT_LAYOUT_X16) {
+            t.x16 = kern_gemm_x16_get(kt->level, w->type);
+            KITE_ASSERT(t.x16 && op->act_type == KITE_DTYPE_Q8_0);
+            char *side = (char *)t.act + round64((size_t)n_tok * t.a_stride);
+            t.corr = (int32_t *)(void *)side;
+            t.da = (float *)(void *)(side + round64((size_t)n_tok * (size_t)(ne0 / 32) * sizeof(int32_t)));
+        }
         /* a few float ops per element: split by token only when that pays */
         int n_q = tp_threads_for(tp, 4.0 * (double)n_tok * (double)ne0);
         if (n_q > n_tok) n_q = (int)n_tok;
         tp_run_n(tp, quant_part, &t, n_q);
     }
     /* --- prefill hook: tiled GEMM when the batch exceeds the flat GEMM's --- */
-    if (n_tok > KERN_GEMM_MAX_TOK && op->vec_dot) t.tiled = kern_gemm_tiled_get(kt->level, w->type);
+    if (n_tok > KERN_GEMM_MAX_TOK && op->vec_dot && !t.x16) t.tiled = kern_gemm_tiled_get(kt->level, w->type);
     /* --- end prefill hook --- */
     tp_run_n(tp, matmul_part, &t, n_split);
 }

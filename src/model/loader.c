@@ -370,6 +370,7 @@ int kite_model_load(const char *path, const kite_model_params *params, kite_mode
     }
     if ((rc = read_hparams(m, ai))) goto fail;
     if ((rc = bind_weights(m, ai))) goto fail;
+    if (!p.no_repack && strcmp(gguf_residency(m->gguf), "heap") == 0 && (rc = model_repack(m))) goto fail;
     *out = m;
     return KITE_OK;
 oom:
@@ -394,4 +395,6 @@ void kite_model_get_info(const kite_model *m, kite_model_info *info) {
     info->n_bytes = m->n_bytes;
     info->vocab_only = m->vocab_only;
     info->residency = gguf_residency(m->gguf);
+    info->n_repacked = m->n_repacked;
+    info->repack_ms = m->repack_ms;
 }

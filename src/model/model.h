@@ -127,6 +127,14 @@ struct kite_model {
     float *vectors;        /* owned storage of every float copy above */
     uint64_t n_params;
     uint64_t n_bytes;
+    int32_t n_repacked;    /* matrices repacked at load (model_repack) */
+    double repack_ms;
 };
+
+/* Repacks the model's q4_0/q8_0 matrices into the interleaved layout of
+ * kernels/gemm_x16.h, in place, when the active kernel level gains from it
+ * and KITE_REPACK is not "0" (repack.c).  The file image must be private,
+ * writable memory (heap residency).  Returns a kite_status. */
+int model_repack(kite_model *m);
 
 #endif

@@ -1,0 +1,105 @@
+/*
+ * gemm_x16.c - the 16-row interleaved layout of q4_0 / q8_0 weights:
+ * repacking, row extraction, activation side data and kernel selection
+ * (layout and arithmetic in gemm_x16.h).
+ */
+#include "kernels/gemm_x16.h"
+
+#include <string.h>
+
+#include "core/error.h"
+#include "tensor/blocks.h"
+#include "tensor/dtype.h"
+
+#define SCALE_BYTES (X16_ROWS * 2) /* 16 f16 scales of one block */
+
+bool kern_x16_type(uint32_t type) { return type == KITE_DTYPE_Q4_0 || type == KITE_DTYPE_Q8_0; }
+
+bool kern_x16_pays(kern_level level) {
+#if defined(__x86_64__) || defined(__i386__)
+    return level >= KERN_LEVEL_AVX512VNNI;
+#else
+    (void)level;
+    return false;
+#endif
+}
+
+int64_t kern_x16_rows(const weight *w) {
+    return w->layout == WEIGHT_LAYOUT_X16 ? w->ne[1] / X16_ROWS * X16_ROWS : 0;
+}
+
+int32_t kern_x16_offset(uint32_t type) { return type == KITE_DTYPE_Q4_0 ? 8 : 128; }
+
+/* bytes of one block's quants in a group */
+static size_t quant_bytes(uint32_t type) { return type == KITE_DTYPE_Q4_0 ? 256 : 512; }
+static size_t block_bytes(uint32_t type) {
+    return type == KITE_DTYPE_Q4_0 ? sizeof(block_q4_0) : sizeof(block_q8_0);
+}
+
+/* Block b of row i (plain bytes at blk) into the group at g. */
+static void put_block(uint32_t type, unsigned char *g, int64_t nb, int64_t b, int i, const unsigned char *blk) {
+    memcpy(g + (size_t)b * SCALE_BYTES + 2 * (size_t)i, blk, 2); /* the f16 d comes first in both blocks */
+    unsigned char *q = g + (size_t)nb * SCALE_BYTES + (size_t)b * quant_bytes(type);
+    const unsigned char *qs = blk + 2;
+    const int chunks = type == KITE_DTYPE_Q4_0 ? 4 : 8;
+    for (int j = 0; j < chunks; j++)
+        for (int k = 0; k < 4; k++) {
+            const unsigned char v = qs[4 * j + k];
+            q[64 * j + 4 * i + k] = type == KITE_DTYPE_Q4_0 ? v : (unsigned char)(v ^ 0x80);
+        }
+}
+
+void kern_x16_get_block(uint32_t type, const void *grp, int64_t nb, int64_t b, int i, void *blk_out) {
+    const unsigned char *g = grp;
+    unsigned char *blk = blk_out;
+    memcpy(blk, g + (size_t)b * SCALE_BYTES + 2 * (size_t)i, 2);
+    const unsigned char *q = g + (size_t)nb * SCALE_BYTES + (size_t)b * quant_bytes(type);
+    unsigned char *qs = blk + 2;
+    const int chunks = type == KITE_DTYPE_Q4_0 ? 4 : 8;
+    for (int j = 0; j < chunks; j++)
+        for (int k = 0; k < 4; k++) {
+            const unsigned char v = q[64 * j + 4 * i + k];
+            qs[4 * j + k] = type == KITE_DTYPE_Q4_0 ? v : (unsigned char)(v ^ 0x80);
+        }
+}
+
+void kern_x16_pack(uint32_t type, void *data, int64_t nr, int64_t ne0, void *tmp) {
+    KITE_ASSERT(kern_x16_type(type) && ne0 % 32 == 0);
+    const int64_t nb = ne0 / 32;
+    const size_t rb = (size_t)nb * block_bytes(type), gb = rb * X16_ROWS;
+    unsigned char *p = data;
+    for (int64_t g = 0; g + X16_ROWS <= nr; g += X16_ROWS, p += gb) {
+        memcpy(tmp, p, gb);
+        const unsigned char *rows = tmp;
+        for (int i = 0; i < X16_ROWS; i++)
+            for (int64_t b = 0; b < nb; b++)
+                put_block(type, p, nb, b, i, rows + (size_t)i * rb + (size_t)b * block_bytes(type));
+    }
+}
+
+void kern_x16_unpack_row(uint32_t type, const void *grp, int i, int64_t nb, void *row_out) {
+    unsigned char *o = row_out;
+    for (int64_t b = 0; b < nb; b++) kern_x16_get_block(type, grp, nb, b, i, o + (size_t)b * block_bytes(type));
+}
+
+void kern_x16_act_prep(const void *q8row, int64_t nb, int32_t off, int32_t *corr, float *da) {
+    const block_q8_0 *x = q8row;
+    for (int64_t b = 0; b < nb; b++) {
+        block_q8_0 blk;
+        memcpy(&blk, x + b, sizeof blk); /* rows need no alignment */
+        int32_t s = 0;
+        for (int k = 0; k < QK8_0; k++) s += blk.qs[k];
+        corr[b] = -off * s;
+        da[b] = fp16_to_fp32(blk.d);
+    }
+}
+
+kern_gemm_x16_fn kern_gemm_x16_get(kern_level level, uint32_t type) {
+    if (!kern_x16_type(type)) return NULL;
+#if defined(__x86_64__) || defined(__i386__)
+    if (level >= KERN_LEVEL_AVX512VNNI) return type == KITE_DTYPE_Q4_0 ? gemm_x16_q4_0_vnni : gemm_x16_q8_0_vnni;
+#else
+    (void)level;
+#endif
+    return type == KITE_DTYPE_Q4_0 ? gemm_x16_q4_0_ref : gemm_x16_q8_0_ref;
+}

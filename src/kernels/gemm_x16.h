@@ -1,0 +1,102 @@
+/*
+ * gemm_x16.h - q4_0 / q8_0 weights repacked at load time into groups of 16
+ * interleaved rows, and the matmul kernel for that layout.
+ *
+ * WHY
+ *   The plain-layout VNNI kernels (vec_dot_quant_vnni.c) spend about 4
+ *   vector instructions per (row, token, pair of blocks) on scaling: each
+ *   vpdpbusd leaves 8 int32 lanes per block that are converted, scaled and
+ *   accumulated separately.  With 16 rows interleaved, one int32 lane holds
+ *   one row's whole block sum after 8 vpdpbusd, so the float work (convert,
+ *   d_w*d_a, FMA) is done once per (16 rows, token, block) on 16 useful
+ *   lanes, and the activation operand is a 4-byte broadcast.  Decode spends
+ *   about a third of the instructions per weight byte; batches and prefill
+ *   reach a far larger share of the vpdpbusd peak.
+ *
+ * LAYOUT (WEIGHT_LAYOUT_X16, weight.h)
+ *   Rows are taken in groups of X16_ROWS = 16 from the start of the view;
+ *   rows past the last full group (ne[1] % 16 of them) stay in the plain
+ *   layout.  A group occupies exactly the bytes of its 16 plain rows, so the
+ *   repacking is done in place and row offsets keep their meaning at group
+ *   boundaries.  For a row of nb blocks, a group is
+ *     scales: nb x 16 f16    block b's scale of row i at [b][i]
+ *     quants: nb x QB bytes  block b at scales_end + b * QB:
+ *       q4_0 (QB = 256): 4 chunks j of 64 bytes; chunk j holds, for row i at
+ *            byte 4i, the block's qs[4j..4j+3] (low nibbles: elements
+ *            4j..4j+3, high nibbles: 16+4j..16+4j+3);
+ *       q8_0 (QB = 512): 8 chunks j; chunk j holds row i's qs[4j..4j+3] with
+ *            the sign bit flipped (w + 128, unsigned) at byte 4i.
+ *   Both types become unsigned weights u = w + off (off = 8 for q4_0, 128
+ *   for q8_0) times signed q8_0 activations, the vpdpbusd operand order.
+ *
+ * ARITHMETIC (every level; the scalar reference is exact to the bit)
+ *   For row i, token t: f = 0; for each block b in order:
+ *     s = corr[t][b] + sum_k u[i][b][k] * a[t][b][k]   (int32, exact)
+ *     f = fma((float)s, d_w[i][b] * d_a[t][b], f)
+ *   with corr[t][b] = -off * sum_k a[t][b][k] and d_a the activation block's
+ *   scale as float (kern_x16_act_prep, once per matmul call).  The order
+ *   depends only on nb: results are identical for any batch grouping,
+ *   thread count and for prefill versus decode, as kern_matmul promises.
+ *   (They differ in the last bits from the plain-layout kernels, whose
+ *   float order is another; each layout is tested against the same
+ *   budget.)
+ *
+ * THREAD SAFETY: pure functions.
+ */
+#ifndef KITE_KERNELS_GEMM_X16_H
+#define KITE_KERNELS_GEMM_X16_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/dispatch.h"
+#include "tensor/weight.h"
+
+#define X16_ROWS 16    /* rows per interleaved group */
+#define X16_MAX_TOK 8  /* tokens per kernel pass (register budget); callers loop */
+
+/* True for weight types that have the layout (q4_0, q8_0). */
+bool kern_x16_type(uint32_t type);
+/* Whether load-time repacking pays at a level (it does where the VNNI
+ * kernel exists; lower levels would only run the scalar reference). */
+bool kern_x16_pays(kern_level level);
+/* Rows of w held in interleaved groups: ne[1] rounded down to 16 for an
+ * X16 weight, 0 for a plain one. */
+int64_t kern_x16_rows(const weight *w);
+/* Activation offset of a type: 8 (q4_0) or 128 (q8_0). */
+int32_t kern_x16_offset(uint32_t type);
+
+/* Repacks nr rows of ne0 columns of `type` at data (plain layout) in place;
+ * tmp: 16 plain rows of scratch (16 * row bytes).  Rows past the last full
+ * group are left as they are. */
+void kern_x16_pack(uint32_t type, void *data, int64_t nr, int64_t ne0, void *tmp);
+/* Plain-layout bytes of row i (0..15) of the group at grp (row of nb blocks)
+ * into row_out (nb blocks). */
+void kern_x16_unpack_row(uint32_t type, const void *grp, int i, int64_t nb, void *row_out);
+/* The same for block b of row i only (blk: one plain block). */
+void kern_x16_get_block(uint32_t type, const void *grp, int64_t nb, int64_t b, int i, void *blk);
+
+/* corr[b] = -off * sum(qs of block b), da[b] = float(d of block b), b < nb,
+ * for one q8_0 activation row. */
+void kern_x16_act_prep(const void *q8row, int64_t nb, int32_t off, int32_t *corr, float *da);
+
+/* y[t*ldy + i] for i < 16 rows of the group at grp and t < nt tokens
+ * (1 <= nt <= X16_MAX_TOK): token t's q8_0 row at a + t*a_stride, its
+ * corr/da at corr + t*c_stride, da + t*c_stride. */
+typedef void (*kern_gemm_x16_fn)(int64_t nb, float *y, int64_t ldy, const void *grp, const void *a,
+                                 size_t a_stride, const int32_t *corr, const float *da, int64_t c_stride, int nt);
+
+/* The kernel of a type at a level: the VNNI one where the level has it,
+ * else the scalar reference; NULL for a type without the layout. */
+kern_gemm_x16_fn kern_gemm_x16_get(kern_level level, uint32_t type);
+
+#define KERN_GEMM_X16_DECL(NAME)                                                                           \
+    void NAME(int64_t nb, float *y, int64_t ldy, const void *grp, const void *a, size_t a_stride,        \
+              const int32_t *corr, const float *da, int64_t c_stride, int nt)
+KERN_GEMM_X16_DECL(gemm_x16_q4_0_ref);
+KERN_GEMM_X16_DECL(gemm_x16_q8_0_ref);
+KERN_GEMM_X16_DECL(gemm_x16_q4_0_vnni);
+KERN_GEMM_X16_DECL(gemm_x16_q8_0_vnni);
+
+#endif

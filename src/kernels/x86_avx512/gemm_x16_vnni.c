@@ -1,0 +1,115 @@
+/*
+ * gemm_x16_vnni.c - the 16-row interleaved q4_0 / q8_0 kernel with AVX-512
+ * VNNI (layout and arithmetic in gemm_x16.h; equal bit for bit to
+ * ref/gemm_x16_ref.c).
+ *
+ * DESIGN
+ *   Per block: the group's 16 scales (one vcvtph2ps) and its quants as 4
+ *   (q4_0) or 8 (q8_0) zmm of 16 rows x 4 unsigned bytes; q4_0 nibbles are
+ *   split with an AND and a shift+AND, so 4 loads give 8 operands.  Then
+ *   per token: the int32 accumulator starts at corr[t][b] (broadcast), 8
+ *   vpdpbusd add 4 products each per row with the token's 4 activation
+ *   bytes broadcast, and one convert, one multiply (d_w * d_a) and one FMA
+ *   scale it into the token's float accumulator: 11 vector instructions for
+ *   512 multiply-adds.  The weights of a block are unpacked once for up to
+ *   X16_MAX_TOK tokens.  NT is a compile-time constant per instantiation so
+ *   the accumulators stay in registers.  With one or two tokens the 8
+ *   vpdpbusd run as two chains (lo/hi) to halve the dependency latency; the
+ *   int32 result is the same.
+ *   Prefetch: each block prefetches the quants PF_BLOCKS blocks ahead (one
+ *   stream per group; the hardware prefetcher follows it, this covers the
+ *   start of each group).
+ *
+ * THREAD SAFETY: pure functions.
+ */
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "kernels/gemm_x16.h"
+#include "kernels/x86_avx512/vnni_common.h"
+
+#define PF_BLOCKS 4
+
+static ALWAYS_INLINE __m512i bcast32(const unsigned char *p) {
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return _mm512_set1_epi32(v);
+}
+
+/* Sum over a block for one token: s = corr + sum_j dpbusd(w[j], a dword j). */
+static ALWAYS_INLINE __m512i block_sum(const __m512i w[8], const unsigned char *qa, int32_t corr, const int chains) {
+    if (chains == 2) {
+        __m512i lo = _mm512_set1_epi32(corr), hi = _mm512_setzero_si512();
+        KITE_UNROLL
+        for (int j = 0; j < 4; j++) {
+            lo = _mm512_dpbusd_epi32(lo, w[j], bcast32(qa + 4 * j));
+            hi = _mm512_dpbusd_epi32(hi, w[4 + j], bcast32(qa + 16 + 4 * j));
+        }
+        return _mm512_add_epi32(lo, hi);
+    }
+    __m512i s = _mm512_set1_epi32(corr);
+    KITE_PRAGMA(GCC unroll 8)
+    for (int j = 0; j < 8; j++) s = _mm512_dpbusd_epi32(s, w[j], bcast32(qa + 4 * j));
+    return s;
+}
+
+/* IS_Q4: q4_0 (4 chunks of nibbles) or q8_0 (8 chunks of bytes). */
+static ALWAYS_INLINE void x16_kernel(const int IS_Q4, int64_t nb, float *y, int64_t ldy, const unsigned char *g,
+                                     const unsigned char *a, size_t as, const int32_t *corr, const float *da,
+                                     int64_t cs, const int NT) {
+    const size_t qb = IS_Q4 ? 256 : 512;
+    const unsigned char *quants = g + (size_t)nb * 2 * X16_ROWS;
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    __m512 f[X16_MAX_TOK];
+    KITE_PRAGMA(GCC unroll 8)
+    for (int t = 0; t < NT; t++) f[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const unsigned char *q = quants + (size_t)b * qb;
+        KITE_PRAGMA(GCC unroll 8)
+        for (size_t l = 0; l < qb; l += 64) _mm_prefetch((const char *)q + PF_BLOCKS * qb + l, _MM_HINT_T0);
+        if (b % 2 == 0) _mm_prefetch((const char *)g + (size_t)(b + PF_BLOCKS) * 32, _MM_HINT_T0);
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(g + (size_t)b * 32)));
+        __m512i w[8];
+        if (IS_Q4) {
+            KITE_UNROLL
+            for (int j = 0; j < 4; j++) {
+                const __m512i c = _mm512_loadu_si512(q + 64 * j);
+                w[j] = _mm512_and_si512(c, m4);
+                w[4 + j] = _mm512_and_si512(_mm512_srli_epi16(c, 4), m4);
+            }
+        } else {
+            KITE_PRAGMA(GCC unroll 8)
+            for (int j = 0; j < 8; j++) w[j] = _mm512_loadu_si512(q + 64 * j);
+        }
+        KITE_PRAGMA(GCC unroll 8)
+        for (int t = 0; t < NT; t++) {
+            const unsigned char *qa = a + (size_t)t * as + (size_t)b * 34 + 2;
+            const __m512i s = block_sum(w, qa, corr[(int64_t)t * cs + b], NT <= 2 ? 2 : 1);
+            const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(da[(int64_t)t * cs + b]));
+            f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), d, f[t]);
+        }
+    }
+    KITE_PRAGMA(GCC unroll 8)
+    for (int t = 0; t < NT; t++) _mm512_storeu_ps(y + (int64_t)t * ldy, f[t]);
+}
+
+#define X16_TOKENS(IS_Q4)                                                                         \
+    switch (nt) {                                                                                 \
+    case 1: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, 1); break;        \
+    case 2: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, 2); break;        \
+    case 3: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, 3); break;        \
+    case 4: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, 4); break;        \
+    case 5: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, 5); break;        \
+    case 6: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, 6); break;        \
+    case 7: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, 7); break;        \
+    default: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, 8); break;       \
+    }
+
+KERN_GEMM_X16_DECL(gemm_x16_q4_0_vnni) { X16_TOKENS(1) }
+
+KERN_GEMM_X16_DECL(gemm_x16_q8_0_vnni) { X16_TOKENS(0) }
+#else
+typedef int kite_empty_unit_gemm_x16_vnni; /* ISO C wants a declaration */
+#endif

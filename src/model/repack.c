@@ -1,0 +1,96 @@
+/*
+ * repack.c - load-time repacking of a model's matrices into the kernels'
+ * interleaved layout (kernels/gemm_x16.h), in place in the heap file image.
+ *
+ * Which weights: every matrix kern_matmul multiplies (attention, FFN, MoE
+ * experts one expert at a time, the classifier) of a type with the layout,
+ * when the active kernel level has the fast kernel for it.  The token
+ * embedding is repacked only when it is the tied classifier; its rows are
+ * then read through kern_get_row, which understands the layout.  A view
+ * shared by two weights (tied classifier) is repacked once.
+ * Set KITE_REPACK=0 (or kite_model_params.no_repack) to keep the file's
+ * layout, e.g. to measure the difference.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/error.h"
+#include "kernels/dispatch.h"
+#include "kernels/gemm_x16.h"
+#include "model/model.h"
+
+typedef struct repack_state {
+    const void **done; /* data pointers already repacked */
+    int n_done, cap;
+    void *tmp;         /* 16 plain rows */
+    size_t tmp_bytes;
+} repack_state;
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static bool seen(const repack_state *s, const void *p) {
+    for (int i = 0; i < s->n_done; i++)
+        if (s->done[i] == p) return true;
+    return false;
+}
+
+/* Repacks the n_views views of w (n_views > 1: experts at model_expert
+ * offsets) and marks w.  Returns a kite_status. */
+static int repack_weight(kite_model *m, repack_state *s, weight *w, int n_views) {
+    if (!w->data || !kern_x16_type(w->type) || w->ne[1] < X16_ROWS || w->layout != WEIGHT_LAYOUT_PLAIN) return KITE_OK;
+    if (seen(s, w->data)) {
+        w->layout = WEIGHT_LAYOUT_X16;
+        return KITE_OK;
+    }
+    const size_t need = w->row_bytes * X16_ROWS;
+    if (need > s->tmp_bytes) {
+        free(s->tmp);
+        s->tmp_bytes = 0;
+        if (!(s->tmp = malloc(need))) return err_set(KITE_E_NOMEM, "%s: out of memory repacking weights", m->path);
+        s->tmp_bytes = need;
+    }
+    if (s->n_done == s->cap) {
+        const int cap = s->cap ? 2 * s->cap : 64;
+        const void **d = realloc(s->done, (size_t)cap * sizeof *d);
+        if (!d) return err_set(KITE_E_NOMEM, "%s: out of memory repacking weights", m->path);
+        s->done = d;
+        s->cap = cap;
+    }
+    s->done[s->n_done++] = w->data;
+    for (int e = 0; e < n_views; e++) {
+        const weight v = model_expert(w, e);
+        /* the heap image is private memory owned by the model (heap residency) */
+        kern_x16_pack(w->type, (void *)(uintptr_t)v.data, v.ne[1], v.ne[0], s->tmp);
+    }
+    w->layout = WEIGHT_LAYOUT_X16;
+    m->n_repacked += n_views;
+    return KITE_OK;
+}
+
+int model_repack(kite_model *m) {
+    const char *env = getenv("KITE_REPACK");
+    if ((env && strcmp(env, "0") == 0) || !kern_x16_pays(kern_table()->level)) return KITE_OK;
+    const double t0 = now_ms();
+    repack_state s = {0};
+    int rc = KITE_OK;
+    const int n_exp = m->hp.n_expert > 0 ? m->hp.n_expert : 1;
+    for (int l = 0; l < m->hp.n_layer && !rc; l++) {
+        layer_weights *L = &m->layers[l];
+        weight *dense[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < sizeof dense / sizeof *dense && !rc; i++) rc = repack_weight(m, &s, dense[i], 1);
+        weight *experts[] = {&L->gate_exps, &L->up_exps, &L->down_exps};
+        for (size_t i = 0; i < sizeof experts / sizeof *experts && !rc; i++)
+            rc = repack_weight(m, &s, experts[i], n_exp);
+    }
+    if (!rc) rc = repack_weight(m, &s, &m->output, 1);
+    if (!rc && m->tok_embd.data == m->output.data) m->tok_embd.layout = m->output.layout; /* tied classifier */
+    free(s.tmp);
+    free(s.done);
+    m->repack_ms = now_ms() - t0;
+    return rc;
+}

@@ -1,0 +1,300 @@
+/*
+ * test_x16.c - the 16-row interleaved q4_0 / q8_0 layout (kernels/gemm_x16.h)
+ * and its load-time use (model/repack.c).
+ *
+ *   - repacking and unpacking give back the plain bytes; kern_get_row of a
+ *     repacked weight equals the plain row (rows in groups and the tail);
+ *   - the VNNI kernel equals the scalar reference bit for bit (every token
+ *     count 1..8, odd and even block counts, extreme values);
+ *   - kern_matmul on repacked weights, at every level: within the q8_0
+ *     activation budget of a double reference, bit-identical for 1 and 3
+ *     threads and for a batch versus token by token, and equal between
+ *     levels on the grouped rows (the reference is the specification);
+ *   - a synthesized model loads repacked (n_repacked > 0 where the level
+ *     gains from it) and its logits match the plain-layout load within the
+ *     kernels' float budget; KITE_REPACK=0 and no_repack keep the layout.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/threadpool.h"
+#include "harness.h"
+#include "kernels/dispatch.h"
+#include "kernels/gemm_x16.h"
+#include "kernels/kernels.h"
+#include "kite.h"
+#include "model/synth.h"
+#include "tensor/dtype.h"
+
+static uint64_t g_rng = 0x1234567u;
+static float frand(void) { /* uniform in [-1, 1) */
+    g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((g_rng >> 40) & 0xFFFFFF) / 8388608.0f - 1.0f;
+}
+
+/* nr plain rows of ne0 random values of type t (scales spread over 2^-4..2^4). */
+static unsigned char *make_rows(uint32_t t, int64_t nr, int64_t ne0, size_t *rb) {
+    *rb = dtype_row_size(t, ne0);
+    unsigned char *d = malloc(*rb * (size_t)nr);
+    float *x = malloc((size_t)ne0 * sizeof(float));
+    for (int64_t r = 0; r < nr; r++) {
+        for (int64_t i = 0; i < ne0; i++) x[i] = frand() * ldexpf(1.0f, (int)((i / 32 + r) % 9) - 4);
+        dtype_get(t)->from_float(x, d + (size_t)r * *rb, ne0);
+    }
+    if (t == KITE_DTYPE_Q8_0) /* extreme weights: -128 and +127 */
+        for (int64_t r = 0; r < nr; r += 3) {
+            d[(size_t)r * *rb + 2] = 0x80;
+            d[(size_t)r * *rb + 3] = 0x7f;
+        }
+    free(x);
+    return d;
+}
+
+TEST(test_pack_roundtrip) {
+    const uint32_t types[] = {KITE_DTYPE_Q4_0, KITE_DTYPE_Q8_0};
+    const int64_t cols[] = {32, 96, 256};
+    for (int ti = 0; ti < 2; ti++)
+        for (int ci = 0; ci < 3; ci++) {
+            const uint32_t t = types[ti];
+            const int64_t ne0 = cols[ci], nr = 37, nb = ne0 / 32;
+            size_t rb;
+            unsigned char *plain = make_rows(t, nr, ne0, &rb);
+            unsigned char *packed = malloc(rb * (size_t)nr), *tmp = malloc(rb * X16_ROWS), *row = malloc(rb);
+            memcpy(packed, plain, rb * (size_t)nr);
+            kern_x16_pack(t, packed, nr, ne0, tmp);
+            CHECK(memcmp(packed, plain, rb * 32) != 0); /* it did move bytes */
+            CHECK(memcmp(packed + rb * 32, plain + rb * 32, rb * 5) == 0); /* the 5 tail rows stay */
+            for (int g = 0; g < 2; g++)
+                for (int i = 0; i < X16_ROWS; i++) {
+                    kern_x16_unpack_row(t, packed + (size_t)g * X16_ROWS * rb, i, nb, row);
+                    CHECK(memcmp(row, plain + (size_t)(g * X16_ROWS + i) * rb, rb) == 0);
+                }
+            weight w = {.type = t, .ne = {ne0, nr}, .row_bytes = rb, .data = packed, .layout = WEIGHT_LAYOUT_X16};
+            weight wp = w;
+            wp.data = plain;
+            wp.layout = WEIGHT_LAYOUT_PLAIN;
+            CHECK_EQ_INT(kern_x16_rows(&w), 32);
+            CHECK_EQ_INT(kern_x16_rows(&wp), 0);
+            float *a = malloc((size_t)ne0 * sizeof(float)), *b = malloc((size_t)ne0 * sizeof(float));
+            for (int64_t r = 0; r < nr; r++) {
+                kern_get_row(&w, r, a);
+                kern_get_row(&wp, r, b);
+                CHECK_MSG(memcmp(a, b, (size_t)ne0 * sizeof(float)) == 0, "%s row %lld", dtype_name(t), (long long)r);
+            }
+            free(a);
+            free(b);
+            free(plain);
+            free(packed);
+            free(tmp);
+            free(row);
+        }
+}
+
+/* q8_0 activation rows of n_tok x ne0 floats plus their corr/da. */
+typedef struct acts {
+    unsigned char *q;
+    int32_t *corr;
+    float *da;
+    size_t stride;
+} acts;
+
+static acts make_acts(const float *x, int64_t n_tok, int64_t ne0, int32_t off) {
+    const int64_t nb = ne0 / 32;
+    acts a = {.stride = dtype_row_size(KITE_DTYPE_Q8_0, ne0) + 3}; /* odd stride: unaligned rows */
+    a.q = malloc(a.stride * (size_t)n_tok + 1) ;
+    a.corr = malloc((size_t)(n_tok * nb) * sizeof(int32_t));
+    a.da = malloc((size_t)(n_tok * nb) * sizeof(float));
+    for (int64_t t = 0; t < n_tok; t++) {
+        unsigned char *row = a.q + 1 + (size_t)t * a.stride;
+        void *tmp = malloc(dtype_row_size(KITE_DTYPE_Q8_0, ne0));
+        dtype_get(KITE_DTYPE_Q8_0)->from_float(x + t * ne0, tmp, ne0);
+        memcpy(row, tmp, dtype_row_size(KITE_DTYPE_Q8_0, ne0));
+        free(tmp);
+        kern_x16_act_prep(row, nb, off, a.corr + t * nb, a.da + t * nb);
+    }
+    return a;
+}
+
+static void free_acts(acts *a) {
+    free(a->q);
+    free(a->corr);
+    free(a->da);
+}
+
+TEST(test_vnni_equals_ref) {
+    if (kern_level_max() < KERN_LEVEL_AVX512VNNI) {
+        printf("    SKIP: this CPU has no AVX-512 VNNI; the scalar reference alone is tested\n");
+        return;
+    }
+    const uint32_t types[] = {KITE_DTYPE_Q4_0, KITE_DTYPE_Q8_0};
+    int n = 0;
+    for (int ti = 0; ti < 2; ti++)
+        for (int64_t nb = 1; nb <= 9; nb += 4) {
+            const uint32_t t = types[ti];
+            const int64_t ne0 = nb * 32;
+            size_t rb;
+            unsigned char *w = make_rows(t, X16_ROWS, ne0, &rb), *tmp = malloc(rb * X16_ROWS);
+            kern_x16_pack(t, w, X16_ROWS, ne0, tmp);
+            float *x = malloc((size_t)(8 * ne0) * sizeof(float));
+            for (int64_t i = 0; i < 8 * ne0; i++) x[i] = frand() * (i % 97 == 0 ? 50.0f : 1.0f);
+            acts a = make_acts(x, 8, ne0, kern_x16_offset(t));
+            kern_gemm_x16_fn ref = kern_gemm_x16_get(KERN_LEVEL_SCALAR, t),
+                             simd = kern_gemm_x16_get(KERN_LEVEL_AVX512VNNI, t);
+            CHECK(ref && simd && ref != simd);
+            for (int nt = 1; nt <= X16_MAX_TOK; nt++) {
+                float y0[8 * 20], y1[8 * 20];
+                for (int k = 0; k < 8 * 20; k++) y0[k] = y1[k] = NAN;
+                ref(nb, y0, 20, w, a.q + 1, a.stride, a.corr, a.da, nb, nt);
+                simd(nb, y1, 20, w, a.q + 1, a.stride, a.corr, a.da, nb, nt);
+                CHECK_MSG(memcmp(y0, y1, sizeof y0) == 0, "%s nb %lld nt %d", dtype_name(t), (long long)nb, nt);
+                for (int k = 0; k < nt; k++) CHECK(isnan(y1[k * 20 + 16]) && !isnan(y1[k * 20 + 15]));
+                n++;
+            }
+            free_acts(&a);
+            free(x);
+            free(w);
+            free(tmp);
+        }
+    printf("    %d kernel calls bit-identical to the reference\n", n);
+}
+
+/* kern_matmul on a repacked weight at level l vs a double reference. */
+static void check_matmul(kern_level l, uint32_t t, threadpool *tp1, threadpool *tp3, float *y_level0) {
+    const kern_ops_table *kt = kern_table_for_level(l);
+    g_rng = 0xC0FFEEu + t; /* the same data at every level */
+    const int64_t ne0 = 160, nr = 53, n_tok = 20; /* 3 groups + 5 tail rows; 5 blocks */
+    size_t rb;
+    unsigned char *plain = make_rows(t, nr, ne0, &rb), *packed = malloc(rb * (size_t)nr), *tmp = malloc(rb * 16);
+    memcpy(packed, plain, rb * (size_t)nr);
+    kern_x16_pack(t, packed, nr, ne0, tmp);
+    weight w = {.type = t, .ne = {ne0, nr}, .row_bytes = rb, .data = packed, .layout = WEIGHT_LAYOUT_X16};
+    float *x = malloc((size_t)(n_tok * ne0) * sizeof(float)), *wf = malloc((size_t)(nr * ne0) * sizeof(float));
+    for (int64_t i = 0; i < n_tok * ne0; i++) x[i] = frand() * 2.0f;
+    for (int64_t r = 0; r < nr; r++) dtype_get(t)->to_float(plain + (size_t)r * rb, wf + r * ne0, ne0);
+    const size_t sb = kern_matmul_scratch_bytes(3, n_tok, ne0);
+    void *scratch = aligned_alloc(64, (sb + 63) & ~(size_t)63);
+    const size_t ny = (size_t)(n_tok * nr) * sizeof(float);
+    float *y1 = malloc(ny), *y3 = malloc(ny), *yd = malloc(ny);
+    kern_matmul_with(kt, tp1, &w, x, n_tok, y1, nr, scratch);
+    kern_matmul_with(kt, tp3, &w, x, n_tok, y3, nr, scratch);
+    for (int64_t k = 0; k < n_tok; k++) kern_matmul_with(kt, tp3, &w, x + k * ne0, 1, yd + k * nr, nr, scratch);
+    CHECK_MSG(memcmp(y1, y3, ny) == 0, "%s %s: 1 vs 3 threads differ", kt->name, dtype_name(t));
+    CHECK_MSG(memcmp(y1, yd, ny) == 0, "%s %s: batch vs token by token differ", kt->name, dtype_name(t));
+    double worst = 0;
+    for (int64_t k = 0; k < n_tok; k++)
+        for (int64_t r = 0; r < nr; r++) {
+            const float *xr = x + k * ne0, *wr = wf + r * ne0;
+            double s = 0, mag = 0, qerr = 0;
+            for (int64_t b = 0; b < ne0; b += 32) {
+                double amax = 0, sw = 0;
+                for (int j = 0; j < 32; j++) {
+                    s += (double)wr[b + j] * xr[b + j];
+                    mag += fabs((double)wr[b + j] * xr[b + j]);
+                    amax = fmax(amax, fabs(xr[b + j]));
+                    sw += fabs(wr[b + j]);
+                }
+                qerr += sw * amax / 127.0; /* q8_0 activation rounding (kernels test's budget) */
+            }
+            const double tol = qerr + 1e-5 * mag + 1e-30, e = fabs(y1[k * nr + r] - s);
+            if (e / tol > worst) worst = e / tol;
+            CHECK_MSG(e <= tol, "%s %s t=%lld r=%lld: %.9g vs %.9g", kt->name, dtype_name(t), (long long)k,
+                      (long long)r, y1[k * nr + r], s);
+        }
+    if (l == KERN_LEVEL_SCALAR) memcpy(y_level0, y1, ny);
+    else /* grouped rows follow the reference exactly at every level */
+        for (int64_t k = 0; k < n_tok; k++)
+            CHECK_MSG(memcmp(y1 + k * nr, y_level0 + k * nr, 48 * sizeof(float)) == 0, "%s %s vs scalar, token %lld",
+                      kt->name, dtype_name(t), (long long)k);
+    if (l == kern_level_max()) printf("    matmul x16 %s (%s): worst error %.3f of budget\n", dtype_name(t), kt->name, worst);
+    free(plain);
+    free(packed);
+    free(tmp);
+    free(x);
+    free(wf);
+    free(scratch);
+    free(y1);
+    free(y3);
+    free(yd);
+}
+
+TEST(test_matmul_levels) {
+    threadpool *tp1 = tp_new(1), *tp3 = tp_new(3);
+    CHECK(tp1 && tp3);
+    float *y0 = malloc(53 * 20 * sizeof(float));
+    const uint32_t types[] = {KITE_DTYPE_Q4_0, KITE_DTYPE_Q8_0};
+    for (int ti = 0; ti < 2 && tp1 && tp3; ti++)
+        for (int l = 0; l <= (int)kern_level_max(); l++) check_matmul((kern_level)l, types[ti], tp1, tp3, y0);
+    free(y0);
+    tp_free(tp1);
+    tp_free(tp3);
+}
+
+/* Logits of a few tokens on a model file, loaded with or without repacking. */
+static float *logits_of(const char *path, bool no_repack, int *n_repacked, int32_t *n_vocab) {
+    kite_model_params mp = kite_model_default_params();
+    mp.no_repack = no_repack;
+    kite_model *m = NULL;
+    kite_ctx *ctx = NULL;
+    float *out = NULL;
+    if (kite_model_load(path, &mp, &m) != KITE_OK) return NULL;
+    kite_model_info info;
+    kite_model_get_info(m, &info);
+    *n_repacked = info.n_repacked;
+    *n_vocab = info.n_vocab;
+    kite_ctx_params cp = {.n_ctx = 64, .n_threads = 2};
+    const kite_token toks[] = {1, 17, 42, 99, 7, 250, 3};
+    if (kite_ctx_new(m, &cp, &ctx) == KITE_OK && kite_ctx_eval(ctx, toks, 7, true) == KITE_OK) {
+        out = malloc((size_t)info.n_vocab * 7 * sizeof(float));
+        for (int i = 0; i < 7; i++) memcpy(out + (size_t)i * info.n_vocab, kite_ctx_logits(ctx, i), (size_t)info.n_vocab * sizeof(float));
+    }
+    kite_ctx_free(ctx);
+    kite_model_free(m);
+    return out;
+}
+
+TEST(test_model_repack) {
+    const uint32_t types[] = {KITE_DTYPE_Q4_0, KITE_DTYPE_Q8_0};
+    for (int ti = 0; ti < 2; ti++) {
+        char path[64];
+        snprintf(path, sizeof path, "/tmp/kite-test-x16-%d-%d.gguf", (int)getpid(), ti);
+        synth_params sp = {.shape = *synth_shape_find("tiny-llama3"), .type = types[ti], .seed = 7};
+        CHECK_EQ_INT(synth_write(&sp, path), KITE_OK);
+        int n0 = -1, n1 = -1;
+        int32_t nv = 0;
+        float *plain = logits_of(path, true, &n0, &nv), *packed = logits_of(path, false, &n1, &nv);
+        CHECK(plain && packed);
+        CHECK_EQ_INT(n0, 0);
+        if (kern_x16_pays(kern_table()->level)) CHECK(n1 > 0);
+        else CHECK_EQ_INT(n1, 0);
+        double worst = 0, mag = 0;
+        for (size_t i = 0; plain && packed && i < (size_t)nv * 7; i++) {
+            worst = fmax(worst, fabs((double)plain[i] - packed[i]));
+            mag = fmax(mag, fabs((double)plain[i]));
+        }
+        /* same quantized activations, another float summation order: a few ulps of the logits' scale */
+        CHECK_MSG(worst <= 1e-4 * mag + 1e-6, "%s: max |plain - repacked| %.3g (max |logit| %.3g)",
+                  dtype_name(types[ti]), worst, mag);
+        printf("    %s model: %d matrices repacked, max logit difference %.3g (max |logit| %.3g)\n",
+               dtype_name(types[ti]), n1, worst, mag);
+        setenv("KITE_REPACK", "0", 1);
+        float *envoff = logits_of(path, false, &n1, &nv);
+        CHECK_EQ_INT(n1, 0);
+        CHECK(envoff && plain && memcmp(envoff, plain, (size_t)nv * 7 * sizeof(float)) == 0);
+        unsetenv("KITE_REPACK");
+        free(envoff);
+        free(plain);
+        free(packed);
+        unlink(path);
+    }
+}
+
+int main(void) {
+    RUN(test_pack_roundtrip);
+    RUN(test_vnni_equals_ref);
+    RUN(test_matmul_levels);
+    RUN(test_model_repack);
+    return harness_summary(__FILE__);
+}
