@@ -484,10 +484,13 @@ int cmd_run(int argc, char **argv) {
     /* speculative: every generated token came out of a timed step */
     const double decode_tok_s = t_decode > 0 ? (double)(sd ? (int64_t)n_gen : n_decode_evals) / t_decode : 0.0;
     if (sd) n_decode_evals = spec_get_stats(sd)->n_steps;
+    char repacked[64] = "";
+    if (info.n_repacked > 0)
+        snprintf(repacked, sizeof repacked, " (%d matrices repacked, %.0f ms)", info.n_repacked, info.repack_ms);
     fprintf(stderr,
-            "kite run: load %.1f ms, weights %s | prompt %zu tokens, %.1f ms, %.1f tok/s | generated %zu tokens (%" PRId64
+            "kite run: load %.1f ms, weights %s%s | prompt %zu tokens, %.1f ms, %.1f tok/s | generated %zu tokens (%" PRId64
             " decode steps, %.1f ms, %.1f tok/s) | stop: %s | threads %d | seed %" PRIu64 "\n",
-            t_load * 1e3, info.residency, n_prompt, t_prefill * 1e3, prefill_tok_s, n_gen, n_decode_evals, t_decode * 1e3,
+            t_load * 1e3, info.residency, repacked, n_prompt, t_prefill * 1e3, prefill_tok_s, n_gen, n_decode_evals, t_decode * 1e3,
             decode_tok_s, stop_reason, kite_ctx_n_threads(ctx), o.sp.seed);
     double accept_rate = 0.0, tok_per_pass = 0.0;
     if (sd) {

@@ -36,17 +36,20 @@ static size_t block_bytes(uint32_t type) {
     return type == KITE_DTYPE_Q4_0 ? sizeof(block_q4_0) : sizeof(block_q8_0);
 }
 
-/* Block b of row i (plain bytes at blk) into the group at g. */
+/* Block b of row i (plain bytes at blk) into the group at g: the scale, then
+ * the quants as 4-byte words (q8_0: sign bits flipped, w + 128). */
 static void put_block(uint32_t type, unsigned char *g, int64_t nb, int64_t b, int i, const unsigned char *blk) {
     memcpy(g + (size_t)b * SCALE_BYTES + 2 * (size_t)i, blk, 2); /* the f16 d comes first in both blocks */
-    unsigned char *q = g + (size_t)nb * SCALE_BYTES + (size_t)b * quant_bytes(type);
+    unsigned char *q = g + (size_t)nb * SCALE_BYTES + (size_t)b * quant_bytes(type) + 4 * (size_t)i;
     const unsigned char *qs = blk + 2;
     const int chunks = type == KITE_DTYPE_Q4_0 ? 4 : 8;
-    for (int j = 0; j < chunks; j++)
-        for (int k = 0; k < 4; k++) {
-            const unsigned char v = qs[4 * j + k];
-            q[64 * j + 4 * i + k] = type == KITE_DTYPE_Q4_0 ? v : (unsigned char)(v ^ 0x80);
-        }
+    const uint32_t flip = type == KITE_DTYPE_Q4_0 ? 0 : 0x80808080u;
+    for (int j = 0; j < chunks; j++) {
+        uint32_t v;
+        memcpy(&v, qs + 4 * j, 4);
+        v ^= flip;
+        memcpy(q + 64 * j, &v, 4);
+    }
 }
 
 void kern_x16_get_block(uint32_t type, const void *grp, int64_t nb, int64_t b, int i, void *blk_out) {
