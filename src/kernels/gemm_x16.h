@@ -54,7 +54,7 @@
 #include "tensor/weight.h"
 
 #define X16_ROWS 16    /* rows per interleaved group */
-#define X16_MAX_TOK 8  /* tokens per kernel pass (register budget); callers loop */
+#define X16_MAX_TOK 16 /* tokens per kernel pass (register budget: 16 accumulators); callers loop */
 
 /* True for weight types that have the layout (q4_0, q8_0). */
 bool kern_x16_type(uint32_t type);

@@ -5,7 +5,7 @@
  *   - repacking and unpacking give back the plain bytes; kern_get_row of a
  *     repacked weight equals the plain row (rows in groups and the tail);
  *   - the VNNI kernel equals the scalar reference bit for bit (every token
- *     count 1..8, odd and even block counts, extreme values);
+ *     count 1..X16_MAX_TOK, odd and even block counts, extreme values);
  *   - kern_matmul on repacked weights, at every level: within the q8_0
  *     activation budget of a double reference, bit-identical for 1 and 3
  *     threads and for a batch versus token by token, and equal between
@@ -138,15 +138,15 @@ TEST(test_vnni_equals_ref) {
             size_t rb;
             unsigned char *w = make_rows(t, X16_ROWS, ne0, &rb), *tmp = malloc(rb * X16_ROWS);
             kern_x16_pack(t, w, X16_ROWS, ne0, tmp);
-            float *x = malloc((size_t)(8 * ne0) * sizeof(float));
-            for (int64_t i = 0; i < 8 * ne0; i++) x[i] = frand() * (i % 97 == 0 ? 50.0f : 1.0f);
-            acts a = make_acts(x, 8, ne0, kern_x16_offset(t));
+            float *x = malloc((size_t)(X16_MAX_TOK * ne0) * sizeof(float));
+            for (int64_t i = 0; i < X16_MAX_TOK * ne0; i++) x[i] = frand() * (i % 97 == 0 ? 50.0f : 1.0f);
+            acts a = make_acts(x, X16_MAX_TOK, ne0, kern_x16_offset(t));
             kern_gemm_x16_fn ref = kern_gemm_x16_get(KERN_LEVEL_SCALAR, t),
                              simd = kern_gemm_x16_get(KERN_LEVEL_AVX512VNNI, t);
             CHECK(ref && simd && ref != simd);
             for (int nt = 1; nt <= X16_MAX_TOK; nt++) {
-                float y0[8 * 20], y1[8 * 20];
-                for (int k = 0; k < 8 * 20; k++) y0[k] = y1[k] = NAN;
+                float y0[X16_MAX_TOK * 20], y1[X16_MAX_TOK * 20];
+                for (int k = 0; k < X16_MAX_TOK * 20; k++) y0[k] = y1[k] = NAN;
                 ref(nb, y0, 20, w, a.q + 1, a.stride, a.corr, a.da, nb, nt);
                 simd(nb, y1, 20, w, a.q + 1, a.stride, a.corr, a.da, nb, nt);
                 CHECK_MSG(memcmp(y0, y1, sizeof y0) == 0, "%s nb %lld nt %d", dtype_name(t), (long long)nb, nt);

@@ -30,7 +30,7 @@
 #include "kernels/gemm_x16.h"
 #include "kernels/x86_avx512/vnni_common.h"
 
-#define PF_BLOCKS 4
+#define PF_BLOCKS 8
 
 static ALWAYS_INLINE __m512i bcast32(const unsigned char *p) {
     int32_t v;
@@ -63,7 +63,7 @@ static ALWAYS_INLINE void x16_kernel(const int IS_Q4, int64_t nb, float *y, int6
     const unsigned char *quants = g + (size_t)nb * 2 * X16_ROWS;
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     __m512 f[X16_MAX_TOK];
-    KITE_PRAGMA(GCC unroll 8)
+    KITE_PRAGMA(GCC unroll 16)
     for (int t = 0; t < NT; t++) f[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const unsigned char *q = quants + (size_t)b * qb;
@@ -83,7 +83,7 @@ static ALWAYS_INLINE void x16_kernel(const int IS_Q4, int64_t nb, float *y, int6
             KITE_PRAGMA(GCC unroll 8)
             for (int j = 0; j < 8; j++) w[j] = _mm512_loadu_si512(q + 64 * j);
         }
-        KITE_PRAGMA(GCC unroll 8)
+        KITE_PRAGMA(GCC unroll 16)
         for (int t = 0; t < NT; t++) {
             const unsigned char *qa = a + (size_t)t * as + (size_t)b * 34 + 2;
             const __m512i s = block_sum(w, qa, corr[(int64_t)t * cs + b], NT <= 2 ? 2 : 1);
@@ -91,20 +91,28 @@ static ALWAYS_INLINE void x16_kernel(const int IS_Q4, int64_t nb, float *y, int6
             f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), d, f[t]);
         }
     }
-    KITE_PRAGMA(GCC unroll 8)
+    KITE_PRAGMA(GCC unroll 16)
     for (int t = 0; t < NT; t++) _mm512_storeu_ps(y + (int64_t)t * ldy, f[t]);
 }
 
-#define X16_TOKENS(IS_Q4)                                                                         \
-    switch (nt) {                                                                                 \
-    case 1: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, 1); break;        \
-    case 2: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, 2); break;        \
-    case 3: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, 3); break;        \
-    case 4: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, 4); break;        \
-    case 5: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, 5); break;        \
-    case 6: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, 6); break;        \
-    case 7: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, 7); break;        \
-    default: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, 8); break;       \
+#define X16_TOKENS(IS_Q4) \
+    switch (nt) { \
+    case 1: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, 1); break; \
+    case 2: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, 2); break; \
+    case 3: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, 3); break; \
+    case 4: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, 4); break; \
+    case 5: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, 5); break; \
+    case 6: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, 6); break; \
+    case 7: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, 7); break; \
+    case 8: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, 8); break; \
+    case 9: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, 9); break; \
+    case 10: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, 10); break; \
+    case 11: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, 11); break; \
+    case 12: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, 12); break; \
+    case 13: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, 13); break; \
+    case 14: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, 14); break; \
+    case 15: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, 15); break; \
+    default: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, 16); break; \
     }
 
 KERN_GEMM_X16_DECL(gemm_x16_q4_0_vnni) { X16_TOKENS(1) }
