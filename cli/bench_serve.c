@@ -22,6 +22,15 @@
  * batched run: the slot-weighted mean over the samples and the maximum.
  * The prefix cache is off (random prompts share nothing, and the baseline
  * must not reuse the batched run's blocks).
+ *
+ * With --lookup N [--draft-max K] [--reps R] the table compares, per level,
+ * the same batched run without and with speculative decoding by prompt
+ * lookup (engine_params.spec_lookup_n), alternating the two R times (default
+ * 3) in this process and reporting medians: tok/s (wall and per CPU-s), the
+ * acceptance rate (accepted / drafted tokens) and the tokens each
+ * verification pass yields ((accepted + passes) / passes).  Random prompts
+ * give lookup little to copy; --prompt TEXT makes every request BOS + TEXT
+ * (e.g. a passage followed by its first words again).
  */
 #include <pthread.h>
 #include <sys/resource.h>
@@ -46,6 +55,8 @@ typedef struct serve_opts {
     int32_t n_prompt, n_gen, n_threads, n_seq, block, step;
     uint64_t seed;
     bool json;
+    int32_t lookup, draft_max, reps; /* --lookup N (0: no speculation), --draft-max K, --reps R */
+    const char *prompt_text;         /* --prompt TEXT, or NULL for random ids */
 } serve_opts;
 
 /* Completion counter shared by the requests of one run. */
@@ -76,6 +87,7 @@ typedef struct run_result {
     int64_t tokens;
     double waste_mean, waste_max; /* fractions */
     int64_t steps, preemptions;
+    int64_t drafted, accepted, passes; /* speculative decoding counters over the run */
     int32_t errors;
 } run_result;
 
@@ -144,12 +156,15 @@ static int run_batch(engine *e, kite_token *const *prompts, int32_t n, const ser
     res->waste_max = waste_max;
     res->steps = st.steps - st0.steps;
     res->preemptions = st.preemptions - st0.preemptions;
+    res->drafted = st.spec_drafted - st0.spec_drafted;
+    res->accepted = st.spec_accepted - st0.spec_accepted;
+    res->passes = st.spec_verify_passes - st0.spec_verify_passes;
     pthread_cond_destroy(&rs.cv);
     pthread_mutex_destroy(&rs.mu);
     return rc;
 }
 
-static engine *new_engine(kite_model *m, const serve_opts *o, int32_t n_parallel) {
+static engine *new_engine(kite_model *m, const serve_opts *o, int32_t n_parallel, int32_t lookup) {
     engine_params p = engine_default_params();
     p.n_parallel = n_parallel;
     p.n_ctx = o->n_prompt + o->n_gen;
@@ -157,6 +172,8 @@ static engine *new_engine(kite_model *m, const serve_opts *o, int32_t n_parallel
     p.step_tokens = o->step;
     p.n_threads = o->n_threads;
     p.no_prefix_cache = true;
+    p.spec_lookup_n = lookup;
+    p.spec_draft_max = o->draft_max;
     engine *e = NULL;
     if (engine_new(m, &p, &e) != KITE_OK) {
         fprintf(stderr, "kite %s: %s\n", CMD, kite_last_error());
@@ -176,7 +193,8 @@ static bool parse_levels(const char *s, serve_opts *o) {
 
 static void usage(FILE *f) {
     fprintf(f, "usage: kite bench --parallel LIST [-m FILE] [-p N_PROMPT] [-n N_GEN] [-t THREADS]\n"
-               "                  [--seq N] [--block N] [--step N] [--seed S] [--json]\n\n"
+               "                  [--seq N] [--block N] [--step N] [--seed S] [--json]\n"
+               "                  [--lookup N [--draft-max K] [--reps R]] [--prompt TEXT]\n\n"
                "Serving throughput: for each concurrency C in LIST, C requests (BOS + N_PROMPT random ids,\n"
                "N_GEN greedy tokens, EOS ignored) submitted at once to the serving engine, against the\n"
                "first min(C, --seq) of them served one at a time; and KV-cache waste under load.\n\n"
@@ -189,7 +207,11 @@ static void usage(FILE *f) {
                "  --block N        KV block size in positions (default 16)\n"
                "  --step N         token budget of one engine step (default 512)\n"
                "  --seed S         seed of the random prompts (default 1)\n"
-               "  --json           one JSON line per level instead of the table\n");
+               "  --json           one JSON line per level instead of the table\n"
+               "  --lookup N       compare each level without / with speculative decoding by n-gram\n"
+               "                   prompt lookup (n <= N), medians of --reps R alternated runs (default 3)\n"
+               "  --draft-max K    longest draft with --lookup, 1..16 (default 8)\n"
+               "  --prompt TEXT    every request is BOS + TEXT instead of random ids (-p is ignored)\n");
 }
 
 static int parse_args(int argc, char **argv, serve_opts *o) {
@@ -225,6 +247,17 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
             if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_u64(CMD, a, v, &o->seed)) return 2;
         } else if (!strcmp(a, "--json")) {
             o->json = true;
+        } else if (!strcmp(a, "--lookup")) {
+            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 1, 64, &x)) return 2;
+            o->lookup = (int32_t)x;
+        } else if (!strcmp(a, "--draft-max")) {
+            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 1, 16, &x)) return 2;
+            o->draft_max = (int32_t)x;
+        } else if (!strcmp(a, "--reps")) {
+            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 1, 100, &x)) return 2;
+            o->reps = (int32_t)x;
+        } else if (!strcmp(a, "--prompt")) {
+            if (!(o->prompt_text = cli_value(CMD, argc, argv, &i))) return 2;
         } else {
             return cli_usage_error(CMD, "unknown argument '%s' (with --parallel; see kite bench --parallel 1 -h)", a);
         }
@@ -240,8 +273,65 @@ static uint64_t xorshift(uint64_t *s) {
     return *s = x;
 }
 
+static double median(double *v, int n) {
+    for (int i = 1; i < n; i++) /* insertion sort: n is small */
+        for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
+            const double t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+#define MAX_REPS 100
+
+/* --lookup: level c without and with speculation, alternated o->reps times;
+ * prints one row (or JSON line) of medians.  Returns 0 or 1. */
+static int lookup_level(kite_model *m, kite_token *const *prompts, int32_t c, const serve_opts *o) {
+    double tps[2][MAX_REPS], cpu[2][MAX_REPS];
+    run_result last[2];
+    memset(last, 0, sizeof last);
+    for (int r = 0; r < o->reps; r++)
+        for (int k = 0; k < 2; k++) {
+            engine *e = new_engine(m, o, c, k ? o->lookup : 0);
+            if (!e) return 1;
+            run_result res = {0};
+            const int rc = run_batch(e, prompts, c, o, &res);
+            engine_free(e);
+            if (rc != KITE_OK || res.errors) {
+                fprintf(stderr, "kite %s: a request failed: %s\n", CMD, kite_last_error());
+                return 1;
+            }
+            tps[k][r] = (double)res.tokens / res.seconds;
+            cpu[k][r] = (double)res.tokens / res.cpu_s;
+            last[k] = res;
+        }
+    const double plain = median(tps[0], o->reps), spec = median(tps[1], o->reps);
+    const double plain_cpu = median(cpu[0], o->reps), spec_cpu = median(cpu[1], o->reps);
+    const run_result *sr = &last[1];
+    const double acc = sr->drafted > 0 ? (double)sr->accepted / (double)sr->drafted : 0.0;
+    const double per_pass = sr->passes > 0 ? (double)(sr->accepted + sr->passes) / (double)sr->passes : 0.0;
+    if (o->json) {
+        printf("{\"test\": \"serve_lookup\", \"model\": \"%s\", \"parallel\": %d, \"n_prompt\": %d, \"n_gen\": %d, "
+               "\"threads\": %d, \"lookup\": %d, \"draft_max\": %d, \"reps\": %d, \"gen_tokens\": %lld, "
+               "\"plain_tok_s\": %.2f, \"lookup_tok_s\": %.2f, \"speedup\": %.3f, \"plain_tok_per_cpu_s\": %.2f, "
+               "\"lookup_tok_per_cpu_s\": %.2f, \"speedup_cpu\": %.3f, \"drafted\": %lld, \"accepted\": %lld, "
+               "\"acceptance\": %.4f, \"tokens_per_pass\": %.3f, \"steps_plain\": %lld, \"steps_lookup\": %lld}\n",
+               o->model, c, o->n_prompt, o->n_gen, o->n_threads, o->lookup, o->draft_max ? o->draft_max : 8, o->reps,
+               (long long)sr->tokens, plain, spec, spec / plain, plain_cpu, spec_cpu, spec_cpu / plain_cpu,
+               (long long)sr->drafted, (long long)sr->accepted, acc, per_pass, (long long)last[0].steps,
+               (long long)sr->steps);
+    } else {
+        printf("| %d | %lld | %.1f | %.1f | %.2fx | %.2fx | %.1f%% | %.2f | %lld | %lld |\n", c, (long long)sr->tokens,
+               plain, spec, spec / plain, spec_cpu / plain_cpu, 100 * acc, per_pass, (long long)last[0].steps,
+               (long long)sr->steps);
+    }
+    fflush(stdout);
+    return 0;
+}
+
 int bench_serve(int argc, char **argv) {
-    serve_opts o = {.n_prompt = 64, .n_gen = 64, .n_seq = 4, .block = 16, .step = 512, .seed = 1};
+    serve_opts o = {.n_prompt = 64, .n_gen = 64, .n_seq = 4, .block = 16, .step = 512, .seed = 1, .reps = 3};
     int rc = parse_args(argc, argv, &o);
     if (rc) return rc < 0 ? 0 : rc;
     if (!o.model) o.model = cli_default_model(argv[0]);
@@ -259,13 +349,42 @@ int bench_serve(int argc, char **argv) {
     kite_model_info mi;
     kite_model_get_info(model, &mi);
     const kite_token bos = kite_token_bos(model);
+    kite_token *text_toks = NULL;
+    if (o.prompt_text) {
+        const size_t len = strlen(o.prompt_text), cap = len + 2;
+        size_t n = 0;
+        text_toks = malloc(cap * sizeof *text_toks);
+        if (!text_toks || kite_tokenize(model, o.prompt_text, len, true, text_toks, cap, &n) != KITE_OK || n < 1) {
+            fprintf(stderr, "kite %s: --prompt: %s\n", CMD, text_toks ? kite_last_error() : "out of memory");
+            free(text_toks);
+            goto done;
+        }
+        o.n_prompt = (int32_t)n;
+    }
     uint64_t s = o.seed * 0x9e3779b97f4a7c15ULL + 1;
     for (int32_t i = 0; i < max_c; i++) {
         if (!(prompts[i] = malloc((size_t)o.n_prompt * sizeof **prompts))) goto done;
         for (int32_t j = 0; j < o.n_prompt; j++)
-            prompts[i][j] = j == 0 && bos >= 0 ? bos : (kite_token)(3 + xorshift(&s) % (uint64_t)(mi.n_vocab - 3));
+            prompts[i][j] = text_toks ? text_toks[j]
+                            : j == 0 && bos >= 0 ? bos : (kite_token)(3 + xorshift(&s) % (uint64_t)(mi.n_vocab - 3));
     }
-    if (!(solo = new_engine(model, &o, 1))) goto done;
+    free(text_toks);
+    text_toks = NULL;
+    if (o.lookup > 0) {
+        if (!o.json) {
+            printf("# kite bench --parallel --lookup %d: %s, prompt %d, gen %d, draft max %d, medians of %d runs\n",
+                   o.lookup, mi.name[0] ? mi.name : o.model, o.n_prompt, o.n_gen, o.draft_max ? o.draft_max : 8,
+                   o.reps);
+            printf("| parallel | gen tok | plain tok/s | lookup tok/s | speedup | speedup per CPU-s | acceptance | "
+                   "tokens/pass | steps plain | steps lookup |\n");
+            printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        }
+        for (int li = 0; li < o.n_levels; li++)
+            if (lookup_level(model, prompts, o.levels[li], &o)) goto done;
+        status = 0;
+        goto done;
+    }
+    if (!(solo = new_engine(model, &o, 1, 0))) goto done;
     if (!o.json) {
         printf("# kite bench --parallel: %s, prompt %d, gen %d, block %d, step %d\n", mi.name[0] ? mi.name : o.model,
                o.n_prompt, o.n_gen, o.block, o.step);
@@ -275,7 +394,7 @@ int bench_serve(int argc, char **argv) {
     }
     for (int li = 0; li < o.n_levels; li++) {
         const int32_t c = o.levels[li];
-        engine *e = new_engine(model, &o, c);
+        engine *e = new_engine(model, &o, c, 0);
         if (!e) goto done;
         run_result b = {0}, q = {0};
         int r1 = run_batch(e, prompts, c, &o, &b);

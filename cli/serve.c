@@ -36,6 +36,10 @@ static const char *const serve_usage =
     "      --timeout S         idle connection timeout in seconds (default 30)\n"
     "      --max-body BYTES    request body limit (default 1048576)\n"
     "      --no-prefix-cache   do not share KV blocks between common prompt prefixes\n"
+    "      --lookup N          speculative decoding: draft by n-gram lookup (n <= N) in\n"
+    "                          each request's prompt and output (lossless; docs/serve.md)\n"
+    "      --draft-max K       longest draft per sequence and step, 1..16 (default 8;\n"
+    "                          adaptive below it)\n"
     "      --mmap              map the model file instead of reading it into memory\n"
     "  -q, --quiet             no per-request log lines\n"
     "  -h, --help              this text\n";
@@ -104,6 +108,14 @@ int cmd_serve(int argc, char **argv) {
             sp.max_body = iv;
         } else if (!strcmp(a, "--no-prefix-cache")) {
             sp.engine.no_prefix_cache = true;
+        } else if (!strcmp(a, "--lookup")) {
+            VALUE();
+            if (!cli_parse_i64(cmd, a, v, 1, 64, &iv)) return 2;
+            sp.engine.spec_lookup_n = (int32_t)iv;
+        } else if (!strcmp(a, "--draft-max")) {
+            VALUE();
+            if (!cli_parse_i64(cmd, a, v, 1, 16, &iv)) return 2;
+            sp.engine.spec_draft_max = (int32_t)iv;
         } else if (!strcmp(a, "--mmap")) {
             use_mmap = true;
         } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {

@@ -13,6 +13,16 @@
  *   sequence whose pending tokens are all computed samples one token and
  *   streams its text.  Each step's state change is then published as stats.
  *
+ *   Speculative decoding (engine_params.spec_lookup_n): make_drafts fills
+ *   each decoding sequence's draft (spec/lookup.h, length from its
+ *   spec_adapt) before sched_plan, which turns its decode item into a
+ *   draft item when budget and blocks allow; verify_draft then walks the
+ *   item's logits rows in order, pushing each accepted token exactly as
+ *   on_logits pushes a sampled one (so stop strings, EOS and max_tokens cut
+ *   at the same token), and sched_keep_draft drops the rejected positions.
+ *   The acceptance RNG of sampling requests is a stream of their own,
+ *   seeded from the request's seed.
+ *
  *   Output text per request: token -> kite_detok (whole UTF-8 characters) ->
  *   stop_filter (holds back what may start a stop string) -> TEXT event.  A
  *   request finishes on EOS/EOG or BOS (unless ignore_eos: "stop"), a stop
@@ -42,6 +52,9 @@
 #include "serve/kv_blocks.h"
 #include "serve/scheduler.h"
 #include "serve/stop.h"
+#include "spec/accept.h"
+#include "spec/adapt.h"
+#include "spec/lookup.h"
 
 /* Longest detokenized piece of one token we accept (bytes, with NUL). */
 #define ENGINE_PIECE_CAP 1024
@@ -57,6 +70,10 @@ typedef struct ereq {
     int32_t max_gen;             /* generated-token limit after clipping to the context */
     int32_t n_gen;               /* generated tokens (EOS excluded) */
     bool ignore_eos;
+    bool greedy;                 /* temperature <= 0 */
+    spec_adapt adapt;            /* speculative: this sequence's draft length */
+    sampler_rng rng_accept;      /* speculative acceptance draws (temperature > 0) */
+    kite_token draft[SPEC_MAX_DRAFT]; /* this step's draft (s.draft points here) */
     atomic_bool cancelled;
     struct ereq *reg_prev, *reg_next; /* registry of live requests (mu) */
     struct ereq *in_next;        /* incoming list (mu) */
@@ -69,6 +86,8 @@ struct engine {
     sched sched;
     int32_t n_vocab, n_ctx, n_parallel, block_size, n_blocks, step_tokens;
     kite_token bos;
+    int32_t spec_n;              /* prompt-lookup n-gram size; 0 = no speculation */
+    int32_t draft_max;           /* upper bound of a draft */
 
     pthread_t thread;
     bool thread_started;
@@ -88,11 +107,15 @@ struct engine {
     sched_item *items;           /* [n_parallel] */
     fwd_seq *fseqs;              /* [n_parallel] */
     kite_token *batch;           /* [step_tokens] */
-    float *logits;               /* [n_parallel][n_vocab] */
+    float *logits;               /* [n_rows][n_vocab] */
+    int32_t n_rows;              /* logits rows of a step: n_parallel, more with drafts */
+    float *prob;                 /* [n_vocab] target distribution (speculative sampling) */
+    float *resid;                /* [n_vocab] residual distribution (speculative sampling) */
     int32_t *scratch;            /* [n_blocks] for sched_kv_usage */
     sbuf text;                   /* text of the event being built */
     char piece[ENGINE_PIECE_CAP];
     int64_t tokens_out, requests_done, steps;
+    int64_t spec_drafted, spec_accepted, spec_passes;
 };
 
 engine_params engine_default_params(void) {
@@ -148,10 +171,10 @@ static void finish(engine *e, ereq *r, const char *reason, int status, const cha
     req_retire(e, r);
 }
 
-/* Samples the next token of r from its logits row and streams the result. */
-static void on_logits(engine *e, ereq *r, const float *logits) {
-    if (e->logits_hook) e->logits_hook(e->logits_hook_user, r->user, logits, e->n_vocab);
-    const kite_token t = kite_sampler_sample(r->smp, logits);
+/* Appends token t, sampled or accepted, to r's output and streams its text
+ * (one TEXT event per token, as plain decoding).  Returns true when r has
+ * finished: it has then been removed and freed. */
+static bool push_token(engine *e, ereq *r, kite_token t) {
     const char *reason = NULL;
     bool stop_string = false;
     int32_t n_new = 0;
@@ -187,9 +210,72 @@ static void on_logits(engine *e, ereq *r, const float *logits) {
                            .tokens = &r->s.toks[r->s.n_toks - n_new], .n_tokens = n_new};
         emit(e, r, &ev);
     }
-    if (reason) {
-        sched_remove(&e->sched, &r->s);
-        finish(e, r, reason, KITE_OK, NULL);
+    if (!reason) return false;
+    sched_remove(&e->sched, &r->s);
+    finish(e, r, reason, KITE_OK, NULL);
+    return true;
+}
+
+/* Samples the next token of r from its logits row and streams the result. */
+static void on_logits(engine *e, ereq *r, const float *logits) {
+    if (e->logits_hook) e->logits_hook(e->logits_hook_user, r->user, logits, e->n_vocab);
+    push_token(e, r, kite_sampler_sample(r->smp, logits));
+}
+
+/* Verifies r's draft of n_draft tokens from rows[0..n_draft] (row i scores
+ * the token after the pending token and draft[0..i)).  Positions are taken
+ * in order, each token pushed (sampler history, stop strings, limits)
+ * before the next row is judged, exactly as plain decoding would see them:
+ * temperature 0 keeps a draft while it equals the sampler's argmax;
+ * otherwise the point-mass rejection rule (spec/accept.h) keeps draft d with
+ * probability p(d) and replaces it by a draw from p without d, so every
+ * output token is distributed as plain sampling's.  The first rejection (or
+ * the bonus row after n_draft acceptances) yields the step's last token;
+ * tokens after a finish are never pushed.  Then the KV of the kept drafts
+ * stays and the rest is dropped (sched_keep_draft). */
+static void verify_draft(engine *e, ereq *r, const float *rows, int32_t n_draft) {
+    int32_t j = 0;
+    bool rejected = false, finished = false;
+    for (int32_t i = 0; i <= n_draft && !finished && !rejected; i++) {
+        const float *logits = rows + (size_t)i * (size_t)e->n_vocab;
+        if (e->logits_hook) e->logits_hook(e->logits_hook_user, r->user, logits, e->n_vocab);
+        kite_token x;
+        if (i == n_draft) {
+            x = kite_sampler_sample(r->smp, logits); /* bonus token after a fully accepted draft */
+        } else if (r->greedy) {
+            x = kite_sampler_sample(r->smp, logits);
+            rejected = x != r->draft[i];
+        } else {
+            spec_probs(r->smp, logits, e->n_vocab, e->prob);
+            x = r->draft[i];
+            rejected = !spec_accept(e->prob, NULL, x, e->n_vocab, &r->rng_accept, e->resid, &x);
+        }
+        if (i < n_draft && !rejected) j++;
+        finished = push_token(e, r, x); /* r is freed when this returns true */
+    }
+    e->spec_drafted += n_draft;
+    e->spec_accepted += j;
+    e->spec_passes++;
+    if (finished) return;
+    spec_adapt_update(&r->adapt, j, rejected);
+    sched_keep_draft(&e->sched, &r->s, j);
+}
+
+/* Before planning a step: drafts for every running sequence that is
+ * decoding (one pending token past the prompt path), by prompt lookup over
+ * its prompt and output, at most its adaptive length and never more than
+ * the tokens it may still produce minus the one every step yields. */
+static void make_drafts(engine *e) {
+    sched *s = &e->sched;
+    for (int32_t i = 0; i < s->n_running; i++) {
+        ereq *r = (ereq *)s->running[i];
+        r->s.n_draft = 0;
+        r->s.draft = r->draft;
+        if (r->s.n_toks - r->s.n_computed != 1 || r->s.n_computed < r->s.n_path) continue;
+        int32_t k = r->adapt.k;
+        if (k > r->max_gen - r->n_gen - 1) k = r->max_gen - r->n_gen - 1;
+        if (k <= 0) continue;
+        r->s.n_draft = spec_lookup_draft(r->s.toks, r->s.n_toks, e->spec_n, k, r->draft);
     }
 }
 
@@ -218,7 +304,9 @@ static void run_step(engine *e, int32_t n) {
     for (int32_t i = 0; i < n; i++) {
         const sched_item *it = &e->items[i];
         const sched_seq *q = it->seq;
-        memcpy(e->batch + nt, q->toks + q->n_computed, (size_t)it->n_tok * sizeof *e->batch);
+        const int32_t n_known = it->n_tok - it->n_draft; /* pending tokens, then the draft */
+        memcpy(e->batch + nt, q->toks + q->n_computed, (size_t)n_known * sizeof *e->batch);
+        if (it->n_draft > 0) memcpy(e->batch + nt + n_known, q->draft, (size_t)it->n_draft * sizeof *e->batch);
         e->fseqs[i] = (fwd_seq){.block_table = q->kv.blocks, .pos0 = q->n_computed, .n_tok = it->n_tok,
                                 .n_out = it->n_out,
                                 .attn_path = it->prompt_path ? ATTN_PATH_FLASH : ATTN_PATH_SPLITKV};
@@ -229,9 +317,12 @@ static void run_step(engine *e, int32_t n) {
     sched_advance(&e->sched, e->items, n);
     int32_t row = 0;
     for (int32_t i = 0; i < n; i++) {
-        if (!e->items[i].n_out) continue;
-        on_logits(e, (ereq *)e->items[i].seq, e->logits + (size_t)row * (size_t)e->n_vocab);
-        row++;
+        const sched_item *it = &e->items[i];
+        if (!it->n_out) continue;
+        const float *rows = e->logits + (size_t)row * (size_t)e->n_vocab;
+        if (it->n_draft > 0) verify_draft(e, (ereq *)it->seq, rows, it->n_draft);
+        else on_logits(e, (ereq *)it->seq, rows);
+        row += it->n_out;
     }
 }
 
@@ -263,6 +354,9 @@ static void publish_stats(engine *e) {
     st->kv_blocks_cached = kv_pool_n_cached(e->kv);
     st->kv_slots_allocated = alloc;
     st->kv_slots_used = used;
+    st->spec_drafted = e->spec_drafted;
+    st->spec_accepted = e->spec_accepted;
+    st->spec_verify_passes = e->spec_passes;
     pthread_mutex_unlock(&e->mu);
 }
 
@@ -287,6 +381,7 @@ static void *engine_main(void *arg) {
 
         reap_cancelled(e);
         if (!sched_idle(&e->sched)) {
+            if (e->spec_n > 0) make_drafts(e);
             const int32_t n = sched_plan(&e->sched, e->items);
             if (n > 0) run_step(e, n); else unstick(e);
         }
@@ -306,6 +401,9 @@ int engine_new(kite_model *model, const engine_params *params, engine **out) {
         p.block_size > 4096 || p.step_tokens < 0 || p.step_tokens > 65536 || p.n_threads < 0)
         return err_set(KITE_E_ARG, "engine_new: a parameter is out of range (n_parallel %d, n_ctx %d, "
                        "block_size %d, step_tokens %d)", p.n_parallel, p.n_ctx, p.block_size, p.step_tokens);
+    if (p.spec_lookup_n < 0 || p.spec_lookup_n > 64 || p.spec_draft_max < 0 || p.spec_draft_max > SPEC_MAX_DRAFT)
+        return err_set(KITE_E_ARG, "engine_new: spec_lookup_n %d (0..64) or spec_draft_max %d (0..%d) out of range",
+                       p.spec_lookup_n, p.spec_draft_max, SPEC_MAX_DRAFT);
     const int32_t n_parallel = p.n_parallel ? p.n_parallel : 4;
     int32_t n_ctx = p.n_ctx ? p.n_ctx : hp->n_ctx_train;
     const int32_t bs = p.block_size ? p.block_size : 16;
@@ -336,6 +434,13 @@ int engine_new(kite_model *model, const engine_params *params, engine **out) {
     e->n_blocks = (int32_t)n_blocks;
     e->step_tokens = step;
     e->bos = kite_token_bos(model);
+    e->spec_n = p.spec_lookup_n;
+    e->draft_max = p.spec_draft_max ? p.spec_draft_max : 8;
+    e->n_rows = n_parallel;
+    if (e->spec_n > 0) {
+        const int64_t rows = (int64_t)n_parallel * (1 + e->draft_max);
+        e->n_rows = rows < step ? (int32_t)rows : step;
+    }
     int rc = ctx_new_sized(model, e->n_blocks * bs, step, bs, p.n_threads, &e->ctx);
     if (rc != KITE_OK) goto fail_early;
     rc = kv_pool_new(e->n_blocks, bs, !p.no_prefix_cache, &e->kv);
@@ -345,9 +450,11 @@ int engine_new(kite_model *model, const engine_params *params, engine **out) {
     e->items = calloc((size_t)n_parallel, sizeof *e->items);
     e->fseqs = calloc((size_t)n_parallel, sizeof *e->fseqs);
     e->batch = calloc((size_t)step, sizeof *e->batch);
-    e->logits = malloc((size_t)n_parallel * (size_t)e->n_vocab * sizeof *e->logits);
+    e->logits = malloc((size_t)e->n_rows * (size_t)e->n_vocab * sizeof *e->logits);
     e->scratch = malloc((size_t)e->n_blocks * sizeof *e->scratch);
-    if (!e->items || !e->fseqs || !e->batch || !e->logits || !e->scratch) {
+    e->prob = malloc((size_t)e->n_vocab * sizeof *e->prob);
+    e->resid = malloc((size_t)e->n_vocab * sizeof *e->resid);
+    if (!e->items || !e->fseqs || !e->batch || !e->logits || !e->scratch || !e->prob || !e->resid) {
         rc = err_set(KITE_E_NOMEM, "engine_new: out of memory");
         goto fail_early;
     }
@@ -388,6 +495,8 @@ void engine_free(engine *e) {
     free(e->batch);
     free(e->logits);
     free(e->scratch);
+    free(e->prob);
+    free(e->resid);
     sbuf_free(&e->text);
     pthread_cond_destroy(&e->cv);
     pthread_mutex_destroy(&e->cb_mu);
@@ -424,6 +533,9 @@ int engine_submit(engine *e, const engine_req *req, engine_cb cb, void *user, ui
     r->cb = cb;
     r->user = user;
     r->ignore_eos = req->ignore_eos;
+    r->greedy = req->sampling.temperature <= 0.0f;
+    spec_adapt_init(&r->adapt, 1, e->draft_max, false);
+    sampler_rng_seed(&r->rng_accept, req->sampling.seed ^ 0x5EC0ACCE97ull);
     atomic_init(&r->cancelled, false);
     kv_table_init(&r->s.kv);
     r->s.n_prompt = r->s.n_toks = req->n_prompt;

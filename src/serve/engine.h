@@ -15,6 +15,16 @@
  *   the prefix before them, so requests sharing a prompt prefix share them
  *   (copy-on-write on divergence, LRU eviction of unreferenced cached blocks).
  *
+ *   Speculative decoding (spec_lookup_n > 0; docs/serve.md): before each
+ *   step every decoding sequence drafts up to its adaptive k tokens by
+ *   prompt lookup over its own prompt and output; its decode item becomes
+ *   [pending token, drafts] with logits for every position (drafts take
+ *   the step budget and spare KV blocks only), and after the pass the drafts
+ *   are verified in order with the request's own sampler - at temperature 0
+ *   the output is token for token plain decoding, otherwise distributed as
+ *   plain sampling - and the rejected positions are rolled back by
+ *   shrinking the block table.
+ *
  *   Detokenization and stop sequences are handled here, so every front end
  *   (HTTP server, `kite bench --parallel`, tests) gets the same text.  Text
  *   that may be the start of a stop sequence is held back until it is
@@ -46,6 +56,8 @@ typedef struct engine_params {
     int32_t step_tokens;   /* token budget of one step (chunked prefill); 0 = 512 */
     int32_t n_threads;     /* 0 = all online CPUs */
     bool no_prefix_cache;  /* disable prefix sharing (benchmarks, debugging) */
+    int32_t spec_lookup_n; /* speculative decoding with prompt lookup: largest n-gram; 0 = off */
+    int32_t spec_draft_max; /* upper bound on a sequence's draft length, 1..SPEC_MAX_DRAFT (16); 0 = 8 */
 } engine_params;
 
 typedef struct engine_req {
@@ -95,6 +107,9 @@ typedef struct engine_stats {
     int32_t kv_blocks_cached;    /* unreferenced, kept for prefix reuse */
     int64_t kv_slots_allocated;  /* token slots in blocks held by running sequences */
     int64_t kv_slots_used;       /* of those, slots holding a token */
+    int64_t spec_drafted;        /* speculative: drafted tokens verified by a forward pass */
+    int64_t spec_accepted;       /* of those, accepted (kept as output) */
+    int64_t spec_verify_passes;  /* sequence-steps that verified at least one draft */
 } engine_stats;
 
 engine_params engine_default_params(void);
@@ -122,7 +137,10 @@ void engine_get_stats(engine *e, engine_stats *out /* OUT */);
 
 /* Test and debugging hook: called on the engine thread with the logits row
  * (n_vocab floats, valid only during the call) each request is about to
- * sample from, and that request's callback user pointer.  Tests compare the
+ * sample from, and that request's callback user pointer.  With speculative
+ * decoding these are the rows that decided an output token (a draft's row
+ * up to the first rejection, then the row of the replacement or bonus
+ * token): the same sequence of rows as plain decoding.  Tests compare the
  * rows bit for bit with plain kite_ctx_eval decoding.  Install it before
  * submitting requests; fn NULL removes it. */
 typedef void (*engine_logits_fn)(void *hook_user, void *req_user, const float *logits, int32_t n_vocab);

@@ -60,6 +60,7 @@ static void preempt(sched *s, sched_seq *q) {
     running_remove(s, q);
     kv_release(s->kv, &q->kv);
     q->n_computed = 0;
+    q->n_draft = 0; /* the engine drafts afresh once it decodes again */
     queue_push_front(s, q);
     s->preemptions++;
 }
@@ -124,6 +125,21 @@ int32_t sched_plan(sched *s, sched_item *items) {
         budget--;
     }
 
+    /* drafts: extend decode items with their sequence's draft, with spare
+     * budget and blocks only (the decode tokens above already have theirs) */
+    const int32_t n_decode = n;
+    for (int32_t i = 0; i < n_decode && budget > 0; i++) {
+        sched_item *it = &items[i];
+        sched_seq *q = it->seq;
+        int32_t k = q->n_draft < budget ? q->n_draft : budget;
+        if (k <= 0 || !q->draft || it->prompt_path) continue;
+        while (k > 0 && kv_write_cost(kv, &q->kv, q->n_computed, 1 + k) > kv_pool_available(kv)) k--;
+        if (k == 0 || kv_prepare_write(kv, &q->kv, q->n_computed, 1 + k, s->copy, s->copy_user) != KITE_OK) continue;
+        it->n_tok = it->n_out = 1 + k;
+        it->n_draft = k;
+        budget -= k;
+    }
+
     /* prefill: chunks of the remaining budget, oldest first */
     for (int32_t i = 0; i < s->n_running && budget > 0; i++) {
         sched_seq *q = s->running[i];
@@ -143,9 +159,16 @@ int32_t sched_plan(sched *s, sched_item *items) {
 void sched_advance(sched *s, const sched_item *items, int32_t n) {
     for (int32_t i = 0; i < n; i++) {
         sched_seq *q = items[i].seq;
-        q->n_computed += items[i].n_tok;
+        q->n_computed += items[i].n_tok - items[i].n_draft;
         kv_commit(s->kv, &q->kv, q->toks, q->n_computed, q->n_path);
     }
+}
+
+void sched_keep_draft(sched *s, sched_seq *q, int32_t n_keep) {
+    KITE_ASSERT(n_keep >= 0 && q->n_computed + n_keep <= q->n_toks);
+    q->n_computed += n_keep;
+    kv_truncate(s->kv, &q->kv, q->n_computed);
+    kv_commit(s->kv, &q->kv, q->toks, q->n_computed, q->n_path);
 }
 
 void sched_remove(sched *s, sched_seq *q) {

@@ -27,6 +27,14 @@
  *   Each planned item wants the logits of its last token only when that
  *   token is the last pending one.
  *
+ *   Speculative drafts (docs/serve.md): after step 2 has given every decode
+ *   sequence its pending token, a sequence the engine gave a draft gets its
+ *   item extended by up to n_draft drafted tokens, oldest first, within the
+ *   remaining step budget and only with blocks the pool has spare (draft
+ *   less, never preempt, for a draft); such an item wants the logits of all
+ *   its tokens.  Draft positions are written through kv_prepare_write like
+ *   any others, so a shared block is copied before a draft touches it.
+ *
  *   Bit-exactness: attention rounds differently on the prompt path (used for
  *   a whole prompt) and the decode path (one token at a time), so an item
  *   never straddles position n_path: a recomputed or chunked sequence gets
@@ -59,6 +67,9 @@ typedef struct sched_seq {
     int32_t n_path;            /* positions 0..n_path-1 are computed on the prompt attention path
                                   (what a lone run of the prompt uses), later ones on the decode path */
     struct sched_seq *q_prev, *q_next; /* waiting-queue links */
+    const kite_token *draft;   /* [n_draft] speculative draft to follow the pending token, set by the
+                                  engine before each sched_plan (used only for a decode item) */
+    int32_t n_draft;           /* 0: no draft */
 } sched_seq;
 
 typedef struct sched_item {
@@ -66,6 +77,8 @@ typedef struct sched_item {
     int32_t n_tok;  /* tokens toks[n_computed .. n_computed + n_tok) */
     int32_t n_out;  /* 1: logits of the last token wanted */
     bool prompt_path; /* all n_tok positions are < n_path (an item never mixes the two paths) */
+    int32_t n_draft;  /* speculative decode item: n_tok = 1 + n_draft tokens (pending token, then
+                         seq->draft[0..n_draft)) and n_out = n_tok; 0 otherwise */
 } sched_item;
 
 typedef struct sched {
@@ -94,8 +107,17 @@ void sched_enqueue(sched *s, sched_seq *q);
 int32_t sched_plan(sched *s, sched_item *items);
 
 /* After the forward pass of a plan: advances n_computed and registers newly
- * full blocks in the prefix cache. */
+ * full blocks in the prefix cache.  A draft item advances by its pending
+ * token only; its draft positions wait for sched_keep_draft. */
 void sched_advance(sched *s, const sched_item *items, int32_t n);
+
+/* After verifying a draft item of q (and sched_advance): the first n_keep
+ * drafted tokens were accepted and appended to q->toks, so their positions
+ * (already written) count as computed; the rejected positions are dropped
+ * by shrinking the block table (kv_truncate: blocks past the kept positions
+ * go back to the pool, nothing is copied), then newly full blocks are
+ * registered. */
+void sched_keep_draft(sched *s, sched_seq *q, int32_t n_keep);
 
 /* Takes a sequence out (finished or cancelled), running or waiting; its
  * blocks are released. */

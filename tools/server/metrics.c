@@ -79,6 +79,12 @@ char *metrics_text(server *s) {
            (double)(free_blocks > 0 ? free_blocks : 0));
     double waste = st.kv_slots_allocated > 0 ? 1.0 - (double)st.kv_slots_used / (double)st.kv_slots_allocated : 0.0;
     metric(&t, "kite_kv_waste_ratio", "gauge", "Share of allocated KV token slots not holding a token.", waste);
+    metric(&t, "kite_spec_draft_tokens_total", "counter",
+           "Speculative decoding: drafted tokens verified by a forward pass.", (double)st.spec_drafted);
+    metric(&t, "kite_spec_accepted_tokens_total", "counter",
+           "Speculative decoding: drafted tokens accepted as output.", (double)st.spec_accepted);
+    metric(&t, "kite_spec_verify_passes_total", "counter",
+           "Speculative decoding: sequence steps that verified a draft.", (double)st.spec_verify_passes);
     add(&t, "# HELP kite_http_requests_total HTTP requests answered, by status class.\n"
             "# TYPE kite_http_requests_total counter\n");
     static const char *const cls[6] = {"other", "1xx", "2xx", "3xx", "4xx", "5xx"};

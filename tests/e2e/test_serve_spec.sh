@@ -1,0 +1,202 @@
+#!/bin/sh
+# tests/e2e/test_serve_spec.sh - `kite serve --lookup N`: speculative decoding
+# with prompt lookup inside the serving engine (docs/serve.md).
+#
+# Run from the repository root with KITE_BUILD=<build dir> (tests/run.sh does
+# this).  POSIX sh + curl.  Starts two servers on 127.0.0.1 (ports chosen by
+# the system) with the bundled model: one with --lookup 3 --draft-max 6, one
+# without speculation.  Checks:
+#   * temperature-0 /v1/completions of input-copying prompts (and one plain
+#     story opening) give the same text and token counts on both servers,
+#     sent concurrently to the speculative one;
+#   * a streamed temperature-0 completion from the speculative server has
+#     the same text as the non-streaming one;
+#   * /metrics of the speculative server shows drafted and accepted tokens
+#     (so the comparison above is not vacuous), and no running sequence or
+#     used KV block once every request is done; the plain server drafted
+#     nothing;
+#   * `kite bench --parallel 2 --lookup 3 --json` reports the speeds without
+#     and with speculation, a non-zero acceptance and the tokens per pass;
+#   * bad values of --lookup / --draft-max are rejected with exit status 2.
+#
+# The last line is "tests/e2e/test_serve_spec.sh: N passed, M failed".
+
+set -u
+. tests/e2e/lib.sh
+e2e_init
+
+T=$E2E_TMP
+PIDS=
+
+skip() { printf '  skip  %s: %s\n' "$1" "$2"; }
+
+stop_servers() {
+    for p in $PIDS; do
+        kill "$p" 2>/dev/null
+        wait "$p" 2>/dev/null
+    done
+    PIDS=
+}
+trap 'stop_servers; rm -rf "$E2E_TMP"' EXIT
+trap 'stop_servers; rm -rf "$E2E_TMP"; exit 130' INT TERM
+
+if ! command -v curl >/dev/null 2>&1; then
+    skip "kite serve --lookup" "curl is not installed"
+    e2e_summary
+    exit 0
+fi
+
+# start NAME ARGS...: starts a server, sets $PORT ("" on failure).
+start() {
+    _name=$1
+    shift
+    "$KITE" serve --port 0 -t 1 --parallel 4 --ctx 256 -q "$@" </dev/null >"$T/$_name.out" 2>"$T/$_name.log" &
+    _pid=$!
+    PIDS="$PIDS $_pid"
+    PORT=
+    _i=0
+    while [ $_i -lt 100 ]; do
+        PORT=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$T/$_name.log")
+        [ -n "$PORT" ] && break
+        kill -0 "$_pid" 2>/dev/null || break
+        sleep 0.1
+        _i=$((_i + 1))
+    done
+}
+
+start spec --lookup 3 --draft-max 6
+SPEC_PORT=$PORT
+start plain
+PLAIN_PORT=$PORT
+if [ -z "$SPEC_PORT" ] || [ -z "$PLAIN_PORT" ]; then
+    e2e_fail "servers start" "spec: $(e2e_first_line "$T/spec.log"); plain: $(e2e_first_line "$T/plain.log")"
+    e2e_summary
+    exit 1
+fi
+e2e_ok "servers start (--lookup 3 on port $SPEC_PORT, plain on port $PLAIN_PORT)"
+
+# post PORT FILE BODY: POST /v1/completions; sets $code.
+post() {
+    code=$(printf '%s' "$3" | curl -s -m 60 -o "$2" -w '%{http_code}' -X POST \
+        -H 'Content-Type: application/json' --data-binary @- "http://127.0.0.1:$1/v1/completions")
+}
+
+# json_raw FILE KEY: the first string value of KEY, still JSON-escaped.
+json_raw() {
+    awk -v key="\"$2\":\"" '
+        {
+            s = $0; k = index(s, key); if (!k) next
+            s = substr(s, k + length(key)); out = ""
+            while (length(s)) {
+                c = substr(s, 1, 1)
+                if (c == "\"") break
+                if (c == "\\") { out = out substr(s, 1, 2); s = substr(s, 3); continue }
+                out = out c; s = substr(s, 2)
+            }
+            printf "%s", out; exit
+        }' "$1"
+}
+
+json_num() { sed -n "s/.*\"$2\":\([0-9.eE+-]*\).*/\1/p" "$1" | head -n 1; }
+
+# sse_text FILE: the "text" strings of every data event, still JSON-escaped.
+sse_text() {
+    awk '
+        /^data: \{/ {
+            s = $0; key = "\"text\":\""; k = index(s, key)
+            if (!k) next
+            s = substr(s, k + length(key)); out = ""
+            while (length(s)) {
+                c = substr(s, 1, 1)
+                if (c == "\"") break
+                if (c == "\\") { out = out substr(s, 1, 2); s = substr(s, 3); continue }
+                out = out c; s = substr(s, 2)
+            }
+            printf "%s", out
+        }' "$1"
+}
+
+P1='Tom had a red car. He liked to drive it in the yard with his dog. One day the car broke. Tom had a red car. He liked to'
+P2='There was a small bird who loved to sing. Every morning it sang a happy song for the children. There was a small bird who loved to sing. Every morning'
+P3='Mom said: \"Be careful, the stove is hot!\" Lily said: \"I will be careful, Mom.\" Mom said: \"Be'
+P4='Once upon a time'
+
+# the four prompts at once to the speculative server, then one by one to the plain one
+n=1
+CPIDS=
+for p in "$P1" "$P2" "$P3" "$P4"; do
+    post "$SPEC_PORT" "$T/spec$n.json" "{\"prompt\":\"$p\",\"max_tokens\":64,\"temperature\":0}" &
+    CPIDS="$CPIDS $!"
+    n=$((n + 1))
+done
+for c in $CPIDS; do wait "$c"; done
+n=1
+for p in "$P1" "$P2" "$P3" "$P4"; do
+    post "$PLAIN_PORT" "$T/plain$n.json" "{\"prompt\":\"$p\",\"max_tokens\":64,\"temperature\":0}"
+    a=$(json_raw "$T/spec$n.json" text)
+    b=$(json_raw "$T/plain$n.json" text)
+    ta=$(json_num "$T/spec$n.json" completion_tokens)
+    tb=$(json_num "$T/plain$n.json" completion_tokens)
+    if [ "$code" != 200 ] || [ -z "$b" ]; then
+        e2e_fail "prompt $n: plain server" "status $code: $(e2e_first_line "$T/plain$n.json")"
+    elif [ "$a" = "$b" ] && [ "$ta" = "$tb" ]; then
+        e2e_ok "prompt $n: --lookup 3 output equals plain decoding ($ta tokens)"
+    else
+        e2e_fail "prompt $n: --lookup 3 differs" "spec ($ta tokens) '$(printf '%s' "$a" | cut -c 1-80)' vs plain ($tb) '$(printf '%s' "$b" | cut -c 1-80)'"
+    fi
+    n=$((n + 1))
+done
+
+# streaming from the speculative server: same text as non-streaming
+code=$(printf '%s' "{\"prompt\":\"$P1\",\"max_tokens\":64,\"temperature\":0,\"stream\":true}" |
+    curl -s -N -m 60 -o "$T/stream.txt" -w '%{http_code}' -X POST -H 'Content-Type: application/json' \
+        --data-binary @- "http://127.0.0.1:$SPEC_PORT/v1/completions")
+s=$(sse_text "$T/stream.txt")
+a=$(json_raw "$T/spec1.json" text)
+if [ "$code" = 200 ] && [ -n "$s" ] && [ "$s" = "$a" ]; then e2e_ok "streamed text equals the non-streaming text"
+else e2e_fail "streamed text" "status $code: '$(printf '%s' "$s" | cut -c 1-80)' vs '$(printf '%s' "$a" | cut -c 1-80)'"; fi
+
+# metrics
+metric() { sed -n "s/^$1 //p" "$T/metrics"; }
+curl -s -m 10 "http://127.0.0.1:$SPEC_PORT/metrics" >"$T/metrics"
+drafted=$(metric kite_spec_draft_tokens_total)
+accepted=$(metric kite_spec_accepted_tokens_total)
+passes=$(metric kite_spec_verify_passes_total)
+if [ -n "$drafted" ] && [ -n "$accepted" ] && [ -n "$passes" ] && [ "$accepted" -gt 0 ] &&
+    [ "$drafted" -ge "$accepted" ] && [ "$passes" -gt 0 ]; then
+    e2e_ok "/metrics: $drafted drafted, $accepted accepted in $passes verification passes"
+else
+    e2e_fail "/metrics spec counters" "drafted '$drafted' accepted '$accepted' passes '$passes'"
+fi
+i=0
+while [ $i -lt 50 ]; do
+    curl -s -m 10 "http://127.0.0.1:$SPEC_PORT/metrics" >"$T/metrics"
+    [ "$(metric kite_running_sequences)" = 0 ] && [ "$(metric kite_kv_blocks_used)" = 0 ] && break
+    sleep 0.1
+    i=$((i + 1))
+done
+if [ "$(metric kite_running_sequences)" = 0 ] && [ "$(metric kite_kv_blocks_used)" = 0 ]; then
+    e2e_ok "no running sequence or used KV block left"
+else
+    e2e_fail "KV blocks freed" "running $(metric kite_running_sequences), used $(metric kite_kv_blocks_used)"
+fi
+curl -s -m 10 "http://127.0.0.1:$PLAIN_PORT/metrics" >"$T/metrics"
+if [ "$(metric kite_spec_draft_tokens_total)" = 0 ]; then e2e_ok "the plain server drafted nothing"
+else e2e_fail "plain server drafts" "kite_spec_draft_tokens_total $(metric kite_spec_draft_tokens_total)"; fi
+stop_servers
+
+# kite bench --parallel ... --lookup: both runs in one invocation, acceptance and tokens/pass reported
+e2e_kite "$T/bench.out" "$T/bench.err" bench --parallel 2 -t 1 -n 24 --lookup 3 --reps 1 --json \
+    --prompt "The ball was very happy. The ball was very happy. The ball was very happy."
+if [ "$rc" = 0 ] && grep -q '"test": "serve_lookup", .*"parallel": 2,.*"plain_tok_s": [0-9]' "$T/bench.out" &&
+    grep -q '"lookup_tok_s": [0-9].*"acceptance": 0\.[0-9]*[1-9].*"tokens_per_pass": [1-9]' "$T/bench.out"; then
+    e2e_ok "kite bench --parallel 2 --lookup 3 reports both speeds, acceptance and tokens per pass"
+else
+    e2e_fail "kite bench --lookup" "rc $rc: $(e2e_first_line "$T/bench.out") $(e2e_first_line "$T/bench.err")"
+fi
+
+# bad flags
+e2e_expect_error "--lookup 0 is rejected" 2 "" "--lookup" serve --port 0 --lookup 0
+e2e_expect_error "--draft-max 17 is rejected" 2 "" "--draft-max" serve --port 0 --lookup 2 --draft-max 17
+
+e2e_summary

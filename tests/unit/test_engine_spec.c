@@ -1,0 +1,726 @@
+/*
+ * test_engine_spec.c - speculative decoding inside the serving engine
+ * (engine_params.spec_lookup_n; src/serve/engine.c verify_draft, scheduler
+ * draft items) with the bundled stories260K model.
+ *
+ *   - temperature 0, concurrent requests (story openings and input-copying
+ *     prompts where lookup drafts hit), speculation on: every output equals
+ *     plain kite_ctx_eval greedy decoding token for token and text for text,
+ *     and every logits row sampled from is bit-identical to the plain run's.
+ *     The rows after a rejected draft depend on the K/V of the kept
+ *     positions, so equal rows show the rollback left exactly the rows of a
+ *     run that never drafted.  Drafts were proposed, some accepted and some
+ *     rejected (counters), and every block is free at the end;
+ *   - identical requests at once (their generated blocks meet in the prefix
+ *     cache and get shared) and shared prompt prefixes: outputs unchanged;
+ *   - a pool too small for everyone (drafts must shrink, preemption still
+ *     happens) and a step budget of 8 tokens: outputs unchanged;
+ *   - max_tokens 1..6 ("length" exactly at the limit) and a stop string in
+ *     the middle of a copied span: the same text, tokens and finish reason
+ *     as the engine without speculation;
+ *   - seeded sampling at temperature 1 (no top-k/top-p/min-p) with speculation: valid outputs
+ *     within the limits, drafts verified, and the joint distribution of the
+ *     first two generated tokens over 800 seeds agrees with plain sampling
+ *     (chi-square test of homogeneity);
+ *   - the scheduler alone (no model): a decode item grows by its draft
+ *     within the step budget and the spare blocks only (shorter draft, no
+ *     preemption, when they are short), sched_keep_draft keeps exactly the
+ *     accepted positions and frees the tail blocks, and a draft position in
+ *     a block shared with another sequence is written into a private copy
+ *     (copy-on-write) leaving the shared block untouched;
+ *   - parameter checks.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "harness.h"
+#include "kite.h"
+#include "serve/engine.h"
+#include "serve/kv_blocks.h"
+#include "serve/scheduler.h"
+
+#define MODEL "models/stories260K.gguf"
+#define MAX_TOK 512
+#define TEXT_CAP 8192
+#define N_VOCAB 512
+
+static kite_model *g_model;
+
+/* ---- collecting a request's events -------------------------------------- */
+
+typedef struct collect {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    kite_token toks[MAX_TOK];
+    int32_t n_toks;
+    char text[TEXT_CAP];
+    size_t n_text;
+    bool done;
+    int kind;
+    char reason[16];
+    int32_t n_gen;
+    uint64_t logit_hash[MAX_TOK]; /* hash of the bits of each logits row sampled from */
+    int32_t n_logits;
+} collect;
+
+static void collect_init(collect *c) {
+    memset(c, 0, sizeof *c);
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+}
+
+static void collect_destroy(collect *c) {
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->cv);
+}
+
+static void on_event(void *user, const engine_event *ev) {
+    collect *c = user;
+    pthread_mutex_lock(&c->mu);
+    if (ev->kind == ENGINE_EV_TEXT) {
+        for (int32_t i = 0; i < ev->n_tokens && c->n_toks < MAX_TOK; i++) c->toks[c->n_toks++] = ev->tokens[i];
+        if (c->n_text + ev->len < TEXT_CAP) {
+            memcpy(c->text + c->n_text, ev->text, ev->len);
+            c->n_text += ev->len;
+            c->text[c->n_text] = '\0';
+        }
+    } else {
+        c->done = true;
+        c->kind = ev->kind;
+        snprintf(c->reason, sizeof c->reason, "%s", ev->finish_reason ? ev->finish_reason : "");
+        c->n_gen = ev->n_gen;
+        pthread_cond_broadcast(&c->cv);
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* FNV-1a over the bytes of a logits row. */
+static uint64_t row_hash(const float *x, int32_t n) {
+    const unsigned char *b = (const unsigned char *)x;
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < (size_t)n * sizeof *x; i++) h = (h ^ b[i]) * 1099511628211ULL;
+    return h;
+}
+
+static void on_logits(void *hook_user, void *req_user, const float *logits, int32_t n_vocab) {
+    (void)hook_user;
+    collect *c = req_user;
+    pthread_mutex_lock(&c->mu);
+    if (c->n_logits < MAX_TOK) c->logit_hash[c->n_logits++] = row_hash(logits, n_vocab);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static bool collect_wait(collect *c, double seconds) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += (time_t)seconds;
+    pthread_mutex_lock(&c->mu);
+    int rc = 0;
+    while (!c->done && rc == 0) rc = pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+    const bool done = c->done;
+    pthread_mutex_unlock(&c->mu);
+    return done;
+}
+
+static void sleep_ms(int ms) {
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Stats are published after each step: waits until requests_done reaches n. */
+static void stats_after(engine *e, int64_t n, engine_stats *st) {
+    for (int i = 0; i < 2000; i++) {
+        engine_get_stats(e, st);
+        if (st->requests_done >= n) return;
+        sleep_ms(1);
+    }
+}
+
+/* ---- requests and the plain reference ----------------------------------- */
+
+typedef struct req_spec {
+    kite_token prompt[MAX_TOK];
+    int32_t n_prompt;
+    int32_t max_tokens;
+    bool ignore_eos;
+    float temperature;
+    bool no_filters;    /* top-k, top-p and min-p off: the whole distribution */
+    uint64_t seed;
+} req_spec;
+
+static void spec_from_text(req_spec *r, const char *text, int32_t max_tokens) {
+    memset(r, 0, sizeof *r);
+    size_t n = 0;
+    int rc = kite_tokenize(g_model, text, strlen(text), true, r->prompt, MAX_TOK, &n);
+    CHECK_EQ_INT(rc, KITE_OK);
+    r->n_prompt = (int32_t)n;
+    r->max_tokens = max_tokens;
+}
+
+static engine_req to_req(const req_spec *r) {
+    engine_req q = {.prompt = r->prompt, .n_prompt = r->n_prompt, .max_tokens = r->max_tokens,
+                    .ignore_eos = r->ignore_eos};
+    q.sampling = kite_sampler_default_params();
+    q.sampling.temperature = r->temperature;
+    q.sampling.seed = r->seed ? r->seed : q.sampling.seed;
+    if (r->no_filters) {
+        q.sampling.top_k = 0;
+        q.sampling.top_p = 1.0f;
+        q.sampling.min_p = 0.0f;
+    }
+    return q;
+}
+
+/* Plain single-sequence greedy decoding with kite_ctx_eval. */
+static void reference(const req_spec *r, collect *out) {
+    kite_ctx_params cp = kite_ctx_default_params();
+    cp.n_ctx = MAX_TOK;
+    cp.n_threads = 1;
+    kite_ctx *ctx = NULL;
+    kite_sampler *smp = NULL;
+    kite_detok *dt = NULL;
+    engine_req q = to_req(r);
+    memset(out, 0, sizeof *out);
+    CHECK_EQ_INT(kite_ctx_new(g_model, &cp, &ctx), KITE_OK);
+    CHECK_EQ_INT(kite_sampler_new(&q.sampling, N_VOCAB, &smp), KITE_OK);
+    CHECK_EQ_INT(kite_detok_new(g_model, &dt), KITE_OK);
+    const kite_token bos = kite_token_bos(g_model);
+    char piece[1024];
+    if (r->prompt[r->n_prompt - 1] == bos) kite_detok_push(dt, bos, piece, sizeof piece);
+    for (int32_t i = 0; i < r->n_prompt; i++) kite_sampler_accept(smp, r->prompt[i]);
+    CHECK_EQ_INT(kite_ctx_eval(ctx, r->prompt, r->n_prompt, false), KITE_OK);
+    for (int32_t g = 0; g < r->max_tokens; g++) {
+        out->logit_hash[out->n_logits++] = row_hash(kite_ctx_logits(ctx, -1), N_VOCAB);
+        kite_token t = kite_sampler_sample(smp, kite_ctx_logits(ctx, -1));
+        if (!r->ignore_eos && (kite_token_is_eog(g_model, t) || t == bos)) break;
+        kite_sampler_accept(smp, t);
+        out->toks[out->n_toks++] = t;
+        int k = kite_detok_push(dt, t, piece, sizeof piece);
+        if (k > 0 && out->n_text + (size_t)k < TEXT_CAP) {
+            memcpy(out->text + out->n_text, piece, (size_t)k);
+            out->n_text += (size_t)k;
+        }
+        if (g + 1 < r->max_tokens) CHECK_EQ_INT(kite_ctx_eval(ctx, &t, 1, false), KITE_OK);
+    }
+    int k = kite_detok_flush(dt, piece, sizeof piece);
+    if (k > 0) {
+        memcpy(out->text + out->n_text, piece, (size_t)k);
+        out->n_text += (size_t)k;
+    }
+    out->text[out->n_text] = '\0';
+    kite_detok_free(dt);
+    kite_sampler_free(smp);
+    kite_ctx_free(ctx);
+}
+
+static bool same_output(const collect *a, const collect *b) {
+    return a->n_toks == b->n_toks && memcmp(a->toks, b->toks, (size_t)a->n_toks * sizeof *a->toks) == 0 &&
+           a->n_text == b->n_text && memcmp(a->text, b->text, a->n_text) == 0;
+}
+
+static bool same_logits(const collect *a, const collect *b) {
+    return a->n_logits == b->n_logits && a->n_logits > 0 &&
+           memcmp(a->logit_hash, b->logit_hash, (size_t)a->n_logits * sizeof *a->logit_hash) == 0;
+}
+
+static engine *new_engine(int32_t n_parallel, int32_t n_ctx, int64_t kv_mem, int32_t step_tokens, int32_t lookup,
+                          bool no_prefix_cache) {
+    engine_params p = engine_default_params();
+    p.n_parallel = n_parallel;
+    p.n_ctx = n_ctx;
+    p.kv_mem_bytes = kv_mem;
+    p.step_tokens = step_tokens;
+    p.n_threads = 1;
+    p.spec_lookup_n = lookup;
+    p.no_prefix_cache = no_prefix_cache;
+    engine *e = NULL;
+    int rc = engine_new(g_model, &p, &e);
+    CHECK_MSG(rc == KITE_OK, "engine_new: %s", kite_last_error());
+    if (e) engine_set_logits_hook(e, on_logits, NULL);
+    return e;
+}
+
+/* Submits all specs at once (one thread) and waits for them. */
+static void run_all(engine *e, const req_spec *specs, int32_t n, collect *out) {
+    for (int32_t i = 0; i < n; i++) collect_init(&out[i]);
+    for (int32_t i = 0; i < n; i++) {
+        engine_req q = to_req(&specs[i]);
+        CHECK_EQ_INT(engine_submit(e, &q, on_event, &out[i], NULL), KITE_OK);
+    }
+    for (int32_t i = 0; i < n; i++) CHECK_MSG(collect_wait(&out[i], 60), "request %d did not finish", i);
+}
+
+/* Prompts: story openings and input-copying ones (a passage, then its start
+ * again, so the continuation can be looked up in the prompt). */
+static const char *const prompts[] = {
+    "Once upon a time",
+    "Lily and Tom went to the park to play with a big red ball",
+    "The little dog was sad because",
+    "There was a small bird who loved to sing. Every morning it sang a happy song for the children. "
+    "There was a small bird who loved to sing. Every morning",
+    "Tom had a red car. He liked to drive it in the yard with his dog. One day the car broke. "
+    "Tom had a red car. He liked to",
+    "Mom said: \"Be careful, the stove is hot!\" Lily said: \"I will be careful, Mom.\" Mom said: \"Be",
+    "Ben",
+    "The sun was hot and the children wanted to swim in the lake, so they went to the lake. The sun was hot and",
+};
+#define N_PROMPTS (int32_t)(sizeof prompts / sizeof prompts[0])
+
+static void make_specs(req_spec *specs, int32_t n) {
+    for (int32_t i = 0; i < n; i++) {
+        spec_from_text(&specs[i], prompts[i % N_PROMPTS], 24 + (i * 13) % 41);
+        specs[i].ignore_eos = i % 3 == 1;
+    }
+}
+
+/* Checks each output against plain decoding; returns how many matched. */
+static int32_t check_against_reference(const req_spec *specs, collect *out, int32_t n) {
+    int32_t ok = 0;
+    static collect ref;
+    for (int32_t i = 0; i < n; i++) {
+        reference(&specs[i], &ref);
+        const bool same = same_output(&out[i], &ref), logits = same_logits(&out[i], &ref);
+        CHECK_MSG(out[i].kind == ENGINE_EV_DONE, "request %d: final event %d", i, out[i].kind);
+        CHECK_MSG(same, "request %d: spec \"%s\" != reference \"%s\"", i, out[i].text, ref.text);
+        CHECK_MSG(logits, "request %d: logits rows differ from plain decoding (%d vs %d rows)", i, out[i].n_logits,
+                  ref.n_logits);
+        CHECK_EQ_INT(out[i].n_gen, ref.n_toks);
+        CHECK_STR_EQ(out[i].reason, ref.n_toks == specs[i].max_tokens ? "length" : "stop");
+        ok += same && logits;
+        collect_destroy(&out[i]);
+    }
+    return ok;
+}
+
+/* ---- tests --------------------------------------------------------------- */
+
+TEST(greedy_equals_plain_decoding) {
+    enum { N = 16 };
+    static req_spec specs[N];
+    static collect out[N];
+    make_specs(specs, N);
+    engine *e = new_engine(8, 256, 0, 64, 3, false);
+    if (!e) return;
+    run_all(e, specs, N, out);
+    engine_stats st;
+    stats_after(e, N, &st);
+    CHECK_EQ_INT(st.requests_done, N);
+    CHECK_EQ_INT(st.kv_blocks_used, 0);
+    CHECK_EQ_INT(st.running, 0);
+    /* not vacuous: drafts were scored, some kept and some rejected */
+    CHECK_MSG(st.spec_drafted > 0 && st.spec_accepted > 0 && st.spec_accepted < st.spec_drafted,
+              "drafted %lld accepted %lld", (long long)st.spec_drafted, (long long)st.spec_accepted);
+    CHECK(st.spec_verify_passes > 0);
+    printf("  greedy: %lld drafted, %lld accepted, %lld verification passes, %lld steps for %lld tokens\n",
+           (long long)st.spec_drafted, (long long)st.spec_accepted, (long long)st.spec_verify_passes,
+           (long long)st.steps, (long long)st.tokens_out);
+    engine_free(e);
+    CHECK_EQ_INT(check_against_reference(specs, out, N), N);
+}
+
+TEST(shared_blocks_and_prefixes) {
+    enum { N = 6 };
+    static req_spec specs[N];
+    static collect out[N];
+    /* three identical requests (generated blocks get shared through the
+     * prefix cache) and three sharing a long prompt prefix */
+    for (int32_t i = 0; i < N; i++) {
+        spec_from_text(&specs[i], i < 3 ? prompts[4] : prompts[3], 60);
+        specs[i].ignore_eos = true;
+    }
+    specs[4].max_tokens = 33;
+    specs[5].max_tokens = 47;
+    engine *e = new_engine(8, 256, 0, 64, 2, false);
+    if (!e) return;
+    run_all(e, specs, 3, out);
+    run_all(e, specs + 3, 1, out + 3);
+    run_all(e, specs + 4, 2, out + 4);
+    engine_stats st;
+    stats_after(e, N, &st);
+    CHECK(st.prefix_hit_tokens > 0);
+    CHECK(st.spec_accepted > 0);
+    CHECK_EQ_INT(st.kv_blocks_used, 0);
+    engine_free(e);
+    CHECK_EQ_INT(check_against_reference(specs, out, N), N);
+}
+
+TEST(small_pool_and_step_budget) {
+    enum { N = 8 };
+    static req_spec specs[N];
+    static collect out[N];
+    make_specs(specs, N);
+    for (int32_t i = 0; i < N; i++) {
+        specs[i].max_tokens = 40 + 5 * i;
+        specs[i].ignore_eos = true;
+    }
+    kite_model_info info;
+    kite_model_get_info(g_model, &info);
+    const int64_t pos_bytes = 2LL * info.n_layer * info.n_head_kv * (info.n_embd / info.n_head) * 4;
+    /* 14 blocks of 16 positions for 8 sequences of ~60-110 positions */
+    engine *e = new_engine(8, 128, 14 * 16 * pos_bytes, 64, 3, false);
+    if (!e) return;
+    run_all(e, specs, N, out);
+    engine_stats st;
+    stats_after(e, N, &st);
+    CHECK_MSG(st.preemptions > 0, "no preemption happened");
+    CHECK(st.spec_accepted > 0);
+    CHECK_EQ_INT(st.kv_blocks_used, 0);
+    engine_free(e);
+    CHECK_EQ_INT(check_against_reference(specs, out, N), N);
+
+    /* a step budget of 8 tokens shared by 4 decoding sequences and their drafts */
+    e = new_engine(4, 256, 0, 8, 3, true);
+    if (!e) return;
+    run_all(e, specs, 4, out);
+    stats_after(e, 4, &st);
+    CHECK(st.spec_accepted > 0);
+    CHECK_EQ_INT(st.kv_blocks_used, 0);
+    engine_free(e);
+    CHECK_EQ_INT(check_against_reference(specs, out, 4), 4);
+}
+
+TEST(limits_and_stop_strings) {
+    static req_spec specs[6];
+    static collect out[6], plain[6];
+    for (int32_t i = 0; i < 6; i++) {
+        spec_from_text(&specs[i], prompts[4], i + 1);
+        specs[i].ignore_eos = true;
+    }
+    engine *e = new_engine(8, 256, 0, 64, 3, false);
+    if (!e) return;
+    run_all(e, specs, 6, out);
+    for (int32_t i = 0; i < 6; i++) {
+        CHECK_STR_EQ(out[i].reason, "length");
+        CHECK_EQ_INT(out[i].n_toks, i + 1);
+    }
+    CHECK_EQ_INT(check_against_reference(specs, out, 6), 6);
+
+    /* a stop string inside a span the drafts copy from the prompt */
+    req_spec s;
+    spec_from_text(&s, prompts[4], 60);
+    collect ref;
+    reference(&s, &ref);
+    CHECK(ref.n_text > 30);
+    char stop[16];
+    memcpy(stop, ref.text + 12, 5);
+    stop[5] = '\0';
+    engine *p = new_engine(8, 256, 0, 64, 0, false);
+    if (!p) {
+        engine_free(e);
+        return;
+    }
+    const char *stops[] = {stop};
+    engine_req q = to_req(&s);
+    q.stop = stops;
+    q.n_stop = 1;
+    collect_init(&out[0]);
+    collect_init(&plain[0]);
+    CHECK_EQ_INT(engine_submit(e, &q, on_event, &out[0], NULL), KITE_OK);
+    CHECK_EQ_INT(engine_submit(p, &q, on_event, &plain[0], NULL), KITE_OK);
+    CHECK(collect_wait(&out[0], 30) && collect_wait(&plain[0], 30));
+    CHECK_STR_EQ(out[0].reason, "stop");
+    CHECK_STR_EQ(plain[0].reason, "stop");
+    CHECK_MSG(same_output(&out[0], &plain[0]), "\"%s\" != \"%s\"", out[0].text, plain[0].text);
+    CHECK_EQ_INT(out[0].n_gen, plain[0].n_gen);
+    CHECK(strstr(out[0].text, stop) == NULL);
+    engine_stats st;
+    stats_after(e, 7, &st);
+    CHECK_EQ_INT(st.kv_blocks_used, 0);
+    CHECK(st.spec_accepted > 0);
+    engine_free(e);
+    engine_free(p);
+    collect_destroy(&out[0]);
+    collect_destroy(&plain[0]);
+}
+
+/* Chi-square statistic of homogeneity for two samples over `n` bins. */
+static double chi2_two_samples(const int32_t *a, const int32_t *b, int32_t n, double na, double nb, int32_t *dof) {
+    double x = 0.0;
+    *dof = -1;
+    for (int32_t i = 0; i < n; i++) {
+        const double tot = (double)a[i] + (double)b[i];
+        if (tot <= 0.0) continue;
+        const double ea = tot * na / (na + nb), eb = tot * nb / (na + nb);
+        x += ((double)a[i] - ea) * ((double)a[i] - ea) / ea + ((double)b[i] - eb) * ((double)b[i] - eb) / eb;
+        (*dof)++;
+    }
+    return x;
+}
+
+/* Bins of the pairs keys[0][0..n) and keys[1][0..n): the BINS-1 most
+ * frequent pairs over both samples get a bin each, all others share the
+ * last one; fills hist[2][BINS]. */
+enum { BINS = 16 };
+static void bin_pairs(const uint32_t *const keys[2], int32_t n, int32_t hist[2][BINS]) {
+    static uint32_t uniq[4096];
+    static int32_t count[4096];
+    int32_t n_uniq = 0;
+    for (int s = 0; s < 2; s++)
+        for (int32_t i = 0; i < n; i++) {
+            int32_t u = 0;
+            while (u < n_uniq && uniq[u] != keys[s][i]) u++;
+            if (u == n_uniq) {
+                uniq[n_uniq] = keys[s][i];
+                count[n_uniq++] = 0;
+            }
+            count[u]++;
+        }
+    /* selection of the most frequent (ties: first seen) */
+    static uint32_t top[BINS - 1];
+    int32_t n_top = 0;
+    for (; n_top < BINS - 1 && n_top < n_uniq; n_top++) {
+        int32_t best = -1;
+        for (int32_t u = 0; u < n_uniq; u++)
+            if (count[u] >= 0 && (best < 0 || count[u] > count[best])) best = u;
+        top[n_top] = uniq[best];
+        count[best] = -1;
+    }
+    memset(hist, 0, 2 * BINS * sizeof **hist);
+    for (int s = 0; s < 2; s++)
+        for (int32_t i = 0; i < n; i++) {
+            int32_t b = 0;
+            while (b < n_top && top[b] != keys[s][i]) b++;
+            hist[s][b < n_top ? b : BINS - 1]++;
+        }
+}
+
+TEST(sampling_distribution) {
+    enum { N = 800 };
+    static req_spec specs[N];
+    static collect out[N];
+    static uint32_t pairs[2][N];
+    static int32_t hist[2][BINS];
+    int64_t accepted = 0, rejected = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int32_t i = 0; i < N; i++) {
+            if (i == 0) spec_from_text(&specs[0], prompts[5], 3);
+            else specs[i] = specs[0];
+            specs[i].temperature = 1.0f;
+            specs[i].no_filters = true;
+            specs[i].ignore_eos = true;
+            specs[i].seed = 7000 + (uint64_t)i + (pass ? 100000u : 0u);
+        }
+        engine *e = new_engine(32, 128, 0, 256, pass == 0 ? 0 : 3, false);
+        if (!e) return;
+        run_all(e, specs, N, out);
+        engine_stats st;
+        stats_after(e, N, &st);
+        CHECK_EQ_INT(st.kv_blocks_used, 0);
+        if (pass) {
+            accepted = st.spec_accepted;
+            rejected = st.spec_drafted - st.spec_accepted;
+        }
+        engine_free(e);
+        for (int32_t i = 0; i < N; i++) {
+            CHECK_STR_EQ(out[i].reason, "length");
+            CHECK_EQ_INT(out[i].n_toks, 3);
+            for (int32_t t = 0; t < out[i].n_toks; t++) CHECK(out[i].toks[t] >= 0 && out[i].toks[t] < N_VOCAB);
+            /* the first two generated tokens: the second is the first a draft can decide */
+            pairs[pass][i] = (uint32_t)out[i].toks[0] * (uint32_t)N_VOCAB + (uint32_t)out[i].toks[1];
+            collect_destroy(&out[i]);
+        }
+    }
+    CHECK(accepted > 0 && rejected > 0); /* both branches of the rule ran */
+    const uint32_t *const keys[2] = {pairs[0], pairs[1]};
+    bin_pairs(keys, N, hist);
+    int32_t dof = 0;
+    const double x = chi2_two_samples(hist[0], hist[1], BINS, N, N, &dof);
+    /* far tail only: about p < 1e-4 at 15 degrees of freedom (chi-square 44.3 is p = 1e-4); always
+     * accepting the drafts scores several times higher */
+    const double limit = dof + 6.0 * sqrt(2.0 * (dof > 0 ? dof : 1));
+    printf("  sampling: chi-square %.1f, %d degrees of freedom (limit %.1f), %lld drafts accepted, %lld not\n", x,
+           dof, limit, (long long)accepted, (long long)rejected);
+    CHECK_MSG(dof > 0 && x < limit, "chi-square %.1f with %d degrees of freedom (limit %.1f)", x, dof, limit);
+}
+
+/* ---- the scheduler alone ------------------------------------------------ */
+
+typedef struct copy_log {
+    int32_t n;
+    int32_t dst[8], src[8];
+} copy_log;
+
+static void log_copy(void *user, int32_t dst, int32_t src) {
+    copy_log *c = user;
+    if (c->n < 8) {
+        c->dst[c->n] = dst;
+        c->src[c->n] = src;
+    }
+    c->n++;
+}
+
+/* A sequence of n prompt tokens 10, 11, ... with room for `room` more. */
+static void seq_init(sched_seq *q, kite_token *buf, int32_t n) {
+    memset(q, 0, sizeof *q);
+    kv_table_init(&q->kv);
+    q->toks = buf;
+    for (int32_t i = 0; i < n; i++) buf[i] = 10 + i;
+    q->n_prompt = q->n_toks = n;
+}
+
+/* Takes q out of the scheduler and frees its table's arrays. */
+static void seq_done(sched *s, sched_seq *q) {
+    sched_remove(s, q);
+    kv_table_free(NULL, &q->kv);
+}
+
+TEST(scheduler_draft_items) {
+    static const kite_token draft[6] = {100, 101, 102, 103, 104, 105};
+    kite_token ta[32], tb[32], tc[32];
+    sched_item items[4];
+    copy_log log = {0};
+
+    /* budget: 4 blocks of 4; A prefills 8 tokens, then decodes with a draft of 6 */
+    kv_pool *kv = NULL;
+    sched s;
+    CHECK_EQ_INT(kv_pool_new(4, 4, true, &kv), KITE_OK);
+    CHECK_EQ_INT(sched_init(&s, kv, 2, 5, log_copy, &log), KITE_OK);
+    sched_seq a;
+    seq_init(&a, ta, 8);
+    sched_enqueue(&s, &a);
+    int32_t n = sched_plan(&s, items);
+    CHECK_EQ_INT(n, 1);
+    CHECK_EQ_INT(items[0].n_tok, 5); /* chunked by the step budget of 5 */
+    sched_advance(&s, items, n);
+    n = sched_plan(&s, items);
+    sched_advance(&s, items, n);
+    CHECK_EQ_INT(a.n_computed, 8);
+    ta[a.n_toks++] = 50; /* the sampled token, pending */
+    a.draft = draft;
+    a.n_draft = 6;
+    n = sched_plan(&s, items);
+    CHECK_EQ_INT(n, 1);
+    CHECK_EQ_INT(items[0].n_draft, 4); /* 1 + 4 tokens: the step budget */
+    CHECK_EQ_INT(items[0].n_tok, 5);
+    CHECK_EQ_INT(items[0].n_out, 5);
+    CHECK_EQ_INT(a.kv.n_blocks, 4);    /* positions 8..12 */
+    sched_advance(&s, items, n);
+    CHECK_EQ_INT(a.n_computed, 9);     /* the pending token only */
+    /* two drafts accepted, the third rejected: keep positions < 11, free block 3 */
+    ta[a.n_toks++] = 100;
+    ta[a.n_toks++] = 101;
+    ta[a.n_toks++] = 77;
+    sched_keep_draft(&s, &a, 2);
+    CHECK_EQ_INT(a.n_computed, 11);
+    CHECK_EQ_INT(a.kv.n_blocks, 3);
+    CHECK_EQ_INT(kv_pool_n_used(kv), 3);
+    CHECK_EQ_INT(kv_pool_available(kv), 1);
+
+    seq_done(&s, &a);
+    CHECK_EQ_INT(kv_pool_n_used(kv), 0);
+    sched_free(&s);
+    kv_pool_free(kv);
+
+    /* blocks short: A (8 tokens) and B (3 tokens) fill a pool of 4 blocks once
+     * A's pending token has its block; drafts then only use the free slots of
+     * their own last blocks, and nobody is preempted for them */
+    CHECK_EQ_INT(kv_pool_new(4, 4, true, &kv), KITE_OK);
+    CHECK_EQ_INT(sched_init(&s, kv, 2, 32, log_copy, &log), KITE_OK);
+    seq_init(&a, ta, 8);
+    sched_seq b;
+    seq_init(&b, tb, 3);
+    sched_enqueue(&s, &a);
+    sched_enqueue(&s, &b);
+    n = sched_plan(&s, items);
+    CHECK_EQ_INT(n, 2);
+    sched_advance(&s, items, n);
+    ta[a.n_toks++] = 50;
+    tb[b.n_toks++] = 60;
+    a.draft = b.draft = draft;
+    a.n_draft = b.n_draft = 6;
+    n = sched_plan(&s, items);
+    CHECK_EQ_INT(n, 2);
+    CHECK(items[0].seq == &a && items[1].seq == &b);
+    CHECK_EQ_INT(items[0].n_draft, 3); /* positions 9..11: the rest of its new block */
+    CHECK_EQ_INT(items[1].n_draft, 0); /* position 3 ends its block, no block spare */
+    CHECK_EQ_INT(items[1].n_tok, 1);
+    CHECK_EQ_INT(items[1].n_out, 1);
+    CHECK_EQ_INT(kv_pool_available(kv), 0);
+    CHECK_EQ_INT(s.preemptions, 0);
+    CHECK_EQ_INT(s.n_running, 2);
+    sched_advance(&s, items, n);
+    seq_done(&s, &a);
+    seq_done(&s, &b);
+    CHECK_EQ_INT(kv_pool_n_used(kv), 0);
+    sched_free(&s);
+    kv_pool_free(kv);
+
+    /* copy-on-write: C shares A's two full prompt blocks; a draft written into
+     * the second one must go to a private copy */
+    CHECK_EQ_INT(kv_pool_new(8, 4, true, &kv), KITE_OK);
+    CHECK_EQ_INT(sched_init(&s, kv, 2, 16, log_copy, &log), KITE_OK);
+    seq_init(&a, ta, 8);
+    sched_enqueue(&s, &a);
+    n = sched_plan(&s, items);
+    sched_advance(&s, items, n);
+    CHECK_EQ_INT(a.kv.n_keyed, 2);
+    sched_seq c;
+    seq_init(&c, tc, 9); /* A's 8 tokens and one more: matches both blocks */
+    sched_enqueue(&s, &c);
+    n = sched_plan(&s, items);
+    CHECK_EQ_INT(c.n_computed, 8);
+    sched_advance(&s, items, n);
+    const int32_t shared0 = a.kv.blocks[0], shared1 = a.kv.blocks[1];
+    CHECK_EQ_INT(c.kv.blocks[1], shared1);
+    CHECK_EQ_INT(kv_block_refcount(kv, shared1), 2);
+    /* put C back to 3 computed positions inside block 0 (as if rolled back
+     * there) with one pending token and a draft of 3 reaching into block 1 */
+    c.n_computed = 3;
+    c.n_toks = 4;
+    c.draft = draft;
+    c.n_draft = 3;
+    log.n = 0;
+    n = sched_plan(&s, items);
+    CHECK_EQ_INT(n, 1);
+    CHECK(items[0].seq == &c);
+    CHECK_EQ_INT(items[0].n_draft, 3);
+    CHECK_EQ_INT(log.n, 2); /* block 0 for the pending token, block 1 for the draft */
+    CHECK(c.kv.blocks[0] != shared0 && c.kv.blocks[1] != shared1);
+    CHECK_EQ_INT(a.kv.blocks[0], shared0);
+    CHECK_EQ_INT(a.kv.blocks[1], shared1);
+    CHECK_EQ_INT(kv_block_refcount(kv, shared0), 1);
+    CHECK_EQ_INT(kv_block_refcount(kv, shared1), 1);
+    CHECK(kv_block_is_keyed(kv, shared1)); /* A's registered block keeps its key */
+    CHECK_EQ_INT(log.src[1], shared1);
+    sched_advance(&s, items, n);
+    seq_done(&s, &a);
+    seq_done(&s, &c);
+    CHECK_EQ_INT(kv_pool_n_used(kv), 0);
+    sched_free(&s);
+    kv_pool_free(kv);
+}
+
+TEST(bad_params) {
+    engine *e = NULL;
+    engine_params p = engine_default_params();
+    p.spec_lookup_n = -1;
+    CHECK_EQ_INT(engine_new(g_model, &p, &e), KITE_E_ARG);
+    p = engine_default_params();
+    p.spec_lookup_n = 3;
+    p.spec_draft_max = 17;
+    CHECK_EQ_INT(engine_new(g_model, &p, &e), KITE_E_ARG);
+    CHECK_CONTAINS(kite_last_error(), "spec_draft_max");
+    CHECK(e == NULL);
+}
+
+int main(void) {
+    kite_model_params mp = kite_model_default_params();
+    if (kite_model_load(MODEL, &mp, &g_model) != KITE_OK) {
+        printf("cannot load %s: %s\n", MODEL, kite_last_error());
+        return 1;
+    }
+    RUN(greedy_equals_plain_decoding);
+    RUN(shared_blocks_and_prefixes);
+    RUN(small_pool_and_step_budget);
+    RUN(limits_and_stop_strings);
+    RUN(sampling_distribution);
+    RUN(scheduler_draft_items);
+    RUN(bad_params);
+    kite_model_free(g_model);
+    return harness_summary(__FILE__);
+}
