@@ -20,6 +20,11 @@
  * test); the number of marked repetitions and the median availability are
  * reported.
  *
+ * Every test also reports which matmul variants ran (kernels/tune.h: the
+ * difference of the variant counters around the test) and the tune table in
+ * use: a "variants" line per test after the table, JSON fields "variants",
+ * "variants_tuned" and "tune_table".
+ *
  * --profile turns on the context's per-op-type timing (kite_ctx_set_profiling)
  * for the timed repetitions and reports, per test, the time per token of
  * every op type: the mean over the kept repetitions that passed the check
@@ -36,6 +41,7 @@
 #include "core/timing.h"
 #include "gguf/gguf.h"
 #include "kernels/dispatch.h"
+#include "kernels/tune.h"
 #include "kite.h"
 #include "tensor/dtype.h"
 
@@ -155,6 +161,8 @@ typedef struct test_result {
     int noisy;                /* marked attempts kept in the result (the machine stayed noisy) */
     double op_s[KITE_PROFILE_N_OPS]; /* --profile: seconds per token of each op type */
     const char *op_names[KITE_PROFILE_N_OPS]; /* their names (static, from kite_ctx_profile) */
+    uint64_t variants[2][KERN_TUNE_N_VARIANTS]; /* matmul calls per variant (kernels/tune.h) during the test,
+                                                   warm-up included: [0] default choice, [1] from the tune table */
 } test_result;
 
 /* ---- running ------------------------------------------------------------------ */
@@ -201,6 +209,8 @@ static int run_test(const bench_opts *o, kite_ctx *ctx, kite_token *ids, int32_t
     snprintf(tr->name, sizeof tr->name, "%s%" PRId64, prefill ? "pp" : "tg", n);
     tr->threads = threads;
     const double expect = pr->fma_gflops * threads;
+    uint64_t var0[2][KERN_TUNE_N_VARIANTS];
+    kern_tune_counts(var0); /* which matmul variants ran: the difference at the end */
 
     /* warm-up (not counted): faults in scratch buffers and caches */
     if (run_once(ctx, ids, n_vocab, prefill, prefill ? (n < 16 ? n : 16) : 2, o->seed ^ 0xabcdef, NULL) < 0) return 1;
@@ -242,6 +252,9 @@ static int run_test(const bench_opts *o, kite_ctx *ctx, kite_token *ids, int32_t
         bad_a[best] = bad_a[nbad];
     }
     const int n_good = nv - tr->noisy;
+    kern_tune_counts(tr->variants);
+    for (int s = 0; s < 2; s++)
+        for (int i = 0; i < KERN_TUNE_N_VARIANTS; i++) tr->variants[s][i] -= var0[s][i];
     kite_ctx_profile(ctx, NULL, tr->op_names, KITE_PROFILE_N_OPS);
     for (int i = 0; i < KITE_PROFILE_N_OPS; i++)
         tr->op_s[i] = n_good > 0 ? prof_good[i] / n_good / (double)n : prof_bad[i] / tr->redone / (double)n;
@@ -284,6 +297,20 @@ static void print_json(const bench_opts *o, const model_facts *mf, const kite_mo
            tr->gflops, kernels, mi->residency ? mi->residency : "?", load_ms, tr->n_runs, tr->noisy, tr->redone, 100.0 * tr->avail,
            mf->bytes_per_token, mi->n_layer, probe_read_gbs(pr, tr->threads), pr->fma_gflops * tr->threads);
     cli_json_string(stdout, pr->cpu, strlen(pr->cpu));
+    /* matmul variants that ran (kernels/tune.h) and the tune table they came from */
+    char tune_path[1024];
+    kern_tune_source(tune_path, sizeof tune_path, NULL);
+    uint64_t n_tuned = 0;
+    printf(", \"variants\": {");
+    for (int i = 0, first = 1; i < KERN_TUNE_N_VARIANTS; i++) {
+        const uint64_t n = tr->variants[0][i] + tr->variants[1][i];
+        n_tuned += tr->variants[1][i];
+        if (!n) continue;
+        printf("%s\"%s\": %" PRIu64, first ? "" : ", ", kern_tune_variant_name(i), n);
+        first = 0;
+    }
+    printf("}, \"variants_tuned\": %" PRIu64 ", \"tune_table\": ", n_tuned);
+    cli_json_string(stdout, tune_path, strlen(tune_path));
     if (o->profile) {
         printf(", \"ops\": {");
         for (int i = 0; i < KITE_PROFILE_N_OPS; i++) printf("%s\"%s\": %.6e", i ? ", " : "", tr->op_names[i], tr->op_s[i]);
@@ -323,6 +350,31 @@ static void print_row(const bench_opts *o, const model_facts *mf, const kite_mod
            base_name(o->model), mf->type, size, params, mi->residency ? mi->residency : "?", kernels, tr->threads,
            tr->name, tps, tr->gb_s, roof, avail);
     fflush(stdout);
+}
+
+/* The matmul variants each test ran (kernels/tune.h): "variants pp128 t=2:
+ * tiled-auto 154, flat-64K-1t 22 (tuned 22)", after the tune table's source. */
+static void print_variants(const test_result *tr, int n) {
+    char path[1024];
+    const int n_entries = kern_tune_source(path, sizeof path, NULL);
+    if (n_entries < 0)
+        printf("\ntune table: off (KITE_TUNE=off): built-in defaults\n");
+    else if (n_entries == 0)
+        printf("\ntune table: none (%s%s): built-in defaults\n", path[0] ? "no usable " : "", path);
+    else
+        printf("\ntune table: %s (%d classes)\n", path, n_entries);
+    for (int j = 0; j < n; j++) {
+        uint64_t tuned = 0;
+        printf("variants %s t=%d:", tr[j].name, tr[j].threads);
+        for (int i = 0, first = 1; i < KERN_TUNE_N_VARIANTS; i++) {
+            const uint64_t c = tr[j].variants[0][i] + tr[j].variants[1][i];
+            tuned += tr[j].variants[1][i];
+            if (!c) continue;
+            printf("%s %s %" PRIu64, first ? "" : ",", kern_tune_variant_name(i), c);
+            first = 0;
+        }
+        printf(" (matmul calls; %" PRIu64 " chosen by the tune table)\n", tuned);
+    }
 }
 
 /* --profile table: one column per test, microseconds per token and share. */
@@ -508,6 +560,7 @@ int cmd_bench(int argc, char **argv) {
         kite_ctx_free(ctx);
         ctx = NULL;
     }
+    if (!o.json && n_done > 0) print_variants(done_tr, n_done);
     if (o.profile && !o.json && n_done > 0) print_profile(done_tr, n_done);
     status = 0;
 done:

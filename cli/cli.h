@@ -31,6 +31,7 @@ int cmd_chat(int argc, char **argv);
 int cmd_ppl(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_sot(int argc, char **argv);
+int cmd_tune(int argc, char **argv); /* tune.c: matmul variant table for this machine */
 /* `kite bench --lut-gemm` (cli/bench_lut.c): LUT-GEMM vs dequantize-then-multiply. */
 int bench_lut_gemm(int argc, char **argv);
 /* `kite bench --parallel LIST` (cli/bench_serve.c): serving-engine throughput and KV waste. */

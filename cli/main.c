@@ -18,6 +18,7 @@ static const command commands[] = {
     {"tokenize", cmd_tokenize, "print the token ids of a text as a JSON array"},
     {"synth", cmd_synth, "write a random-weight GGUF model of a real shape (for benchmarks)"},
     {"bench", cmd_bench, "measure prefill and decode speed (and the machine's bandwidth)"},
+    {"tune", cmd_tune, "time the matmul variants for a model's shapes; write this machine's tune table"},
     {"roofline", cmd_roofline, "per-op roofline of prefill and decode: bounds, predicted speed, charts"},
     {"chat", cmd_chat, "chat with a model in the terminal (lines from standard input)"},
     {"serve", cmd_serve, "OpenAI-compatible HTTP server with continuous batching and a chat page"},

@@ -4,7 +4,7 @@
  *
  * DESIGN
  *   1. The activations are converted once per call into the weight type's
- *      act_type (q8_0 / q8_K blocks) in the caller's scratch, split over
+ *      act_type (q8_0 / q8_K blocks, bf16 rows) in the caller's scratch, split over
  *      threads by token when the batch is large enough to pay for a pool
  *      round trip; f32 activations are used in place.
  *   2. The weight rows are split over threads in units of KERN_ROW_UNIT rows.
@@ -32,6 +32,7 @@
 #include "kernels/gemm_x16.h"
 #include "kernels/int8_gemm.h"
 #include "kernels/kernels.h"
+#include "kernels/tune.h"
 #include "tensor/dtype.h"
 
 #define KERN_ROW_UNIT 8         /* rows per work unit: keeps SIMD-friendly chunks per thread */
@@ -76,7 +77,9 @@ static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
 static size_t max_act_row_bytes(int64_t n) {
     const size_t q80 = (size_t)((n + 31) / 32) * 34, q8k = (size_t)((n + 255) / 256) * 292;
     const size_t w8 = (size_t)n + W8_ROW_HEADER; /* W8A8 rows (int8_gemm.h); q8k already covers it */
-    const size_t m = q80 > q8k ? q80 : q8k;
+    const size_t bf = (size_t)n * 2; /* bf16 rows (level avx512bf16) */
+    size_t m = q80 > q8k ? q80 : q8k;
+    if (bf > m) m = bf;
     return m > w8 ? m : w8; /* f32 activations are used in place, never copied */
 }
 
@@ -101,6 +104,7 @@ typedef struct matmul_task {
     kern_gemm_x16_fn x16;     /* interleaved-layout kernel (gemm_x16.h) or NULL */
     int32_t *corr;            /* x16: [n_tok][nb] activation corrections */
     float *da;                /* x16: [n_tok][nb] activation scales */
+    int64_t tile_bytes;       /* tune hook (tune.h): flat path's weight bytes per row tile */
 } matmul_task;
 
 static void quant_part(void *arg, int ith, int nth) {
@@ -166,7 +170,7 @@ static void matmul_part(void *arg, int ith, int nth) {
     }
     /* --- end prefill hook --- */
     if (op->gemm) {
-        int64_t tile = (int64_t)(MM_TILE_BYTES / (w->row_bytes ? w->row_bytes : 1));
+        int64_t tile = t->tile_bytes / (int64_t)(w->row_bytes ? w->row_bytes : 1); /* tune hook */
         if (tile < KERN_ROW_UNIT) tile = KERN_ROW_UNIT;
         for (int64_t r = r0; r < r1; r += tile) {
             const int rn = (int)(r1 - r < tile ? r1 - r : tile);
@@ -193,8 +197,16 @@ void kern_matmul(threadpool *tp, const weight *w, const float *x, int64_t n_tok,
     kern_matmul_with(kern_table(), tp, w, x, n_tok, y, ldy, scratch);
 }
 
+/* --- tune hook (tune.h): the variant `kite tune` chose for this shape class, else the default --- */
 void kern_matmul_with(const kern_ops_table *kt, threadpool *tp, const weight *w, const float *x, int64_t n_tok,
                       float *y, int64_t ldy, void *scratch) {
+    kern_matmul_variant(kt, tp, w, x, n_tok, y, ldy, scratch,
+                        kern_tune_pick(kt->level, w->type, w->ne[1], w->ne[0], n_tok, tp_n_threads(tp)));
+}
+/* --- end tune hook --- */
+
+void kern_matmul_variant(const kern_ops_table *kt, threadpool *tp, const weight *w, const float *x, int64_t n_tok,
+                         float *y, int64_t ldy, void *scratch, const kern_tune_choice *vc) {
     const dtype_traits *tr = dtype_get(w->type);
     KITE_ASSERT(kt && tr && tr->to_float && ldy >= w->ne[1]);
     /* --- LLM.int8() hook (int8_mix.c): batch-wide outlier columns in f16 --- */
@@ -209,7 +221,11 @@ void kern_matmul_with(const kern_ops_table *kt, threadpool *tp, const weight *w,
     char *sc = scratch;
     matmul_task t = {.kt = kt, .w = w, .x = x, .n_tok = n_tok, .y = y, .ldy = ldy, .row_buf = (float *)(void *)sc};
     const double macs = (double)n_tok * (double)w->ne[1] * (double)ne0;
-    const int n_split = tp_threads_for(tp, kt->level > KERN_LEVEL_SCALAR ? macs / MM_SIMD_SPEEDUP : macs);
+    int n_split = tp_threads_for(tp, kt->level > KERN_LEVEL_SCALAR ? macs / MM_SIMD_SPEEDUP : macs);
+    /* --- tune hook: thread count and flat row tile of the variant (MM_TILE_BYTES by default) --- */
+    if (vc->threads != KERN_TUNE_THR_AUTO) n_split = vc->threads == KERN_TUNE_THR_ONE ? 1 : nth;
+    t.tile_bytes = (int64_t)kern_tune_tile_bytes(vc->tile);
+    /* --- end tune hook --- */
 
     if (!op->vec_dot || op->act_type == KITE_DTYPE_F32) {
         t.act = (const char *)x;
@@ -231,7 +247,15 @@ void kern_matmul_with(const kern_ops_table *kt, threadpool *tp, const weight *w,
         tp_run_n(tp, quant_part, &t, n_q);
     }
     /* --- prefill hook: tiled GEMM when the batch exceeds the flat GEMM's --- */
-    if (n_tok > KERN_GEMM_MAX_TOK && op->vec_dot && !t.x16) t.tiled = kern_gemm_tiled_get(kt->level, w->type);
+    /* (tune hook: or as the variant's regime says) */
+    if (op->vec_dot && !t.x16 &&
+        (vc->regime == KERN_TUNE_TILED || (vc->regime == KERN_TUNE_DEFAULT && n_tok > KERN_GEMM_MAX_TOK)))
+        t.tiled = kern_gemm_tiled_get(kt->level, w->type);
     /* --- end prefill hook --- */
+    /* --- tune hook: count the variant that runs (kite bench prints them) --- */
+    kern_tune_count(kern_tune_variant_id(t.x16 ? KERN_TUNE_X16 : t.tiled ? KERN_TUNE_TILED
+                                                 : op->gemm ? KERN_TUNE_FLAT : KERN_TUNE_GENERIC,
+                                         vc->tile, vc->threads), vc->tuned);
+    /* --- end tune hook --- */
     tp_run_n(tp, matmul_part, &t, n_split);
 }

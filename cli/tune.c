@@ -1,0 +1,415 @@
+/*
+ * tune.c - `kite tune`: time kern_matmul's bit-identical variants on this
+ * machine for the matrix shapes of a model and write the lookup table that
+ * kern_matmul consults at run time (src/kernels/tune.h).
+ *
+ *   kite tune [-m MODEL] [-t THREADS] [--out FILE] [--quick] [--budget-ms MS]
+ *
+ * DESIGN
+ *   Shapes: every distinct (type, rows, K) of the model's matrices (2-D
+ *   tensors with more than one row; token_embd only when it is the tied
+ *   classifier), in the file's layout, using the file's own weights.
+ *   For each shape and each n_tok class, at the class's representative
+ *   batch (1 4 8 16 32 128 tokens), the candidates are: the built-in
+ *   default, flat with every row tile (only the default tile up to
+ *   KERN_GEMM_MAX_TOK tokens, where one token group makes the tile moot)
+ *   and tiled where the level has a tiled kernel for the type, each with
+ *   threads auto / 1 / all (auto only on a 1-thread pool); a candidate equal
+ *   to the default is not timed twice.  Candidates run in interleaved
+ *   rounds (one call each per round, after a warm-up round) until the
+ *   budget is spent and at least MIN_ROUNDS rounds ran; a candidate's time
+ *   is its median.  Shapes that fall into the same class add their times.
+ *   The fastest candidate replaces the default only when it is at least
+ *   MARGIN faster (noise on a shared machine must not flip choices).
+ *   Noisy machines: as in `kite bench`, a short FMA check on all the
+ *   threads runs before and after each (shape, batch) measurement; below
+ *   AVAIL_MIN of the expected rate the measurement is redone (at most
+ *   MAX_REDO times, keeping the attempt that saw the most availability) and
+ *   the summary marks the class.  --quick and --no-check skip the checks.
+ *   The table is merged with the file already there (same level: its other
+ *   classes are kept) and written atomically (temp file + rename).
+ *
+ * THREAD SAFETY
+ *   A command: one thread drives the pool.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "core/probe.h"
+#include "core/threadpool.h"
+#include "core/timing.h"
+#include "gguf/gguf.h"
+#include "kernels/dispatch.h"
+#include "kernels/gemm_tiled.h"
+#include "kernels/kernels.h"
+#include "kernels/tune.h"
+#include "tensor/dtype.h"
+#include "tensor/weight.h"
+
+#define CMD "tune"
+#define MAX_SHAPES 64
+#define MAX_CAND 16
+#define MAX_ROUNDS 64
+#define MIN_ROUNDS 3          /* timed rounds at least (--quick: 1) */
+#define BUDGET_MS 300.0       /* per (shape, n_tok class), all candidates together */
+#define QUICK_BUDGET_MS 5.0
+#define MARGIN 0.03           /* a variant must beat the default by 3% to be chosen */
+#define AVAIL_MIN 0.70        /* below this share of the expected FMA rate a measurement is redone */
+#define CHECK_MS 5.0          /* one availability check */
+#define MAX_REDO 2
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: kite tune [-m MODEL] [-t THREADS] [--out FILE] [--quick] [--budget-ms MS] [--no-check]\n"
+            "\n"
+            "Times kern_matmul's variants (flat or tiled GEMM, flat row tile, 1 / auto / all threads;\n"
+            "all give bit-identical results) for every matrix shape of MODEL at batch sizes 1, 4, 8, 16,\n"
+            "32 and 128, and writes the fastest per shape class to the tune table that kite reads at run\n"
+            "time (docs/kernels.md, \"Tuning\").\n"
+            "\n"
+            "  -m, --model FILE   GGUF model (default: the bundled stories260K)\n"
+            "  -t, --threads N    pool threads to tune for (default: all online CPUs)\n"
+            "      --out FILE     table to write (default: $KITE_TUNE_FILE, else\n"
+            "                     $XDG_CACHE_HOME/kite/tune-<level>.txt or ~/.cache/kite/...)\n"
+            "      --quick        a few milliseconds per shape (tests; the choices are noisy)\n"
+            "      --budget-ms MS time per shape and batch size (default 300)\n"
+            "      --no-check     skip the core-availability check around each measurement\n"
+            "  -h, --help         show this help\n");
+}
+
+typedef struct shape {
+    weight w;       /* the file's tensor (first of its shape) */
+    int n_same;     /* tensors of this shape */
+} shape;
+
+/* One shape class's accumulated timings. */
+typedef struct class_acc {
+    uint32_t key;
+    int ntok_cls;
+    uint32_t type;
+    int64_t rows, k;            /* first shape's, for the summary */
+    int n_shapes;
+    int n_cand;
+    kern_tune_choice cand[MAX_CAND];
+    double t[MAX_CAND];         /* summed median seconds per call */
+    double avail;               /* lowest availability seen by its kept measurements (1: not checked) */
+} class_acc;
+
+static void fill_rand(float *x, int64_t n, uint64_t seed) {
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (int64_t i = 0; i < n; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        x[i] = (float)((double)(s >> 40) / (double)(1u << 24) * 2.0 - 1.0);
+    }
+}
+
+static int collect_shapes(const gguf_ctx *g, shape *out, int cap) {
+    const bool tied = gguf_find_tensor(g, "output.weight") == NULL;
+    int n = 0;
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const gguf_tensor *t = &g->tensors[i];
+        bool flat2d = t->ne[1] > 1;
+        for (uint32_t d = 2; d < t->n_dims; d++) flat2d = flat2d && t->ne[d] == 1;
+        const dtype_traits *tr = dtype_get(t->type);
+        if (!flat2d || !tr || !tr->to_float || t->type == KITE_DTYPE_LLM_INT8) continue;
+        if (gguf_str_eq(t->name, "token_embd.weight") && !tied) continue;
+        const size_t rb = dtype_row_size(t->type, t->ne[0]);
+        if (rb == 0 || rb * (uint64_t)t->ne[1] > t->nbytes) continue;
+        int j = 0;
+        while (j < n && !(out[j].w.type == t->type && out[j].w.ne[0] == t->ne[0] && out[j].w.ne[1] == t->ne[1])) j++;
+        if (j < n) {
+            out[j].n_same++;
+            continue;
+        }
+        if (n == cap) break;
+        out[n].w = (weight){.type = t->type, .ne = {t->ne[0], t->ne[1]}, .row_bytes = rb, .data = t->data};
+        out[n++].n_same = 1;
+    }
+    return n;
+}
+
+/* The candidates for a shape class; [0] is the default. */
+static int candidates(const kern_ops_table *kt, uint32_t type, int64_t n_tok, int nth, kern_tune_choice *c) {
+    int n = 0;
+    c[n++] = *kern_tune_default();
+    const bool has_tiled = kt->ops[type].vec_dot && kern_gemm_tiled_get(kt->level, type);
+    /* the default resolves to tiled-auto above KERN_GEMM_MAX_TOK where a tiled kernel exists, else flat-64K-auto */
+    const bool default_tiled = has_tiled && n_tok > KERN_GEMM_MAX_TOK;
+    for (int thr = 0; thr < KERN_TUNE_N_THR; thr++) {
+        if (nth == 1 && thr != KERN_TUNE_THR_AUTO) continue;
+        for (int tile = 0; tile < KERN_TUNE_N_TILES; tile++) {
+            if (n_tok <= KERN_GEMM_MAX_TOK && tile != KERN_TUNE_TILE_DEFAULT) continue;
+            if (!default_tiled && thr == KERN_TUNE_THR_AUTO && tile == KERN_TUNE_TILE_DEFAULT) continue;
+            c[n++] = (kern_tune_choice){.regime = KERN_TUNE_FLAT, .tile = (uint8_t)tile, .threads = (uint8_t)thr};
+        }
+        if (has_tiled && !(default_tiled && thr == KERN_TUNE_THR_AUTO))
+            c[n++] = (kern_tune_choice){.regime = KERN_TUNE_TILED, .tile = KERN_TUNE_TILE_DEFAULT, .threads = (uint8_t)thr};
+    }
+    return n;
+}
+
+/* Times every candidate on w with n_tok tokens; t[i] = median seconds per call. */
+static int time_shape(const kern_ops_table *kt, threadpool *tp, const weight *w, int64_t n_tok, const kern_tune_choice *c,
+                      int n_cand, double budget_s, int min_rounds, double *t) {
+    const int nth = tp_n_threads(tp);
+    const size_t sb = (kern_matmul_scratch_bytes(nth, n_tok, w->ne[0]) + 63) / 64 * 64;
+    float *x = malloc(sizeof(float) * (size_t)(n_tok * w->ne[0]));
+    float *y = malloc(sizeof(float) * (size_t)(n_tok * w->ne[1]));
+    void *scratch = aligned_alloc(64, sb ? sb : 64);
+    static double v[MAX_CAND][MAX_ROUNDS];
+    int rc = 1, rounds = 0;
+    if (!x || !y || !scratch) {
+        fprintf(stderr, "kite %s: out of memory\n", CMD);
+        goto done;
+    }
+    fill_rand(x, n_tok * w->ne[0], (uint64_t)n_tok);
+    for (int i = 0; i < n_cand; i++) /* warm-up round: caches, page faults, pool wake-up */
+        kern_matmul_variant(kt, tp, w, x, n_tok, y, w->ne[1], scratch, &c[i]);
+    const double t_end = time_now_s() + budget_s;
+    while (rounds < MAX_ROUNDS && (rounds < min_rounds || time_now_s() < t_end)) {
+        for (int i = 0; i < n_cand; i++) {
+            const double t0 = time_now_s();
+            kern_matmul_variant(kt, tp, w, x, n_tok, y, w->ne[1], scratch, &c[i]);
+            v[i][rounds] = time_now_s() - t0;
+        }
+        rounds++;
+    }
+    for (int i = 0; i < n_cand; i++) t[i] = cli_median(v[i], rounds);
+    rc = 0;
+done:
+    free(x);
+    free(y);
+    free(scratch);
+    return rc;
+}
+
+static void make_parent_dirs(const char *path) {
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        (void)mkdir(buf, 0755); /* EEXIST and the like: fopen reports a real failure */
+        *p = '/';
+    }
+}
+
+/* Reads the table at path into t when it exists, parses and was tuned at
+ * `level` (other files are replaced). */
+static void merge_existing(const char *path, int level, kern_tune_table *t) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return;
+    char *text = malloc((4u << 20) + 1);
+    size_t n = text ? fread(text, 1, 4u << 20, f) : 0;
+    fclose(f);
+    if (!text) return;
+    text[n] = '\0';
+    kern_tune_table *old = malloc(sizeof *old);
+    if (old) {
+        kern_tune_table_init(old);
+        if (kern_tune_table_parse(old, text, path) >= 0 && old->level == level) *t = *old;
+    }
+    free(old);
+    free(text);
+}
+
+static int write_table(const char *path, const kern_tune_table *t, const char *model, int nth) {
+    char tmp[1100], line[256];
+    make_parent_dirs(path);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        fprintf(stderr, "kite %s: %s: cannot create: %s\n", CMD, tmp, strerror(errno));
+        return 1;
+    }
+    fprintf(f, "# kite tune table: matmul variant per shape class (docs/kernels.md, \"Tuning\")\n"
+               "# last run: kite tune -m %s -t %d\n"
+               "kite-tune %d\nlevel %s\n# type rows k n_tok threads variant\n",
+            model, nth, KERN_TUNE_VERSION, kern_level_name((kern_level)t->level));
+    for (int i = 0; i < t->n; i++)
+        if (kern_tune_table_line(t, i, line, sizeof line)) fprintf(f, "%s\n", line);
+    const bool bad = ferror(f) != 0;
+    if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
+        fprintf(stderr, "kite %s: %s: cannot write the table: %s\n", CMD, path, strerror(errno));
+        unlink(tmp);
+        return 1;
+    }
+    return 0;
+}
+
+int cmd_tune(int argc, char **argv) {
+    const char *model = NULL, *out = NULL;
+    int64_t threads = 0;
+    double budget_ms = -1.0;
+    bool quick = false, check = true;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        int64_t iv;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            if (!(model = cli_value(CMD, argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 1, 256, &threads)) return 2;
+        } else if (!strcmp(a, "--out")) {
+            if (!(out = cli_value(CMD, argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--budget-ms")) {
+            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 0, 600000, &iv)) return 2;
+            budget_ms = (double)iv;
+        } else if (!strcmp(a, "--quick")) {
+            quick = true;
+        } else if (!strcmp(a, "--no-check")) {
+            check = false;
+        } else {
+            return cli_usage_error(CMD, "unknown option '%s'", a);
+        }
+    }
+    if (!model) model = cli_default_model(argv[0]);
+    if (threads == 0) {
+        const long nc = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = nc > 0 ? nc : 1;
+    }
+    if (budget_ms < 0) budget_ms = quick ? QUICK_BUDGET_MS : BUDGET_MS;
+    const int min_rounds = quick ? 1 : MIN_ROUNDS;
+    double expect = 0.0; /* FMA GFLOP/s all threads should reach; 0: no availability checks */
+
+    int status = 1, n_classes = 0;
+    gguf_ctx *g = NULL;
+    threadpool *tp = NULL;
+    shape *shapes = NULL;
+    class_acc *acc = NULL;
+    kern_tune_table *table = NULL;
+    char path[1024];
+    const kern_ops_table *kt = kern_table();
+    gguf_open_params gp = {.use_mmap = true};
+    if (gguf_open(model, &gp, &g) != KITE_OK) {
+        fprintf(stderr, "kite %s: %s\n", CMD, kite_last_error());
+        goto done;
+    }
+    shapes = calloc(MAX_SHAPES, sizeof *shapes);
+    acc = calloc((size_t)MAX_SHAPES * KERN_TUNE_N_NTOK, sizeof *acc);
+    table = malloc(sizeof *table);
+    if (!shapes || !acc || !table) {
+        fprintf(stderr, "kite %s: out of memory\n", CMD);
+        goto done;
+    }
+    const int n_shapes = collect_shapes(g, shapes, MAX_SHAPES);
+    if (n_shapes == 0) {
+        fprintf(stderr, "kite %s: %s: no matrices to tune\n", CMD, model);
+        goto done;
+    }
+    probe_result pr;
+    if (check && !quick) {
+        if (probe_get(&pr, NULL) == KITE_OK)
+            expect = pr.fma_gflops * (double)threads;
+        else
+            fprintf(stderr, "kite %s: %s; no availability checks\n", CMD, kite_last_error());
+    }
+    if (!(tp = tp_new((int)threads))) {
+        fprintf(stderr, "kite %s: %s\n", CMD, kite_last_error());
+        goto done;
+    }
+    if (out) {
+        snprintf(path, sizeof path, "%s", out);
+    } else if (getenv("KITE_TUNE_FILE") && getenv("KITE_TUNE_FILE")[0]) {
+        snprintf(path, sizeof path, "%s", getenv("KITE_TUNE_FILE"));
+    } else if (!kern_tune_default_path(kt->level, path, sizeof path)) {
+        fprintf(stderr, "kite %s: neither XDG_CACHE_HOME nor HOME is set: pass --out FILE\n", CMD);
+        goto done;
+    }
+    fprintf(stderr, "kite %s: %s: %d matrix shapes, kernels %s, %d threads, %.0f ms per shape and batch size\n", CMD,
+            model, n_shapes, kt->name, (int)threads, budget_ms);
+
+    const double t_start = time_now_s();
+    for (int s = 0; s < n_shapes; s++) {
+        const weight *w = &shapes[s].w;
+        for (int nc = 0; nc < KERN_TUNE_N_NTOK; nc++) {
+            const int64_t n_tok = kern_tune_ntok_rep(nc);
+            const uint32_t key = kern_tune_key(w->type, w->ne[1], w->ne[0], n_tok, (int)threads);
+            int ci = 0;
+            while (ci < n_classes && acc[ci].key != key) ci++;
+            class_acc *a = &acc[ci];
+            if (ci == n_classes) {
+                n_classes++;
+                a->key = key;
+                a->ntok_cls = nc;
+                a->type = w->type;
+                a->rows = w->ne[1];
+                a->k = w->ne[0];
+                a->n_cand = candidates(kt, w->type, n_tok, (int)threads, a->cand);
+                a->avail = 1.0;
+            }
+            double t[MAX_CAND], best_t[MAX_CAND], best_av = -1.0;
+            for (int attempt = 0; attempt <= MAX_REDO; attempt++) {
+                const double a0 = expect > 0 ? probe_fma_check((int)threads, CHECK_MS) / expect : 1.0;
+                if (time_shape(kt, tp, w, n_tok, a->cand, a->n_cand, budget_ms * 1e-3, min_rounds, t)) goto done;
+                const double a1 = expect > 0 ? probe_fma_check((int)threads, CHECK_MS) / expect : 1.0;
+                const double av = a0 < a1 ? a0 : a1;
+                if (av > best_av) {
+                    best_av = av;
+                    memcpy(best_t, t, sizeof t);
+                }
+                if (av >= AVAIL_MIN) break;
+            }
+            for (int i = 0; i < a->n_cand; i++) a->t[i] += best_t[i];
+            if (best_av < a->avail) a->avail = best_av;
+            a->n_shapes++;
+        }
+    }
+
+    kern_tune_table_init(table);
+    merge_existing(path, (int)kt->level, table);
+    table->level = (int)kt->level;
+    int n_changed = 0, n_noisy = 0;
+    printf("| %-6s | %6s | %6s | %5s | %10s | %-15s | %9s | %7s | %5s |\n", "type", "rows", "k", "n_tok",
+           "default us", "picked", "picked us", "speedup", "avail");
+    printf("|--------|-------:|-------:|------:|-----------:|-----------------|----------:|--------:|------:|\n");
+    for (int ci = 0; ci < n_classes; ci++) {
+        class_acc *a = &acc[ci];
+        int best = 0;
+        for (int i = 1; i < a->n_cand; i++)
+            if (a->t[i] < a->t[best]) best = i;
+        if (a->t[best] > a->t[0] * (1.0 - MARGIN)) best = 0;
+        kern_tune_choice c = a->cand[best];
+        c.tuned = 1;
+        if (!kern_tune_table_put(table, a->key, &c)) {
+            fprintf(stderr, "kite %s: the table is full (%d classes)\n", CMD, KERN_TUNE_MAX_ENTRIES);
+            goto done;
+        }
+        n_changed += best != 0;
+        char rows[32];
+        snprintf(rows, sizeof rows, "%lld%s", (long long)a->rows, a->n_shapes > 1 ? "*" : "");
+        char avail[16];
+        if (expect > 0)
+            snprintf(avail, sizeof avail, "%.0f%%%s", 100.0 * a->avail, a->avail < AVAIL_MIN ? "*" : "");
+        else
+            snprintf(avail, sizeof avail, "-");
+        n_noisy += a->avail < AVAIL_MIN;
+        printf("| %-6s | %6s | %6lld | %5s | %10.1f | %-15s | %9.1f | %6.2fx | %5s |\n", dtype_name(a->type), rows,
+               (long long)a->k, kern_tune_ntok_label(a->ntok_cls), a->t[0] * 1e6, kern_tune_choice_name(&c),
+               a->t[best] * 1e6, a->t[best] > 0 ? a->t[0] / a->t[best] : 1.0, avail);
+    }
+    if (write_table(path, table, model, (int)threads)) goto done;
+    printf("(rows*: several shapes share the class; times are summed.  avail: the lowest share of the FMA rate the\n"
+           " machine gave around the measurements; * below %.0f%% after %d retries: a noisy choice)\n",
+           100.0 * AVAIL_MIN, MAX_REDO);
+    if (n_noisy)
+        fprintf(stderr, "kite %s: %d of %d classes were measured on a busy machine (avail *): run again when it is idle\n",
+                CMD, n_noisy, n_classes);
+    printf("wrote %s: %d classes tuned here (%d differ from the default), %d in the file; %.1f s\n", path, n_classes,
+           n_changed, table->n, time_now_s() - t_start);
+    status = 0;
+done:
+    tp_free(tp);
+    gguf_close(g);
+    free(shapes);
+    free(acc);
+    free(table);
+    return status;
+}
