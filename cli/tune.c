@@ -8,7 +8,9 @@
  * DESIGN
  *   Shapes: every distinct (type, rows, K) of the model's matrices (2-D
  *   tensors with more than one row; token_embd only when it is the tied
- *   classifier), in the file's layout, using the file's own weights.
+ *   classifier), using the file's own weights, in the layout a run uses:
+ *   q4_0/q8_0 matrices are repacked into a copy where kite_model_load
+ *   repacks them (gemm_x16.h; there only the thread choice matters).
  *   For each shape and each n_tok class, at the class's representative
  *   batch (1 4 8 16 32 128 tokens), the candidates are: the built-in
  *   default, flat with every row tile (only the default tile up to
@@ -46,6 +48,7 @@
 #include "gguf/gguf.h"
 #include "kernels/dispatch.h"
 #include "kernels/gemm_tiled.h"
+#include "kernels/gemm_x16.h"
 #include "kernels/kernels.h"
 #include "kernels/tune.h"
 #include "tensor/dtype.h"
@@ -83,8 +86,9 @@ static void usage(FILE *f) {
 }
 
 typedef struct shape {
-    weight w;       /* the file's tensor (first of its shape) */
+    weight w;       /* the file's tensor (first of its shape), or a repacked copy */
     int n_same;     /* tensors of this shape */
+    void *copy;     /* owned repacked copy (w.data), or NULL */
 } shape;
 
 /* One shape class's accumulated timings. */
@@ -304,6 +308,26 @@ int cmd_tune(int argc, char **argv) {
         fprintf(stderr, "kite %s: %s: no matrices to tune\n", CMD, model);
         goto done;
     }
+    /* time what a run computes: kite_model_load repacks q4_0/q8_0 where it pays (gemm_x16.h) */
+    const char *repack_env = getenv("KITE_REPACK");
+    for (int s = 0; s < n_shapes && kern_x16_pays(kt->level) && !(repack_env && !strcmp(repack_env, "0")); s++) {
+        weight *w = &shapes[s].w;
+        if (!kern_x16_type(w->type) || w->ne[1] < X16_ROWS) continue;
+        const size_t bytes = w->row_bytes * (size_t)w->ne[1];
+        void *copy = aligned_alloc(64, (bytes + 63) & ~(size_t)63), *tmp = malloc(w->row_bytes * X16_ROWS);
+        if (!copy || !tmp) {
+            free(copy);
+            free(tmp);
+            fprintf(stderr, "kite %s: out of memory\n", CMD);
+            goto done;
+        }
+        memcpy(copy, w->data, bytes);
+        kern_x16_pack(w->type, copy, w->ne[1], w->ne[0], tmp);
+        free(tmp);
+        shapes[s].copy = copy;
+        w->data = copy;
+        w->layout = WEIGHT_LAYOUT_X16;
+    }
     probe_result pr;
     if (check && !quick) {
         if (probe_get(&pr, NULL) == KITE_OK)
@@ -408,6 +432,7 @@ int cmd_tune(int argc, char **argv) {
 done:
     tp_free(tp);
     gguf_close(g);
+    for (int s = 0; shapes && s < MAX_SHAPES; s++) free(shapes[s].copy);
     free(shapes);
     free(acc);
     free(table);
