@@ -41,6 +41,10 @@
  * many per scalar one (8 float lanes; more for int8), so its work counts
  * less and small ops stay on fewer threads. */
 #define MM_SIMD_SPEEDUP 8.0
+/* The interleaved q4_0/q8_0 kernel (gemm_x16.h) does 512 multiply-adds in
+ * about 11 instructions: a k/v projection (256 x 2048) of one to a few
+ * tokens ran faster on one thread than on two (kite tune, this VM). */
+#define MM_X16_SPEEDUP 32.0
 
 float kern_dot_f32(const float *a, const float *b, int64_t n) {
     /* 8 independent partial sums: lets the compiler keep a vector register
@@ -221,7 +225,8 @@ void kern_matmul_variant(const kern_ops_table *kt, threadpool *tp, const weight 
     char *sc = scratch;
     matmul_task t = {.kt = kt, .w = w, .x = x, .n_tok = n_tok, .y = y, .ldy = ldy, .row_buf = (float *)(void *)sc};
     const double macs = (double)n_tok * (double)w->ne[1] * (double)ne0;
-    int n_split = tp_threads_for(tp, kt->level > KERN_LEVEL_SCALAR ? macs / MM_SIMD_SPEEDUP : macs);
+    const double speedup = w->layout == WEIGHT_LAYOUT_X16 ? MM_X16_SPEEDUP : MM_SIMD_SPEEDUP;
+    int n_split = tp_threads_for(tp, kt->level > KERN_LEVEL_SCALAR ? macs / speedup : macs);
     /* --- tune hook: thread count and flat row tile of the variant (MM_TILE_BYTES by default) --- */
     if (vc->threads != KERN_TUNE_THR_AUTO) n_split = vc->threads == KERN_TUNE_THR_ONE ? 1 : nth;
     t.tile_bytes = (int64_t)kern_tune_tile_bytes(vc->tile);
