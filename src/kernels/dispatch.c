@@ -23,6 +23,7 @@
 #define KITE_X86 1
 #include "kernels/x86_avx2/avx2.h"
 #include "kernels/x86_avx512/avx512.h"
+#include "kernels/x86_avx512/avx512bf16.h"
 #include "kernels/x86_avx512/kquant_vnni.h"
 #endif
 
@@ -31,7 +32,8 @@ static kern_level g_max = KERN_LEVEL_SCALAR;    /* highest level the CPU support
 static kern_level g_active = KERN_LEVEL_SCALAR; /* g_max capped by KITE_CPU_LEVEL */
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
-static const char *const level_names[KERN_LEVEL_COUNT] = {"scalar", "avx2", "avx512", "avx512vnni"};
+static const char *const level_names[KERN_LEVEL_COUNT] = {"scalar", "avx2", "avx512", "avx512vnni",
+                                                               "avx512bf16"};
 
 const char *kern_level_name(kern_level level) {
     return (unsigned)level < KERN_LEVEL_COUNT ? level_names[level] : "?";
@@ -68,6 +70,7 @@ static void build_scalar(kern_ops_table *t) {
     set(t, KITE_DTYPE_W8A8, KITE_DTYPE_W8A8, vec_dot_w8a8_ref, gemm_w8a8_ref);
     set(t, KITE_DTYPE_LLM_INT8, KITE_DTYPE_W8A8, vec_dot_w8a8_ref, gemm_w8a8_ref); /* its int8 half; kern_matmul adds the outliers */
     t->act_from_f32[KITE_DTYPE_W8A8] = act_quantize_w8a8;
+    t->act_from_f32[KITE_DTYPE_BF16] = act_bf16_from_f32_ref; /* unused below avx512bf16 (bf16 weights take f32) */
 }
 
 #ifdef KITE_X86
@@ -99,6 +102,12 @@ static void build_vnni(kern_ops_table *t) {
     set(t, KITE_DTYPE_W8A8, KITE_DTYPE_W8A8, vec_dot_w8a8_vnni, gemm_w8a8_vnni);
     set(t, KITE_DTYPE_LLM_INT8, KITE_DTYPE_W8A8, vec_dot_w8a8_vnni, gemm_w8a8_vnni); /* its int8 half; kern_matmul adds the outliers */
 }
+
+/* bf16 weights with bf16 activations (vdpbf16ps); f32/f16 keep f32 activations */
+static void build_bf16(kern_ops_table *t) {
+    set(t, KITE_DTYPE_BF16, KITE_DTYPE_BF16, vec_dot_bf16_bf16_avx512bf16, gemm_bf16_bf16_avx512bf16);
+    t->act_from_f32[KITE_DTYPE_BF16] = act_bf16_from_f32_avx512bf16; /* same bytes as the reference */
+}
 #endif
 
 static kern_level detect_max(void) {
@@ -109,6 +118,7 @@ static kern_level detect_max(void) {
     if (c->avx2 && c->fma && c->f16c) l = KERN_LEVEL_AVX2;
     if (l == KERN_LEVEL_AVX2 && c->avx512f && c->avx512bw && c->avx512dq && c->avx512vl) l = KERN_LEVEL_AVX512;
     if (l == KERN_LEVEL_AVX512 && c->avx512vnni) l = KERN_LEVEL_AVX512VNNI;
+    if (l == KERN_LEVEL_AVX512VNNI && c->avx512bf16) l = KERN_LEVEL_AVX512BF16;
 #endif
     return l;
 }
@@ -123,6 +133,7 @@ static void init(void) {
         if (l == KERN_LEVEL_AVX2) build_avx2(t);
         if (l == KERN_LEVEL_AVX512) build_avx512(t);
         if (l == KERN_LEVEL_AVX512VNNI) build_vnni(t);
+        if (l == KERN_LEVEL_AVX512BF16) build_bf16(t);
 #endif
         t->level = (kern_level)l;
         t->name = level_names[l];
@@ -132,7 +143,7 @@ static void init(void) {
     if (env && *env) {
         const int cap = kern_level_from_name(env);
         if (cap < 0)
-            fprintf(stderr, "kite: KITE_CPU_LEVEL=%s is not one of scalar, avx2, avx512, avx512vnni: ignored\n", env);
+            fprintf(stderr, "kite: KITE_CPU_LEVEL=%s is not one of scalar, avx2, avx512, avx512vnni, avx512bf16: ignored\n", env);
         else if ((kern_level)cap < g_active)
             g_active = (kern_level)cap;
     }

@@ -8,19 +8,22 @@
  *     avx2        AVX2 + FMA + F16C (src/kernels/x86_avx2/)
  *     avx512      + AVX-512 F/BW/DQ/VL (src/kernels/x86_avx512/; integer kernels from avx2)
  *     avx512vnni  + AVX512_VNNI: vpdpbusd integer kernels
+ *     avx512bf16  + AVX512_BF16: bf16 weights with bf16 activations (vdpbf16ps)
  *   Only the x86_* folders are compiled with ISA flags; everything else, this
  *   file's users included, runs on any x86-64 (and any other CPU, where only
  *   the scalar level exists).
  *
  *   kern_table() is built once (pthread_once) for the highest level the CPU
  *   and OS support (core/cpu.h), capped by the environment variable
- *   KITE_CPU_LEVEL=scalar|avx2|avx512|avx512vnni (a cap never raises the
+ *   KITE_CPU_LEVEL=scalar|avx2|avx512|avx512vnni|avx512bf16 (a cap never raises the
  *   level; an unknown value is reported once on stderr and ignored).
  *   kern_table_for_level() gives any supported level's table, for tests.
  *
  *   Per weight type (kern_type_ops):
  *     act_type  how kern_matmul converts the float activations first:
- *               F32 (used in place), Q8_0 or Q8_K (quantized once per call).
+ *               F32 (used in place), Q8_0 or Q8_K (quantized once per call),
+ *               BF16 (rounded to nearest even once per call; level
+ *               avx512bf16, bf16 weights only).
  *     vec_dot   one weight row (storage type) with one activation row.
  *     gemm      "flat GEMM": nr weight rows with nt <= KERN_GEMM_MAX_TOK
  *               activation rows; each weight row is loaded from memory once
@@ -33,7 +36,8 @@
  *   therefore works.
  *
  *   Pairings (act_type): f32/f16/bf16 -> f32 (f16/bf16 rows are widened
- *   exactly, so the only rounding is the float dot's); q4_0, q8_0 -> q8_0;
+ *   exactly, so the only rounding is the float dot's), except bf16 -> bf16
+ *   at avx512bf16 (activations rounded to 8 significant bits); q4_0, q8_0 -> q8_0;
  *   q4_K, q6_K -> q8_K (as in ggml).  See docs/kernels.md for accuracy.
  *
  * THREAD SAFETY
@@ -52,6 +56,7 @@ typedef enum kern_level {
     KERN_LEVEL_AVX2 = 1,
     KERN_LEVEL_AVX512 = 2,
     KERN_LEVEL_AVX512VNNI = 3,
+    KERN_LEVEL_AVX512BF16 = 4,
     KERN_LEVEL_COUNT
 } kern_level;
 
@@ -80,9 +85,9 @@ typedef struct kern_type_ops {
 
 typedef struct kern_ops_table {
     kern_level level;
-    const char *name;                       /* "scalar", "avx2", "avx512", "avx512vnni" */
+    const char *name;                       /* "scalar", "avx2", "avx512", "avx512vnni", "avx512bf16" */
     kern_type_ops ops[KITE_DTYPE_COUNT];    /* by weight type */
-    kern_act_fn act_from_f32[KITE_DTYPE_COUNT]; /* by act_type (Q8_0, Q8_K); NULL for F32 */
+    kern_act_fn act_from_f32[KITE_DTYPE_COUNT]; /* by act_type (Q8_0, Q8_K, BF16); NULL for F32 */
 } kern_ops_table;
 
 /* The active table (capped by KITE_CPU_LEVEL), built on first use. */

@@ -15,10 +15,12 @@
  *     row micro-tiles, so the weight block stays in L2 while the activations
  *     stream, and a token group's NR activation rows stay in L1/L2.
  *   Float weights (f32/f16/bf16) take f32 activations; widening f16/bf16 is
- *   exact, so only the float sums round.  q8_0/q4_0 weights take the q8_0
- *   activation rows kern_matmul builds; each block's int8 sum is exact in
- *   int32 (vpdpbusd), then scaled and accumulated in float as the flat VNNI
- *   kernel does.
+ *   exact, so only the float sums round.  At level avx512bf16, bf16 weights
+ *   take bf16 activations instead (VDPBF16PS; x86_avx512/bf16_avx512bf16.c,
+ *   one accumulator per output along K, same kernel as the flat path).
+ *   q8_0/q4_0 weights take the q8_0 activation rows kern_matmul builds;
+ *   each block's int8 sum is exact in int32 (vpdpbusd), then scaled and
+ *   accumulated in float as the flat VNNI kernel does.
  *
  * INVARIANTS
  *   Every output's summation order along K depends only on n (never on the
@@ -27,7 +29,8 @@
  *   any thread split and to token-by-token decode (kernels.h's contract,
  *   checked by test_kernels.c and test_gemm.c).  The micro-kernels
  *   replicate the flat kernels' accumulator layout; a change there must be
- *   mirrored here.
+ *   mirrored here (at avx512 and up the float and bf16 x bf16 flat and
+ *   tiled GEMMs are one micro-kernel, one accumulator per output).
  *
  * THREAD SAFETY
  *   Kernels are reentrant and allocate nothing.
@@ -64,8 +67,11 @@ KERN_GEMM_TILED_DECL(gemm_tiled_f16_ref);
 KERN_GEMM_TILED_DECL(gemm_tiled_bf16_ref);
 KERN_GEMM_TILED_DECL(gemm_tiled_q8_0_ref);
 KERN_GEMM_TILED_DECL(gemm_tiled_q4_0_ref);
+KERN_GEMM_TILED_DECL(gemm_tiled_bf16_bf16_ref); /* bf16 activations (level avx512bf16) */
 
-/* x86 kernels (x86_avx2/gemm_tiled_avx2.c, x86_avx512/gemm_tiled_avx512.c). */
+/* x86 kernels (x86_avx2/gemm_tiled_avx2.c; x86_avx512/vec_dot_float_avx512.c
+ * for f32/f16/bf16, the same micro-kernel as the flat path; q8_0/q4_0 in
+ * x86_avx512/gemm_tiled_avx512.c). */
 KERN_GEMM_TILED_DECL(gemm_tiled_f32_avx2);
 KERN_GEMM_TILED_DECL(gemm_tiled_f16_avx2);
 KERN_GEMM_TILED_DECL(gemm_tiled_bf16_avx2);
@@ -74,5 +80,6 @@ KERN_GEMM_TILED_DECL(gemm_tiled_f16_avx512);
 KERN_GEMM_TILED_DECL(gemm_tiled_bf16_avx512);
 KERN_GEMM_TILED_DECL(gemm_tiled_q8_0_vnni);
 KERN_GEMM_TILED_DECL(gemm_tiled_q4_0_vnni);
+KERN_GEMM_TILED_DECL(gemm_tiled_bf16_bf16_avx512bf16); /* x86_avx512/bf16_avx512bf16.c */
 
 #endif

@@ -14,6 +14,13 @@
  *       INT_BUDGET: |simd - ref| <= 2e-6 * sum|w*a| (+1e-30): the int32
  *         block sums are exact, only the float accumulation of the scaled
  *         block terms differs in order (q4_K/q6_K are in fact bit-identical).
+ *     bf16 weights at avx512bf16 take bf16 activations: the vdpbf16ps kernel
+ *     must equal vec_dot_bf16_bf16_ref (the instruction's model) bit for bit.
+ *   - bf16 activations: act_from_f32[BF16] of every level writes the bytes of
+ *     act_bf16_from_f32_ref (ties, subnormals, infinities, NaNs, overflow to
+ *     infinity), and the vdpbf16ps dot equals the reference bit for bit on
+ *     operands that exercise DAZ/FTZ (subnormal bf16 inputs, products and
+ *     sums below FLT_MIN), huge values, infinities and NaN.
  *   - the flat GEMM equals vec_dot bit for bit for 1, 3 and 16 tokens, and
  *     for every row count 1..5, 9 and token count 1..16 with rows, strides
  *     and ldy at odd values (the register-blocked 4-row x 1..4-token
@@ -111,6 +118,9 @@ static int n_kernel_checks[KERN_LEVEL_COUNT];
 TEST(test_dispatch_names) {
     CHECK_STR_EQ(kern_level_name(KERN_LEVEL_SCALAR), "scalar");
     CHECK_STR_EQ(kern_level_name(KERN_LEVEL_AVX512VNNI), "avx512vnni");
+    CHECK_STR_EQ(kern_level_name(KERN_LEVEL_AVX512BF16), "avx512bf16");
+    CHECK_EQ_INT(kern_level_from_name("avx512bf16"), KERN_LEVEL_AVX512BF16);
+    CHECK_EQ_INT(KERN_LEVEL_COUNT, KERN_LEVEL_AVX512BF16 + 1);
     CHECK_EQ_INT(kern_level_from_name("AVX2"), KERN_LEVEL_AVX2);
     CHECK_EQ_INT(kern_level_from_name("sse9"), -1);
     const kern_level max = kern_level_max();
@@ -133,19 +143,29 @@ TEST(test_dispatch_names) {
     CHECK_EQ_INT(t->ops[KITE_DTYPE_Q6_K].act_type, KITE_DTYPE_Q8_K);
     CHECK_EQ_INT(t->ops[KITE_DTYPE_F16].act_type, KITE_DTYPE_F32);
     CHECK(t->ops[KITE_DTYPE_Q5_K].vec_dot == NULL); /* generic path */
+    /* bf16 activations only for bf16 weights, only at avx512bf16 */
+    for (int l = 0; l <= (int)max; l++) {
+        const kern_ops_table *kt = kern_table_for_level((kern_level)l);
+        CHECK_EQ_INT(kt->ops[KITE_DTYPE_BF16].act_type, l >= KERN_LEVEL_AVX512BF16 ? KITE_DTYPE_BF16 : KITE_DTYPE_F32);
+        CHECK_EQ_INT(kt->ops[KITE_DTYPE_F16].act_type, KITE_DTYPE_F32);
+        CHECK_EQ_INT(kt->ops[KITE_DTYPE_F32].act_type, KITE_DTYPE_F32);
+    }
+    CHECK_EQ_INT(max >= KERN_LEVEL_AVX512BF16, c->avx512bf16 && max >= KERN_LEVEL_AVX512VNNI);
 }
 
 /* KITE_CPU_LEVEL=scalar before first use (in a child, which has its own
  * first use): the active table is scalar, the per-level getter still gives
- * every supported level; avx2 caps at min(avx2, max). */
+ * every supported level; avx2 caps at min(avx2, max), avx512vnni at
+ * min(avx512vnni, max) (the A/B switch for the bf16-activation level). */
 TEST(test_env_cap_scalar) {
-    static const char *const caps[] = {"scalar", "avx2"};
-    for (int i = 0; i < 2; i++) {
+    static const char *const caps[] = {"scalar", "avx2", "avx512vnni"};
+    static const kern_level levels[] = {KERN_LEVEL_SCALAR, KERN_LEVEL_AVX2, KERN_LEVEL_AVX512VNNI};
+    for (int i = 0; i < 3; i++) {
         fflush(stdout);
         pid_t pid = fork();
         if (pid == 0) {
             setenv("KITE_CPU_LEVEL", caps[i], 1);
-            kern_level want = (kern_level)i;
+            kern_level want = levels[i];
             if (want > kern_level_max()) want = kern_level_max();
             _exit(kern_table()->level == want && kern_table_for_level(kern_level_max()) != NULL ? 0 : 1);
         }
@@ -185,7 +205,8 @@ TEST(test_act_quantizers_match_ggml_reference) {
 static void check_type_level(const kern_ops_table *kt, const kern_ops_table *ref, uint32_t t) {
     const dtype_traits *tr = dtype_get(t);
     const kern_type_ops *op = &kt->ops[t], *rop = &ref->ops[t];
-    const bool is_int = op->act_type != KITE_DTYPE_F32;
+    const bool is_bf16 = op->act_type == KITE_DTYPE_BF16; /* avx512bf16: bf16 x bf16, exact model */
+    const bool is_int = op->act_type != KITE_DTYPE_F32 && !is_bf16;
     static const int64_t float_sizes[] = {1, 7, 31, 33, 100, 1000, 4099};
     static const int64_t block_counts[] = {1, 3, 7, 65};
     const int n_sizes = tr->block_size == 1 ? 7 : 4;
@@ -198,16 +219,17 @@ static void check_type_level(const kern_ops_table *kt, const kern_ops_table *ref
             float *x = malloc((size_t)n * sizeof(float));
             unsigned char *w = wbuf + off, *a = abuf + (off + 1) % 4;
             make_row(t, n, w, x, edge);
-            if (is_int) ref->act_from_f32[op->act_type](x, a, n);
+            if (is_int || is_bf16) ref->act_from_f32[op->act_type](x, a, n);
             else memcpy(a, x, (size_t)n * sizeof(float));
             float got = NAN, want = NAN;
             op->vec_dot(n, &got, w, a);
-            rop->vec_dot(n, &want, w, a);
+            if (is_bf16) vec_dot_bf16_bf16_ref(n, &want, w, a);
+            else rop->vec_dot(n, &want, w, a);
             const double mag = magnitude(t, op->act_type, n, w, a);
             const double tol = (is_int ? INT_BUDGET : FLOAT_BUDGET) * mag + 1e-30;
             CHECK_MSG(fabs((double)got - want) <= tol, "%s %s n=%lld edge=%d off=%d: %.9g vs ref %.9g (tol %.3g)",
                       kt->name, tr->name, (long long)n, edge, off, got, want, tol);
-            if (t == KITE_DTYPE_Q4_K || t == KITE_DTYPE_Q6_K) /* documented: same float expression as ref */
+            if (t == KITE_DTYPE_Q4_K || t == KITE_DTYPE_Q6_K || is_bf16) /* documented: same float expression as ref */
                 CHECK_MSG(memcmp(&got, &want, sizeof got) == 0, "%s %s n=%lld edge=%d: not bit-identical",
                           kt->name, tr->name, (long long)n, edge);
             n_kernel_checks[kt->level]++;
@@ -347,6 +369,8 @@ static void check_matmul_type(const kern_ops_table *kt, uint32_t t, threadpool *
               tr->name);
     const int qb = op->act_type == KITE_DTYPE_Q8_0 ? 32 : op->act_type == KITE_DTYPE_Q8_K ? 256
                  : op->act_type == KITE_DTYPE_W8A8 ? (int)ne0 : 0; /* W8A8: one activation scale per row */
+    /* bf16 activations: round to nearest of 8 significant bits, |x - bf16(x)| <= 2^-8 |x| */
+    const double bf16_rel = op->act_type == KITE_DTYPE_BF16 ? 1.0 / 256.0 : 0.0;
     double worst = 0;
     for (int64_t k = 0; k < n_tok; k++)
         for (int64_t r = 0; r < nr; r++) {
@@ -355,6 +379,7 @@ static void check_matmul_type(const kern_ops_table *kt, uint32_t t, threadpool *
             for (int64_t i = 0; i < ne0; i++) {
                 s += (double)wr[i] * xr[i];
                 mag += fabs((double)wr[i] * xr[i]);
+                qerr += bf16_rel * fabs((double)wr[i] * xr[i]);
             }
             if (qb)
                 for (int64_t b = 0; b < ne0; b += qb) {
@@ -407,6 +432,103 @@ TEST(test_matmul_all_types) {
     tp_free(tp3);
 }
 
+static float f_of_bits(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* act_from_f32[BF16] (where a level has one) writes act_bf16_from_f32_ref's
+ * bytes, and that is fp32_to_bf16 per element: ties to even, subnormals
+ * rounded (not flushed), NaN quiet, the largest floats rounding to inf. */
+TEST(test_bf16_act_converter) {
+    enum { N = 16 * 9 + 5 }; /* a masked tail */
+    float x[N];
+    uint16_t ref[N], got[N + 1];
+    int n_levels = 0;
+    for (int l = 0; l <= (int)kern_level_max(); l++) {
+        const kern_act_fn q = kern_table_for_level((kern_level)l)->act_from_f32[KITE_DTYPE_BF16];
+        CHECK(q != NULL);
+        if (!q) continue;
+        n_levels++;
+        for (int rep = 0; rep < 40; rep++) {
+            for (int i = 0; i < N; i++) {
+                const uint32_t r = rnd() | (rnd() << 16);
+                switch ((rep + i) % 6) {
+                case 0: x[i] = frand() * 10.0f; break;
+                case 1: x[i] = f_of_bits(r); break; /* any bits: NaN, inf, subnormal */
+                case 2: x[i] = f_of_bits((r & 0xffff0000u) | 0x8000u); break;           /* exact ties */
+                case 3: x[i] = f_of_bits(r & 0x807fffffu); break;                       /* subnormals and zeros */
+                case 4: x[i] = f_of_bits((r & 0x80000000u) | 0x7f7f8000u | (r & 0x7fffu)); break; /* near FLT_MAX */
+                default: x[i] = f_of_bits((r & 0x80000000u) | 0x7f800000u | (rep % 2 ? (r & 0x7fffffu) : 0)); break;
+                }
+            }
+            act_bf16_from_f32_ref(x, ref, N);
+            got[N] = 0xA5A5;
+            q(x, got, N);
+            CHECK_MSG(memcmp(ref, got, sizeof ref) == 0 && got[N] == 0xA5A5,
+                      "%s: bf16 activation bytes differ (rep %d)", kern_level_name((kern_level)l), rep);
+            for (int i = 0; i < N; i++) CHECK(ref[i] == fp32_to_bf16(x[i]));
+        }
+    }
+    CHECK(n_levels >= 1);
+    /* ties to even */
+    CHECK(fp32_to_bf16(f_of_bits(0x3f808000u)) == 0x3f80 && fp32_to_bf16(f_of_bits(0x3f818000u)) == 0x3f82);
+    CHECK(fp32_to_bf16(f_of_bits(0x00000001u)) == 0x0000 && fp32_to_bf16(f_of_bits(0x00008000u)) == 0x0000 &&
+          fp32_to_bf16(f_of_bits(0x00018000u)) == 0x0002);                                 /* subnormals rounded */
+    CHECK(fp32_to_bf16(f_of_bits(0x7f7fffffu)) == 0x7f80); /* FLT_MAX rounds to inf */
+    CHECK((fp32_to_bf16(f_of_bits(0x7f800001u)) & 0x7fc0) == 0x7fc0); /* NaN stays NaN, quiet */
+}
+
+/* The vdpbf16ps kernel (level avx512bf16) equals vec_dot_bf16_bf16_ref bit
+ * for bit on operands chosen to exercise the instruction's rules: subnormal
+ * bf16 inputs (DAZ), products and running sums below FLT_MIN (FTZ), huge
+ * values, infinities and NaN, and random bit patterns; n covers a chunk
+ * boundary and masked tails.  Skipped (and said so) without the level. */
+TEST(test_bf16_dot_model) {
+    const kern_ops_table *kt = kern_table_for_level(KERN_LEVEL_AVX512BF16);
+    if (!kt) {
+        printf("    avx512bf16 not supported here: vdpbf16ps model check not run\n");
+        return;
+    }
+    static const int64_t ns[] = {1, 2, 31, 32, 33, 64, 95, 1001};
+    uint16_t w[1001], a[1001];
+    int n_checks = 0, n_nan = 0;
+    for (int kind = 0; kind < 5; kind++)
+        for (int ni = 0; ni < 8; ni++) {
+            const int64_t n = ns[ni];
+            for (int rep = 0; rep < 12; rep++) {
+                for (int64_t i = 0; i < n; i++) {
+                    const uint32_t r = rnd();
+                    uint16_t wi = (uint16_t)r, ai = (uint16_t)(r >> 16);
+                    if (kind == 0) { /* tiny: exponents 0..15, products and sums near FLT_MIN */
+                        wi = (uint16_t)((wi & 0x807f) | ((rnd() % 16) << 7));
+                        ai = (uint16_t)((ai & 0x807f) | ((60 + rnd() % 8) << 7));
+                    } else if (kind == 1) { /* moderate, with some subnormal bf16 operands */
+                        wi = fp32_to_bf16(frand());
+                        ai = rnd() % 4 == 0 ? (uint16_t)(ai & 0x807f) : fp32_to_bf16(frand() * 3.0f);
+                    } else if (kind == 2) { /* huge: overflow to inf, inf - inf = NaN */
+                        wi = (uint16_t)((wi & 0x807f) | ((200 + rnd() % 54) << 7));
+                        ai = (uint16_t)((ai & 0x807f) | ((100 + rnd() % 50) << 7));
+                    } else if (kind == 3) { /* cancellation to exact zeros and tiny remainders */
+                        wi = fp32_to_bf16((float)((int)(rnd() % 7) - 3) * 1e-20f);
+                        ai = fp32_to_bf16((float)((int)(rnd() % 7) - 3) * 1e-19f);
+                    } /* kind 4: any bits */
+                    w[i] = wi;
+                    a[i] = ai;
+                }
+                float got, want;
+                kt->ops[KITE_DTYPE_BF16].vec_dot(n, &got, w, a);
+                vec_dot_bf16_bf16_ref(n, &want, w, a);
+                const bool same = memcmp(&got, &want, sizeof got) == 0 || (isnan(got) && isnan(want));
+                n_nan += isnan(want);
+                CHECK_MSG(same, "kind %d n=%lld rep %d: vdpbf16ps %a vs model %a", kind, (long long)n, rep, got, want);
+                n_checks++;
+            }
+        }
+    printf("    vdpbf16ps vs model: %d dots bit-identical (%d NaN)\n", n_checks, n_nan);
+}
+
 int main(void) {
     RUN(test_env_invalid); /* forked children: each builds its own table */
     RUN(test_env_cap_scalar);
@@ -415,6 +537,8 @@ int main(void) {
     RUN(test_kernels_vs_reference_all_levels);
     RUN(test_gemm_equals_vec_dot);
     RUN(test_gemm_shapes_unaligned);
+    RUN(test_bf16_act_converter);
+    RUN(test_bf16_dot_model);
     RUN(test_matmul_all_types);
     printf("    levels tested: %d\n", n_levels_tested);
     return harness_summary(__FILE__);

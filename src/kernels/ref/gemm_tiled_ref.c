@@ -24,9 +24,11 @@ REF_TILED(gemm_tiled_f16_ref, vec_dot_f16_f32_ref)
 REF_TILED(gemm_tiled_bf16_ref, vec_dot_bf16_f32_ref)
 REF_TILED(gemm_tiled_q8_0_ref, vec_dot_q8_0_q8_0_ref)
 REF_TILED(gemm_tiled_q4_0_ref, vec_dot_q4_0_q8_0_ref)
+REF_TILED(gemm_tiled_bf16_bf16_ref, vec_dot_bf16_bf16_ref)
 
 kern_gemm_tiled_fn kern_gemm_tiled_get(kern_level level, uint32_t type) {
 #if defined(__x86_64__) || defined(__i386__)
+    if (level >= KERN_LEVEL_AVX512BF16 && type == KITE_DTYPE_BF16) return gemm_tiled_bf16_bf16_avx512bf16;
     if (level >= KERN_LEVEL_AVX512VNNI) {
         if (type == KITE_DTYPE_Q8_0) return gemm_tiled_q8_0_vnni;
         if (type == KITE_DTYPE_Q4_0) return gemm_tiled_q4_0_vnni;

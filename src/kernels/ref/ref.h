@@ -30,6 +30,17 @@ void vec_dot_q6_K_q8_K_ref(int64_t n, float *out, const void *w, const void *a);
 void act_quantize_q8_0_ref(const float *x, void *dst, int64_t n);
 void act_quantize_q8_K_ref(const float *x, void *dst, int64_t n);
 
+/* bf16 activations and bf16 x bf16 dots (vec_dot_bf16.c; level avx512bf16
+ * only, the lower levels give bf16 weights f32 activations).  The converter
+ * is fp32_to_bf16 (dtype.h) per element; the dot models VDPBF16PS: 16 lanes,
+ * lane j takes pairs (2j, 2j+1) of each 32-element chunk (tail padded with
+ * zeros) by two float FMAs, odd element first, DAZ inputs / FTZ result, then
+ * ref_bf16_reduce16's tree. */
+void act_bf16_from_f32_ref(const float *x, void *dst, int64_t n);
+void vec_dot_bf16_bf16_ref(int64_t n, float *out, const void *w, const void *a);
+/* ((l[i]+l[i+8]) for i<8, then +[i+4], +[i+2], +[i+1]): the lane reduction of the bf16 kernels */
+float ref_bf16_reduce16(const float l[16]);
+
 /* 6-bit scale and min of sub-block j (0..7) of a q4_K/q5_K block. */
 static inline void ref_scale_min_k4(int j, const uint8_t *q, int *sc, int *m) {
     if (j < 4) {

@@ -1,17 +1,9 @@
 /*
  * gemm_tiled_avx512.c - tiled prefill GEMM on zmm (gemm_tiled.h).
  *
- * Float weights (f32/f16/bf16) x f32 activations: micro-kernel of FMR = 4
- * weight rows x FNR = 6 tokens, 24 zmm accumulators, one per output; per 16
- * elements it loads (and widens: vcvtph2ps / 16-bit shift, exact) 4 weight
- * vectors and 6 activation vectors for 24 FMAs.  Each output is summed in
- * the order of the flat kernel (vec_dot_*_avx512: accumulators s0..s3 over
- * 64-element chunks, trailing 16-element chunks into s0, the masked n % 16
- * tail into s1, reduce of (s0+s1)+(s2+s3)); the four accumulators are
- * computed as four phases one after another (phase_f), each output's
- * partial state kept in a per-block buffer, so results equal the flat path
- * bit for bit.  If the flat kernels' order changes, phase_f must follow
- * (test_gemm.c checks the identity).
+ * Float weights (f32/f16/bf16) x f32 activations live in
+ * vec_dot_float_avx512.c (one micro-kernel for vec_dot, flat and tiled GEMM)
+ * and bf16 x bf16 activations in bf16_avx512bf16.c.
  *
  * q8_0 / q4_0 weights x q8_0 activations (avx512vnni): micro-kernel of
  * QMR = 4 rows x QNR = 4 tokens; two 32-element blocks per zmm as in the
@@ -27,12 +19,10 @@
  *         sum((u-8)*a) = vpdpbusd(-c, u, a).
  * All int32 sums are exact (|sum| < 2^17).
  *
- * Cache tiling: weight rows in blocks of GEMM_TILED_L2_BYTES (float: at
- * most FRB rows); inside a block, token groups outside row micro-tiles
- * (float: token group > phase > row micro-tile, so the quarter of the
- * group's activation rows a phase touches stays in L1).
+ * Cache tiling: weight rows in blocks of GEMM_TILED_L2_BYTES; inside a
+ * block, token groups outside row micro-tiles.
  *
- * THREAD SAFETY: reentrant; state lives on the caller's stack (48 KiB).
+ * THREAD SAFETY: reentrant, no state.
  */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -45,85 +35,8 @@
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
-enum { T_F32 = 0, T_F16 = 1, T_BF16 = 2 };
-#define FMR 4
-#define FNR 6
 #define QMR 4
 #define QNR 4
-
-static ALWAYS_INLINE __m512 ldw(int ty, const unsigned char *p) {
-    if (ty == T_F32) return _mm512_loadu_ps(p);
-    const __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)p);
-    if (ty == T_F16) return _mm512_cvtph_ps(h);
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
-static ALWAYS_INLINE __m512 mldw(int ty, __mmask16 k, const unsigned char *p) {
-    if (ty == T_F32) return _mm512_maskz_loadu_ps(k, p);
-    const __m256i h = _mm256_maskz_loadu_epi16(k, p);
-    if (ty == T_F16) return _mm512_cvtph_ps(h);
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
-
-/* acc[r][t] += w[r][i..i+16) * a[t][i..i+16) for i = i0, i0+step, ... < i1 */
-static ALWAYS_INLINE void run_f(int ty, int mr, int nr, __m512 acc[FMR][FNR], const unsigned char *w, size_t ws,
-                                const unsigned char *a, size_t as, int64_t i0, int64_t i1, int64_t step) {
-    const size_t esz = ty == T_F32 ? 4 : 2;
-    for (int64_t i = i0; i < i1; i += step) {
-        __m512 wv[FMR];
-#pragma GCC unroll 8
-        for (int r = 0; r < FMR; r++)
-            if (r < mr) wv[r] = ldw(ty, w + r * ws + (size_t)i * esz);
-#pragma GCC unroll 8
-        for (int t = 0; t < FNR; t++) {
-            if (t >= nr) break;
-            const __m512 av = _mm512_loadu_ps(a + t * as + 4 * (size_t)i);
-#pragma GCC unroll 8
-            for (int r = 0; r < FMR; r++)
-                if (r < mr) acc[r][t] = _mm512_fmadd_ps(wv[r], av, acc[r][t]);
-        }
-    }
-}
-
-/* Phase p (0..3) of mr x nr outputs (mr <= FMR, nr <= FNR; constants after
- * inlining): the flat kernel's accumulator s_p (elements 64c + 16p + j;
- * s0 also takes the trailing 16-element chunks, s1 the masked tail).  The
- * phases of an output run one after another and meet in its state st:
- * st[0] = s0, then s0+s1; st[1] = s2; phase 3 stores the reduce of
- * (s0+s1)+(s2+s3), so every lane sees the flat kernel's sequence of FMAs.
- * st[r][t] is the state of row r, token t of the tile. */
-static ALWAYS_INLINE void phase_f(int ty, int mr, int nr, int p, int64_t n, const unsigned char *w, size_t ws,
-                                  const unsigned char *a, size_t as, __m512 (*st)[FNR][2], float *y, int64_t ldy) {
-    const size_t esz = ty == T_F32 ? 4 : 2;
-    const int64_t n64 = n - n % 64, n16 = n - n % 16;
-    __m512 acc[FMR][FNR];
-#pragma GCC unroll 8
-    for (int r = 0; r < FMR; r++)
-#pragma GCC unroll 8
-        for (int t = 0; t < FNR; t++) acc[r][t] = _mm512_setzero_ps();
-    run_f(ty, mr, nr, acc, w, ws, a, as, 16 * p, n64, 64);
-    if (p == 0) run_f(ty, mr, nr, acc, w, ws, a, as, n64, n16, 16);
-    if (p == 1 && n16 < n) {
-        const __mmask16 k = (__mmask16)((1u << (n - n16)) - 1);
-        for (int t = 0; t < nr; t++) {
-            const __m512 av = _mm512_maskz_loadu_ps(k, a + t * as + 4 * (size_t)n16);
-            for (int r = 0; r < mr; r++)
-                acc[r][t] = _mm512_fmadd_ps(mldw(ty, k, w + r * ws + (size_t)n16 * esz), av, acc[r][t]);
-        }
-    }
-#pragma GCC unroll 8
-    for (int r = 0; r < FMR; r++)
-#pragma GCC unroll 8
-        for (int t = 0; t < FNR; t++) {
-            if (r >= mr || t >= nr) continue;
-            if (p == 0) st[r][t][0] = acc[r][t];
-            else if (p == 1) st[r][t][0] = _mm512_add_ps(st[r][t][0], acc[r][t]);
-            else if (p == 2) st[r][t][1] = acc[r][t];
-            else y[(int64_t)t * ldy + r] =
-                _mm512_reduce_add_ps(_mm512_add_ps(st[r][t][0], _mm512_add_ps(st[r][t][1], acc[r][t])));
-        }
-}
-
-#define FRB 64 /* most rows per float cache block: bounds the phase state (FRB*FNR*2 zmm = 48 KiB) */
 
 /* Rows per cache block: about GEMM_TILED_L2_BYTES of weights, a multiple of m. */
 static int64_t rows_per_block(size_t row_bytes, int m) {
@@ -131,52 +44,6 @@ static int64_t rows_per_block(size_t row_bytes, int m) {
     rb -= rb % m;
     return rb < m ? m : rb;
 }
-
-/* Loop order: row block (weights in L2) > token group of FNR > phase >
- * row micro-tile.  Within a phase the token group's activations touched
- * (a quarter of each row) stay in L1 while the block's rows stream from L2. */
-static ALWAYS_INLINE void gemm_f(int ty, int64_t n, float *y, int64_t ldy, const void *w, size_t ws, int nr,
-                                 const void *a, size_t as, int nt) {
-    const unsigned char *wb = w, *ab = a;
-    int64_t rb = rows_per_block(ws, FMR);
-    if (rb > FRB) rb = FRB;
-    __m512 st[FRB][FNR][2];
-    for (int64_t r0 = 0; r0 < nr; r0 += rb) {
-        const int64_t r1 = r0 + rb < nr ? r0 + rb : nr;
-        for (int t = 0; t < nt; t += FNR) {
-            const int tn = nt - t < FNR ? nt - t : FNR;
-            const unsigned char *at = ab + (size_t)t * as;
-            for (int p = 0; p < 4; p++)
-                for (int64_t r = r0; r < r1; r += FMR) {
-                    const int rn = (int)(r1 - r < FMR ? r1 - r : FMR);
-                    const unsigned char *wr = wb + (size_t)r * ws;
-                    float *yo = y + (int64_t)t * ldy + r;
-                    __m512(*s)[FNR][2] = st + (r - r0);
-                    if (rn == FMR) switch (tn) { /* constant tile shapes: accumulators stay in registers */
-                        case 6: phase_f(ty, FMR, 6, p, n, wr, ws, at, as, s, yo, ldy); break;
-                        case 5: phase_f(ty, FMR, 5, p, n, wr, ws, at, as, s, yo, ldy); break;
-                        case 4: phase_f(ty, FMR, 4, p, n, wr, ws, at, as, s, yo, ldy); break;
-                        case 3: phase_f(ty, FMR, 3, p, n, wr, ws, at, as, s, yo, ldy); break;
-                        case 2: phase_f(ty, FMR, 2, p, n, wr, ws, at, as, s, yo, ldy); break;
-                        default: phase_f(ty, FMR, 1, p, n, wr, ws, at, as, s, yo, ldy); break;
-                        }
-                    else /* fewer than FMR rows left: one row at a time */
-                        for (int rr = 0; rr < rn; rr++) switch (tn) {
-                            case 6: phase_f(ty, 1, 6, p, n, wr + rr * ws, ws, at, as, s + rr, yo + rr, ldy); break;
-                            case 5: phase_f(ty, 1, 5, p, n, wr + rr * ws, ws, at, as, s + rr, yo + rr, ldy); break;
-                            case 4: phase_f(ty, 1, 4, p, n, wr + rr * ws, ws, at, as, s + rr, yo + rr, ldy); break;
-                            case 3: phase_f(ty, 1, 3, p, n, wr + rr * ws, ws, at, as, s + rr, yo + rr, ldy); break;
-                            case 2: phase_f(ty, 1, 2, p, n, wr + rr * ws, ws, at, as, s + rr, yo + rr, ldy); break;
-                            default: phase_f(ty, 1, 1, p, n, wr + rr * ws, ws, at, as, s + rr, yo + rr, ldy); break;
-                            }
-                }
-        }
-    }
-}
-
-KERN_GEMM_TILED_DECL(gemm_tiled_f32_avx512) { gemm_f(T_F32, n, y, ldy, w, w_stride, nr, a, a_stride, nt); }
-KERN_GEMM_TILED_DECL(gemm_tiled_f16_avx512) { gemm_f(T_F16, n, y, ldy, w, w_stride, nr, a, a_stride, nt); }
-KERN_GEMM_TILED_DECL(gemm_tiled_bf16_avx512) { gemm_f(T_BF16, n, y, ldy, w, w_stride, nr, a, a_stride, nt); }
 
 /* ---- q8_0 / q4_0 weights x q8_0 activations (VNNI) ---- */
 

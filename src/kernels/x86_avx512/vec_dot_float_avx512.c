@@ -1,59 +1,249 @@
 /*
  * vec_dot_float_avx512.c - f32/f16/bf16 weight rows x f32 activations with
- * 512-bit FMA.  Widening is exact (vcvtph2ps; bf16 by a 16-bit shift).  Four
- * 16-lane accumulators per 64 elements, one per 16, then a masked load for
- * the last n % 16 elements; the order depends only on n.
+ * 512-bit FMA (levels avx512 and up): vec_dot, the flat GEMM and the tiled
+ * prefill GEMM (gemm_tiled.h), all on one micro-kernel.
+ *
+ * DESIGN
+ *   Per output: one zmm accumulator along K, one FMA per 16 elements in
+ *   order, the last n % 16 elements through zero-masked loads (0 * 0 adds
+ *   nothing), then the 16 lanes reduced by a fixed tree: l[i] + l[i+8], then
+ *   + [i+4], + [i+2], + [i+1] (reduce16).  Widening is exact (vcvtph2ps;
+ *   bf16 by a 16-bit shift), so only the FMAs and the tree round.  The order
+ *   depends only on n: vec_dot, the flat GEMM and the tiled GEMM give the
+ *   same bits for every output, whatever the tile, the token grouping or the
+ *   thread split (kernels.h's contract; test_kernels.c, test_gemm.c).
+ *   Latency is hidden by several outputs in flight, not by several
+ *   accumulators per output: the micro-kernel keeps mr weight rows x nt
+ *   tokens of accumulators and per 16 elements loads mr weight vectors
+ *   (widened once) and nt activation vectors for mr*nt FMAs.
+ *     prefill  FMR x FNR = 4 x 6: 24 accumulators, 10 loads per 24 FMAs;
+ *     decode   8 rows x 1 token: eight chains while the weights stream.
+ *   vec_dot alone is a single chain (latency-bound); kern_matmul never calls
+ *   it, it uses the GEMMs.
+ *   Cache tiling (tiled and flat GEMM): weight rows in blocks of about
+ *   GEMM_TILED_L2_BYTES (at most FRB rows), token groups of FNR, K in
+ *   blocks of FKB elements, row micro-tiles innermost: a group's activations
+ *   for one K block (6 x 2 KiB) stay in L1 while the row block streams from
+ *   L2.  Between K blocks an accumulator is parked in a state buffer and
+ *   reloaded unchanged, so K blocking does not change the order.
+ *
+ * THREAD SAFETY: reentrant; state lives on the caller's stack (24 KiB).
  */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+#include <stdint.h>
 
+#include "kernels/gemm_tiled.h"
 #include "kernels/ref/ref.h"
 #include "kernels/x86_avx512/avx512.h"
 
-static inline __m512 ld_f32(const unsigned char *p) { return _mm512_loadu_ps(p); }
-static inline __m512 ld_f16(const unsigned char *p) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)p));
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+
+enum { T_F32 = 0, T_F16 = 1, T_BF16 = 2 };
+#define FMR 4    /* weight rows per prefill micro-tile */
+#define FNR 6    /* tokens per prefill micro-tile */
+#define DMR 8    /* weight rows per decode (one token) micro-tile */
+#define MAXR 8   /* largest mr of any micro-tile */
+#define FRB 64   /* most rows per cache block (bounds the state buffer) */
+#define FKB 512  /* elements per K block (a multiple of 16) */
+
+static ALWAYS_INLINE __m512 ldw(int ty, const unsigned char *p) {
+    if (ty == T_F32) return _mm512_loadu_ps(p);
+    const __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)p);
+    if (ty == T_F16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
-static inline __m512 ld_bf16(const unsigned char *p) {
-    const __m512i v = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)p));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
-}
-static inline __m512 mld_f32(__mmask16 k, const unsigned char *p) { return _mm512_maskz_loadu_ps(k, p); }
-static inline __m512 mld_f16(__mmask16 k, const unsigned char *p) {
-    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, p));
-}
-static inline __m512 mld_bf16(__mmask16 k, const unsigned char *p) {
-    const __m512i v = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, p));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+static ALWAYS_INLINE __m512 mldw(int ty, __mmask16 k, const unsigned char *p) {
+    if (ty == T_F32) return _mm512_maskz_loadu_ps(k, p);
+    const __m256i h = _mm256_maskz_loadu_epi16(k, p);
+    if (ty == T_F16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-#define DOT_BODY(LD, MLD, SZ)                                                                     \
-    const unsigned char *wp = w, *ap = a;                                                         \
-    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps(), s2 = _mm512_setzero_ps(),          \
-           s3 = _mm512_setzero_ps();                                                              \
-    int64_t i = 0;                                                                                \
-    for (; i + 64 <= n; i += 64) {                                                                \
-        s0 = _mm512_fmadd_ps(LD(wp + (size_t)i * SZ), ld_f32(ap + 4 * (size_t)i), s0);            \
-        s1 = _mm512_fmadd_ps(LD(wp + (size_t)(i + 16) * SZ), ld_f32(ap + 4 * (size_t)(i + 16)), s1); \
-        s2 = _mm512_fmadd_ps(LD(wp + (size_t)(i + 32) * SZ), ld_f32(ap + 4 * (size_t)(i + 32)), s2); \
-        s3 = _mm512_fmadd_ps(LD(wp + (size_t)(i + 48) * SZ), ld_f32(ap + 4 * (size_t)(i + 48)), s3); \
-    }                                                                                             \
-    for (; i + 16 <= n; i += 16) s0 = _mm512_fmadd_ps(LD(wp + (size_t)i * SZ), ld_f32(ap + 4 * (size_t)i), s0); \
-    if (i < n) {                                                                                  \
-        const __mmask16 k = (__mmask16)((1u << (n - i)) - 1);                                     \
-        s1 = _mm512_fmadd_ps(MLD(k, wp + (size_t)i * SZ), mld_f32(k, ap + 4 * (size_t)i), s1);    \
-    }                                                                                             \
-    *out = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
+/* l[i]+l[i+8], +[i+4], +[i+2], +[i+1] (the same tree as the bf16 kernels). */
+static ALWAYS_INLINE float reduce16(__m512 v) {
+    const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+    q = _mm_add_ss(q, _mm_movehdup_ps(q));
+    return _mm_cvtss_f32(q);
+}
 
-void vec_dot_f32_avx512(int64_t n, float *out, const void *w, const void *a) { DOT_BODY(ld_f32, mld_f32, 4) }
-void vec_dot_f16_f32_avx512(int64_t n, float *out, const void *w, const void *a) { DOT_BODY(ld_f16, mld_f16, 2) }
+/* Elements [i0, i1) of mr rows x nt tokens (constants after inlining).
+ * i0 == 0 starts from zero accumulators, otherwise from st; i1 >= n adds the
+ * masked tail and writes y[t*ldy + r], otherwise parks the accumulators in
+ * st (st[r*FNR + t]; unused when the whole row is one call).  pf: 0, or the
+ * address to prefetch from, advanced 16 * esz * mr bytes per 16 elements. */
+static ALWAYS_INLINE void micro_pf(int ty, int mr, int nt, int64_t i0, int64_t i1, int64_t n, const unsigned char *w,
+                                   size_t ws, const unsigned char *a, size_t as, __m512 *st, float *y, int64_t ldy,
+                                   uintptr_t pf) {
+    const size_t esz = ty == T_F32 ? 4 : 2;
+    const int64_t n16 = n - n % 16, e1 = i1 < n16 ? i1 : n16;
+    __m512 acc[MAXR][FNR];
+#pragma GCC unroll 8
+    for (int r = 0; r < MAXR; r++)
+#pragma GCC unroll 8
+        for (int t = 0; t < FNR; t++)
+            if (r < mr && t < nt) acc[r][t] = i0 == 0 ? _mm512_setzero_ps() : st[r * FNR + t];
+    for (int64_t i = i0; i < e1; i += 16) {
+        __m512 wv[MAXR];
+#pragma GCC unroll 8
+        for (int r = 0; r < MAXR; r++)
+            if (r < mr) wv[r] = ldw(ty, w + r * ws + (size_t)i * esz);
+        if (pf) { /* the next rows' bytes, in address order (see gemv); an address, it may lie past the weights */
+#pragma GCC unroll 8
+            for (int j = 0; j < mr * (int)esz / 4; j++)
+                _mm_prefetch((const char *)(pf + 64 * (uintptr_t)j), _MM_HINT_T0);
+            pf += 16 * esz * (size_t)mr;
+        }
+#pragma GCC unroll 8
+        for (int t = 0; t < FNR; t++) {
+            if (t >= nt) break;
+            const __m512 av = _mm512_loadu_ps(a + t * as + 4 * (size_t)i);
+#pragma GCC unroll 8
+            for (int r = 0; r < MAXR; r++)
+                if (r < mr) acc[r][t] = _mm512_fmadd_ps(wv[r], av, acc[r][t]);
+        }
+    }
+    if (i1 < n) {
+#pragma GCC unroll 8
+        for (int r = 0; r < MAXR; r++)
+#pragma GCC unroll 8
+            for (int t = 0; t < FNR; t++)
+                if (r < mr && t < nt) st[r * FNR + t] = acc[r][t];
+        return;
+    }
+    if (n16 < n) {
+        const __mmask16 k = (__mmask16)((1u << (n - n16)) - 1);
+        __m512 wv[MAXR];
+#pragma GCC unroll 8
+        for (int r = 0; r < MAXR; r++)
+            if (r < mr) wv[r] = mldw(ty, k, w + r * ws + (size_t)n16 * esz);
+#pragma GCC unroll 8
+        for (int t = 0; t < FNR; t++) {
+            if (t >= nt) break;
+            const __m512 av = _mm512_maskz_loadu_ps(k, a + t * as + 4 * (size_t)n16);
+#pragma GCC unroll 8
+            for (int r = 0; r < MAXR; r++)
+                if (r < mr) acc[r][t] = _mm512_fmadd_ps(wv[r], av, acc[r][t]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < FNR; t++)
+#pragma GCC unroll 8
+        for (int r = 0; r < MAXR; r++)
+            if (t < nt && r < mr) y[(int64_t)t * ldy + r] = reduce16(acc[r][t]);
+}
+
+static ALWAYS_INLINE void micro(int ty, int mr, int nt, int64_t i0, int64_t i1, int64_t n, const unsigned char *w,
+                                size_t ws, const unsigned char *a, size_t as, __m512 *st, float *y, int64_t ldy) {
+    micro_pf(ty, mr, nt, i0, i1, n, w, ws, a, as, st, y, ldy, 0);
+}
+
+/* One token: rows in groups of DMR, then one at a time; no K blocking
+ * (nothing is reused).  The DMR rows are read side by side (DMR streams),
+ * so while a group runs, the DMR rows after it are prefetched in address
+ * order at the rate the group consumes bytes: DRAM sees one sequential
+ * stream, as with one row at a time.  The prefetch runs past nr on purpose:
+ * kern_matmul calls this on consecutive 64 KiB row tiles, and the next
+ * tile's rows follow (a prefetch never faults; past the end of the weights
+ * it is dropped). */
+static ALWAYS_INLINE void gemv(int ty, int64_t n, float *y, const unsigned char *w, size_t ws, int nr,
+                               const unsigned char *a) {
+    int r = 0;
+    for (; r + DMR <= nr; r += DMR)
+        micro_pf(ty, DMR, 1, 0, n, n, w + (size_t)r * ws, ws, a, 0, NULL, y + r, 0,
+                 (uintptr_t)w + (uintptr_t)(r + DMR) * ws);
+    for (; r < nr; r++) micro(ty, 1, 1, 0, n, n, w + (size_t)r * ws, ws, a, 0, NULL, y + r, 0);
+}
+
+/* Rows per cache block: about GEMM_TILED_L2_BYTES of weights, a multiple of
+ * FMR, at most FRB. */
+static int64_t rows_per_block(size_t row_bytes) {
+    int64_t rb = (int64_t)(GEMM_TILED_L2_BYTES / (row_bytes ? row_bytes : 1));
+    if (rb > FRB) rb = FRB;
+    rb -= rb % FMR;
+    return rb < FMR ? FMR : rb;
+}
+
+/* One micro-tile of rn <= FMR rows x tn <= FNR tokens over [i0, i1):
+ * constant shapes, so the accumulators stay in registers. */
+static ALWAYS_INLINE void tile(int ty, int rn, int tn, int64_t i0, int64_t i1, int64_t n, const unsigned char *w,
+                               size_t ws, const unsigned char *a, size_t as, __m512 *st, float *y, int64_t ldy) {
+#define TILE_CASES(MR)                                                                 \
+    switch (tn) {                                                                      \
+    case 6: micro(ty, MR, 6, i0, i1, n, w, ws, a, as, st, y, ldy); break;             \
+    case 5: micro(ty, MR, 5, i0, i1, n, w, ws, a, as, st, y, ldy); break;             \
+    case 4: micro(ty, MR, 4, i0, i1, n, w, ws, a, as, st, y, ldy); break;             \
+    case 3: micro(ty, MR, 3, i0, i1, n, w, ws, a, as, st, y, ldy); break;             \
+    case 2: micro(ty, MR, 2, i0, i1, n, w, ws, a, as, st, y, ldy); break;             \
+    default: micro(ty, MR, 1, i0, i1, n, w, ws, a, as, st, y, ldy); break;            \
+    }
+    if (rn == FMR) {
+        TILE_CASES(FMR)
+    } else { /* fewer than FMR rows left: one row at a time */
+        for (int rr = 0; rr < rn; rr++) {
+            const unsigned char *wr = w + rr * ws;
+            float *yr = y + rr;
+            __m512 *sr = st + rr * FNR;
+            switch (tn) {
+            case 6: micro(ty, 1, 6, i0, i1, n, wr, ws, a, as, sr, yr, ldy); break;
+            case 5: micro(ty, 1, 5, i0, i1, n, wr, ws, a, as, sr, yr, ldy); break;
+            case 4: micro(ty, 1, 4, i0, i1, n, wr, ws, a, as, sr, yr, ldy); break;
+            case 3: micro(ty, 1, 3, i0, i1, n, wr, ws, a, as, sr, yr, ldy); break;
+            case 2: micro(ty, 1, 2, i0, i1, n, wr, ws, a, as, sr, yr, ldy); break;
+            default: micro(ty, 1, 1, i0, i1, n, wr, ws, a, as, sr, yr, ldy); break;
+            }
+        }
+    }
+#undef TILE_CASES
+}
+
+/* Loop order: row block (weights in L2) > token group of FNR > K block of
+ * FKB (the group's activations for it in L1) > row micro-tile. */
+static ALWAYS_INLINE void gemm_f(int ty, int64_t n, float *y, int64_t ldy, const void *w, size_t ws, int nr,
+                                 const void *a, size_t as, int nt) {
+    const unsigned char *wb = w, *ab = a;
+    if (nt == 1) {
+        gemv(ty, n, y, wb, ws, nr, ab);
+        return;
+    }
+    const int64_t rb = rows_per_block(ws);
+    __m512 st[FRB * FNR];
+    for (int64_t r0 = 0; r0 < nr; r0 += rb) {
+        const int64_t r1 = r0 + rb < nr ? r0 + rb : nr;
+        for (int t = 0; t < nt; t += FNR) {
+            const int tn = nt - t < FNR ? nt - t : FNR;
+            const unsigned char *at = ab + (size_t)t * as;
+            for (int64_t i0 = 0; i0 < n; i0 += FKB) {
+                const int64_t i1 = i0 + FKB;
+                for (int64_t r = r0; r < r1; r += FMR) {
+                    const int rn = (int)(r1 - r < FMR ? r1 - r : FMR);
+                    tile(ty, rn, tn, i0, i1, n, wb + (size_t)r * ws, ws, at, as, st + (r - r0) * FNR,
+                         y + (int64_t)t * ldy + r, ldy);
+                }
+            }
+        }
+    }
+}
+
+void vec_dot_f32_avx512(int64_t n, float *out, const void *w, const void *a) {
+    micro(T_F32, 1, 1, 0, n, n, w, 0, a, 0, NULL, out, 0);
+}
+void vec_dot_f16_f32_avx512(int64_t n, float *out, const void *w, const void *a) {
+    micro(T_F16, 1, 1, 0, n, n, w, 0, a, 0, NULL, out, 0);
+}
 void vec_dot_bf16_f32_avx512(int64_t n, float *out, const void *w, const void *a) {
-    DOT_BODY(ld_bf16, mld_bf16, 2)
+    micro(T_BF16, 1, 1, 0, n, n, w, 0, a, 0, NULL, out, 0);
 }
 
-KERN_DEFINE_GEMM(gemm_f32_avx512, vec_dot_f32_avx512)
-KERN_DEFINE_GEMM(gemm_f16_f32_avx512, vec_dot_f16_f32_avx512)
-KERN_DEFINE_GEMM(gemm_bf16_f32_avx512, vec_dot_bf16_f32_avx512)
+/* The flat GEMMs (dispatch.h) and the tiled ones (gemm_tiled.h) are the same code. */
+KERN_GEMM_DECL512(gemm_f32_avx512) { gemm_f(T_F32, n, y, ldy, w, w_stride, nr, a, a_stride, nt); }
+KERN_GEMM_DECL512(gemm_f16_f32_avx512) { gemm_f(T_F16, n, y, ldy, w, w_stride, nr, a, a_stride, nt); }
+KERN_GEMM_DECL512(gemm_bf16_f32_avx512) { gemm_f(T_BF16, n, y, ldy, w, w_stride, nr, a, a_stride, nt); }
+KERN_GEMM_TILED_DECL(gemm_tiled_f32_avx512) { gemm_f(T_F32, n, y, ldy, w, w_stride, nr, a, a_stride, nt); }
+KERN_GEMM_TILED_DECL(gemm_tiled_f16_avx512) { gemm_f(T_F16, n, y, ldy, w, w_stride, nr, a, a_stride, nt); }
+KERN_GEMM_TILED_DECL(gemm_tiled_bf16_avx512) { gemm_f(T_BF16, n, y, ldy, w, w_stride, nr, a, a_stride, nt); }
 #else
 typedef int kite_empty_unit_vec_dot_float_avx512; /* ISO C wants a declaration */
 #endif

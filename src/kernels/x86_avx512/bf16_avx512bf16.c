@@ -1,0 +1,202 @@
+/*
+ * bf16_avx512bf16.c - bf16 weights x bf16 activations with VDPBF16PS (level
+ * avx512bf16): the activation converter, vec_dot, the flat GEMM and the
+ * tiled prefill GEMM, all on one micro-kernel.
+ *
+ * DESIGN
+ *   Per output: one zmm accumulator along K; each VDPBF16PS adds 32
+ *   products (lane j: elements 2j+1 then 2j of the chunk, two fused steps);
+ *   the last n % 32 elements come through zero-masked loads (bf16 zeros in
+ *   both operands, as the reference pads); the 16 lanes are reduced by the
+ *   fixed tree of ref_bf16_reduce16.  That order depends only on n, so every
+ *   entry point (vec_dot, flat GEMM, tiled GEMM, any tile, any thread split)
+ *   gives vec_dot_bf16_bf16_ref's bits (ref/vec_dot_bf16.c explains the
+ *   instruction model).
+ *   Micro-kernel: mr weight rows x nt tokens of accumulators; per 32-element
+ *   chunk it loads mr weight and nt activation vectors for mr*nt VDPBF16PS.
+ *   Prefill uses BMR x BNR = 4 x 6 (24 accumulators; the other 8 zmm hold
+ *   the operands), decode (one token) 8 x 1 (eight independent chains hide
+ *   the instruction's latency while the weights stream from memory).
+ *   Cache tiling as gemm_tiled_avx512.c: rows in blocks of about
+ *   GEMM_TILED_L2_BYTES of weights, token groups of BNR outside the row
+ *   micro-tiles, so a block stays in L2 and a group's activation rows
+ *   (6 x 2n bytes: 24 KiB at n = 2048) in L1.
+ *
+ *   The activation converter is fp32_to_bf16 in integer SIMD (round to
+ *   nearest even by adding 0x7fff plus the kept lowest bit, NaN made quiet),
+ *   not VCVTNEPS2BF16, which flushes subnormal inputs: the bytes equal the
+ *   reference's.
+ *
+ * THREAD SAFETY: reentrant, no state.
+ */
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#include <stdint.h>
+
+#include "kernels/gemm_tiled.h"
+#include "kernels/x86_avx512/avx512bf16.h"
+
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+
+#define BMR 4   /* weight rows per prefill micro-tile */
+#define BNR 6   /* tokens per prefill micro-tile */
+#define DMR 8   /* weight rows per decode (one token) micro-tile */
+#define MAXR 8  /* largest mr of any micro-tile */
+
+void act_bf16_from_f32_avx512bf16(const float *x, void *dst, int64_t n) {
+    unsigned char *d = dst;
+    const __m512i one = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7fff), q = _mm512_set1_epi32(64);
+    const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 k = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        const __m512i u = _mm512_castps_si512(_mm512_maskz_loadu_ps(k, x + i));
+        const __m512i hi = _mm512_srli_epi32(u, 16);
+        __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(half, _mm512_and_si512(hi, one))), 16);
+        const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs_mask), inf);
+        r = _mm512_mask_or_epi32(r, nan, hi, q);
+        _mm512_mask_cvtepi32_storeu_epi16(d + 2 * (size_t)i, k, r);
+    }
+}
+
+/* The reduction tree of ref_bf16_reduce16: l[i]+l[i+8], +[i+4], +[i+2], +[i+1]. */
+static ALWAYS_INLINE float reduce16(__m512 v) {
+    const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+    q = _mm_add_ss(q, _mm_movehdup_ps(q));
+    return _mm_cvtss_f32(q);
+}
+
+static ALWAYS_INLINE __m512bh as_bh(__m512i v) { return (__m512bh)v; }
+
+/* y[t*ldy + r] for r < mr, t < nt (constants after inlining). */
+static ALWAYS_INLINE void micro_pf(int mr, int nt, int64_t n, const unsigned char *w, size_t ws,
+                                   const unsigned char *a, size_t as, float *y, int64_t ldy, uintptr_t pf) {
+    __m512 acc[MAXR][BNR];
+#pragma GCC unroll 8
+    for (int r = 0; r < MAXR; r++)
+#pragma GCC unroll 8
+        for (int t = 0; t < BNR; t++) acc[r][t] = _mm512_setzero_ps();
+    const int64_t n32 = n - n % 32;
+    for (int64_t i = 0; i < n32; i += 32) {
+        __m512i wv[MAXR];
+#pragma GCC unroll 8
+        for (int r = 0; r < MAXR; r++)
+            if (r < mr) wv[r] = _mm512_loadu_si512(w + r * ws + 2 * (size_t)i);
+        if (pf) { /* the next rows' bytes, in address order (see gemv); an address, it may lie past the weights */
+#pragma GCC unroll 8
+            for (int j = 0; j < mr; j++) _mm_prefetch((const char *)(pf + 64 * (uintptr_t)j), _MM_HINT_T0);
+            pf += 64 * (size_t)mr;
+        }
+#pragma GCC unroll 8
+        for (int t = 0; t < BNR; t++) {
+            if (t >= nt) break;
+            const __m512i av = _mm512_loadu_si512(a + t * as + 2 * (size_t)i);
+#pragma GCC unroll 8
+            for (int r = 0; r < MAXR; r++)
+                if (r < mr) acc[r][t] = _mm512_dpbf16_ps(acc[r][t], as_bh(wv[r]), as_bh(av));
+        }
+    }
+    if (n32 < n) {
+        const __mmask32 k = (__mmask32)(((uint64_t)1 << (n - n32)) - 1);
+        __m512i wv[MAXR];
+#pragma GCC unroll 8
+        for (int r = 0; r < MAXR; r++)
+            if (r < mr) wv[r] = _mm512_maskz_loadu_epi16(k, w + r * ws + 2 * (size_t)n32);
+#pragma GCC unroll 8
+        for (int t = 0; t < BNR; t++) {
+            if (t >= nt) break;
+            const __m512i av = _mm512_maskz_loadu_epi16(k, a + t * as + 2 * (size_t)n32);
+#pragma GCC unroll 8
+            for (int r = 0; r < MAXR; r++)
+                if (r < mr) acc[r][t] = _mm512_dpbf16_ps(acc[r][t], as_bh(wv[r]), as_bh(av));
+        }
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < BNR; t++)
+#pragma GCC unroll 8
+        for (int r = 0; r < MAXR; r++)
+            if (t < nt && r < mr) y[(int64_t)t * ldy + r] = reduce16(acc[r][t]);
+}
+
+static ALWAYS_INLINE void micro(int mr, int nt, int64_t n, const unsigned char *w, size_t ws, const unsigned char *a,
+                                size_t as, float *y, int64_t ldy) {
+    micro_pf(mr, nt, n, w, ws, a, as, y, ldy, 0);
+}
+
+void vec_dot_bf16_bf16_avx512bf16(int64_t n, float *out, const void *w, const void *a) {
+    micro(1, 1, n, w, 0, a, 0, out, 0);
+}
+
+/* One token: rows in groups of DMR, then one at a time.  The DMR rows are
+ * read side by side (DMR streams), so while a group runs the DMR rows after
+ * it are prefetched in address order at the rate the group consumes bytes:
+ * DRAM sees one sequential stream, as with one row at a time.  The prefetch
+ * runs past nr on purpose: kern_matmul calls this on consecutive 64 KiB row
+ * tiles, and the next tile's rows follow (a prefetch never faults; past the
+ * end of the weights it is dropped). */
+static void gemv(int64_t n, float *y, const unsigned char *w, size_t ws, int nr, const unsigned char *a) {
+    int r = 0;
+    for (; r + DMR <= nr; r += DMR)
+        micro_pf(DMR, 1, n, w + (size_t)r * ws, ws, a, 0, y + r, 0,
+                 (uintptr_t)w + (uintptr_t)(r + DMR) * ws);
+    for (; r < nr; r++) micro(1, 1, n, w + (size_t)r * ws, ws, a, 0, y + r, 0);
+}
+
+/* Rows per cache block: about GEMM_TILED_L2_BYTES of weights, a multiple of BMR. */
+static int64_t rows_per_block(size_t row_bytes) {
+    int64_t rb = (int64_t)(GEMM_TILED_L2_BYTES / (row_bytes ? row_bytes : 1));
+    rb -= rb % BMR;
+    return rb < BMR ? BMR : rb;
+}
+
+/* Loop order: row block (weights in L2) > token group of BNR (activations
+ * in L1) > row micro-tile. */
+static void gemm_bb(int64_t n, float *y, int64_t ldy, const void *w, size_t ws, int nr, const void *a, size_t as,
+                    int nt) {
+    const unsigned char *wb = w, *ab = a;
+    if (nt == 1) {
+        gemv(n, y, wb, ws, nr, ab);
+        return;
+    }
+    const int64_t rb = rows_per_block(ws);
+    for (int64_t r0 = 0; r0 < nr; r0 += rb) {
+        const int64_t r1 = r0 + rb < nr ? r0 + rb : nr;
+        for (int t = 0; t < nt; t += BNR) {
+            const int tn = nt - t < BNR ? nt - t : BNR;
+            const unsigned char *at = ab + (size_t)t * as;
+            for (int64_t r = r0; r < r1; r += BMR) {
+                const int rn = (int)(r1 - r < BMR ? r1 - r : BMR);
+                const unsigned char *wr = wb + (size_t)r * ws;
+                float *yo = y + (int64_t)t * ldy + r;
+                if (rn == BMR) switch (tn) { /* constant tile shapes: accumulators stay in registers */
+                    case 6: micro(BMR, 6, n, wr, ws, at, as, yo, ldy); break;
+                    case 5: micro(BMR, 5, n, wr, ws, at, as, yo, ldy); break;
+                    case 4: micro(BMR, 4, n, wr, ws, at, as, yo, ldy); break;
+                    case 3: micro(BMR, 3, n, wr, ws, at, as, yo, ldy); break;
+                    case 2: micro(BMR, 2, n, wr, ws, at, as, yo, ldy); break;
+                    default: micro(BMR, 1, n, wr, ws, at, as, yo, ldy); break;
+                    }
+                else /* fewer than BMR rows left: one row at a time */
+                    for (int rr = 0; rr < rn; rr++) switch (tn) {
+                        case 6: micro(1, 6, n, wr + rr * ws, ws, at, as, yo + rr, ldy); break;
+                        case 5: micro(1, 5, n, wr + rr * ws, ws, at, as, yo + rr, ldy); break;
+                        case 4: micro(1, 4, n, wr + rr * ws, ws, at, as, yo + rr, ldy); break;
+                        case 3: micro(1, 3, n, wr + rr * ws, ws, at, as, yo + rr, ldy); break;
+                        case 2: micro(1, 2, n, wr + rr * ws, ws, at, as, yo + rr, ldy); break;
+                        default: micro(1, 1, n, wr + rr * ws, ws, at, as, yo + rr, ldy); break;
+                        }
+            }
+        }
+    }
+}
+
+void gemm_bf16_bf16_avx512bf16(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr,
+                               const void *a, size_t a_stride, int nt) {
+    gemm_bb(n, y, ldy, w, w_stride, nr, a, a_stride, nt);
+}
+
+KERN_GEMM_TILED_DECL(gemm_tiled_bf16_bf16_avx512bf16) { gemm_bb(n, y, ldy, w, w_stride, nr, a, a_stride, nt); }
+#else
+typedef int kite_empty_unit_bf16_avx512bf16; /* ISO C wants a declaration */
+#endif
