@@ -126,44 +126,6 @@ json_str() {
     ' "$1"
 }
 
-# json_raw FILE KEY: the first string value of KEY, still JSON-escaped.
-json_raw() {
-    awk -v key="\"$2\":\"" '
-        {
-            s = $0; k = index(s, key); if (!k) next
-            s = substr(s, k + length(key)); out = ""
-            while (length(s)) {
-                c = substr(s, 1, 1)
-                if (c == "\"") break
-                if (c == "\\") { out = out substr(s, 1, 2); s = substr(s, 3); continue }
-                out = out c; s = substr(s, 2)
-            }
-            printf "%s", out; exit
-        }' "$1"
-}
-
-# json_num FILE KEY: the first numeric value of KEY.
-json_num() { sed -n "s/.*\"$2\":\([0-9.eE+-]*\).*/\1/p" "$1" | head -n 1; }
-
-# sse_text FILE: the generated text of an SSE stream (the "text" or
-# delta "content" strings of every data event, still JSON-escaped).
-sse_text() {
-    awk '
-        /^data: \{/ {
-            s = $0; k = index(s, "\"content\":\""); key = "\"content\":\""
-            if (!k) { k = index(s, "\"text\":\""); key = "\"text\":\"" }
-            if (!k) next
-            s = substr(s, k + length(key)); out = ""
-            while (length(s)) {
-                c = substr(s, 1, 1)
-                if (c == "\"") break
-                if (c == "\\") { out = out substr(s, 1, 2); s = substr(s, 3); continue }
-                out = out c; s = substr(s, 2)
-            }
-            printf "%s", out
-        }' "$1"
-}
-
 # expect_error NAME STATUS CODE METHOD PATH BODY: status STATUS and an
 # OpenAI error body whose "code" is CODE ("" = any).
 expect_error() {

@@ -81,41 +81,6 @@ post() {
         -H 'Content-Type: application/json' --data-binary @- "http://127.0.0.1:$1/v1/completions")
 }
 
-# json_raw FILE KEY: the first string value of KEY, still JSON-escaped.
-json_raw() {
-    awk -v key="\"$2\":\"" '
-        {
-            s = $0; k = index(s, key); if (!k) next
-            s = substr(s, k + length(key)); out = ""
-            while (length(s)) {
-                c = substr(s, 1, 1)
-                if (c == "\"") break
-                if (c == "\\") { out = out substr(s, 1, 2); s = substr(s, 3); continue }
-                out = out c; s = substr(s, 2)
-            }
-            printf "%s", out; exit
-        }' "$1"
-}
-
-json_num() { sed -n "s/.*\"$2\":\([0-9.eE+-]*\).*/\1/p" "$1" | head -n 1; }
-
-# sse_text FILE: the "text" strings of every data event, still JSON-escaped.
-sse_text() {
-    awk '
-        /^data: \{/ {
-            s = $0; key = "\"text\":\""; k = index(s, key)
-            if (!k) next
-            s = substr(s, k + length(key)); out = ""
-            while (length(s)) {
-                c = substr(s, 1, 1)
-                if (c == "\"") break
-                if (c == "\\") { out = out substr(s, 1, 2); s = substr(s, 3); continue }
-                out = out c; s = substr(s, 2)
-            }
-            printf "%s", out
-        }' "$1"
-}
-
 P1='Tom had a red car. He liked to drive it in the yard with his dog. One day the car broke. Tom had a red car. He liked to'
 P2='There was a small bird who loved to sing. Every morning it sang a happy song for the children. There was a small bird who loved to sing. Every morning'
 P3='Mom said: \"Be careful, the stove is hot!\" Lily said: \"I will be careful, Mom.\" Mom said: \"Be'
