@@ -14,6 +14,10 @@
  * KV cache type (attn_args.kv_type): rows are read through attn_kv_row
  * (attention_impl.h), dequantized one kv-head row at a time when not f32.
  *
+ * Inner loops: every path calls them through g->ops (attention_simd.h), the
+ * table of the active CPU level or, via kern_attention_with, a given one;
+ * all tables give the same bits.
+ *
  * Thread count: every path's result is the same for any nth, so the number
  * of threads is chosen from the work alone (tp_threads_for): the 260K-param
  * model's attention always runs on the calling thread.
@@ -37,14 +41,16 @@ void attn_geom_init(attn_geom *g, const attn_args *a) {
     g->head_bytes = tr ? (size_t)(a->head_dim / tr->block_size) * (size_t)tr->type_size
                        : sizeof(float) * (size_t)a->head_dim;
     g->row_bytes = (size_t)a->n_head_kv * g->head_bytes;
+    g->ops = attn_ops_active();
     const size_t hd = (size_t)a->head_dim, bq = (size_t)g->q_tile, bk = (size_t)g->kv_tile;
     /* flash: S[bq][bk], Kt[hd][bk], acc[bq][hd], qs[bq][hd], m[bq], l[bq], Vd[bk][hd] (dequantized
      * rows of a tile; the slice is the same whatever kv_type, so callers size scratch without it) */
     size_t s = bq * bk + hd * bk + 2 * bq * hd + 2 * bq + bk * hd;
     if ((size_t)a->n_ctx + hd > s) s = (size_t)a->n_ctx + hd; /* reference: one row of scores + a K/V row */
     if ((size_t)g->kv_chunk + 2 * hd > s) s = (size_t)g->kv_chunk + 2 * hd; /* split-KV: scores, scaled q, row */
-    /* split-KV on a quantized cache: a row, then scaled q and chunk scores of each head of a kv-head group */
-    const size_t grouped = hd + (size_t)g->group * (hd + (size_t)g->kv_chunk);
+    /* split-KV grouped jobs (quantized cache, f32 GQA): ATTN_DEQ_ROWS dequantized rows, then scaled q and
+     * chunk scores of each head of a kv-head group */
+    const size_t grouped = ATTN_DEQ_ROWS * hd + (size_t)g->group * (hd + (size_t)g->kv_chunk);
     if (grouped > s) s = grouped;
     g->slice = (s + 15) & ~(size_t)15;
 }
@@ -96,12 +102,15 @@ static void ref_part(void *arg, int ith, int nth) {
         memset(out, 0, sizeof(float) * (size_t)hd);
         for (int32_t p = p0; p < n_kv; p++) {
             int32_t run;
-            attn_axpy(out, score[p - p0], attn_kv_row(g, a->v_cache, attn_row_run(a, p, &run), kvh, hd, row), hd);
+            g->ops->axpy(out, score[p - p0], attn_kv_row(g, a->v_cache, attn_row_run(a, p, &run), kvh, hd, row), hd);
         }
     }
 }
 
-void kern_attention(threadpool *tp, const attn_args *a) {
+void kern_attention(threadpool *tp, const attn_args *a) { kern_attention_with(attn_ops_active(), tp, a); }
+
+void kern_attention_with(const attn_ops *ops, threadpool *tp, const attn_args *a) {
+    KITE_ASSERT(ops != NULL);
     KITE_ASSERT(a->n_tok >= 1 && a->pos0 >= 0 && a->pos0 + a->n_tok <= a->n_ctx && a->n_head_kv >= 1 &&
                 (!a->block_table || a->block_size >= 1) && a->window >= 0 &&
                 a->n_head % a->n_head_kv == 0 && a->head_dim >= 1);
@@ -109,6 +118,7 @@ void kern_attention(threadpool *tp, const attn_args *a) {
                 ((a->kv_type == KITE_DTYPE_Q8_0 || a->kv_type == KITE_DTYPE_Q4_0) && a->head_dim % 32 == 0));
     attn_geom g;
     attn_geom_init(&g, a);
+    g.ops = ops;
     int path = a->path;
     if (path == ATTN_PATH_AUTO) path = a->n_tok <= ATTN_SPLITKV_MAX_TOK ? ATTN_PATH_SPLITKV : ATTN_PATH_FLASH;
     switch (path) {

@@ -18,6 +18,9 @@
  * tile's K rows are dequantized one at a time on their way into Kt and its V
  * rows once into Vd [kv_tile][head_dim], shared by the tile's query rows.
  *
+ * The inner loops (score tile, exp, V sums over runs of consecutive rows) go
+ * through g->ops (attention_simd.h); every table gives the same bits.
+ *
  * Jobs are dealt to threads cyclically (job = ith, ith + nth, ...), which
  * balances the causal triangle; a job's arithmetic does not depend on which
  * thread runs it, so results are identical for any thread count.
@@ -79,25 +82,31 @@ static void flash_job(const attn_args *a, const attn_geom *g, int32_t qt, int32_
             float *s = S + (size_t)i * bk;
             const float *qi = qs + (size_t)i * hd;
             memset(s + j0, 0, sizeof(float) * (size_t)(nj - j0));
-            for (int32_t d = 0; d < hd; d++) attn_axpy(s + j0, qi[d], Kt + (size_t)d * bk + j0, nj - j0);
+            /* s[j] += qi[d] * Kt[d][j], d = 0 .. hd-1 in order */
+            g->ops->axpy_rows(s + j0, qi, Kt + j0, (size_t)bk, hd, nj - j0);
             float mx = s[j0];
             for (int32_t j = j0 + 1; j < nj; j++) mx = s[j] > mx ? s[j] : mx;
             const float m_new = mx > m[i] ? mx : m[i];
-            const float sum = attn_exp_sum(s + j0, m_new, nj - j0);
+            const float sum = g->ops->exp_sum(s + j0, m_new, nj - j0);
             float *o = acc + (size_t)i * hd;
             if (m_new != m[i]) {
                 const float alpha = expf(m[i] - m_new); /* 0 on the first tile (m = -inf) */
                 l[i] *= alpha;
-                attn_scale(o, alpha, hd);
+                g->ops->scale(o, alpha, hd);
             }
             l[i] += sum;
             m[i] = m_new;
-            for (int32_t j = j0; j < nj; j++) {
-                int32_t run;
-                const float *v = g->quantized ? Vd + (size_t)j * hd
-                                             : attn_kv_row(g, a->v_cache, attn_row_run(a, k0 + j, &run), kvh, hd, NULL);
-                attn_axpy(o, s[j], v, hd);
-            }
+            /* o += s[j] v_j, j = j0 .. nj-1 in order, a run of consecutive rows per call */
+            if (g->quantized)
+                g->ops->axpy_rows(o, s + j0, Vd + (size_t)j0 * hd, (size_t)hd, nj - j0, hd);
+            else
+                for (int32_t j = j0; j < nj;) {
+                    int32_t run;
+                    const size_t row = attn_row_run(a, k0 + j, &run);
+                    const int32_t cnt = run < nj - j ? run : nj - j;
+                    g->ops->axpy_rows(o, s + j, attn_kv_row(g, a->v_cache, row, kvh, hd, NULL), attn_kv_ld(g), cnt, hd);
+                    j += cnt;
+                }
         }
     }
     for (int32_t i = 0; i < nq; i++) {

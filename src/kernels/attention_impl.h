@@ -14,7 +14,9 @@
  * Inner loops are written in blocks of 8 independent lanes with a scalar tail,
  * which gcc's and clang's SLP vectorisers turn into vector code at -O2
  * without -ffast-math; the summation order is fixed by the code, never by
- * the thread count.
+ * the thread count.  These inline loops are the specification: the kernels
+ * call them through attn_geom.ops (attention_simd.h), whose SIMD tables
+ * compute the same bits.
  */
 #ifndef KITE_KERNELS_ATTENTION_IMPL_H
 #define KITE_KERNELS_ATTENTION_IMPL_H
@@ -23,8 +25,12 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "kernels/attention_simd.h"
 #include "kernels/kernels.h"
 #include "tensor/dtype.h"
+
+#define ATTN_DEQ_ROWS 8  /* split-KV, quantized cache: K/V rows dequantized per batch (scratch rows) */
+#define ATTN_F32_TILE 32 /* split-KV, grouped f32 jobs: K/V rows per tile shared by a group's heads */
 
 typedef struct attn_geom {
     int32_t q_tile, kv_tile, kv_chunk; /* effective sizes (defaults applied) */
@@ -34,6 +40,7 @@ typedef struct attn_geom {
     size_t row_bytes;                  /* bytes of one position's row: n_head_kv * head_bytes */
     int32_t kv_type;                   /* attn_args.kv_type */
     int32_t quantized;                 /* kv_type != f32: rows go through a dequantization buffer */
+    const attn_ops *ops;               /* inner loops (attention_simd.h); attn_ops_active() by default */
 } attn_geom;
 
 void attn_geom_init(attn_geom *g, const attn_args *a);
@@ -111,17 +118,20 @@ static inline void attn_deq_q4_0(const unsigned char *restrict x, float *restric
 /* K or V row (base = a->k_cache or a->v_cache) of cache row `row`, kv head
  * kvh, as head_dim floats: the cache itself for f32, else dequantized into
  * tmp (head_dim floats), which the result then points to.  Cost: head_dim
- * conversions; no allocation. */
+ * conversions; no allocation.  An f32 cache's rows of one kv head are
+ * attn_kv_ld floats apart (for the _rows loops over a run of rows). */
 static inline const float *attn_kv_row(const attn_geom *g, const void *base, size_t row, int32_t kvh,
                                        int32_t head_dim, float *tmp) {
     const unsigned char *p = (const unsigned char *)base + row * g->row_bytes + (size_t)kvh * g->head_bytes;
     switch (g->kv_type) {
-    case KITE_DTYPE_F16: attn_deq_f16((const uint16_t *)(const void *)p, tmp, head_dim); return tmp;
-    case KITE_DTYPE_Q8_0: attn_deq_q8_0(p, tmp, head_dim); return tmp;
-    case KITE_DTYPE_Q4_0: attn_deq_q4_0(p, tmp, head_dim); return tmp;
+    case KITE_DTYPE_F16: g->ops->deq_f16((const uint16_t *)(const void *)p, tmp, head_dim); return tmp;
+    case KITE_DTYPE_Q8_0: g->ops->deq_q8_0(p, tmp, head_dim); return tmp;
+    case KITE_DTYPE_Q4_0: g->ops->deq_q4_0(p, tmp, head_dim); return tmp;
     default: return (const float *)(const void *)p;
     }
 }
+
+static inline size_t attn_kv_ld(const attn_geom *g) { return g->row_bytes / sizeof(float); }
 
 /* First position the query at position p attends to (sliding window). */
 static inline int32_t attn_win_lo(const attn_args *a, int32_t p) {

@@ -23,12 +23,18 @@
  * first position are skipped and that chunk starts at the first position;
  * the chunk boundaries themselves do not move.
  *
- * Quantized KV cache: a job is one (row, kv head, chunk) instead, covering
- * the n_head/n_head_kv query heads of that kv head (GQA), so each K and V
- * row of the chunk is dequantized once (attn_kv_row, into a head_dim buffer
- * of the thread's slice) and used by all of them; per head the arithmetic
- * and its order are those of the f32 job, so the result equals the f32 path
- * on the dequantized rows bit for bit.  f32 rows are read in place.
+ * Quantized KV cache, and f32 GQA when that still leaves a job per thread: a
+ * job is one (row, kv head, chunk) instead, covering the n_head/n_head_kv
+ * query heads of that kv head, so each K and V row of the chunk is read (f32,
+ * in place, in tiles of ATTN_F32_TILE rows that stay in L1) or dequantized
+ * (ATTN_DEQ_ROWS rows at a time into a buffer of the thread's slice) once for
+ * all of them; per head the arithmetic and its order are those of the
+ * per-head job, so the result equals the f32 path on the dequantized rows bit
+ * for bit, and which job shape runs never changes a bit.
+ *
+ * Inner loops go through g->ops (attention_simd.h): on an f32 cache a run of
+ * consecutive rows is one dot_rows call for the scores and one axpy_rows call
+ * for the V sum; every table gives the same bits.
  *
  * Determinism: chunk boundaries and the combination order depend only on the
  * positions, never on the thread count or on which thread ran a chunk, so
@@ -66,19 +72,26 @@ static void chunk_partial(const attn_args *a, const attn_geom *g, const float *q
         int32_t run;
         size_t row = attn_row_run(a, p0 + j, &run);
         const int32_t end = run < n - j ? j + run : n;
-        for (; j < end; j++, row++) {
-            const float s = attn_dot(qs, attn_kv_row(g, a->k_cache, row, kvh, hd, tmp), hd);
-            sbuf[j] = s;
-            mx = s > mx ? s : mx;
-        }
+        if (!g->quantized) /* f32: the run's rows in place, one call */
+            g->ops->dot_rows(qs, attn_kv_row(g, a->k_cache, row, kvh, hd, NULL), attn_kv_ld(g), end - j, hd, sbuf + j);
+        else
+            for (int32_t jj = j; jj < end; jj++, row++)
+                sbuf[jj] = g->ops->dot(qs, attn_kv_row(g, a->k_cache, row, kvh, hd, tmp), hd);
+        for (; j < end; j++) mx = sbuf[j] > mx ? sbuf[j] : mx;
     }
-    const float l = attn_exp_sum(sbuf, phi, n);
+    const float l = g->ops->exp_sum(sbuf, phi, n);
     memset(part, 0, sizeof(float) * (size_t)hd);
     for (int32_t j = 0; j < n;) {
         int32_t run;
         size_t row = attn_row_run(a, p0 + j, &run);
         const int32_t end = run < n - j ? j + run : n;
-        for (; j < end; j++, row++) attn_axpy(part, sbuf[j], attn_kv_row(g, a->v_cache, row, kvh, hd, tmp), hd);
+        if (!g->quantized)
+            g->ops->axpy_rows(part, sbuf + j, attn_kv_row(g, a->v_cache, row, kvh, hd, NULL), attn_kv_ld(g), end - j,
+                              hd);
+        else
+            for (int32_t jj = j; jj < end; jj++, row++)
+                g->ops->axpy(part, sbuf[jj], attn_kv_row(g, a->v_cache, row, kvh, hd, tmp), hd);
+        j = end;
     }
     part[hd] = l;
     part[hd + 1] = mx;
@@ -89,57 +102,75 @@ static void scaled_query(const attn_args *a, const attn_geom *g, int32_t t, int3
     for (int32_t d = 0; d < a->head_dim; d++) qs[d] = q[d] * a->scale;
 }
 
+/* Rows of kv head kvh at positions pos .. pos + *cnt - 1 (0 < *cnt <= left),
+ * *ld floats apart: an f32 cache's rows in place (part of one run of
+ * consecutive rows, at most ATTN_F32_TILE, so the tile stays in L1 while the
+ * group's heads use it), otherwise ATTN_DEQ_ROWS rows dequantized into tmp. */
+static const float *group_tile(const attn_args *a, const attn_geom *g, const void *base, int32_t kvh, int32_t pos,
+                               int32_t left, float *tmp, size_t *ld, int32_t *cnt) {
+    const int32_t hd = a->head_dim;
+    if (!g->quantized) {
+        int32_t run;
+        const size_t row = attn_row_run(a, pos, &run);
+        *cnt = run < left ? run : left;
+        if (*cnt > ATTN_F32_TILE) *cnt = ATTN_F32_TILE;
+        *ld = attn_kv_ld(g);
+        return attn_kv_row(g, base, row, kvh, hd, NULL);
+    }
+    *cnt = left < ATTN_DEQ_ROWS ? left : ATTN_DEQ_ROWS;
+    for (int32_t i = 0; i < *cnt; i++) {
+        int32_t run;
+        attn_kv_row(g, base, attn_row_run(a, pos + i, &run), kvh, hd, tmp + (size_t)i * hd);
+    }
+    *ld = (size_t)hd;
+    return tmp;
+}
+
 /* chunk_partial for the `group` query heads kvh*group.. that share kv head
- * kvh (quantized caches: each K and V row is dequantized once for all of
- * them).  Per head the arithmetic is chunk_partial's, in the same order, so
- * the partials are bit-identical to it.  qs: [group][head_dim] scaled
- * queries; sb: [group][kv_chunk] scores; tmp: [head_dim]. */
+ * kvh: each tile of K and V rows (group_tile) is read or dequantized once
+ * for all of them.  Per head the arithmetic is chunk_partial's, in the same
+ * order, so the partials are bit-identical to it.  qs: [group][head_dim]
+ * scaled queries; sb: [group][kv_chunk] scores; tmp: [ATTN_DEQ_ROWS][head_dim]. */
 static void chunk_partial_group(const split_task *st, const float *qs, int32_t r, int32_t kvh, int32_t c,
                                 int32_t p0, int32_t p1, float *sb, float *tmp) {
     const attn_args *a = st->a;
     const attn_geom *g = st->g;
     const int32_t hd = a->head_dim, n = p1 - p0, G = g->group, C = g->kv_chunk;
-    for (int32_t gi = 0; gi < G; gi++) partial_at(st, r, kvh * G + gi, c)[hd + 1] = -INFINITY;
     for (int32_t j = 0; j < n;) {
-        int32_t run;
-        size_t row = attn_row_run(a, p0 + j, &run);
-        const int32_t end = run < n - j ? j + run : n;
-        for (; j < end; j++, row++) {
-            const float *k = attn_kv_row(g, a->k_cache, row, kvh, hd, tmp);
-            for (int32_t gi = 0; gi < G; gi++) {
-                const float s = attn_dot(qs + (size_t)gi * hd, k, hd);
-                float *mx = partial_at(st, r, kvh * G + gi, c) + hd + 1;
-                sb[(size_t)gi * C + j] = s;
-                *mx = s > *mx ? s : *mx;
-            }
-        }
+        size_t ld;
+        int32_t cnt;
+        const float *k = group_tile(a, g, a->k_cache, kvh, p0 + j, n - j, tmp, &ld, &cnt);
+        for (int32_t gi = 0; gi < G; gi++) g->ops->dot_rows(qs + (size_t)gi * hd, k, ld, cnt, hd, sb + (size_t)gi * C + j);
+        j += cnt;
     }
     for (int32_t gi = 0; gi < G; gi++) {
         float *part = partial_at(st, r, kvh * G + gi, c);
-        part[hd] = attn_exp_sum(sb + (size_t)gi * C, st->phi, n);
+        const float *s = sb + (size_t)gi * C;
+        float mx = -INFINITY;
+        for (int32_t j = 0; j < n; j++) mx = s[j] > mx ? s[j] : mx;
+        part[hd + 1] = mx;
+        part[hd] = g->ops->exp_sum(sb + (size_t)gi * C, st->phi, n);
         memset(part, 0, sizeof(float) * (size_t)hd);
     }
     for (int32_t j = 0; j < n;) {
-        int32_t run;
-        size_t row = attn_row_run(a, p0 + j, &run);
-        const int32_t end = run < n - j ? j + run : n;
-        for (; j < end; j++, row++) {
-            const float *v = attn_kv_row(g, a->v_cache, row, kvh, hd, tmp);
-            for (int32_t gi = 0; gi < G; gi++)
-                attn_axpy(partial_at(st, r, kvh * G + gi, c), sb[(size_t)gi * C + j], v, hd);
-        }
+        size_t ld;
+        int32_t cnt;
+        const float *v = group_tile(a, g, a->v_cache, kvh, p0 + j, n - j, tmp, &ld, &cnt);
+        for (int32_t gi = 0; gi < G; gi++)
+            g->ops->axpy_rows(partial_at(st, r, kvh * G + gi, c), sb + (size_t)gi * C + j, v, ld, cnt, hd);
+        j += cnt;
     }
 }
 
-/* Quantized caches: a job is one (row, kv head, chunk), for all the query
- * heads of that kv head. */
+/* Grouped jobs (quantized caches, and f32 GQA when there are enough of them):
+ * a job is one (row, kv head, chunk), for all the query heads of that kv head. */
 static void split_part_grouped(void *arg, int ith, int nth) {
     const split_task *st = arg;
     const attn_args *a = st->a;
     const attn_geom *g = st->g;
     const int32_t hd = a->head_dim, G = g->group;
-    float *tmp = a->scratch + (size_t)ith * g->slice; /* [head_dim] */
-    float *qs = tmp + hd;                             /* [group][head_dim] */
+    float *tmp = a->scratch + (size_t)ith * g->slice; /* [ATTN_DEQ_ROWS][head_dim] */
+    float *qs = tmp + (size_t)ATTN_DEQ_ROWS * hd;     /* [group][head_dim] */
     float *sb = qs + (size_t)G * hd;                  /* [group][kv_chunk] */
     const long per_row = (long)a->n_head_kv * st->n_chunks;
     const long n_jobs = (long)st->n_rows * per_row;
@@ -204,7 +235,7 @@ static float sum_partials(const split_task *st, int32_t r, int32_t h, int32_t c0
     memset(out, 0, sizeof(float) * (size_t)hd);
     for (int32_t c = c0; c < nc; c++) {
         const float *p = partial_at(st, r, h, c);
-        attn_axpy(out, 1.0f, p, hd);
+        st->g->ops->axpy(out, 1.0f, p, hd);
         l += p[hd];
         m = p[hd + 1] > m ? p[hd + 1] : m;
     }
@@ -247,7 +278,7 @@ static void combine(const split_task *st) {
                 }
                 l = sum_partials(st, r, h, c0, nc, out, &m);
             }
-            attn_scale(out, 1.0f / l, hd);
+            g->ops->scale(out, 1.0f / l, hd);
             if (a->stats) {
                 attn_stats *s = a->stats;
                 if (s->n_rows == 0 || m < s->row_max_lo) s->row_max_lo = m;
@@ -269,10 +300,14 @@ void attn_splitkv(threadpool *tp, const attn_args *a, const attn_geom *g) {
         attn_args group = *a;
         group.n_tok = st.n_rows;
         group.pos0 = a->pos0 + t0;
-        const long n_jobs = (long)st.n_rows * (g->quantized ? a->n_head_kv : a->n_head) * st.n_chunks;
         int nth = tp_threads_for(tp, attn_work(&group));
+        /* grouped jobs read each K/V tile once per kv head instead of once per query head; f32 takes
+         * them when they still give every thread a job (the bits are the same either way) */
+        const long n_grouped = (long)st.n_rows * a->n_head_kv * st.n_chunks;
+        const int grouped = g->quantized || (g->group > 1 && n_grouped >= nth);
+        const long n_jobs = grouped ? n_grouped : (long)st.n_rows * a->n_head * st.n_chunks;
         if (nth > n_jobs) nth = (int)n_jobs;
-        tp_run_n(tp, g->quantized ? split_part_grouped : split_part, &st, nth);
+        tp_run_n(tp, grouped ? split_part_grouped : split_part, &st, nth);
         combine(&st);
     }
 }

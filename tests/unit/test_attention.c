@@ -18,7 +18,11 @@
  * blocks of 1, 3 and 16 positions) gives bit-identical results on every path;
  * sliding windows (attn_args.window) on every path against the windowed
  * reference, paged and contiguous alike, and a window covering the whole row
- * bit-identical to no window.
+ * bit-identical to no window.  SIMD inner loops (attention_simd.h): at every
+ * kernel level this CPU runs, each helper on its own (every f16 bit pattern,
+ * exp inputs from -inf to +inf and NaN, odd lengths) and every path (REF,
+ * FLASH, SPLITKV incl. its fallback) on every KV type, paged and contiguous,
+ * with and without a window, give the scalar table's bits exactly.
  */
 #include <math.h>
 #include <stdint.h>
@@ -28,6 +32,9 @@
 #include "core/threadpool.h"
 #include "harness.h"
 #include "kernels/attention_impl.h"
+#include "kernels/attention_simd.h"
+#include "kernels/dispatch.h"
+#include "tensor/dtype.h"
 #include "kernels/kernels.h"
 
 typedef struct acase {
@@ -433,6 +440,159 @@ TEST(test_window_ge_context_bit_identical) {
         }
 }
 
+/* a and b hold the same floats bit for bit, except that a NaN matches any NaN
+ * (which NaN an operation on two NaNs returns is the compiler's choice of
+ * operand order, in scalar code too). */
+static int same_bits(const float *a, const float *b, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&a[i], &b[i], sizeof(float)) && !(isnan(a[i]) && isnan(b[i]))) return 0;
+    return 1;
+}
+
+/* The level's helpers against the scalar table's, bit for bit. */
+static void simd_helpers_check(const attn_ops *sc, const attn_ops *op) {
+    enum { N = 300, LD = 131 };
+    float *x = malloc(sizeof(float) * N * LD), *y0 = malloc(sizeof(float) * N * 2), *y1 = y0 + N;
+    float w[N];
+    for (int i = 0; i < N * LD; i++) x[i] = frand() * 3.0f;
+    for (int i = 0; i < N; i++) w[i] = frand();
+    static const int lens[] = {1, 7, 8, 9, 17, 40, 64, 80, 128, 131};
+    for (int li = 0; li < (int)(sizeof lens / sizeof lens[0]); li++) {
+        const int n = lens[li];
+        uint32_t b0, b1;
+        float f0 = sc->dot(x, x + LD, n), f1 = op->dot(x, x + LD, n);
+        memcpy(&b0, &f0, 4);
+        memcpy(&b1, &f1, 4);
+        CHECK_MSG(b0 == b1, "%s dot n %d", op->name, n);
+        for (int rows = 1; rows <= 19; rows += 3) {
+            sc->dot_rows(w, x, LD, rows, n, y0);
+            op->dot_rows(w, x, LD, rows, n, y1);
+            CHECK_MSG(!memcmp(y0, y1, sizeof(float) * (size_t)rows), "%s dot_rows %d x %d", op->name, rows, n);
+            for (int i = 0; i < n; i++) y0[i] = y1[i] = x[i];
+            sc->axpy_rows(y0, w, x + 3, LD, rows, n);
+            op->axpy_rows(y1, w, x + 3, LD, rows, n);
+            CHECK_MSG(!memcmp(y0, y1, sizeof(float) * (size_t)n), "%s axpy_rows %d x %d", op->name, rows, n);
+        }
+        sc->axpy(y0, 0.37f, x, n);
+        op->axpy(y1, 0.37f, x, n);
+        sc->scale(y0, -1.3f, n);
+        op->scale(y1, -1.3f, n);
+        CHECK_MSG(!memcmp(y0, y1, sizeof(float) * (size_t)n), "%s axpy/scale n %d", op->name, n);
+    }
+    /* exp: the whole float line (every 4099th pattern), the clamps, infinities and NaN */
+    static const float special[] = {INFINITY, -INFINITY, NAN, -NAN, 88.0f, 88.01f, -87.33f, -87.34f, 0.0f, -0.0f,
+                                    1e-30f, -1e-30f, 3.4e38f, -3.4e38f};
+    for (uint32_t base = 0; base < 0xffffffffu - N * 4099u; base += N * 4099u) {
+        for (int i = 0; i < N; i++) {
+            const uint32_t bits = base + (uint32_t)i * 4099u;
+            memcpy(&y0[i], &bits, 4);
+        }
+        if (base == 0) memcpy(y0 + 5, special, sizeof special);
+        memcpy(y1, y0, sizeof(float) * N);
+        const float s0 = sc->exp_sum(y0, 0.5f, N - 3), s1 = op->exp_sum(y1, 0.5f, N - 3);
+        const int same = same_bits(y0, y1, N) && same_bits(&s0, &s1, 1);
+        CHECK_MSG(same, "%s exp_sum at %08x", op->name, (unsigned)base);
+        if (!same) break;
+    }
+    /* every f16 pattern (NaN payloads, subnormals, infinities) */
+    uint16_t *h = malloc(sizeof(uint16_t) * 65536);
+    float *d0 = malloc(sizeof(float) * 65536 * 2), *d1 = d0 + 65536;
+    for (int i = 0; i < 65536; i++) h[i] = (uint16_t)i;
+    sc->deq_f16(h, d0, 65536 - 5);
+    op->deq_f16(h, d1, 65536 - 5);
+    CHECK_MSG(!memcmp(d0, d1, sizeof(float) * (65536 - 5)), "%s deq_f16", op->name); /* NaN payloads too */
+    /* q8_0 / q4_0 rows of 2048 random bytes with random f16 scales (NaN and inf included) */
+    unsigned char *qb = (unsigned char *)h;
+    for (int i = 0; i < 65536 * 2; i++) qb[i] = (unsigned char)(frand() * 128.0f + 128.0f);
+    sc->deq_q8_0(qb, d0, 64 * 32);
+    op->deq_q8_0(qb, d1, 64 * 32);
+    CHECK_MSG(!memcmp(d0, d1, sizeof(float) * 64 * 32), "%s deq_q8_0", op->name);
+    sc->deq_q4_0(qb, d0, 64 * 32);
+    op->deq_q4_0(qb, d1, 64 * 32);
+    CHECK_MSG(!memcmp(d0, d1, sizeof(float) * 64 * 32), "%s deq_q4_0", op->name);
+    free(h);
+    free(d0);
+    free(x);
+    free(y0);
+}
+
+/* K or V cache of n_ctx positions, n_kv heads of hd values, in kv_type. */
+static void *simd_cache(int kv_type, int n_ctx, int n_kv, int hd) {
+    const dtype_traits *tr = kv_type == KITE_DTYPE_F32 ? NULL : dtype_get((uint32_t)kv_type);
+    const size_t hb = tr ? (size_t)(hd / tr->block_size) * tr->type_size : sizeof(float) * (size_t)hd;
+    unsigned char *m = malloc(hb * (size_t)n_kv * (size_t)n_ctx);
+    float row[128];
+    for (int r = 0; r < n_ctx * n_kv; r++) {
+        for (int d = 0; d < hd; d++) row[d] = frand();
+        if (tr)
+            tr->from_float(row, m + (size_t)r * hb, hd);
+        else
+            memcpy(m + (size_t)r * hb, row, hb);
+    }
+    return m;
+}
+
+/* Every path, KV type, paged or not, windowed or not: each level's table
+ * gives the scalar table's output bits. */
+TEST(test_simd_bit_identical) {
+    const attn_ops *sc = attn_ops_for_level(KERN_LEVEL_SCALAR);
+    CHECK(sc != NULL && attn_ops_active() != NULL);
+    int n_levels = 0;
+    for (int l = 1; l < KERN_LEVEL_COUNT; l++) {
+        const attn_ops *op = attn_ops_for_level((kern_level)l);
+        if (!op) continue;
+        n_levels++;
+        simd_helpers_check(sc, op);
+    }
+    printf("    %d SIMD level(s) checked against scalar\n", n_levels);
+    if (!n_levels) return;
+    static const int kv_types[] = {KITE_DTYPE_F32, KITE_DTYPE_F16, KITE_DTYPE_Q8_0, KITE_DTYPE_Q4_0};
+    static const int hds[] = {40, 64, 80, 128};
+    static const int paths[] = {ATTN_PATH_REF, ATTN_PATH_FLASH, ATTN_PATH_SPLITKV};
+    const int n_head = 4, n_head_kv = 2, bs = 16, n_ctx = 160; /* 10 blocks */
+    int32_t table[10];
+    for (int i = 0; i < 10; i++) table[i] = (i * 7) % 10; /* shuffled blocks */
+    for (int ti = 0; ti < 4; ti++)
+        for (int hi = 0; hi < 4; hi++) {
+            const int hd = hds[hi], kvt = kv_types[ti];
+            if (kvt != KITE_DTYPE_F32 && kvt != KITE_DTYPE_F16 && hd % 32) continue;
+            void *k = simd_cache(kvt, n_ctx, n_head_kv, hd), *v = simd_cache(kvt, n_ctx, n_head_kv, hd);
+            const size_t qn = (size_t)37 * n_head * hd;
+            float *q = malloc(sizeof(float) * qn), *o0 = malloc(sizeof(float) * qn * 2), *o1 = o0 + qn;
+            for (size_t i = 0; i < qn; i++) q[i] = frand() * (hi == 3 ? 40.0f : 1.0f); /* hd 128: fallback rows */
+            for (int pi = 0; pi < 3; pi++)
+                for (int var = 0; var < 4; var++) {
+                    const int paged = var & 1, window = var & 2 ? 29 : 0;
+                    const int n_tok = paths[pi] == ATTN_PATH_SPLITKV ? 1 + (var == 3) * 2 : paths[pi] == ATTN_PATH_FLASH ? 37 : 5;
+                    const int pos0 = paths[pi] == ATTN_PATH_FLASH ? 19 + var : 136 + var; /* odd and even n_ctx */
+                    attn_args a = {.q = q, .k_cache = k, .v_cache = v, .block_table = paged ? table : NULL,
+                                   .block_size = bs, .n_tok = n_tok, .pos0 = pos0, .n_head = n_head,
+                                   .n_head_kv = n_head_kv, .head_dim = hd, .n_ctx = n_ctx,
+                                   .scale = 1.0f / sqrtf((float)hd), .path = paths[pi], .q_tile = var == 1 ? 7 : 0,
+                                   .kv_tile = var == 1 ? 24 : 0, .kv_chunk = var >= 2 ? 48 : 0, .window = window,
+                                   .kv_type = kvt};
+                    threadpool *tp = pools[1 + var % 2];
+                    a.scratch = malloc(sizeof(float) * kern_attention_scratch_floats(&a, tp_n_threads(tp)));
+                    a.out = o0;
+                    kern_attention_with(sc, tp, &a);
+                    for (int l = 1; l < KERN_LEVEL_COUNT; l++) {
+                        const attn_ops *op = attn_ops_for_level((kern_level)l);
+                        if (!op) continue;
+                        a.out = o1;
+                        kern_attention_with(op, tp, &a);
+                        CHECK_MSG(!memcmp(o0, o1, sizeof(float) * (size_t)n_tok * n_head * hd),
+                                  "level %s path %d kv %d hd %d paged %d window %d n_tok %d pos0 %d",
+                                  kern_level_name((kern_level)l), paths[pi], kvt, hd, paged, window, n_tok, pos0);
+                    }
+                    free(a.scratch);
+                }
+            free(q);
+            free(o0);
+            free(k);
+            free(v);
+        }
+}
+
 int main(void) {
     for (int n = 1; n <= 3; n++) pools[n] = tp_new(n);
     RUN(test_exp);
@@ -447,6 +607,7 @@ int main(void) {
     RUN(test_block_table_bit_identical);
     RUN(test_sliding_window);
     RUN(test_window_ge_context_bit_identical);
+    RUN(test_simd_bit_identical);
     printf("    worst error / budget: %.3f\n", worst_ratio);
     for (int n = 1; n <= 3; n++) tp_free(pools[n]);
     return harness_summary(__FILE__);

@@ -1,0 +1,62 @@
+/*
+ * attention_simd.h - the attention kernels' inner loops as a small table of
+ * function pointers, chosen once per kern_attention call by CPU level.
+ *
+ * DESIGN
+ *   The scalar table (attention_simd.c) wraps the inline loops of
+ *   attention_impl.h, which are the specification.  The avx2 table
+ *   (src/kernels/x86_avx2/attention_avx2.c, used at every level >= avx2)
+ *   computes the same operations in the same order: every 8-lane partial
+ *   sum lives in its own vector lane, products and sums are separate
+ *   instructions (no FMA; the Makefile builds with -ffp-contract=off), the
+ *   horizontal reductions keep ((a0+a4)+(a1+a5))+((a2+a6)+(a3+a7)) + tail,
+ *   attn_exp is the same sequence of float operations, and the dequantizers
+ *   use the same integer bit manipulation.  Results are therefore bit-identical
+ *   at every level (tests/unit/test_attention.c, test_simd_bit_identical).
+ *
+ *   The _rows entries exist so a whole run of cache rows costs one call and
+ *   the accumulators stay in registers across rows; per element they do
+ *   exactly what the single-row entry would do, row after row.
+ *
+ * THREAD SAFETY
+ *   Tables are immutable; the functions are reentrant.
+ */
+#ifndef KITE_KERNELS_ATTENTION_SIMD_H
+#define KITE_KERNELS_ATTENTION_SIMD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/dispatch.h"
+#include "kernels/kernels.h"
+
+typedef struct attn_ops {
+    const char *name; /* "scalar" or "avx2" */
+    /* attn_dot: sum_i a[i]*b[i], 8 lanes + tail */
+    float (*dot)(const float *a, const float *b, int32_t n);
+    /* s[r] = dot(q, k + r*ldk, n) for r < n_rows (ldk in floats) */
+    void (*dot_rows)(const float *q, const float *k, size_t ldk, int32_t n_rows, int32_t n, float *s);
+    /* attn_axpy: y[i] += w * x[i] (y, x disjoint) */
+    void (*axpy)(float *y, float w, const float *x, int32_t n);
+    /* for r = 0 .. n_rows-1 in order: axpy(y, w[r], x + r*ldx, n) (y disjoint from w and x) */
+    void (*axpy_rows)(float *y, const float *w, const float *x, size_t ldx, int32_t n_rows, int32_t n);
+    /* attn_scale: y[i] *= w */
+    void (*scale)(float *y, float w, int32_t n);
+    /* attn_exp_sum: x[i] = attn_exp(x[i] - sub), returns their 8-lane sum */
+    float (*exp_sum)(float *x, float sub, int32_t n);
+    /* attn_deq_f16 / _q8_0 / _q4_0: one row of n values to floats */
+    void (*deq_f16)(const uint16_t *x, float *y, int32_t n);
+    void (*deq_q8_0)(const unsigned char *x, float *y, int32_t n);
+    void (*deq_q4_0)(const unsigned char *x, float *y, int32_t n);
+} attn_ops;
+
+/* Table for the active kernel level (kern_table()->level, so KITE_CPU_LEVEL
+ * caps it too). */
+const attn_ops *attn_ops_active(void);
+/* Table of a level, or NULL if this CPU/build cannot run that level. */
+const attn_ops *attn_ops_for_level(kern_level level);
+
+/* kern_attention with an explicit table (tests compare levels bit for bit). */
+void kern_attention_with(const attn_ops *ops, threadpool *tp, const attn_args *a);
+
+#endif

@@ -1,0 +1,251 @@
+/*
+ * attention_avx2.c - the attention loops of attention_impl.h on 256-bit
+ * vectors, bit-identical to them (attention_simd.h).
+ *
+ * How the bits stay the same: the scalar loops keep 8 partial sums
+ * acc[0..7] (element i+j goes to acc[j]); here acc is one ymm register, lane
+ * j = acc[j], updated with a separate multiply and add (no FMA: this file is
+ * compiled with -mfma but -ffp-contract=off, and only mul/add intrinsics are
+ * used).  hsum8 reduces in the scalar order ((a0+a4)+(a1+a5))+((a2+a6)+(a3+a7)),
+ * and the tails run the scalar code.  Element-wise loops (axpy, scale) have
+ * no order to keep.  exp8 is attn_exp's operation sequence lane by lane;
+ * the dequantizers do attn_half_to_float's integer moves and the same
+ * int-to-float conversions and single multiplications.
+ */
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/attention_impl.h"
+#include "kernels/x86_avx2/attention_avx2.h"
+
+/* ((a0+a4)+(a1+a5))+((a2+a6)+(a3+a7)) */
+static inline float hsum8(__m256 v) {
+    const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)); /* a_j + a_{j+4} */
+    const __m128 h = _mm_hadd_ps(s, s);                                                   /* s0+s1, s2+s3 */
+    return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
+}
+
+float attn_dot_avx2(const float *a, const float *b, int32_t n) {
+    __m256 acc = _mm256_setzero_ps();
+    int32_t i = 0;
+    for (; i + 8 <= n; i += 8) acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
+    float tail = 0.0f;
+    for (; i < n; i++) tail += a[i] * b[i];
+    return hsum8(acc) + tail;
+}
+
+/* s[r] for 8 rows: 8 independent accumulators hide the add latency, and the
+ * rows share each load of q.  Written out (no arrays) so that gcc -O2 keeps
+ * them in registers. */
+#define ATTN_ACC(A, R) A = _mm256_add_ps(A, _mm256_mul_ps(qv, _mm256_loadu_ps(k + (size_t)(R) * ldk + (size_t)i)))
+static void dot_8rows(const float *q, const float *k, size_t ldk, int32_t n, float *s) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+    int32_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 qv = _mm256_loadu_ps(q + i);
+        ATTN_ACC(a0, 0); ATTN_ACC(a1, 1); ATTN_ACC(a2, 2); ATTN_ACC(a3, 3);
+        ATTN_ACC(a4, 4); ATTN_ACC(a5, 5); ATTN_ACC(a6, 6); ATTN_ACC(a7, 7);
+    }
+    float t[8];
+    for (int r = 0; r < 8; r++) {
+        const float *kr = k + (size_t)r * ldk;
+        t[r] = 0.0f;
+        for (int32_t j = i; j < n; j++) t[r] += q[j] * kr[j];
+    }
+    /* the 8 reductions side by side, each in hsum8's order: u = (a_r[j] + a_r[j+4]) for two rows */
+    const __m256 u01 = _mm256_add_ps(_mm256_permute2f128_ps(a0, a1, 0x20), _mm256_permute2f128_ps(a0, a1, 0x31));
+    const __m256 u23 = _mm256_add_ps(_mm256_permute2f128_ps(a2, a3, 0x20), _mm256_permute2f128_ps(a2, a3, 0x31));
+    const __m256 u45 = _mm256_add_ps(_mm256_permute2f128_ps(a4, a5, 0x20), _mm256_permute2f128_ps(a4, a5, 0x31));
+    const __m256 u67 = _mm256_add_ps(_mm256_permute2f128_ps(a6, a7, 0x20), _mm256_permute2f128_ps(a6, a7, 0x31));
+    /* (u0+u1), (u2+u3) per row: rows 0 2 | 1 3, then 4 6 | 5 7 */
+    const __m256 h0 = _mm256_hadd_ps(u01, u23), h1 = _mm256_hadd_ps(u45, u67);
+    /* ((u0+u1)+(u2+u3)) per row, lanes hold rows 0 2 4 6 1 3 5 7; + tail last */
+    __m256 tot = _mm256_hadd_ps(h0, h1);
+    tot = _mm256_add_ps(tot, _mm256_setr_ps(t[0], t[2], t[4], t[6], t[1], t[3], t[5], t[7]));
+    _mm256_storeu_ps(s, _mm256_permutevar8x32_ps(tot, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+}
+#undef ATTN_ACC
+
+void attn_dot_rows_avx2(const float *q, const float *k, size_t ldk, int32_t n_rows, int32_t n, float *s) {
+    int32_t r = 0;
+    for (; r + 8 <= n_rows; r += 8) dot_8rows(q, k + (size_t)r * ldk, ldk, n, s + r);
+    for (; r + 4 <= n_rows; r += 4) { /* four rows share each load of q */
+        const float *k0 = k + (size_t)r * ldk, *k1 = k0 + ldk, *k2 = k1 + ldk, *k3 = k2 + ldk;
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        int32_t i = 0;
+        for (; i + 8 <= n; i += 8) {
+            const __m256 qv = _mm256_loadu_ps(q + i);
+            a0 = _mm256_add_ps(a0, _mm256_mul_ps(qv, _mm256_loadu_ps(k0 + i)));
+            a1 = _mm256_add_ps(a1, _mm256_mul_ps(qv, _mm256_loadu_ps(k1 + i)));
+            a2 = _mm256_add_ps(a2, _mm256_mul_ps(qv, _mm256_loadu_ps(k2 + i)));
+            a3 = _mm256_add_ps(a3, _mm256_mul_ps(qv, _mm256_loadu_ps(k3 + i)));
+        }
+        float t0 = 0.0f, t1 = 0.0f, t2 = 0.0f, t3 = 0.0f;
+        for (; i < n; i++) {
+            t0 += q[i] * k0[i];
+            t1 += q[i] * k1[i];
+            t2 += q[i] * k2[i];
+            t3 += q[i] * k3[i];
+        }
+        s[r] = hsum8(a0) + t0;
+        s[r + 1] = hsum8(a1) + t1;
+        s[r + 2] = hsum8(a2) + t2;
+        s[r + 3] = hsum8(a3) + t3;
+    }
+    for (; r < n_rows; r++) s[r] = attn_dot_avx2(q, k + (size_t)r * ldk, n);
+}
+
+void attn_axpy_avx2(float *y, float w, const float *x, int32_t n) {
+    const __m256 wv = _mm256_set1_ps(w);
+    int32_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_mul_ps(wv, _mm256_loadu_ps(x + i))));
+    for (; i < n; i++) y[i] += w * x[i];
+}
+
+void attn_axpy_rows_avx2(float *y, const float *w, const float *x, size_t ldx, int32_t n_rows, int32_t n) {
+    int32_t c = 0;
+    for (; c + 64 <= n; c += 64) { /* 64 columns (8 add chains) held in registers over all rows */
+#define ATTN_LD(B) __m256 y##B = _mm256_loadu_ps(y + c + 8 * (B))
+#define ATTN_UPD(B) y##B = _mm256_add_ps(y##B, _mm256_mul_ps(wv, _mm256_loadu_ps(xr + 8 * (B))))
+#define ATTN_ST(B) _mm256_storeu_ps(y + c + 8 * (B), y##B)
+        ATTN_LD(0); ATTN_LD(1); ATTN_LD(2); ATTN_LD(3); ATTN_LD(4); ATTN_LD(5); ATTN_LD(6); ATTN_LD(7);
+        const float *xr = x + c;
+        for (int32_t r = 0; r < n_rows; r++, xr += ldx) {
+            const __m256 wv = _mm256_set1_ps(w[r]);
+            ATTN_UPD(0); ATTN_UPD(1); ATTN_UPD(2); ATTN_UPD(3); ATTN_UPD(4); ATTN_UPD(5); ATTN_UPD(6); ATTN_UPD(7);
+        }
+        ATTN_ST(0); ATTN_ST(1); ATTN_ST(2); ATTN_ST(3); ATTN_ST(4); ATTN_ST(5); ATTN_ST(6); ATTN_ST(7);
+#undef ATTN_LD
+#undef ATTN_UPD
+#undef ATTN_ST
+    }
+    for (; c + 32 <= n; c += 32) { /* 32 columns */
+        __m256 y0 = _mm256_loadu_ps(y + c), y1 = _mm256_loadu_ps(y + c + 8);
+        __m256 y2 = _mm256_loadu_ps(y + c + 16), y3 = _mm256_loadu_ps(y + c + 24);
+        const float *xr = x + c;
+        for (int32_t r = 0; r < n_rows; r++, xr += ldx) {
+            const __m256 wv = _mm256_set1_ps(w[r]);
+            y0 = _mm256_add_ps(y0, _mm256_mul_ps(wv, _mm256_loadu_ps(xr)));
+            y1 = _mm256_add_ps(y1, _mm256_mul_ps(wv, _mm256_loadu_ps(xr + 8)));
+            y2 = _mm256_add_ps(y2, _mm256_mul_ps(wv, _mm256_loadu_ps(xr + 16)));
+            y3 = _mm256_add_ps(y3, _mm256_mul_ps(wv, _mm256_loadu_ps(xr + 24)));
+        }
+        _mm256_storeu_ps(y + c, y0);
+        _mm256_storeu_ps(y + c + 8, y1);
+        _mm256_storeu_ps(y + c + 16, y2);
+        _mm256_storeu_ps(y + c + 24, y3);
+    }
+    for (; c + 8 <= n; c += 8) {
+        __m256 y0 = _mm256_loadu_ps(y + c);
+        const float *xr = x + c;
+        for (int32_t r = 0; r < n_rows; r++, xr += ldx) y0 = _mm256_add_ps(y0, _mm256_mul_ps(_mm256_set1_ps(w[r]), _mm256_loadu_ps(xr)));
+        _mm256_storeu_ps(y + c, y0);
+    }
+    for (; c < n; c++) {
+        float yc = y[c];
+        for (int32_t r = 0; r < n_rows; r++) yc += w[r] * x[(size_t)r * ldx + (size_t)c];
+        y[c] = yc;
+    }
+}
+
+void attn_scale_avx2(float *y, float w, int32_t n) {
+    const __m256 wv = _mm256_set1_ps(w);
+    int32_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), wv));
+    for (; i < n; i++) y[i] *= w;
+}
+
+/* attn_exp on 8 lanes: the same float operations in the same order. */
+static inline __m256 exp8(__m256 x) {
+    const __m256 lo = _mm256_set1_ps(-87.33f), hi = _mm256_set1_ps(88.0f);
+    /* clamp; NaN compares false both ways and passes through */
+    x = _mm256_blendv_ps(x, lo, _mm256_cmp_ps(x, lo, _CMP_LT_OQ));
+    x = _mm256_blendv_ps(x, hi, _mm256_cmp_ps(x, hi, _CMP_GT_OQ));
+    const __m256 round = _mm256_set1_ps(12582912.0f);
+    const __m256 t = _mm256_add_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)), round);
+    const __m256 nn = _mm256_sub_ps(t, round);
+    __m256 r = _mm256_sub_ps(x, _mm256_mul_ps(nn, _mm256_set1_ps(0.693359375f)));
+    r = _mm256_add_ps(r, _mm256_mul_ps(nn, _mm256_set1_ps(2.12194440e-4f)));
+    __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f / 720.0f));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f / 120.0f));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f / 24.0f));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f / 6.0f));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(0.5f));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f));
+    __m256i sb = _mm256_sub_epi32(_mm256_castps_si256(t), _mm256_set1_epi32(0x4b400000));
+    sb = _mm256_slli_epi32(_mm256_add_epi32(sb, _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(sb));
+}
+
+float attn_exp_sum_avx2(float *x, float sub, int32_t n) {
+    const __m256 sv = _mm256_set1_ps(sub);
+    __m256 acc = _mm256_setzero_ps();
+    int32_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), sv));
+        _mm256_storeu_ps(x + i, e);
+        acc = _mm256_add_ps(acc, e);
+    }
+    float tail = 0.0f;
+    for (; i < n; i++) {
+        x[i] = attn_exp(x[i] - sub);
+        tail += x[i];
+    }
+    return hsum8(acc) + tail;
+}
+
+/* attn_half_to_float on 8 halves (zero-extended to 32 bits). */
+static inline __m256 half8(__m256i h) {
+    const __m256i em = _mm256_and_si256(h, _mm256_set1_epi32(0x7fff));
+    __m256i norm = _mm256_add_epi32(_mm256_slli_epi32(em, 13), _mm256_set1_epi32((127 - 15) << 23));
+    const __m256i inf = _mm256_cmpgt_epi32(em, _mm256_set1_epi32(0x7bff)); /* em >= 0x7c00 */
+    norm = _mm256_add_epi32(norm, _mm256_and_si256(inf, _mm256_set1_epi32((128 - 16) << 23)));
+    const __m256 sub_f = _mm256_mul_ps(_mm256_cvtepi32_ps(em), _mm256_set1_ps(5.9604644775390625e-8f));
+    const __m256i is_sub = _mm256_cmpgt_epi32(_mm256_set1_epi32(0x0400), em); /* em < 0x0400 */
+    __m256i bits = _mm256_blendv_epi8(norm, _mm256_castps_si256(sub_f), is_sub);
+    bits = _mm256_or_si256(bits, _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x8000)), 16));
+    return _mm256_castsi256_ps(bits);
+}
+
+void attn_deq_f16_avx2(const uint16_t *x, float *y, int32_t n) {
+    int32_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, half8(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(x + i)))));
+    for (; i < n; i++) y[i] = attn_half_to_float(x[i]);
+}
+
+static inline __m128i load8(const unsigned char *p) { /* 8 bytes into the low half (movq: no alignment) */
+    return _mm_loadl_epi64((const __m128i *)(const void *)p);
+}
+
+void attn_deq_q8_0_avx2(const unsigned char *x, float *y, int32_t n) {
+    for (int32_t b = 0; b < n / 32; b++, x += 34, y += 32) {
+        uint16_t dh;
+        memcpy(&dh, x, sizeof dh);
+        const __m256 d = _mm256_set1_ps(attn_half_to_float(dh));
+        for (int j = 0; j < 32; j += 8)
+            _mm256_storeu_ps(y + j, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(load8(x + 2 + j))), d));
+    }
+}
+
+void attn_deq_q4_0_avx2(const unsigned char *x, float *y, int32_t n) {
+    const __m256i m4 = _mm256_set1_epi32(0x0f), eight = _mm256_set1_epi32(8);
+    for (int32_t b = 0; b < n / 32; b++, x += 18, y += 32) {
+        uint16_t dh;
+        memcpy(&dh, x, sizeof dh);
+        const __m256 d = _mm256_set1_ps(attn_half_to_float(dh));
+        for (int j = 0; j < 16; j += 8) {
+            const __m256i q = _mm256_cvtepu8_epi32(load8(x + 2 + j));
+            const __m256i lo = _mm256_sub_epi32(_mm256_and_si256(q, m4), eight);
+            const __m256i hi = _mm256_sub_epi32(_mm256_srli_epi32(q, 4), eight);
+            _mm256_storeu_ps(y + j, _mm256_mul_ps(_mm256_cvtepi32_ps(lo), d));
+            _mm256_storeu_ps(y + j + 16, _mm256_mul_ps(_mm256_cvtepi32_ps(hi), d));
+        }
+    }
+}
+
+#endif
