@@ -85,6 +85,8 @@ ifneq ($(filter x86_64% i386% i486% i586% i686% amd64%,$(KITE_TARGET)),)
   AVX512_FLAGS := -mavx512f -mavx512bw -mavx512dq -mavx512vl -mavx512vnni -mavx512bf16 -mfma -mf16c
 $(BUILD)/obj/src/kernels/x86_avx2/%.o: CFLAGS += $(AVX2_FLAGS)
 $(BUILD)/obj/src/kernels/x86_avx512/%.o: CFLAGS += $(AVX512_FLAGS)
+# AVX-VNNI (VEX vpdpbusd) q4_0/q8_0 kernels: a run-time variant of the avx2 level
+$(BUILD)/obj/src/kernels/x86_avx2/vec_dot_quant_avxvnni.o: CFLAGS += -mavxvnni
 endif
 
 $(BUILD)/libkite.a: $(LIB_OBJ)
@@ -163,6 +165,7 @@ FUZZ_CFLAGS := -std=c11 -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-
 ifeq ($(KITE_X86),1)
 build-fuzz/obj/src/kernels/x86_avx2/%.o: FUZZ_CFLAGS += $(AVX2_FLAGS)
 build-fuzz/obj/src/kernels/x86_avx512/%.o: FUZZ_CFLAGS += $(AVX512_FLAGS)
+build-fuzz/obj/src/kernels/x86_avx2/vec_dot_quant_avxvnni.o: FUZZ_CFLAGS += -mavxvnni
 endif
 
 build-fuzz/obj/%.o: %.c

@@ -22,6 +22,7 @@
 #if defined(__x86_64__) || defined(__i386__)
 #define KITE_X86 1
 #include "kernels/x86_avx2/avx2.h"
+#include "kernels/x86_avx2/avxvnni.h"
 #include "kernels/x86_avx512/avx512.h"
 #include "kernels/x86_avx512/avx512bf16.h"
 #include "kernels/x86_avx512/kquant_vnni.h"
@@ -85,6 +86,10 @@ static void build_avx2(kern_ops_table *t) {
     set(t, KITE_DTYPE_W8A8, KITE_DTYPE_W8A8, vec_dot_w8a8_avx2, gemm_w8a8_avx2);
     set(t, KITE_DTYPE_LLM_INT8, KITE_DTYPE_W8A8, vec_dot_w8a8_avx2, gemm_w8a8_avx2); /* its int8 half; kern_matmul adds the outliers */
     t->act_from_f32[KITE_DTYPE_Q8_0] = act_quantize_q8_0_avx2; /* same bytes as the reference */
+    if (cpu_features()->avxvnni) { /* variant: VEX vpdpbusd instead of vpmaddubsw + vpmaddwd */
+        set(t, KITE_DTYPE_Q4_0, KITE_DTYPE_Q8_0, vec_dot_q4_0_q8_0_avxvnni, gemm_q4_0_q8_0_avxvnni);
+        set(t, KITE_DTYPE_Q8_0, KITE_DTYPE_Q8_0, vec_dot_q8_0_q8_0_avxvnni, gemm_q8_0_q8_0_avxvnni);
+    }
 }
 
 static void build_avx512(kern_ops_table *t) {

@@ -6,6 +6,8 @@
  *   Levels, each a superset of the one before:
  *     scalar      portable C (src/kernels/ref/): the specification
  *     avx2        AVX2 + FMA + F16C (src/kernels/x86_avx2/)
+ *                 (with AVX-VNNI: q4_0/q8_0 use VEX vpdpbusd kernels, avxvnni.h;
+ *                 same level and name)
  *     avx512      + AVX-512 F/BW/DQ/VL (src/kernels/x86_avx512/; integer kernels from avx2)
  *     avx512vnni  + AVX512_VNNI: vpdpbusd integer kernels
  *     avx512bf16  + AVX512_BF16: bf16 weights with bf16 activations (vdpbf16ps)

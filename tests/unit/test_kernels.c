@@ -25,6 +25,8 @@
  *     for every row count 1..5, 9 and token count 1..16 with rows, strides
  *     and ldy at odd values (the register-blocked 4-row x 1..4-token
  *     micro-kernels and their remainders).
+ *   - on a CPU with AVX-VNNI the avx2 table holds the vpdpbusd-ymm q4_0/q8_0
+ *     kernels (avxvnni.h), so the checks above cover them (SKIP line otherwise).
  *   - kern_matmul of every computable weight type against a naive double
  *     matmul over the dequantized weights and the unquantized activations,
  *     within the activation quantization error (MATMUL budget below), with
@@ -47,6 +49,10 @@
 
 #define KERNEL_TEST_SEED 0x9e3779b97f4a7c15ull
 #include "kernel_helpers.h"
+#if defined(__x86_64__) || defined(__i386__)
+#include "kernels/x86_avx2/avx2.h"
+#include "kernels/x86_avx2/avxvnni.h"
+#endif
 
 static const uint32_t kernel_types[] = {KITE_DTYPE_F32, KITE_DTYPE_F16, KITE_DTYPE_BF16, KITE_DTYPE_Q4_0,
                                         KITE_DTYPE_Q8_0, KITE_DTYPE_Q4_K, KITE_DTYPE_Q6_K};
@@ -529,6 +535,42 @@ TEST(test_bf16_dot_model) {
     printf("    vdpbf16ps vs model: %d dots bit-identical (%d NaN)\n", n_checks, n_nan);
 }
 
+/* The avx2 level's q4_0/q8_0 variant: on a CPU with AVX-VNNI the avx2 table
+ * (and avx512, which inherits it) must hold the vpdpbusd-ymm kernels, so the
+ * reference and gemm checks above cover them; avx512vnni overrides them with
+ * its zmm kernels.  Without AVX-VNNI the maddubs kernels stay (SKIP line). */
+TEST(test_avx2_avxvnni_variant) {
+#if defined(__x86_64__) || defined(__i386__)
+    const kern_ops_table *t2 = kern_table_for_level(KERN_LEVEL_AVX2);
+    if (!t2) {
+        printf("    SKIP: no avx2 level on this CPU; AVX-VNNI variant not tested\n");
+        return;
+    }
+    const bool vnni = cpu_features()->avxvnni;
+    for (int l = KERN_LEVEL_AVX2; l <= (int)kern_level_max() && l <= KERN_LEVEL_AVX512; l++) {
+        const kern_ops_table *kt = kern_table_for_level((kern_level)l);
+        const kern_type_ops *q4 = &kt->ops[KITE_DTYPE_Q4_0], *q8 = &kt->ops[KITE_DTYPE_Q8_0];
+        if (vnni) {
+            CHECK_MSG(q4->vec_dot == vec_dot_q4_0_q8_0_avxvnni && q4->gemm == gemm_q4_0_q8_0_avxvnni,
+                      "%s: q4_0 is not the AVX-VNNI kernel", kt->name);
+            CHECK_MSG(q8->vec_dot == vec_dot_q8_0_q8_0_avxvnni && q8->gemm == gemm_q8_0_q8_0_avxvnni,
+                      "%s: q8_0 is not the AVX-VNNI kernel", kt->name);
+        } else {
+            CHECK(q4->vec_dot == vec_dot_q4_0_q8_0_avx2 && q8->vec_dot == vec_dot_q8_0_q8_0_avx2);
+        }
+    }
+    const kern_ops_table *tv = kern_table_for_level(KERN_LEVEL_AVX512VNNI);
+    if (tv) CHECK(tv->ops[KITE_DTYPE_Q4_0].vec_dot != vec_dot_q4_0_q8_0_avxvnni);
+    CHECK_STR_EQ(t2->name, "avx2");
+    if (vnni)
+        printf("    avx2 level: q4_0/q8_0 kernels avx2+avxvnni (vpdpbusd ymm), covered by the checks above\n");
+    else
+        printf("    SKIP: this CPU has no AVX-VNNI; avx2 q4_0/q8_0 are the vpmaddubsw kernels, variant not tested\n");
+#else
+    printf("    SKIP: not x86; no AVX-VNNI variant\n");
+#endif
+}
+
 int main(void) {
     RUN(test_env_invalid); /* forked children: each builds its own table */
     RUN(test_env_cap_scalar);
@@ -537,6 +579,7 @@ int main(void) {
     RUN(test_kernels_vs_reference_all_levels);
     RUN(test_gemm_equals_vec_dot);
     RUN(test_gemm_shapes_unaligned);
+    RUN(test_avx2_avxvnni_variant);
     RUN(test_bf16_act_converter);
     RUN(test_bf16_dot_model);
     RUN(test_matmul_all_types);
