@@ -562,8 +562,20 @@ TEST(test_avx2_avxvnni_variant) {
     const kern_ops_table *tv = kern_table_for_level(KERN_LEVEL_AVX512VNNI);
     if (tv) CHECK(tv->ops[KITE_DTYPE_Q4_0].vec_dot != vec_dot_q4_0_q8_0_avxvnni);
     CHECK_STR_EQ(t2->name, "avx2");
+    if (vnni) { /* the vpmaddubsw kernels still run on CPUs without AVX-VNNI: test them here too */
+        static kern_ops_table plain;
+        plain = *t2;
+        plain.ops[KITE_DTYPE_Q4_0].vec_dot = vec_dot_q4_0_q8_0_avx2;
+        plain.ops[KITE_DTYPE_Q4_0].gemm = gemm_q4_0_q8_0_avx2;
+        plain.ops[KITE_DTYPE_Q8_0].vec_dot = vec_dot_q8_0_q8_0_avx2;
+        plain.ops[KITE_DTYPE_Q8_0].gemm = gemm_q8_0_q8_0_avx2;
+        const kern_ops_table *ref = kern_table_for_level(KERN_LEVEL_SCALAR);
+        check_type_level(&plain, ref, KITE_DTYPE_Q4_0);
+        check_type_level(&plain, ref, KITE_DTYPE_Q8_0);
+    }
     if (vnni)
-        printf("    avx2 level: q4_0/q8_0 kernels avx2+avxvnni (vpdpbusd ymm), covered by the checks above\n");
+        printf("    avx2 level: q4_0/q8_0 kernels avx2+avxvnni (vpdpbusd ymm), covered by the checks above; "
+               "the vpmaddubsw ones checked against the reference here\n");
     else
         printf("    SKIP: this CPU has no AVX-VNNI; avx2 q4_0/q8_0 are the vpmaddubsw kernels, variant not tested\n");
 #else

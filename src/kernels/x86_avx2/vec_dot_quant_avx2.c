@@ -25,10 +25,13 @@
 #include "tensor/blocks.h"
 #include "tensor/dtype.h"
 
+/* An f16 scale as float with F16C (exact, inline; the out-of-line software
+ * fp16_to_fp32 twice per block cost these kernels more than their dot
+ * products - see docs/kernels.md, AVX-VNNI variant). */
 static inline float ld_half(const unsigned char *p) {
     uint16_t h;
     memcpy(&h, p, sizeof h);
-    return fp16_to_fp32(h);
+    return _cvtsh_ss(h);
 }
 static inline float ld_f32s(const unsigned char *p) {
     float v;
