@@ -37,7 +37,10 @@
  * cannot be optimised away.  Return: FLOPs per iteration. */
 
 /* The chains are written out as 12 named variables: an array of vectors is
- * kept in memory by the compilers at -O2 (a store-forward per FMA). */
+ * kept in memory by the compilers at -O2 (a store-forward per FMA).  Each
+ * starts from its own value: chains that start equal are merged by the
+ * compiler (common subexpressions), which made the loop run 4 FMAs while
+ * counting 12 and overstated the peak about 1.5x. */
 #define FMA_CHAINS_BODY(FMA, ADD)                                                                                  \
     for (uint64_t k = 0; k < iters; k++) {                                                                         \
         a0 = FMA(a0, m, c), a1 = FMA(a1, m, c), a2 = FMA(a2, m, c), a3 = FMA(a3, m, c);                            \
@@ -50,7 +53,8 @@
 __attribute__((target("avx512f"))) static double fma_loop_avx512(uint64_t iters, volatile float *sink) {
     const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-6f);
     __m512 a0 = _mm512_set1_ps(0.0f), a1 = _mm512_set1_ps(1.0f), a2 = _mm512_set1_ps(2.0f), a3 = _mm512_set1_ps(3.0f);
-    __m512 a4 = a0, a5 = a1, a6 = a2, a7 = a3, a8 = a0, a9 = a1, a10 = a2, a11 = a3, s;
+    __m512 a4 = _mm512_set1_ps(4.0f), a5 = _mm512_set1_ps(5.0f), a6 = _mm512_set1_ps(6.0f), a7 = _mm512_set1_ps(7.0f);
+    __m512 a8 = _mm512_set1_ps(8.0f), a9 = _mm512_set1_ps(9.0f), a10 = _mm512_set1_ps(10.0f), a11 = _mm512_set1_ps(11.0f), s;
     FMA_CHAINS_BODY(_mm512_fmadd_ps, _mm512_add_ps);
     *sink = _mm512_reduce_add_ps(s);
     return 2.0 * 16 * FMA_CHAINS;
@@ -59,7 +63,8 @@ __attribute__((target("avx512f"))) static double fma_loop_avx512(uint64_t iters,
 __attribute__((target("avx2,fma"))) static double fma_loop_avx2(uint64_t iters, volatile float *sink) {
     const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-6f);
     __m256 a0 = _mm256_set1_ps(0.0f), a1 = _mm256_set1_ps(1.0f), a2 = _mm256_set1_ps(2.0f), a3 = _mm256_set1_ps(3.0f);
-    __m256 a4 = a0, a5 = a1, a6 = a2, a7 = a3, a8 = a0, a9 = a1, a10 = a2, a11 = a3, s;
+    __m256 a4 = _mm256_set1_ps(4.0f), a5 = _mm256_set1_ps(5.0f), a6 = _mm256_set1_ps(6.0f), a7 = _mm256_set1_ps(7.0f);
+    __m256 a8 = _mm256_set1_ps(8.0f), a9 = _mm256_set1_ps(9.0f), a10 = _mm256_set1_ps(10.0f), a11 = _mm256_set1_ps(11.0f), s;
     FMA_CHAINS_BODY(_mm256_fmadd_ps, _mm256_add_ps);
     float lanes[8];
     _mm256_storeu_ps(lanes, s);
@@ -77,7 +82,8 @@ static f32x4 gen_add(f32x4 x, f32x4 y) { return x + y; }
 static double fma_loop_generic(uint64_t iters, volatile float *sink) {
     const f32x4 m = {0.999999f, 0.999999f, 0.999999f, 0.999999f}, c = {1e-6f, 1e-6f, 1e-6f, 1e-6f};
     f32x4 a0 = {0, 0, 0, 0}, a1 = {1, 1, 1, 1}, a2 = {2, 2, 2, 2}, a3 = {3, 3, 3, 3};
-    f32x4 a4 = a0, a5 = a1, a6 = a2, a7 = a3, a8 = a0, a9 = a1, a10 = a2, a11 = a3, s;
+    f32x4 a4 = {4, 4, 4, 4}, a5 = {5, 5, 5, 5}, a6 = {6, 6, 6, 6}, a7 = {7, 7, 7, 7};
+    f32x4 a8 = {8, 8, 8, 8}, a9 = {9, 9, 9, 9}, a10 = {10, 10, 10, 10}, a11 = {11, 11, 11, 11}, s;
     FMA_CHAINS_BODY(gen_fma, gen_add);
     *sink = s[0] + s[3];
     return 2.0 * 4 * FMA_CHAINS;

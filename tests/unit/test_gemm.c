@@ -145,7 +145,8 @@ static int check_case(const kern_ops_table *kt, uint32_t t, kern_gemm_tiled_fn g
 }
 
 TEST(test_tiled_vs_flat_and_reference) {
-    static const int64_t float_k[] = {1, 7, 100, 200, 520, 1000, 1024}, int_blocks[] = {1, 3, 7, 65};
+    /* float K crosses the kernels' K-block edges (1024 elements): 1040, 2100 */
+    static const int64_t float_k[] = {1, 7, 100, 200, 520, 1000, 1024, 1040, 2100}, int_blocks[] = {1, 3, 7, 65};
     static const int nts[] = {17, 33, 100}, nrs[] = {1, 5, 13};
     int n_kernels = 0;
     for (int l = 0; l <= (int)kern_level_max(); l++) {
@@ -155,7 +156,7 @@ TEST(test_tiled_vs_flat_and_reference) {
             const kern_gemm_tiled_fn g = kern_gemm_tiled_get((kern_level)l, t);
             if (!g) continue;
             n_kernels++;
-            const int is_float = dtype_get(t)->block_size == 1, nk = is_float ? 7 : 4;
+            const int is_float = dtype_get(t)->block_size == 1, nk = is_float ? 9 : 4;
             double worst = 0;
             for (int ik = 0; ik < nk; ik++) {
                 const int64_t n = is_float ? float_k[ik] : 32 * int_blocks[ik];

@@ -19,11 +19,14 @@
  *     prefill  FMR x FNR = 4 x 6: 24 accumulators, 10 loads per 24 FMAs;
  *     decode   8 rows x 1 token: eight chains while the weights stream.
  *   vec_dot alone is a single chain (latency-bound); kern_matmul never calls
- *   it, it uses the GEMMs.
+ *   it, it uses the GEMMs.  A 4-row tile reduces four tokens at once
+ *   (reduce4x4: the same tree, lane-parallel, 128-bit stores), and the full
+ *   4 x 6 tile is a separate (noinline) function per type so its loop keeps
+ *   its strides in registers.
  *   Cache tiling (tiled and flat GEMM): weight rows in blocks of about
  *   GEMM_TILED_L2_BYTES (at most FRB rows), token groups of FNR, K in
  *   blocks of FKB elements, row micro-tiles innermost: a group's activations
- *   for one K block (6 x 2 KiB) stay in L1 while the row block streams from
+ *   for one K block (6 x 4 KiB) stay in L1 while the row block streams from
  *   L2.  Between K blocks an accumulator is parked in a state buffer and
  *   reloaded unchanged, so K blocking does not change the order.
  *
@@ -45,7 +48,7 @@ enum { T_F32 = 0, T_F16 = 1, T_BF16 = 2 };
 #define DMR 8    /* weight rows per decode (one token) micro-tile */
 #define MAXR 8   /* largest mr of any micro-tile */
 #define FRB 64   /* most rows per cache block (bounds the state buffer) */
-#define FKB 512  /* elements per K block (a multiple of 16) */
+#define FKB 1024 /* elements per K block (a multiple of 16; 512 was 4-7% slower for f16) */
 
 static ALWAYS_INLINE __m512 ldw(int ty, const unsigned char *p) {
     if (ty == T_F32) return _mm512_loadu_ps(p);
@@ -67,6 +70,33 @@ static ALWAYS_INLINE float reduce16(__m512 v) {
     q = _mm_add_ps(q, _mm_movehl_ps(q, q));
     q = _mm_add_ss(q, _mm_movehdup_ps(q));
     return _mm_cvtss_f32(q);
+}
+
+/* reduce16 of four tokens (0..3) x four rows (a..d) at once, each sum the
+ * same adds in the same order (lo + hi at every level): level 1 pairs two
+ * accumulators' 256-bit halves, level 2 their 128-bit quarters, levels 3
+ * and 4 shuffle within 128-bit lanes.  128-bit lane j of the result holds
+ * rows a..d of token j, stored to y + j*ldy for j < nst. */
+static ALWAYS_INLINE __m512 red_l12(__m512 t0, __m512 t1, __m512 t2, __m512 t3) {
+    const __m512 b01 = _mm512_add_ps(_mm512_shuffle_f32x4(t0, t1, 0x44), _mm512_shuffle_f32x4(t0, t1, 0xEE));
+    const __m512 b23 = _mm512_add_ps(_mm512_shuffle_f32x4(t2, t3, 0x44), _mm512_shuffle_f32x4(t2, t3, 0xEE));
+    return _mm512_add_ps(_mm512_shuffle_f32x4(b01, b23, 0x88), _mm512_shuffle_f32x4(b01, b23, 0xDD));
+}
+static ALWAYS_INLINE void reduce4x4(__m512 a0, __m512 a1, __m512 a2, __m512 a3, __m512 b0, __m512 b1, __m512 b2,
+                                    __m512 b3, __m512 c0, __m512 c1, __m512 c2, __m512 c3, __m512 d0, __m512 d1,
+                                    __m512 d2, __m512 d3, float *y, int64_t ldy, int nst) {
+    const __m512 ca = red_l12(a0, a1, a2, a3), cb = red_l12(b0, b1, b2, b3);
+    const __m512 cc = red_l12(c0, c1, c2, c3), cd = red_l12(d0, d1, d2, d3);
+    const __m512 dab = _mm512_add_ps(_mm512_shuffle_ps(ca, cb, _MM_SHUFFLE(1, 0, 1, 0)),
+                                     _mm512_shuffle_ps(ca, cb, _MM_SHUFFLE(3, 2, 3, 2)));
+    const __m512 dcd = _mm512_add_ps(_mm512_shuffle_ps(cc, cd, _MM_SHUFFLE(1, 0, 1, 0)),
+                                     _mm512_shuffle_ps(cc, cd, _MM_SHUFFLE(3, 2, 3, 2)));
+    const __m512 e = _mm512_add_ps(_mm512_shuffle_ps(dab, dcd, _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_ps(dab, dcd, _MM_SHUFFLE(3, 1, 3, 1)));
+    _mm_storeu_ps(y, _mm512_castps512_ps128(e));
+    if (nst > 1) _mm_storeu_ps(y + ldy, _mm512_extractf32x4_ps(e, 1));
+    if (nst > 2) _mm_storeu_ps(y + 2 * ldy, _mm512_extractf32x4_ps(e, 2));
+    if (nst > 3) _mm_storeu_ps(y + 3 * ldy, _mm512_extractf32x4_ps(e, 3));
 }
 
 /* Elements [i0, i1) of mr rows x nt tokens (constants after inlining).
@@ -128,6 +158,18 @@ static ALWAYS_INLINE void micro_pf(int ty, int mr, int nt, int64_t i0, int64_t i
                 if (r < mr) acc[r][t] = _mm512_fmadd_ps(wv[r], av, acc[r][t]);
         }
     }
+    if (mr == 4 && nt >= 2) { /* four tokens at a time, the last group padded by repeating a token */
+#pragma GCC unroll 8
+        for (int t = 0; t < FNR; t += 4)
+            if (t < nt) {
+                const int u1 = t + 1 < nt ? t + 1 : nt - 1, u2 = t + 2 < nt ? t + 2 : nt - 1;
+                const int u3 = t + 3 < nt ? t + 3 : nt - 1;
+                reduce4x4(acc[0][t], acc[0][u1], acc[0][u2], acc[0][u3], acc[1][t], acc[1][u1], acc[1][u2],
+                          acc[1][u3], acc[2][t], acc[2][u1], acc[2][u2], acc[2][u3], acc[3][t], acc[3][u1],
+                          acc[3][u2], acc[3][u3], y + (int64_t)t * ldy, ldy, nt - t < 4 ? nt - t : 4);
+            }
+        return;
+    }
 #pragma GCC unroll 8
     for (int t = 0; t < FNR; t++)
 #pragma GCC unroll 8
@@ -166,35 +208,40 @@ static int64_t rows_per_block(size_t row_bytes) {
     return rb < FMR ? FMR : rb;
 }
 
+/* The full FMR x FNR tile as its own function per weight type: inlined
+ * into the GEMM loops, gcc spilled an accumulator or the row strides and
+ * reloaded them from the stack in the inner loop. */
+#define FULL_TILE(NAME, TY)                                                                                \
+    static __attribute__((noinline)) void NAME(int64_t i0, int64_t i1, int64_t n, const unsigned char *w, \
+                                               size_t ws, const unsigned char *a, size_t as, __m512 *st,    \
+                                               float *y, int64_t ldy) {                                     \
+        micro(TY, FMR, FNR, i0, i1, n, w, ws, a, as, st, y, ldy);                                          \
+    }
+FULL_TILE(full_tile_f32, T_F32)
+FULL_TILE(full_tile_f16, T_F16)
+FULL_TILE(full_tile_bf16, T_BF16)
+#undef FULL_TILE
+
 /* One micro-tile of rn <= FMR rows x tn <= FNR tokens over [i0, i1):
  * constant shapes, so the accumulators stay in registers. */
 static ALWAYS_INLINE void tile(int ty, int rn, int tn, int64_t i0, int64_t i1, int64_t n, const unsigned char *w,
                                size_t ws, const unsigned char *a, size_t as, __m512 *st, float *y, int64_t ldy) {
-#define TILE_CASES(MR)                                                                 \
-    switch (tn) {                                                                      \
-    case 6: micro(ty, MR, 6, i0, i1, n, w, ws, a, as, st, y, ldy); break;             \
-    case 5: micro(ty, MR, 5, i0, i1, n, w, ws, a, as, st, y, ldy); break;             \
-    case 4: micro(ty, MR, 4, i0, i1, n, w, ws, a, as, st, y, ldy); break;             \
-    case 3: micro(ty, MR, 3, i0, i1, n, w, ws, a, as, st, y, ldy); break;             \
-    case 2: micro(ty, MR, 2, i0, i1, n, w, ws, a, as, st, y, ldy); break;             \
-    default: micro(ty, MR, 1, i0, i1, n, w, ws, a, as, st, y, ldy); break;            \
+#define TILE_CASES(MR, W, S, Y)                                                \
+    switch (tn) {                                                              \
+    case 6: micro(ty, MR, 6, i0, i1, n, W, ws, a, as, S, Y, ldy); break;  \
+    case 5: micro(ty, MR, 5, i0, i1, n, W, ws, a, as, S, Y, ldy); break;  \
+    case 4: micro(ty, MR, 4, i0, i1, n, W, ws, a, as, S, Y, ldy); break;  \
+    case 3: micro(ty, MR, 3, i0, i1, n, W, ws, a, as, S, Y, ldy); break;  \
+    case 2: micro(ty, MR, 2, i0, i1, n, W, ws, a, as, S, Y, ldy); break;  \
+    default: micro(ty, MR, 1, i0, i1, n, W, ws, a, as, S, Y, ldy); break; \
     }
-    if (rn == FMR) {
-        TILE_CASES(FMR)
+    if (rn == FMR && tn == FNR) {
+        (ty == T_F32 ? full_tile_f32 : ty == T_F16 ? full_tile_f16 : full_tile_bf16)(i0, i1, n, w, ws, a, as, st,
+                                                                                  y, ldy);
+    } else if (rn == FMR) {
+        TILE_CASES(FMR, w, st, y)
     } else { /* fewer than FMR rows left: one row at a time */
-        for (int rr = 0; rr < rn; rr++) {
-            const unsigned char *wr = w + rr * ws;
-            float *yr = y + rr;
-            __m512 *sr = st + rr * FNR;
-            switch (tn) {
-            case 6: micro(ty, 1, 6, i0, i1, n, wr, ws, a, as, sr, yr, ldy); break;
-            case 5: micro(ty, 1, 5, i0, i1, n, wr, ws, a, as, sr, yr, ldy); break;
-            case 4: micro(ty, 1, 4, i0, i1, n, wr, ws, a, as, sr, yr, ldy); break;
-            case 3: micro(ty, 1, 3, i0, i1, n, wr, ws, a, as, sr, yr, ldy); break;
-            case 2: micro(ty, 1, 2, i0, i1, n, wr, ws, a, as, sr, yr, ldy); break;
-            default: micro(ty, 1, 1, i0, i1, n, wr, ws, a, as, sr, yr, ldy); break;
-            }
-        }
+        for (int rr = 0; rr < rn; rr++) TILE_CASES(1, w + rr * ws, st + rr * FNR, y + rr)
     }
 #undef TILE_CASES
 }
