@@ -4,7 +4,10 @@
  * A test file defines static void functions with TEST(name), and a main()
  * that lists them with RUN(name) and returns harness_summary("file").
  * Checks print both operands on failure and let the test go on; a test with
- * any failed check counts as failed.  Tests run from the repository root, so
+ * any failed check counts as failed.  A test that cannot run on this machine
+ * (a missing CPU feature) calls SKIP_TEST("why") and returns: it is reported
+ * as skipped and counted neither as passed nor as failed.  Tests run from the
+ * repository root, so
  * data lives at "tests/data/...", "models/..." (see tests/run.sh).
  */
 #ifndef KITE_TEST_HARNESS_H
@@ -19,14 +22,30 @@
 static int harness_failed_checks;
 static int harness_tests_passed;
 static int harness_tests_failed;
+static int harness_tests_skipped;
+static int harness_skip_now; /* set by SKIP_TEST in the running test */
+
+/* Inside a TEST: report why it cannot run here and leave the test. */
+#define SKIP_TEST(...)                                                          \
+    do {                                                                        \
+        printf("    SKIP: ");                                                   \
+        printf(__VA_ARGS__);                                                    \
+        printf("\n");                                                           \
+        harness_skip_now = 1;                                                   \
+        return;                                                                 \
+    } while (0)
 
 #define TEST(name) static void name(void)
 
 #define RUN(name)                                                               \
     do {                                                                        \
         int before_ = harness_failed_checks;                                    \
+        harness_skip_now = 0;                                                   \
         name();                                                                 \
-        if (harness_failed_checks == before_) {                                 \
+        if (harness_failed_checks == before_ && harness_skip_now) {             \
+            harness_tests_skipped++;                                            \
+            printf("  skip  %s\n", #name);                                      \
+        } else if (harness_failed_checks == before_) {                          \
             harness_tests_passed++;                                             \
             printf("  ok    %s\n", #name);                                      \
         } else {                                                                \
@@ -84,6 +103,7 @@ static int harness_tests_failed;
     } while (0)
 
 static inline int harness_summary(const char *file) {
+    if (harness_tests_skipped) printf("%s: %d skipped (not counted)\n", file, harness_tests_skipped);
     printf("%s: %d passed, %d failed\n", file, harness_tests_passed, harness_tests_failed);
     return harness_tests_failed ? 1 : 0;
 }

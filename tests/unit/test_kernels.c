@@ -542,10 +542,7 @@ TEST(test_bf16_dot_model) {
 TEST(test_avx2_avxvnni_variant) {
 #if defined(__x86_64__) || defined(__i386__)
     const kern_ops_table *t2 = kern_table_for_level(KERN_LEVEL_AVX2);
-    if (!t2) {
-        printf("    SKIP: no avx2 level on this CPU; AVX-VNNI variant not tested\n");
-        return;
-    }
+    if (!t2) SKIP_TEST("no avx2 level on this CPU; AVX-VNNI variant not tested");
     const bool vnni = cpu_features()->avxvnni;
     for (int l = KERN_LEVEL_AVX2; l <= (int)kern_level_max() && l <= KERN_LEVEL_AVX512; l++) {
         const kern_ops_table *kt = kern_table_for_level((kern_level)l);
@@ -577,9 +574,9 @@ TEST(test_avx2_avxvnni_variant) {
         printf("    avx2 level: q4_0/q8_0 kernels avx2+avxvnni (vpdpbusd ymm), covered by the checks above; "
                "the vpmaddubsw ones checked against the reference here\n");
     else
-        printf("    SKIP: this CPU has no AVX-VNNI; avx2 q4_0/q8_0 are the vpmaddubsw kernels, variant not tested\n");
+        SKIP_TEST("this CPU has no AVX-VNNI; avx2 q4_0/q8_0 are the vpmaddubsw kernels, variant not tested");
 #else
-    printf("    SKIP: not x86; no AVX-VNNI variant\n");
+    SKIP_TEST("not x86; no AVX-VNNI variant");
 #endif
 }
 

@@ -125,10 +125,8 @@ static void free_acts(acts *a) {
 }
 
 TEST(test_vnni_equals_ref) {
-    if (kern_level_max() < KERN_LEVEL_AVX512VNNI) {
-        printf("    SKIP: this CPU has no AVX-512 VNNI; the scalar reference alone is tested\n");
-        return;
-    }
+    if (kern_level_max() < KERN_LEVEL_AVX512VNNI)
+        SKIP_TEST("this CPU has no AVX-512 VNNI; the scalar reference alone is tested (test_matmul_levels)");
     const uint32_t types[] = {KITE_DTYPE_Q4_0, KITE_DTYPE_Q8_0};
     int n = 0;
     for (int ti = 0; ti < 2; ti++)
