@@ -109,6 +109,12 @@ struct weight;
 void kern_matmul_with(const kern_ops_table *kt, struct threadpool *tp, const struct weight *w, const float *x,
                       int64_t n_tok, float *y, int64_t ldy, void *scratch);
 
+/* kern_matmul_fused (kernels.h) with an explicit table. */
+struct kern_mm_item;
+void kern_matmul_fused_with(const kern_ops_table *kt, struct threadpool *tp, const struct kern_mm_item *items,
+                            int n_items, const float *x, int64_t n_tok, void *scratch,
+                            void (*epilogue)(void *arg, int64_t r0, int64_t r1), void *epilogue_arg);
+
 /* Bytes of an activation row of n elements in act_type (f32: 4n). */
 size_t kern_act_row_bytes(uint32_t act_type, int64_t n);
 

@@ -32,6 +32,28 @@
 void kern_matmul(threadpool *tp, const weight *w, const float *x, int64_t n_tok, float *y, int64_t ldy,
                  void *scratch);
 
+/* Several matmuls on the same input in one pool round trip: y_i = W_i x for
+ * every item (the q/k/v projections; gate and up).  The activations are
+ * converted once, and each thread computes its share of every item's rows,
+ * so small matrices no longer run alone on one thread while the others wait.
+ * epilogue (may be NULL) then runs on each participating thread for the row
+ * range [r0, r1) of item 0 that the thread computed in every item; it
+ * requires all items to have the same row count (gate and up: SwiGLU on the
+ * thread's own rows, no second barrier).  Items that cannot share the
+ * activation rows (different widths or activation formats) fall back to
+ * one kern_matmul each, and the epilogue then runs once over all rows.
+ * Results are bit-identical to separate kern_matmul calls.  Same scratch
+ * contract as kern_matmul, for the widest item. */
+#define KERN_FUSED_MAX 4
+typedef struct kern_mm_item {
+    const weight *w;
+    float *y;      /* [n_tok][ldy] output */
+    int64_t ldy;
+} kern_mm_item;
+typedef void (*kern_rows_fn)(void *arg, int64_t r0, int64_t r1);
+void kern_matmul_fused(threadpool *tp, const kern_mm_item *items, int n_items, const float *x, int64_t n_tok,
+                       void *scratch, kern_rows_fn epilogue, void *epilogue_arg);
+
 /* Scratch bytes kern_matmul needs for batches of up to n_tok_max tokens and
  * weights of up to max_cols columns, on n_threads threads. */
 size_t kern_matmul_scratch_bytes(int n_threads, int64_t n_tok_max, int64_t max_cols);

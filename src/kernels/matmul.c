@@ -24,6 +24,7 @@
  *   Ops too small to pay for waking the pool use fewer threads, down to
  *   running inline on the caller (tp_threads_for / tp_run_n).
  */
+#include <stdbool.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -209,58 +210,152 @@ void kern_matmul_with(const kern_ops_table *kt, threadpool *tp, const weight *w,
 }
 /* --- end tune hook --- */
 
-void kern_matmul_variant(const kern_ops_table *kt, threadpool *tp, const weight *w, const float *x, int64_t n_tok,
-                         float *y, int64_t ldy, void *scratch, const kern_tune_choice *vc) {
+/* Row range [r0, r1) of W that thread ith of nth computes in matmul_part:
+ * 16-row groups for interleaved weights, KERN_ROW_UNIT rows otherwise. */
+static void part_rows(const matmul_task *t, int ith, int nth, int64_t *r0, int64_t *r1) {
+    const int64_t nr = t->w->ne[1], unit = t->x16 ? X16_ROWS : KERN_ROW_UNIT;
+    long u0, u1;
+    tp_split((long)((nr + unit - 1) / unit), ith, nth, &u0, &u1);
+    *r0 = (int64_t)u0 * unit;
+    *r1 = (int64_t)u1 * unit < nr ? (int64_t)u1 * unit : nr;
+}
+
+/* Fills t for y = W x with variant vc: the kernel path, and where the
+ * activation rows go (in scratch; converted later by convert_act).  Returns
+ * the number of threads the variant wants.  The activation layout depends
+ * only on (nth, act type, ne0, n_tok), so weights that share those get the
+ * same act pointers. */
+static int mm_setup(const kern_ops_table *kt, threadpool *tp, const weight *w, const float *x, int64_t n_tok,
+                    float *y, int64_t ldy, void *scratch, const kern_tune_choice *vc, matmul_task *t) {
     const dtype_traits *tr = dtype_get(w->type);
     KITE_ASSERT(kt && tr && tr->to_float && ldy >= w->ne[1]);
+    const kern_type_ops *op = &kt->ops[w->type];
+    const int nth = tp_n_threads(tp);
+    const int64_t ne0 = w->ne[0];
+    char *sc = scratch;
+    *t = (matmul_task){.kt = kt, .w = w, .x = x, .n_tok = n_tok, .y = y, .ldy = ldy, .row_buf = (float *)(void *)sc};
+    const double macs = (double)n_tok * (double)w->ne[1] * (double)ne0;
+    const double speedup = w->layout == WEIGHT_LAYOUT_X16 ? MM_X16_SPEEDUP : MM_SIMD_SPEEDUP;
+    int n_split = tp_threads_for(tp, kt->level > KERN_LEVEL_SCALAR ? macs / speedup : macs);
+    /* --- tune hook: thread count and flat row tile of the variant (MM_TILE_BYTES by default) --- */
+    if (vc->threads != KERN_TUNE_THR_AUTO) n_split = vc->threads == KERN_TUNE_THR_ONE ? 1 : nth;
+    t->tile_bytes = (int64_t)kern_tune_tile_bytes(vc->tile);
+    /* --- end tune hook --- */
+
+    if (!op->vec_dot || op->act_type == KITE_DTYPE_F32) {
+        t->act = (const char *)x;
+        t->a_stride = (size_t)ne0 * sizeof(float);
+    } else {
+        t->act = sc + round64((size_t)nth * (size_t)ne0 * sizeof(float));
+        t->a_stride = kern_act_row_bytes(op->act_type, ne0);
+        KITE_ASSERT(t->a_stride > 0 && kt->act_from_f32[op->act_type]);
+        if (w->layout == WEIGHT_LAYOUT_X16) {
+            t->x16 = kern_gemm_x16_get(kt->level, w->type);
+            KITE_ASSERT(t->x16 && op->act_type == KITE_DTYPE_Q8_0);
+            char *side = (char *)t->act + round64((size_t)n_tok * t->a_stride);
+            t->corr = (int32_t *)(void *)side;
+            t->da = (float *)(void *)(side + round64((size_t)n_tok * (size_t)(ne0 / 32) * sizeof(int32_t)));
+        }
+    }
+    /* --- prefill hook: tiled GEMM when the batch exceeds the flat GEMM's --- */
+    /* (tune hook: or as the variant's regime says) */
+    if (op->vec_dot && !t->x16 &&
+        (vc->regime == KERN_TUNE_TILED || (vc->regime == KERN_TUNE_DEFAULT && n_tok > KERN_GEMM_MAX_TOK)))
+        t->tiled = kern_gemm_tiled_get(kt->level, w->type);
+    /* --- end prefill hook --- */
+    /* --- tune hook: count the variant that runs (kite bench prints them) --- */
+    kern_tune_count(kern_tune_variant_id(t->x16 ? KERN_TUNE_X16 : t->tiled ? KERN_TUNE_TILED
+                                                  : op->gemm ? KERN_TUNE_FLAT : KERN_TUNE_GENERIC,
+                                         vc->tile, vc->threads), vc->tuned);
+    /* --- end tune hook --- */
+    return n_split;
+}
+
+/* Converts the float activations into t's act format (no-op when the
+ * kernel reads floats in place). */
+static void convert_act(threadpool *tp, matmul_task *t) {
+    if (t->act == (const char *)t->x) return;
+    /* a few float ops per element: split by token only when that pays */
+    int n_q = tp_threads_for(tp, 4.0 * (double)t->n_tok * (double)t->w->ne[0]);
+    if (n_q > t->n_tok) n_q = (int)t->n_tok;
+    tp_run_n(tp, quant_part, t, n_q);
+}
+
+void kern_matmul_variant(const kern_ops_table *kt, threadpool *tp, const weight *w, const float *x, int64_t n_tok,
+                         float *y, int64_t ldy, void *scratch, const kern_tune_choice *vc) {
     /* --- LLM.int8() hook (int8_mix.c): batch-wide outlier columns in f16 --- */
     if (w->type == KITE_DTYPE_LLM_INT8) {
         kern_llm_int8_matmul(kt, tp, w, x, n_tok, y, ldy, scratch);
         return;
     }
     /* --- end LLM.int8() hook --- */
-    const kern_type_ops *op = &kt->ops[w->type];
-    const int nth = tp_n_threads(tp);
-    const int64_t ne0 = w->ne[0];
-    char *sc = scratch;
-    matmul_task t = {.kt = kt, .w = w, .x = x, .n_tok = n_tok, .y = y, .ldy = ldy, .row_buf = (float *)(void *)sc};
-    const double macs = (double)n_tok * (double)w->ne[1] * (double)ne0;
-    const double speedup = w->layout == WEIGHT_LAYOUT_X16 ? MM_X16_SPEEDUP : MM_SIMD_SPEEDUP;
-    int n_split = tp_threads_for(tp, kt->level > KERN_LEVEL_SCALAR ? macs / speedup : macs);
-    /* --- tune hook: thread count and flat row tile of the variant (MM_TILE_BYTES by default) --- */
-    if (vc->threads != KERN_TUNE_THR_AUTO) n_split = vc->threads == KERN_TUNE_THR_ONE ? 1 : nth;
-    t.tile_bytes = (int64_t)kern_tune_tile_bytes(vc->tile);
-    /* --- end tune hook --- */
-
-    if (!op->vec_dot || op->act_type == KITE_DTYPE_F32) {
-        t.act = (const char *)x;
-        t.a_stride = (size_t)ne0 * sizeof(float);
-    } else {
-        t.act = sc + round64((size_t)nth * (size_t)ne0 * sizeof(float));
-        t.a_stride = kern_act_row_bytes(op->act_type, ne0);
-        KITE_ASSERT(t.a_stride > 0 && kt->act_from_f32[op->act_type]);
-        if (w->layout == WEIGHT_LAYOUT_X16) {
-            t.x16 = kern_gemm_x16_get(kt->level, w->type);
-            KITE_ASSERT(t.x16 && op->act_type == KITE_DTYPE_Q8_0);
-            char *side = (char *)t.act + round64((size_t)n_tok * t.a_stride);
-            t.corr = (int32_t *)(void *)side;
-            t.da = (float *)(void *)(side + round64((size_t)n_tok * (size_t)(ne0 / 32) * sizeof(int32_t)));
-        }
-        /* a few float ops per element: split by token only when that pays */
-        int n_q = tp_threads_for(tp, 4.0 * (double)n_tok * (double)ne0);
-        if (n_q > n_tok) n_q = (int)n_tok;
-        tp_run_n(tp, quant_part, &t, n_q);
-    }
-    /* --- prefill hook: tiled GEMM when the batch exceeds the flat GEMM's --- */
-    /* (tune hook: or as the variant's regime says) */
-    if (op->vec_dot && !t.x16 &&
-        (vc->regime == KERN_TUNE_TILED || (vc->regime == KERN_TUNE_DEFAULT && n_tok > KERN_GEMM_MAX_TOK)))
-        t.tiled = kern_gemm_tiled_get(kt->level, w->type);
-    /* --- end prefill hook --- */
-    /* --- tune hook: count the variant that runs (kite bench prints them) --- */
-    kern_tune_count(kern_tune_variant_id(t.x16 ? KERN_TUNE_X16 : t.tiled ? KERN_TUNE_TILED
-                                                 : op->gemm ? KERN_TUNE_FLAT : KERN_TUNE_GENERIC,
-                                         vc->tile, vc->threads), vc->tuned);
-    /* --- end tune hook --- */
+    matmul_task t;
+    const int n_split = mm_setup(kt, tp, w, x, n_tok, y, ldy, scratch, vc, &t);
+    convert_act(tp, &t);
     tp_run_n(tp, matmul_part, &t, n_split);
+}
+
+/* ---- several weights on one input, one pool round trip ------------------------ */
+
+typedef struct matmul_fused_task {
+    matmul_task t[KERN_FUSED_MAX];
+    int n;
+    kern_rows_fn epilogue;
+    void *epilogue_arg;
+} matmul_fused_task;
+
+static void matmul_fused_part(void *arg, int ith, int nth) {
+    const matmul_fused_task *f = arg;
+    for (int i = 0; i < f->n; i++) matmul_part((void *)&f->t[i], ith, nth);
+    if (f->epilogue) {
+        int64_t r0, r1;
+        part_rows(&f->t[0], ith, nth, &r0, &r1);
+        if (r1 > r0) f->epilogue(f->epilogue_arg, r0, r1);
+    }
+}
+
+/* Items can share one activation conversion and one row split when their
+ * weights read the same activation rows: same width, same act format, same
+ * kernel path (interleaved or not; interleaved types differ in their
+ * activation corrections), and for an epilogue the same row count. */
+static bool fusable(const kern_ops_table *kt, const kern_mm_item *it, int n, bool epilogue) {
+    const weight *w0 = it[0].w;
+    for (int i = 0; i < n; i++) {
+        const weight *w = it[i].w;
+        if (w->type == KITE_DTYPE_LLM_INT8) return false;
+        if (w->ne[0] != w0->ne[0] || w->layout != w0->layout) return false;
+        if (epilogue && w->ne[1] != w0->ne[1]) return false;
+        const kern_type_ops *a = &kt->ops[w->type], *b = &kt->ops[w0->type];
+        const bool fa = !a->vec_dot || a->act_type == KITE_DTYPE_F32, fb = !b->vec_dot || b->act_type == KITE_DTYPE_F32;
+        if (fa != fb || (!fa && a->act_type != b->act_type)) return false;
+        if (w->layout == WEIGHT_LAYOUT_X16 && w->type != w0->type) return false;
+    }
+    return true;
+}
+
+void kern_matmul_fused(threadpool *tp, const kern_mm_item *items, int n_items, const float *x, int64_t n_tok,
+                       void *scratch, kern_rows_fn epilogue, void *epilogue_arg) {
+    kern_matmul_fused_with(kern_table(), tp, items, n_items, x, n_tok, scratch, epilogue, epilogue_arg);
+}
+
+void kern_matmul_fused_with(const kern_ops_table *kt, threadpool *tp, const kern_mm_item *items, int n_items,
+                            const float *x, int64_t n_tok, void *scratch, kern_rows_fn epilogue, void *epilogue_arg) {
+    KITE_ASSERT(n_items >= 1 && n_items <= KERN_FUSED_MAX);
+    const int nth = tp_n_threads(tp);
+    if (!fusable(kt, items, n_items, epilogue != NULL)) {
+        for (int i = 0; i < n_items; i++)
+            kern_matmul_with(kt, tp, items[i].w, x, n_tok, items[i].y, items[i].ldy, scratch);
+        if (epilogue) epilogue(epilogue_arg, 0, items[0].w->ne[1]);
+        return;
+    }
+    matmul_fused_task f = {.n = n_items, .epilogue = epilogue, .epilogue_arg = epilogue_arg};
+    int n_split = 1;
+    for (int i = 0; i < n_items; i++) {
+        const weight *w = items[i].w;
+        const kern_tune_choice *vc = kern_tune_pick(kt->level, w->type, w->ne[1], w->ne[0], n_tok, nth);
+        const int s = mm_setup(kt, tp, w, x, n_tok, items[i].y, items[i].ldy, scratch, vc, &f.t[i]);
+        if (s > n_split) n_split = s;
+    }
+    convert_act(tp, &f.t[0]); /* every item reads these rows (fusable) */
+    tp_run_n(tp, matmul_fused_part, &f, n_split);
 }

@@ -22,7 +22,9 @@
  * a copy for f32) in the cache rows of their positions (contiguous for
  * kite_ctx_eval's single sequence, through a block table for the engine), so
  * attention reads the cache only.  Per-token element-wise work is cheap and
- * stays on the calling thread; matmuls and attention run on the pool.
+ * stays on the calling thread; matmuls and attention run on the pool, and
+ * the matmuls that share an input (q/k/v; gate/up, with SwiGLU as the
+ * epilogue) are one pool round trip each (kern_matmul_fused).
  * A sequence's result does not depend on the other sequences in the batch:
  * matmul rows are independent and attention is per sequence.
  *
@@ -69,6 +71,20 @@ static inline void norm_row(const model_hparams *hp, float *out, const float *x,
 static void add_bias(float *y, const float *b, int32_t n, int32_t w) {
     if (!b) return;
     for (int32_t t = 0; t < n; t++) kern_add(y + (size_t)t * w, b, w);
+}
+
+/* SwiGLU over columns [r0, r1) of every token's gate/up rows: the epilogue
+ * of the fused gate/up matmul, run by each thread on the rows it computed. */
+typedef struct swiglu_rows {
+    float *gate;        /* [n_tok][width], becomes silu(gate) * up */
+    const float *up;    /* [n_tok][width] */
+    int32_t n_tok, width;
+} swiglu_rows;
+
+static void swiglu_part(void *arg, int64_t r0, int64_t r1) {
+    const swiglu_rows *s = arg;
+    for (int32_t t = 0; t < s->n_tok; t++)
+        kern_swiglu(s->gate + (size_t)t * s->width + r0, s->up + (size_t)t * s->width + r0, r1 - r0);
 }
 
 #define TAP(layer, point, x, width)                                                   \
@@ -130,13 +146,20 @@ void llama_forward_batch(kite_ctx *ctx, const kite_token *tokens, const fwd_seq 
             norm_row(hp, ctx->xb + (size_t)t * E, ctx->x + (size_t)t * E, L->attn_norm, L->attn_norm_b);
         TAP(l, TAP_ATTN_IN, ctx->xb, E);
         PROF(PROF_ATTN_NORM);
-        kern_matmul(tp, &L->wq, ctx->xb, n, ctx->q, Q, ctx->mm_scratch);
+        /* q, k and v in one pool round trip; when profiling, one call each so
+         * that every op gets its own time (the results are bit-identical) */
+        const kern_mm_item qkv[3] = {{&L->wq, ctx->q, Q}, {&L->wk, ctx->kb, KV}, {&L->wv, ctx->vb, KV}};
+        if (prof) {
+            kern_matmul_fused(tp, &qkv[0], 1, ctx->xb, n, ctx->mm_scratch, NULL, NULL);
+            PROF(PROF_Q_PROJ);
+            kern_matmul_fused(tp, &qkv[1], 1, ctx->xb, n, ctx->mm_scratch, NULL, NULL);
+            PROF(PROF_K_PROJ);
+            kern_matmul_fused(tp, &qkv[2], 1, ctx->xb, n, ctx->mm_scratch, NULL, NULL);
+        } else {
+            kern_matmul_fused(tp, qkv, 3, ctx->xb, n, ctx->mm_scratch, NULL, NULL);
+        }
         add_bias(ctx->q, L->bq, n, Q);
-        PROF(PROF_Q_PROJ);
-        kern_matmul(tp, &L->wk, ctx->xb, n, ctx->kb, KV, ctx->mm_scratch);
         add_bias(ctx->kb, L->bk, n, KV);
-        PROF(PROF_K_PROJ);
-        kern_matmul(tp, &L->wv, ctx->xb, n, ctx->vb, KV, ctx->mm_scratch);
         add_bias(ctx->vb, L->bv, n, KV);
         PROF(PROF_V_PROJ);
         if (L->q_norm) { /* qwen3: RMSNorm of every q and k head before rope (charged to rope) */
@@ -211,11 +234,19 @@ void llama_forward_batch(kite_ctx *ctx, const kite_token *tokens, const fwd_seq 
             add_bias(ctx->xb, L->b_down, n, E);
             PROF(PROF_FFN_DOWN);
         } else {
-            kern_matmul(tp, &L->w_gate, ctx->xb, n, ctx->hb, F, ctx->mm_scratch);
-            PROF(PROF_FFN_GATE);
-            kern_matmul(tp, &L->w_up, ctx->xb, n, ctx->hb2, F, ctx->mm_scratch);
-            PROF(PROF_FFN_UP);
-            kern_swiglu(ctx->hb, ctx->hb2, (int64_t)n * F);
+            /* gate and up in one pool round trip, SwiGLU on each thread's own
+             * rows; when profiling, three separate steps (bit-identical) */
+            swiglu_rows sw = {.gate = ctx->hb, .up = ctx->hb2, .n_tok = n, .width = F};
+            const kern_mm_item gate_up[2] = {{&L->w_gate, ctx->hb, F}, {&L->w_up, ctx->hb2, F}};
+            if (prof) {
+                kern_matmul_fused(tp, &gate_up[0], 1, ctx->xb, n, ctx->mm_scratch, NULL, NULL);
+                PROF(PROF_FFN_GATE);
+                kern_matmul_fused(tp, &gate_up[1], 1, ctx->xb, n, ctx->mm_scratch, NULL, NULL);
+                PROF(PROF_FFN_UP);
+                swiglu_part(&sw, 0, F);
+            } else {
+                kern_matmul_fused(tp, gate_up, 2, ctx->xb, n, ctx->mm_scratch, swiglu_part, &sw);
+            }
             TAP(l, TAP_DOWN_IN, ctx->hb, F);
             PROF(PROF_FFN_ACT);
             kern_matmul(tp, &L->w_down, ctx->hb, n, ctx->xb, E, ctx->mm_scratch);
