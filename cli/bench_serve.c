@@ -30,7 +30,14 @@
  * acceptance rate (accepted / drafted tokens) and the tokens each
  * verification pass yields ((accepted + passes) / passes).  Random prompts
  * give lookup little to copy; --prompt TEXT makes every request BOS + TEXT
- * (e.g. a passage followed by its first words again).
+ * (e.g. a passage followed by its first words again).  --draft-model FILE
+ * (a model with the same vocabulary drafts) and --draft-skip-layers LIST
+ * (the model itself with those layers skipped drafts) make the same
+ * comparison with a model drafter (engine_params.spec_draft_model /
+ * spec_skip_layers); their JSON lines say "test": "serve_spec", name the
+ * drafter, use "spec" where --lookup's say "lookup" and add the seconds
+ * spent drafting ("draft_s").  --lookahead W,N,G does the same with
+ * lookahead drafting (engine_params.spec_la_window; "drafter": "lookahead").
  */
 #include <pthread.h>
 #include <sys/resource.h>
@@ -44,6 +51,7 @@
 #include "core/timing.h"
 #include "kite.h"
 #include "serve/engine.h"
+#include "spec/spec.h"
 
 #define CMD "bench"
 #define MAX_LEVELS 16
@@ -57,6 +65,13 @@ typedef struct serve_opts {
     bool json;
     int32_t lookup, draft_max, reps; /* --lookup N (0: no speculation), --draft-max K, --reps R */
     const char *prompt_text;         /* --prompt TEXT, or NULL for random ids */
+    const char *draft_path;          /* --draft-model FILE, or NULL */
+    const char *skip_list;           /* --draft-skip-layers LIST, or NULL */
+    const char *la_spec;             /* --lookahead W,N,G, or NULL */
+    int32_t la_w, la_n, la_g;        /* its parsed values (la_w 0: off) */
+    kite_model *draft;               /* the loaded --draft-model */
+    bool *skip;                      /* [n_skip] parsed --draft-skip-layers */
+    int32_t n_skip;
 } serve_opts;
 
 /* Completion counter shared by the requests of one run. */
@@ -88,6 +103,7 @@ typedef struct run_result {
     double waste_mean, waste_max; /* fractions */
     int64_t steps, preemptions;
     int64_t drafted, accepted, passes; /* speculative decoding counters over the run */
+    double draft_s;               /* model drafters: seconds in draft forward passes */
     int32_t errors;
 } run_result;
 
@@ -159,12 +175,14 @@ static int run_batch(engine *e, kite_token *const *prompts, int32_t n, const ser
     res->drafted = st.spec_drafted - st0.spec_drafted;
     res->accepted = st.spec_accepted - st0.spec_accepted;
     res->passes = st.spec_verify_passes - st0.spec_verify_passes;
+    res->draft_s = st.spec_draft_s - st0.spec_draft_s;
     pthread_cond_destroy(&rs.cv);
     pthread_mutex_destroy(&rs.mu);
     return rc;
 }
 
-static engine *new_engine(kite_model *m, const serve_opts *o, int32_t n_parallel, int32_t lookup) {
+/* spec: with the drafter the options name (lookup, draft model or skipped layers). */
+static engine *new_engine(kite_model *m, const serve_opts *o, int32_t n_parallel, bool spec) {
     engine_params p = engine_default_params();
     p.n_parallel = n_parallel;
     p.n_ctx = o->n_prompt + o->n_gen;
@@ -172,8 +190,16 @@ static engine *new_engine(kite_model *m, const serve_opts *o, int32_t n_parallel
     p.step_tokens = o->step;
     p.n_threads = o->n_threads;
     p.no_prefix_cache = true;
-    p.spec_lookup_n = lookup;
     p.spec_draft_max = o->draft_max;
+    if (spec) {
+        p.spec_lookup_n = o->lookup;
+        p.spec_draft_model = o->draft;
+        p.spec_skip_layers = o->skip;
+        p.n_spec_skip = o->skip ? o->n_skip : 0;
+        p.spec_la_window = o->la_w;
+        p.spec_la_ngram = o->la_n;
+        p.spec_la_pool = o->la_g;
+    }
     engine *e = NULL;
     if (engine_new(m, &p, &e) != KITE_OK) {
         fprintf(stderr, "kite %s: %s\n", CMD, kite_last_error());
@@ -194,7 +220,8 @@ static bool parse_levels(const char *s, serve_opts *o) {
 static void usage(FILE *f) {
     fprintf(f, "usage: kite bench --parallel LIST [-m FILE] [-p N_PROMPT] [-n N_GEN] [-t THREADS]\n"
                "                  [--seq N] [--block N] [--step N] [--seed S] [--json]\n"
-               "                  [--lookup N [--draft-max K] [--reps R]] [--prompt TEXT]\n\n"
+               "                  [--lookup N | --draft-model F | --draft-skip-layers LIST | --lookahead W,N,G]\n"
+               "                  [--draft-max K] [--reps R] [--prompt TEXT]\n\n"
                "Serving throughput: for each concurrency C in LIST, C requests (BOS + N_PROMPT random ids,\n"
                "N_GEN greedy tokens, EOS ignored) submitted at once to the serving engine, against the\n"
                "first min(C, --seq) of them served one at a time; and KV-cache waste under load.\n\n"
@@ -210,7 +237,11 @@ static void usage(FILE *f) {
                "  --json           one JSON line per level instead of the table\n"
                "  --lookup N       compare each level without / with speculative decoding by n-gram\n"
                "                   prompt lookup (n <= N), medians of --reps R alternated runs (default 3)\n"
-               "  --draft-max K    longest draft with --lookup, 1..16 (default 8)\n"
+               "  --draft-model F  the same comparison, drafting with model F (same vocabulary)\n"
+               "  --draft-skip-layers LIST  the same comparison, drafting with the model itself\n"
+               "                   with layers LIST skipped (e.g. 3 or 1-2)\n"
+               "  --lookahead W,N,G  the same comparison with lookahead drafting (e.g. 8,4,8)\n"
+               "  --draft-max K    longest draft, 1..16 (default 8)\n"
                "  --prompt TEXT    every request is BOS + TEXT instead of random ids (-p is ignored)\n");
 }
 
@@ -250,6 +281,17 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
         } else if (!strcmp(a, "--lookup")) {
             if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 1, 64, &x)) return 2;
             o->lookup = (int32_t)x;
+        } else if (!strcmp(a, "--draft-model")) {
+            if (!(o->draft_path = cli_value(CMD, argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--draft-skip-layers")) {
+            if (!(o->skip_list = cli_value(CMD, argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--lookahead")) {
+            if (!(o->la_spec = cli_value(CMD, argc, argv, &i))) return 2;
+            spec_params la = spec_default_params();
+            if (spec_parse_lookahead(o->la_spec, &la) != KITE_OK) return cli_usage_error(CMD, "%s", kite_last_error());
+            o->la_w = la.la_window;
+            o->la_n = la.la_ngram;
+            o->la_g = la.la_pool;
         } else if (!strcmp(a, "--draft-max")) {
             if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 1, 16, &x)) return 2;
             o->draft_max = (int32_t)x;
@@ -262,6 +304,8 @@ static int parse_args(int argc, char **argv, serve_opts *o) {
             return cli_usage_error(CMD, "unknown argument '%s' (with --parallel; see kite bench --parallel 1 -h)", a);
         }
     }
+    if ((o->lookup > 0) + (o->draft_path != NULL) + (o->skip_list != NULL) + (o->la_w > 0) > 1)
+        return cli_usage_error(CMD, "give at most one of --lookup, --draft-model, --draft-skip-layers and --lookahead");
     return 0;
 }
 
@@ -285,15 +329,16 @@ static double median(double *v, int n) {
 
 #define MAX_REPS 100
 
-/* --lookup: level c without and with speculation, alternated o->reps times;
- * prints one row (or JSON line) of medians.  Returns 0 or 1. */
-static int lookup_level(kite_model *m, kite_token *const *prompts, int32_t c, const serve_opts *o) {
+/* --lookup / --draft-model / --draft-skip-layers: level c without and with
+ * speculation, alternated o->reps times; prints one row (or JSON line) of
+ * medians.  Returns 0 or 1. */
+static int spec_level(kite_model *m, kite_token *const *prompts, int32_t c, const serve_opts *o) {
     double tps[2][MAX_REPS], cpu[2][MAX_REPS];
     run_result last[2];
     memset(last, 0, sizeof last);
     for (int r = 0; r < o->reps; r++)
         for (int k = 0; k < 2; k++) {
-            engine *e = new_engine(m, o, c, k ? o->lookup : 0);
+            engine *e = new_engine(m, o, c, k == 1);
             if (!e) return 1;
             run_result res = {0};
             const int rc = run_batch(e, prompts, c, o, &res);
@@ -311,7 +356,20 @@ static int lookup_level(kite_model *m, kite_token *const *prompts, int32_t c, co
     const run_result *sr = &last[1];
     const double acc = sr->drafted > 0 ? (double)sr->accepted / (double)sr->drafted : 0.0;
     const double per_pass = sr->passes > 0 ? (double)(sr->accepted + sr->passes) / (double)sr->passes : 0.0;
-    if (o->json) {
+    if (o->json && o->lookup == 0) {
+        printf("{\"test\": \"serve_spec\", \"drafter\": \"%s\", \"draft\": \"%s\", \"model\": \"%s\", "
+               "\"parallel\": %d, \"n_prompt\": %d, \"n_gen\": %d, \"threads\": %d, \"draft_max\": %d, "
+               "\"reps\": %d, \"gen_tokens\": %lld, \"plain_tok_s\": %.2f, \"spec_tok_s\": %.2f, "
+               "\"speedup\": %.3f, \"plain_tok_per_cpu_s\": %.2f, \"spec_tok_per_cpu_s\": %.2f, "
+               "\"speedup_cpu\": %.3f, \"drafted\": %lld, \"accepted\": %lld, \"acceptance\": %.4f, "
+               "\"tokens_per_pass\": %.3f, \"steps_plain\": %lld, \"steps_spec\": %lld, \"draft_s\": %.4f}\n",
+               o->draft ? "draft-model" : o->skip ? "skip-layers" : "lookahead",
+               o->draft ? o->draft_path : o->skip ? o->skip_list : o->la_spec, o->model, c,
+               o->n_prompt, o->n_gen, o->n_threads, o->la_w ? o->la_w : o->draft_max ? o->draft_max : 8, o->reps,
+               (long long)sr->tokens,
+               plain, spec, spec / plain, plain_cpu, spec_cpu, spec_cpu / plain_cpu, (long long)sr->drafted,
+               (long long)sr->accepted, acc, per_pass, (long long)last[0].steps, (long long)sr->steps, sr->draft_s);
+    } else if (o->json) {
         printf("{\"test\": \"serve_lookup\", \"model\": \"%s\", \"parallel\": %d, \"n_prompt\": %d, \"n_gen\": %d, "
                "\"threads\": %d, \"lookup\": %d, \"draft_max\": %d, \"reps\": %d, \"gen_tokens\": %lld, "
                "\"plain_tok_s\": %.2f, \"lookup_tok_s\": %.2f, \"speedup\": %.3f, \"plain_tok_per_cpu_s\": %.2f, "
@@ -370,21 +428,39 @@ int bench_serve(int argc, char **argv) {
     }
     free(text_toks);
     text_toks = NULL;
-    if (o.lookup > 0) {
+    if (o.draft_path && kite_model_load(o.draft_path, &mp, &o.draft) != KITE_OK) {
+        fprintf(stderr, "kite %s: --draft-model: %s\n", CMD, kite_last_error());
+        goto done;
+    }
+    if (o.skip_list) {
+        o.n_skip = mi.n_layer;
+        if (!(o.skip = calloc((size_t)mi.n_layer, sizeof *o.skip)) ||
+            spec_parse_layers(o.skip_list, mi.n_layer, o.skip) != KITE_OK) {
+            fprintf(stderr, "kite %s: --draft-skip-layers: %s\n", CMD, o.skip ? kite_last_error() : "out of memory");
+            goto done;
+        }
+    }
+    if (o.lookup > 0 || o.draft || o.skip || o.la_w > 0) {
+        const char *label = o.lookup > 0 ? "lookup" : "spec";
         if (!o.json) {
-            printf("# kite bench --parallel --lookup %d: %s, prompt %d, gen %d, draft max %d, medians of %d runs\n",
-                   o.lookup, mi.name[0] ? mi.name : o.model, o.n_prompt, o.n_gen, o.draft_max ? o.draft_max : 8,
-                   o.reps);
-            printf("| parallel | gen tok | plain tok/s | lookup tok/s | speedup | speedup per CPU-s | acceptance | "
-                   "tokens/pass | steps plain | steps lookup |\n");
+            if (o.lookup > 0)
+                printf("# kite bench --parallel --lookup %d", o.lookup);
+            else
+                printf("# kite bench --parallel %s %s",
+                       o.draft ? "--draft-model" : o.skip ? "--draft-skip-layers" : "--lookahead",
+                       o.draft ? o.draft_path : o.skip ? o.skip_list : o.la_spec);
+            printf(": %s, prompt %d, gen %d, draft max %d, medians of %d runs\n", mi.name[0] ? mi.name : o.model,
+                   o.n_prompt, o.n_gen, o.la_w ? o.la_w : o.draft_max ? o.draft_max : 8, o.reps);
+            printf("| parallel | gen tok | plain tok/s | %s tok/s | speedup | speedup per CPU-s | acceptance | "
+                   "tokens/pass | steps plain | steps %s |\n", label, label);
             printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
         }
         for (int li = 0; li < o.n_levels; li++)
-            if (lookup_level(model, prompts, o.levels[li], &o)) goto done;
+            if (spec_level(model, prompts, o.levels[li], &o)) goto done;
         status = 0;
         goto done;
     }
-    if (!(solo = new_engine(model, &o, 1, 0))) goto done;
+    if (!(solo = new_engine(model, &o, 1, false))) goto done;
     if (!o.json) {
         printf("# kite bench --parallel: %s, prompt %d, gen %d, block %d, step %d\n", mi.name[0] ? mi.name : o.model,
                o.n_prompt, o.n_gen, o.block, o.step);
@@ -394,7 +470,7 @@ int bench_serve(int argc, char **argv) {
     }
     for (int li = 0; li < o.n_levels; li++) {
         const int32_t c = o.levels[li];
-        engine *e = new_engine(model, &o, c, 0);
+        engine *e = new_engine(model, &o, c, false);
         if (!e) goto done;
         run_result b = {0}, q = {0};
         int r1 = run_batch(e, prompts, c, &o, &b);
@@ -436,6 +512,8 @@ int bench_serve(int argc, char **argv) {
     status = 0;
 done:
     engine_free(solo);
+    kite_model_free(o.draft);
+    free(o.skip);
     kite_model_free(model);
     if (prompts)
         for (int32_t i = 0; i < max_c; i++) free(prompts[i]);

@@ -16,6 +16,7 @@
 #include "cli.h"
 #include "kite.h"
 #include "server/server.h"
+#include "spec/spec.h"
 
 static const char *const serve_usage =
     "usage: kite serve [-m MODEL] [options]\n"
@@ -38,6 +39,12 @@ static const char *const serve_usage =
     "      --no-prefix-cache   do not share KV blocks between common prompt prefixes\n"
     "      --lookup N          speculative decoding: draft by n-gram lookup (n <= N) in\n"
     "                          each request's prompt and output (lossless; docs/serve.md)\n"
+    "      --draft-model FILE  speculative decoding: draft with a smaller model of the same\n"
+    "                          vocabulary (lossless; docs/serve.md)\n"
+    "      --draft-skip-layers LIST  self-speculative: draft with the model itself, skipping\n"
+    "                          layers LIST (e.g. 3 or 1-2)\n"
+    "      --lookahead W,N,G   lookahead (Jacobi) drafting: W guesses per pass, N-grams,\n"
+    "                          G kept per token (e.g. 8,4,8)\n"
     "      --draft-max K       longest draft per sequence and step, 1..16 (default 8;\n"
     "                          adaptive below it)\n"
     "      --mmap              map the model file instead of reading it into memory\n"
@@ -51,7 +58,7 @@ static const char *base_name(const char *path) {
 
 int cmd_serve(int argc, char **argv) {
     const char *cmd = "serve";
-    const char *model_path = NULL;
+    const char *model_path = NULL, *draft_path = NULL, *skip_list = NULL;
     bool use_mmap = false;
     server_params sp = server_default_params();
     const char *env_key = getenv("KITE_API_KEY");
@@ -112,6 +119,19 @@ int cmd_serve(int argc, char **argv) {
             VALUE();
             if (!cli_parse_i64(cmd, a, v, 1, 64, &iv)) return 2;
             sp.engine.spec_lookup_n = (int32_t)iv;
+        } else if (!strcmp(a, "--draft-model")) {
+            VALUE();
+            draft_path = v;
+        } else if (!strcmp(a, "--draft-skip-layers")) {
+            VALUE();
+            skip_list = v;
+        } else if (!strcmp(a, "--lookahead")) {
+            VALUE();
+            spec_params la = spec_default_params();
+            if (spec_parse_lookahead(v, &la) != KITE_OK) return cli_usage_error(cmd, "%s", kite_last_error());
+            sp.engine.spec_la_window = la.la_window;
+            sp.engine.spec_la_ngram = la.la_ngram;
+            sp.engine.spec_la_pool = la.la_pool;
         } else if (!strcmp(a, "--draft-max")) {
             VALUE();
             if (!cli_parse_i64(cmd, a, v, 1, 16, &iv)) return 2;
@@ -125,6 +145,8 @@ int cmd_serve(int argc, char **argv) {
         }
 #undef VALUE
     }
+    if ((sp.engine.spec_lookup_n > 0) + (draft_path != NULL) + (skip_list != NULL) + (sp.engine.spec_la_window > 0) > 1)
+        return cli_usage_error(cmd, "give at most one of --lookup, --draft-model, --draft-skip-layers and --lookahead");
     if (!model_path) model_path = cli_default_model(argv[0]);
     sp.model_id = base_name(model_path);
 
@@ -138,16 +160,38 @@ int cmd_serve(int argc, char **argv) {
 
     kite_model_params mp = kite_model_default_params();
     mp.use_mmap = use_mmap;
-    kite_model *model = NULL;
+    kite_model *model = NULL, *draft = NULL;
+    bool *skip = NULL;
     int st = kite_model_load(model_path, &mp, &model);
     if (st != KITE_OK) {
         fprintf(stderr, "kite serve: %s\n", kite_last_error());
         return 1;
     }
+    if (draft_path && (st = kite_model_load(draft_path, &mp, &draft)) != KITE_OK) {
+        fprintf(stderr, "kite serve: --draft-model: %s\n", kite_last_error());
+        kite_model_free(model);
+        return 1;
+    }
+    if (skip_list) {
+        kite_model_info info;
+        kite_model_get_info(model, &info);
+        skip = calloc((size_t)info.n_layer, sizeof *skip);
+        if (!skip || spec_parse_layers(skip_list, info.n_layer, skip) != KITE_OK) {
+            fprintf(stderr, "kite serve: --draft-skip-layers: %s\n", skip ? kite_last_error() : "out of memory");
+            free(skip);
+            kite_model_free(model);
+            return 2;
+        }
+        sp.engine.spec_skip_layers = skip;
+        sp.engine.n_spec_skip = info.n_layer;
+    }
+    sp.engine.spec_draft_model = draft;
     server *srv = NULL;
     st = server_start(model, &sp, &srv);
     if (st != KITE_OK) {
         fprintf(stderr, "kite serve: %s\n", kite_last_error());
+        kite_model_free(draft);
+        free(skip);
         kite_model_free(model);
         return st == KITE_E_ARG ? 2 : 1;
     }
@@ -161,6 +205,8 @@ int cmd_serve(int argc, char **argv) {
     sigwait(&sigs, &sig);
     fprintf(stderr, "kite serve: %s, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
     server_stop(srv);
+    kite_model_free(draft);
+    free(skip);
     kite_model_free(model);
     return 0;
 }

@@ -21,7 +21,13 @@
  *   on_logits pushes a sampled one (so stop strings, EOS and max_tokens cut
  *   at the same token), and sched_keep_draft drops the rejected positions.
  *   The acceptance RNG of sampling requests is a stream of their own,
- *   seeded from the request's seed.
+ *   seeded from the request's seed.  With a model drafter (engine_draft.h)
+ *   make_drafts hands every decoding sequence to edraft_run instead, in
+ *   admission order and within the step budget the drafts would get, and
+ *   verify_draft uses the returned q rows in the rejection rule.  With
+ *   lookahead each request has a spec_la (window + n-gram pool, made at its
+ *   first draft): make_drafts takes its window as the draft, and verify_draft feeds the pass's argmax
+ *   rows back (spec_la_update) and adds the accepted text to the pool.
  *
  *   Output text per request: token -> kite_detok (whole UTF-8 characters) ->
  *   stop_filter (holds back what may start a stop string) -> TEXT event.  A
@@ -43,17 +49,20 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
 #include "kernels/kernels.h"
 #include "model/context.h"
+#include "serve/engine_draft.h"
 #include "serve/kv_blocks.h"
 #include "serve/scheduler.h"
 #include "serve/stop.h"
 #include "spec/accept.h"
 #include "spec/adapt.h"
+#include "spec/lookahead.h"
 #include "spec/lookup.h"
 
 /* Longest detokenized piece of one token we accept (bytes, with NUL). */
@@ -74,6 +83,8 @@ typedef struct ereq {
     spec_adapt adapt;            /* speculative: this sequence's draft length */
     sampler_rng rng_accept;      /* speculative acceptance draws (temperature > 0) */
     kite_token draft[SPEC_MAX_DRAFT]; /* this step's draft (s.draft points here) */
+    edraft_seq ds;               /* model drafters: draft cache and sampler of this sequence */
+    spec_la la;                  /* lookahead: window and n-gram pool of this sequence */
     atomic_bool cancelled;
     struct ereq *reg_prev, *reg_next; /* registry of live requests (mu) */
     struct ereq *in_next;        /* incoming list (mu) */
@@ -88,6 +99,11 @@ struct engine {
     kite_token bos;
     int32_t spec_n;              /* prompt-lookup n-gram size; 0 = no speculation */
     int32_t draft_max;           /* upper bound of a draft */
+    edrafter *drafter;           /* model drafter (draft model or skipped layers), or NULL */
+    edraft_job *jobs;            /* [n_parallel] drafting jobs of a step (drafter only) */
+    int32_t la_w, la_n, la_g;    /* lookahead W, N, G; la_w 0 = off */
+    kite_token la_in[SPEC_MAX_DRAFT + 1];   /* lookahead: a verified item's tokens */
+    kite_token la_pred[SPEC_MAX_DRAFT + 1]; /* and the argmax of each of its rows */
 
     pthread_t thread;
     bool thread_started;
@@ -115,7 +131,7 @@ struct engine {
     sbuf text;                   /* text of the event being built */
     char piece[ENGINE_PIECE_CAP];
     int64_t tokens_out, requests_done, steps;
-    int64_t spec_drafted, spec_accepted, spec_passes;
+    int64_t spec_drafted, spec_accepted, spec_passes, spec_pool_drafts;
 };
 
 engine_params engine_default_params(void) {
@@ -137,6 +153,8 @@ static void copy_block_rows(void *user, int32_t dst, int32_t src) {
 static void req_free(ereq *r) {
     if (!r) return;
     kv_table_free(NULL, &r->s.kv);
+    edraft_seq_free(NULL, &r->ds); /* its blocks were released (req_retire, engine_free) */
+    spec_la_free(&r->la);
     free(r->s.toks);
     kite_sampler_free(r->smp);
     kite_detok_free(r->dt);
@@ -146,6 +164,7 @@ static void req_free(ereq *r) {
 
 /* Unlinks r from the registry and frees it (engine thread, or after join). */
 static void req_retire(engine *e, ereq *r) {
+    if (e->drafter) edraft_seq_drop(e->drafter, &r->ds);
     pthread_mutex_lock(&e->mu);
     if (r->reg_prev) r->reg_prev->reg_next = r->reg_next; else e->live = r->reg_next;
     if (r->reg_next) r->reg_next->reg_prev = r->reg_prev;
@@ -236,6 +255,19 @@ static void on_logits(engine *e, ereq *r, const float *logits) {
 static void verify_draft(engine *e, ereq *r, const float *rows, int32_t n_draft) {
     int32_t j = 0;
     bool rejected = false, finished = false;
+    const int32_t n_hist0 = r->s.n_toks; /* history before this step's tokens */
+    kite_token last = -1;
+    if (e->la_w > 0) { /* the pass's argmax on every row: the next Jacobi window and the pool's n-grams */
+        e->la_in[0] = r->s.toks[n_hist0 - 1];
+        memcpy(e->la_in + 1, r->draft, (size_t)n_draft * sizeof *e->la_in);
+        for (int32_t i = 0; i <= n_draft; i++) {
+            const float *lg = rows + (size_t)i * (size_t)e->n_vocab;
+            kite_token best = 0;
+            for (int32_t v = 1; v < e->n_vocab; v++)
+                if (lg[v] > lg[best]) best = v;
+            e->la_pred[i] = best;
+        }
+    }
     for (int32_t i = 0; i <= n_draft && !finished && !rejected; i++) {
         const float *logits = rows + (size_t)i * (size_t)e->n_vocab;
         if (e->logits_hook) e->logits_hook(e->logits_hook_user, r->user, logits, e->n_vocab);
@@ -248,35 +280,82 @@ static void verify_draft(engine *e, ereq *r, const float *rows, int32_t n_draft)
         } else {
             spec_probs(r->smp, logits, e->n_vocab, e->prob);
             x = r->draft[i];
-            rejected = !spec_accept(e->prob, NULL, x, e->n_vocab, &r->rng_accept, e->resid, &x);
+            /* q: the model drafter's distribution, or NULL (a lookup draft is a point mass) */
+            const float *q = r->ds.q ? r->ds.q + (size_t)i * (size_t)e->n_vocab : NULL;
+            rejected = !spec_accept(e->prob, q, x, e->n_vocab, &r->rng_accept, e->resid, &x);
         }
         if (i < n_draft && !rejected) j++;
+        last = x;
         finished = push_token(e, r, x); /* r is freed when this returns true */
     }
     e->spec_drafted += n_draft;
     e->spec_accepted += j;
     e->spec_passes++;
     if (finished) return;
+    if (e->la_w > 0) {
+        e->la_pred[j] = last; /* the token actually taken (the argmax when greedy) */
+        spec_la_update(&r->la, e->la_in, e->la_pred, n_draft, j);
+        spec_la_add_history(&r->la, r->s.toks, r->s.n_toks, n_hist0);
+    }
     spec_adapt_update(&r->adapt, j, rejected);
     sched_keep_draft(&e->sched, &r->s, j);
 }
 
+/* Creates r's lookahead window and n-gram pool (from its prompt, then the
+ * n-grams of its whole history); false when out of memory (no draft). */
+static bool lookahead_start(engine *e, ereq *r) {
+    if (spec_la_init(&r->la, e->la_w, e->la_n, e->la_g, r->s.toks, r->s.n_prompt) != KITE_OK) return false;
+    spec_la_add_history(&r->la, r->s.toks, r->s.n_toks, 0);
+    return true;
+}
+
 /* Before planning a step: drafts for every running sequence that is
- * decoding (one pending token past the prompt path), by prompt lookup over
- * its prompt and output, at most its adaptive length and never more than
- * the tokens it may still produce minus the one every step yields. */
+ * decoding (one pending token past the prompt path), at most its adaptive
+ * length and never more than the tokens it may still produce minus the one
+ * every step yields: by prompt lookup over its prompt and output, or with
+ * the model drafter for all of them at once.  Model drafts are also capped,
+ * oldest first, by the step budget that sched_plan leaves them after the
+ * decode tokens (a draft token beyond it would be computed for nothing).
+ * When the drafter ran short of blocks, the draft caches of waiting
+ * (preempted) sequences are dropped for the next step. */
 static void make_drafts(engine *e) {
     sched *s = &e->sched;
+    int32_t n_jobs = 0, budget = s->step_tokens;
+    for (int32_t i = 0; i < s->n_running; i++) budget -= s->running[i]->n_toks - s->running[i]->n_computed == 1;
     for (int32_t i = 0; i < s->n_running; i++) {
         ereq *r = (ereq *)s->running[i];
         r->s.n_draft = 0;
         r->s.draft = r->draft;
+        r->ds.q = NULL;
         if (r->s.n_toks - r->s.n_computed != 1 || r->s.n_computed < r->s.n_path) continue;
         int32_t k = r->adapt.k;
         if (k > r->max_gen - r->n_gen - 1) k = r->max_gen - r->n_gen - 1;
+        if (e->la_w > 0) {
+            /* the window and pool are made at the first draft, so queued requests hold none */
+            if (k <= 0 || (!r->la.window && !lookahead_start(e, r))) continue;
+            int from_pool = 0;
+            r->s.n_draft = spec_la_draft(&r->la, r->s.toks[r->s.n_toks - 1], k, r->draft, &from_pool);
+            e->spec_pool_drafts += from_pool;
+            continue;
+        }
+        if (!e->drafter) {
+            if (k > 0) r->s.n_draft = spec_lookup_draft(r->s.toks, r->s.n_toks, e->spec_n, k, r->draft);
+            continue;
+        }
+        if (k > budget) k = budget;
         if (k <= 0) continue;
-        r->s.n_draft = spec_lookup_draft(r->s.toks, r->s.n_toks, e->spec_n, k, r->draft);
+        budget -= k;
+        e->jobs[n_jobs++] = (edraft_job){.ds = &r->ds, .hist = r->s.toks, .n_hist = r->s.n_toks,
+                                         .n_path = r->s.n_path, .k = k, .out = r->draft};
     }
+    if (n_jobs == 0) return;
+    const int32_t starved = edraft_run(e->drafter, e->jobs, n_jobs);
+    for (int32_t j = 0; j < n_jobs; j++) {
+        ereq *r = (ereq *)((char *)e->jobs[j].ds - offsetof(ereq, ds));
+        r->s.n_draft = e->jobs[j].k;
+    }
+    if (starved > 0)
+        for (sched_seq *q = s->wait_head; q; q = q->q_next) edraft_seq_drop(e->drafter, &((ereq *)q)->ds);
 }
 
 /* Drops cancelled requests (no callback) from the queue and the batch. */
@@ -357,6 +436,11 @@ static void publish_stats(engine *e) {
     st->spec_drafted = e->spec_drafted;
     st->spec_accepted = e->spec_accepted;
     st->spec_verify_passes = e->spec_passes;
+    st->spec_pool_drafts = e->spec_pool_drafts;
+    if (e->drafter) {
+        st->spec_draft_s = edraft_seconds(e->drafter);
+        st->kv_draft_blocks_used = edraft_blocks_used(e->drafter);
+    }
     pthread_mutex_unlock(&e->mu);
 }
 
@@ -381,7 +465,7 @@ static void *engine_main(void *arg) {
 
         reap_cancelled(e);
         if (!sched_idle(&e->sched)) {
-            if (e->spec_n > 0) make_drafts(e);
+            if (e->spec_n > 0 || e->drafter || e->la_w > 0) make_drafts(e);
             const int32_t n = sched_plan(&e->sched, e->items);
             if (n > 0) run_step(e, n); else unstick(e);
         }
@@ -404,6 +488,18 @@ int engine_new(kite_model *model, const engine_params *params, engine **out) {
     if (p.spec_lookup_n < 0 || p.spec_lookup_n > 64 || p.spec_draft_max < 0 || p.spec_draft_max > SPEC_MAX_DRAFT)
         return err_set(KITE_E_ARG, "engine_new: spec_lookup_n %d (0..64) or spec_draft_max %d (0..%d) out of range",
                        p.spec_lookup_n, p.spec_draft_max, SPEC_MAX_DRAFT);
+    if ((p.spec_lookup_n > 0) + (p.spec_draft_model != NULL) + (p.spec_skip_layers != NULL) +
+            (p.spec_la_window > 0) > 1)
+        return err_set(KITE_E_ARG, "engine_new: spec_lookup_n, spec_draft_model, spec_skip_layers and "
+                       "spec_la_window are exclusive (one drafter at a time)");
+    if (p.spec_la_window < 0 || (p.spec_la_window > 0 &&
+            (p.spec_la_window > SPEC_MAX_DRAFT || p.spec_la_ngram < 2 || p.spec_la_ngram > p.spec_la_window + 1 ||
+             p.spec_la_pool < 1 || p.spec_la_pool > 255)))
+        return err_set(KITE_E_ARG, "engine_new: lookahead W,N,G = %d,%d,%d: need 1 <= W <= %d, 2 <= N <= W+1, "
+                       "1 <= G <= 255", p.spec_la_window, p.spec_la_ngram, p.spec_la_pool, SPEC_MAX_DRAFT);
+    if (p.spec_draft_kv_bytes < 0)
+        return err_set(KITE_E_ARG, "engine_new: spec_draft_kv_bytes %lld < 0", (long long)p.spec_draft_kv_bytes);
+    const bool model_drafter = p.spec_draft_model || p.spec_skip_layers;
     const int32_t n_parallel = p.n_parallel ? p.n_parallel : 4;
     int32_t n_ctx = p.n_ctx ? p.n_ctx : hp->n_ctx_train;
     const int32_t bs = p.block_size ? p.block_size : 16;
@@ -436,8 +532,12 @@ int engine_new(kite_model *model, const engine_params *params, engine **out) {
     e->bos = kite_token_bos(model);
     e->spec_n = p.spec_lookup_n;
     e->draft_max = p.spec_draft_max ? p.spec_draft_max : 8;
+    e->la_w = p.spec_la_window;
+    e->la_n = p.spec_la_ngram;
+    e->la_g = p.spec_la_pool;
+    if (e->la_w > 0) e->draft_max = e->la_w; /* one Jacobi iteration = the whole window */
     e->n_rows = n_parallel;
-    if (e->spec_n > 0) {
+    if (e->spec_n > 0 || model_drafter || e->la_w > 0) {
         const int64_t rows = (int64_t)n_parallel * (1 + e->draft_max);
         e->n_rows = rows < step ? (int32_t)rows : step;
     }
@@ -457,6 +557,20 @@ int engine_new(kite_model *model, const engine_params *params, engine **out) {
     if (!e->items || !e->fseqs || !e->batch || !e->logits || !e->scratch || !e->prob || !e->resid) {
         rc = err_set(KITE_E_NOMEM, "engine_new: out of memory");
         goto fail_early;
+    }
+    if (model_drafter) {
+        const edraft_config dc = {.target = model, .draft_model = p.spec_draft_model,
+                                  .skip_layers = p.spec_skip_layers, .n_skip = p.n_spec_skip,
+                                  .n_parallel = n_parallel, .n_ctx = n_ctx, .block_size = bs, .step_tokens = step,
+                                  .draft_max = e->draft_max, .kv_mem_bytes = p.spec_draft_kv_bytes,
+                                  .n_blocks = e->n_blocks, .n_threads = p.n_threads,
+                                  .prefix_cache = !p.no_prefix_cache};
+        if ((rc = edraft_new(&dc, &e->drafter)) != KITE_OK) goto fail_early;
+        e->jobs = calloc((size_t)n_parallel, sizeof *e->jobs);
+        if (!e->jobs) {
+            rc = err_set(KITE_E_NOMEM, "engine_new: out of memory");
+            goto fail_early;
+        }
     }
     e->st.kv_blocks_total = e->n_blocks;
     if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {
@@ -485,8 +599,11 @@ void engine_free(engine *e) {
         engine_event ev = {.kind = ENGINE_EV_DONE, .finish_reason = "cancelled"};
         emit(e, r, &ev);
         e->live = r->reg_next;
+        if (e->drafter) edraft_seq_drop(e->drafter, &r->ds);
         req_free(r);
     }
+    edraft_free(e->drafter);
+    free(e->jobs);
     sched_free(&e->sched);
     kv_pool_free(e->kv);
     kite_ctx_free(e->ctx);
@@ -534,7 +651,7 @@ int engine_submit(engine *e, const engine_req *req, engine_cb cb, void *user, ui
     r->user = user;
     r->ignore_eos = req->ignore_eos;
     r->greedy = req->sampling.temperature <= 0.0f;
-    spec_adapt_init(&r->adapt, 1, e->draft_max, false);
+    spec_adapt_init(&r->adapt, e->la_w > 0 ? e->la_w : 1, e->draft_max, e->la_w > 0);
     sampler_rng_seed(&r->rng_accept, req->sampling.seed ^ 0x5EC0ACCE97ull);
     atomic_init(&r->cancelled, false);
     kv_table_init(&r->s.kv);
@@ -554,6 +671,7 @@ int engine_submit(engine *e, const engine_req *req, engine_cb cb, void *user, ui
         kite_detok_push(r->dt, e->bos, sink, sizeof sink);
     }
     if ((rc = stop_filter_init(&r->stop, req->stop, req->n_stop)) != KITE_OK) goto fail;
+    if (e->drafter && (rc = edraft_seq_init(e->drafter, &r->ds, &req->sampling)) != KITE_OK) goto fail;
 
     pthread_mutex_lock(&e->mu);
     r->id = ++e->next_id;

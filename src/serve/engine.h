@@ -25,6 +25,18 @@
  *   plain sampling - and the rejected positions are rolled back by
  *   shrinking the block table.
  *
+ *   Model drafters (spec_draft_model, or spec_skip_layers: the target with
+ *   those layers skipped; engine_draft.h): a second paged context with its
+ *   own block pool drafts for all decoding sequences at once - one batched
+ *   pass catches each up on its history, then one batched pass per draft
+ *   token - and the drafts are verified as above, with the draft's q rows in
+ *   the rejection rule at temperature > 0.  Lookahead (spec_la_window > 0;
+ *   spec/lookahead.h): each sequence keeps a Jacobi window and an n-gram
+ *   pool, refined by its own verification passes; its drafts are always W
+ *   tokens (when the budget allows) and point masses.  At most one of
+ *   spec_lookup_n, spec_draft_model, spec_skip_layers and spec_la_window
+ *   may be set.
+ *
  *   Detokenization and stop sequences are handled here, so every front end
  *   (HTTP server, `kite bench --parallel`, tests) gets the same text.  Text
  *   that may be the start of a stop sequence is held back until it is
@@ -57,7 +69,17 @@ typedef struct engine_params {
     int32_t n_threads;     /* 0 = all online CPUs */
     bool no_prefix_cache;  /* disable prefix sharing (benchmarks, debugging) */
     int32_t spec_lookup_n; /* speculative decoding with prompt lookup: largest n-gram; 0 = off */
-    int32_t spec_draft_max; /* upper bound on a sequence's draft length, 1..SPEC_MAX_DRAFT (16); 0 = 8 */
+    int32_t spec_draft_max; /* upper bound on a sequence's draft length, 1..SPEC_MAX_DRAFT (16); 0 = 8;
+                               lookahead drafts W tokens instead */
+    kite_model *spec_draft_model; /* speculative decoding with a draft model (same vocabulary; borrowed, must
+                                     outlive the engine), or NULL */
+    const bool *spec_skip_layers; /* self-speculative: [n_spec_skip == n_layer] flags of the target's layers
+                                     the draft skips (copied), or NULL */
+    int32_t n_spec_skip;
+    int64_t spec_draft_kv_bytes;  /* model drafters' KV pool; 0 = as many positions as the target's pool */
+    int32_t spec_la_window;       /* lookahead (Jacobi) drafting: W guesses per pass, 1..16; 0 = off */
+    int32_t spec_la_ngram;        /* N, n-gram size, 2..W+1 */
+    int32_t spec_la_pool;         /* G, n-grams kept per first token, 1..255 */
 } engine_params;
 
 typedef struct engine_req {
@@ -110,6 +132,9 @@ typedef struct engine_stats {
     int64_t spec_drafted;        /* speculative: drafted tokens verified by a forward pass */
     int64_t spec_accepted;       /* of those, accepted (kept as output) */
     int64_t spec_verify_passes;  /* sequence-steps that verified at least one draft */
+    int64_t spec_pool_drafts;    /* lookahead: drafts that began with a pool n-gram */
+    double spec_draft_s;         /* model drafters: seconds spent in draft forward passes */
+    int32_t kv_draft_blocks_used; /* model drafters: draft KV blocks held by sequences */
 } engine_stats;
 
 engine_params engine_default_params(void);

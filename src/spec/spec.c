@@ -62,9 +62,8 @@ void spec_free(spec_decoder *d) {
     free(d);
 }
 
-/* KITE_OK if the draft model tokenizes like the target (n_vocab and a sample
- * of token strings), else KITE_E_UNSUPPORTED naming the first difference. */
-static int check_vocab(const kite_model *t, const kite_model *dm) {
+/* Shared with the serving engine's draft model (contract in spec.h). */
+int spec_check_vocab(const kite_model *t, const kite_model *dm) {
     kite_model_info ti, di;
     kite_model_get_info(t, &ti);
     kite_model_get_info(dm, &di);
@@ -99,7 +98,7 @@ int spec_new(kite_ctx *target, const kite_sampler_params *sp, const spec_params 
         if (!p->draft_model) return err_set(KITE_E_ARG, "speculative: no draft model given");
         if (p->draft_model->vocab_only)
             return err_set(KITE_E_ARG, "draft model '%s' has no weights", p->draft_model->path);
-        if ((rc = check_vocab(tm, p->draft_model)) != KITE_OK) return rc;
+        if ((rc = spec_check_vocab(tm, p->draft_model)) != KITE_OK) return rc;
         break;
     case SPEC_DRAFT_SELF:
         if (!p->skip_layers || p->n_skip != tm->hp.n_layer)

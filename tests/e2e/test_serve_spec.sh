@@ -17,7 +17,14 @@
 #     nothing;
 #   * `kite bench --parallel 2 --lookup 3 --json` reports the speeds without
 #     and with speculation, a non-zero acceptance and the tokens per pass;
-#   * bad values of --lookup / --draft-max are rejected with exit status 2.
+#   * bad values of --lookup / --draft-max are rejected with exit status 2;
+#   * other drafters: a server with --draft-model (the bundled model
+#     itself), one with --draft-skip-layers 3 and one with --lookahead 8,4,8
+#     (asked at the same time) answer prompt 1 with the plain server's text,
+#     drafted tokens show in /metrics (all accepted for the draft model,
+#     which is the target itself);
+#     `kite bench --parallel 2 --draft-skip-layers 3 --json` reports both
+#     speeds; two drafters at once and a bad layer list exit with status 2.
 #
 # The last line is "tests/e2e/test_serve_spec.sh: N passed, M failed".
 
@@ -68,12 +75,20 @@ start spec --lookup 3 --draft-max 6
 SPEC_PORT=$PORT
 start plain
 PLAIN_PORT=$PORT
-if [ -z "$SPEC_PORT" ] || [ -z "$PLAIN_PORT" ]; then
-    e2e_fail "servers start" "spec: $(e2e_first_line "$T/spec.log"); plain: $(e2e_first_line "$T/plain.log")"
+start dm --draft-model models/stories260K.gguf
+DM_PORT=$PORT
+start self --draft-skip-layers 3
+SELF_PORT=$PORT
+start la --lookahead 8,4,8
+LA_PORT=$PORT
+if [ -z "$SPEC_PORT" ] || [ -z "$PLAIN_PORT" ] || [ -z "$DM_PORT" ] || [ -z "$SELF_PORT" ] || [ -z "$LA_PORT" ]; then
+    why=
+    for n in spec plain dm self la; do why="$why$n: $(e2e_first_line "$T/$n.log"); "; done
+    e2e_fail "servers start" "$why"
     e2e_summary
     exit 1
 fi
-e2e_ok "servers start (--lookup 3 on port $SPEC_PORT, plain on port $PLAIN_PORT)"
+e2e_ok "servers start (--lookup 3, plain, --draft-model, --draft-skip-layers 3, --lookahead 8,4,8)"
 
 # post PORT FILE BODY: POST /v1/completions; sets $code.
 post() {
@@ -148,6 +163,42 @@ fi
 curl -s -m 10 "http://127.0.0.1:$PLAIN_PORT/metrics" >"$T/metrics"
 if [ "$(metric kite_spec_draft_tokens_total)" = 0 ]; then e2e_ok "the plain server drafted nothing"
 else e2e_fail "plain server drafts" "kite_spec_draft_tokens_total $(metric kite_spec_draft_tokens_total)"; fi
+
+# other drafters: prompt 1 to the three servers at once, compared with the plain server's answer above
+CPIDS=
+for port in $DM_PORT $SELF_PORT $LA_PORT; do
+    post "$port" "$T/d$port.json" "{\"prompt\":\"$P1\",\"max_tokens\":64,\"temperature\":0}" &
+    CPIDS="$CPIDS $!"
+done
+for c in $CPIDS; do wait "$c"; done
+for d in dm self la; do
+    case $d in dm) port=$DM_PORT ;; self) port=$SELF_PORT ;; *) port=$LA_PORT ;; esac
+    a=$(json_raw "$T/d$port.json" text)
+    b=$(json_raw "$T/plain1.json" text)
+    same=yes
+    if [ -z "$a" ] || [ "$a" != "$b" ] ||
+        [ "$(json_num "$T/d$port.json" completion_tokens)" != "$(json_num "$T/plain1.json" completion_tokens)" ]; then
+        same="'$(printf '%s' "$a" | cut -c 1-60)' vs '$(printf '%s' "$b" | cut -c 1-60)'"
+    fi
+    curl -s -m 10 "http://127.0.0.1:$port/metrics" >"$T/metrics"
+    drafted=$(metric kite_spec_draft_tokens_total)
+    accepted=$(metric kite_spec_accepted_tokens_total)
+    if [ "$same" = yes ] && [ -n "$drafted" ] && [ "${accepted:-0}" -gt 0 ] &&
+        { [ "$d" != dm ] || [ "$accepted" = "$drafted" ]; }; then
+        e2e_ok "$d drafter: outputs equal plain decoding ($drafted drafted, $accepted accepted)"
+    else
+        e2e_fail "$d drafter" "$same; drafted '$drafted' accepted '$accepted'"
+    fi
+done
+# the model drafter's own counters: time in draft passes, and its blocks back in the pool
+curl -s -m 10 "http://127.0.0.1:$DM_PORT/metrics" >"$T/metrics"
+ds=$(metric kite_spec_draft_seconds_total)
+db=$(metric kite_kv_draft_blocks_used)
+if [ -n "$ds" ] && awk -v s="$ds" 'BEGIN { exit !(s > 0) }' && [ "$db" = 0 ]; then
+    e2e_ok "/metrics of the draft-model server: $ds s in draft passes, no draft block held"
+else
+    e2e_fail "/metrics draft counters" "kite_spec_draft_seconds_total '$ds' kite_kv_draft_blocks_used '$db'"
+fi
 stop_servers
 
 # kite bench --parallel ... --lookup: both runs in one invocation, acceptance and tokens/pass reported
@@ -160,7 +211,18 @@ else
     e2e_fail "kite bench --lookup" "rc $rc: $(e2e_first_line "$T/bench.out") $(e2e_first_line "$T/bench.err")"
 fi
 
+e2e_kite "$T/bench2.out" "$T/bench2.err" bench --parallel 2 -t 1 -p 16 -n 16 --draft-skip-layers 3 --reps 1 --json
+if [ "$rc" = 0 ] && grep -q '"test": "serve_spec", "drafter": "skip-layers", .*"plain_tok_s": [0-9].*"spec_tok_s": [0-9]' \
+    "$T/bench2.out"; then
+    e2e_ok "kite bench --parallel 2 --draft-skip-layers 3 reports both speeds"
+else
+    e2e_fail "kite bench --draft-skip-layers" "rc $rc: $(e2e_first_line "$T/bench2.out") $(e2e_first_line "$T/bench2.err")"
+fi
+
 # bad flags
+e2e_expect_error "two drafters are rejected" 2 "" "at most one" serve --port 0 --lookup 2 --draft-skip-layers 3
+e2e_expect_error "a bad layer list is rejected" 2 "" "layer list" serve --port 0 --draft-skip-layers 1-99
+e2e_expect_error "a bad --lookahead is rejected" 2 "" "lookahead" serve --port 0 --lookahead 8,12,8
 e2e_expect_error "--lookup 0 is rejected" 2 "" "--lookup" serve --port 0 --lookup 0
 e2e_expect_error "--draft-max 17 is rejected" 2 "" "--draft-max" serve --port 0 --lookup 2 --draft-max 17
 

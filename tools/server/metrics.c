@@ -85,6 +85,12 @@ char *metrics_text(server *s) {
            "Speculative decoding: drafted tokens accepted as output.", (double)st.spec_accepted);
     metric(&t, "kite_spec_verify_passes_total", "counter",
            "Speculative decoding: sequence steps that verified a draft.", (double)st.spec_verify_passes);
+    metric(&t, "kite_spec_draft_seconds_total", "counter",
+           "Speculative decoding: seconds in the model drafter's forward passes.", st.spec_draft_s);
+    metric(&t, "kite_spec_pool_drafts_total", "counter",
+           "Lookahead: drafts that began with an n-gram from the pool.", (double)st.spec_pool_drafts);
+    metric(&t, "kite_kv_draft_blocks_used", "gauge",
+           "Model drafters: draft KV blocks held by sequences.", (double)st.kv_draft_blocks_used);
     add(&t, "# HELP kite_http_requests_total HTTP requests answered, by status class.\n"
             "# TYPE kite_http_requests_total counter\n");
     static const char *const cls[6] = {"other", "1xx", "2xx", "3xx", "4xx", "5xx"};
