@@ -6,7 +6,8 @@
  *
  * Reference path: work is split over (token, head) rows; each thread keeps
  * one row's scores in its scratch slice (n_ctx floats), softmaxes them with
- * kern_softmax and sums V weighted by them.  A sliding window (attn_args.window)
+ * kern_softmax_ref (not the SIMD table of ops_simd.h, so the path is the same
+ * at every level) and sums V weighted by them.  A sliding window (attn_args.window)
  * only moves the first position of a row (attn_win_lo); every path skips the
  * positions before it, so window 0 and a window longer than the row run the
  * same arithmetic.
@@ -27,10 +28,11 @@
 
 #include "core/error.h"
 #include "kernels/attention_impl.h"
+#include "kernels/ops_simd.h"
 
 void attn_geom_init(attn_geom *g, const attn_args *a) {
     g->q_tile = a->q_tile > 0 ? a->q_tile : ATTN_Q_TILE;
-    g->kv_tile = a->kv_tile > 0 ? a->kv_tile : ATTN_KV_TILE;
+    g->kv_tile = a->kv_tile > 0 ? a->kv_tile : a->head_dim <= ATTN_SMALL_HD ? ATTN_KV_TILE_SMALL_HD : ATTN_KV_TILE;
     g->kv_chunk = a->kv_chunk > 0 ? a->kv_chunk : ATTN_KV_CHUNK;
     g->q_dim = a->n_head * a->head_dim;
     g->kv_dim = a->n_head_kv * a->head_dim;
@@ -97,7 +99,7 @@ static void ref_part(void *arg, int ith, int nth) {
             const float *k = attn_kv_row(g, a->k_cache, attn_row_run(a, p, &run), kvh, hd, row);
             score[p - p0] = kern_dot_f32(q, k, hd) * a->scale;
         }
-        kern_softmax(score, n_kv - p0);
+        kern_softmax_ref(score, n_kv - p0); /* libm expf at every level: the specification */
         float *out = a->out + (size_t)t * g->q_dim + (size_t)h * hd;
         memset(out, 0, sizeof(float) * (size_t)hd);
         for (int32_t p = p0; p < n_kv; p++) {

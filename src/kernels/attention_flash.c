@@ -18,8 +18,12 @@
  * tile's K rows are dequantized one at a time on their way into Kt and its V
  * rows once into Vd [kv_tile][head_dim], shared by the tile's query rows.
  *
- * The inner loops (score tile, exp, V sums over runs of consecutive rows) go
- * through g->ops (attention_simd.h); every table gives the same bits.
+ * The inner loops (K tile transpose, score tile, max, exp, V sums) go
+ * through g->ops (attention_simd.h); every table gives the same bits.  The V
+ * sums of up to FLASH_ROWS query rows of a tile are one axpy_rows_multi call
+ * per run of consecutive rows (after every row's scores, max, exp and
+ * rescale), so for a small head_dim the rows' add chains interleave; per row
+ * the operations and their order are those of a row-by-row loop.
  *
  * Jobs are dealt to threads cyclically (job = ith, ith + nth, ...), which
  * balances the causal triangle; a job's arithmetic does not depend on which
@@ -29,6 +33,8 @@
 #include <string.h>
 
 #include "kernels/attention_impl.h"
+
+#define FLASH_ROWS 32 /* query rows of a tile whose V sums are one axpy_rows_multi call */
 
 typedef struct flash_task {
     const attn_args *a;
@@ -61,52 +67,83 @@ static void flash_job(const attn_args *a, const attn_geom *g, int32_t qt, int32_
     const int32_t k_first = attn_win_lo(a, a->pos0 + t0) / bk * bk;
     for (int32_t k0 = k_first; k0 < kv_end; k0 += bk) {
         const int32_t nk = kv_end - k0 < bk ? kv_end - k0 : bk;
-        for (int32_t j = 0; j < nk; j++) {
-            int32_t run;
-            const float *k = attn_kv_row(g, a->k_cache, attn_row_run(a, k0 + j, &run), kvh, hd, Vd + (size_t)j * hd);
-            for (int32_t d = 0; d < hd; d++) Kt[(size_t)d * bk + j] = k[d];
+        if (g->quantized) { /* the tile's K rows dequantized into Vd, then transposed into Kt */
+            for (int32_t j = 0; j < nk; j++) {
+                int32_t run;
+                attn_kv_row(g, a->k_cache, attn_row_run(a, k0 + j, &run), kvh, hd, Vd + (size_t)j * hd);
+            }
+            g->ops->transpose(Vd, (size_t)hd, nk, hd, Kt, (size_t)bk);
+        } else { /* f32: transposed from the cache, a run of consecutive rows at a time */
+            for (int32_t j = 0; j < nk;) {
+                int32_t run;
+                const size_t row = attn_row_run(a, k0 + j, &run);
+                const int32_t cnt = run < nk - j ? run : nk - j;
+                g->ops->transpose(attn_kv_row(g, a->k_cache, row, kvh, hd, NULL), attn_kv_ld(g), cnt, hd, Kt + j,
+                                  (size_t)bk);
+                j += cnt;
+            }
         }
         if (g->quantized) /* quantized cache: the tile's V rows once, shared by the q_tile rows */
             for (int32_t j = 0; j < nk; j++) {
                 int32_t run;
                 attn_kv_row(g, a->v_cache, attn_row_run(a, k0 + j, &run), kvh, hd, Vd + (size_t)j * hd);
             }
-        for (int32_t i = 0; i < nq; i++) {
-            /* row i sees positions < pos0 + t0 + i + 1 */
-            const int32_t lim = a->pos0 + t0 + i + 1 - k0;
-            const int32_t nj = lim < nk ? lim : nk;
-            /* and positions >= the row's window start: j0 > 0 only with a window */
-            const int32_t lo = attn_win_lo(a, a->pos0 + t0 + i) - k0;
-            const int32_t j0 = lo > 0 ? lo : 0;
-            if (nj <= j0) continue; /* masked out in this whole tile */
-            float *s = S + (size_t)i * bk;
-            const float *qi = qs + (size_t)i * hd;
-            memset(s + j0, 0, sizeof(float) * (size_t)(nj - j0));
-            /* s[j] += qi[d] * Kt[d][j], d = 0 .. hd-1 in order */
-            g->ops->axpy_rows(s + j0, qi, Kt + j0, (size_t)bk, hd, nj - j0);
-            float mx = s[j0];
-            for (int32_t j = j0 + 1; j < nj; j++) mx = s[j] > mx ? s[j] : mx;
-            const float m_new = mx > m[i] ? mx : m[i];
-            const float sum = g->ops->exp_sum(s + j0, m_new, nj - j0);
-            float *o = acc + (size_t)i * hd;
-            if (m_new != m[i]) {
-                const float alpha = expf(m[i] - m_new); /* 0 on the first tile (m = -inf) */
-                l[i] *= alpha;
-                g->ops->scale(o, alpha, hd);
+        for (int32_t i0 = 0; i0 < nq; i0 += FLASH_ROWS) {
+            const int32_t ni = nq - i0 < FLASH_ROWS ? nq - i0 : FLASH_ROWS;
+            int32_t lo[FLASH_ROWS], hi[FLASH_ROWS]; /* row i0+r's unmasked positions [lo, hi) of the tile */
+            int32_t jmin = nk, jmax = 0;
+            for (int32_t r = 0; r < ni; r++) {
+                const int32_t i = i0 + r;
+                lo[r] = hi[r] = 0;
+                /* row i sees positions < pos0 + t0 + i + 1 */
+                const int32_t lim = a->pos0 + t0 + i + 1 - k0;
+                const int32_t nj = lim < nk ? lim : nk;
+                /* and positions >= the row's window start: j0 > 0 only with a window */
+                const int32_t wlo = attn_win_lo(a, a->pos0 + t0 + i) - k0;
+                const int32_t j0 = wlo > 0 ? wlo : 0;
+                if (nj <= j0) continue; /* masked out in this whole tile */
+                float *sr = S + (size_t)i * bk;
+                const float *qi = qs + (size_t)i * hd;
+                memset(sr + j0, 0, sizeof(float) * (size_t)(nj - j0));
+                /* s[j] += qi[d] * Kt[d][j], d = 0 .. hd-1 in order */
+                g->ops->axpy_rows(sr + j0, qi, Kt + j0, (size_t)bk, hd, nj - j0);
+                const float mx = g->ops->max(sr + j0, nj - j0);
+                const float m_new = mx > m[i] ? mx : m[i];
+                const float sum = g->ops->exp_sum(sr + j0, m_new, nj - j0);
+                if (m_new != m[i]) {
+                    const float alpha = expf(m[i] - m_new); /* 0 on the first tile (m = -inf) */
+                    l[i] *= alpha;
+                    g->ops->scale(acc + (size_t)i * hd, alpha, hd);
+                }
+                l[i] += sum;
+                m[i] = m_new;
+                lo[r] = j0;
+                hi[r] = nj;
+                jmin = j0 < jmin ? j0 : jmin;
+                jmax = nj > jmax ? nj : jmax;
             }
-            l[i] += sum;
-            m[i] = m_new;
-            /* o += s[j] v_j, j = j0 .. nj-1 in order, a run of consecutive rows per call */
-            if (g->quantized)
-                g->ops->axpy_rows(o, s + j0, Vd + (size_t)j0 * hd, (size_t)hd, nj - j0, hd);
-            else
-                for (int32_t j = j0; j < nj;) {
+            /* o_i += s_i[j] v_j, j = lo .. hi-1 in order for every row, the rows' chains interleaved
+             * (axpy_rows_multi); f32 cache: one call per run of consecutive cache rows */
+            float *o = acc + (size_t)i0 * hd;
+            const float *p = S + (size_t)i0 * bk;
+            if (g->quantized) {
+                g->ops->axpy_rows_multi(o, (size_t)hd, p, (size_t)bk, lo, hi, ni, Vd, (size_t)hd, hd);
+            } else {
+                for (int32_t j = jmin; j < jmax;) {
                     int32_t run;
                     const size_t row = attn_row_run(a, k0 + j, &run);
-                    const int32_t cnt = run < nj - j ? run : nj - j;
-                    g->ops->axpy_rows(o, s + j, attn_kv_row(g, a->v_cache, row, kvh, hd, NULL), attn_kv_ld(g), cnt, hd);
+                    const int32_t cnt = run < jmax - j ? run : jmax - j;
+                    int32_t slo[FLASH_ROWS], shi[FLASH_ROWS]; /* the rows' ranges within [j, j + cnt), from j */
+                    for (int32_t r = 0; r < ni; r++) {
+                        const int32_t a0 = lo[r] > j ? lo[r] : j, a1 = hi[r] < j + cnt ? hi[r] : j + cnt;
+                        slo[r] = a1 > a0 ? a0 - j : 0;
+                        shi[r] = a1 > a0 ? a1 - j : 0;
+                    }
+                    g->ops->axpy_rows_multi(o, (size_t)hd, p + j, (size_t)bk, slo, shi, ni,
+                                            attn_kv_row(g, a->v_cache, row, kvh, hd, NULL), attn_kv_ld(g), hd);
                     j += cnt;
                 }
+            }
         }
     }
     for (int32_t i = 0; i < nq; i++) {

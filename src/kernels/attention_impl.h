@@ -31,6 +31,14 @@
 
 #define ATTN_DEQ_ROWS 8  /* split-KV, quantized cache: K/V rows dequantized per batch (scratch rows) */
 #define ATTN_F32_TILE 32 /* split-KV, grouped f32 jobs: K/V rows per tile shared by a group's heads */
+/* FlashAttention's default KV tile when head_dim <= ATTN_SMALL_HD (attn_args.kv_tile 0): with a small
+ * head_dim a tile's Kt and V rows are small, and the per-tile, per-row costs (score-row setup, the
+ * rescale, calls on a few leftover positions) dominate, so fewer, longer tiles pay.  Chosen with a
+ * kern_attention loop at the stories260K shape (8 heads, 4 kv heads, head_dim 8, 9 queries after 64
+ * and 200 cached positions, 1 thread): kv_tile 64 -> 256 took 11-13 -> 8.5-10.5 us and 24 -> 17 us
+ * per call (docs/kernels.md, "Element-wise ops"). */
+#define ATTN_SMALL_HD 16
+#define ATTN_KV_TILE_SMALL_HD 256
 
 typedef struct attn_geom {
     int32_t q_tile, kv_tile, kv_chunk; /* effective sizes (defaults applied) */
@@ -162,6 +170,22 @@ static inline void attn_axpy(float *restrict y, float w, const float *restrict x
     for (; i + 8 <= n; i += 8)
         for (int j = 0; j < 8; j++) y[i + j] += w * x[i + j];
     for (; i < n; i++) y[i] += w * x[i];
+}
+
+/* max of x[0..n) (n >= 1) by the sequential rule m = x[j] > m ? x[j] : m from
+ * m = x[0] (so a NaN after x[0] is skipped, a NaN x[0] stays). */
+static inline float attn_max(const float *x, int32_t n) {
+    float m = x[0];
+    for (int32_t j = 1; j < n; j++) m = x[j] > m ? x[j] : m;
+    return m;
+}
+
+/* t[d*ldt + j] = x[j*ldx + d] for j < n_rows, d < n (a tile of K rows into
+ * FlashAttention's transposed Kt); a copy, no arithmetic. */
+static inline void attn_transpose(const float *restrict x, size_t ldx, int32_t n_rows, int32_t n, float *restrict t,
+                                  size_t ldt) {
+    for (int32_t j = 0; j < n_rows; j++)
+        for (int32_t d = 0; d < n; d++) t[(size_t)d * ldt + (size_t)j] = x[(size_t)j * ldx + (size_t)d];
 }
 
 /* y[i] *= w, i < n. */

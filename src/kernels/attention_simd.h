@@ -5,7 +5,8 @@
  * DESIGN
  *   The scalar table (attention_simd.c) wraps the inline loops of
  *   attention_impl.h, which are the specification.  The avx2 table
- *   (src/kernels/x86_avx2/attention_avx2.c, used at every level >= avx2)
+ *   (src/kernels/x86_avx2/attention_avx2.c; at the avx512 levels the same
+ *   table with exp_sum from src/kernels/x86_avx512/attention_avx512.c)
  *   computes the same operations in the same order: every 8-lane partial
  *   sum lives in its own vector lane, products and sums are separate
  *   instructions (no FMA; the Makefile builds with -ffp-contract=off), the
@@ -17,6 +18,10 @@
  *   The _rows entries exist so a whole run of cache rows costs one call and
  *   the accumulators stay in registers across rows; per element they do
  *   exactly what the single-row entry would do, row after row.
+ *   axpy_rows_multi does the same for several query rows over the same K/V
+ *   rows, interleaving their add chains (small head_dim); max and transpose
+ *   are exact (a vector max that defers NaN and zero maxima to the
+ *   sequential rule; a copy).
  *
  * THREAD SAFETY
  *   Tables are immutable; the functions are reentrant.
@@ -31,7 +36,7 @@
 #include "kernels/kernels.h"
 
 typedef struct attn_ops {
-    const char *name; /* "scalar" or "avx2" */
+    const char *name; /* "scalar", "avx2" or "avx512" */
     /* attn_dot: sum_i a[i]*b[i], 8 lanes + tail */
     float (*dot)(const float *a, const float *b, int32_t n);
     /* s[r] = dot(q, k + r*ldk, n) for r < n_rows (ldk in floats) */
@@ -40,9 +45,20 @@ typedef struct attn_ops {
     void (*axpy)(float *y, float w, const float *x, int32_t n);
     /* for r = 0 .. n_rows-1 in order: axpy(y, w[r], x + r*ldx, n) (y disjoint from w and x) */
     void (*axpy_rows)(float *y, const float *w, const float *x, size_t ldx, int32_t n_rows, int32_t n);
+    /* for each query row i < n_q: axpy_rows(y + i*ldy, w + i*ldw + lo[i], x + lo[i]*ldx, ldx,
+     * hi[i] - lo[i], n) (nothing where hi[i] <= lo[i]); the rows' y are disjoint from each other and
+     * from w and x.  Several query rows over the same K/V rows (FlashAttention's tile): per row the
+     * same sums in the same order as axpy_rows, but the rows' add chains interleave, which is what
+     * makes a small head_dim fast (one 8-lane chain per row would be latency-bound). */
+    void (*axpy_rows_multi)(float *y, size_t ldy, const float *w, size_t ldw, const int32_t *lo, const int32_t *hi,
+                            int32_t n_q, const float *x, size_t ldx, int32_t n);
     /* attn_scale: y[i] *= w */
     void (*scale)(float *y, float w, int32_t n);
     /* attn_exp_sum: x[i] = attn_exp(x[i] - sub), returns their 8-lane sum */
+    /* attn_max: the sequential max of x[0..n), n >= 1 */
+    float (*max)(const float *x, int32_t n);
+    /* attn_transpose: t[d*ldt + j] = x[j*ldx + d], j < n_rows, d < n */
+    void (*transpose)(const float *x, size_t ldx, int32_t n_rows, int32_t n, float *t, size_t ldt);
     float (*exp_sum)(float *x, float sub, int32_t n);
     /* attn_deq_f16 / _q8_0 / _q4_0: one row of n values to floats */
     void (*deq_f16)(const uint16_t *x, float *y, int32_t n);

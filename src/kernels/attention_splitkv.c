@@ -34,7 +34,9 @@
  *
  * Inner loops go through g->ops (attention_simd.h): on an f32 cache a run of
  * consecutive rows is one dot_rows call for the scores and one axpy_rows call
- * for the V sum; every table gives the same bits.
+ * for the V sum (a grouped job: one axpy_rows_multi call for the group's
+ * heads, whose add chains then interleave, each head's in axpy_rows's order);
+ * every table gives the same bits.
  *
  * Determinism: chunk boundaries and the combination order depend only on the
  * positions, never on the thread count or on which thread ran a chunk, so
@@ -146,8 +148,12 @@ static void chunk_partial_group(const split_task *st, const float *qs, int32_t r
     for (int32_t gi = 0; gi < G; gi++) {
         float *part = partial_at(st, r, kvh * G + gi, c);
         const float *s = sb + (size_t)gi * C;
-        float mx = -INFINITY;
-        for (int32_t j = 0; j < n; j++) mx = s[j] > mx ? s[j] : mx;
+        /* the max from -inf: ops->max (the sequential rule from s[0]) gives the same value unless s[0] is NaN */
+        float mx = g->ops->max(s, n);
+        if (mx != mx) {
+            mx = -INFINITY;
+            for (int32_t j = 0; j < n; j++) mx = s[j] > mx ? s[j] : mx;
+        }
         part[hd + 1] = mx;
         part[hd] = g->ops->exp_sum(sb + (size_t)gi * C, st->phi, n);
         memset(part, 0, sizeof(float) * (size_t)hd);
@@ -156,8 +162,14 @@ static void chunk_partial_group(const split_task *st, const float *qs, int32_t r
         size_t ld;
         int32_t cnt;
         const float *v = group_tile(a, g, a->v_cache, kvh, p0 + j, n - j, tmp, &ld, &cnt);
-        for (int32_t gi = 0; gi < G; gi++)
-            g->ops->axpy_rows(partial_at(st, r, kvh * G + gi, c), sb + (size_t)gi * C + j, v, ld, cnt, hd);
+        /* the group's heads over this tile in one call (their add chains interleave; per head the
+         * adds of axpy_rows in the same order): head gi's partial is gi * ldp floats after the first */
+        int32_t lo[8] = {0}, hi[8];
+        for (int32_t gi = 0; gi < 8; gi++) hi[gi] = cnt;
+        const size_t ldp = (size_t)st->n_chunks * attn_partial_floats(hd);
+        for (int32_t g0 = 0; g0 < G; g0 += 8)
+            g->ops->axpy_rows_multi(partial_at(st, r, kvh * G + g0, c), ldp, sb + (size_t)g0 * C + j, (size_t)C, lo,
+                                    hi, G - g0 < 8 ? G - g0 : 8, v, ld, hd);
         j += cnt;
     }
 }

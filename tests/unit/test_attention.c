@@ -473,6 +473,45 @@ static void simd_helpers_check(const attn_ops *sc, const attn_ops *op) {
             op->axpy_rows(y1, w, x + 3, LD, rows, n);
             CHECK_MSG(!memcmp(y0, y1, sizeof(float) * (size_t)n), "%s axpy_rows %d x %d", op->name, rows, n);
         }
+        /* several query rows at once (FlashAttention's V sums): random ranges, empty ones, shared ones */
+        if (n <= 80) {
+            enum { NQ = 19, LDW = 41 };
+            static float m0[NQ * 136], m1[NQ * 136], wq[NQ * LDW];
+            int32_t lo[NQ], hi[NQ];
+            for (int i = 0; i < NQ * LDW; i++) wq[i] = frand();
+            for (int trial = 0; trial < 4; trial++) {
+                for (int i = 0; i < NQ; i++) {
+                    const int a0 = (int)((frand() + 1.0f) * 10.0f), a1 = (int)((frand() + 1.0f) * 20.0f);
+                    lo[i] = trial == 0 ? 0 : trial == 1 ? a0 : a0 < a1 ? a0 : a1;
+                    hi[i] = trial == 0 ? 30 + i % 9 : trial == 1 ? 40 : a0 < a1 ? a1 : a0;
+                    if (trial == 3 && i % 5 == 0) hi[i] = lo[i]; /* empty rows */
+                }
+                for (int i = 0; i < NQ * 136; i++) m0[i] = m1[i] = frand();
+                sc->axpy_rows_multi(m0, 136, wq, LDW, lo, hi, NQ, x + 5, LD, n);
+                op->axpy_rows_multi(m1, 136, wq, LDW, lo, hi, NQ, x + 5, LD, n);
+                CHECK_MSG(!memcmp(m0, m1, sizeof m0), "%s axpy_rows_multi trial %d n %d", op->name, trial, n);
+            }
+        }
+        /* max (NaN and signed zeros take the sequential rule) and the K-tile transpose */
+        for (int kind = 0; kind < 4; kind++) {
+            static float mb[N];
+            for (int i = 0; i < n; i++) mb[i] = kind == 3 ? -fabsf(x[i]) : x[i];
+            if (kind == 1 && n > 2) mb[n / 2] = NAN;
+            if (kind == 2) mb[0] = NAN;
+            if (kind == 3 && n > 3) mb[1] = 0.0f, mb[n - 1] = -0.0f;
+            const float m0 = sc->max(mb, n), m1 = op->max(mb, n);
+            CHECK_MSG(same_bits(&m0, &m1, 1), "%s max kind %d n %d: %g vs %g", op->name, kind, n, (double)m0,
+                      (double)m1);
+        }
+        for (int rows = 1; rows <= 19; rows += 6) {
+            enum { LDT = 150 };
+            static float t0[136 * LDT], t1[136 * LDT];
+            memset(t0, 0, sizeof t0);
+            memset(t1, 0, sizeof t1);
+            sc->transpose(x + 2, LD, rows, n, t0 + 1, LDT);
+            op->transpose(x + 2, LD, rows, n, t1 + 1, LDT);
+            CHECK_MSG(!memcmp(t0, t1, sizeof t0), "%s transpose %d x %d", op->name, rows, n);
+        }
         sc->axpy(y0, 0.37f, x, n);
         op->axpy(y1, 0.37f, x, n);
         sc->scale(y0, -1.3f, n);
@@ -547,13 +586,13 @@ TEST(test_simd_bit_identical) {
     printf("    %d SIMD level(s) checked against scalar\n", n_levels);
     if (!n_levels) return;
     static const int kv_types[] = {KITE_DTYPE_F32, KITE_DTYPE_F16, KITE_DTYPE_Q8_0, KITE_DTYPE_Q4_0};
-    static const int hds[] = {40, 64, 80, 128};
+    static const int hds[] = {40, 64, 80, 128, 8, 16}; /* 8, 16: axpy_rows_multi's row groups */
     static const int paths[] = {ATTN_PATH_REF, ATTN_PATH_FLASH, ATTN_PATH_SPLITKV};
     const int n_head = 4, n_head_kv = 2, bs = 16, n_ctx = 160; /* 10 blocks */
     int32_t table[10];
     for (int i = 0; i < 10; i++) table[i] = (i * 7) % 10; /* shuffled blocks */
     for (int ti = 0; ti < 4; ti++)
-        for (int hi = 0; hi < 4; hi++) {
+        for (int hi = 0; hi < 6; hi++) {
             const int hd = hds[hi], kvt = kv_types[ti];
             if (kvt != KITE_DTYPE_F32 && kvt != KITE_DTYPE_F16 && hd % 32) continue;
             void *k = simd_cache(kvt, n_ctx, n_head_kv, hd), *v = simd_cache(kvt, n_ctx, n_head_kv, hd);

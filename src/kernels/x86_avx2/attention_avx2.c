@@ -150,6 +150,79 @@ void attn_axpy_rows_avx2(float *y, const float *w, const float *x, size_t ldx, i
     }
 }
 
+/* axpy_rows_multi for head_dim a multiple of 8 below 64: query rows in groups of
+ * 8 (then 4, 2), 8 columns at a time.  A group's rows share the range common to
+ * all of them, [c0, c1), where every row's chain advances together (one load
+ * of x_j for the group); each row's own prefix [lo, c0) runs before it and its
+ * suffix [c1, hi) after it, so every row sees its j in ascending order: the
+ * same adds as attn_axpy_rows_avx2, in the same order. */
+static inline __m256 pv_solo8(__m256 acc, const float *w, const float *x, size_t ldx, int32_t j0, int32_t j1) {
+    for (int32_t j = j0; j < j1; j++)
+        acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_set1_ps(w[j]), _mm256_loadu_ps(x + (size_t)j * ldx)));
+    return acc;
+}
+
+#define PV_R8(M) M(0) M(1) M(2) M(3) M(4) M(5) M(6) M(7)
+#define PV_R4(M) M(0) M(1) M(2) M(3)
+#define PV_R2(M) M(0) M(1)
+#define PV_LD(i) __m256 a##i = pv_solo8(_mm256_loadu_ps(y + (i) * ldy), w + (i) * ldw, x, ldx, lo[i], c0);
+#define PV_UPD(i) a##i = _mm256_add_ps(a##i, _mm256_mul_ps(_mm256_set1_ps(w[(size_t)(i) * ldw + (size_t)j]), xv));
+#define PV_ST(i) _mm256_storeu_ps(y + (i) * ldy, pv_solo8(a##i, w + (i) * ldw, x, ldx, c1, hi[i]));
+#define PV_GROUP(NAME, G, ROWS)                                                                                  \
+    static void NAME(float *y, size_t ldy, const float *w, size_t ldw, const int32_t *lo, const int32_t *hi,     \
+                     const float *x, size_t ldx) {                                                               \
+        int32_t c0 = lo[0], c1 = hi[0];                                                                          \
+        for (int g = 1; g < (G); g++) {                                                                          \
+            c0 = lo[g] > c0 ? lo[g] : c0;                                                                        \
+            c1 = hi[g] < c1 ? hi[g] : c1;                                                                        \
+        }                                                                                                        \
+        if (c1 <= c0) { /* no common range (or an empty row): each row alone */                                  \
+            for (int g = 0; g < (G); g++)                                                                        \
+                if (hi[g] > lo[g])                                                                               \
+                    _mm256_storeu_ps(y + g * ldy, pv_solo8(_mm256_loadu_ps(y + g * ldy), w + g * ldw, x, ldx,    \
+                                                           lo[g], hi[g]));                                       \
+            return;                                                                                              \
+        }                                                                                                        \
+        ROWS(PV_LD)                                                                                              \
+        for (int32_t j = c0; j < c1; j++) {                                                                      \
+            const __m256 xv = _mm256_loadu_ps(x + (size_t)j * ldx);                                              \
+            ROWS(PV_UPD)                                                                                         \
+        }                                                                                                        \
+        ROWS(PV_ST)                                                                                              \
+    }
+PV_GROUP(pv_group8, 8, PV_R8)
+PV_GROUP(pv_group4, 4, PV_R4)
+PV_GROUP(pv_group2, 2, PV_R2)
+#undef PV_GROUP
+#undef PV_ST
+#undef PV_UPD
+#undef PV_LD
+#undef PV_R4
+#undef PV_R2
+#undef PV_R8
+
+void attn_axpy_rows_multi_avx2(float *y, size_t ldy, const float *w, size_t ldw, const int32_t *lo, const int32_t *hi,
+                               int32_t n_q, const float *x, size_t ldx, int32_t n) {
+    if (n % 8 != 0 || n >= 64) { /* axpy_rows already keeps >= 8 chains per row, or a scalar tail */
+        for (int32_t i = 0; i < n_q; i++)
+            if (hi[i] > lo[i])
+                attn_axpy_rows_avx2(y + (size_t)i * ldy, w + (size_t)i * ldw + lo[i], x + (size_t)lo[i] * ldx, ldx,
+                                    hi[i] - lo[i], n);
+        return;
+    }
+    for (int32_t c = 0; c < n; c += 8) {
+        int32_t i = 0;
+        for (; i + 8 <= n_q; i += 8) pv_group8(y + (size_t)i * ldy + c, ldy, w + (size_t)i * ldw, ldw, lo + i, hi + i, x + c, ldx);
+        for (; i + 4 <= n_q; i += 4) pv_group4(y + (size_t)i * ldy + c, ldy, w + (size_t)i * ldw, ldw, lo + i, hi + i, x + c, ldx);
+        for (; i + 2 <= n_q; i += 2) pv_group2(y + (size_t)i * ldy + c, ldy, w + (size_t)i * ldw, ldw, lo + i, hi + i, x + c, ldx);
+        for (; i < n_q; i++)
+            if (hi[i] > lo[i]) {
+                float *yi = y + (size_t)i * ldy + c;
+                _mm256_storeu_ps(yi, pv_solo8(_mm256_loadu_ps(yi), w + (size_t)i * ldw, x + c, ldx, lo[i], hi[i]));
+            }
+    }
+}
+
 void attn_scale_avx2(float *y, float w, int32_t n) {
     const __m256 wv = _mm256_set1_ps(w);
     int32_t i = 0;
@@ -196,6 +269,63 @@ float attn_exp_sum_avx2(float *x, float sub, int32_t n) {
         tail += x[i];
     }
     return hsum8(acc) + tail;
+}
+
+/* attn_max: the vector max equals the sequential rule's result whenever no
+ * element is NaN and the max is not a zero (whose sign the two rules may pick
+ * differently); those rows take the sequential loop. */
+float attn_max_avx2(const float *x, int32_t n) {
+    if (n < 16) return attn_max(x, n);
+    __m256 m = _mm256_loadu_ps(x), bad = _mm256_cmp_ps(m, m, _CMP_UNORD_Q);
+    int32_t i = 8;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(x + i);
+        m = _mm256_max_ps(m, v);
+        bad = _mm256_or_ps(bad, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    }
+    if (i < n) { /* the last 8, overlapping: max is idempotent */
+        const __m256 v = _mm256_loadu_ps(x + n - 8);
+        m = _mm256_max_ps(m, v);
+        bad = _mm256_or_ps(bad, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    }
+    __m128 q = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    q = _mm_max_ps(q, _mm_movehl_ps(q, q));
+    q = _mm_max_ss(q, _mm_movehdup_ps(q));
+    const float r = _mm_cvtss_f32(q);
+    if (_mm256_movemask_ps(bad) || r == 0.0f) return attn_max(x, n);
+    return r;
+}
+
+/* attn_transpose in 8 x 8 blocks (unpack / shuffle / lane permute), scalar edges */
+void attn_transpose_avx2(const float *x, size_t ldx, int32_t n_rows, int32_t n, float *t, size_t ldt) {
+    const int32_t r8 = n_rows & ~7, c8 = n & ~7;
+    for (int32_t j = 0; j < r8; j += 8)
+        for (int32_t d = 0; d < c8; d += 8) {
+            const float *s = x + (size_t)j * ldx + (size_t)d;
+            const __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + ldx), r2 = _mm256_loadu_ps(s + 2 * ldx),
+                         r3 = _mm256_loadu_ps(s + 3 * ldx), r4 = _mm256_loadu_ps(s + 4 * ldx),
+                         r5 = _mm256_loadu_ps(s + 5 * ldx), r6 = _mm256_loadu_ps(s + 6 * ldx),
+                         r7 = _mm256_loadu_ps(s + 7 * ldx);
+            const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+            const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+            const __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+            const __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+            const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee);
+            const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee);
+            const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee);
+            const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
+            float *o = t + (size_t)d * ldt + (size_t)j;
+            _mm256_storeu_ps(o, _mm256_permute2f128_ps(u0, u4, 0x20));
+            _mm256_storeu_ps(o + ldt, _mm256_permute2f128_ps(u1, u5, 0x20));
+            _mm256_storeu_ps(o + 2 * ldt, _mm256_permute2f128_ps(u2, u6, 0x20));
+            _mm256_storeu_ps(o + 3 * ldt, _mm256_permute2f128_ps(u3, u7, 0x20));
+            _mm256_storeu_ps(o + 4 * ldt, _mm256_permute2f128_ps(u0, u4, 0x31));
+            _mm256_storeu_ps(o + 5 * ldt, _mm256_permute2f128_ps(u1, u5, 0x31));
+            _mm256_storeu_ps(o + 6 * ldt, _mm256_permute2f128_ps(u2, u6, 0x31));
+            _mm256_storeu_ps(o + 7 * ldt, _mm256_permute2f128_ps(u3, u7, 0x31));
+        }
+    for (int32_t j = 0; j < n_rows; j++) /* edges: columns c8.. of every row, rows r8.. of the blocked columns */
+        for (int32_t d = j < r8 ? c8 : 0; d < n; d++) t[(size_t)d * ldt + (size_t)j] = x[(size_t)j * ldx + (size_t)d];
 }
 
 /* attn_half_to_float on 8 halves (zero-extended to 32 bits). */

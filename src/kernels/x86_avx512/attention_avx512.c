@@ -1,0 +1,108 @@
+/*
+ * attention_avx512.c - the avx512 attention table's exp_sum and axpy_rows
+ * (attention_simd.h), bit-identical to attention_impl.h's attn_exp_sum and
+ * row-by-row attn_axpy.
+ *
+ * exp16 is attn_exp's operation sequence lane by lane (separate multiplies
+ * and adds, no FMA; the clamp as maxps/minps with x second, which passes a
+ * NaN through like the reference's compare-and-select).  The sum keeps the
+ * reference's 8 lanes: of each 16 values the low 8 are added to the 8-lane
+ * accumulator, then the high 8, so element k still lands in lane k % 8 in
+ * ascending k; the n % 8 tail is summed one by one after, then
+ * ((a0+a4)+(a1+a5))+((a2+a6)+(a3+a7)) + tail.  axpy_rows is element-wise
+ * (each y[c] gets w[r] * x[r][c] added for r in order, a separate multiply
+ * and add), so 16 columns per register and a masked last block of columns
+ * change nothing; rows shorter than 16 columns take the avx2 version.  The
+ * other entries of the table are the avx2 ones.
+ */
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+#include "kernels/attention_impl.h"
+#include "kernels/x86_avx2/attention_avx2.h"
+
+static inline __m512 exp16(__m512 x) {
+    x = _mm512_max_ps(_mm512_set1_ps(-87.33f), x);
+    x = _mm512_min_ps(_mm512_set1_ps(88.0f), x);
+    const __m512 round = _mm512_set1_ps(12582912.0f);
+    const __m512 t = _mm512_add_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), round);
+    const __m512 nn = _mm512_sub_ps(t, round);
+    __m512 r = _mm512_sub_ps(x, _mm512_mul_ps(nn, _mm512_set1_ps(0.693359375f)));
+    r = _mm512_add_ps(r, _mm512_mul_ps(nn, _mm512_set1_ps(2.12194440e-4f)));
+    __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(1.0f / 720.0f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(1.0f / 120.0f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(1.0f / 24.0f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(1.0f / 6.0f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(0.5f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(1.0f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(1.0f));
+    __m512i sb = _mm512_sub_epi32(_mm512_castps_si512(t), _mm512_set1_epi32(0x4b400000));
+    sb = _mm512_slli_epi32(_mm512_add_epi32(sb, _mm512_set1_epi32(127)), 23);
+    return _mm512_mul_ps(p, _mm512_castsi512_ps(sb));
+}
+
+/* ((a0+a4)+(a1+a5))+((a2+a6)+(a3+a7)), as attention_avx2.c's hsum8 */
+static inline float hsum8(__m256 v) {
+    const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    const __m128 h = _mm_hadd_ps(s, s);
+    return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
+}
+
+float attn_exp_sum_avx512(float *x, float sub, int32_t n) {
+    const __m512 sv = _mm512_set1_ps(sub);
+    __m256 acc = _mm256_setzero_ps();
+    int32_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), sv));
+        _mm512_storeu_ps(x + i, e);
+        acc = _mm256_add_ps(acc, _mm512_castps512_ps256(e));
+        acc = _mm256_add_ps(acc, _mm512_extractf32x8_ps(e, 1));
+    }
+    float tail = 0.0f;
+    if (i < n) { /* the last n - i < 16 values in one masked vector; 8 of them into acc if there are 8 */
+        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
+        const __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), sv));
+        _mm512_mask_storeu_ps(x + i, m, e);
+        if (i + 8 <= n) {
+            acc = _mm256_add_ps(acc, _mm512_castps512_ps256(e));
+            i += 8;
+        }
+        for (; i < n; i++) tail += x[i];
+    }
+    return hsum8(acc) + tail;
+}
+
+void attn_axpy_rows_avx512(float *y, const float *w, const float *x, size_t ldx, int32_t n_rows, int32_t n) {
+    if (n < 16) {
+        attn_axpy_rows_avx2(y, w, x, ldx, n_rows, n);
+        return;
+    }
+    int32_t c = 0;
+    for (; c + 64 <= n; c += 64) { /* 64 columns: 4 add chains held in registers over all rows */
+        __m512 y0 = _mm512_loadu_ps(y + c), y1 = _mm512_loadu_ps(y + c + 16);
+        __m512 y2 = _mm512_loadu_ps(y + c + 32), y3 = _mm512_loadu_ps(y + c + 48);
+        const float *xr = x + c;
+        for (int32_t r = 0; r < n_rows; r++, xr += ldx) {
+            const __m512 wv = _mm512_set1_ps(w[r]);
+            y0 = _mm512_add_ps(y0, _mm512_mul_ps(wv, _mm512_loadu_ps(xr)));
+            y1 = _mm512_add_ps(y1, _mm512_mul_ps(wv, _mm512_loadu_ps(xr + 16)));
+            y2 = _mm512_add_ps(y2, _mm512_mul_ps(wv, _mm512_loadu_ps(xr + 32)));
+            y3 = _mm512_add_ps(y3, _mm512_mul_ps(wv, _mm512_loadu_ps(xr + 48)));
+        }
+        _mm512_storeu_ps(y + c, y0);
+        _mm512_storeu_ps(y + c + 16, y1);
+        _mm512_storeu_ps(y + c + 32, y2);
+        _mm512_storeu_ps(y + c + 48, y3);
+    }
+    for (; c < n; c += 16) { /* 16 columns at a time, the last block masked */
+        const __mmask16 m = c + 16 <= n ? (__mmask16)0xffff : (__mmask16)((1u << (n - c)) - 1u);
+        __m512 y0 = _mm512_maskz_loadu_ps(m, y + c);
+        const float *xr = x + c;
+        for (int32_t r = 0; r < n_rows; r++, xr += ldx)
+            y0 = _mm512_add_ps(y0, _mm512_mul_ps(_mm512_set1_ps(w[r]), _mm512_maskz_loadu_ps(m, xr)));
+        _mm512_mask_storeu_ps(y + c, m, y0);
+    }
+}
+
+#endif
