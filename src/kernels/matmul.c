@@ -24,7 +24,9 @@
  *   Ops too small to pay for waking the pool use fewer threads, down to
  *   running inline on the caller (tp_threads_for / tp_run_n).
  */
+#include <stdatomic.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -127,50 +129,37 @@ static void quant_part(void *arg, int ith, int nth) {
     }
 }
 
-/* Interleaved weights (gemm_x16.h): this thread's 16-row groups, each for
- * all tokens in passes of X16_MAX_TOK (the group stays in cache between
- * passes); rows past the last full group take the plain flat GEMM. */
-static void matmul_x16_part(const matmul_task *t, int ith, int nth) {
+/* Rows [r0, r1) of W for every token, on thread ith (its generic row buffer).
+ * r0 is a multiple of the task's unit (task_unit); r1 is one too, or nr.
+ * Interleaved weights run their 16-row groups through the x16 kernel, each
+ * group for all tokens in passes of X16_MAX_TOK (the group stays in cache
+ * between passes); rows past the last full group take the plain flat GEMM. */
+static void run_rows(const matmul_task *t, int64_t r0, int64_t r1, int ith) {
     const weight *w = t->w;
-    const int64_t ne0 = w->ne[0], nr = w->ne[1], nb = ne0 / 32, packed = kern_x16_rows(w);
-    long u0, u1;
-    tp_split((long)((nr + X16_ROWS - 1) / X16_ROWS), ith, nth, &u0, &u1);
-    const int64_t r0 = (int64_t)u0 * X16_ROWS, r1 = (int64_t)u1 * X16_ROWS < nr ? (int64_t)u1 * X16_ROWS : nr;
-    const char *wd = w->data;
-    int64_t r = r0;
-    for (; r + X16_ROWS <= r1 && r + X16_ROWS <= packed; r += X16_ROWS)
-        for (int64_t k = 0; k < t->n_tok; k += X16_MAX_TOK) {
-            const int tn = (int)(t->n_tok - k < X16_MAX_TOK ? t->n_tok - k : X16_MAX_TOK);
-            t->x16(nb, t->y + k * t->ldy + r, t->ldy, wd + (size_t)r * w->row_bytes, t->act + (size_t)k * t->a_stride,
-                   t->a_stride, t->corr + k * nb, t->da + k * nb, nb, tn);
-        }
-    if (r >= r1) return;
+    const int64_t ne0 = w->ne[0];
     const kern_type_ops *op = &t->kt->ops[w->type];
-    for (int64_t k = 0; k < t->n_tok; k += KERN_GEMM_MAX_TOK) {
-        const int tn = (int)(t->n_tok - k < KERN_GEMM_MAX_TOK ? t->n_tok - k : KERN_GEMM_MAX_TOK);
-        op->gemm(ne0, t->y + k * t->ldy + r, t->ldy, wd + (size_t)r * w->row_bytes, w->row_bytes, (int)(r1 - r),
-                 t->act + (size_t)k * t->a_stride, t->a_stride, tn);
-    }
-}
-
-static void matmul_part(void *arg, int ith, int nth) {
-    const matmul_task *t = arg;
-    const weight *w = t->w;
-    const int64_t ne0 = w->ne[0], nr = w->ne[1];
-    long u0, u1;
-    tp_split((long)((nr + KERN_ROW_UNIT - 1) / KERN_ROW_UNIT), ith, nth, &u0, &u1);
-    const int64_t r0 = (int64_t)u0 * KERN_ROW_UNIT, r1 = (int64_t)u1 * KERN_ROW_UNIT < nr ? (int64_t)u1 * KERN_ROW_UNIT : nr;
+    const char *wd = w->data;
+    if (r1 <= r0) return;
     if (t->x16) {
-        matmul_x16_part(t, ith, nth);
+        const int64_t nb = ne0 / 32, packed = kern_x16_rows(w);
+        for (; r0 + X16_ROWS <= r1 && r0 + X16_ROWS <= packed; r0 += X16_ROWS)
+            for (int64_t k = 0; k < t->n_tok; k += X16_MAX_TOK) {
+                const int tn = (int)(t->n_tok - k < X16_MAX_TOK ? t->n_tok - k : X16_MAX_TOK);
+                t->x16(nb, t->y + k * t->ldy + r0, t->ldy, wd + (size_t)r0 * w->row_bytes,
+                       t->act + (size_t)k * t->a_stride, t->a_stride, t->corr + k * nb, t->da + k * nb, nb, tn);
+            }
+        if (r0 >= r1) return;
+        for (int64_t k = 0; k < t->n_tok; k += KERN_GEMM_MAX_TOK) {
+            const int tn = (int)(t->n_tok - k < KERN_GEMM_MAX_TOK ? t->n_tok - k : KERN_GEMM_MAX_TOK);
+            op->gemm(ne0, t->y + k * t->ldy + r0, t->ldy, wd + (size_t)r0 * w->row_bytes, w->row_bytes,
+                     (int)(r1 - r0), t->act + (size_t)k * t->a_stride, t->a_stride, tn);
+        }
         return;
     }
-    const kern_type_ops *op = &t->kt->ops[w->type];
-    const char *wd = w->data;
-    /* --- prefill hook (gemm_tiled.h): this thread's rows x all tokens --- */
+    /* --- prefill hook (gemm_tiled.h): these rows x all tokens --- */
     if (t->tiled) {
-        if (r1 > r0)
-            t->tiled(ne0, t->y + r0, t->ldy, wd + (size_t)r0 * w->row_bytes, w->row_bytes, (int)(r1 - r0),
-                     t->act, t->a_stride, (int)t->n_tok);
+        t->tiled(ne0, t->y + r0, t->ldy, wd + (size_t)r0 * w->row_bytes, w->row_bytes, (int)(r1 - r0), t->act,
+                 t->a_stride, (int)t->n_tok);
         return;
     }
     /* --- end prefill hook --- */
@@ -197,6 +186,9 @@ static void matmul_part(void *arg, int ith, int nth) {
     }
 }
 
+/* Rows per work unit: 16-row groups for interleaved weights, KERN_ROW_UNIT otherwise. */
+static int64_t task_unit(const matmul_task *t) { return t->x16 ? X16_ROWS : KERN_ROW_UNIT; }
+
 void kern_matmul(threadpool *tp, const weight *w, const float *x, int64_t n_tok, float *y, int64_t ldy,
                  void *scratch) {
     kern_matmul_with(kern_table(), tp, w, x, n_tok, y, ldy, scratch);
@@ -209,16 +201,6 @@ void kern_matmul_with(const kern_ops_table *kt, threadpool *tp, const weight *w,
                         kern_tune_pick(kt->level, w->type, w->ne[1], w->ne[0], n_tok, tp_n_threads(tp)));
 }
 /* --- end tune hook --- */
-
-/* Row range [r0, r1) of W that thread ith of nth computes in matmul_part:
- * 16-row groups for interleaved weights, KERN_ROW_UNIT rows otherwise. */
-static void part_rows(const matmul_task *t, int ith, int nth, int64_t *r0, int64_t *r1) {
-    const int64_t nr = t->w->ne[1], unit = t->x16 ? X16_ROWS : KERN_ROW_UNIT;
-    long u0, u1;
-    tp_split((long)((nr + unit - 1) / unit), ith, nth, &u0, &u1);
-    *r0 = (int64_t)u0 * unit;
-    *r1 = (int64_t)u1 * unit < nr ? (int64_t)u1 * unit : nr;
-}
 
 /* Fills t for y = W x with variant vc: the kernel path, and where the
  * activation rows go (in scratch; converted later by convert_act).  Returns
@@ -281,6 +263,125 @@ static void convert_act(threadpool *tp, matmul_task *t) {
     tp_run_n(tp, quant_part, t, n_q);
 }
 
+/* ---- one pool round trip over the rows of one or more matmuls ----------------
+
+   The rows of the items form one space of work units (task_unit rows each):
+   item after item, or - with an epilogue - unit u of every item together, so
+   that the thread that computes rows [r0, r1) of all items runs the epilogue
+   on them.  Thread i starts with the units tp_split gives it.  With work
+   sharing (decode and small batches, flat and x16 kernels), it takes them a
+   chunk at a time from the front of its range, and when its range is empty
+   it takes chunks from the back of the other threads' ranges.  On a machine
+   where the host stalls one core for a while (this VM), the other core then
+   finishes the op instead of waiting for it at the join.  Each thread still
+   streams a contiguous run of rows, and claims cost one uncontended
+   compare-and-swap per chunk.  Which thread computes a row never changes its
+   value, so results stay bit-identical.  The tiled prefill GEMM keeps the
+   static split (it is compute-bound and packs its activations per call).
+   KITE_WORK_SHARING=0 turns sharing off (for A/B measurements). */
+
+#define MM_SHARE_MAX_THREADS 64 /* ranges kept on the stack; larger pools use the static split */
+#define MM_CHUNKS_PER_THREAD 8  /* claims per thread's own range: balance vs claim count */
+
+typedef struct mm_range {
+    _Alignas(64) _Atomic uint64_t fb; /* (back << 32) | front: units [front, back) not yet claimed */
+} mm_range;
+
+typedef struct mm_exec {
+    matmul_task t[KERN_FUSED_MAX];
+    int n;
+    kern_rows_fn epilogue;
+    void *epilogue_arg;
+    int64_t first[KERN_FUSED_MAX + 1]; /* concatenated mode: item i owns units [first[i], first[i+1]) */
+    int64_t n_units;
+    int64_t chunk;                     /* units per claim */
+    bool share;
+    mm_range range[MM_SHARE_MAX_THREADS];
+} mm_exec;
+
+/* Runs work units [u0, u1). */
+static void exec_units(const mm_exec *e, int64_t u0, int64_t u1, int ith) {
+    if (e->epilogue) { /* unit u = rows of unit u of every item (equal row counts) */
+        const int64_t unit = task_unit(&e->t[0]), nr = e->t[0].w->ne[1];
+        const int64_t r0 = u0 * unit, r1 = u1 * unit < nr ? u1 * unit : nr;
+        for (int i = 0; i < e->n; i++) run_rows(&e->t[i], r0, r1, ith);
+        if (r1 > r0) e->epilogue(e->epilogue_arg, r0, r1);
+        return;
+    }
+    for (int i = 0; i < e->n; i++) {
+        const int64_t a = u0 > e->first[i] ? u0 : e->first[i], b = u1 < e->first[i + 1] ? u1 : e->first[i + 1];
+        if (a >= b) continue;
+        const int64_t unit = task_unit(&e->t[i]), nr = e->t[i].w->ne[1];
+        const int64_t r0 = (a - e->first[i]) * unit, r1 = (b - e->first[i]) * unit;
+        run_rows(&e->t[i], r0, r1 < nr ? r1 : nr, ith);
+    }
+}
+
+/* Claims up to `chunk` units from the front (own range) or the back (another
+ * thread's) of range r; false when it is empty. */
+static bool claim(mm_range *r, int64_t chunk, bool front, int64_t *u0, int64_t *u1) {
+    uint64_t v = atomic_load_explicit(&r->fb, memory_order_relaxed);
+    for (;;) {
+        const int64_t f = (int64_t)(v & 0xffffffffu), b = (int64_t)(v >> 32);
+        if (f >= b) return false;
+        const int64_t nf = front ? (f + chunk < b ? f + chunk : b) : f, nb = front ? b : (b - chunk > f ? b - chunk : f);
+        if (atomic_compare_exchange_weak_explicit(&r->fb, &v, ((uint64_t)nb << 32) | (uint64_t)nf,
+                                                  memory_order_relaxed, memory_order_relaxed)) {
+            *u0 = front ? f : nb;
+            *u1 = front ? nf : b;
+            return true;
+        }
+    }
+}
+
+static void exec_part(void *arg, int ith, int nth) {
+    mm_exec *e = arg;
+    if (!e->share) {
+        long u0, u1;
+        tp_split((long)e->n_units, ith, nth, &u0, &u1);
+        exec_units(e, u0, u1, ith);
+        return;
+    }
+    int64_t u0, u1;
+    while (claim(&e->range[ith], e->chunk, true, &u0, &u1)) exec_units(e, u0, u1, ith);
+    for (int k = 1; k < nth; k++) /* then help the others, from the ends of their ranges */
+        while (claim(&e->range[(ith + k) % nth], e->chunk, false, &u0, &u1)) exec_units(e, u0, u1, ith);
+}
+
+static bool sharing_enabled(void) {
+    static int on = -1; /* benign race: every thread computes the same value */
+    if (on < 0) {
+        const char *v = getenv("KITE_WORK_SHARING");
+        on = !(v && v[0] == '0');
+    }
+    return on != 0;
+}
+
+/* Runs the prepared items (converted activations) on n_split threads. */
+static void exec_run(threadpool *tp, mm_exec *e, int n_split) {
+    e->first[0] = 0;
+    for (int i = 0; i < e->n; i++) {
+        const int64_t nr = e->t[i].w->ne[1], unit = task_unit(&e->t[i]);
+        e->first[i + 1] = e->first[i] + (e->epilogue && i > 0 ? 0 : (nr + unit - 1) / unit);
+    }
+    e->n_units = e->epilogue ? e->first[1] : e->first[e->n];
+    bool tiled = false;
+    for (int i = 0; i < e->n; i++) tiled |= e->t[i].tiled != NULL;
+    if (n_split > tp_n_threads(tp)) n_split = tp_n_threads(tp);
+    e->share = n_split > 1 && n_split <= MM_SHARE_MAX_THREADS && !tiled && e->n_units >= 2 * n_split &&
+               e->n_units < (int64_t)1 << 31 && sharing_enabled();
+    if (e->share) {
+        e->chunk = e->n_units / n_split / MM_CHUNKS_PER_THREAD;
+        if (e->chunk < 1) e->chunk = 1;
+        for (int i = 0; i < n_split; i++) {
+            long u0, u1;
+            tp_split((long)e->n_units, i, n_split, &u0, &u1);
+            atomic_store_explicit(&e->range[i].fb, ((uint64_t)u1 << 32) | (uint64_t)u0, memory_order_relaxed);
+        }
+    }
+    tp_run_n(tp, exec_part, e, n_split); /* publishing the task orders the stores above */
+}
+
 void kern_matmul_variant(const kern_ops_table *kt, threadpool *tp, const weight *w, const float *x, int64_t n_tok,
                          float *y, int64_t ldy, void *scratch, const kern_tune_choice *vc) {
     /* --- LLM.int8() hook (int8_mix.c): batch-wide outlier columns in f16 --- */
@@ -289,35 +390,18 @@ void kern_matmul_variant(const kern_ops_table *kt, threadpool *tp, const weight 
         return;
     }
     /* --- end LLM.int8() hook --- */
-    matmul_task t;
-    const int n_split = mm_setup(kt, tp, w, x, n_tok, y, ldy, scratch, vc, &t);
-    convert_act(tp, &t);
-    tp_run_n(tp, matmul_part, &t, n_split);
+    mm_exec e = {.n = 1};
+    const int n_split = mm_setup(kt, tp, w, x, n_tok, y, ldy, scratch, vc, &e.t[0]);
+    convert_act(tp, &e.t[0]);
+    exec_run(tp, &e, n_split);
 }
 
-/* ---- several weights on one input, one pool round trip ------------------------ */
+/* ---- several weights on one input ----------------------------------------- */
 
-typedef struct matmul_fused_task {
-    matmul_task t[KERN_FUSED_MAX];
-    int n;
-    kern_rows_fn epilogue;
-    void *epilogue_arg;
-} matmul_fused_task;
-
-static void matmul_fused_part(void *arg, int ith, int nth) {
-    const matmul_fused_task *f = arg;
-    for (int i = 0; i < f->n; i++) matmul_part((void *)&f->t[i], ith, nth);
-    if (f->epilogue) {
-        int64_t r0, r1;
-        part_rows(&f->t[0], ith, nth, &r0, &r1);
-        if (r1 > r0) f->epilogue(f->epilogue_arg, r0, r1);
-    }
-}
-
-/* Items can share one activation conversion and one row split when their
- * weights read the same activation rows: same width, same act format, same
- * kernel path (interleaved or not; interleaved types differ in their
- * activation corrections), and for an epilogue the same row count. */
+/* Items can share one activation conversion when their weights read the
+ * same activation rows: same width, same act format, same kernel path
+ * (interleaved or not; interleaved types differ in their activation
+ * corrections), and for an epilogue the same row count. */
 static bool fusable(const kern_ops_table *kt, const kern_mm_item *it, int n, bool epilogue) {
     const weight *w0 = it[0].w;
     for (int i = 0; i < n; i++) {
@@ -348,14 +432,14 @@ void kern_matmul_fused_with(const kern_ops_table *kt, threadpool *tp, const kern
         if (epilogue) epilogue(epilogue_arg, 0, items[0].w->ne[1]);
         return;
     }
-    matmul_fused_task f = {.n = n_items, .epilogue = epilogue, .epilogue_arg = epilogue_arg};
+    mm_exec e = {.n = n_items, .epilogue = epilogue, .epilogue_arg = epilogue_arg};
     int n_split = 1;
     for (int i = 0; i < n_items; i++) {
         const weight *w = items[i].w;
         const kern_tune_choice *vc = kern_tune_pick(kt->level, w->type, w->ne[1], w->ne[0], n_tok, nth);
-        const int s = mm_setup(kt, tp, w, x, n_tok, items[i].y, items[i].ldy, scratch, vc, &f.t[i]);
-        if (s > n_split) n_split = s;
+        const int sp = mm_setup(kt, tp, w, x, n_tok, items[i].y, items[i].ldy, scratch, vc, &e.t[i]);
+        if (sp > n_split) n_split = sp;
     }
-    convert_act(tp, &f.t[0]); /* every item reads these rows (fusable) */
-    tp_run_n(tp, matmul_fused_part, &f, n_split);
+    convert_act(tp, &e.t[0]); /* every item reads these rows (fusable) */
+    exec_run(tp, &e, n_split);
 }

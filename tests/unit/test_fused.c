@@ -11,13 +11,17 @@
  *     separate calls and still give the same results;
  *   - the epilogue covers every row exactly once, and when a thread runs it,
  *     its rows of every item are already computed (SwiGLU on a thread's own
- *     gate/up rows equals SwiGLU after two separate matmuls).
+ *     gate/up rows equals SwiGLU after two separate matmuls);
+ *   - work sharing: when one thread stalls (its first epilogue call sleeps),
+ *     the others take chunks of its range, and the results are unchanged.
  */
 #include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <pthread.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/threadpool.h"
 #include "harness.h"
@@ -27,7 +31,7 @@
 #include "tensor/dtype.h"
 
 #define NE0 256
-#define MAX_ROWS 96
+#define MAX_ROWS 1024 /* epilogue bookkeeping (test_work_sharing has 1024 rows) */
 #define MAX_TOK 40
 
 static uint64_t g_rng = 0x9e3779b97f4a7c15u;
@@ -166,7 +170,73 @@ TEST(test_fused_equals_separate) {
     tp_free(tp3);
 }
 
+/* Work sharing: a gate/up pair large enough for 3 threads; the first
+ * epilogue call sleeps, so its thread falls behind and the others must take
+ * chunks of its range.  Every row is still covered once, by the thread that
+ * computed it, with unchanged results. */
+typedef struct share_state {
+    epi_state e;
+    atomic_int calls;
+    pthread_t who[1024];      /* thread that ran the epilogue of each row */
+} share_state;
+
+static void epi_slow_first(void *arg, int64_t r0, int64_t r1) {
+    share_state *s = arg;
+    if (atomic_fetch_add(&s->calls, 1) == 0) {
+        const struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    for (int64_t r = r0; r < r1; r++) s->who[r] = pthread_self();
+    epi_swiglu(&s->e, r0, r1);
+}
+
+TEST(test_work_sharing) {
+    enum { NR = 1024, NT = 16 };
+    const char *env = getenv("KITE_WORK_SHARING");
+    if (env && env[0] == '0') SKIP_TEST("KITE_WORK_SHARING=0 turns work sharing off");
+    threadpool *tp = tp_new(3);
+    weight gu[2] = {make_weight(KITE_DTYPE_Q8_0, NR, true), make_weight(KITE_DTYPE_Q8_0, NR, true)};
+    static float x[NT * NE0];
+    for (int i = 0; i < NT * NE0; i++) x[i] = frand();
+    const size_t sb = kern_matmul_scratch_bytes(3, NT, NE0);
+    void *scratch = aligned_alloc(64, (sb + 63) & ~(size_t)63);
+    float *ref[2], *got[2];
+    kern_mm_item items[2];
+    for (int i = 0; i < 2; i++) {
+        ref[i] = malloc(sizeof(float) * NT * NR);
+        got[i] = malloc(sizeof(float) * NT * NR);
+        kern_matmul(tp, &gu[i], x, NT, ref[i], NR, scratch);
+        items[i] = (kern_mm_item){&gu[i], got[i], NR};
+    }
+    share_state *s = calloc(1, sizeof *s);
+    s->e = (epi_state){.gate = got[0], .up = got[1], .ref_gate = ref[0], .ref_up = ref[1], .nr = NR, .n_tok = NT};
+    kern_matmul_fused(tp, items, 2, x, NT, scratch, epi_slow_first, s);
+    int bad_cover = 0;
+    for (int r = 0; r < NR; r++) bad_cover += atomic_load(&s->e.covered[r]) != 1;
+    CHECK_MSG(bad_cover == 0, "%d rows not covered exactly once", bad_cover);
+    CHECK_EQ_INT(atomic_load(&s->e.not_ready), 0);
+    kern_swiglu(ref[0], ref[1], (int64_t)NT * NR);
+    CHECK(memcmp(ref[0], got[0], sizeof(float) * NT * NR) == 0);
+    /* some thread's static range (tp_split of the 64 groups) was partly run by another thread */
+    int mixed = 0;
+    for (int i = 0; i < 3; i++) {
+        long u0, u1;
+        tp_split(NR / X16_ROWS, i, 3, &u0, &u1);
+        for (long r = u0 * X16_ROWS + 1; r < u1 * X16_ROWS; r++) mixed += !pthread_equal(s->who[r], s->who[u0 * X16_ROWS]);
+    }
+    CHECK_MSG(mixed > 0, "no thread took over rows of the stalled thread (epilogue calls: %d)", atomic_load(&s->calls));
+    free(s);
+    for (int i = 0; i < 2; i++) {
+        free(ref[i]);
+        free(got[i]);
+    }
+    free(scratch);
+    free_weights(gu, 2);
+    tp_free(tp);
+}
+
 int main(void) {
     RUN(test_fused_equals_separate);
+    RUN(test_work_sharing);
     return harness_summary(__FILE__);
 }
