@@ -223,4 +223,57 @@ static inline bool same_logits(const collect *a, const collect *b) {
            memcmp(a->logit_hash, b->logit_hash, (size_t)a->n_logits * sizeof *a->logit_hash) == 0;
 }
 
+/* ---- comparing two samples of sampled tokens (temperature > 0 tests) ------ */
+
+/* Chi-square statistic of homogeneity for two samples over `n` bins. */
+static inline double chi2_two_samples(const int32_t *a, const int32_t *b, int32_t n, double na, double nb, int32_t *dof) {
+    double x = 0.0;
+    *dof = -1;
+    for (int32_t i = 0; i < n; i++) {
+        const double tot = (double)a[i] + (double)b[i];
+        if (tot <= 0.0) continue;
+        const double ea = tot * na / (na + nb), eb = tot * nb / (na + nb);
+        x += ((double)a[i] - ea) * ((double)a[i] - ea) / ea + ((double)b[i] - eb) * ((double)b[i] - eb) / eb;
+        (*dof)++;
+    }
+    return x;
+}
+
+/* Bins of the pairs keys[0][0..n) and keys[1][0..n): the BINS-1 most
+ * frequent pairs over both samples get a bin each, all others share the
+ * last one; fills hist[2][BINS]. */
+enum { BINS = 16 };
+static inline void bin_pairs(const uint32_t *const keys[2], int32_t n, int32_t hist[2][BINS]) {
+    static uint32_t uniq[4096];
+    static int32_t count[4096];
+    int32_t n_uniq = 0;
+    for (int s = 0; s < 2; s++)
+        for (int32_t i = 0; i < n; i++) {
+            int32_t u = 0;
+            while (u < n_uniq && uniq[u] != keys[s][i]) u++;
+            if (u == n_uniq) {
+                uniq[n_uniq] = keys[s][i];
+                count[n_uniq++] = 0;
+            }
+            count[u]++;
+        }
+    /* selection of the most frequent (ties: first seen) */
+    static uint32_t top[BINS - 1];
+    int32_t n_top = 0;
+    for (; n_top < BINS - 1 && n_top < n_uniq; n_top++) {
+        int32_t best = -1;
+        for (int32_t u = 0; u < n_uniq; u++)
+            if (count[u] >= 0 && (best < 0 || count[u] > count[best])) best = u;
+        top[n_top] = uniq[best];
+        count[best] = -1;
+    }
+    memset(hist, 0, 2 * BINS * sizeof **hist);
+    for (int s = 0; s < 2; s++)
+        for (int32_t i = 0; i < n; i++) {
+            int32_t b = 0;
+            while (b < n_top && top[b] != keys[s][i]) b++;
+            hist[s][b < n_top ? b : BINS - 1]++;
+        }
+}
+
 #endif
