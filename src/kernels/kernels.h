@@ -89,6 +89,11 @@ void kern_swiglu(float *gate, const float *up, int64_t n);
  * rope_type 0 (NORM) rotates (x[2i], x[2i+1]); 2 (NEOX) rotates (x[i], x[i + n_rot/2]). */
 void kern_rope(float *x, const float *cs, int32_t n_rot, int rope_type);
 
+/* kern_rope on n_heads head vectors of head_dim floats, one after the other
+ * from x (the q or k row of a token): one call per row instead of per head,
+ * same arithmetic. */
+void kern_rope_heads(float *x, int32_t n_heads, int32_t head_dim, const float *cs, int32_t n_rot, int rope_type);
+
 /* Attention (attention.c, attention_flash.c, attention_splitkv.c; the math
  * is in docs/attention.md).  Paths:
  *   ATTN_PATH_REF      per (token, head): scores in a row buffer, softmax,

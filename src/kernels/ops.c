@@ -23,14 +23,23 @@ void kern_gelu(float *x, int64_t n) { kern_elt_ops_active()->gelu(x, n); }
 
 void kern_add(float *x, const float *b, int64_t n) { kern_elt_ops_active()->add(x, b, n); }
 
-void kern_rope(float *x, const float *cs, int32_t n_rot, int rope_type) {
+/* Rotates pair (a, b) of x by (c, s). */
+static inline void rotate(float *x, int32_t a, int32_t b, float c, float s) {
+    const float x0 = x[a], x1 = x[b];
+    x[a] = x0 * c - x1 * s;
+    x[b] = x0 * s + x1 * c;
+}
+
+void kern_rope_heads(float *x, int32_t n_heads, int32_t head_dim, const float *cs, int32_t n_rot, int rope_type) {
     const int32_t half = n_rot / 2;
-    for (int32_t i = 0; i < half; i++) {
-        const float c = cs[2 * i], s = cs[2 * i + 1];
-        const int32_t a = rope_type == 2 ? i : 2 * i;
-        const int32_t b = rope_type == 2 ? i + half : 2 * i + 1;
-        const float x0 = x[a], x1 = x[b];
-        x[a] = x0 * c - x1 * s;
-        x[b] = x0 * s + x1 * c;
+    for (int32_t h = 0; h < n_heads; h++, x += head_dim) {
+        if (rope_type == 2)
+            for (int32_t i = 0; i < half; i++) rotate(x, i, i + half, cs[2 * i], cs[2 * i + 1]);
+        else
+            for (int32_t i = 0; i < half; i++) rotate(x, 2 * i, 2 * i + 1, cs[2 * i], cs[2 * i + 1]);
     }
+}
+
+void kern_rope(float *x, const float *cs, int32_t n_rot, int rope_type) {
+    kern_rope_heads(x, 1, n_rot, cs, n_rot, rope_type);
 }

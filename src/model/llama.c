@@ -177,10 +177,8 @@ void llama_forward_batch(kite_ctx *ctx, const kite_token *tokens, const fwd_seq 
         if (hp->n_rot > 0) { /* gpt2 has learned positions instead */
             for (int32_t t = 0; t < n; t++) {
                 const float *cs = ctx->rope_cs + (size_t)t * hp->n_rot;
-                for (int32_t h = 0; h < hp->n_head; h++)
-                    kern_rope(ctx->q + (size_t)t * Q + (size_t)h * HD, cs, hp->n_rot, hp->rope_type);
-                for (int32_t h = 0; h < hp->n_head_kv; h++)
-                    kern_rope(ctx->kb + (size_t)t * KV + (size_t)h * HD, cs, hp->n_rot, hp->rope_type);
+                kern_rope_heads(ctx->q + (size_t)t * Q, hp->n_head, HD, cs, hp->n_rot, hp->rope_type);
+                kern_rope_heads(ctx->kb + (size_t)t * KV, hp->n_head_kv, HD, cs, hp->n_rot, hp->rope_type);
             }
         }
         PROF(PROF_ROPE);
