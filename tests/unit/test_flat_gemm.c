@@ -12,6 +12,12 @@
  *     rows (odd: the 4-row micro-kernels' remainder, a split that is not a
  *     multiple of 8).  The serving engine's batch-vs-alone guarantee rests on
  *     this (test_engine.c, test_batch.c check it end to end).
+ *   - the decode kernels of the float types (one token: rows in groups of 8,
+ *     f16/bf16 in 32-element steps with a 16-element step and a masked tail
+ *     after them; bf16 x bf16 activations at avx512bf16) against vec_dot,
+ *     bit for bit, at every level: f32, f16, bf16 weights, K around those
+ *     step edges (1, 15, 16, 17, 31, 32, 33, 47, 48, 63, 999, 2072), 8, 9,
+ *     16, 17 and 37 rows, rows at odd byte offsets and strides.
  *   - act_from_f32[Q8_0] of every level versus act_quantize_q8_0_ref: random
  *     rows, rows whose products x*id are exact .5 ties (roundf rounds them
  *     away from zero), +-0, tiny and huge magnitudes: byte-identical.
@@ -86,6 +92,55 @@ TEST(test_flat_vs_gemv) {
     tp_free(tp2);
 }
 
+/* gemm with one token (the decode path) == vec_dot for every row, float
+ * weight types, K around the decode kernels' 16/32-element steps. */
+TEST(test_decode_float_vs_vec_dot) {
+    static const uint32_t types[] = {KITE_DTYPE_F32, KITE_DTYPE_F16, KITE_DTYPE_BF16};
+    static const int64_t ks[] = {1, 15, 16, 17, 31, 32, 33, 47, 48, 63, 999, 2072};
+    static const int nrs[] = {8, 9, 16, 17, 37};
+    enum { MAX_R = 37, MAX_K = 2072 };
+    unsigned char *wbuf = malloc((size_t)MAX_R * (MAX_K * 4 + 3) + 8), *abuf = malloc(MAX_K * 4 + 8);
+    float *x = malloc(MAX_K * sizeof(float)), *y = malloc((MAX_R + 1) * sizeof(float));
+    int n_checks = 0;
+    for (int l = 0; l <= (int)kern_level_max(); l++) {
+        const kern_ops_table *kt = kern_table_for_level((kern_level)l);
+        for (int i = 0; i < 3; i++) {
+            const uint32_t t = types[i];
+            const kern_type_ops *op = &kt->ops[t];
+            for (int ik = 0; ik < (int)(sizeof ks / sizeof ks[0]); ik++) {
+                const int64_t n = ks[ik];
+                const size_t wb = dtype_row_size(t, n) + 3; /* odd stride */
+                unsigned char *w = wbuf + 1, *a = abuf + 4 * (ik % 2); /* odd weight address */
+                for (int r = 0; r < MAX_R; r++) {
+                    for (int64_t j = 0; j < n; j++) x[j] = frand();
+                    dtype_get(t)->from_float(x, w + (size_t)r * wb, n);
+                }
+                for (int64_t j = 0; j < n; j++) x[j] = frand() * 2.0f;
+                if (op->act_type == KITE_DTYPE_F32) memcpy(a, x, (size_t)n * sizeof(float));
+                else kt->act_from_f32[op->act_type](x, a, n);
+                for (int ir = 0; ir < (int)(sizeof nrs / sizeof nrs[0]); ir++) {
+                    const int nr = nrs[ir];
+                    y[nr] = NAN;
+                    op->gemm(n, y, nr, w, wb, nr, a, 0, 1);
+                    for (int r = 0; r < nr; r++) {
+                        float v;
+                        op->vec_dot(n, &v, w + (size_t)r * wb, a);
+                        CHECK_MSG(memcmp(&v, &y[r], sizeof v) == 0, "%s %s n=%lld nr=%d r=%d: gemm %.9g vec_dot %.9g",
+                                  kt->name, dtype_name(t), (long long)n, nr, r, y[r], v);
+                        n_checks++;
+                    }
+                    CHECK(isnan(y[nr])); /* nothing past the nr outputs is written */
+                }
+            }
+        }
+    }
+    printf("    %d decode outputs checked\n", n_checks);
+    free(wbuf);
+    free(abuf);
+    free(x);
+    free(y);
+}
+
 /* One activation row of n floats of several kinds, by row index. */
 static void act_row(int kind, float *x, int64_t n) {
     for (int64_t j = 0; j < n; j++) {
@@ -133,6 +188,7 @@ TEST(test_q8_0_act_quantizers) {
 
 int main(void) {
     RUN(test_flat_vs_gemv);
+    RUN(test_decode_float_vs_vec_dot);
     RUN(test_q8_0_act_quantizers);
     return harness_summary(__FILE__);
 }

@@ -8,8 +8,10 @@
  *   - every tiled kernel of every level this CPU supports, for token counts
  *     17, 33, 100 (not multiples of any micro-tile), row counts 1, 5, 13,
  *     K = multiples of the block size that are not multiples of the SIMD
- *     chunk (float: 1, 7, 100, 200, 520, 1000, 1024 - around the avx512
- *     float kernels' 512-element K blocks; q8_0/q4_0: 1, 3, 7, 65 blocks),
+ *     chunk (float: 1, 7, 100, 200, 520, 1000, 1024, 1040, 2048, 2064, 2100
+ *     - around the avx512 float kernels' K blocks: rows of up to 2048
+ *     elements are one block, longer ones blocks of 1024; q8_0/q4_0: 1, 3,
+ *     7, 65 blocks),
  *     weights at byte offsets 0..3 and ldy > nr:
  *       * bit-identical to the level's flat kernel (vec_dot): the tiled
  *         kernels reproduce its summation order (kernels.h promises results
@@ -145,8 +147,11 @@ static int check_case(const kern_ops_table *kt, uint32_t t, kern_gemm_tiled_fn g
 }
 
 TEST(test_tiled_vs_flat_and_reference) {
-    /* float K crosses the kernels' K-block edges (1024 elements): 1040, 2100 */
-    static const int64_t float_k[] = {1, 7, 100, 200, 520, 1000, 1024, 1040, 2100}, int_blocks[] = {1, 3, 7, 65};
+    /* float K around the avx512 kernels' K blocking: one block up to 2048
+     * elements (1040, 2048), blocks of 1024 above (2064: a 16-element last
+     * block; 2100) */
+    static const int64_t float_k[] = {1, 7, 100, 200, 520, 1000, 1024, 1040, 2048, 2064, 2100},
+                         int_blocks[] = {1, 3, 7, 65};
     static const int nts[] = {17, 33, 100}, nrs[] = {1, 5, 13};
     int n_kernels = 0;
     for (int l = 0; l <= (int)kern_level_max(); l++) {
@@ -156,7 +161,8 @@ TEST(test_tiled_vs_flat_and_reference) {
             const kern_gemm_tiled_fn g = kern_gemm_tiled_get((kern_level)l, t);
             if (!g) continue;
             n_kernels++;
-            const int is_float = dtype_get(t)->block_size == 1, nk = is_float ? 9 : 4;
+            const int is_float = dtype_get(t)->block_size == 1;
+            const int nk = is_float ? (int)(sizeof float_k / sizeof float_k[0]) : 4;
             double worst = 0;
             for (int ik = 0; ik < nk; ik++) {
                 const int64_t n = is_float ? float_k[ik] : 32 * int_blocks[ik];

@@ -70,8 +70,8 @@ static ALWAYS_INLINE float reduce16(__m512 v) {
 static ALWAYS_INLINE __m512bh as_bh(__m512i v) { return (__m512bh)v; }
 
 /* y[t*ldy + r] for r < mr, t < nt (constants after inlining). */
-static ALWAYS_INLINE void micro_pf(int mr, int nt, int64_t n, const unsigned char *w, size_t ws,
-                                   const unsigned char *a, size_t as, float *y, int64_t ldy, uintptr_t pf) {
+static ALWAYS_INLINE void micro(int mr, int nt, int64_t n, const unsigned char *w, size_t ws, const unsigned char *a,
+                                size_t as, float *y, int64_t ldy) {
     __m512 acc[MAXR][BNR];
 #pragma GCC unroll 8
     for (int r = 0; r < MAXR; r++)
@@ -83,11 +83,6 @@ static ALWAYS_INLINE void micro_pf(int mr, int nt, int64_t n, const unsigned cha
 #pragma GCC unroll 8
         for (int r = 0; r < MAXR; r++)
             if (r < mr) wv[r] = _mm512_loadu_si512(w + r * ws + 2 * (size_t)i);
-        if (pf) { /* the next rows' bytes, in address order (see gemv); an address, it may lie past the weights */
-#pragma GCC unroll 8
-            for (int j = 0; j < mr; j++) _mm_prefetch((const char *)(pf + 64 * (uintptr_t)j), _MM_HINT_T0);
-            pf += 64 * (size_t)mr;
-        }
 #pragma GCC unroll 8
         for (int t = 0; t < BNR; t++) {
             if (t >= nt) break;
@@ -119,27 +114,20 @@ static ALWAYS_INLINE void micro_pf(int mr, int nt, int64_t n, const unsigned cha
             if (t < nt && r < mr) y[(int64_t)t * ldy + r] = reduce16(acc[r][t]);
 }
 
-static ALWAYS_INLINE void micro(int mr, int nt, int64_t n, const unsigned char *w, size_t ws, const unsigned char *a,
-                                size_t as, float *y, int64_t ldy) {
-    micro_pf(mr, nt, n, w, ws, a, as, y, ldy, 0);
-}
-
 void vec_dot_bf16_bf16_avx512bf16(int64_t n, float *out, const void *w, const void *a) {
     micro(1, 1, n, w, 0, a, 0, out, 0);
 }
 
 /* One token: rows in groups of DMR, then one at a time.  The DMR rows are
- * read side by side (DMR streams), so while a group runs the DMR rows after
- * it are prefetched in address order at the rate the group consumes bytes:
- * DRAM sees one sequential stream, as with one row at a time.  The prefetch
- * runs past nr on purpose: kern_matmul calls this on consecutive 64 KiB row
- * tiles, and the next tile's rows follow (a prefetch never faults; past the
- * end of the weights it is dropped). */
+ * read side by side (DMR streams, each followed by the hardware
+ * prefetchers); a step loads 64 bytes per row, and the out-of-order window
+ * keeps enough DRAM reads in flight without software prefetch (prefetching
+ * the next row group, as before Nov 30, made one thread 5-17% slower;
+ * docs/kernels.md). */
 static void gemv(int64_t n, float *y, const unsigned char *w, size_t ws, int nr, const unsigned char *a) {
     int r = 0;
     for (; r + DMR <= nr; r += DMR)
-        micro_pf(DMR, 1, n, w + (size_t)r * ws, ws, a, 0, y + r, 0,
-                 (uintptr_t)w + (uintptr_t)(r + DMR) * ws);
+        micro(DMR, 1, n, w + (size_t)r * ws, ws, a, 0, y + r, 0);
     for (; r < nr; r++) micro(1, 1, n, w + (size_t)r * ws, ws, a, 0, y + r, 0);
 }
 

@@ -17,7 +17,8 @@
  *   tokens of accumulators and per 16 elements loads mr weight vectors
  *   (widened once) and nt activation vectors for mr*nt FMAs.
  *     prefill  FMR x FNR = 4 x 6: 24 accumulators, 10 loads per 24 FMAs;
- *     decode   8 rows x 1 token: eight chains while the weights stream.
+ *     decode   8 rows x 1 token: eight chains while the weights stream
+ *              (f16/bf16 rows also prefetch DPF bytes ahead; see rows8).
  *   vec_dot alone is a single chain (latency-bound); kern_matmul never calls
  *   it, it uses the GEMMs.  A 4-row tile reduces four tokens at once
  *   (reduce4x4: the same tree, lane-parallel, 128-bit stores), and the full
@@ -25,10 +26,12 @@
  *   its strides in registers.
  *   Cache tiling (tiled and flat GEMM): weight rows in blocks of about
  *   GEMM_TILED_L2_BYTES (at most FRB rows), token groups of FNR, K in
- *   blocks of FKB elements, row micro-tiles innermost: a group's activations
- *   for one K block (6 x 4 KiB) stay in L1 while the row block streams from
- *   L2.  Between K blocks an accumulator is parked in a state buffer and
- *   reloaded unchanged, so K blocking does not change the order.
+ *   blocks of FKB elements (f16/bf16 rows of up to FKB1 elements: one
+ *   block), row micro-tiles innermost: a group's activations for one K
+ *   block (6 x 4 KiB; 6 x 8 KiB for a 2048-element f16 row) stay in L1/L2
+ *   while the row block streams from L2.  Between K blocks an accumulator
+ *   is parked in a state buffer and reloaded unchanged, so K blocking does
+ *   not change the order.
  *
  * THREAD SAFETY: reentrant; state lives on the caller's stack (24 KiB).
  */
@@ -46,9 +49,11 @@ enum { T_F32 = 0, T_F16 = 1, T_BF16 = 2 };
 #define FMR 4    /* weight rows per prefill micro-tile */
 #define FNR 6    /* tokens per prefill micro-tile */
 #define DMR 8    /* weight rows per decode (one token) micro-tile */
-#define MAXR 8   /* largest mr of any micro-tile */
+#define MAXR FMR /* largest mr of micro (decode rows go through rows8) */
 #define FRB 64   /* most rows per cache block (bounds the state buffer) */
-#define FKB 1024 /* elements per K block (a multiple of 16; 512 was 4-7% slower for f16) */
+#define FKB 1024 /* elements per K block (a multiple of 16; 512 was 4-7% slower for f16) ... */
+#define FKB1 2048 /* f16/bf16 rows of up to FKB1 elements are one K block (+1-4% at 2048; f32: -10%) */
+#define DPF 1024  /* decode: bytes ahead that f16/bf16 rows prefetch (768-1024 best on one thread) */
 
 static ALWAYS_INLINE __m512 ldw(int ty, const unsigned char *p) {
     if (ty == T_F32) return _mm512_loadu_ps(p);
@@ -102,11 +107,9 @@ static ALWAYS_INLINE void reduce4x4(__m512 a0, __m512 a1, __m512 a2, __m512 a3, 
 /* Elements [i0, i1) of mr rows x nt tokens (constants after inlining).
  * i0 == 0 starts from zero accumulators, otherwise from st; i1 >= n adds the
  * masked tail and writes y[t*ldy + r], otherwise parks the accumulators in
- * st (st[r*FNR + t]; unused when the whole row is one call).  pf: 0, or the
- * address to prefetch from, advanced 16 * esz * mr bytes per 16 elements. */
-static ALWAYS_INLINE void micro_pf(int ty, int mr, int nt, int64_t i0, int64_t i1, int64_t n, const unsigned char *w,
-                                   size_t ws, const unsigned char *a, size_t as, __m512 *st, float *y, int64_t ldy,
-                                   uintptr_t pf) {
+ * st (st[r*FNR + t]; unused when the whole row is one call). */
+static ALWAYS_INLINE void micro(int ty, int mr, int nt, int64_t i0, int64_t i1, int64_t n, const unsigned char *w,
+                                size_t ws, const unsigned char *a, size_t as, __m512 *st, float *y, int64_t ldy) {
     const size_t esz = ty == T_F32 ? 4 : 2;
     const int64_t n16 = n - n % 16, e1 = i1 < n16 ? i1 : n16;
     __m512 acc[MAXR][FNR];
@@ -120,12 +123,6 @@ static ALWAYS_INLINE void micro_pf(int ty, int mr, int nt, int64_t i0, int64_t i
 #pragma GCC unroll 8
         for (int r = 0; r < MAXR; r++)
             if (r < mr) wv[r] = ldw(ty, w + r * ws + (size_t)i * esz);
-        if (pf) { /* the next rows' bytes, in address order (see gemv); an address, it may lie past the weights */
-#pragma GCC unroll 8
-            for (int j = 0; j < mr * (int)esz / 4; j++)
-                _mm_prefetch((const char *)(pf + 64 * (uintptr_t)j), _MM_HINT_T0);
-            pf += 16 * esz * (size_t)mr;
-        }
 #pragma GCC unroll 8
         for (int t = 0; t < FNR; t++) {
             if (t >= nt) break;
@@ -177,25 +174,72 @@ static ALWAYS_INLINE void micro_pf(int ty, int mr, int nt, int64_t i0, int64_t i
             if (t < nt && r < mr) y[(int64_t)t * ldy + r] = reduce16(acc[r][t]);
 }
 
-static ALWAYS_INLINE void micro(int ty, int mr, int nt, int64_t i0, int64_t i1, int64_t n, const unsigned char *w,
-                                size_t ws, const unsigned char *a, size_t as, __m512 *st, float *y, int64_t ldy) {
-    micro_pf(ty, mr, nt, i0, i1, n, w, ws, a, as, st, y, ldy, 0);
+/* One token (decode), DMR rows side by side: eight accumulator chains while
+ * the weights stream from memory, each row's bytes in address order (the
+ * hardware prefetchers follow each row).  Same order as micro: one FMA per
+ * 16 elements in order, then the masked tail and reduce16, so the results
+ * equal vec_dot's.  A separate (noinline) function per type keeps the row
+ * pointers in registers.
+ * Reads in flight: the out-of-order window holds a fixed number of
+ * instructions, and an f32 step (64 bytes per row) keeps enough DRAM reads
+ * in flight without software prefetch; f16/bf16 rows give half the bytes
+ * per instruction, so they also prefetch each row's line DPF bytes ahead,
+ * once per 32 elements (an address computed as an integer: it may lie past
+ * the row or the weights, and a prefetch never faults).  The previous
+ * scheme, prefetching the next DMR rows in address order, made one thread
+ * 12-24% slower for f32 (docs/kernels.md, "Decode streaming and K
+ * blocks"). */
+static ALWAYS_INLINE void rows8(int ty, int64_t n, float *y, const unsigned char *w, size_t ws,
+                                const unsigned char *a) {
+    const size_t esz = ty == T_F32 ? 4 : 2;
+    const int64_t n16 = n - n % 16, n32 = n - n % 32;
+    __m512 acc[DMR];
+#pragma GCC unroll 8
+    for (int r = 0; r < DMR; r++) acc[r] = _mm512_setzero_ps();
+    int64_t i = 0;
+    if (esz == 2)
+        for (; i < n32; i += 32) { /* two steps of 16 elements */
+            const unsigned char *p = w + (size_t)i * 2;
+#pragma GCC unroll 8
+            for (int r = 0; r < DMR; r++) _mm_prefetch((const char *)((uintptr_t)p + r * ws + DPF), _MM_HINT_T0);
+            const __m512 a0 = _mm512_loadu_ps(a + 4 * (size_t)i), a1 = _mm512_loadu_ps(a + 4 * (size_t)i + 64);
+#pragma GCC unroll 8
+            for (int r = 0; r < DMR; r++) acc[r] = _mm512_fmadd_ps(ldw(ty, p + r * ws), a0, acc[r]);
+#pragma GCC unroll 8
+            for (int r = 0; r < DMR; r++) acc[r] = _mm512_fmadd_ps(ldw(ty, p + r * ws + 32), a1, acc[r]);
+        }
+    for (; i < n16; i += 16) {
+        const __m512 a0 = _mm512_loadu_ps(a + 4 * (size_t)i);
+#pragma GCC unroll 8
+        for (int r = 0; r < DMR; r++) acc[r] = _mm512_fmadd_ps(ldw(ty, w + r * ws + (size_t)i * esz), a0, acc[r]);
+    }
+    if (n16 < n) {
+        const __mmask16 k = (__mmask16)((1u << (n - n16)) - 1);
+        const __m512 a0 = _mm512_maskz_loadu_ps(k, a + 4 * (size_t)n16);
+#pragma GCC unroll 8
+        for (int r = 0; r < DMR; r++)
+            acc[r] = _mm512_fmadd_ps(mldw(ty, k, w + r * ws + (size_t)n16 * esz), a0, acc[r]);
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < DMR; r++) y[r] = reduce16(acc[r]);
 }
+#define ROWS8(NAME, TY)                                                                                 \
+    static __attribute__((noinline)) void NAME(int64_t n, float *y, const unsigned char *w, size_t ws, \
+                                               const unsigned char *a) {                               \
+        rows8(TY, n, y, w, ws, a);                                                                     \
+    }
+ROWS8(rows8_f32, T_F32)
+ROWS8(rows8_f16, T_F16)
+ROWS8(rows8_bf16, T_BF16)
+#undef ROWS8
 
 /* One token: rows in groups of DMR, then one at a time; no K blocking
- * (nothing is reused).  The DMR rows are read side by side (DMR streams),
- * so while a group runs, the DMR rows after it are prefetched in address
- * order at the rate the group consumes bytes: DRAM sees one sequential
- * stream, as with one row at a time.  The prefetch runs past nr on purpose:
- * kern_matmul calls this on consecutive 64 KiB row tiles, and the next
- * tile's rows follow (a prefetch never faults; past the end of the weights
- * it is dropped). */
+ * (nothing is reused). */
 static ALWAYS_INLINE void gemv(int ty, int64_t n, float *y, const unsigned char *w, size_t ws, int nr,
                                const unsigned char *a) {
     int r = 0;
     for (; r + DMR <= nr; r += DMR)
-        micro_pf(ty, DMR, 1, 0, n, n, w + (size_t)r * ws, ws, a, 0, NULL, y + r, 0,
-                 (uintptr_t)w + (uintptr_t)(r + DMR) * ws);
+        (ty == T_F32 ? rows8_f32 : ty == T_F16 ? rows8_f16 : rows8_bf16)(n, y + r, w + (size_t)r * ws, ws, a);
     for (; r < nr; r++) micro(ty, 1, 1, 0, n, n, w + (size_t)r * ws, ws, a, 0, NULL, y + r, 0);
 }
 
@@ -255,15 +299,15 @@ static ALWAYS_INLINE void gemm_f(int ty, int64_t n, float *y, int64_t ldy, const
         gemv(ty, n, y, wb, ws, nr, ab);
         return;
     }
-    const int64_t rb = rows_per_block(ws);
+    const int64_t rb = rows_per_block(ws), kb = ty != T_F32 && n <= FKB1 ? n : FKB;
     __m512 st[FRB * FNR];
     for (int64_t r0 = 0; r0 < nr; r0 += rb) {
         const int64_t r1 = r0 + rb < nr ? r0 + rb : nr;
         for (int t = 0; t < nt; t += FNR) {
             const int tn = nt - t < FNR ? nt - t : FNR;
             const unsigned char *at = ab + (size_t)t * as;
-            for (int64_t i0 = 0; i0 < n; i0 += FKB) {
-                const int64_t i1 = i0 + FKB;
+            for (int64_t i0 = 0; i0 < n; i0 += kb) {
+                const int64_t i1 = i0 + kb;
                 for (int64_t r = r0; r < r1; r += FMR) {
                     const int rn = (int)(r1 - r < FMR ? r1 - r : FMR);
                     tile(ty, rn, tn, i0, i1, n, wb + (size_t)r * ws, ws, at, as, st + (r - r0) * FNR,
