@@ -7,7 +7,11 @@
  *      act_type (q8_0 / q8_K blocks, bf16 rows) in the caller's scratch, split over
  *      threads by token when the batch is large enough to pay for a pool
  *      round trip; f32 activations are used in place.
- *   2. The weight rows are split over threads in units of KERN_ROW_UNIT rows.
+ *   2. The weight rows are split over threads in units of KERN_ROW_UNIT rows
+ *      (16-row groups for interleaved weights); below the tiled prefill
+ *      GEMM, threads that finish early take chunks from the others' ranges
+ *      (work sharing, see exec_run).  Rows of several matmuls on the same
+ *      input can share one conversion and one round trip (kern_matmul_fused).
  *      Each thread walks its rows in tiles of about MM_TILE_BYTES of weights
  *      and, for each tile, calls the flat-GEMM kernel on groups of up to
  *      KERN_GEMM_MAX_TOK tokens: a weight tile comes from memory once and is
