@@ -353,12 +353,14 @@ static void exec_part(void *arg, int ith, int nth) {
 }
 
 static bool sharing_enabled(void) {
-    static int on = -1; /* benign race: every thread computes the same value */
-    if (on < 0) {
-        const char *v = getenv("KITE_WORK_SHARING");
-        on = !(v && v[0] == '0');
+    static atomic_int on = -1; /* every caller computes the same value */
+    int v = atomic_load_explicit(&on, memory_order_relaxed);
+    if (v < 0) {
+        const char *e = getenv("KITE_WORK_SHARING");
+        v = !(e && e[0] == '0');
+        atomic_store_explicit(&on, v, memory_order_relaxed);
     }
-    return on != 0;
+    return v != 0;
 }
 
 /* Runs the prepared items (converted activations) on n_split threads. */
@@ -394,7 +396,10 @@ void kern_matmul_variant(const kern_ops_table *kt, threadpool *tp, const weight 
         return;
     }
     /* --- end LLM.int8() hook --- */
-    mm_exec e = {.n = 1};
+    mm_exec e; /* not zero-filled: its 4 KiB of ranges are set only when sharing */
+    e.n = 1;
+    e.epilogue = NULL;
+    e.epilogue_arg = NULL;
     const int n_split = mm_setup(kt, tp, w, x, n_tok, y, ldy, scratch, vc, &e.t[0]);
     convert_act(tp, &e.t[0]);
     exec_run(tp, &e, n_split);
@@ -436,7 +441,10 @@ void kern_matmul_fused_with(const kern_ops_table *kt, threadpool *tp, const kern
         if (epilogue) epilogue(epilogue_arg, 0, items[0].w->ne[1]);
         return;
     }
-    mm_exec e = {.n = n_items, .epilogue = epilogue, .epilogue_arg = epilogue_arg};
+    mm_exec e; /* not zero-filled: its 4 KiB of ranges are set only when sharing */
+    e.n = n_items;
+    e.epilogue = epilogue;
+    e.epilogue_arg = epilogue_arg;
     int n_split = 1;
     for (int i = 0; i < n_items; i++) {
         const weight *w = items[i].w;

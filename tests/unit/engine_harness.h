@@ -8,9 +8,11 @@
 #ifndef KITE_TESTS_ENGINE_HARNESS_H
 #define KITE_TESTS_ENGINE_HARNESS_H
 
+#include <math.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -274,6 +276,27 @@ static inline void bin_pairs(const uint32_t *const keys[2], int32_t n, int32_t h
             while (b < n_top && top[b] != keys[s][i]) b++;
             hist[s][b < n_top ? b : BINS - 1]++;
         }
+}
+
+
+/* The verdict of a temperature-1 test: pairs[0] (plain) and pairs[1]
+ * (speculative) hold each request's first two tokens; both branches of the
+ * rejection rule must have run, and the two samples must agree in a
+ * chi-square test of homogeneity, far tail only (about p < 1e-4 at 15
+ * degrees of freedom, where chi-square 44.3 is p = 1e-4; always accepting
+ * the drafts scores several times higher). */
+static inline void check_same_pair_distribution(const uint32_t *plain, const uint32_t *spec, int32_t n,
+                                                long long accepted, long long rejected) {
+    CHECK(accepted > 0 && rejected > 0);
+    const uint32_t *const keys[2] = {plain, spec};
+    int32_t hist[2][BINS];
+    bin_pairs(keys, n, hist);
+    int32_t dof = 0;
+    const double x = chi2_two_samples(hist[0], hist[1], BINS, n, n, &dof);
+    const double limit = dof + 6.0 * sqrt(2.0 * (dof > 0 ? dof : 1));
+    printf("  sampling: chi-square %.1f, %d degrees of freedom (limit %.1f), %lld drafts accepted, %lld not\n", x,
+           dof, limit, accepted, rejected);
+    CHECK_MSG(dof > 0 && x < limit, "chi-square %.1f with %d degrees of freedom (limit %.1f)", x, dof, limit);
 }
 
 #endif
