@@ -11,8 +11,6 @@
 #include "tensor/blocks.h"
 #include "tensor/dtype.h"
 
-#define SCALE_BYTES (X16_ROWS * 2) /* 16 f16 scales of one block */
-
 bool kern_x16_type(uint32_t type) { return type == KITE_DTYPE_Q4_0 || type == KITE_DTYPE_Q8_0; }
 
 bool kern_x16_pays(kern_level level) {
@@ -30,8 +28,6 @@ int64_t kern_x16_rows(const weight *w) {
 
 int32_t kern_x16_offset(uint32_t type) { return type == KITE_DTYPE_Q4_0 ? 8 : 128; }
 
-/* bytes of one block's quants in a group */
-static size_t quant_bytes(uint32_t type) { return type == KITE_DTYPE_Q4_0 ? 256 : 512; }
 static size_t block_bytes(uint32_t type) {
     return type == KITE_DTYPE_Q4_0 ? sizeof(block_q4_0) : sizeof(block_q8_0);
 }
@@ -39,8 +35,9 @@ static size_t block_bytes(uint32_t type) {
 /* Block b of row i (plain bytes at blk) into the group at g: the scale, then
  * the quants as 4-byte words (q8_0: sign bits flipped, w + 128). */
 static void put_block(uint32_t type, unsigned char *g, int64_t nb, int64_t b, int i, const unsigned char *blk) {
-    memcpy(g + (size_t)b * SCALE_BYTES + 2 * (size_t)i, blk, 2); /* the f16 d comes first in both blocks */
-    unsigned char *q = g + (size_t)nb * SCALE_BYTES + (size_t)b * quant_bytes(type) + 4 * (size_t)i;
+    const size_t qb = kern_x16_quant_bytes(type);
+    memcpy(g + kern_x16_scale_offset(qb, nb, b) + 2 * (size_t)i, blk, 2); /* the f16 d comes first in both blocks */
+    unsigned char *q = g + kern_x16_quant_offset(qb, nb, b) + 4 * (size_t)i;
     const unsigned char *qs = blk + 2;
     const int chunks = type == KITE_DTYPE_Q4_0 ? 4 : 8;
     const uint32_t flip = type == KITE_DTYPE_Q4_0 ? 0 : 0x80808080u;
@@ -55,8 +52,9 @@ static void put_block(uint32_t type, unsigned char *g, int64_t nb, int64_t b, in
 void kern_x16_get_block(uint32_t type, const void *grp, int64_t nb, int64_t b, int i, void *blk_out) {
     const unsigned char *g = grp;
     unsigned char *blk = blk_out;
-    memcpy(blk, g + (size_t)b * SCALE_BYTES + 2 * (size_t)i, 2);
-    const unsigned char *q = g + (size_t)nb * SCALE_BYTES + (size_t)b * quant_bytes(type);
+    const size_t qb = kern_x16_quant_bytes(type);
+    memcpy(blk, g + kern_x16_scale_offset(qb, nb, b) + 2 * (size_t)i, 2);
+    const unsigned char *q = g + kern_x16_quant_offset(qb, nb, b);
     unsigned char *qs = blk + 2;
     const int chunks = type == KITE_DTYPE_Q4_0 ? 4 : 8;
     for (int j = 0; j < chunks; j++)

@@ -17,11 +17,10 @@
 static void x16_ref(int is_q4, int64_t nb, float *y, const unsigned char *g, const unsigned char *a,
                     const int32_t *corr, const float *da) {
     const size_t qb = is_q4 ? 256 : 512;
-    const unsigned char *quants = g + (size_t)nb * 2 * X16_ROWS;
     for (int i = 0; i < X16_ROWS; i++) {
         float f = 0.0f;
         for (int64_t b = 0; b < nb; b++) {
-            const unsigned char *q = quants + (size_t)b * qb;
+            const unsigned char *q = g + kern_x16_quant_offset(qb, nb, b);
             const signed char *qa = (const signed char *)(a + (size_t)b * 34 + 2); /* q8_0: d, then qs */
             int32_t s = corr[b];
             if (is_q4) {
@@ -35,7 +34,7 @@ static void x16_ref(int is_q4, int64_t nb, float *y, const unsigned char *g, con
                     for (int k = 0; k < 4; k++) s += (int32_t)q[64 * j + 4 * i + k] * qa[4 * j + k];
             }
             uint16_t h;
-            memcpy(&h, g + (size_t)b * 2 * X16_ROWS + 2 * (size_t)i, 2);
+            memcpy(&h, g + kern_x16_scale_offset(qb, nb, b) + 2 * (size_t)i, 2);
             const float d = fp16_to_fp32(h) * da[b];
             f = fmaf((float)s, d, f);
         }

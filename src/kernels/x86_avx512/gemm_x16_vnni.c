@@ -16,8 +16,16 @@
  *   the accumulators stay in registers.  With one or two tokens the 8
  *   vpdpbusd run as two chains (lo/hi) to halve the dependency latency; the
  *   int32 result is the same.
- *   Prefetch: each block prefetches the quants PF_BLOCKS blocks ahead (one
- *   stream per group, running on into the next group), and the scales.
+ *   Blocks are read in address order (the pair layout of gemm_x16.h), so a
+ *   thread's run of groups is one forward stream.
+ *   Prefetch: none for one or two tokens (decode): the hardware prefetchers
+ *   follow the single stream better than software prefetch helps them (q4_0
+ *   decode 19 -> 27 GB/s on one thread without it, DRAM-resident weights).
+ *   From three tokens on (prefill and batched decode run each group in
+ *   passes of up to 16 tokens, re-read from cache) the stream stalls between
+ *   groups, so every block pair prefetches its bytes X16_PF_BYTES further
+ *   on, which runs on into the next group: without it q8_0 prefill lost
+ *   10-20%.
  *
  * THREAD SAFETY: pure functions.
  */
@@ -29,11 +37,14 @@
 #include "kernels/gemm_x16.h"
 #include "kernels/x86_avx512/vnni_common.h"
 
-/* Prefetch distance in blocks: 8 KiB ahead for q4_0 (more work per byte:
- * the nibble split), 4 KiB for q8_0.  Measured on this VM (5632 x 2048, one
- * token, weights from DRAM, 2 threads): q4_0 37 -> 43 GB/s going from 2 to 8
- * KiB, q8_0 best at 4 KiB (59 GB/s; 55 at 8 KiB). */
-#define PF_BLOCKS(IS_Q4) ((IS_Q4) ? 32 : 8)
+/* Prefetch distance in bytes of the group's forward stream, and the token
+ * count above which it is used (see DESIGN). */
+#ifndef X16_PF_BYTES
+#define X16_PF_BYTES 4096
+#endif
+#ifndef X16_PF_MIN_TOK
+#define X16_PF_MIN_TOK 2
+#endif
 
 static ALWAYS_INLINE __m512i bcast32(const unsigned char *p) {
     int32_t v;
@@ -58,41 +69,49 @@ static ALWAYS_INLINE __m512i block_sum(const __m512i w[8], const unsigned char *
     return s;
 }
 
-/* IS_Q4: q4_0 (4 chunks of nibbles) or q8_0 (8 chunks of bytes). */
+/* Block b (scales dw, quants at q) for NT tokens into f. */
+static ALWAYS_INLINE void x16_block(const int IS_Q4, __m512 dw, const unsigned char *q, int64_t b, __m512 *f,
+                                    const unsigned char *a, size_t as, const int32_t *corr, const float *da,
+                                    int64_t cs, const int NT) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    __m512i w[8];
+    if (IS_Q4) {
+        KITE_UNROLL
+        for (int j = 0; j < 4; j++) {
+            const __m512i c = _mm512_loadu_si512(q + 64 * j);
+            w[j] = _mm512_and_si512(c, m4);
+            w[4 + j] = _mm512_and_si512(_mm512_srli_epi16(c, 4), m4);
+        }
+    } else {
+        KITE_PRAGMA(GCC unroll 8)
+        for (int j = 0; j < 8; j++) w[j] = _mm512_loadu_si512(q + 64 * j);
+    }
+    KITE_PRAGMA(GCC unroll 16)
+    for (int t = 0; t < NT; t++) {
+        const unsigned char *qa = a + (size_t)t * as + (size_t)b * 34 + 2;
+        const __m512i s = block_sum(w, qa, corr[(int64_t)t * cs + b], NT <= 2 ? 2 : 1);
+        const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(da[(int64_t)t * cs + b]));
+        f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), d, f[t]);
+    }
+}
+
+/* IS_Q4: q4_0 (4 chunks of nibbles) or q8_0 (8 chunks of bytes).  Walks the
+ * group's block pairs in address order (gemm_x16.h). */
 static ALWAYS_INLINE void x16_kernel(const int IS_Q4, int64_t nb, float *y, int64_t ldy, const unsigned char *g,
                                      const unsigned char *a, size_t as, const int32_t *corr, const float *da,
                                      int64_t cs, const int NT) {
-    const size_t qb = IS_Q4 ? 256 : 512;
-    const unsigned char *quants = g + (size_t)nb * 2 * X16_ROWS;
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const size_t qb = IS_Q4 ? 256 : 512, pair = 2 * (X16_SCALE_BYTES + qb);
     __m512 f[X16_MAX_TOK];
     KITE_PRAGMA(GCC unroll 16)
     for (int t = 0; t < NT; t++) f[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        const unsigned char *q = quants + (size_t)b * qb;
-        KITE_PRAGMA(GCC unroll 8)
-        for (size_t l = 0; l < qb; l += 64) _mm_prefetch((const char *)q + PF_BLOCKS(IS_Q4) * qb + l, _MM_HINT_T0);
-        if (b % 2 == 0) _mm_prefetch((const char *)g + (size_t)(b + PF_BLOCKS(IS_Q4)) * 32, _MM_HINT_T0);
-        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(g + (size_t)b * 32)));
-        __m512i w[8];
-        if (IS_Q4) {
-            KITE_UNROLL
-            for (int j = 0; j < 4; j++) {
-                const __m512i c = _mm512_loadu_si512(q + 64 * j);
-                w[j] = _mm512_and_si512(c, m4);
-                w[4 + j] = _mm512_and_si512(_mm512_srli_epi16(c, 4), m4);
-            }
-        } else {
-            KITE_PRAGMA(GCC unroll 8)
-            for (int j = 0; j < 8; j++) w[j] = _mm512_loadu_si512(q + 64 * j);
+        const unsigned char *p = g + kern_x16_scale_offset(qb, nb, b);
+        if (NT > X16_PF_MIN_TOK && b % 2 == 0) {
+            KITE_PRAGMA(GCC unroll 17)
+            for (size_t l = 0; l < pair; l += 64) _mm_prefetch((const char *)p + X16_PF_BYTES + l, _MM_HINT_T0);
         }
-        KITE_PRAGMA(GCC unroll 16)
-        for (int t = 0; t < NT; t++) {
-            const unsigned char *qa = a + (size_t)t * as + (size_t)b * 34 + 2;
-            const __m512i s = block_sum(w, qa, corr[(int64_t)t * cs + b], NT <= 2 ? 2 : 1);
-            const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(da[(int64_t)t * cs + b]));
-            f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), d, f[t]);
-        }
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)p));
+        x16_block(IS_Q4, dw, g + kern_x16_quant_offset(qb, nb, b), b, f, a, as, corr, da, cs, NT);
     }
     KITE_PRAGMA(GCC unroll 16)
     for (int t = 0; t < NT; t++) _mm512_storeu_ps(y + (int64_t)t * ldy, f[t]);
