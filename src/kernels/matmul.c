@@ -35,6 +35,7 @@
 
 #include "core/error.h"
 #include "kernels/dispatch.h"
+#include "kernels/gemm_r4.h"
 #include "kernels/gemm_tiled.h"
 #include "kernels/gemm_x16.h"
 #include "kernels/int8_gemm.h"
@@ -79,6 +80,13 @@ void kern_get_row(const weight *w, int64_t row, float *dst) {
         }
         return;
     }
+    if (row < kern_r4_rows(w)) { /* block-interleaved group: its blocks are R4_ROWS apart */
+        const int64_t bs = tr->block_size, nb = w->ne[0] / bs, g = row / R4_ROWS * R4_ROWS;
+        const char *grp = (const char *)w->data + (size_t)g * w->row_bytes;
+        for (int64_t b = 0; b < nb; b++)
+            tr->to_float(grp + (size_t)(R4_ROWS * b + (row - g)) * (size_t)tr->type_size, dst + b * bs, bs);
+        return;
+    }
     tr->to_float((const char *)w->data + (size_t)row * w->row_bytes, dst, w->ne[0]);
 }
 
@@ -113,6 +121,7 @@ typedef struct matmul_task {
     float *row_buf;      /* [nth][ne0] floats: generic path */
     kern_gemm_tiled_fn tiled; /* prefill GEMM (gemm_tiled.h) or NULL: flat path */
     kern_gemm_x16_fn x16;     /* interleaved-layout kernel (gemm_x16.h) or NULL */
+    kern_gemm_r4_fn r4;       /* R4-layout kernel (gemm_r4.h); NULL for R4 weights: gather rows */
     int32_t *corr;            /* x16: [n_tok][nb] activation corrections */
     float *da;                /* x16: [n_tok][nb] activation scales */
     int64_t tile_bytes;       /* tune hook (tune.h): flat path's weight bytes per row tile */
@@ -130,6 +139,38 @@ static void quant_part(void *arg, int ith, int nth) {
         if (t->x16)
             kern_x16_act_prep(t->act + (size_t)k * t->a_stride, nb, kern_x16_offset(t->w->type), t->corr + k * nb,
                               t->da + k * nb);
+    }
+}
+
+/* Rows [r0, r1) of an R4 weight, r0 and r1 multiples of R4_ROWS, in row
+ * tiles of about tile_bytes for every token group (as the flat path).
+ * Without an R4 kernel at the level, each group's rows are gathered into
+ * the thread's row buffer and go through the plain flat GEMM. */
+static void run_rows_r4(const matmul_task *t, int64_t r0, int64_t r1, int ith) {
+    const weight *w = t->w;
+    const int64_t ne0 = w->ne[0];
+    const char *wd = w->data;
+    int64_t tile = t->tile_bytes / (int64_t)w->row_bytes / R4_ROWS * R4_ROWS;
+    if (tile < R4_ROWS) tile = R4_ROWS;
+    for (int64_t r = r0; r < r1; r += tile) {
+        const int64_t rn = r1 - r < tile ? r1 - r : tile;
+        for (int64_t k = 0; k < t->n_tok; k += KERN_GEMM_MAX_TOK) {
+            const int tn = (int)(t->n_tok - k < KERN_GEMM_MAX_TOK ? t->n_tok - k : KERN_GEMM_MAX_TOK);
+            float *y = t->y + k * t->ldy + r;
+            const char *act = t->act + (size_t)k * t->a_stride;
+            if (t->r4) {
+                t->r4(ne0, y, t->ldy, wd + (size_t)r * w->row_bytes, rn / R4_ROWS, act, t->a_stride, tn);
+                continue;
+            }
+            const dtype_traits *tr = dtype_get(w->type);
+            char *rows = (char *)(t->row_buf + (size_t)ith * (size_t)ne0); /* R4_ROWS rows fit: see mm_setup */
+            for (int64_t g = 0; g < rn; g += R4_ROWS) {
+                for (int i = 0; i < R4_ROWS; i++)
+                    kern_r4_unpack_row(wd + (size_t)(r + g) * w->row_bytes, i, ne0 / tr->block_size,
+                                       (size_t)tr->type_size, rows + (size_t)i * w->row_bytes);
+                t->kt->ops[w->type].gemm(ne0, y + g, t->ldy, rows, w->row_bytes, R4_ROWS, act, t->a_stride, tn);
+            }
+        }
     }
 }
 
@@ -159,6 +200,13 @@ static void run_rows(const matmul_task *t, int64_t r0, int64_t r1, int ith) {
                      (int)(r1 - r0), t->act + (size_t)k * t->a_stride, t->a_stride, tn);
         }
         return;
+    }
+    if (w->layout == WEIGHT_LAYOUT_R4) {
+        const int64_t packed = kern_r4_rows(w);
+        run_rows_r4(t, r0, r1 < packed ? r1 : packed, ith);
+        if (r0 < packed) r0 = packed;
+        if (r0 >= r1) return;
+        /* the rows past the last group are plain: the flat GEMM below */
     }
     /* --- prefill hook (gemm_tiled.h): these rows x all tokens --- */
     if (t->tiled) {
@@ -235,6 +283,10 @@ static int mm_setup(const kern_ops_table *kt, threadpool *tp, const weight *w, c
         t->act = sc + round64((size_t)nth * (size_t)ne0 * sizeof(float));
         t->a_stride = kern_act_row_bytes(op->act_type, ne0);
         KITE_ASSERT(t->a_stride > 0 && kt->act_from_f32[op->act_type]);
+        if (w->layout == WEIGHT_LAYOUT_R4) {
+            t->r4 = kern_gemm_r4_get(kt->level, w->type);
+            KITE_ASSERT(op->gemm && (size_t)R4_ROWS * w->row_bytes <= (size_t)ne0 * sizeof(float));
+        }
         if (w->layout == WEIGHT_LAYOUT_X16) {
             t->x16 = kern_gemm_x16_get(kt->level, w->type);
             KITE_ASSERT(t->x16 && op->act_type == KITE_DTYPE_Q8_0);
@@ -245,7 +297,7 @@ static int mm_setup(const kern_ops_table *kt, threadpool *tp, const weight *w, c
     }
     /* --- prefill hook: tiled GEMM when the batch exceeds the flat GEMM's --- */
     /* (tune hook: or as the variant's regime says) */
-    if (op->vec_dot && !t->x16 &&
+    if (op->vec_dot && w->layout == WEIGHT_LAYOUT_PLAIN &&
         (vc->regime == KERN_TUNE_TILED || (vc->regime == KERN_TUNE_DEFAULT && n_tok > KERN_GEMM_MAX_TOK)))
         t->tiled = kern_gemm_tiled_get(kt->level, w->type);
     /* --- end prefill hook --- */

@@ -1,9 +1,11 @@
 /*
  * repack.c - load-time repacking of a model's matrices into the kernels'
- * interleaved layout (kernels/gemm_x16.h), in place in the heap file image.
+ * interleaved layouts, in place in the heap file image: q4_0/q8_0 into
+ * 16-row groups (kernels/gemm_x16.h), q4_K/q6_K into 4-row block-interleaved
+ * groups (kernels/gemm_r4.h).
  *
  * Which weights: every matrix kern_matmul multiplies (attention, FFN, MoE
- * experts one expert at a time, the classifier) of a type with the layout,
+ * experts one expert at a time, the classifier) of a type with a layout,
  * when the active kernel level has the fast kernel for it.  The token
  * embedding is repacked only when it is the tied classifier; its rows are
  * then read through kern_get_row, which understands the layout.  A view
@@ -17,6 +19,7 @@
 
 #include "core/error.h"
 #include "kernels/dispatch.h"
+#include "kernels/gemm_r4.h"
 #include "kernels/gemm_x16.h"
 #include "model/model.h"
 
@@ -42,12 +45,16 @@ static bool seen(const repack_state *s, const void *p) {
 /* Repacks the n_views views of w (n_views > 1: experts at model_expert
  * offsets) and marks w.  Returns a kite_status. */
 static int repack_weight(kite_model *m, repack_state *s, weight *w, int n_views) {
-    if (!w->data || !kern_x16_type(w->type) || w->ne[1] < X16_ROWS || w->layout != WEIGHT_LAYOUT_PLAIN) return KITE_OK;
+    const kern_level level = kern_table()->level;
+    const bool x16 = kern_x16_type(w->type) && kern_x16_pays(level), r4 = kern_r4_type(w->type) && kern_r4_pays(level);
+    const int64_t rows = x16 ? X16_ROWS : R4_ROWS;
+    if (!w->data || !(x16 || r4) || w->ne[1] < rows || w->layout != WEIGHT_LAYOUT_PLAIN) return KITE_OK;
+    const uint32_t layout = x16 ? WEIGHT_LAYOUT_X16 : WEIGHT_LAYOUT_R4;
     if (seen(s, w->data)) {
-        w->layout = WEIGHT_LAYOUT_X16;
+        w->layout = layout;
         return KITE_OK;
     }
-    const size_t need = w->row_bytes * X16_ROWS;
+    const size_t need = w->row_bytes * (size_t)rows;
     if (need > s->tmp_bytes) {
         free(s->tmp);
         s->tmp_bytes = 0;
@@ -65,16 +72,20 @@ static int repack_weight(kite_model *m, repack_state *s, weight *w, int n_views)
     for (int e = 0; e < n_views; e++) {
         const weight v = model_expert(w, e);
         /* the heap image is private memory owned by the model (heap residency) */
-        kern_x16_pack(w->type, (void *)(uintptr_t)v.data, v.ne[1], v.ne[0], s->tmp);
+        if (x16)
+            kern_x16_pack(w->type, (void *)(uintptr_t)v.data, v.ne[1], v.ne[0], s->tmp);
+        else
+            kern_r4_pack(w->type, (void *)(uintptr_t)v.data, v.ne[1], v.ne[0], s->tmp);
     }
-    w->layout = WEIGHT_LAYOUT_X16;
+    w->layout = layout;
     m->n_repacked += n_views;
     return KITE_OK;
 }
 
 int model_repack(kite_model *m) {
     const char *env = getenv("KITE_REPACK");
-    if ((env && strcmp(env, "0") == 0) || !kern_x16_pays(kern_table()->level)) return KITE_OK;
+    const kern_level level = kern_table()->level;
+    if ((env && strcmp(env, "0") == 0) || !(kern_x16_pays(level) || kern_r4_pays(level))) return KITE_OK;
     const double t0 = now_ms();
     repack_state s = {0};
     int rc = KITE_OK;
