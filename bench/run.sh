@@ -11,7 +11,8 @@
 #    also with --mmap (weight residency: heap vs file mapping);
 # 4. optionally, with LLAMA_BENCH=/path/to/llama-bench (an existing build; this
 #    script never builds llama.cpp), runs llama-bench on the same files in the
-#    same session, with -mmp 0 and with its default mmap;
+#    same session, with -mmp 0 and with its default mmap, right after kite's
+#    run on each file (a probe before each model gives its roofline);
 # 5. rewrites the generated part of $BENCH_OUT (default BENCHMARKS.md), between
 #    the "bench:begin" and "bench:end" markers, with bench/render.sh.
 #    Hand-written text outside the markers is kept.
@@ -67,6 +68,16 @@ bench_one() { # FILE THREADS [--mmap]
         echo "note kite bench failed on $(basename "$1") -t $2 ${3:-}" >>"$meta"
 }
 
+# llama.cpp side by side (optional, existing binary only), right after kite on the same file
+llama_one() { # FILE
+    [ -n "$llama_bench" ] && [ -x "$llama_bench" ] || return 0
+    for mmp in 0 1; do
+        echo "bench: llama-bench -m $1 -t 2 -mmp $mmp" >&2
+        "$llama_bench" -m "$1" -t 2 -p "$np" -n "$ng" -r "$reps" -mmp "$mmp" -o jsonl 2>/dev/null |
+            sed 's/^{/{"engine": "llama.cpp", /' >>"$res"
+    done
+}
+
 files=
 for t in $types; do
     f=$models/tinyllama-1.1b-L$layers-$t.gguf
@@ -78,6 +89,9 @@ for t in $types; do
         fi
     fi
     files="$files $f"
+    # this VM's read bandwidth drifts by 2x within minutes: probe again, so
+    # the model's roofline and the kite / llama.cpp pair are measured together
+    "$KITE" bench --probe --json >>"$res" || exit 1
     bench_one "$f" 2
     for t1 in $t1_types; do
         [ "$t1" = "$t" ] && bench_one "$f" 1
@@ -85,22 +99,13 @@ for t in $types; do
     for tm in $mmap_types; do
         [ "$tm" = "$t" ] && bench_one "$f" 2 --mmap
     done
+    llama_one "$f"
 done
 if [ -f models/stories260K.gguf ]; then
     echo "bench: kite bench -m models/stories260K.gguf -t 1,2" >&2
     "$KITE" bench -m models/stories260K.gguf -t 1,2 -r 5 -p "$np" -n "$ng" --json >>"$res"
 fi
 
-# ---- llama.cpp side by side (optional, existing binary only) -----------------
-if [ -n "$llama_bench" ] && [ -x "$llama_bench" ]; then
-    for f in $files; do
-        for mmp in 0 1; do
-            echo "bench: llama-bench -m $f -t 2 -mmp $mmp" >&2
-            "$llama_bench" -m "$f" -t 2 -p "$np" -n "$ng" -r "$reps" -mmp "$mmp" -o jsonl 2>/dev/null |
-                sed 's/^{/{"engine": "llama.cpp", /' >>"$res"
-        done
-    done
-fi
 echo "load_after $(cut -d ' ' -f 1-3 /proc/loadavg 2>/dev/null)" >>"$meta"
 
 # ---- BENCHMARKS.md -----------------------------------------------------------

@@ -8,8 +8,9 @@
  *      threads by token when the batch is large enough to pay for a pool
  *      round trip; f32 activations are used in place.
  *   2. The weight rows are split over threads in units of KERN_ROW_UNIT rows
- *      (16-row groups for interleaved weights); below the tiled prefill
- *      GEMM, threads that finish early take chunks from the others' ranges
+ *      (16-row groups for interleaved weights; a unit holds whole 4-row R4
+ *      groups); below the tiled prefill GEMM, threads that finish early
+ *      take chunks from the others' ranges
  *      (work sharing, see exec_run).  Rows of several matmuls on the same
  *      input can share one conversion and one round trip (kern_matmul_fused).
  *      Each thread walks its rows in tiles of about MM_TILE_BYTES of weights
@@ -178,7 +179,9 @@ static void run_rows_r4(const matmul_task *t, int64_t r0, int64_t r1, int ith) {
  * r0 is a multiple of the task's unit (task_unit); r1 is one too, or nr.
  * Interleaved weights run their 16-row groups through the x16 kernel, each
  * group for all tokens in passes of X16_MAX_TOK (the group stays in cache
- * between passes); rows past the last full group take the plain flat GEMM. */
+ * between passes); rows past the last full group take the plain flat GEMM.
+ * R4 weights (q4_K/q6_K, gemm_r4.h) run their 4-row groups through the R4
+ * kernel (run_rows_r4), the rows past the last group the flat GEMM. */
 static void run_rows(const matmul_task *t, int64_t r0, int64_t r1, int ith) {
     const weight *w = t->w;
     const int64_t ne0 = w->ne[0];
