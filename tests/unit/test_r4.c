@@ -25,6 +25,7 @@
 #include "kernels/kernels.h"
 #include "kite.h"
 #include "model/synth.h"
+#include "repack_harness.h"
 #include "tensor/dtype.h"
 
 static uint64_t g_rng = 0x5EED4u;
@@ -141,30 +142,6 @@ TEST(test_matmul_equals_plain) {
     tp_free(tp3);
 }
 
-/* Logits of a few tokens on a model file, loaded with or without repacking. */
-static float *logits_of(const char *path, bool no_repack, int *n_repacked, int32_t *n_vocab) {
-    kite_model_params mp = kite_model_default_params();
-    mp.no_repack = no_repack;
-    kite_model *m = NULL;
-    kite_ctx *ctx = NULL;
-    float *out = NULL;
-    if (kite_model_load(path, &mp, &m) != KITE_OK) return NULL;
-    kite_model_info info;
-    kite_model_get_info(m, &info);
-    *n_repacked = info.n_repacked;
-    *n_vocab = info.n_vocab;
-    kite_ctx_params cp = {.n_ctx = 64, .n_threads = 2};
-    const kite_token toks[] = {1, 17, 42, 99, 7, 250, 3};
-    if (kite_ctx_new(m, &cp, &ctx) == KITE_OK && kite_ctx_eval(ctx, toks, 7, true) == KITE_OK) {
-        out = malloc((size_t)info.n_vocab * 7 * sizeof(float));
-        for (int i = 0; i < 7; i++)
-            memcpy(out + (size_t)i * info.n_vocab, kite_ctx_logits(ctx, i), (size_t)info.n_vocab * sizeof(float));
-    }
-    kite_ctx_free(ctx);
-    kite_model_free(m);
-    return out;
-}
-
 TEST(test_model_repack) {
     char path[64];
     snprintf(path, sizeof path, "/tmp/kite-test-r4-%d.gguf", (int)getpid());
@@ -174,12 +151,12 @@ TEST(test_model_repack) {
     CHECK_EQ_INT(synth_write(&sp, path), KITE_OK);
     int n0 = -1, n1 = -1;
     int32_t nv = 0;
-    float *plain = logits_of(path, true, &n0, &nv), *packed = logits_of(path, false, &n1, &nv);
+    float *plain = repack_logits_of(path, true, &n0, &nv), *packed = repack_logits_of(path, false, &n1, &nv);
     CHECK(plain && packed);
     CHECK_EQ_INT(n0, 0);
     if (kern_r4_pays(kern_table()->level)) CHECK(n1 > 0);
     else CHECK_EQ_INT(n1, 0);
-    CHECK(plain && packed && memcmp(plain, packed, (size_t)nv * 7 * sizeof(float)) == 0);
+    CHECK(plain && packed && memcmp(plain, packed, (size_t)nv * REPACK_N_TOK * sizeof(float)) == 0);
     printf("    Q4_K_M model: %d matrices repacked, logits bit-identical to the plain load\n", n1);
     free(plain);
     free(packed);
