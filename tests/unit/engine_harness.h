@@ -168,6 +168,38 @@ static inline engine_req to_req(const req_spec *r) {
     return q;
 }
 
+/* Engine parameters of the tests: the given pool and batch shape, one
+ * thread; callers add their drafter settings. */
+static inline engine_params harness_params(int32_t n_parallel, int32_t n_ctx, int64_t kv_mem, int32_t step_tokens) {
+    engine_params p = engine_default_params();
+    p.n_parallel = n_parallel;
+    p.n_ctx = n_ctx;
+    p.kv_mem_bytes = kv_mem;
+    p.step_tokens = step_tokens;
+    p.n_threads = 1;
+    return p;
+}
+
+/* An engine on g_model with the logits hook that fills collect's hashes;
+ * NULL (and a failed check) when engine_new refuses p. */
+static inline engine *harness_engine(const engine_params *p) {
+    engine *e = NULL;
+    int rc = engine_new(g_model, p, &e);
+    CHECK_MSG(rc == KITE_OK, "engine_new: %s", kite_last_error());
+    if (e) engine_set_logits_hook(e, on_logits, NULL);
+    return e;
+}
+
+/* Submits all specs at once (one thread) and waits for them. */
+static inline void run_all(engine *e, const req_spec *specs, int32_t n, collect *out) {
+    for (int32_t i = 0; i < n; i++) collect_init(&out[i]);
+    for (int32_t i = 0; i < n; i++) {
+        engine_req q = to_req(&specs[i]);
+        CHECK_EQ_INT(engine_submit(e, &q, on_event, &out[i], NULL), KITE_OK);
+    }
+    for (int32_t i = 0; i < n; i++) CHECK_MSG(collect_wait(&out[i], 60), "request %d did not finish", i);
+}
+
 /* Plain single-sequence decoding with kite_ctx_eval: what the engine must
  * reproduce (stop on EOG or BOS unless ignore_eos, at most max_tokens).
  * Fills out's tokens, text and logits hashes (reset first). */

@@ -32,17 +32,8 @@
 #include "engine_harness.h"
 
 static engine *new_engine(int32_t n_parallel, int32_t n_ctx, int64_t kv_mem, int32_t step_tokens) {
-    engine_params p = engine_default_params();
-    p.n_parallel = n_parallel;
-    p.n_ctx = n_ctx;
-    p.kv_mem_bytes = kv_mem;
-    p.step_tokens = step_tokens;
-    p.n_threads = 1;
-    engine *e = NULL;
-    int rc = engine_new(g_model, &p, &e);
-    CHECK_MSG(rc == KITE_OK, "engine_new: %s", kite_last_error());
-    if (e) engine_set_logits_hook(e, on_logits, NULL);
-    return e;
+    engine_params p = harness_params(n_parallel, n_ctx, kv_mem, step_tokens);
+    return harness_engine(&p);
 }
 
 /* Runs each spec alone (one at a time) on engine e. */

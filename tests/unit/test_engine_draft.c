@@ -55,12 +55,7 @@ typedef struct drafter {
 static engine *new_engine(const drafter *dr, int32_t n_parallel, int32_t n_ctx, int64_t kv_mem, int32_t step_tokens,
                           int64_t draft_kv) {
     static bool skip[64];
-    engine_params p = engine_default_params();
-    p.n_parallel = n_parallel;
-    p.n_ctx = n_ctx;
-    p.kv_mem_bytes = kv_mem;
-    p.step_tokens = step_tokens;
-    p.n_threads = 1;
+    engine_params p = harness_params(n_parallel, n_ctx, kv_mem, step_tokens);
     p.spec_draft_kv_bytes = draft_kv;
     if (dr && dr->model) p.spec_draft_model = dr->model;
     if (dr && dr->la_w) {
@@ -79,20 +74,7 @@ static engine *new_engine(const drafter *dr, int32_t n_parallel, int32_t n_ctx, 
         p.spec_skip_layers = skip;
         p.n_spec_skip = info.n_layer;
     }
-    engine *e = NULL;
-    int rc = engine_new(g_model, &p, &e);
-    CHECK_MSG(rc == KITE_OK, "engine_new: %s", kite_last_error());
-    if (e) engine_set_logits_hook(e, on_logits, NULL);
-    return e;
-}
-
-static void run_all(engine *e, const req_spec *specs, int32_t n, collect *out) {
-    for (int32_t i = 0; i < n; i++) collect_init(&out[i]);
-    for (int32_t i = 0; i < n; i++) {
-        engine_req q = to_req(&specs[i]);
-        CHECK_EQ_INT(engine_submit(e, &q, on_event, &out[i], NULL), KITE_OK);
-    }
-    for (int32_t i = 0; i < n; i++) CHECK_MSG(collect_wait(&out[i], 60), "request %d did not finish", i);
+    return harness_engine(&p);
 }
 
 static const char *const prompts[] = {

@@ -48,29 +48,10 @@
 
 static engine *new_engine(int32_t n_parallel, int32_t n_ctx, int64_t kv_mem, int32_t step_tokens, int32_t lookup,
                           bool no_prefix_cache) {
-    engine_params p = engine_default_params();
-    p.n_parallel = n_parallel;
-    p.n_ctx = n_ctx;
-    p.kv_mem_bytes = kv_mem;
-    p.step_tokens = step_tokens;
-    p.n_threads = 1;
+    engine_params p = harness_params(n_parallel, n_ctx, kv_mem, step_tokens);
     p.spec_lookup_n = lookup;
     p.no_prefix_cache = no_prefix_cache;
-    engine *e = NULL;
-    int rc = engine_new(g_model, &p, &e);
-    CHECK_MSG(rc == KITE_OK, "engine_new: %s", kite_last_error());
-    if (e) engine_set_logits_hook(e, on_logits, NULL);
-    return e;
-}
-
-/* Submits all specs at once (one thread) and waits for them. */
-static void run_all(engine *e, const req_spec *specs, int32_t n, collect *out) {
-    for (int32_t i = 0; i < n; i++) collect_init(&out[i]);
-    for (int32_t i = 0; i < n; i++) {
-        engine_req q = to_req(&specs[i]);
-        CHECK_EQ_INT(engine_submit(e, &q, on_event, &out[i], NULL), KITE_OK);
-    }
-    for (int32_t i = 0; i < n; i++) CHECK_MSG(collect_wait(&out[i], 60), "request %d did not finish", i);
+    return harness_engine(&p);
 }
 
 /* Prompts: story openings and input-copying ones (a passage, then its start
