@@ -28,25 +28,6 @@
 #include "repack_harness.h"
 #include "tensor/dtype.h"
 
-static uint64_t g_rng = 0x5EED4u;
-static float frand(void) { /* uniform in [-1, 1) */
-    g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
-    return (float)((g_rng >> 40) & 0xFFFFFF) / 8388608.0f - 1.0f;
-}
-
-/* nr plain rows of ne0 random values of type t, scales spread over 2^-3..2^3. */
-static unsigned char *make_rows(uint32_t t, int64_t nr, int64_t ne0, size_t *rb) {
-    *rb = dtype_row_size(t, ne0);
-    unsigned char *d = malloc(*rb * (size_t)nr);
-    float *x = malloc((size_t)ne0 * sizeof(float));
-    for (int64_t r = 0; r < nr; r++) {
-        for (int64_t i = 0; i < ne0; i++) x[i] = frand() * ldexpf(1.0f, (int)((i / 64 + r) % 7) - 3);
-        dtype_get(t)->from_float(x, d + (size_t)r * *rb, ne0);
-    }
-    free(x);
-    return d;
-}
-
 static const uint32_t k_types[] = {KITE_DTYPE_Q4_K, KITE_DTYPE_Q6_K};
 
 TEST(test_pack_rows) {
