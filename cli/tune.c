@@ -9,9 +9,9 @@
  *   Shapes: every distinct (type, rows, K) of the model's matrices (2-D
  *   tensors with more than one row; token_embd only when it is the tied
  *   classifier), using the file's own weights, in the layout a run uses:
- *   q4_0/q8_0 and q4_K/q6_K matrices are repacked into a copy where
+ *   q4_0, q8_0, q4_K and q6_K matrices are repacked into a copy where
  *   kite_model_load repacks them (gemm_x16.h, where only the thread choice
- *   matters; gemm_r4.h).
+ *   matters).
  *   For each shape and each n_tok class, at the class's representative
  *   batch (1 4 8 16 32 128 tokens), the candidates are: the built-in
  *   default, flat with every row tile (only the default tile up to
@@ -49,7 +49,6 @@
 #include "gguf/gguf.h"
 #include "kernels/dispatch.h"
 #include "kernels/gemm_tiled.h"
-#include "kernels/gemm_r4.h"
 #include "kernels/gemm_x16.h"
 #include "kernels/kernels.h"
 #include "kernels/tune.h"
@@ -310,15 +309,13 @@ int cmd_tune(int argc, char **argv) {
         fprintf(stderr, "kite %s: %s: no matrices to tune\n", CMD, model);
         goto done;
     }
-    /* time what a run computes: kite_model_load repacks q4_0/q8_0 (gemm_x16.h) and q4_K/q6_K
-     * (gemm_r4.h) where it pays */
+    /* time what a run computes: kite_model_load repacks q4_0, q8_0, q4_K and q6_K (gemm_x16.h)
+     * where it pays */
     const char *repack_env = getenv("KITE_REPACK");
     for (int s = 0; s < n_shapes && !(repack_env && !strcmp(repack_env, "0")); s++) {
         weight *w = &shapes[s].w;
-        const bool x16 = kern_x16_type(w->type) && kern_x16_pays(kt->level);
-        const bool r4 = kern_r4_type(w->type) && kern_r4_pays(kt->level);
-        const int64_t group = x16 ? X16_ROWS : R4_ROWS;
-        if (!(x16 || r4) || w->ne[1] < group) continue;
+        const int64_t group = X16_ROWS;
+        if (!(kern_x16_type(w->type) && kern_x16_pays(kt->level)) || w->ne[1] < group) continue;
         const size_t bytes = w->row_bytes * (size_t)w->ne[1];
         void *copy = aligned_alloc(64, (bytes + 63) & ~(size_t)63), *tmp = malloc(w->row_bytes * (size_t)group);
         if (!copy || !tmp) {
@@ -328,14 +325,11 @@ int cmd_tune(int argc, char **argv) {
             goto done;
         }
         memcpy(copy, w->data, bytes);
-        if (x16)
-            kern_x16_pack(w->type, copy, w->ne[1], w->ne[0], tmp);
-        else
-            kern_r4_pack(w->type, copy, w->ne[1], w->ne[0], tmp);
+        kern_x16_pack(w->type, copy, w->ne[1], w->ne[0], tmp);
         free(tmp);
         shapes[s].copy = copy;
         w->data = copy;
-        w->layout = x16 ? WEIGHT_LAYOUT_X16 : WEIGHT_LAYOUT_R4;
+        w->layout = WEIGHT_LAYOUT_X16;
     }
     probe_result pr;
     if (check && !quick) {

@@ -66,10 +66,9 @@ typedef struct kite_model_params {
     bool use_mmap;   /* map the file (true) or read weights into aligned heap memory */
     bool vocab_only; /* load only the tokenizer; tensors are not required */
     bool no_repack;  /* keep the file's row layout (A/B measurements); the environment variable
-                        KITE_REPACK=0 does the same.  By default q4_0/q8_0 matrices of a heap-resident
-                        model are repacked into 16-row interleaved groups and q4_K/q6_K ones into
-                        4-row block-interleaved groups where the CPU's kernels gain from it
-                        (docs/kernels.md) */
+                        KITE_REPACK=0 does the same.  By default q4_0, q8_0, q4_K and q6_K matrices
+                        of a heap-resident model are repacked into 16-row interleaved groups where
+                        the CPU's kernels gain from it (docs/kernels.md) */
 } kite_model_params;
 
 kite_model_params kite_model_default_params(void);

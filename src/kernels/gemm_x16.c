@@ -1,7 +1,7 @@
 /*
- * gemm_x16.c - the 16-row interleaved layout of q4_0 / q8_0 weights:
- * repacking, row extraction, activation side data and kernel selection
- * (layout and arithmetic in gemm_x16.h).
+ * gemm_x16.c - the 16-row interleaved layout: repacking, row extraction,
+ * activation side data and kernel selection (layout and arithmetic in
+ * gemm_x16.h; the k-quant block formats in gemm_x16_kquant.c).
  */
 #include "kernels/gemm_x16.h"
 
@@ -11,7 +11,9 @@
 #include "tensor/blocks.h"
 #include "tensor/dtype.h"
 
-bool kern_x16_type(uint32_t type) { return type == KITE_DTYPE_Q4_0 || type == KITE_DTYPE_Q8_0; }
+bool kern_x16_type(uint32_t type) {
+    return type == KITE_DTYPE_Q4_0 || type == KITE_DTYPE_Q8_0 || type == KITE_DTYPE_Q4_K || type == KITE_DTYPE_Q6_K;
+}
 
 bool kern_x16_pays(kern_level level) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -26,15 +28,19 @@ int64_t kern_x16_rows(const weight *w) {
     return w->layout == WEIGHT_LAYOUT_X16 ? w->ne[1] / X16_ROWS * X16_ROWS : 0;
 }
 
-int32_t kern_x16_offset(uint32_t type) { return type == KITE_DTYPE_Q4_0 ? 8 : 128; }
-
-static size_t block_bytes(uint32_t type) {
-    return type == KITE_DTYPE_Q4_0 ? sizeof(block_q4_0) : sizeof(block_q8_0);
+int32_t kern_x16_offset(uint32_t type) {
+    return type == KITE_DTYPE_Q4_0 ? 8 : type == KITE_DTYPE_Q8_0 ? 128 : 0;
 }
+
+static size_t block_bytes(uint32_t type) { return (size_t)dtype_get(type)->type_size; }
 
 /* Block b of row i (plain bytes at blk) into the group at g: the scale, then
  * the quants as 4-byte words (q8_0: sign bits flipped, w + 128). */
 static void put_block(uint32_t type, unsigned char *g, int64_t nb, int64_t b, int i, const unsigned char *blk) {
+    if (kern_x16_block_elems(type) == QK_K) {
+        kern_x16k_put_block(type, g, b, i, blk);
+        return;
+    }
     const size_t qb = kern_x16_quant_bytes(type);
     memcpy(g + kern_x16_scale_offset(qb, nb, b) + 2 * (size_t)i, blk, 2); /* the f16 d comes first in both blocks */
     unsigned char *q = g + kern_x16_quant_offset(qb, nb, b) + 4 * (size_t)i;
@@ -52,6 +58,10 @@ static void put_block(uint32_t type, unsigned char *g, int64_t nb, int64_t b, in
 void kern_x16_get_block(uint32_t type, const void *grp, int64_t nb, int64_t b, int i, void *blk_out) {
     const unsigned char *g = grp;
     unsigned char *blk = blk_out;
+    if (kern_x16_block_elems(type) == QK_K) {
+        kern_x16k_get_block(type, g, b, i, blk);
+        return;
+    }
     const size_t qb = kern_x16_quant_bytes(type);
     memcpy(blk, g + kern_x16_scale_offset(qb, nb, b) + 2 * (size_t)i, 2);
     const unsigned char *q = g + kern_x16_quant_offset(qb, nb, b);
@@ -65,8 +75,8 @@ void kern_x16_get_block(uint32_t type, const void *grp, int64_t nb, int64_t b, i
 }
 
 void kern_x16_pack(uint32_t type, void *data, int64_t nr, int64_t ne0, void *tmp) {
-    KITE_ASSERT(kern_x16_type(type) && ne0 % 32 == 0);
-    const int64_t nb = ne0 / 32;
+    KITE_ASSERT(kern_x16_type(type) && ne0 % kern_x16_block_elems(type) == 0);
+    const int64_t nb = ne0 / kern_x16_block_elems(type);
     const size_t rb = (size_t)nb * block_bytes(type), gb = rb * X16_ROWS;
     unsigned char *p = data;
     for (int64_t g = 0; g + X16_ROWS <= nr; g += X16_ROWS, p += gb) {
@@ -98,9 +108,15 @@ void kern_x16_act_prep(const void *q8row, int64_t nb, int32_t off, int32_t *corr
 kern_gemm_x16_fn kern_gemm_x16_get(kern_level level, uint32_t type) {
     if (!kern_x16_type(type)) return NULL;
 #if defined(__x86_64__) || defined(__i386__)
-    if (level >= KERN_LEVEL_AVX512VNNI) return type == KITE_DTYPE_Q4_0 ? gemm_x16_q4_0_vnni : gemm_x16_q8_0_vnni;
+    const bool vnni = level >= KERN_LEVEL_AVX512VNNI;
 #else
+    const bool vnni = false;
     (void)level;
 #endif
-    return type == KITE_DTYPE_Q4_0 ? gemm_x16_q4_0_ref : gemm_x16_q8_0_ref;
+    switch (type) {
+    case KITE_DTYPE_Q4_0: return vnni ? gemm_x16_q4_0_vnni : gemm_x16_q4_0_ref;
+    case KITE_DTYPE_Q8_0: return vnni ? gemm_x16_q8_0_vnni : gemm_x16_q8_0_ref;
+    case KITE_DTYPE_Q4_K: return vnni ? gemm_x16_q4_K_vnni : gemm_x16_q4_K_ref;
+    default: return vnni ? gemm_x16_q6_K_vnni : gemm_x16_q6_K_ref;
+    }
 }

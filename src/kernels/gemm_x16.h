@@ -1,6 +1,6 @@
 /*
- * gemm_x16.h - q4_0 / q8_0 weights repacked at load time into groups of 16
- * interleaved rows, and the matmul kernel for that layout.
+ * gemm_x16.h - q4_0 / q8_0 / q4_K / q6_K weights repacked at load time into
+ * groups of 16 interleaved rows, and the matmul kernels for that layout.
  *
  * WHY
  *   The plain-layout VNNI kernels (vec_dot_quant_vnni.c) spend about 4
@@ -38,6 +38,39 @@
  *   Both types become unsigned weights u = w + off (off = 8 for q4_0, 128
  *   for q8_0) times signed q8_0 activations, the vpdpbusd operand order.
  *
+ *   q4_K (256-element super-blocks, q8_K activations) has its own block
+ *   format, X16K_BLOCK_BYTES = 16 * 144 bytes per group block b, the blocks
+ *   one after the other (each is whole cache lines already):
+ *     X16K_D     16 f16 d, row i's at byte 2i;
+ *     X16K_DMIN  16 f16 dmin;
+ *     X16K_SC    8 chunks j of 16 bytes: row i's sc_j | (m_j >> 4) << 6 at
+ *                byte i (sc_j, m_j: the 6-bit scale and min of sub-block j);
+ *     X16K_ML    4 chunks p of 16 bytes: (m_2p & 15) | (m_2p+1 & 15) << 4;
+ *     X16K_QS    32 chunks c of 64 bytes: row i's qs[4c..4c+3] at byte 4i
+ *                (low nibbles: sub-block 2(c/8), elements 4(c%8)..+3; high
+ *                nibbles: sub-block 2(c/8)+1, the same elements).
+ *   q6_K (256-element super-blocks, q8_K activations): X16Q6_BLOCK_BYTES =
+ *   16 * 210 bytes per group block b, in three parts:
+ *     SC  16 chunks g of 16 bytes: row i's int8 scale g at byte i;
+ *     QS  4 steps s = 2h + kk (h: 128-element half, kk: 0..1) of 768
+ *         bytes, each [A][H][B] of 4 chunks of 64 bytes; chunk k' (k =
+ *         4kk + k') holds at byte 4i row i's
+ *           A: ql[64h + 4k ..+3]   H: qh[32h + 4k ..+3]   B: ql[64h + 32 + 4k ..+3]
+ *         so that A's low nibbles with H's bits 0-1 are elements
+ *         128h + 4k..+3 (scale group 8h + kk), B's low nibbles with bits
+ *         2-3 elements +32 (group +2), A's high nibbles with bits 4-5
+ *         elements +64 (group +4), B's high nibbles with bits 6-7 +96
+ *         (group +6) (ggml's q6_K element order);
+ *     D   16 f16 d;
+ *   as [SC][QS][D] for an even b and [D][SC][QS] for an odd one
+ *   (kern_x16q6_offset): blocks are 52.5 lines, and so every 64-byte chunk
+ *   stays line-aligned.
+ *   WHY: the plain k-quant kernels are partly bound by instructions (q4_K:
+ *   41 GB/s on one thread from L2, the q4_0 x16 kernel 96-104): they
+ *   unpack the scales per row and reduce 8 lanes per row and token.  Here
+ *   the scales of 16 rows unpack with one extending load (and an AND, for
+ *   q4_K), and each int32 lane holds one row.
+ *
  * ARITHMETIC (every level; the scalar reference is exact to the bit)
  *   For row i, token t: f = 0; for each block b in order:
  *     s = corr[t][b] + sum_k u[i][b][k] * a[t][b][k]   (int32, exact)
@@ -49,6 +82,16 @@
  *   (They differ in the last bits from the plain-layout kernels, whose
  *   float order is another; each layout is tested against the same
  *   budget.)
+ *   q4_K, per block b (a: the token's q8_K block, dy its float d):
+ *     isum = sum_j sc_j * sum_{k in j} q[k] * a.qs[k]            (int32, exact)
+ *     msum = sum_j m_j * (a.bsums[2j] + a.bsums[2j+1])          (int32, exact)
+ *     f = fma(-(float)msum, dmin * dy, f);  f = fma((float)isum, d * dy, f)
+ *   (|isum| <= 8*63*32*15*128 < 2^25; no correction terms: q is unsigned.)
+ *   q6_K, per block b (u: the unsigned 6-bit values, sc_g signed):
+ *     isum = sum_g sc_g * sum_{k in g} u[k] * a.qs[k]
+ *     csum = sum_g sc_g * a.bsums[g]
+ *     f = fma((float)(isum - 32 * csum), d * dy, f)                 (int32, exact)
+ *   (|isum| <= 16*128*16*63*128 < 2^29, |32 csum| < 2^28.)
  *
  * THREAD SAFETY: pure functions.
  */
@@ -67,6 +110,27 @@
 
 #define X16_SCALE_BYTES (X16_ROWS * 2) /* one block's 16 f16 scales */
 
+/* q4_K group block: byte offsets of its parts and its size (LAYOUT above) */
+#define X16K_D 0
+#define X16K_DMIN 32
+#define X16K_SC 64
+#define X16K_ML 192
+#define X16K_QS 256
+#define X16K_BLOCK_BYTES (X16K_QS + 32 * 64) /* = 16 plain q4_K blocks */
+
+/* q6_K group block: its size and the offsets of its parts (LAYOUT above) */
+#define X16Q6_BLOCK_BYTES (16 * 210)
+enum { X16Q6_SC, X16Q6_QS, X16Q6_D };
+static inline size_t kern_x16q6_offset(int64_t b, int part) {
+    static const size_t even[3] = {0, 256, 256 + 3072}, odd[3] = {32, 288, 0};
+    return (size_t)b * X16Q6_BLOCK_BYTES + (b & 1 ? odd : even)[part];
+}
+
+/* Elements per block of a type with the layout: 256 for q4_K/q6_K, else 32. */
+static inline int64_t kern_x16_block_elems(uint32_t type) {
+    return type == KITE_DTYPE_Q4_K || type == KITE_DTYPE_Q6_K ? 256 : 32;
+}
+
 /* Quant bytes of one block in a group (QB): 256 for q4_0, 512 for q8_0. */
 static inline size_t kern_x16_quant_bytes(uint32_t type) { return type == KITE_DTYPE_Q4_0 ? 256 : 512; }
 
@@ -81,7 +145,7 @@ static inline size_t kern_x16_quant_offset(size_t qb, int64_t nb, int64_t b) {
     return (b | 1) < nb ? pair + 2 * X16_SCALE_BYTES + (size_t)(b & 1) * qb : pair + X16_SCALE_BYTES;
 }
 
-/* True for weight types that have the layout (q4_0, q8_0). */
+/* True for weight types that have the layout (q4_0, q8_0, q4_K, q6_K). */
 bool kern_x16_type(uint32_t type);
 /* Whether load-time repacking pays at a level (it does where the VNNI
  * kernel exists; lower levels would only run the scalar reference). */
@@ -89,26 +153,32 @@ bool kern_x16_pays(kern_level level);
 /* Rows of w held in interleaved groups: ne[1] rounded down to 16 for an
  * X16 weight, 0 for a plain one. */
 int64_t kern_x16_rows(const weight *w);
-/* Activation offset of a type: 8 (q4_0) or 128 (q8_0). */
+/* Activation offset of a type: 8 (q4_0) or 128 (q8_0); 0 for q4_K, q6_K. */
 int32_t kern_x16_offset(uint32_t type);
 
 /* Repacks nr rows of ne0 columns of `type` at data (plain layout) in place;
  * tmp: 16 plain rows of scratch (16 * row bytes).  Rows past the last full
  * group are left as they are. */
 void kern_x16_pack(uint32_t type, void *data, int64_t nr, int64_t ne0, void *tmp);
-/* Plain-layout bytes of row i (0..15) of the group at grp (row of nb blocks)
- * into row_out (nb blocks). */
+/* Plain-layout bytes of row i (0..15) of the group at grp (row of nb blocks
+ * of the type) into row_out (nb blocks). */
 void kern_x16_unpack_row(uint32_t type, const void *grp, int i, int64_t nb, void *row_out);
 /* The same for block b of row i only (blk: one plain block). */
 void kern_x16_get_block(uint32_t type, const void *grp, int64_t nb, int64_t b, int i, void *blk);
+/* The k-quant block formats (gemm_x16_kquant.c): row i's plain block at blk
+ * into group block b at grp, and back. */
+void kern_x16k_put_block(uint32_t type, void *grp, int64_t b, int i, const void *blk);
+void kern_x16k_get_block(uint32_t type, const void *grp, int64_t b, int i, void *blk);
 
 /* corr[b] = -off * sum(qs of block b), da[b] = float(d of block b), b < nb,
- * for one q8_0 activation row. */
+ * for one q8_0 activation row (q4_0, q8_0; the k-quants read their q8_K
+ * rows only). */
 void kern_x16_act_prep(const void *q8row, int64_t nb, int32_t off, int32_t *corr, float *da);
 
-/* y[t*ldy + i] for i < 16 rows of the group at grp and t < nt tokens
- * (1 <= nt <= X16_MAX_TOK): token t's q8_0 row at a + t*a_stride, its
- * corr/da at corr + t*c_stride, da + t*c_stride. */
+/* y[t*ldy + i] for i < 16 rows of the group at grp (nb blocks) and t < nt
+ * tokens (1 <= nt <= X16_MAX_TOK): token t's q8_0 (q8_K) row at
+ * a + t*a_stride, its corr/da at corr + t*c_stride, da + t*c_stride (q4_0,
+ * q8_0; the k-quant kernels ignore corr and da). */
 typedef void (*kern_gemm_x16_fn)(int64_t nb, float *y, int64_t ldy, const void *grp, const void *a,
                                  size_t a_stride, const int32_t *corr, const float *da, int64_t c_stride, int nt);
 
@@ -123,5 +193,9 @@ KERN_GEMM_X16_DECL(gemm_x16_q4_0_ref);
 KERN_GEMM_X16_DECL(gemm_x16_q8_0_ref);
 KERN_GEMM_X16_DECL(gemm_x16_q4_0_vnni);
 KERN_GEMM_X16_DECL(gemm_x16_q8_0_vnni);
+KERN_GEMM_X16_DECL(gemm_x16_q4_K_ref);
+KERN_GEMM_X16_DECL(gemm_x16_q4_K_vnni);
+KERN_GEMM_X16_DECL(gemm_x16_q6_K_ref);
+KERN_GEMM_X16_DECL(gemm_x16_q6_K_vnni);
 
 #endif

@@ -8,9 +8,8 @@
  *      threads by token when the batch is large enough to pay for a pool
  *      round trip; f32 activations are used in place.
  *   2. The weight rows are split over threads in units of KERN_ROW_UNIT rows
- *      (16-row groups for interleaved weights; a unit holds whole 4-row R4
- *      groups); below the tiled prefill GEMM, threads that finish early
- *      take chunks from the others' ranges
+ *      (16-row groups for interleaved weights); below the tiled prefill
+ *      GEMM, threads that finish early take chunks from the others' ranges
  *      (work sharing, see exec_run).  Rows of several matmuls on the same
  *      input can share one conversion and one round trip (kern_matmul_fused).
  *      Each thread walks its rows in tiles of about MM_TILE_BYTES of weights
@@ -36,7 +35,6 @@
 
 #include "core/error.h"
 #include "kernels/dispatch.h"
-#include "kernels/gemm_r4.h"
 #include "kernels/gemm_tiled.h"
 #include "kernels/gemm_x16.h"
 #include "kernels/int8_gemm.h"
@@ -51,8 +49,9 @@
  * less and small ops stay on fewer threads. */
 #define MM_SIMD_SPEEDUP 8.0
 /* The interleaved q4_0/q8_0 kernel (gemm_x16.h) does 512 multiply-adds in
- * about 11 instructions: a k/v projection (256 x 2048) of one to a few
- * tokens ran faster on one thread than on two (kite tune, this VM). */
+ * about 11 instructions (q4_K/q6_K in 12-16): a k/v projection (256 x 2048)
+ * of one to a few tokens ran faster on one thread than on two (kite tune,
+ * this VM; measured for q4_0). */
 #define MM_X16_SPEEDUP 32.0
 
 float kern_dot_f32(const float *a, const float *b, int64_t n) {
@@ -72,20 +71,14 @@ void kern_get_row(const weight *w, int64_t row, float *dst) {
     const dtype_traits *tr = dtype_get(w->type);
     KITE_ASSERT(tr && tr->to_float && row >= 0 && row < w->ne[1]);
     if (row < kern_x16_rows(w)) { /* interleaved group: gather the row's blocks one at a time */
-        const int64_t nb = w->ne[0] / 32, g = row / X16_ROWS * X16_ROWS;
+        const int64_t be = kern_x16_block_elems(w->type), nb = w->ne[0] / be, g = row / X16_ROWS * X16_ROWS;
         const char *grp = (const char *)w->data + (size_t)g * w->row_bytes;
-        unsigned char blk[64];
+        _Alignas(16) unsigned char blk[256]; /* one plain block of any x16 type (q4_K: 144 bytes) */
+        KITE_ASSERT((size_t)tr->type_size <= sizeof blk);
         for (int64_t b = 0; b < nb; b++) {
             kern_x16_get_block(w->type, grp, nb, b, (int)(row - g), blk);
-            tr->to_float(blk, dst + b * 32, 32);
+            tr->to_float(blk, dst + b * be, be);
         }
-        return;
-    }
-    if (row < kern_r4_rows(w)) { /* block-interleaved group: its blocks are R4_ROWS apart */
-        const int64_t bs = tr->block_size, nb = w->ne[0] / bs, g = row / R4_ROWS * R4_ROWS;
-        const char *grp = (const char *)w->data + (size_t)g * w->row_bytes;
-        for (int64_t b = 0; b < nb; b++)
-            tr->to_float(grp + (size_t)(R4_ROWS * b + (row - g)) * (size_t)tr->type_size, dst + b * bs, bs);
         return;
     }
     tr->to_float((const char *)w->data + (size_t)row * w->row_bytes, dst, w->ne[0]);
@@ -122,7 +115,6 @@ typedef struct matmul_task {
     float *row_buf;      /* [nth][ne0] floats: generic path */
     kern_gemm_tiled_fn tiled; /* prefill GEMM (gemm_tiled.h) or NULL: flat path */
     kern_gemm_x16_fn x16;     /* interleaved-layout kernel (gemm_x16.h) or NULL */
-    kern_gemm_r4_fn r4;       /* R4-layout kernel (gemm_r4.h); NULL for R4 weights: gather rows */
     int32_t *corr;            /* x16: [n_tok][nb] activation corrections */
     float *da;                /* x16: [n_tok][nb] activation scales */
     int64_t tile_bytes;       /* tune hook (tune.h): flat path's weight bytes per row tile */
@@ -135,43 +127,12 @@ static void quant_part(void *arg, int ith, int nth) {
     long t0, t1;
     tp_split((long)t->n_tok, ith, nth, &t0, &t1);
     const int64_t nb = ne0 / 32;
+    const bool prep = t->x16 && t->kt->ops[t->w->type].act_type == KITE_DTYPE_Q8_0; /* k-quants: q8_K rows only */
     for (long k = t0; k < t1; k++) {
         q(t->x + k * ne0, (char *)t->act + (size_t)k * t->a_stride, ne0);
-        if (t->x16)
+        if (prep)
             kern_x16_act_prep(t->act + (size_t)k * t->a_stride, nb, kern_x16_offset(t->w->type), t->corr + k * nb,
                               t->da + k * nb);
-    }
-}
-
-/* Rows [r0, r1) of an R4 weight, r0 and r1 multiples of R4_ROWS, in row
- * tiles of about tile_bytes for every token group (as the flat path).
- * Without an R4 kernel at the level, each group's rows are gathered into
- * the thread's row buffer and go through the plain flat GEMM. */
-static void run_rows_r4(const matmul_task *t, int64_t r0, int64_t r1, int ith) {
-    const weight *w = t->w;
-    const int64_t ne0 = w->ne[0];
-    const char *wd = w->data;
-    int64_t tile = t->tile_bytes / (int64_t)w->row_bytes / R4_ROWS * R4_ROWS;
-    if (tile < R4_ROWS) tile = R4_ROWS;
-    for (int64_t r = r0; r < r1; r += tile) {
-        const int64_t rn = r1 - r < tile ? r1 - r : tile;
-        for (int64_t k = 0; k < t->n_tok; k += KERN_GEMM_MAX_TOK) {
-            const int tn = (int)(t->n_tok - k < KERN_GEMM_MAX_TOK ? t->n_tok - k : KERN_GEMM_MAX_TOK);
-            float *y = t->y + k * t->ldy + r;
-            const char *act = t->act + (size_t)k * t->a_stride;
-            if (t->r4) {
-                t->r4(ne0, y, t->ldy, wd + (size_t)r * w->row_bytes, rn / R4_ROWS, act, t->a_stride, tn);
-                continue;
-            }
-            const dtype_traits *tr = dtype_get(w->type);
-            char *rows = (char *)(t->row_buf + (size_t)ith * (size_t)ne0); /* R4_ROWS rows fit: see mm_setup */
-            for (int64_t g = 0; g < rn; g += R4_ROWS) {
-                for (int i = 0; i < R4_ROWS; i++)
-                    kern_r4_unpack_row(wd + (size_t)(r + g) * w->row_bytes, i, ne0 / tr->block_size,
-                                       (size_t)tr->type_size, rows + (size_t)i * w->row_bytes);
-                t->kt->ops[w->type].gemm(ne0, y + g, t->ldy, rows, w->row_bytes, R4_ROWS, act, t->a_stride, tn);
-            }
-        }
     }
 }
 
@@ -179,9 +140,7 @@ static void run_rows_r4(const matmul_task *t, int64_t r0, int64_t r1, int ith) {
  * r0 is a multiple of the task's unit (task_unit); r1 is one too, or nr.
  * Interleaved weights run their 16-row groups through the x16 kernel, each
  * group for all tokens in passes of X16_MAX_TOK (the group stays in cache
- * between passes); rows past the last full group take the plain flat GEMM.
- * R4 weights (q4_K/q6_K, gemm_r4.h) run their 4-row groups through the R4
- * kernel (run_rows_r4), the rows past the last group the flat GEMM. */
+ * between passes); rows past the last full group take the plain flat GEMM. */
 static void run_rows(const matmul_task *t, int64_t r0, int64_t r1, int ith) {
     const weight *w = t->w;
     const int64_t ne0 = w->ne[0];
@@ -189,7 +148,7 @@ static void run_rows(const matmul_task *t, int64_t r0, int64_t r1, int ith) {
     const char *wd = w->data;
     if (r1 <= r0) return;
     if (t->x16) {
-        const int64_t nb = ne0 / 32, packed = kern_x16_rows(w);
+        const int64_t nb = ne0 / kern_x16_block_elems(w->type), packed = kern_x16_rows(w);
         for (; r0 + X16_ROWS <= r1 && r0 + X16_ROWS <= packed; r0 += X16_ROWS)
             for (int64_t k = 0; k < t->n_tok; k += X16_MAX_TOK) {
                 const int tn = (int)(t->n_tok - k < X16_MAX_TOK ? t->n_tok - k : X16_MAX_TOK);
@@ -203,13 +162,6 @@ static void run_rows(const matmul_task *t, int64_t r0, int64_t r1, int ith) {
                      (int)(r1 - r0), t->act + (size_t)k * t->a_stride, t->a_stride, tn);
         }
         return;
-    }
-    if (w->layout == WEIGHT_LAYOUT_R4) {
-        const int64_t packed = kern_r4_rows(w);
-        run_rows_r4(t, r0, r1 < packed ? r1 : packed, ith);
-        if (r0 < packed) r0 = packed;
-        if (r0 >= r1) return;
-        /* the rows past the last group are plain: the flat GEMM below */
     }
     /* --- prefill hook (gemm_tiled.h): these rows x all tokens --- */
     if (t->tiled) {
@@ -286,13 +238,10 @@ static int mm_setup(const kern_ops_table *kt, threadpool *tp, const weight *w, c
         t->act = sc + round64((size_t)nth * (size_t)ne0 * sizeof(float));
         t->a_stride = kern_act_row_bytes(op->act_type, ne0);
         KITE_ASSERT(t->a_stride > 0 && kt->act_from_f32[op->act_type]);
-        if (w->layout == WEIGHT_LAYOUT_R4) {
-            t->r4 = kern_gemm_r4_get(kt->level, w->type);
-            KITE_ASSERT(op->gemm && (size_t)R4_ROWS * w->row_bytes <= (size_t)ne0 * sizeof(float));
-        }
         if (w->layout == WEIGHT_LAYOUT_X16) {
             t->x16 = kern_gemm_x16_get(kt->level, w->type);
-            KITE_ASSERT(t->x16 && op->act_type == KITE_DTYPE_Q8_0);
+            const uint32_t act = kern_x16_block_elems(w->type) == 256 ? KITE_DTYPE_Q8_K : KITE_DTYPE_Q8_0;
+            KITE_ASSERT(t->x16 && op->act_type == act);
             char *side = (char *)t->act + round64((size_t)n_tok * t->a_stride);
             t->corr = (int32_t *)(void *)side;
             t->da = (float *)(void *)(side + round64((size_t)n_tok * (size_t)(ne0 / 32) * sizeof(int32_t)));
@@ -464,8 +413,9 @@ void kern_matmul_variant(const kern_ops_table *kt, threadpool *tp, const weight 
 
 /* Items can share one activation conversion when their weights read the
  * same activation rows: same width, same act format, same kernel path
- * (interleaved or not; interleaved types differ in their activation
- * corrections), and for an epilogue the same row count. */
+ * (interleaved or not; interleaved q4_0 and q8_0 differ in their activation
+ * corrections, q4_K and q6_K have none), and for an epilogue the same row
+ * count. */
 static bool fusable(const kern_ops_table *kt, const kern_mm_item *it, int n, bool epilogue) {
     const weight *w0 = it[0].w;
     for (int i = 0; i < n; i++) {
@@ -476,7 +426,7 @@ static bool fusable(const kern_ops_table *kt, const kern_mm_item *it, int n, boo
         const kern_type_ops *a = &kt->ops[w->type], *b = &kt->ops[w0->type];
         const bool fa = !a->vec_dot || a->act_type == KITE_DTYPE_F32, fb = !b->vec_dot || b->act_type == KITE_DTYPE_F32;
         if (fa != fb || (!fa && a->act_type != b->act_type)) return false;
-        if (w->layout == WEIGHT_LAYOUT_X16 && w->type != w0->type) return false;
+        if (w->layout == WEIGHT_LAYOUT_X16 && kern_x16_offset(w->type) != kern_x16_offset(w0->type)) return false;
     }
     return true;
 }

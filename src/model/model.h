@@ -131,7 +131,7 @@ struct kite_model {
     double repack_ms;
 };
 
-/* Repacks the model's q4_0/q8_0 matrices into the interleaved layout of
+/* Repacks the model's q4_0/q8_0/q4_K/q6_K matrices into the interleaved layout of
  * kernels/gemm_x16.h, in place, when the active kernel level gains from it
  * and KITE_REPACK is not "0" (repack.c).  The file image must be private,
  * writable memory (heap residency).  Returns a kite_status. */

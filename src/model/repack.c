@@ -1,8 +1,7 @@
 /*
  * repack.c - load-time repacking of a model's matrices into the kernels'
- * interleaved layouts, in place in the heap file image: q4_0/q8_0 into
- * 16-row groups (kernels/gemm_x16.h), q4_K/q6_K into 4-row block-interleaved
- * groups (kernels/gemm_r4.h).
+ * interleaved layout, in place in the heap file image: q4_0, q8_0, q4_K and
+ * q6_K into 16-row groups (kernels/gemm_x16.h).
  *
  * Which weights: every matrix kern_matmul multiplies (attention, FFN, MoE
  * experts one expert at a time, the classifier) of a type with a layout,
@@ -19,7 +18,6 @@
 
 #include "core/error.h"
 #include "kernels/dispatch.h"
-#include "kernels/gemm_r4.h"
 #include "kernels/gemm_x16.h"
 #include "model/model.h"
 
@@ -46,12 +44,12 @@ static bool seen(const repack_state *s, const void *p) {
  * offsets) and marks w.  Returns a kite_status. */
 static int repack_weight(kite_model *m, repack_state *s, weight *w, int n_views) {
     const kern_level level = kern_table()->level;
-    const bool x16 = kern_x16_type(w->type) && kern_x16_pays(level), r4 = kern_r4_type(w->type) && kern_r4_pays(level);
-    const int64_t rows = x16 ? X16_ROWS : R4_ROWS;
-    if (!w->data || !(x16 || r4) || w->ne[1] < rows || w->layout != WEIGHT_LAYOUT_PLAIN) return KITE_OK;
-    const uint32_t layout = x16 ? WEIGHT_LAYOUT_X16 : WEIGHT_LAYOUT_R4;
+    const int64_t rows = X16_ROWS;
+    if (!w->data || !(kern_x16_type(w->type) && kern_x16_pays(level)) || w->ne[1] < rows ||
+        w->layout != WEIGHT_LAYOUT_PLAIN)
+        return KITE_OK;
     if (seen(s, w->data)) {
-        w->layout = layout;
+        w->layout = WEIGHT_LAYOUT_X16;
         return KITE_OK;
     }
     const size_t need = w->row_bytes * (size_t)rows;
@@ -72,12 +70,9 @@ static int repack_weight(kite_model *m, repack_state *s, weight *w, int n_views)
     for (int e = 0; e < n_views; e++) {
         const weight v = model_expert(w, e);
         /* the heap image is private memory owned by the model (heap residency) */
-        if (x16)
-            kern_x16_pack(w->type, (void *)(uintptr_t)v.data, v.ne[1], v.ne[0], s->tmp);
-        else
-            kern_r4_pack(w->type, (void *)(uintptr_t)v.data, v.ne[1], v.ne[0], s->tmp);
+        kern_x16_pack(w->type, (void *)(uintptr_t)v.data, v.ne[1], v.ne[0], s->tmp);
     }
-    w->layout = layout;
+    w->layout = WEIGHT_LAYOUT_X16;
     m->n_repacked += n_views;
     return KITE_OK;
 }
@@ -85,7 +80,7 @@ static int repack_weight(kite_model *m, repack_state *s, weight *w, int n_views)
 int model_repack(kite_model *m) {
     const char *env = getenv("KITE_REPACK");
     const kern_level level = kern_table()->level;
-    if ((env && strcmp(env, "0") == 0) || !(kern_x16_pays(level) || kern_r4_pays(level))) return KITE_OK;
+    if ((env && strcmp(env, "0") == 0) || !kern_x16_pays(level)) return KITE_OK;
     const double t0 = now_ms();
     repack_state s = {0};
     int rc = KITE_OK;

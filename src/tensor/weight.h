@@ -23,8 +23,7 @@ typedef struct weight {
 
 enum {
     WEIGHT_LAYOUT_PLAIN = 0, /* rows one after another, as in GGUF */
-    WEIGHT_LAYOUT_X16 = 1,   /* q4_0/q8_0 rows interleaved in groups of 16 (kernels/gemm_x16.h) */
-    WEIGHT_LAYOUT_R4 = 2     /* q4_K/q6_K rows interleaved block by block in groups of 4 (kernels/gemm_r4.h) */
+    WEIGHT_LAYOUT_X16 = 1    /* q4_0/q8_0/q4_K/q6_K rows interleaved in groups of 16 (kernels/gemm_x16.h) */
 };
 
 #endif

@@ -1,8 +1,7 @@
 /*
- * repack_harness.h - shared by the load-time repacking tests (test_x16.c,
- * test_r4.c): random plain weight rows of a type, and the logits of a few
- * tokens of a model file, loaded with or without repacking, to compare the
- * two loads.
+ * repack_harness.h - helpers of the load-time repacking test (test_x16.c):
+ * random plain weight rows of a type, and the logits of a few tokens of a
+ * model file, loaded with or without repacking, to compare the two loads.
  */
 #ifndef KITE_TESTS_REPACK_HARNESS_H
 #define KITE_TESTS_REPACK_HARNESS_H

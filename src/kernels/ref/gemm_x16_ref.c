@@ -1,6 +1,7 @@
 /*
- * gemm_x16_ref.c - scalar reference of the 16-row interleaved q4_0 / q8_0
- * kernel (gemm_x16.h): the specification the SIMD kernel equals bit for bit.
+ * gemm_x16_ref.c - scalar reference of the 16-row interleaved q4_0 / q8_0 /
+ * q4_K / q6_K kernels (gemm_x16.h): the specification the SIMD kernels equal bit
+ * for bit.
  * Block sums are exact in int32 (|s| <= 32*15*128 + 8*32*128 for q4_0,
  * 32*255*128 + 128*32*128 for q8_0); the float steps are a product rounded
  * to float and one fused multiply-add, as the SIMD kernel does them.
@@ -10,6 +11,7 @@
 #include <string.h>
 
 #include "kernels/gemm_x16.h"
+#include "tensor/blocks.h"
 #include "tensor/dtype.h"
 
 /* One token's 16 outputs.  Weights as unsigned u (q4_0 nibble, q8_0 w+128),
@@ -52,3 +54,97 @@ static void x16_ref_tokens(int is_q4, int64_t nb, float *y, int64_t ldy, const v
 KERN_GEMM_X16_DECL(gemm_x16_q4_0_ref) { x16_ref_tokens(1, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, nt); }
 
 KERN_GEMM_X16_DECL(gemm_x16_q8_0_ref) { x16_ref_tokens(0, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, nt); }
+
+/* A k-quant reference (one token) for nt tokens: q8_K rows a_stride apart. */
+typedef void (*kquant_ref_fn)(int64_t nb, float *y, const unsigned char *g, const unsigned char *a);
+static void kquant_ref_tokens(kquant_ref_fn one, int64_t nb, float *y, int64_t ldy, const void *grp, const void *a,
+                              size_t a_stride, int nt) {
+    for (int t = 0; t < nt; t++) one(nb, y + (int64_t)t * ldy, grp, (const unsigned char *)a + (size_t)t * a_stride);
+}
+
+/* q4_K, one token: the arithmetic of gemm_x16.h on the X16K_* block format;
+ * a: the token's q8_K row (float d, 256 qs, 16 int16 bsums per block). */
+static void x16_q4_K_ref(int64_t nb, float *y, const unsigned char *g, const unsigned char *a) {
+    for (int i = 0; i < X16_ROWS; i++) {
+        float f = 0.0f;
+        for (int64_t b = 0; b < nb; b++) {
+            const unsigned char *x = g + (size_t)b * X16K_BLOCK_BYTES, *qa = a + (size_t)b * sizeof(block_q8_K);
+            const signed char *q8 = (const signed char *)(qa + offsetof(block_q8_K, qs));
+            int32_t isum = 0, msum = 0;
+            for (int j = 0; j < 8; j++) {
+                const int s = x[X16K_SC + 16 * j + i], n = x[X16K_ML + 16 * (j / 2) + i];
+                const int sc = s & 63, m = ((n >> (4 * (j & 1))) & 15) | (s >> 6) << 4;
+                int32_t sj = 0;
+                for (int c = 8 * (j / 2); c < 8 * (j / 2) + 8; c++)
+                    for (int k = 0; k < 4; k++) {
+                        const int u = (x[X16K_QS + 64 * c + 4 * i + k] >> (4 * (j & 1))) & 15;
+                        sj += u * q8[64 * (j / 2) + 32 * (j & 1) + 4 * (c % 8) + k];
+                    }
+                isum += sc * sj;
+                int16_t b0, b1;
+                memcpy(&b0, qa + offsetof(block_q8_K, bsums) + 4 * j, 2);
+                memcpy(&b1, qa + offsetof(block_q8_K, bsums) + 4 * j + 2, 2);
+                msum += m * (b0 + b1);
+            }
+            uint16_t hd, hm;
+            float dy;
+            memcpy(&hd, x + X16K_D + 2 * i, 2);
+            memcpy(&hm, x + X16K_DMIN + 2 * i, 2);
+            memcpy(&dy, qa + offsetof(block_q8_K, d), sizeof dy);
+            f = fmaf(-(float)msum, fp16_to_fp32(hm) * dy, f);
+            f = fmaf((float)isum, fp16_to_fp32(hd) * dy, f);
+        }
+        y[i] = f;
+    }
+}
+
+KERN_GEMM_X16_DECL(gemm_x16_q4_K_ref) {
+    (void)corr;
+    (void)da;
+    (void)c_stride;
+    kquant_ref_tokens(x16_q4_K_ref, nb, y, ldy, grp, a, a_stride, nt);
+}
+
+/* q6_K, one token (gemm_x16.h): element values u from the step layout,
+ * scale group sums, then isum - 32 * csum. */
+static void x16_q6_K_ref(int64_t nb, float *y, const unsigned char *g, const unsigned char *a) {
+    for (int i = 0; i < X16_ROWS; i++) {
+        float f = 0.0f;
+        for (int64_t b = 0; b < nb; b++) {
+            const unsigned char *qs = g + kern_x16q6_offset(b, X16Q6_QS), *qa = a + (size_t)b * sizeof(block_q8_K);
+            const signed char *sc = (const signed char *)(g + kern_x16q6_offset(b, X16Q6_SC));
+            const signed char *q8 = (const signed char *)(qa + offsetof(block_q8_K, qs));
+            int32_t gsum[16] = {0};
+            for (int s = 0; s < 4; s++)
+                for (int kq = 0; kq < 4; kq++)
+                    for (int j = 0; j < 4; j++) {
+                        const int h = s / 2, k = 4 * (s % 2) + kq, e = 128 * h + 4 * k + j;
+                        const int A = qs[768 * s + 64 * kq + 4 * i + j], H = qs[768 * s + 256 + 64 * kq + 4 * i + j],
+                                  B = qs[768 * s + 512 + 64 * kq + 4 * i + j];
+                        const int u[4] = {(A & 15) | (H & 3) << 4, (B & 15) | (H >> 2 & 3) << 4,
+                                          (A >> 4) | (H >> 4 & 3) << 4, (B >> 4) | (H >> 6 & 3) << 4};
+                        for (int q = 0; q < 4; q++) gsum[(e + 32 * q) / 16] += u[q] * q8[e + 32 * q];
+                    }
+            int32_t isum = 0, csum = 0;
+            for (int k = 0; k < 16; k++) {
+                int16_t bs;
+                memcpy(&bs, qa + offsetof(block_q8_K, bsums) + 2 * k, 2);
+                isum += sc[16 * k + i] * gsum[k];
+                csum += sc[16 * k + i] * bs;
+            }
+            uint16_t hd;
+            float dy;
+            memcpy(&hd, g + kern_x16q6_offset(b, X16Q6_D) + 2 * i, 2);
+            memcpy(&dy, qa + offsetof(block_q8_K, d), sizeof dy);
+            f = fmaf((float)(isum - 32 * csum), fp16_to_fp32(hd) * dy, f);
+        }
+        y[i] = f;
+    }
+}
+
+KERN_GEMM_X16_DECL(gemm_x16_q6_K_ref) {
+    (void)corr;
+    (void)da;
+    (void)c_stride;
+    kquant_ref_tokens(x16_q6_K_ref, nb, y, ldy, grp, a, a_stride, nt);
+}

@@ -35,7 +35,6 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "kernels/gemm_r4.h"
 #include "kernels/x86_avx512/kquant_vnni.h"
 #include "kernels/x86_avx512/vnni_common.h"
 #include "tensor/blocks.h"
@@ -105,9 +104,9 @@ static ALWAYS_INLINE __m512i k4_perm(int base) {
     return _mm512_loadu_si512(idx);
 }
 
-static ALWAYS_INLINE void q4_K_step(__m128 acc[4], const unsigned char *w, size_t ws, size_t pf,
-                                    const unsigned char *a, size_t as, const int NR, const int NT, __m512i i01,
-                                    __m512i i23) {
+static ALWAYS_INLINE void q4_K_step(__m128 acc[4], const unsigned char *w, size_t ws, const unsigned char *a,
+                                    size_t as, const int NR, const int NT, __m512i i01, __m512i i23) {
+    const size_t pf = prefetch_ahead(NR, ws);
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     __m512i l0[4], h0[4], l1[4], h1[4], sc01[4], sc23[4];
     __m128i mins[4];
@@ -115,11 +114,9 @@ static ALWAYS_INLINE void q4_K_step(__m128 acc[4], const unsigned char *w, size_
     KITE_UNROLL
     for (int r = 0; r < NR; r++) {
         const unsigned char *x = w + (size_t)r * ws;
-        if (pf) {
-            _mm_prefetch((const char *)x + pf, _MM_HINT_T0);
-            _mm_prefetch((const char *)x + pf + 64, _MM_HINT_T0);
-            _mm_prefetch((const char *)x + pf + 128, _MM_HINT_T0);
-        }
+        _mm_prefetch((const char *)x + pf, _MM_HINT_T0);
+        _mm_prefetch((const char *)x + pf + 64, _MM_HINT_T0);
+        _mm_prefetch((const char *)x + pf + 128, _MM_HINT_T0);
         const unsigned char *qs = x + offsetof(block_q4_K, qs);
         const __m512i z0 = ld512(qs), z1 = ld512(qs + 64);
         l0[r] = _mm512_and_si512(z0, m4);
@@ -178,20 +175,12 @@ static ALWAYS_INLINE void store4(float *y, int64_t ldy, const int NR, const int 
     }
 }
 
-/* NR rows x NT tokens; row r's block b at w + r*ws + b*bs (plain layout: ws
- * the row size, bs the block size; R4: ws = block size, bs = 4 blocks);
- * pf: software prefetch distance from each row's block (0: none). */
-static ALWAYS_INLINE void q4_K_rows(int64_t nb, float *y, int64_t ldy, const unsigned char *w, size_t ws, size_t bs,
-                                    size_t pf, const unsigned char *a, size_t as, const int NR, const int NT) {
-    const __m512i i01 = k4_perm(0), i23 = k4_perm(4);
-    __m128 acc[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
-    for (int64_t b = 0; b < nb; b++)
-        q4_K_step(acc, w + (size_t)b * bs, ws, pf, a + (size_t)b * KB8, as, NR, NT, i01, i23);
-    store4(y, ldy, NR, NT, acc);
-}
 static ALWAYS_INLINE void q4_K_kernel(int64_t nb, float *y, int64_t ldy, const unsigned char *w, size_t ws,
                                       const unsigned char *a, size_t as, const int NR, const int NT) {
-    q4_K_rows(nb, y, ldy, w, ws, KB4, prefetch_ahead(NR, ws), a, as, NR, NT);
+    const __m512i i01 = k4_perm(0), i23 = k4_perm(4);
+    __m128 acc[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
+    for (int64_t b = 0; b < nb; b++) q4_K_step(acc, w + (size_t)b * KB4, ws, a + (size_t)b * KB8, as, NR, NT, i01, i23);
+    store4(y, ldy, NR, NT, acc);
 }
 
 /* ---- q6_K ---- */
@@ -210,9 +199,9 @@ static ALWAYS_INLINE __m512i q6_join(__m512i lo, __m512i qhs) {
     return _mm512_or_si512(_mm512_and_si512(lo, _mm512_set1_epi8(0x0F)), _mm512_and_si512(qhs, _mm512_set1_epi8(0x30)));
 }
 
-static ALWAYS_INLINE void q6_K_step(__m128 acc[4], const unsigned char *w, size_t ws, size_t pf,
-                                    const unsigned char *a, size_t as, const int NR, const int NT, __m512i i01,
-                                    __m512i i23) {
+static ALWAYS_INLINE void q6_K_step(__m128 acc[4], const unsigned char *w, size_t ws, const unsigned char *a,
+                                    size_t as, const int NR, const int NT, __m512i i01, __m512i i23) {
+    const size_t pf = prefetch_ahead(NR, ws);
     /* per 16-bit lane shifts: low 256 bits / high 256 bits */
     const __m512i sl42 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
     const __m512i sr02 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
@@ -222,12 +211,10 @@ static ALWAYS_INLINE void q6_K_step(__m128 acc[4], const unsigned char *w, size_
     KITE_UNROLL
     for (int r = 0; r < NR; r++) {
         const unsigned char *x = w + (size_t)r * ws;
-        if (pf) {
-            _mm_prefetch((const char *)x + pf, _MM_HINT_T0);
-            _mm_prefetch((const char *)x + pf + 64, _MM_HINT_T0);
-            _mm_prefetch((const char *)x + pf + 128, _MM_HINT_T0);
-            _mm_prefetch((const char *)x + pf + 192, _MM_HINT_T0);
-        }
+        _mm_prefetch((const char *)x + pf, _MM_HINT_T0);
+        _mm_prefetch((const char *)x + pf + 64, _MM_HINT_T0);
+        _mm_prefetch((const char *)x + pf + 128, _MM_HINT_T0);
+        _mm_prefetch((const char *)x + pf + 192, _MM_HINT_T0);
         const unsigned char *ql = x + offsetof(block_q6_K, ql), *qh = x + offsetof(block_q6_K, qh);
         for (int h = 0; h < 2; h++) {
             const __m512i l = ld512(ql + 64 * h);
@@ -274,59 +261,18 @@ static ALWAYS_INLINE void q6_K_step(__m128 acc[4], const unsigned char *w, size_
     }
 }
 
-/* As q4_K_rows. */
-static ALWAYS_INLINE void q6_K_rows(int64_t nb, float *y, int64_t ldy, const unsigned char *w, size_t ws, size_t bs,
-                                    size_t pf, const unsigned char *a, size_t as, const int NR, const int NT) {
-    const __m512i i01 = k6_perm(0), i23 = k6_perm(8);
-    __m128 acc[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
-    for (int64_t b = 0; b < nb; b++)
-        q6_K_step(acc, w + (size_t)b * bs, ws, pf, a + (size_t)b * KB8, as, NR, NT, i01, i23);
-    store4(y, ldy, NR, NT, acc);
-}
 static ALWAYS_INLINE void q6_K_kernel(int64_t nb, float *y, int64_t ldy, const unsigned char *w, size_t ws,
                                       const unsigned char *a, size_t as, const int NR, const int NT) {
-    q6_K_rows(nb, y, ldy, w, ws, KB6, prefetch_ahead(NR, ws), a, as, NR, NT);
+    const __m512i i01 = k6_perm(0), i23 = k6_perm(8);
+    __m128 acc[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
+    for (int64_t b = 0; b < nb; b++) q6_K_step(acc, w + (size_t)b * KB6, ws, a + (size_t)b * KB8, as, NR, NT, i01, i23);
+    store4(y, ldy, NR, NT, acc);
 }
 
 /* Rows in fours (then singles), tokens in groups of up to 4 (one call per
  * token for the single rows). */
 VNNI_DEFINE_GEMM(gemm_q4_K_q8_K_vnni, q4_K_kernel, QK_K, VNNI_GEMM_TAIL_SINGLE)
 VNNI_DEFINE_GEMM(gemm_q6_K_q8_K_vnni, q6_K_kernel, QK_K, VNNI_GEMM_TAIL_SINGLE)
-
-/* ---- the R4 layout (gemm_r4.h) ---- */
-
-/* Software prefetch for R4 groups: none for one or two tokens (one forward
- * stream, which the hardware prefetchers follow: q4_K 27.6 GB/s on one
- * thread against 23.9 with a 2 KiB prefetch); 4 KiB ahead from three tokens
- * on, where each token group of the caller's row tile re-reads it from
- * cache and the stream stalls in between.  That choice follows the x16
- * kernel's measurement and was not timed on its own here (Q4_K_M pp128 with
- * R4: 175-178 tok/s against 172-173 plain). */
-#define R4_PF(NT) ((NT) > 2 ? (size_t)4096 : (size_t)0)
-
-/* Groups of 4 rows for up to 4 tokens at a time. */
-#define R4_GEMM(NAME, ROWS, KB)                                                                               \
-    KERN_GEMM_R4_DECL(NAME) {                                                                                 \
-        const int64_t nb = n / QK_K;                                                                          \
-        const size_t gs = (size_t)nb * (KB) * R4_ROWS;                                                        \
-        const unsigned char *g = grp, *ap = a;                                                                \
-        for (int t = 0; t < nt; t += 4) {                                                                     \
-            const int tn = nt - t < 4 ? nt - t : 4;                                                           \
-            const unsigned char *at = ap + (size_t)t * a_stride;                                              \
-            for (int64_t k = 0; k < n_groups; k++) {                                                          \
-                const unsigned char *wg = g + (size_t)k * gs;                                                 \
-                float *yo = y + (int64_t)t * ldy + R4_ROWS * k;                                               \
-                switch (tn) {                                                                                 \
-                case 1: ROWS(nb, yo, ldy, wg, KB, R4_ROWS * (KB), R4_PF(1), at, a_stride, 4, 1); break;       \
-                case 2: ROWS(nb, yo, ldy, wg, KB, R4_ROWS * (KB), R4_PF(2), at, a_stride, 4, 2); break;       \
-                case 3: ROWS(nb, yo, ldy, wg, KB, R4_ROWS * (KB), R4_PF(3), at, a_stride, 4, 3); break;       \
-                default: ROWS(nb, yo, ldy, wg, KB, R4_ROWS * (KB), R4_PF(4), at, a_stride, 4, 4); break;      \
-                }                                                                                             \
-            }                                                                                                 \
-        }                                                                                                     \
-    }
-R4_GEMM(gemm_r4_q4_K_vnni, q4_K_rows, KB4)
-R4_GEMM(gemm_r4_q6_K_vnni, q6_K_rows, KB6)
 
 void vec_dot_q4_K_q8_K_vnni(int64_t n, float *out, const void *w, const void *a) {
     q4_K_kernel(n / QK_K, out, 1, w, 0, a, 0, 1, 1);

@@ -1,0 +1,279 @@
+/*
+ * gemm_x16_kquant_vnni.c - the 16-row interleaved q4_K and q6_K kernels
+ * with AVX-512 VNNI (block formats and arithmetic in gemm_x16.h; equal bit
+ * for bit to ref/gemm_x16_ref.c).
+ *
+ * DESIGN
+ *   Per group block (16 rows x 256 elements), once for all tokens of a
+ *   pass, the scales become 16 int32 lanes: q4_K with one zero-extending
+ *   load and an AND per sub-block j, its mins with a shift and one
+ *   vpternlogd more, doubled into both 16-bit halves (m_j * 0x10001); q6_K
+ *   with one sign-extending load per group, and pairs of groups packed
+ *   into 16-bit halves for the -32 term.  The quants become vpdpbusd
+ *   operands of 16 rows x 4 unsigned bytes: q4_K's nibbles with an AND or a
+ *   shift+AND; q6_K's 6-bit values with one vpternlogd each, which takes
+ *   the low nibble from ql and bits 4-5 from qh pre-masked with 0x33 or
+ *   0xCC and shifted into place.
+ *   Per token: the offset term first (q4_K: 8 vpdpwssd of the mins with
+ *   the bsum pairs (bsums[2j], bsums[2j+1]), folded into f at once; q6_K: 8
+ *   vpdpwssd of the scale pairs with the bsums, -32 times that starting
+ *   isum), then per sub-block (q4_K, 32 elements) or scale group (q6_K, 16)
+ *   a chain of vpdpbusd with the token's 4 activation bytes broadcast,
+ *   multiplied by its 16 scales (vpmulld) into isum; one convert and one
+ *   FMA at the block end.
+ *   Tokens go in passes of X16K_PASS_TOK: the unpacked quants of a step,
+ *   the pass's float and int32 accumulators and the step's scales fit the
+ *   32 zmm registers.  With one or two tokens q4_K's sub-block chains are
+ *   split in two (the int32 result is the same).
+ *   Prefetch: X16_PF_BYTES ahead of every block, for any token count.
+ *   Unlike the q4_0/q8_0 kernel, whose lighter blocks stream faster without
+ *   it, q4_K decode gained from it (571 MB of groups, one thread: 19.4 GB/s
+ *   without, 26-31 with 4-12 KiB; the R4 kernel it replaces 23-27 in the
+ *   same runs; two threads 53-54 against R4's 46-48).
+ *
+ * THREAD SAFETY: pure functions.
+ */
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "kernels/gemm_x16.h"
+#include "kernels/x86_avx512/vnni_common.h"
+#include "tensor/blocks.h"
+
+#ifndef X16_PF_BYTES
+#define X16_PF_BYTES 4096
+#endif
+#define X16K_PASS_TOK 4 /* tokens per pass over a group (register budget) */
+
+#define Q8K_QS ((size_t)offsetof(block_q8_K, qs))
+#define Q8K_BSUMS ((size_t)offsetof(block_q8_K, bsums))
+
+static ALWAYS_INLINE __m512i bcast32(const unsigned char *p) {
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return _mm512_set1_epi32(v);
+}
+
+static ALWAYS_INLINE __m512i zx16(const unsigned char *p) {
+    return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)p));
+}
+static ALWAYS_INLINE __m512i sx16(const unsigned char *p) {
+    return _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)p));
+}
+/* (b & c) | (a & ~c), bitwise: vpternlogd's table for (a, b, c) */
+#define TL_B_WHERE_C 0xD8
+
+static ALWAYS_INLINE float ld_f32(const unsigned char *p) {
+    float v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* The block end: f[t] = fma((float)isum[t], d_w * dy_t, f[t]), dy_t the
+ * float scale of token t's q8_K block at a + t*as. */
+static ALWAYS_INLINE void fold_isum(const __m512i *isum, __m512 dw, const unsigned char *a, size_t as, __m512 *f,
+                                    const int NT) {
+    KITE_PRAGMA(GCC unroll 4)
+    for (int t = 0; t < NT; t++) {
+        const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(ld_f32(a + (size_t)t * as)));
+        f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), d, f[t]);
+    }
+}
+
+/* sum_k of the 16-bit pairs of w[k] times (bsums[2k], bsums[2k+1]) of the
+ * q8_K block at a, per int32 lane (vpdpwssd, exact). */
+static ALWAYS_INLINE __m512i bsums_dot(const __m512i w[8], const unsigned char *a) {
+    __m512i s = _mm512_setzero_si512();
+    KITE_PRAGMA(GCC unroll 8)
+    for (int k = 0; k < 8; k++) s = _mm512_dpwssd_epi32(s, w[k], bcast32(a + Q8K_BSUMS + 4 * k));
+    return s;
+}
+
+/* Sum over 8 chunks k of dpbusd(w[k], activation dword k at qa), in one or
+ * two chains. */
+static ALWAYS_INLINE __m512i sub_sum(const __m512i w[8], const unsigned char *qa, const int chains) {
+    if (chains == 2) {
+        __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+        KITE_UNROLL
+        for (int k = 0; k < 4; k++) {
+            s0 = _mm512_dpbusd_epi32(s0, w[k], bcast32(qa + 4 * k));
+            s1 = _mm512_dpbusd_epi32(s1, w[4 + k], bcast32(qa + 16 + 4 * k));
+        }
+        return _mm512_add_epi32(s0, s1);
+    }
+    __m512i s = _mm512_setzero_si512();
+    KITE_PRAGMA(GCC unroll 8)
+    for (int k = 0; k < 8; k++) s = _mm512_dpbusd_epi32(s, w[k], bcast32(qa + 4 * k));
+    return s;
+}
+
+/* Block x (X16K format) for the NT tokens whose q8_K blocks are at
+ * a + t*as, into f[t]. */
+static ALWAYS_INLINE void q4_K_block(const unsigned char *x, const unsigned char *a, size_t as, __m512 *f,
+                                     const int NT) {
+    const __m512i k63 = _mm512_set1_epi32(63), k15 = _mm512_set1_epi32(15), m4 = _mm512_set1_epi8(0x0F);
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(x + X16K_D)));
+    const __m512 dmw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(x + X16K_DMIN)));
+    /* mins, doubled into both 16-bit halves: m_j = (n nibble) | (s >> 6) << 4,
+     * as (B & 15) | (A & ~15) with A = s >> 2 (bits 4-5: m_j's top bits) */
+    {
+        __m512i mm[8];
+        KITE_UNROLL
+        for (int p = 0; p < 4; p++) {
+            const __m512i n = zx16(x + X16K_ML + 16 * p);
+            const __m512i s0 = _mm512_srli_epi32(zx16(x + X16K_SC + 32 * p), 2);
+            const __m512i s1 = _mm512_srli_epi32(zx16(x + X16K_SC + 32 * p + 16), 2);
+            const __m512i m0 = _mm512_ternarylogic_epi32(s0, n, k15, TL_B_WHERE_C);
+            const __m512i m1 = _mm512_ternarylogic_epi32(s1, _mm512_srli_epi32(n, 4), k15, TL_B_WHERE_C);
+            mm[2 * p] = _mm512_or_si512(m0, _mm512_slli_epi32(m0, 16));
+            mm[2 * p + 1] = _mm512_or_si512(m1, _mm512_slli_epi32(m1, 16));
+        }
+        KITE_PRAGMA(GCC unroll 4)
+        for (int t = 0; t < NT; t++) {
+            const __m512i ms = bsums_dot(mm, a + (size_t)t * as);
+            const __m512 dm = _mm512_mul_ps(dmw, _mm512_set1_ps(ld_f32(a + (size_t)t * as)));
+            f[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ms), dm, f[t]);
+        }
+    }
+    __m512i isum[X16K_PASS_TOK];
+    KITE_PRAGMA(GCC unroll 4)
+    for (int t = 0; t < NT; t++) isum[t] = _mm512_setzero_si512();
+    KITE_UNROLL
+    for (int p = 0; p < 4; p++) {
+        __m512i lo[8], hi[8];
+        KITE_PRAGMA(GCC unroll 8)
+        for (int k = 0; k < 8; k++) {
+            const __m512i c = _mm512_loadu_si512(x + X16K_QS + 512 * p + 64 * k);
+            lo[k] = _mm512_and_si512(c, m4);
+            hi[k] = _mm512_and_si512(_mm512_srli_epi16(c, 4), m4);
+        }
+        const __m512i sc0 = _mm512_and_si512(zx16(x + X16K_SC + 32 * p), k63);
+        const __m512i sc1 = _mm512_and_si512(zx16(x + X16K_SC + 32 * p + 16), k63);
+        KITE_PRAGMA(GCC unroll 4)
+        for (int t = 0; t < NT; t++) {
+            const unsigned char *qa = a + (size_t)t * as + Q8K_QS + 64 * p;
+            const __m512i s0 = sub_sum(lo, qa, NT <= 2 ? 2 : 1), s1 = sub_sum(hi, qa + 32, NT <= 2 ? 2 : 1);
+            const __m512i s = _mm512_add_epi32(_mm512_mullo_epi32(s0, sc0), _mm512_mullo_epi32(s1, sc1));
+            isum[t] = _mm512_add_epi32(isum[t], s);
+        }
+    }
+    fold_isum(isum, dw, a, as, f, NT);
+}
+
+/* q6_K block b (X16Q6 format at g) for the NT tokens whose q8_K blocks are
+ * at a + t*as, into f[t]. */
+static ALWAYS_INLINE void q6_K_block(const unsigned char *g, int64_t b, const unsigned char *a, size_t as, __m512 *f,
+                                     const int NT) {
+    const unsigned char *sc = g + kern_x16q6_offset(b, X16Q6_SC), *qs = g + kern_x16q6_offset(b, X16Q6_QS);
+    const unsigned char *dp = g + kern_x16q6_offset(b, X16Q6_D);
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)dp));
+    const __m512i m4 = _mm512_set1_epi8(0x0F), k33 = _mm512_set1_epi8(0x33), kcc = _mm512_set1_epi8((char)0xCC);
+    __m512i isum[X16K_PASS_TOK];
+    { /* isum starts at -32 * sum_g sc_g * bsums[g]: scale pairs (2k, 2k+1) in the 16-bit halves */
+        const __m512i lo16 = _mm512_set1_epi32(0xFFFF);
+        __m512i sp[8];
+        KITE_PRAGMA(GCC unroll 8)
+        for (int k = 0; k < 8; k++)
+            sp[k] = _mm512_ternarylogic_epi32(_mm512_slli_epi32(sx16(sc + 32 * k + 16), 16), sx16(sc + 32 * k), lo16,
+                                              TL_B_WHERE_C);
+        KITE_PRAGMA(GCC unroll 4)
+        for (int t = 0; t < NT; t++) {
+            const __m512i cs = bsums_dot(sp, a + (size_t)t * as);
+            isum[t] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(cs, 5));
+        }
+    }
+    KITE_PRAGMA(GCC unroll 4)
+    for (int s = 0; s < 4; s++) {
+        const int h = s / 2, kk = s % 2;
+        const unsigned char *st = qs + 768 * s;
+        KITE_PRAGMA(GCC unroll 2)
+        for (int part = 0; part < 2; part++) { /* A (ql low half) with qh bits 0-1 / 4-5, B with bits 2-3 / 6-7 */
+            __m512i lo[4], hi[4];
+            KITE_UNROLL
+            for (int k = 0; k < 4; k++) {
+                const __m512i x = _mm512_loadu_si512(st + 512 * part + 64 * k);
+                const __m512i hq = _mm512_loadu_si512(st + 256 + 64 * k);
+                if (part == 0) {
+                    const __m512i p = _mm512_and_si512(hq, k33);
+                    lo[k] = _mm512_ternarylogic_epi32(_mm512_slli_epi16(p, 4), x, m4, TL_B_WHERE_C);
+                    hi[k] = _mm512_ternarylogic_epi32(p, _mm512_srli_epi16(x, 4), m4, TL_B_WHERE_C);
+                } else {
+                    const __m512i q = _mm512_and_si512(hq, kcc);
+                    lo[k] = _mm512_ternarylogic_epi32(_mm512_slli_epi16(q, 2), x, m4, TL_B_WHERE_C);
+                    const __m512i qr = _mm512_srli_epi16(q, 2);
+                    hi[k] = _mm512_ternarylogic_epi32(qr, _mm512_srli_epi16(x, 4), m4, TL_B_WHERE_C);
+                }
+            }
+            /* lo: elements 128h + 32 part + 4k..: group 8h + 2 part + kk; hi: 64 further, group + 4 */
+            const int e = 128 * h + 32 * part + 16 * kk, glo = 8 * h + 2 * part + kk;
+            const __m512i slo = sx16(sc + 16 * glo), shi = sx16(sc + 16 * (glo + 4));
+            KITE_PRAGMA(GCC unroll 4)
+            for (int t = 0; t < NT; t++) {
+                const unsigned char *qa = a + (size_t)t * as + Q8K_QS + e;
+                __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+                KITE_UNROLL
+                for (int k = 0; k < 4; k++) {
+                    s0 = _mm512_dpbusd_epi32(s0, lo[k], bcast32(qa + 4 * k));
+                    s1 = _mm512_dpbusd_epi32(s1, hi[k], bcast32(qa + 64 + 4 * k));
+                }
+                const __m512i sg = _mm512_add_epi32(_mm512_mullo_epi32(s0, slo), _mm512_mullo_epi32(s1, shi));
+                isum[t] = _mm512_add_epi32(isum[t], sg);
+            }
+        }
+    }
+    fold_isum(isum, dw, a, as, f, NT);
+}
+
+/* One pass: NT tokens over the nb blocks of the group at g. */
+static ALWAYS_INLINE void kquant_pass(const int IS_Q6, int64_t nb, float *y, int64_t ldy, const unsigned char *g,
+                                      const unsigned char *a, size_t as, const int NT) {
+    const size_t bb = IS_Q6 ? X16Q6_BLOCK_BYTES : X16K_BLOCK_BYTES;
+    __m512 f[X16K_PASS_TOK];
+    KITE_PRAGMA(GCC unroll 4)
+    for (int t = 0; t < NT; t++) f[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const unsigned char *x = g + (size_t)b * bb;
+        KITE_PRAGMA(GCC unroll 53)
+        for (size_t l = 0; l < bb; l += 64) _mm_prefetch((const char *)x + X16_PF_BYTES + l, _MM_HINT_T0);
+        if (IS_Q6)
+            q6_K_block(g, b, a + (size_t)b * sizeof(block_q8_K), as, f, NT);
+        else
+            q4_K_block(x, a + (size_t)b * sizeof(block_q8_K), as, f, NT);
+    }
+    KITE_PRAGMA(GCC unroll 4)
+    for (int t = 0; t < NT; t++) _mm512_storeu_ps(y + (int64_t)t * ldy, f[t]);
+}
+
+static ALWAYS_INLINE void kquant_tokens(const int IS_Q6, int64_t nb, float *y, int64_t ldy, const void *grp,
+                                        const void *a, size_t a_stride, int nt) {
+    const unsigned char *g = grp, *act = a;
+    for (int t0 = 0; t0 < nt; t0 += X16K_PASS_TOK) {
+        float *yt = y + (int64_t)t0 * ldy;
+        const unsigned char *at = act + (size_t)t0 * a_stride;
+        switch (nt - t0) {
+        case 1: kquant_pass(IS_Q6, nb, yt, ldy, g, at, a_stride, 1); break;
+        case 2: kquant_pass(IS_Q6, nb, yt, ldy, g, at, a_stride, 2); break;
+        case 3: kquant_pass(IS_Q6, nb, yt, ldy, g, at, a_stride, 3); break;
+        default: kquant_pass(IS_Q6, nb, yt, ldy, g, at, a_stride, 4); break;
+        }
+    }
+}
+
+KERN_GEMM_X16_DECL(gemm_x16_q4_K_vnni) {
+    (void)corr;
+    (void)da;
+    (void)c_stride;
+    kquant_tokens(0, nb, y, ldy, grp, a, a_stride, nt);
+}
+
+KERN_GEMM_X16_DECL(gemm_x16_q6_K_vnni) {
+    (void)corr;
+    (void)da;
+    (void)c_stride;
+    kquant_tokens(1, nb, y, ldy, grp, a, a_stride, nt);
+}
+#else
+typedef int kite_empty_unit_gemm_x16_kquant_vnni; /* ISO C wants a declaration */
+#endif
