@@ -317,7 +317,7 @@ int cmd_tune(int argc, char **argv) {
         const int64_t group = X16_ROWS;
         if (!(kern_x16_type(w->type) && kern_x16_pays(kt->level)) || w->ne[1] < group) continue;
         const size_t bytes = w->row_bytes * (size_t)w->ne[1];
-        void *copy = aligned_alloc(64, (bytes + 63) & ~(size_t)63), *tmp = malloc(w->row_bytes * (size_t)group);
+        void *copy = aligned_alloc(64, (bytes + 63) & ~(size_t)63), *tmp = malloc(kern_x16_pack_tmp_bytes(w->type, w->ne[1], w->ne[0]));
         if (!copy || !tmp) {
             free(copy);
             free(tmp);

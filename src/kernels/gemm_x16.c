@@ -34,6 +34,20 @@ int32_t kern_x16_offset(uint32_t type) {
 
 static size_t block_bytes(uint32_t type) { return (size_t)dtype_get(type)->type_size; }
 
+int64_t kern_x16_panel_blocks(uint32_t type) {
+    switch (type) {
+    case KITE_DTYPE_Q4_0: return 64; /* 18 KiB per group-panel */
+    case KITE_DTYPE_Q8_0: return 32; /* 17 KiB */
+    default: return 8;               /* q4_K 18 KiB, q6_K 26 KiB */
+    }
+}
+
+size_t kern_x16_panel_offset(uint32_t type, int64_t nb, int64_t n_groups, int64_t g, int64_t b0) {
+    const int64_t pb = kern_x16_panel_blocks(type), nbp = nb - b0 < pb ? nb - b0 : pb;
+    const size_t gbb = X16_ROWS * block_bytes(type); /* one block of a group */
+    return ((size_t)n_groups * (size_t)b0 + (size_t)g * (size_t)nbp) * gbb;
+}
+
 /* Block b of row i (plain bytes at blk) into the group at g: the scale, then
  * the quants as 4-byte words (q8_0: sign bits flipped, w + 128). */
 static void put_block(uint32_t type, unsigned char *g, int64_t nb, int64_t b, int i, const unsigned char *blk) {
@@ -74,23 +88,54 @@ void kern_x16_get_block(uint32_t type, const void *grp, int64_t nb, int64_t b, i
         }
 }
 
-void kern_x16_pack(uint32_t type, void *data, int64_t nr, int64_t ne0, void *tmp) {
-    KITE_ASSERT(kern_x16_type(type) && ne0 % kern_x16_block_elems(type) == 0);
+size_t kern_x16_pack_tmp_bytes(uint32_t type, int64_t nr, int64_t ne0) {
     const int64_t nb = ne0 / kern_x16_block_elems(type);
-    const size_t rb = (size_t)nb * block_bytes(type), gb = rb * X16_ROWS;
-    unsigned char *p = data;
-    for (int64_t g = 0; g + X16_ROWS <= nr; g += X16_ROWS, p += gb) {
-        memcpy(tmp, p, gb);
-        const unsigned char *rows = tmp;
+    const size_t gb = (size_t)nb * block_bytes(type) * X16_ROWS;
+    return nb <= kern_x16_panel_blocks(type) ? gb : gb * (size_t)(nr / X16_ROWS);
+}
+
+/* Group g's plain rows (at rows, rb bytes apart) into their panels at data. */
+static void put_group(uint32_t type, unsigned char *data, int64_t nb, int64_t n_groups, int64_t g,
+                      const unsigned char *rows, size_t rb) {
+    const int64_t pb = kern_x16_panel_blocks(type);
+    for (int64_t b0 = 0; b0 < nb; b0 += pb) {
+        const int64_t nbp = nb - b0 < pb ? nb - b0 : pb;
+        unsigned char *gp = data + kern_x16_panel_offset(type, nb, n_groups, g, b0);
         for (int i = 0; i < X16_ROWS; i++)
-            for (int64_t b = 0; b < nb; b++)
-                put_block(type, p, nb, b, i, rows + (size_t)i * rb + (size_t)b * block_bytes(type));
+            for (int64_t b = 0; b < nbp; b++)
+                put_block(type, gp, nbp, b, i, rows + (size_t)i * rb + (size_t)(b0 + b) * block_bytes(type));
     }
 }
 
-void kern_x16_unpack_row(uint32_t type, const void *grp, int i, int64_t nb, void *row_out) {
+void kern_x16_pack(uint32_t type, void *data, int64_t nr, int64_t ne0, void *tmp) {
+    KITE_ASSERT(kern_x16_type(type) && ne0 % kern_x16_block_elems(type) == 0);
+    const int64_t nb = ne0 / kern_x16_block_elems(type), n_groups = nr / X16_ROWS;
+    const size_t rb = (size_t)nb * block_bytes(type), gb = rb * X16_ROWS;
+    unsigned char *d = data;
+    if (nb <= kern_x16_panel_blocks(type)) { /* one panel: each group in place of its own rows */
+        for (int64_t g = 0; g < n_groups; g++) {
+            memcpy(tmp, d + (size_t)g * gb, gb);
+            put_group(type, d, nb, n_groups, g, tmp, rb);
+        }
+        return;
+    }
+    memcpy(tmp, d, gb * (size_t)n_groups); /* panels interleave the groups: move them all */
+    for (int64_t g = 0; g < n_groups; g++)
+        put_group(type, d, nb, n_groups, g, (const unsigned char *)tmp + (size_t)g * gb, rb);
+}
+
+void kern_x16_row_block(uint32_t type, const void *data, int64_t nr, int64_t ne0, int64_t row, int64_t b, void *blk) {
+    const int64_t nb = ne0 / kern_x16_block_elems(type), pb = kern_x16_panel_blocks(type), b0 = b / pb * pb;
+    const int64_t nbp = nb - b0 < pb ? nb - b0 : pb;
+    const unsigned char *gp =
+        (const unsigned char *)data + kern_x16_panel_offset(type, nb, nr / X16_ROWS, row / X16_ROWS, b0);
+    kern_x16_get_block(type, gp, nbp, b - b0, (int)(row % X16_ROWS), blk);
+}
+
+void kern_x16_unpack_row(uint32_t type, const void *data, int64_t nr, int64_t ne0, int64_t row, void *row_out) {
     unsigned char *o = row_out;
-    for (int64_t b = 0; b < nb; b++) kern_x16_get_block(type, grp, nb, b, i, o + (size_t)b * block_bytes(type));
+    const int64_t nb = ne0 / kern_x16_block_elems(type);
+    for (int64_t b = 0; b < nb; b++) kern_x16_row_block(type, data, nr, ne0, row, b, o + (size_t)b * block_bytes(type));
 }
 
 void kern_x16_act_prep(const void *q8row, int64_t nb, int32_t off, int32_t *corr, float *da) {

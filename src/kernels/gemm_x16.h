@@ -16,9 +16,20 @@
  * LAYOUT (WEIGHT_LAYOUT_X16, weight.h)
  *   Rows are taken in groups of X16_ROWS = 16 from the start of the view;
  *   rows past the last full group (ne[1] % 16 of them) stay in the plain
- *   layout.  A group occupies exactly the bytes of its 16 plain rows, so the
- *   repacking is done in place and row offsets keep their meaning at group
- *   boundaries.  A block b of the group is
+ *   layout, after the groups' bytes, at their plain offsets.  The groups
+ *   are cut along K into panels of kern_x16_panel_blocks(type) blocks (17-27
+ *   KiB per group; the last panel may be narrower) and stored panel by
+ *   panel: panel 0 of every group, then panel 1 of every group, ...
+ *   (kern_x16_panel_offset).  WHY panels: a group's activation blocks are
+ *   touched once per group, and when a group is longer than about 30 KiB
+ *   the weight stream evicts them from L1 in between: the q4_0 kernel ran
+ *   at 22.5 GB/s on one thread for K = 5632 (50 KiB groups) against 28.6
+ *   for K = 2048 and for K = 5632 with the activations confined to 64
+ *   blocks (scratch microbenchmark, 576 MB).  Panel by panel, a thread's
+ *   groups are still one forward run per panel.  Matrices of up to one
+ *   panel (K <= 2048 for q4_0/q4_K/q6_K, 1024 for q8_0) are one run of
+ *   groups, each group in the bytes of its 16 plain rows.
+ *   Within a group-panel of nb blocks, block b is
  *     scales: 16 f16 (32 bytes), row i's at byte 2i;
  *     quants: QB bytes:
  *       q4_0 (QB = 256): 4 chunks j of 64 bytes; chunk j holds, for row i at
@@ -72,7 +83,8 @@
  *   q4_K), and each int32 lane holds one row.
  *
  * ARITHMETIC (every level; the scalar reference is exact to the bit)
- *   For row i, token t: f = 0; for each block b in order:
+ *   For row i, token t: f = 0; for each block b in order (panel after
+ *   panel: the kernel continues f from y for every panel but the first):
  *     s = corr[t][b] + sum_k u[i][b][k] * a[t][b][k]   (int32, exact)
  *     f = fma((float)s, d_w[i][b] * d_a[t][b], f)
  *   with corr[t][b] = -off * sum_k a[t][b][k] and d_a the activation block's
@@ -156,14 +168,26 @@ int64_t kern_x16_rows(const weight *w);
 /* Activation offset of a type: 8 (q4_0) or 128 (q8_0); 0 for q4_K, q6_K. */
 int32_t kern_x16_offset(uint32_t type);
 
-/* Repacks nr rows of ne0 columns of `type` at data (plain layout) in place;
- * tmp: 16 plain rows of scratch (16 * row bytes).  Rows past the last full
+/* Blocks per panel: 64 (q4_0), 32 (q8_0), 8 (q4_K, q6_K). */
+int64_t kern_x16_panel_blocks(uint32_t type);
+/* Byte offset, from the start of the view, of group g's panel that starts
+ * at block b0 (a multiple of the panel width), in a matrix of n_groups
+ * groups of rows of nb blocks. */
+size_t kern_x16_panel_offset(uint32_t type, int64_t nb, int64_t n_groups, int64_t g, int64_t b0);
+
+/* Scratch bytes kern_x16_pack needs: 16 plain rows for a one-panel
+ * matrix, the bytes of all its groups otherwise. */
+size_t kern_x16_pack_tmp_bytes(uint32_t type, int64_t nr, int64_t ne0);
+/* Repacks nr rows of ne0 columns of `type` at data (plain layout) in place,
+ * with kern_x16_pack_tmp_bytes of scratch at tmp.  Rows past the last full
  * group are left as they are. */
 void kern_x16_pack(uint32_t type, void *data, int64_t nr, int64_t ne0, void *tmp);
-/* Plain-layout bytes of row i (0..15) of the group at grp (row of nb blocks
- * of the type) into row_out (nb blocks). */
-void kern_x16_unpack_row(uint32_t type, const void *grp, int i, int64_t nb, void *row_out);
-/* The same for block b of row i only (blk: one plain block). */
+/* Plain bytes of block b (blk) / of the whole row (row_out) of a grouped
+ * row (row < nr / 16 * 16) of the repacked matrix at data. */
+void kern_x16_row_block(uint32_t type, const void *data, int64_t nr, int64_t ne0, int64_t row, int64_t b, void *blk);
+void kern_x16_unpack_row(uint32_t type, const void *data, int64_t nr, int64_t ne0, int64_t row, void *row_out);
+/* Block b of row i of the group-panel at grp (nb blocks): plain bytes into
+ * blk (one plain block). */
 void kern_x16_get_block(uint32_t type, const void *grp, int64_t nb, int64_t b, int i, void *blk);
 /* The k-quant block formats (gemm_x16_kquant.c): row i's plain block at blk
  * into group block b at grp, and back. */
@@ -175,12 +199,14 @@ void kern_x16k_get_block(uint32_t type, const void *grp, int64_t b, int i, void 
  * rows only). */
 void kern_x16_act_prep(const void *q8row, int64_t nb, int32_t off, int32_t *corr, float *da);
 
-/* y[t*ldy + i] for i < 16 rows of the group at grp (nb blocks) and t < nt
- * tokens (1 <= nt <= X16_MAX_TOK): token t's q8_0 (q8_K) row at
- * a + t*a_stride, its corr/da at corr + t*c_stride, da + t*c_stride (q4_0,
- * q8_0; the k-quant kernels ignore corr and da). */
+/* y[t*ldy + i] for i < 16 rows of the group-panel at grp (nb blocks) and
+ * t < nt tokens (1 <= nt <= X16_MAX_TOK): token t's q8_0 (q8_K) blocks of
+ * the panel at a + t*a_stride, their corr/da at corr + t*c_stride,
+ * da + t*c_stride (q4_0, q8_0; the k-quant kernels ignore corr and da).
+ * acc: continue the sums already in y (every panel but a row's first). */
 typedef void (*kern_gemm_x16_fn)(int64_t nb, float *y, int64_t ldy, const void *grp, const void *a,
-                                 size_t a_stride, const int32_t *corr, const float *da, int64_t c_stride, int nt);
+                                 size_t a_stride, const int32_t *corr, const float *da, int64_t c_stride, int nt,
+                                 int acc);
 
 /* The kernel of a type at a level: the VNNI one where the level has it,
  * else the scalar reference; NULL for a type without the layout. */
@@ -188,7 +214,7 @@ kern_gemm_x16_fn kern_gemm_x16_get(kern_level level, uint32_t type);
 
 #define KERN_GEMM_X16_DECL(NAME)                                                                           \
     void NAME(int64_t nb, float *y, int64_t ldy, const void *grp, const void *a, size_t a_stride,        \
-              const int32_t *corr, const float *da, int64_t c_stride, int nt)
+              const int32_t *corr, const float *da, int64_t c_stride, int nt, int acc)
 KERN_GEMM_X16_DECL(gemm_x16_q4_0_ref);
 KERN_GEMM_X16_DECL(gemm_x16_q8_0_ref);
 KERN_GEMM_X16_DECL(gemm_x16_q4_0_vnni);

@@ -71,12 +71,11 @@ void kern_get_row(const weight *w, int64_t row, float *dst) {
     const dtype_traits *tr = dtype_get(w->type);
     KITE_ASSERT(tr && tr->to_float && row >= 0 && row < w->ne[1]);
     if (row < kern_x16_rows(w)) { /* interleaved group: gather the row's blocks one at a time */
-        const int64_t be = kern_x16_block_elems(w->type), nb = w->ne[0] / be, g = row / X16_ROWS * X16_ROWS;
-        const char *grp = (const char *)w->data + (size_t)g * w->row_bytes;
-        _Alignas(16) unsigned char blk[256]; /* one plain block of any x16 type (q4_K: 144 bytes) */
+        const int64_t be = kern_x16_block_elems(w->type), nb = w->ne[0] / be;
+        _Alignas(16) unsigned char blk[256]; /* one plain block of any x16 type (q6_K: 210 bytes) */
         KITE_ASSERT((size_t)tr->type_size <= sizeof blk);
         for (int64_t b = 0; b < nb; b++) {
-            kern_x16_get_block(w->type, grp, nb, b, (int)(row - g), blk);
+            kern_x16_row_block(w->type, w->data, w->ne[1], w->ne[0], row, b, blk);
             tr->to_float(blk, dst + b * be, be);
         }
         return;
@@ -147,14 +146,23 @@ static void run_rows(const matmul_task *t, int64_t r0, int64_t r1, int ith) {
     const kern_type_ops *op = &t->kt->ops[w->type];
     const char *wd = w->data;
     if (r1 <= r0) return;
-    if (t->x16) {
+    if (t->x16) { /* panel by panel, the groups of [r0, r1) in each (gemm_x16.h) */
         const int64_t nb = ne0 / kern_x16_block_elems(w->type), packed = kern_x16_rows(w);
-        for (; r0 + X16_ROWS <= r1 && r0 + X16_ROWS <= packed; r0 += X16_ROWS)
-            for (int64_t k = 0; k < t->n_tok; k += X16_MAX_TOK) {
-                const int tn = (int)(t->n_tok - k < X16_MAX_TOK ? t->n_tok - k : X16_MAX_TOK);
-                t->x16(nb, t->y + k * t->ldy + r0, t->ldy, wd + (size_t)r0 * w->row_bytes,
-                       t->act + (size_t)k * t->a_stride, t->a_stride, t->corr + k * nb, t->da + k * nb, nb, tn);
-            }
+        const int64_t pb = kern_x16_panel_blocks(w->type), g1 = (r1 < packed ? r1 : packed) / X16_ROWS;
+        const uint32_t at = op->act_type;
+        for (int64_t b0 = 0; b0 < nb; b0 += pb) {
+            const int64_t nbp = nb - b0 < pb ? nb - b0 : pb;
+            const size_t a_off = dtype_row_size(at, b0 * kern_x16_block_elems(w->type)); /* the panel's blocks */
+            for (int64_t g = r0 / X16_ROWS; g < g1; g++)
+                for (int64_t k = 0; k < t->n_tok; k += X16_MAX_TOK) {
+                    const int tn = (int)(t->n_tok - k < X16_MAX_TOK ? t->n_tok - k : X16_MAX_TOK);
+                    t->x16(nbp, t->y + k * t->ldy + g * X16_ROWS, t->ldy,
+                           wd + kern_x16_panel_offset(w->type, nb, packed / X16_ROWS, g, b0),
+                           t->act + (size_t)k * t->a_stride + a_off, t->a_stride, t->corr + k * nb + b0,
+                           t->da + k * nb + b0, nb, tn, b0 > 0);
+                }
+        }
+        if (g1 * X16_ROWS > r0) r0 = g1 * X16_ROWS;
         if (r0 >= r1) return;
         for (int64_t k = 0; k < t->n_tok; k += KERN_GEMM_MAX_TOK) {
             const int tn = (int)(t->n_tok - k < KERN_GEMM_MAX_TOK ? t->n_tok - k : KERN_GEMM_MAX_TOK);

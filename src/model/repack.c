@@ -24,7 +24,7 @@
 typedef struct repack_state {
     const void **done; /* data pointers already repacked */
     int n_done, cap;
-    void *tmp;         /* 16 plain rows */
+    void *tmp;         /* kern_x16_pack's scratch (the largest needed so far) */
     size_t tmp_bytes;
 } repack_state;
 
@@ -52,7 +52,7 @@ static int repack_weight(kite_model *m, repack_state *s, weight *w, int n_views)
         w->layout = WEIGHT_LAYOUT_X16;
         return KITE_OK;
     }
-    const size_t need = w->row_bytes * (size_t)rows;
+    const size_t need = kern_x16_pack_tmp_bytes(w->type, w->ne[1], w->ne[0]);
     if (need > s->tmp_bytes) {
         free(s->tmp);
         s->tmp_bytes = 0;

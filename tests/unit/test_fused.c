@@ -52,7 +52,7 @@ static weight make_weight(uint32_t t, int64_t nr, bool x16) {
     }
     weight w = {.type = t, .ne = {NE0, nr}, .row_bytes = rb, .data = d, .layout = WEIGHT_LAYOUT_PLAIN};
     if (x16) {
-        unsigned char *tmp = malloc(rb * X16_ROWS);
+        unsigned char *tmp = malloc(kern_x16_pack_tmp_bytes(t, nr, NE0));
         kern_x16_pack(t, d, nr, NE0, tmp);
         free(tmp);
         w.layout = WEIGHT_LAYOUT_X16;

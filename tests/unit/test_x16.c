@@ -35,23 +35,23 @@
 static const uint32_t k_types[N_TYPES] = {KITE_DTYPE_Q4_0, KITE_DTYPE_Q8_0, KITE_DTYPE_Q4_K, KITE_DTYPE_Q6_K};
 
 TEST(test_pack_roundtrip) {
-    const int64_t blocks[] = {1, 3, 8};
     for (int ti = 0; ti < N_TYPES; ti++)
-        for (int ci = 0; ci < 3; ci++) {
+        for (int ci = 0; ci < 4; ci++) {
             const uint32_t t = k_types[ti];
+            const int64_t pb = kern_x16_panel_blocks(t), blocks[] = {1, 3, 8, 2 * pb + 3}; /* the last: 3 panels */
             const int64_t nb = blocks[ci], ne0 = nb * kern_x16_block_elems(t), nr = 37;
             size_t rb;
-            unsigned char *plain = make_rows(t, nr, ne0, &rb);
-            unsigned char *packed = malloc(rb * (size_t)nr), *tmp = malloc(rb * X16_ROWS), *row = malloc(rb);
+            unsigned char *plain = make_rows(t, nr, ne0, &rb), *tmp = malloc(kern_x16_pack_tmp_bytes(t, nr, ne0));
+            unsigned char *packed = malloc(rb * (size_t)nr), *row = malloc(rb);
             memcpy(packed, plain, rb * (size_t)nr);
             kern_x16_pack(t, packed, nr, ne0, tmp);
             CHECK(memcmp(packed, plain, rb * 32) != 0); /* it did move bytes */
             CHECK(memcmp(packed + rb * 32, plain + rb * 32, rb * 5) == 0); /* the 5 tail rows stay */
-            for (int g = 0; g < 2; g++)
-                for (int i = 0; i < X16_ROWS; i++) {
-                    kern_x16_unpack_row(t, packed + (size_t)g * X16_ROWS * rb, i, nb, row);
-                    CHECK(memcmp(row, plain + (size_t)(g * X16_ROWS + i) * rb, rb) == 0);
-                }
+            for (int64_t r = 0; r < 2 * X16_ROWS; r++) {
+                kern_x16_unpack_row(t, packed, nr, ne0, r, row);
+                CHECK_MSG(memcmp(row, plain + (size_t)r * rb, rb) == 0, "%s nb %lld row %lld", dtype_name(t),
+                          (long long)nb, (long long)r);
+            }
             weight w = {.type = t, .ne = {ne0, nr}, .row_bytes = rb, .data = packed, .layout = WEIGHT_LAYOUT_X16};
             weight wp = w;
             wp.data = plain;
@@ -128,7 +128,8 @@ TEST(test_vnni_equals_ref) {
             const uint32_t t = k_types[ti];
             const int64_t ne0 = nb * kern_x16_block_elems(t);
             size_t rb;
-            unsigned char *w = make_rows(t, X16_ROWS, ne0, &rb), *tmp = malloc(rb * X16_ROWS);
+            unsigned char *w = make_rows(t, X16_ROWS, ne0, &rb);
+            unsigned char *tmp = malloc(kern_x16_pack_tmp_bytes(t, X16_ROWS, ne0));
             if (t == KITE_DTYPE_Q4_K) /* row 5, last block: scales and mins 63, quants 15 */
                 memset(w + 5 * rb + (size_t)(nb - 1) * sizeof(block_q4_K) + offsetof(block_q4_K, scales), 0xFF,
                        sizeof(block_q4_K) - offsetof(block_q4_K, scales));
@@ -145,15 +146,18 @@ TEST(test_vnni_equals_ref) {
             kern_gemm_x16_fn ref = kern_gemm_x16_get(KERN_LEVEL_SCALAR, t),
                              simd = kern_gemm_x16_get(KERN_LEVEL_AVX512VNNI, t);
             CHECK(ref && simd && ref != simd);
-            for (int nt = 1; nt <= X16_MAX_TOK; nt++) {
-                float y0[X16_MAX_TOK * 20], y1[X16_MAX_TOK * 20];
-                for (int k = 0; k < X16_MAX_TOK * 20; k++) y0[k] = y1[k] = NAN;
-                ref(nb, y0, 20, w, a.q + 1, a.stride, a.corr, a.da, nb, nt);
-                simd(nb, y1, 20, w, a.q + 1, a.stride, a.corr, a.da, nb, nt);
-                CHECK_MSG(memcmp(y0, y1, sizeof y0) == 0, "%s nb %lld nt %d", dtype_name(t), (long long)nb, nt);
-                for (int k = 0; k < nt; k++) CHECK(isnan(y1[k * 20 + 16]) && !isnan(y1[k * 20 + 15]));
-                n++;
-            }
+            for (int nt = 1; nt <= X16_MAX_TOK; nt++)
+                for (int acc = 0; acc < 2; acc++) { /* acc: continue the sums in y (a later panel) */
+                    float y0[X16_MAX_TOK * 20], y1[X16_MAX_TOK * 20];
+                    for (int k = 0; k < X16_MAX_TOK * 20; k++) y0[k] = y1[k] = acc && k % 20 < 16 ? frand() : NAN;
+                    memcpy(y1, y0, sizeof y0);
+                    ref(nb, y0, 20, w, a.q + 1, a.stride, a.corr, a.da, nb, nt, acc);
+                    simd(nb, y1, 20, w, a.q + 1, a.stride, a.corr, a.da, nb, nt, acc);
+                    CHECK_MSG(memcmp(y0, y1, sizeof y0) == 0, "%s nb %lld nt %d acc %d", dtype_name(t), (long long)nb,
+                              nt, acc);
+                    for (int k = 0; k < nt; k++) CHECK(isnan(y1[k * 20 + 16]) && !isnan(y1[k * 20 + 15]));
+                    n++;
+                }
             free_acts(&a);
             free(x);
             free(w);
@@ -167,9 +171,11 @@ static void check_matmul(kern_level l, uint32_t t, threadpool *tp1, threadpool *
     const kern_ops_table *kt = kern_table_for_level(l);
     g_rng = 0xC0FFEEu + t; /* the same data at every level */
     const int64_t ab = kern_x16_block_elems(t); /* activation block: q8_K or q8_0 */
-    const int64_t ne0 = (ab == QK_K ? 3 : 5) * ab, nr = 53, n_tok = 20; /* 3 groups + 5 tail rows */
+    /* 3 groups + 5 tail rows; rows of a panel and 3 blocks (two panels, the second odd) */
+    const int64_t ne0 = (kern_x16_panel_blocks(t) + 3) * ab, nr = 53, n_tok = 20;
     size_t rb;
-    unsigned char *plain = make_rows(t, nr, ne0, &rb), *packed = malloc(rb * (size_t)nr), *tmp = malloc(rb * 16);
+    unsigned char *plain = make_rows(t, nr, ne0, &rb), *packed = malloc(rb * (size_t)nr);
+    unsigned char *tmp = malloc(kern_x16_pack_tmp_bytes(t, nr, ne0));
     memcpy(packed, plain, rb * (size_t)nr);
     kern_x16_pack(t, packed, nr, ne0, tmp);
     weight w = {.type = t, .ne = {ne0, nr}, .row_bytes = rb, .data = packed, .layout = WEIGHT_LAYOUT_X16};

@@ -16,11 +16,11 @@
 
 /* One token's 16 outputs.  Weights as unsigned u (q4_0 nibble, q8_0 w+128),
  * element order of the block. */
-static void x16_ref(int is_q4, int64_t nb, float *y, const unsigned char *g, const unsigned char *a,
+static void x16_ref(int is_q4, int acc, int64_t nb, float *y, const unsigned char *g, const unsigned char *a,
                     const int32_t *corr, const float *da) {
     const size_t qb = is_q4 ? 256 : 512;
     for (int i = 0; i < X16_ROWS; i++) {
-        float f = 0.0f;
+        float f = acc ? y[i] : 0.0f;
         for (int64_t b = 0; b < nb; b++) {
             const unsigned char *q = g + kern_x16_quant_offset(qb, nb, b);
             const signed char *qa = (const signed char *)(a + (size_t)b * 34 + 2); /* q8_0: d, then qs */
@@ -44,29 +44,34 @@ static void x16_ref(int is_q4, int64_t nb, float *y, const unsigned char *g, con
     }
 }
 
-static void x16_ref_tokens(int is_q4, int64_t nb, float *y, int64_t ldy, const void *grp, const void *a,
+static void x16_ref_tokens(int is_q4, int acc, int64_t nb, float *y, int64_t ldy, const void *grp, const void *a,
                            size_t a_stride, const int32_t *corr, const float *da, int64_t c_stride, int nt) {
     for (int t = 0; t < nt; t++)
-        x16_ref(is_q4, nb, y + (int64_t)t * ldy, grp, (const unsigned char *)a + (size_t)t * a_stride,
+        x16_ref(is_q4, acc, nb, y + (int64_t)t * ldy, grp, (const unsigned char *)a + (size_t)t * a_stride,
                 corr + (int64_t)t * c_stride, da + (int64_t)t * c_stride);
 }
 
-KERN_GEMM_X16_DECL(gemm_x16_q4_0_ref) { x16_ref_tokens(1, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, nt); }
+KERN_GEMM_X16_DECL(gemm_x16_q4_0_ref) {
+    x16_ref_tokens(1, acc, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, nt);
+}
 
-KERN_GEMM_X16_DECL(gemm_x16_q8_0_ref) { x16_ref_tokens(0, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, nt); }
+KERN_GEMM_X16_DECL(gemm_x16_q8_0_ref) {
+    x16_ref_tokens(0, acc, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, nt);
+}
 
 /* A k-quant reference (one token) for nt tokens: q8_K rows a_stride apart. */
-typedef void (*kquant_ref_fn)(int64_t nb, float *y, const unsigned char *g, const unsigned char *a);
-static void kquant_ref_tokens(kquant_ref_fn one, int64_t nb, float *y, int64_t ldy, const void *grp, const void *a,
-                              size_t a_stride, int nt) {
-    for (int t = 0; t < nt; t++) one(nb, y + (int64_t)t * ldy, grp, (const unsigned char *)a + (size_t)t * a_stride);
+typedef void (*kquant_ref_fn)(int acc, int64_t nb, float *y, const unsigned char *g, const unsigned char *a);
+static void kquant_ref_tokens(kquant_ref_fn one, int acc, int64_t nb, float *y, int64_t ldy, const void *grp,
+                              const void *a, size_t a_stride, int nt) {
+    for (int t = 0; t < nt; t++)
+        one(acc, nb, y + (int64_t)t * ldy, grp, (const unsigned char *)a + (size_t)t * a_stride);
 }
 
 /* q4_K, one token: the arithmetic of gemm_x16.h on the X16K_* block format;
  * a: the token's q8_K row (float d, 256 qs, 16 int16 bsums per block). */
-static void x16_q4_K_ref(int64_t nb, float *y, const unsigned char *g, const unsigned char *a) {
+static void x16_q4_K_ref(int acc, int64_t nb, float *y, const unsigned char *g, const unsigned char *a) {
     for (int i = 0; i < X16_ROWS; i++) {
-        float f = 0.0f;
+        float f = acc ? y[i] : 0.0f;
         for (int64_t b = 0; b < nb; b++) {
             const unsigned char *x = g + (size_t)b * X16K_BLOCK_BYTES, *qa = a + (size_t)b * sizeof(block_q8_K);
             const signed char *q8 = (const signed char *)(qa + offsetof(block_q8_K, qs));
@@ -102,14 +107,14 @@ KERN_GEMM_X16_DECL(gemm_x16_q4_K_ref) {
     (void)corr;
     (void)da;
     (void)c_stride;
-    kquant_ref_tokens(x16_q4_K_ref, nb, y, ldy, grp, a, a_stride, nt);
+    kquant_ref_tokens(x16_q4_K_ref, acc, nb, y, ldy, grp, a, a_stride, nt);
 }
 
 /* q6_K, one token (gemm_x16.h): element values u from the step layout,
  * scale group sums, then isum - 32 * csum. */
-static void x16_q6_K_ref(int64_t nb, float *y, const unsigned char *g, const unsigned char *a) {
+static void x16_q6_K_ref(int acc, int64_t nb, float *y, const unsigned char *g, const unsigned char *a) {
     for (int i = 0; i < X16_ROWS; i++) {
-        float f = 0.0f;
+        float f = acc ? y[i] : 0.0f;
         for (int64_t b = 0; b < nb; b++) {
             const unsigned char *qs = g + kern_x16q6_offset(b, X16Q6_QS), *qa = a + (size_t)b * sizeof(block_q8_K);
             const signed char *sc = (const signed char *)(g + kern_x16q6_offset(b, X16Q6_SC));
@@ -146,5 +151,5 @@ KERN_GEMM_X16_DECL(gemm_x16_q6_K_ref) {
     (void)corr;
     (void)da;
     (void)c_stride;
-    kquant_ref_tokens(x16_q6_K_ref, nb, y, ldy, grp, a, a_stride, nt);
+    kquant_ref_tokens(x16_q6_K_ref, acc, nb, y, ldy, grp, a, a_stride, nt);
 }

@@ -228,11 +228,11 @@ static ALWAYS_INLINE void q6_K_block(const unsigned char *g, int64_t b, const un
 
 /* One pass: NT tokens over the nb blocks of the group at g. */
 static ALWAYS_INLINE void kquant_pass(const int IS_Q6, int64_t nb, float *y, int64_t ldy, const unsigned char *g,
-                                      const unsigned char *a, size_t as, const int NT) {
+                                      const unsigned char *a, size_t as, int acc, const int NT) {
     const size_t bb = IS_Q6 ? X16Q6_BLOCK_BYTES : X16K_BLOCK_BYTES;
     __m512 f[X16K_PASS_TOK];
     KITE_PRAGMA(GCC unroll 4)
-    for (int t = 0; t < NT; t++) f[t] = _mm512_setzero_ps();
+    for (int t = 0; t < NT; t++) f[t] = acc ? _mm512_loadu_ps(y + (int64_t)t * ldy) : _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const unsigned char *x = g + (size_t)b * bb;
         KITE_PRAGMA(GCC unroll 53)
@@ -247,16 +247,16 @@ static ALWAYS_INLINE void kquant_pass(const int IS_Q6, int64_t nb, float *y, int
 }
 
 static ALWAYS_INLINE void kquant_tokens(const int IS_Q6, int64_t nb, float *y, int64_t ldy, const void *grp,
-                                        const void *a, size_t a_stride, int nt) {
+                                        const void *a, size_t a_stride, int nt, int acc) {
     const unsigned char *g = grp, *act = a;
     for (int t0 = 0; t0 < nt; t0 += X16K_PASS_TOK) {
         float *yt = y + (int64_t)t0 * ldy;
         const unsigned char *at = act + (size_t)t0 * a_stride;
         switch (nt - t0) {
-        case 1: kquant_pass(IS_Q6, nb, yt, ldy, g, at, a_stride, 1); break;
-        case 2: kquant_pass(IS_Q6, nb, yt, ldy, g, at, a_stride, 2); break;
-        case 3: kquant_pass(IS_Q6, nb, yt, ldy, g, at, a_stride, 3); break;
-        default: kquant_pass(IS_Q6, nb, yt, ldy, g, at, a_stride, 4); break;
+        case 1: kquant_pass(IS_Q6, nb, yt, ldy, g, at, a_stride, acc, 1); break;
+        case 2: kquant_pass(IS_Q6, nb, yt, ldy, g, at, a_stride, acc, 2); break;
+        case 3: kquant_pass(IS_Q6, nb, yt, ldy, g, at, a_stride, acc, 3); break;
+        default: kquant_pass(IS_Q6, nb, yt, ldy, g, at, a_stride, acc, 4); break;
         }
     }
 }
@@ -265,14 +265,14 @@ KERN_GEMM_X16_DECL(gemm_x16_q4_K_vnni) {
     (void)corr;
     (void)da;
     (void)c_stride;
-    kquant_tokens(0, nb, y, ldy, grp, a, a_stride, nt);
+    kquant_tokens(0, nb, y, ldy, grp, a, a_stride, nt, acc);
 }
 
 KERN_GEMM_X16_DECL(gemm_x16_q6_K_vnni) {
     (void)corr;
     (void)da;
     (void)c_stride;
-    kquant_tokens(1, nb, y, ldy, grp, a, a_stride, nt);
+    kquant_tokens(1, nb, y, ldy, grp, a, a_stride, nt, acc);
 }
 #else
 typedef int kite_empty_unit_gemm_x16_kquant_vnni; /* ISO C wants a declaration */

@@ -100,11 +100,11 @@ static ALWAYS_INLINE void x16_block(const int IS_Q4, __m512 dw, const unsigned c
  * group's block pairs in address order (gemm_x16.h). */
 static ALWAYS_INLINE void x16_kernel(const int IS_Q4, int64_t nb, float *y, int64_t ldy, const unsigned char *g,
                                      const unsigned char *a, size_t as, const int32_t *corr, const float *da,
-                                     int64_t cs, const int NT) {
+                                     int64_t cs, int acc, const int NT) {
     const size_t qb = IS_Q4 ? 256 : 512, pair = 2 * (X16_SCALE_BYTES + qb);
     __m512 f[X16_MAX_TOK];
     KITE_PRAGMA(GCC unroll 16)
-    for (int t = 0; t < NT; t++) f[t] = _mm512_setzero_ps();
+    for (int t = 0; t < NT; t++) f[t] = acc ? _mm512_loadu_ps(y + (int64_t)t * ldy) : _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const unsigned char *p = g + kern_x16_scale_offset(qb, nb, b);
         if (NT > X16_PF_MIN_TOK && b % 2 == 0) {
@@ -120,22 +120,22 @@ static ALWAYS_INLINE void x16_kernel(const int IS_Q4, int64_t nb, float *y, int6
 
 #define X16_TOKENS(IS_Q4) \
     switch (nt) { \
-    case 1: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, 1); break; \
-    case 2: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, 2); break; \
-    case 3: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, 3); break; \
-    case 4: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, 4); break; \
-    case 5: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, 5); break; \
-    case 6: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, 6); break; \
-    case 7: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, 7); break; \
-    case 8: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, 8); break; \
-    case 9: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, 9); break; \
-    case 10: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, 10); break; \
-    case 11: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, 11); break; \
-    case 12: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, 12); break; \
-    case 13: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, 13); break; \
-    case 14: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, 14); break; \
-    case 15: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, 15); break; \
-    default: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, 16); break; \
+    case 1: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, acc, 1); break; \
+    case 2: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, acc, 2); break; \
+    case 3: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, acc, 3); break; \
+    case 4: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, acc, 4); break; \
+    case 5: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, acc, 5); break; \
+    case 6: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, acc, 6); break; \
+    case 7: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, acc, 7); break; \
+    case 8: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, acc, 8); break; \
+    case 9: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, acc, 9); break; \
+    case 10: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, acc, 10); break; \
+    case 11: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, acc, 11); break; \
+    case 12: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, acc, 12); break; \
+    case 13: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, acc, 13); break; \
+    case 14: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, acc, 14); break; \
+    case 15: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, acc, 15); break; \
+    default: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, acc, 16); break; \
     }
 
 KERN_GEMM_X16_DECL(gemm_x16_q4_0_vnni) { X16_TOKENS(1) }
