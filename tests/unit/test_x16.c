@@ -100,6 +100,34 @@ static acts make_acts(uint32_t wt, const float *x, int64_t n_tok, int64_t ne0) {
     return a;
 }
 
+/* kern_x16_act_prep: the activation scale of every possible half (the
+ * inline fast path for normal halves, the general conversion for the rest)
+ * equals fp16_to_fp32 bit for bit, and corr = -off * sum(qs). */
+TEST(test_act_prep_all_halves) {
+    const int64_t nb = 65536;
+    unsigned char *row = malloc((size_t)nb * sizeof(block_q8_0));
+    int32_t *corr = malloc((size_t)nb * sizeof(int32_t));
+    float *da = malloc((size_t)nb * sizeof(float));
+    for (int64_t b = 0; b < nb; b++) {
+        const uint16_t h = (uint16_t)b;
+        memcpy(row + (size_t)b * sizeof(block_q8_0) + offsetof(block_q8_0, d), &h, 2);
+        for (int k = 0; k < QK8_0; k++) /* sums from -4096 to 4064 */
+            row[(size_t)b * sizeof(block_q8_0) + offsetof(block_q8_0, qs) + (size_t)k] = (unsigned char)(b % 256);
+    }
+    kern_x16_act_prep(row, nb, 8, corr, da);
+    int bad_d = 0, bad_c = 0;
+    for (int64_t b = 0; b < nb; b++) {
+        const float want = fp16_to_fp32((uint16_t)b);
+        bad_d += memcmp(&want, &da[b], sizeof want) != 0;
+        bad_c += corr[b] != -8 * 32 * (int32_t)(int8_t)(b % 256);
+    }
+    CHECK_MSG(bad_d == 0, "%d of 65536 halves widened differently", bad_d);
+    CHECK_EQ_INT(bad_c, 0);
+    free(row);
+    free(corr);
+    free(da);
+}
+
 /* Extreme q8_K activations in token t's block 0: qs -128 and +127 over its
  * first 64 elements, bsums kept equal to the sums (kernel vs reference only). */
 static void extreme_q8_K(acts *a, int64_t t) {
@@ -286,6 +314,7 @@ TEST(test_model_repack) {
 
 int main(void) {
     RUN(test_pack_roundtrip);
+    RUN(test_act_prep_all_halves);
     RUN(test_vnni_equals_ref);
     RUN(test_matmul_levels);
     RUN(test_model_repack);
