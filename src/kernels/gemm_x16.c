@@ -33,7 +33,16 @@ int32_t kern_x16_offset(uint32_t type) {
     return type == KITE_DTYPE_Q4_0 ? 8 : type == KITE_DTYPE_Q8_0 ? 128 : 0;
 }
 
-static size_t block_bytes(uint32_t type) { return (size_t)dtype_get(type)->type_size; }
+/* Plain block size of a type with the layout; a switch rather than
+ * dtype_get, as kern_x16_panel_offset runs once per kernel call. */
+static size_t block_bytes(uint32_t type) {
+    switch (type) {
+    case KITE_DTYPE_Q4_0: return sizeof(block_q4_0);
+    case KITE_DTYPE_Q8_0: return sizeof(block_q8_0);
+    case KITE_DTYPE_Q4_K: return sizeof(block_q4_K);
+    default: return sizeof(block_q6_K);
+    }
+}
 
 int64_t kern_x16_panel_blocks(uint32_t type) {
     switch (type) {

@@ -40,6 +40,7 @@
 #include "kernels/int8_gemm.h"
 #include "kernels/kernels.h"
 #include "kernels/tune.h"
+#include "tensor/blocks.h"
 #include "tensor/dtype.h"
 
 #define KERN_ROW_UNIT 8         /* rows per work unit: keeps SIMD-friendly chunks per thread */
@@ -248,7 +249,7 @@ static int mm_setup(const kern_ops_table *kt, threadpool *tp, const weight *w, c
         KITE_ASSERT(t->a_stride > 0 && kt->act_from_f32[op->act_type]);
         if (w->layout == WEIGHT_LAYOUT_X16) {
             t->x16 = kern_gemm_x16_get(kt->level, w->type);
-            const uint32_t act = kern_x16_block_elems(w->type) == 256 ? KITE_DTYPE_Q8_K : KITE_DTYPE_Q8_0;
+            const uint32_t act = kern_x16_block_elems(w->type) == QK_K ? KITE_DTYPE_Q8_K : KITE_DTYPE_Q8_0;
             KITE_ASSERT(t->x16 && op->act_type == act);
             char *side = (char *)t->act + round64((size_t)n_tok * t->a_stride);
             t->corr = (int32_t *)(void *)side;
