@@ -295,8 +295,12 @@ TEST(test_model_repack) {
          * that a last-bit difference can flip the rounding of one quantized
          * activation in a later layer, which moves logits by about a quantum
          * of its block (q4_K, seed 7: 0.0263 of max |logit| 3.4; seeds 1-6
-         * and 8: under 1e-6).  A layout or kernel error is far larger. */
-        CHECK_MSG(worst <= 2e-2 * mag, "%s: max |plain - repacked| %.3g (max |logit| %.3g)",
+         * and 8: under 1e-6).  So the k-quant models, whose float order
+         * differs from the plain kernels', get that quantum's room; q4_0 and
+         * q8_0 keep the ulp bound they have always passed (2.4e-7).  A layout
+         * or kernel error is far larger than either. */
+        const bool kq = kern_x16_block_elems(k_types[ti]) == QK_K;
+        CHECK_MSG(worst <= (kq ? 2e-2 * mag : 1e-4 * mag + 1e-6), "%s: max |plain - repacked| %.3g (max |logit| %.3g)",
                   dtype_name(k_types[ti]), worst, mag);
         printf("    %s model: %d matrices repacked, max logit difference %.3g (max |logit| %.3g)\n",
                dtype_name(k_types[ti]), n1, worst, mag);
