@@ -9,7 +9,8 @@
  *   Kt  = the K tile of the head's kv head, transposed [head_dim][kv_tile]
  *         (once per tile, shared by the q_tile rows);
  *   s_j = (q*scale) . k_j, accumulated over head_dim with j innermost, a
- *         contiguous loop that vectorises without reassociation;
+ *         contiguous loop that vectorises without reassociation, for
+ *         FLASH_SCORE_ROWS query rows at a time (they share the loads of Kt);
  *   online softmax: m' = max(m, max_j s_j), alpha = exp(m - m'),
  *         l = l*alpha + sum_j exp(s_j - m'), acc = acc*alpha + sum_j exp(s_j - m') v_j;
  * then out = acc / l.  Memory per thread: one q_tile x kv_tile score tile,
@@ -35,6 +36,8 @@
 #include "kernels/attention_impl.h"
 
 #define FLASH_ROWS 32 /* query rows of a tile whose V sums are one axpy_rows_multi call */
+#define FLASH_SCORE_ROWS 8 /* query rows whose scores are one axpy_rows_multi call (the union of
+                              their ranges: on a diagonal tile at most 7 extra columns per row) */
 
 typedef struct flash_task {
     const attn_args *a;
@@ -102,11 +105,35 @@ static void flash_job(const attn_args *a, const attn_geom *g, int32_t qt, int32_
                 const int32_t wlo = attn_win_lo(a, a->pos0 + t0 + i) - k0;
                 const int32_t j0 = wlo > 0 ? wlo : 0;
                 if (nj <= j0) continue; /* masked out in this whole tile */
+                lo[r] = j0;
+                hi[r] = nj;
+                jmin = j0 < jmin ? j0 : jmin;
+                jmax = nj > jmax ? nj : jmax;
+            }
+            /* s_i[j] = sum_d qs_i[d] Kt[d][j] (from 0, d in order) for FLASH_SCORE_ROWS rows at a time over
+             * the union of their ranges (one axpy_rows_multi call: the rows share each load of Kt); a
+             * column outside a row's own range is computed but never read */
+            for (int32_t r0 = 0; r0 < ni; r0 += FLASH_SCORE_ROWS) {
+                const int32_t rn = ni - r0 < FLASH_SCORE_ROWS ? ni - r0 : FLASH_SCORE_ROWS;
+                int32_t ja = nk, jb = 0, dlo[FLASH_SCORE_ROWS], dhi[FLASH_SCORE_ROWS];
+                for (int32_t r = r0; r < r0 + rn; r++) {
+                    dlo[r - r0] = 0;
+                    dhi[r - r0] = hd;
+                    if (hi[r] <= lo[r]) continue;
+                    ja = lo[r] < ja ? lo[r] : ja;
+                    jb = hi[r] > jb ? hi[r] : jb;
+                }
+                if (jb <= ja) continue;
+                float *s0 = S + (size_t)(i0 + r0) * bk;
+                for (int32_t r = 0; r < rn; r++) memset(s0 + (size_t)r * bk + ja, 0, sizeof(float) * (size_t)(jb - ja));
+                g->ops->axpy_rows_multi(s0 + ja, (size_t)bk, qs + (size_t)(i0 + r0) * hd, (size_t)hd, dlo, dhi, rn,
+                                        Kt + ja, (size_t)bk, jb - ja);
+            }
+            /* online softmax, row by row */
+            for (int32_t r = 0; r < ni; r++) {
+                if (hi[r] <= lo[r]) continue;
+                const int32_t i = i0 + r, j0 = lo[r], nj = hi[r];
                 float *sr = S + (size_t)i * bk;
-                const float *qi = qs + (size_t)i * hd;
-                memset(sr + j0, 0, sizeof(float) * (size_t)(nj - j0));
-                /* s[j] += qi[d] * Kt[d][j], d = 0 .. hd-1 in order */
-                g->ops->axpy_rows(sr + j0, qi, Kt + j0, (size_t)bk, hd, nj - j0);
                 const float mx = g->ops->max(sr + j0, nj - j0);
                 const float m_new = mx > m[i] ? mx : m[i];
                 const float sum = g->ops->exp_sum(sr + j0, m_new, nj - j0);
@@ -117,10 +144,6 @@ static void flash_job(const attn_args *a, const attn_geom *g, int32_t qt, int32_
                 }
                 l[i] += sum;
                 m[i] = m_new;
-                lo[r] = j0;
-                hi[r] = nj;
-                jmin = j0 < jmin ? j0 : jmin;
-                jmax = nj > jmax ? nj : jmax;
             }
             /* o_i += s_i[j] v_j, j = lo .. hi-1 in order for every row, the rows' chains interleaved
              * (axpy_rows_multi); f32 cache: one call per run of consecutive cache rows */

@@ -60,10 +60,11 @@ static const attn_ops ops_avx2 = {
     .axpy_rows = attn_axpy_rows_avx2, .axpy_rows_multi = attn_axpy_rows_multi_avx2, .scale = attn_scale_avx2, .exp_sum = attn_exp_sum_avx2, .max = attn_max_avx2, .transpose = attn_transpose_avx2,
     .deq_f16 = attn_deq_f16_avx2, .deq_q8_0 = attn_deq_q8_0_avx2, .deq_q4_0 = attn_deq_q4_0_avx2,
 };
-/* avx512 levels: the avx2 loops, with attn_exp on 16 lanes and axpy_rows on 16 columns (attention_avx512.c) */
+/* avx512 levels: the avx2 loops, with attn_exp on 16 lanes and axpy_rows / axpy_rows_multi on 16 columns
+ * (attention_avx512.c) */
 static const attn_ops ops_avx512 = {
     .name = "avx512", .dot = attn_dot_avx2, .dot_rows = attn_dot_rows_avx2, .axpy = attn_axpy_avx2,
-    .axpy_rows = attn_axpy_rows_avx512, .axpy_rows_multi = attn_axpy_rows_multi_avx2, .scale = attn_scale_avx2,
+    .axpy_rows = attn_axpy_rows_avx512, .axpy_rows_multi = attn_axpy_rows_multi_avx512, .scale = attn_scale_avx2,
     .exp_sum = attn_exp_sum_avx512, .max = attn_max_avx2, .transpose = attn_transpose_avx2,
     .deq_f16 = attn_deq_f16_avx2, .deq_q8_0 = attn_deq_q8_0_avx2, .deq_q4_0 = attn_deq_q4_0_avx2,
 };

@@ -456,7 +456,7 @@ static void simd_helpers_check(const attn_ops *sc, const attn_ops *op) {
     float w[N];
     for (int i = 0; i < N * LD; i++) x[i] = frand() * 3.0f;
     for (int i = 0; i < N; i++) w[i] = frand();
-    static const int lens[] = {1, 7, 8, 9, 17, 40, 64, 80, 128, 131};
+    static const int lens[] = {1, 7, 8, 9, 17, 33, 40, 64, 80, 100, 128, 131};
     for (int li = 0; li < (int)(sizeof lens / sizeof lens[0]); li++) {
         const int n = lens[li];
         uint32_t b0, b1;
@@ -473,8 +473,9 @@ static void simd_helpers_check(const attn_ops *sc, const attn_ops *op) {
             op->axpy_rows(y1, w, x + 3, LD, rows, n);
             CHECK_MSG(!memcmp(y0, y1, sizeof(float) * (size_t)n), "%s axpy_rows %d x %d", op->name, rows, n);
         }
-        /* several query rows at once (FlashAttention's V sums): random ranges, empty ones, shared ones */
-        if (n <= 80) {
+        /* several query rows at once (FlashAttention's score and V sums): random ranges, empty ones,
+         * shared ones; 19 rows make groups of 8 and 4 and leftovers */
+        if (n <= 131) {
             enum { NQ = 19, LDW = 41 };
             static float m0[NQ * 136], m1[NQ * 136], wq[NQ * LDW];
             int32_t lo[NQ], hi[NQ];

@@ -24,6 +24,8 @@ void attn_transpose_avx2(const float *x, size_t ldx, int32_t n_rows, int32_t n, 
  * register), in x86_avx512/attention_avx512.c */
 float attn_exp_sum_avx512(float *x, float sub, int32_t n);
 void attn_axpy_rows_avx512(float *y, const float *w, const float *x, size_t ldx, int32_t n_rows, int32_t n);
+void attn_axpy_rows_multi_avx512(float *y, size_t ldy, const float *w, size_t ldw, const int32_t *lo,
+                                 const int32_t *hi, int32_t n_q, const float *x, size_t ldx, int32_t n);
 void attn_deq_f16_avx2(const uint16_t *x, float *y, int32_t n);
 void attn_deq_q8_0_avx2(const unsigned char *x, float *y, int32_t n);
 void attn_deq_q4_0_avx2(const unsigned char *x, float *y, int32_t n);

@@ -12,11 +12,16 @@
  * ((a0+a4)+(a1+a5))+((a2+a6)+(a3+a7)) + tail.  axpy_rows is element-wise
  * (each y[c] gets w[r] * x[r][c] added for r in order, a separate multiply
  * and add), so 16 columns per register and a masked last block of columns
- * change nothing; rows shorter than 16 columns take the avx2 version.  The
- * other entries of the table are the avx2 ones.
+ * change nothing; rows shorter than 16 columns take the avx2 version.
+ * axpy_rows_multi (FlashAttention's score and V sums) runs groups of query
+ * rows over the rows of x they all use, one load of x for the group:
+ * 4 query rows x 64 columns (16 add chains), then 8 rows x 16 columns; per
+ * query row and column the adds are axpy_rows's, in ascending j.  The other
+ * entries of the table are the avx2 ones.
  */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+#include <stdint.h>
 
 #include "kernels/attention_impl.h"
 #include "kernels/x86_avx2/attention_avx2.h"
@@ -102,6 +107,96 @@ void attn_axpy_rows_avx512(float *y, const float *w, const float *x, size_t ldx,
         for (int32_t r = 0; r < n_rows; r++, xr += ldx)
             y0 = _mm512_add_ps(y0, _mm512_mul_ps(_mm512_set1_ps(w[r]), _mm512_maskz_loadu_ps(m, xr)));
         _mm512_mask_storeu_ps(y + c, m, y0);
+    }
+}
+
+
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+
+/* y[0 .. 16*NV) of one query row += w[j] * x[j][...] for j in [j0, j1): NV
+ * vectors of 16 columns, the last one masked by m. */
+static ALWAYS_INLINE void pv_solo(float *y, const float *w, const float *x, size_t ldx, int32_t j0, int32_t j1,
+                                  const int NV, __mmask16 m) {
+    __m512 acc[4];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; v++) acc[v] = _mm512_maskz_loadu_ps(v == NV - 1 ? m : 0xffff, y + 16 * v);
+    for (int32_t j = j0; j < j1; j++) {
+        const __m512 wv = _mm512_set1_ps(w[j]);
+        const float *xr = x + (size_t)j * ldx;
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++)
+            acc[v] = _mm512_add_ps(acc[v], _mm512_mul_ps(wv, _mm512_maskz_loadu_ps(v == NV - 1 ? m : 0xffff, xr + 16 * v)));
+    }
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; v++) _mm512_mask_storeu_ps(y + 16 * v, v == NV - 1 ? m : 0xffff, acc[v]);
+}
+
+/* G query rows x NV vectors of columns.  The rows share [c0, c1), the range
+ * common to all of them; each row's own prefix [lo, c0) runs before it and
+ * its suffix [c1, hi) after it, so every row sees its j in ascending order. */
+static ALWAYS_INLINE void pv_group(float *y, size_t ldy, const float *w, size_t ldw, const int32_t *lo,
+                                   const int32_t *hi, const float *x, size_t ldx, const int G, const int NV,
+                                   __mmask16 m) {
+    int32_t c0 = lo[0], c1 = hi[0];
+    for (int g = 1; g < G; g++) {
+        c0 = lo[g] > c0 ? lo[g] : c0;
+        c1 = hi[g] < c1 ? hi[g] : c1;
+    }
+    if (G == 1 || c1 <= c0) { /* no common range (or an empty row): each row alone */
+        for (int g = 0; g < G; g++)
+            if (hi[g] > lo[g]) pv_solo(y + (size_t)g * ldy, w + (size_t)g * ldw, x, ldx, lo[g], hi[g], NV, m);
+        return;
+    }
+    for (int g = 0; g < G; g++) /* prefixes, stored and reloaded unchanged */
+        if (c0 > lo[g]) pv_solo(y + (size_t)g * ldy, w + (size_t)g * ldw, x, ldx, lo[g], c0, NV, m);
+    __m512 acc[8][4];
+#pragma GCC unroll 8
+    for (int g = 0; g < G; g++)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++)
+            acc[g][v] = _mm512_maskz_loadu_ps(v == NV - 1 ? m : 0xffff, y + (size_t)g * ldy + 16 * v);
+    for (int32_t j = c0; j < c1; j++) {
+        __m512 xv[4];
+        const float *xr = x + (size_t)j * ldx;
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) xv[v] = _mm512_maskz_loadu_ps(v == NV - 1 ? m : 0xffff, xr + 16 * v);
+#pragma GCC unroll 8
+        for (int g = 0; g < G; g++) {
+            const __m512 wv = _mm512_set1_ps(w[(size_t)g * ldw + (size_t)j]);
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; v++) acc[g][v] = _mm512_add_ps(acc[g][v], _mm512_mul_ps(wv, xv[v]));
+        }
+    }
+#pragma GCC unroll 8
+    for (int g = 0; g < G; g++)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++)
+            _mm512_mask_storeu_ps(y + (size_t)g * ldy + 16 * v, v == NV - 1 ? m : 0xffff, acc[g][v]);
+    for (int g = 0; g < G; g++) /* suffixes */
+        if (hi[g] > c1) pv_solo(y + (size_t)g * ldy, w + (size_t)g * ldw, x, ldx, c1, hi[g], NV, m);
+}
+
+void attn_axpy_rows_multi_avx512(float *y, size_t ldy, const float *w, size_t ldw, const int32_t *lo,
+                                 const int32_t *hi, int32_t n_q, const float *x, size_t ldx, int32_t n) {
+    if (n < 16) {
+        attn_axpy_rows_multi_avx2(y, ldy, w, ldw, lo, hi, n_q, x, ldx, n);
+        return;
+    }
+    int32_t c = 0;
+    for (; c + 64 <= n; c += 64) {
+        int32_t i = 0;
+        for (; i + 4 <= n_q; i += 4)
+            pv_group(y + (size_t)i * ldy + c, ldy, w + (size_t)i * ldw, ldw, lo + i, hi + i, x + c, ldx, 4, 4, 0xffff);
+        for (; i < n_q; i++)
+            pv_group(y + (size_t)i * ldy + c, ldy, w + (size_t)i * ldw, ldw, lo + i, hi + i, x + c, ldx, 1, 4, 0xffff);
+    }
+    for (; c < n; c += 16) { /* 16 columns at a time, the last block masked */
+        const __mmask16 m = c + 16 <= n ? (__mmask16)0xffff : (__mmask16)((1u << (n - c)) - 1u);
+        int32_t i = 0;
+        for (; i + 8 <= n_q; i += 8)
+            pv_group(y + (size_t)i * ldy + c, ldy, w + (size_t)i * ldw, ldw, lo + i, hi + i, x + c, ldx, 8, 1, m);
+        for (; i < n_q; i++)
+            pv_group(y + (size_t)i * ldy + c, ldy, w + (size_t)i * ldw, ldw, lo + i, hi + i, x + c, ldx, 1, 1, m);
     }
 }
 
