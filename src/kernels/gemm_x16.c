@@ -98,40 +98,69 @@ void kern_x16_get_block(uint32_t type, const void *grp, int64_t nb, int64_t b, i
         }
 }
 
+/* Bytes of the visited-bit map of kern_x16_pack's permutation: one bit per
+ * 16-row block of the matrix. */
+static size_t unit_map_bytes(int64_t n_units) { return (size_t)(n_units + 7) / 8; }
+
 size_t kern_x16_pack_tmp_bytes(uint32_t type, int64_t nr, int64_t ne0) {
     const int64_t nb = ne0 / kern_x16_block_elems(type);
     const size_t gb = (size_t)nb * block_bytes(type) * X16_ROWS;
-    return nb <= kern_x16_panel_blocks(type) ? gb : gb * (size_t)(nr / X16_ROWS);
+    return nb <= kern_x16_panel_blocks(type) ? gb : gb + unit_map_bytes(nb * (nr / X16_ROWS));
 }
 
-/* Group g's plain rows (at rows, rb bytes apart) into their panels at data. */
-static void put_group(uint32_t type, unsigned char *data, int64_t nb, int64_t n_groups, int64_t g,
-                      const unsigned char *rows, size_t rb) {
+/* A group's 16 plain rows (at rows, rb bytes apart) into its panels, one
+ * after the other at out (panel b0 at out + b0 * 16 blocks). */
+static void put_group(uint32_t type, unsigned char *out, int64_t nb, const unsigned char *rows, size_t rb) {
     const int64_t pb = kern_x16_panel_blocks(type);
+    const size_t gbb = X16_ROWS * block_bytes(type);
     for (int64_t b0 = 0; b0 < nb; b0 += pb) {
         const int64_t nbp = nb - b0 < pb ? nb - b0 : pb;
-        unsigned char *gp = data + kern_x16_panel_offset(type, nb, n_groups, g, b0);
         for (int i = 0; i < X16_ROWS; i++)
             for (int64_t b = 0; b < nbp; b++)
-                put_block(type, gp, nbp, b, i, rows + (size_t)i * rb + (size_t)(b0 + b) * block_bytes(type));
+                put_block(type, out + (size_t)b0 * gbb, nbp, b, i, rows + (size_t)i * rb + (size_t)(b0 + b) * block_bytes(type));
     }
+}
+
+/* The unit (one 16-row block, X16_ROWS * block_bytes) that belongs at unit
+ * position q of the panel-major matrix, as its position in the group-major
+ * one (group g's panels one after the other at g * nb). */
+static int64_t unit_source(int64_t q, int64_t nb, int64_t pb, int64_t n_groups) {
+    const int64_t b0 = q / (n_groups * pb) * pb; /* the panel holding q (the last one may be narrower) */
+    const int64_t nbp = nb - b0 < pb ? nb - b0 : pb, r = q - n_groups * b0;
+    return r / nbp * nb + b0 + r % nbp; /* group r / nbp, block b0 + r % nbp */
 }
 
 void kern_x16_pack(uint32_t type, void *data, int64_t nr, int64_t ne0, void *tmp) {
     KITE_ASSERT(kern_x16_type(type) && ne0 % kern_x16_block_elems(type) == 0);
-    const int64_t nb = ne0 / kern_x16_block_elems(type), n_groups = nr / X16_ROWS;
-    const size_t rb = (size_t)nb * block_bytes(type), gb = rb * X16_ROWS;
+    const int64_t nb = ne0 / kern_x16_block_elems(type), n_groups = nr / X16_ROWS, pb = kern_x16_panel_blocks(type);
+    const size_t rb = (size_t)nb * block_bytes(type), gb = rb * X16_ROWS, gbb = X16_ROWS * block_bytes(type);
     unsigned char *d = data;
-    if (nb <= kern_x16_panel_blocks(type)) { /* one panel: each group in place of its own rows */
-        for (int64_t g = 0; g < n_groups; g++) {
-            memcpy(tmp, d + (size_t)g * gb, gb);
-            put_group(type, d, nb, n_groups, g, tmp, rb);
-        }
-        return;
+    /* each group in place of its own 16 rows, its panels one after the other */
+    for (int64_t g = 0; g < n_groups; g++) {
+        memcpy(tmp, d + (size_t)g * gb, gb);
+        put_group(type, d + (size_t)g * gb, nb, tmp, rb);
     }
-    memcpy(tmp, d, gb * (size_t)n_groups); /* panels interleave the groups: move them all */
-    for (int64_t g = 0; g < n_groups; g++)
-        put_group(type, d, nb, n_groups, g, (const unsigned char *)tmp + (size_t)g * gb, rb);
+    if (nb <= pb) return; /* one panel: group-major is panel-major */
+    /* then the panels of all groups gathered, panel 0 of every group first: a
+     * permutation of the 16-row blocks (units) followed cycle by cycle, each
+     * unit moved once, with one unit saved per cycle and a visited-bit map */
+    const int64_t n_units = nb * n_groups;
+    unsigned char *saved = tmp, *seen = (unsigned char *)tmp + gb;
+    memset(seen, 0, unit_map_bytes(n_units));
+    for (int64_t start = 0; start < n_units; start++) {
+        if (seen[start / 8] & (1u << (start % 8))) continue;
+        seen[start / 8] |= (unsigned char)(1u << (start % 8));
+        int64_t q = start, src = unit_source(q, nb, pb, n_groups);
+        if (src == start) continue;
+        memcpy(saved, d + (size_t)start * gbb, gbb);
+        while (src != start) { /* q takes its unit from src, which is then free */
+            memcpy(d + (size_t)q * gbb, d + (size_t)src * gbb, gbb);
+            seen[src / 8] |= (unsigned char)(1u << (src % 8));
+            q = src;
+            src = unit_source(q, nb, pb, n_groups);
+        }
+        memcpy(d + (size_t)q * gbb, saved, gbb);
+    }
 }
 
 void kern_x16_row_block(uint32_t type, const void *data, int64_t nr, int64_t ne0, int64_t row, int64_t b, void *blk) {

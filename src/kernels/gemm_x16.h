@@ -175,8 +175,8 @@ int64_t kern_x16_panel_blocks(uint32_t type);
  * groups of rows of nb blocks. */
 size_t kern_x16_panel_offset(uint32_t type, int64_t nb, int64_t n_groups, int64_t g, int64_t b0);
 
-/* Scratch bytes kern_x16_pack needs: 16 plain rows for a one-panel
- * matrix, the bytes of all its groups otherwise. */
+/* Scratch bytes kern_x16_pack needs: 16 plain rows, and for a matrix of
+ * several panels one bit per 16-row block (its in-place permutation). */
 size_t kern_x16_pack_tmp_bytes(uint32_t type, int64_t nr, int64_t ne0);
 /* Repacks nr rows of ne0 columns of `type` at data (plain layout) in place,
  * with kern_x16_pack_tmp_bytes of scratch at tmp.  Rows past the last full

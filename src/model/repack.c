@@ -56,8 +56,8 @@ static int repack_weight(kite_model *m, repack_state *s, weight *w, int n_views)
     if (need > s->tmp_bytes) {
         free(s->tmp);
         s->tmp_bytes = 0;
-        /* a matrix cut into panels needs a copy of all its groups: without the memory
-         * for it, this weight keeps the file's layout (the plain kernels run it) */
+        /* 16 plain rows and a bit per 16-row block: without the memory for them,
+         * this weight keeps the file's layout (the plain kernels run it) */
         if (!(s->tmp = malloc(need))) return KITE_OK;
         s->tmp_bytes = need;
     }
