@@ -15,8 +15,11 @@
  *   Micro-kernel: mr weight rows x nt tokens of accumulators; per 32-element
  *   chunk it loads mr weight and nt activation vectors for mr*nt VDPBF16PS.
  *   Prefill uses BMR x BNR = 4 x 6 (24 accumulators; the other 8 zmm hold
- *   the operands), decode (one token) 8 x 1 (eight independent chains hide
- *   the instruction's latency while the weights stream from memory).
+ *   the operands; the full tile is a noinline function so its loop keeps its
+ *   strides in registers, and a 4-row tile reduces four tokens at once with
+ *   reduce4x4, the same tree lane-parallel), decode (one token) 8 x 1 (eight
+ *   independent chains hide the instruction's latency while the weights
+ *   stream from memory).
  *   Cache tiling as gemm_tiled_avx512.c: rows in blocks of about
  *   GEMM_TILED_L2_BYTES of weights, token groups of BNR outside the row
  *   micro-tiles, so a block stays in L2 and a group's activation rows
@@ -35,6 +38,7 @@
 
 #include "kernels/gemm_tiled.h"
 #include "kernels/x86_avx512/avx512bf16.h"
+#include "kernels/x86_avx512/reduce16.h"
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
@@ -42,6 +46,13 @@
 #define BNR 6   /* tokens per prefill micro-tile */
 #define DMR 8   /* weight rows per decode (one token) micro-tile */
 #define MAXR 8  /* largest mr of any micro-tile */
+#define BRB 64  /* most rows per cache block (bounds the parked accumulators: 24 KiB) */
+#ifndef BKB
+#define BKB 1024 /* elements per K block of rows longer than BKB1 (a multiple of 32) */
+#endif
+#ifndef BKB1
+#define BKB1 2048 /* rows of up to BKB1 elements are one K block */
+#endif
 
 void act_bf16_from_f32_avx512bf16(const float *x, void *dst, int64_t n) {
     unsigned char *d = dst;
@@ -58,27 +69,22 @@ void act_bf16_from_f32_avx512bf16(const float *x, void *dst, int64_t n) {
     }
 }
 
-/* The reduction tree of ref_bf16_reduce16: l[i]+l[i+8], +[i+4], +[i+2], +[i+1]. */
-static ALWAYS_INLINE float reduce16(__m512 v) {
-    const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-    __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-    q = _mm_add_ps(q, _mm_movehl_ps(q, q));
-    q = _mm_add_ss(q, _mm_movehdup_ps(q));
-    return _mm_cvtss_f32(q);
-}
-
 static ALWAYS_INLINE __m512bh as_bh(__m512i v) { return (__m512bh)v; }
 
-/* y[t*ldy + r] for r < mr, t < nt (constants after inlining). */
-static ALWAYS_INLINE void micro(int mr, int nt, int64_t n, const unsigned char *w, size_t ws, const unsigned char *a,
-                                size_t as, float *y, int64_t ldy) {
+/* Elements [i0, i1) (multiples of 32) of mr rows x nt tokens (constants
+ * after inlining).  i0 == 0 starts from zero accumulators, otherwise from st;
+ * i1 >= n adds the masked tail and writes y[t*ldy + r], otherwise parks the
+ * accumulators in st (st[r*BNR + t]), unchanged, for the next K block. */
+static ALWAYS_INLINE void micro(int mr, int nt, int64_t i0, int64_t i1, int64_t n, const unsigned char *w, size_t ws,
+                                const unsigned char *a, size_t as, __m512 *st, float *y, int64_t ldy) {
     __m512 acc[MAXR][BNR];
 #pragma GCC unroll 8
     for (int r = 0; r < MAXR; r++)
 #pragma GCC unroll 8
-        for (int t = 0; t < BNR; t++) acc[r][t] = _mm512_setzero_ps();
-    const int64_t n32 = n - n % 32;
-    for (int64_t i = 0; i < n32; i += 32) {
+        for (int t = 0; t < BNR; t++)
+            if (r < mr && t < nt) acc[r][t] = i0 == 0 ? _mm512_setzero_ps() : st[r * BNR + t];
+    const int64_t n32 = n - n % 32, e1 = i1 < n32 ? i1 : n32;
+    for (int64_t i = i0; i < e1; i += 32) {
         __m512i wv[MAXR];
 #pragma GCC unroll 8
         for (int r = 0; r < MAXR; r++)
@@ -91,6 +97,14 @@ static ALWAYS_INLINE void micro(int mr, int nt, int64_t n, const unsigned char *
             for (int r = 0; r < MAXR; r++)
                 if (r < mr) acc[r][t] = _mm512_dpbf16_ps(acc[r][t], as_bh(wv[r]), as_bh(av));
         }
+    }
+    if (i1 < n) {
+#pragma GCC unroll 8
+        for (int r = 0; r < MAXR; r++)
+#pragma GCC unroll 8
+            for (int t = 0; t < BNR; t++)
+                if (r < mr && t < nt) st[r * BNR + t] = acc[r][t];
+        return;
     }
     if (n32 < n) {
         const __mmask32 k = (__mmask32)(((uint64_t)1 << (n - n32)) - 1);
@@ -107,6 +121,18 @@ static ALWAYS_INLINE void micro(int mr, int nt, int64_t n, const unsigned char *
                 if (r < mr) acc[r][t] = _mm512_dpbf16_ps(acc[r][t], as_bh(wv[r]), as_bh(av));
         }
     }
+    if (mr == 4 && nt >= 2) { /* four tokens at a time, the last group padded by repeating a token */
+#pragma GCC unroll 8
+        for (int t = 0; t < BNR; t += 4)
+            if (t < nt) {
+                const int u1 = t + 1 < nt ? t + 1 : nt - 1, u2 = t + 2 < nt ? t + 2 : nt - 1;
+                const int u3 = t + 3 < nt ? t + 3 : nt - 1;
+                reduce4x4(acc[0][t], acc[0][u1], acc[0][u2], acc[0][u3], acc[1][t], acc[1][u1], acc[1][u2],
+                          acc[1][u3], acc[2][t], acc[2][u1], acc[2][u2], acc[2][u3], acc[3][t], acc[3][u1],
+                          acc[3][u2], acc[3][u3], y + (int64_t)t * ldy, ldy, nt - t < 4 ? nt - t : 4);
+            }
+        return;
+    }
 #pragma GCC unroll 8
     for (int t = 0; t < BNR; t++)
 #pragma GCC unroll 8
@@ -114,8 +140,17 @@ static ALWAYS_INLINE void micro(int mr, int nt, int64_t n, const unsigned char *
             if (t < nt && r < mr) y[(int64_t)t * ldy + r] = reduce16(acc[r][t]);
 }
 
+/* The full BMR x BNR tile as its own function: inlined into gemm_bb's loops,
+ * gcc kept the row and token strides on the stack and reloaded seven of them
+ * in every step of the inner loop. */
+static __attribute__((noinline)) void full_tile(int64_t i0, int64_t i1, int64_t n, const unsigned char *w, size_t ws,
+                                                const unsigned char *a, size_t as, __m512 *st, float *y,
+                                                int64_t ldy) {
+    micro(BMR, BNR, i0, i1, n, w, ws, a, as, st, y, ldy);
+}
+
 void vec_dot_bf16_bf16_avx512bf16(int64_t n, float *out, const void *w, const void *a) {
-    micro(1, 1, n, w, 0, a, 0, out, 0);
+    micro(1, 1, 0, n, n, w, 0, a, 0, NULL, out, 0);
 }
 
 /* One token: rows in groups of DMR, then one at a time.  The DMR rows are
@@ -127,19 +162,44 @@ void vec_dot_bf16_bf16_avx512bf16(int64_t n, float *out, const void *w, const vo
 static void gemv(int64_t n, float *y, const unsigned char *w, size_t ws, int nr, const unsigned char *a) {
     int r = 0;
     for (; r + DMR <= nr; r += DMR)
-        micro(DMR, 1, n, w + (size_t)r * ws, ws, a, 0, y + r, 0);
-    for (; r < nr; r++) micro(1, 1, n, w + (size_t)r * ws, ws, a, 0, y + r, 0);
+        micro(DMR, 1, 0, n, n, w + (size_t)r * ws, ws, a, 0, NULL, y + r, 0);
+    for (; r < nr; r++) micro(1, 1, 0, n, n, w + (size_t)r * ws, ws, a, 0, NULL, y + r, 0);
 }
 
-/* Rows per cache block: about GEMM_TILED_L2_BYTES of weights, a multiple of BMR. */
+/* Rows per cache block: about GEMM_TILED_L2_BYTES of weights, a multiple of
+ * BMR, at most BRB. */
 static int64_t rows_per_block(size_t row_bytes) {
     int64_t rb = (int64_t)(GEMM_TILED_L2_BYTES / (row_bytes ? row_bytes : 1));
+    if (rb > BRB) rb = BRB;
     rb -= rb % BMR;
     return rb < BMR ? BMR : rb;
 }
 
-/* Loop order: row block (weights in L2) > token group of BNR (activations
- * in L1) > row micro-tile. */
+/* One micro-tile of rn <= BMR rows x tn <= BNR tokens over [i0, i1):
+ * constant shapes, so the accumulators stay in registers. */
+static ALWAYS_INLINE void tile(int rn, int tn, int64_t i0, int64_t i1, int64_t n, const unsigned char *w, size_t ws,
+                               const unsigned char *a, size_t as, __m512 *st, float *y, int64_t ldy) {
+#define TILE_CASES(MR, W, S, Y)                                          \
+    switch (tn) {                                                        \
+    case 6: micro(MR, 6, i0, i1, n, W, ws, a, as, S, Y, ldy); break;  \
+    case 5: micro(MR, 5, i0, i1, n, W, ws, a, as, S, Y, ldy); break;  \
+    case 4: micro(MR, 4, i0, i1, n, W, ws, a, as, S, Y, ldy); break;  \
+    case 3: micro(MR, 3, i0, i1, n, W, ws, a, as, S, Y, ldy); break;  \
+    case 2: micro(MR, 2, i0, i1, n, W, ws, a, as, S, Y, ldy); break;  \
+    default: micro(MR, 1, i0, i1, n, W, ws, a, as, S, Y, ldy); break; \
+    }
+    if (rn == BMR && tn == BNR) {
+        full_tile(i0, i1, n, w, ws, a, as, st, y, ldy);
+    } else if (rn == BMR) {
+        TILE_CASES(BMR, w, st, y)
+    } else { /* fewer than BMR rows left: one row at a time */
+        for (int rr = 0; rr < rn; rr++) TILE_CASES(1, w + rr * ws, st + rr * BNR, y + rr)
+    }
+#undef TILE_CASES
+}
+
+/* Loop order: row block (weights in L2) > token group of BNR > K block of
+ * BKB (the group's activations for it in L1) > row micro-tile. */
 static void gemm_bb(int64_t n, float *y, int64_t ldy, const void *w, size_t ws, int nr, const void *a, size_t as,
                     int nt) {
     const unsigned char *wb = w, *ab = a;
@@ -147,34 +207,19 @@ static void gemm_bb(int64_t n, float *y, int64_t ldy, const void *w, size_t ws, 
         gemv(n, y, wb, ws, nr, ab);
         return;
     }
-    const int64_t rb = rows_per_block(ws);
+    const int64_t rb = rows_per_block(ws), kb = n <= BKB1 ? n : BKB;
+    __m512 st[BRB * BNR];
     for (int64_t r0 = 0; r0 < nr; r0 += rb) {
         const int64_t r1 = r0 + rb < nr ? r0 + rb : nr;
         for (int t = 0; t < nt; t += BNR) {
             const int tn = nt - t < BNR ? nt - t : BNR;
             const unsigned char *at = ab + (size_t)t * as;
-            for (int64_t r = r0; r < r1; r += BMR) {
-                const int rn = (int)(r1 - r < BMR ? r1 - r : BMR);
-                const unsigned char *wr = wb + (size_t)r * ws;
-                float *yo = y + (int64_t)t * ldy + r;
-                if (rn == BMR) switch (tn) { /* constant tile shapes: accumulators stay in registers */
-                    case 6: micro(BMR, 6, n, wr, ws, at, as, yo, ldy); break;
-                    case 5: micro(BMR, 5, n, wr, ws, at, as, yo, ldy); break;
-                    case 4: micro(BMR, 4, n, wr, ws, at, as, yo, ldy); break;
-                    case 3: micro(BMR, 3, n, wr, ws, at, as, yo, ldy); break;
-                    case 2: micro(BMR, 2, n, wr, ws, at, as, yo, ldy); break;
-                    default: micro(BMR, 1, n, wr, ws, at, as, yo, ldy); break;
-                    }
-                else /* fewer than BMR rows left: one row at a time */
-                    for (int rr = 0; rr < rn; rr++) switch (tn) {
-                        case 6: micro(1, 6, n, wr + rr * ws, ws, at, as, yo + rr, ldy); break;
-                        case 5: micro(1, 5, n, wr + rr * ws, ws, at, as, yo + rr, ldy); break;
-                        case 4: micro(1, 4, n, wr + rr * ws, ws, at, as, yo + rr, ldy); break;
-                        case 3: micro(1, 3, n, wr + rr * ws, ws, at, as, yo + rr, ldy); break;
-                        case 2: micro(1, 2, n, wr + rr * ws, ws, at, as, yo + rr, ldy); break;
-                        default: micro(1, 1, n, wr + rr * ws, ws, at, as, yo + rr, ldy); break;
-                        }
-            }
+            for (int64_t i0 = 0; i0 < n; i0 += kb)
+                for (int64_t r = r0; r < r1; r += BMR) {
+                    const int rn = (int)(r1 - r < BMR ? r1 - r : BMR);
+                    tile(rn, tn, i0, i0 + kb, n, wb + (size_t)r * ws, ws, at, as, st + (r - r0) * BNR,
+                         y + (int64_t)t * ldy + r, ldy);
+                }
         }
     }
 }

@@ -42,6 +42,7 @@
 #include "kernels/gemm_tiled.h"
 #include "kernels/ref/ref.h"
 #include "kernels/x86_avx512/avx512.h"
+#include "kernels/x86_avx512/reduce16.h"
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
@@ -66,42 +67,6 @@ static ALWAYS_INLINE __m512 mldw(int ty, __mmask16 k, const unsigned char *p) {
     const __m256i h = _mm256_maskz_loadu_epi16(k, p);
     if (ty == T_F16) return _mm512_cvtph_ps(h);
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
-
-/* l[i]+l[i+8], +[i+4], +[i+2], +[i+1] (the same tree as the bf16 kernels). */
-static ALWAYS_INLINE float reduce16(__m512 v) {
-    const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-    __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-    q = _mm_add_ps(q, _mm_movehl_ps(q, q));
-    q = _mm_add_ss(q, _mm_movehdup_ps(q));
-    return _mm_cvtss_f32(q);
-}
-
-/* reduce16 of four tokens (0..3) x four rows (a..d) at once, each sum the
- * same adds in the same order (lo + hi at every level): level 1 pairs two
- * accumulators' 256-bit halves, level 2 their 128-bit quarters, levels 3
- * and 4 shuffle within 128-bit lanes.  128-bit lane j of the result holds
- * rows a..d of token j, stored to y + j*ldy for j < nst. */
-static ALWAYS_INLINE __m512 red_l12(__m512 t0, __m512 t1, __m512 t2, __m512 t3) {
-    const __m512 b01 = _mm512_add_ps(_mm512_shuffle_f32x4(t0, t1, 0x44), _mm512_shuffle_f32x4(t0, t1, 0xEE));
-    const __m512 b23 = _mm512_add_ps(_mm512_shuffle_f32x4(t2, t3, 0x44), _mm512_shuffle_f32x4(t2, t3, 0xEE));
-    return _mm512_add_ps(_mm512_shuffle_f32x4(b01, b23, 0x88), _mm512_shuffle_f32x4(b01, b23, 0xDD));
-}
-static ALWAYS_INLINE void reduce4x4(__m512 a0, __m512 a1, __m512 a2, __m512 a3, __m512 b0, __m512 b1, __m512 b2,
-                                    __m512 b3, __m512 c0, __m512 c1, __m512 c2, __m512 c3, __m512 d0, __m512 d1,
-                                    __m512 d2, __m512 d3, float *y, int64_t ldy, int nst) {
-    const __m512 ca = red_l12(a0, a1, a2, a3), cb = red_l12(b0, b1, b2, b3);
-    const __m512 cc = red_l12(c0, c1, c2, c3), cd = red_l12(d0, d1, d2, d3);
-    const __m512 dab = _mm512_add_ps(_mm512_shuffle_ps(ca, cb, _MM_SHUFFLE(1, 0, 1, 0)),
-                                     _mm512_shuffle_ps(ca, cb, _MM_SHUFFLE(3, 2, 3, 2)));
-    const __m512 dcd = _mm512_add_ps(_mm512_shuffle_ps(cc, cd, _MM_SHUFFLE(1, 0, 1, 0)),
-                                     _mm512_shuffle_ps(cc, cd, _MM_SHUFFLE(3, 2, 3, 2)));
-    const __m512 e = _mm512_add_ps(_mm512_shuffle_ps(dab, dcd, _MM_SHUFFLE(2, 0, 2, 0)),
-                                   _mm512_shuffle_ps(dab, dcd, _MM_SHUFFLE(3, 1, 3, 1)));
-    _mm_storeu_ps(y, _mm512_castps512_ps128(e));
-    if (nst > 1) _mm_storeu_ps(y + ldy, _mm512_extractf32x4_ps(e, 1));
-    if (nst > 2) _mm_storeu_ps(y + 2 * ldy, _mm512_extractf32x4_ps(e, 2));
-    if (nst > 3) _mm_storeu_ps(y + 3 * ldy, _mm512_extractf32x4_ps(e, 3));
 }
 
 /* Elements [i0, i1) of mr rows x nt tokens (constants after inlining).
