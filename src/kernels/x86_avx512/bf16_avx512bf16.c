@@ -20,17 +20,19 @@
  *   reduce4x4, the same tree lane-parallel), decode (one token) 8 x 1 (eight
  *   independent chains hide the instruction's latency while the weights
  *   stream from memory).
- *   Cache tiling as gemm_tiled_avx512.c: rows in blocks of about
- *   GEMM_TILED_L2_BYTES of weights, token groups of BNR outside the row
- *   micro-tiles, so a block stays in L2 and a group's activation rows
- *   (6 x 2n bytes: 24 KiB at n = 2048) in L1.
+ *   Cache tiling: rows in blocks of about GEMM_TILED_FLOAT_BYTES of
+ *   weights, token groups of BNR outside the row micro-tiles, rows longer
+ *   than BKB1 in K blocks of BKB, so a block stays in L2 and a group's
+ *   activation rows for one K block (6 x 2 KiB, or 6 x 4 KiB for a row of
+ *   2048) in L1.
  *
  *   The activation converter is fp32_to_bf16 in integer SIMD (round to
  *   nearest even by adding 0x7fff plus the kept lowest bit, NaN made quiet),
  *   not VCVTNEPS2BF16, which flushes subnormal inputs: the bytes equal the
  *   reference's.
  *
- * THREAD SAFETY: reentrant, no state.
+ * THREAD SAFETY: reentrant; the parked accumulators live on the caller's
+ * stack (48 KiB).
  */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -46,7 +48,7 @@
 #define BNR 6   /* tokens per prefill micro-tile */
 #define DMR 8   /* weight rows per decode (one token) micro-tile */
 #define MAXR 8  /* largest mr of any micro-tile */
-#define BRB 64  /* most rows per cache block (bounds the parked accumulators: 24 KiB) */
+#define BRB 128 /* most rows per cache block (bounds the parked accumulators: 48 KiB) */
 #ifndef BKB
 #define BKB 1024 /* elements per K block of rows longer than BKB1 (a multiple of 32) */
 #endif
@@ -166,10 +168,10 @@ static void gemv(int64_t n, float *y, const unsigned char *w, size_t ws, int nr,
     for (; r < nr; r++) micro(1, 1, 0, n, n, w + (size_t)r * ws, ws, a, 0, NULL, y + r, 0);
 }
 
-/* Rows per cache block: about GEMM_TILED_L2_BYTES of weights, a multiple of
- * BMR, at most BRB. */
+/* Rows per cache block: about GEMM_TILED_FLOAT_BYTES of weights, a multiple
+ * of BMR, at most BRB. */
 static int64_t rows_per_block(size_t row_bytes) {
-    int64_t rb = (int64_t)(GEMM_TILED_L2_BYTES / (row_bytes ? row_bytes : 1));
+    int64_t rb = (int64_t)(GEMM_TILED_FLOAT_BYTES / (row_bytes ? row_bytes : 1));
     if (rb > BRB) rb = BRB;
     rb -= rb % BMR;
     return rb < BMR ? BMR : rb;

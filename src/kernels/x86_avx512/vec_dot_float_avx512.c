@@ -25,7 +25,7 @@
  *   4 x 6 tile is a separate (noinline) function per type so its loop keeps
  *   its strides in registers.
  *   Cache tiling (tiled and flat GEMM): weight rows in blocks of about
- *   GEMM_TILED_L2_BYTES (at most FRB rows), token groups of FNR, K in
+ *   GEMM_TILED_FLOAT_BYTES (at most FRB rows), token groups of FNR, K in
  *   blocks of FKB elements (f16/bf16 rows of up to FKB1 elements: one
  *   block), row micro-tiles innermost: a group's activations for one K
  *   block (6 x 4 KiB; 6 x 8 KiB for a 2048-element f16 row) stay in L1/L2
@@ -33,7 +33,7 @@
  *   is parked in a state buffer and reloaded unchanged, so K blocking does
  *   not change the order.
  *
- * THREAD SAFETY: reentrant; state lives on the caller's stack (24 KiB).
+ * THREAD SAFETY: reentrant; state lives on the caller's stack (48 KiB).
  */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -51,7 +51,7 @@ enum { T_F32 = 0, T_F16 = 1, T_BF16 = 2 };
 #define FNR 6    /* tokens per prefill micro-tile */
 #define DMR 8    /* weight rows per decode (one token) micro-tile */
 #define MAXR FMR /* largest mr of micro (decode rows go through rows8) */
-#define FRB 64   /* most rows per cache block (bounds the state buffer) */
+#define FRB 128  /* most rows per cache block (bounds the state buffer: 48 KiB) */
 #define FKB 1024 /* elements per K block (a multiple of 16; 512 was 4-7% slower for f16) ... */
 #define FKB1 2048 /* f16/bf16 rows of up to FKB1 elements are one K block (+1-4% at 2048; f32: -10%) */
 #define DPF 1024  /* decode: bytes ahead that f16/bf16 rows prefetch (768-1024 best on one thread) */
@@ -208,10 +208,10 @@ static ALWAYS_INLINE void gemv(int ty, int64_t n, float *y, const unsigned char 
     for (; r < nr; r++) micro(ty, 1, 1, 0, n, n, w + (size_t)r * ws, ws, a, 0, NULL, y + r, 0);
 }
 
-/* Rows per cache block: about GEMM_TILED_L2_BYTES of weights, a multiple of
- * FMR, at most FRB. */
+/* Rows per cache block: about GEMM_TILED_FLOAT_BYTES of weights, a multiple
+ * of FMR, at most FRB. */
 static int64_t rows_per_block(size_t row_bytes) {
-    int64_t rb = (int64_t)(GEMM_TILED_L2_BYTES / (row_bytes ? row_bytes : 1));
+    int64_t rb = (int64_t)(GEMM_TILED_FLOAT_BYTES / (row_bytes ? row_bytes : 1));
     if (rb > FRB) rb = FRB;
     rb -= rb % FMR;
     return rb < FMR ? FMR : rb;
