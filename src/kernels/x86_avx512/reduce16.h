@@ -51,4 +51,19 @@ static inline __attribute__((always_inline)) void reduce4x4(__m512 a0, __m512 a1
     if (nst > 3) _mm_storeu_ps(y + 3 * ldy, _mm512_extractf32x4_ps(e, 3));
 }
 
+/* The outputs of a 4-row tile, acc[r][t] for r < 4 and t < nt (nt <= n_max,
+ * both constants after inlining), reduced four tokens at a time into y[t*ldy
+ * + r], the last group padded by repeating a token.  A macro so that acc
+ * stays the caller's register array. */
+#define REDUCE16_TILE4(acc, nt, n_max, y, ldy)                                                                     \
+    do {                                                                                                         \
+        _Pragma("GCC unroll 8") for (int t_ = 0; t_ < (n_max); t_ += 4) if (t_ < (nt)) {                       \
+            const int u1_ = t_ + 1 < (nt) ? t_ + 1 : (nt) - 1, u2_ = t_ + 2 < (nt) ? t_ + 2 : (nt) - 1;         \
+            const int u3_ = t_ + 3 < (nt) ? t_ + 3 : (nt) - 1;                                                  \
+            reduce4x4(acc[0][t_], acc[0][u1_], acc[0][u2_], acc[0][u3_], acc[1][t_], acc[1][u1_], acc[1][u2_],  \
+                      acc[1][u3_], acc[2][t_], acc[2][u1_], acc[2][u2_], acc[2][u3_], acc[3][t_], acc[3][u1_],  \
+                      acc[3][u2_], acc[3][u3_], (y) + (int64_t)t_ * (ldy), (ldy), (nt) - t_ < 4 ? (nt) - t_ : 4); \
+        }                                                                                                        \
+    } while (0)
+
 #endif

@@ -120,16 +120,8 @@ static ALWAYS_INLINE void micro(int ty, int mr, int nt, int64_t i0, int64_t i1, 
                 if (r < mr) acc[r][t] = _mm512_fmadd_ps(wv[r], av, acc[r][t]);
         }
     }
-    if (mr == 4 && nt >= 2) { /* four tokens at a time, the last group padded by repeating a token */
-#pragma GCC unroll 8
-        for (int t = 0; t < FNR; t += 4)
-            if (t < nt) {
-                const int u1 = t + 1 < nt ? t + 1 : nt - 1, u2 = t + 2 < nt ? t + 2 : nt - 1;
-                const int u3 = t + 3 < nt ? t + 3 : nt - 1;
-                reduce4x4(acc[0][t], acc[0][u1], acc[0][u2], acc[0][u3], acc[1][t], acc[1][u1], acc[1][u2],
-                          acc[1][u3], acc[2][t], acc[2][u1], acc[2][u2], acc[2][u3], acc[3][t], acc[3][u1],
-                          acc[3][u2], acc[3][u3], y + (int64_t)t * ldy, ldy, nt - t < 4 ? nt - t : 4);
-            }
+    if (mr == 4 && nt >= 2) { /* four tokens at a time (reduce16.h) */
+        REDUCE16_TILE4(acc, nt, FNR, y, ldy);
         return;
     }
 #pragma GCC unroll 8
