@@ -74,38 +74,20 @@ static inline size_t attn_row_run(const attn_args *a, int32_t p, int32_t *run) {
     return (size_t)a->block_table[b] * (size_t)a->block_size + (size_t)off;
 }
 
-/* IEEE half to float, exact (the same bits as fp16_to_fp32, NaN payloads
- * included) and branch-free so that the row loops below vectorise: normal
- * numbers and inf/NaN by moving the fields and rebiasing the exponent,
- * zero and subnormals as mantissa * 2^-24 (exact in float), chosen by masks. */
-static inline float attn_half_to_float(uint16_t h) {
-    const uint32_t em = (uint32_t)h & 0x7fffu;
-    uint32_t norm = (em << 13) + ((uint32_t)(127 - 15) << 23);
-    norm += -(uint32_t)(em >= 0x7c00u) & ((uint32_t)(128 - 16) << 23); /* exponent 31 -> 255 */
-    const float sub_f = (float)(int32_t)em * 5.9604644775390625e-8f;  /* 2^-24 */
-    uint32_t sub, bits;
-    memcpy(&sub, &sub_f, sizeof sub);
-    const uint32_t is_sub = -(uint32_t)(em < 0x0400u);
-    bits = ((norm & ~is_sub) | (sub & is_sub)) | ((uint32_t)h & 0x8000u) << 16;
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
 /* Row dequantizers of the KV types: the formulas and operation order of
  * dequantize_row_q8_0 / _q4_0 (quant_legacy.c), so the floats are identical,
  * written with constant-length inner loops that gcc -O2 vectorises. */
 static inline void attn_deq_f16(const uint16_t *restrict x, float *restrict y, int32_t n) {
     int32_t i = 0;
     for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; j++) y[i + j] = attn_half_to_float(x[i + j]);
-    for (; i < n; i++) y[i] = attn_half_to_float(x[i]);
+        for (int j = 0; j < 8; j++) y[i + j] = fp16_to_fp32_inline(x[i + j]);
+    for (; i < n; i++) y[i] = fp16_to_fp32_inline(x[i]);
 }
 static inline void attn_deq_q8_0(const unsigned char *restrict x, float *restrict y, int32_t n) {
     for (int32_t b = 0; b < n / 32; b++, x += 34, y += 32) { /* block_q8_0: f16 d, int8 qs[32] */
         uint16_t dh;
         memcpy(&dh, x, sizeof dh);
-        const float d = attn_half_to_float(dh);
+        const float d = fp16_to_fp32_inline(dh);
         const int8_t *qs = (const int8_t *)(const void *)(x + 2);
         for (int j = 0; j < 32; j++) y[j] = (float)qs[j] * d;
     }
@@ -114,7 +96,7 @@ static inline void attn_deq_q4_0(const unsigned char *restrict x, float *restric
     for (int32_t b = 0; b < n / 32; b++, x += 18, y += 32) { /* block_q4_0: f16 d, 16 bytes of nibbles */
         uint16_t dh;
         memcpy(&dh, x, sizeof dh);
-        const float d = attn_half_to_float(dh);
+        const float d = fp16_to_fp32_inline(dh);
         const unsigned char *qs = x + 2;
         for (int j = 0; j < 16; j++) {
             y[j] = (float)((qs[j] & 0x0f) - 8) * d;

@@ -177,18 +177,6 @@ void kern_x16_unpack_row(uint32_t type, const void *data, int64_t nr, int64_t ne
     for (int64_t b = 0; b < nb; b++) kern_x16_row_block(type, data, nr, ne0, row, b, o + (size_t)b * block_bytes(type));
 }
 
-/* fp16_to_fp32 with the common case inline: a normal half widens by a shift
- * and an exponent rebias (exact); zeros, subnormals, infinities and NaNs
- * take the general conversion. */
-static inline float half_to_float(uint16_t h) {
-    const uint32_t e = (h >> 10) & 0x1f;
-    if (e == 0 || e == 0x1f) return fp16_to_fp32(h);
-    const uint32_t bits = (uint32_t)(h & 0x8000) << 16 | (((uint32_t)(h & 0x7fff) << 13) + ((127u - 15u) << 23));
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
 void kern_x16_act_prep(const void *q8row, int64_t nb, int32_t off, int32_t *corr, float *da) {
     const unsigned char *x = q8row; /* rows need no alignment */
     for (int64_t b = 0; b < nb; b++, x += sizeof(block_q8_0)) {
@@ -198,7 +186,7 @@ void kern_x16_act_prep(const void *q8row, int64_t nb, int32_t off, int32_t *corr
         corr[b] = -off * s;
         uint16_t h;
         memcpy(&h, x + offsetof(block_q8_0, d), sizeof h);
-        da[b] = half_to_float(h);
+        da[b] = fp16_to_fp32_inline(h);
     }
 }
 

@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 enum kite_dtype {
     KITE_DTYPE_F32 = 0,
@@ -107,5 +108,24 @@ float fp16_to_fp32(uint16_t h);
 uint16_t fp32_to_fp16(float f); /* round to nearest even, like ggml */
 float bf16_to_fp32(uint16_t h);
 uint16_t fp32_to_bf16(float f); /* round to nearest even, NaN kept quiet, like ggml */
+
+/* IEEE half to float, exact (the same bits as fp16_to_fp32, NaN payloads
+ * included), inline and branch-free so that row loops vectorise (the KV
+ * dequantizers of attention_impl.h, the x16 activation side data): normal
+ * numbers and inf/NaN by moving the fields and rebiasing the exponent,
+ * zero and subnormals as mantissa * 2^-24 (exact in float), chosen by masks. */
+static inline float fp16_to_fp32_inline(uint16_t h) {
+    const uint32_t em = (uint32_t)h & 0x7fffu;
+    uint32_t norm = (em << 13) + ((uint32_t)(127 - 15) << 23);
+    norm += -(uint32_t)(em >= 0x7c00u) & ((uint32_t)(128 - 16) << 23); /* exponent 31 -> 255 */
+    const float sub_f = (float)(int32_t)em * 5.9604644775390625e-8f;  /* 2^-24 */
+    uint32_t sub, bits;
+    memcpy(&sub, &sub_f, sizeof sub);
+    const uint32_t is_sub = -(uint32_t)(em < 0x0400u);
+    bits = ((norm & ~is_sub) | (sub & is_sub)) | ((uint32_t)h & 0x8000u) << 16;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
 
 #endif

@@ -100,9 +100,9 @@ static acts make_acts(uint32_t wt, const float *x, int64_t n_tok, int64_t ne0) {
     return a;
 }
 
-/* kern_x16_act_prep: the activation scale of every possible half (the
- * inline fast path for normal halves, the general conversion for the rest)
- * equals fp16_to_fp32 bit for bit, and corr = -off * sum(qs). */
+/* kern_x16_act_prep: the activation scale of every possible half (widened
+ * by fp16_to_fp32_inline) equals fp16_to_fp32 bit for bit, and corr = -off *
+ * sum(qs). */
 TEST(test_act_prep_all_halves) {
     const int64_t nb = 65536;
     unsigned char *row = malloc((size_t)nb * sizeof(block_q8_0));

@@ -9,7 +9,7 @@
  * used).  hsum8 reduces in the scalar order ((a0+a4)+(a1+a5))+((a2+a6)+(a3+a7)),
  * and the tails run the scalar code.  Element-wise loops (axpy, scale) have
  * no order to keep.  exp8 is attn_exp's operation sequence lane by lane;
- * the dequantizers do attn_half_to_float's integer moves and the same
+ * the dequantizers do fp16_to_fp32_inline's integer moves and the same
  * int-to-float conversions and single multiplications.
  */
 #if defined(__x86_64__) || defined(__i386__)
@@ -328,7 +328,7 @@ void attn_transpose_avx2(const float *x, size_t ldx, int32_t n_rows, int32_t n, 
         for (int32_t d = j < r8 ? c8 : 0; d < n; d++) t[(size_t)d * ldt + (size_t)j] = x[(size_t)j * ldx + (size_t)d];
 }
 
-/* attn_half_to_float on 8 halves (zero-extended to 32 bits). */
+/* fp16_to_fp32_inline on 8 halves (zero-extended to 32 bits). */
 static inline __m256 half8(__m256i h) {
     const __m256i em = _mm256_and_si256(h, _mm256_set1_epi32(0x7fff));
     __m256i norm = _mm256_add_epi32(_mm256_slli_epi32(em, 13), _mm256_set1_epi32((127 - 15) << 23));
@@ -345,7 +345,7 @@ void attn_deq_f16_avx2(const uint16_t *x, float *y, int32_t n) {
     int32_t i = 0;
     for (; i + 8 <= n; i += 8)
         _mm256_storeu_ps(y + i, half8(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(x + i)))));
-    for (; i < n; i++) y[i] = attn_half_to_float(x[i]);
+    for (; i < n; i++) y[i] = fp16_to_fp32_inline(x[i]);
 }
 
 static inline __m128i load8(const unsigned char *p) { /* 8 bytes into the low half (movq: no alignment) */
@@ -356,7 +356,7 @@ void attn_deq_q8_0_avx2(const unsigned char *x, float *y, int32_t n) {
     for (int32_t b = 0; b < n / 32; b++, x += 34, y += 32) {
         uint16_t dh;
         memcpy(&dh, x, sizeof dh);
-        const __m256 d = _mm256_set1_ps(attn_half_to_float(dh));
+        const __m256 d = _mm256_set1_ps(fp16_to_fp32_inline(dh));
         for (int j = 0; j < 32; j += 8)
             _mm256_storeu_ps(y + j, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(load8(x + 2 + j))), d));
     }
@@ -367,7 +367,7 @@ void attn_deq_q4_0_avx2(const unsigned char *x, float *y, int32_t n) {
     for (int32_t b = 0; b < n / 32; b++, x += 18, y += 32) {
         uint16_t dh;
         memcpy(&dh, x, sizeof dh);
-        const __m256 d = _mm256_set1_ps(attn_half_to_float(dh));
+        const __m256 d = _mm256_set1_ps(fp16_to_fp32_inline(dh));
         for (int j = 0; j < 16; j += 8) {
             const __m256i q = _mm256_cvtepu8_epi32(load8(x + 2 + j));
             const __m256i lo = _mm256_sub_epi32(_mm256_and_si256(q, m4), eight);
