@@ -49,12 +49,8 @@
 #define DMR 8   /* weight rows per decode (one token) micro-tile */
 #define MAXR 8  /* largest mr of any micro-tile */
 #define BRB 128 /* most rows per cache block (bounds the parked accumulators: 48 KiB) */
-#ifndef BKB
 #define BKB 1024 /* elements per K block of rows longer than BKB1 (a multiple of 32) */
-#endif
-#ifndef BKB1
 #define BKB1 2048 /* rows of up to BKB1 elements are one K block */
-#endif
 
 void act_bf16_from_f32_avx512bf16(const float *x, void *dst, int64_t n) {
     unsigned char *d = dst;
