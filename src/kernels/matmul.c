@@ -182,6 +182,7 @@ static void run_rows(const matmul_task *t, int64_t r0, int64_t r1, int ith) {
     if (op->gemm) {
         int64_t tile = t->tile_bytes / (int64_t)(w->row_bytes ? w->row_bytes : 1); /* tune hook */
         if (tile < KERN_ROW_UNIT) tile = KERN_ROW_UNIT;
+        if (t->n_tok == 1) tile = r1 - r0; /* decode: nothing to reuse; one call keeps the kernel's streams long */
         for (int64_t r = r0; r < r1; r += tile) {
             const int rn = (int)(r1 - r < tile ? r1 - r : tile);
             for (int64_t k = 0; k < t->n_tok; k += KERN_GEMM_MAX_TOK) {

@@ -143,17 +143,23 @@ void vec_dot_bf16_bf16_avx512bf16(int64_t n, float *out, const void *w, const vo
     micro(1, 1, 0, n, n, w, 0, a, 0, NULL, out, 0);
 }
 
-/* One token: rows in groups of DMR, then one at a time.  The DMR rows are
- * read side by side (DMR streams, each followed by the hardware
- * prefetchers); a step loads 64 bytes per row, and the out-of-order window
- * keeps enough DRAM reads in flight without software prefetch (prefetching
- * the next row group, as before Nov 30, made one thread 5-17% slower;
- * docs/kernels.md). */
+/* One token: DMR rows side by side, each read as its own stream followed by
+ * the hardware prefetchers; a step loads 64 bytes per row, and the
+ * out-of-order window keeps enough DRAM reads in flight without software
+ * prefetch (prefetching the next row group, as before Nov 30, made one
+ * thread 5-17% slower; docs/kernels.md).  As in vec_dot_float_avx512.c's
+ * gemv, the DMR rows of a step lie q rows apart (the first q*DMR rows cut
+ * into DMR stretches), so each stream runs on through q consecutive rows;
+ * 1.12-1.15x over adjacent rows (docs/kernels.md, "Decode: long streams").
+ * The rest (< DMR rows) run one at a time. */
 static void gemv(int64_t n, float *y, const unsigned char *w, size_t ws, int nr, const unsigned char *a) {
-    int r = 0;
-    for (; r + DMR <= nr; r += DMR)
-        micro(DMR, 1, 0, n, n, w + (size_t)r * ws, ws, a, 0, NULL, y + r, 0);
-    for (; r < nr; r++) micro(1, 1, 0, n, n, w + (size_t)r * ws, ws, a, 0, NULL, y + r, 0);
+    const int q = nr / DMR;
+    for (int g = 0; g < q; g++) {
+        float t[DMR];
+        micro(DMR, 1, 0, n, n, w + (size_t)g * ws, (size_t)q * ws, a, 0, NULL, t, 0);
+        for (int j = 0; j < DMR; j++) y[g + (int64_t)j * q] = t[j];
+    }
+    for (int r = q * DMR; r < nr; r++) micro(1, 1, 0, n, n, w + (size_t)r * ws, ws, a, 0, NULL, y + r, 0);
 }
 
 /* Rows per cache block: about GEMM_TILED_FLOAT_BYTES of weights, a multiple

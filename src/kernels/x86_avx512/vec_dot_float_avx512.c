@@ -17,8 +17,9 @@
  *   tokens of accumulators and per 16 elements loads mr weight vectors
  *   (widened once) and nt activation vectors for mr*nt FMAs.
  *     prefill  FMR x FNR = 4 x 6: 24 accumulators, 10 loads per 24 FMAs;
- *     decode   8 rows x 1 token: eight chains while the weights stream
- *              (f16/bf16 rows also prefetch DPF bytes ahead; see rows8).
+ *     decode   8 rows x 1 token: eight chains while the weights stream,
+ *              the 8 rows a long stretch apart (see gemv; f16/bf16 rows
+ *              also prefetch DPF bytes ahead, see rows8).
  *   vec_dot alone is a single chain (latency-bound); kern_matmul never calls
  *   it, it uses the GEMMs.  A 4-row tile reduces four tokens at once
  *   (reduce4x4: the same tree, lane-parallel, 128-bit stores), and the full
@@ -146,7 +147,7 @@ static ALWAYS_INLINE void micro(int ty, int mr, int nt, int64_t i0, int64_t i1, 
  * scheme, prefetching the next DMR rows in address order, made one thread
  * 12-24% slower for f32 (docs/kernels.md, "Decode streaming and K
  * blocks"). */
-static ALWAYS_INLINE void rows8(int ty, int64_t n, float *y, const unsigned char *w, size_t ws,
+static ALWAYS_INLINE void rows8(int ty, int64_t n, float *y, int64_t ys, const unsigned char *w, size_t ws,
                                 const unsigned char *a) {
     const size_t esz = ty == T_F32 ? 4 : 2;
     const int64_t n16 = n - n % 16, n32 = n - n % 32;
@@ -178,26 +179,35 @@ static ALWAYS_INLINE void rows8(int ty, int64_t n, float *y, const unsigned char
             acc[r] = _mm512_fmadd_ps(mldw(ty, k, w + r * ws + (size_t)n16 * esz), a0, acc[r]);
     }
 #pragma GCC unroll 8
-    for (int r = 0; r < DMR; r++) y[r] = reduce16(acc[r]);
+    for (int r = 0; r < DMR; r++) y[r * ys] = reduce16(acc[r]);
 }
 #define ROWS8(NAME, TY)                                                                                 \
-    static __attribute__((noinline)) void NAME(int64_t n, float *y, const unsigned char *w, size_t ws, \
-                                               const unsigned char *a) {                               \
-        rows8(TY, n, y, w, ws, a);                                                                     \
+    static __attribute__((noinline)) void NAME(int64_t n, float *y, int64_t ys, const unsigned char *w, \
+                                               size_t ws, const unsigned char *a) {                     \
+        rows8(TY, n, y, ys, w, ws, a);                                                                  \
     }
 ROWS8(rows8_f32, T_F32)
 ROWS8(rows8_f16, T_F16)
 ROWS8(rows8_bf16, T_BF16)
 #undef ROWS8
 
-/* One token: rows in groups of DMR, then one at a time; no K blocking
- * (nothing is reused). */
+/* One token: no K blocking (nothing is reused).  The first q*DMR rows are
+ * cut into DMR stretches of q rows, and rows8 takes row g of every stretch
+ * (rows g, g+q, ..., g+7q), so each of its eight streams runs on through
+ * q consecutive rows: the hardware prefetchers keep following the same
+ * eight streams instead of finding new ones every DMR rows (adjacent rows
+ * side by side end a stream where the next row's begins, one already read).
+ * One token, 4 cold TinyLlama layers through kern_matmul on 2 threads, in
+ * alternation with the adjacent-rows order: f16 1.15-1.17x, f32 1.06x
+ * (docs/kernels.md, "Decode: long streams").  The rest (< DMR rows) run one
+ * at a time. */
 static ALWAYS_INLINE void gemv(int ty, int64_t n, float *y, const unsigned char *w, size_t ws, int nr,
                                const unsigned char *a) {
-    int r = 0;
-    for (; r + DMR <= nr; r += DMR)
-        (ty == T_F32 ? rows8_f32 : ty == T_F16 ? rows8_f16 : rows8_bf16)(n, y + r, w + (size_t)r * ws, ws, a);
-    for (; r < nr; r++) micro(ty, 1, 1, 0, n, n, w + (size_t)r * ws, ws, a, 0, NULL, y + r, 0);
+    const int q = nr / DMR;
+    for (int g = 0; g < q; g++)
+        (ty == T_F32 ? rows8_f32 : ty == T_F16 ? rows8_f16 : rows8_bf16)(n, y + g, q, w + (size_t)g * ws,
+                                                                         (size_t)q * ws, a);
+    for (int r = q * DMR; r < nr; r++) micro(ty, 1, 1, 0, n, n, w + (size_t)r * ws, ws, a, 0, NULL, y + r, 0);
 }
 
 /* Rows per cache block: about GEMM_TILED_FLOAT_BYTES of weights, a multiple
