@@ -11,8 +11,10 @@
 #    also with --mmap (weight residency: heap vs file mapping);
 # 4. optionally, with LLAMA_BENCH=/path/to/llama-bench (an existing build; this
 #    script never builds llama.cpp), runs llama-bench on the same files in the
-#    same session, with -mmp 0 and with its default mmap, right after kite's
-#    run on each file (a probe before each model gives its roofline);
+#    same session, with -mmp 0 and with its default mmap (a probe before each
+#    model gives its roofline).  kite's 2-thread run and llama-bench -mmp 0
+#    take turns, one repetition each (-r 1), so that a drift of the machine
+#    between them hits both engines alike; render.sh takes the medians;
 # 5. rewrites the generated part of $BENCH_OUT (default BENCHMARKS.md), between
 #    the "bench:begin" and "bench:end" markers, with bench/render.sh.
 #    Hand-written text outside the markers is kept.
@@ -51,7 +53,8 @@ meta=$models/meta.txt
     echo "nproc $(nproc 2>/dev/null)"
     echo "layers $layers"
     echo "reps $reps"
-    if [ -n "$llama_bench" ]; then
+    if [ -n "$llama_bench" ] && [ -x "$llama_bench" ]; then
+        echo "paired 1"
         lcommit=$(git -C "$(dirname "$llama_bench")/../.." rev-parse HEAD 2>/dev/null || echo unknown)
         echo "llama_commit $lcommit"
     fi
@@ -68,13 +71,29 @@ bench_one() { # FILE THREADS [--mmap]
         echo "note kite bench failed on $(basename "$1") -t $2 ${3:-}" >>"$meta"
 }
 
-# llama.cpp side by side (optional, existing binary only), right after kite on the same file
-llama_one() { # FILE
-    [ -n "$llama_bench" ] && [ -x "$llama_bench" ] || return 0
-    for mmp in 0 1; do
-        echo "bench: llama-bench -m $1 -t 2 -mmp $mmp" >&2
-        "$llama_bench" -m "$1" -t 2 -p "$np" -n "$ng" -r "$reps" -mmp "$mmp" -o jsonl 2>/dev/null |
-            sed 's/^{/{"engine": "llama.cpp", /' >>"$res"
+# llama.cpp side by side (optional, existing binary only)
+have_llama() { [ -n "$llama_bench" ] && [ -x "$llama_bench" ]; }
+llama_one() { # FILE MMP REPS
+    echo "bench: llama-bench -m $1 -t 2 -mmp $2 -r $3" >&2
+    "$llama_bench" -m "$1" -t 2 -p "$np" -n "$ng" -r "$3" -mmp "$2" -o jsonl 2>/dev/null |
+        sed 's/^{/{"engine": "llama.cpp", /' >>"$res"
+}
+
+# kite -t 2 and llama-bench -mmp 0 in turns, one repetition each (without
+# llama.cpp: one kite run of all the repetitions)
+pair_runs() { # FILE
+    if ! have_llama; then
+        bench_one "$1" 2
+        return
+    fi
+    i=0
+    while [ "$i" -lt "$reps" ]; do
+        reps_saved=$reps
+        reps=1
+        bench_one "$1" 2
+        reps=$reps_saved
+        llama_one "$1" 0 1
+        i=$((i + 1))
     done
 }
 
@@ -92,14 +111,14 @@ for t in $types; do
     # this VM's read bandwidth drifts by 2x within minutes: probe again, so
     # the model's roofline and the kite / llama.cpp pair are measured together
     "$KITE" bench --probe --json >>"$res" || exit 1
-    bench_one "$f" 2
+    pair_runs "$f"
     for t1 in $t1_types; do
         [ "$t1" = "$t" ] && bench_one "$f" 1
     done
     for tm in $mmap_types; do
         [ "$tm" = "$t" ] && bench_one "$f" 2 --mmap
     done
-    llama_one "$f"
+    have_llama && llama_one "$f" 1 "$reps"
 done
 if [ -f models/stories260K.gguf ]; then
     echo "bench: kite bench -m models/stories260K.gguf -t 1,2" >&2
