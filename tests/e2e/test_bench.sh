@@ -249,4 +249,30 @@ else
     e2e_ok "bench/render.sh (probe range; each model's roofline from the probe before it)"
 fi
 
+# ---- bench/render.sh: runs taken in turns (-r 1 each) give one row of medians --
+# three kite runs of one test (20 and 30 tok/s around a slow 10) and three
+# llama-bench -r 1 lines: the row shows the medians, the extremes of the
+# min-max and the summed counts.
+cat >"$T/res2.jsonl" <<'EOF_RES'
+{"probe": true, "cpu": "TestCPU", "n_cpu": 2, "isa": "avx512", "fma_gflops_per_thread": 100.00, "read_gb_s": [20.00, 40.00], "measured": true}
+{"model": "tinyllama-1.1b-L2-q8_0.gguf", "type": "Q8_0", "test": "tg32", "threads": 2, "tok_s": 30.125, "tok_s_min": 30.125, "tok_s_max": 30.125, "gb_s": 30.125, "roofline_pct": 75.31, "gflops": 1.00, "kernels": "avx512", "residency": "heap", "load_ms": 1.0, "reps": 1, "noisy_reps": 0, "redone": 1, "avail_pct": 99.0, "bytes_per_token": 1000000000, "n_layer": 2, "read_gb_s": 40.00}
+{"engine": "llama.cpp", "model_filename": "/x/tinyllama-1.1b-L2-q8_0.gguf", "n_prompt": 0, "n_gen": 32, "n_threads": 2, "use_mmap": false, "samples_ts": [20.0], "build_commit": "abc", "build_number": 1}
+{"model": "tinyllama-1.1b-L2-q8_0.gguf", "type": "Q8_0", "test": "tg32", "threads": 2, "tok_s": 10.000, "tok_s_min": 10.000, "tok_s_max": 10.000, "gb_s": 10.000, "roofline_pct": 25.00, "gflops": 1.00, "kernels": "avx512", "residency": "heap", "load_ms": 1.0, "reps": 1, "noisy_reps": 1, "redone": 0, "avail_pct": 50.0, "bytes_per_token": 1000000000, "n_layer": 2, "read_gb_s": 40.00}
+{"engine": "llama.cpp", "model_filename": "/x/tinyllama-1.1b-L2-q8_0.gguf", "n_prompt": 0, "n_gen": 32, "n_threads": 2, "use_mmap": false, "samples_ts": [26.0], "build_commit": "abc", "build_number": 1}
+{"model": "tinyllama-1.1b-L2-q8_0.gguf", "type": "Q8_0", "test": "tg32", "threads": 2, "tok_s": 20.000, "tok_s_min": 20.000, "tok_s_max": 20.000, "gb_s": 20.000, "roofline_pct": 50.00, "gflops": 1.00, "kernels": "avx512", "residency": "heap", "load_ms": 1.0, "reps": 1, "noisy_reps": 0, "redone": 1, "avail_pct": 90.0, "bytes_per_token": 1000000000, "n_layer": 2, "read_gb_s": 40.00}
+{"engine": "llama.cpp", "model_filename": "/x/tinyllama-1.1b-L2-q8_0.gguf", "n_prompt": 0, "n_gen": 32, "n_threads": 2, "use_mmap": false, "samples_ts": [23.0], "build_commit": "abc", "build_number": 1}
+EOF_RES
+printf 'date test\ncommit test\nnproc 2\nlayers 2\nreps 3\npaired 1\n' >"$T/meta2.txt"
+if ! sh bench/render.sh "$T/res2.jsonl" "$T/meta2.txt" >"$T/gen2.md" 2>"$T/err"; then
+    e2e_fail "bench/render.sh, runs in turns" "$(e2e_first_line "$T/err")"
+elif ! grep -q "^| Q8_0 | 1.00 | - | - | - | 20.00 | 23.00 | - | 40.0 tok/s | 50% | 58% |" "$T/gen2.md"; then
+    e2e_fail "bench/render.sh, runs in turns" "side-by-side row: $(grep '^| Q8_0' "$T/gen2.md")"
+elif ! grep -q "| tg32 | 20.00 | 10.00-30.12 | 20.00 | 50.0% bandwidth | 1.0 | avx512 | heap | 90% | 2 (1) |" "$T/gen2.md"; then
+    e2e_fail "bench/render.sh, runs in turns" "kite row: $(grep 'tg32' "$T/gen2.md" | tail -n 1)"
+elif ! grep -q "take turns, one repetition each" "$T/gen2.md"; then
+    e2e_fail "bench/render.sh, runs in turns" "no sentence on the alternation"
+else
+    e2e_ok "bench/render.sh (runs taken in turns: medians, extremes, summed counts)"
+fi
+
 e2e_summary
