@@ -198,8 +198,8 @@ ROWS8(rows8_bf16, T_BF16)
  * eight streams instead of finding new ones every DMR rows (adjacent rows
  * side by side end a stream where the next row's begins, one already read).
  * One token, 4 cold TinyLlama layers through kern_matmul on 2 threads, in
- * alternation with the adjacent-rows order: f16 1.15-1.17x, f32 1.06x
- * (docs/kernels.md, "Decode: long streams").  The rest (< DMR rows) run one
+ * alternation with the adjacent-rows order (medians of two runs): f16
+ * 1.08-1.17x, f32 1.04-1.07x (docs/kernels.md, "Decode: long streams").  The rest (< DMR rows) run one
  * at a time. */
 static ALWAYS_INLINE void gemv(int ty, int64_t n, float *y, const unsigned char *w, size_t ws, int nr,
                                const unsigned char *a) {
