@@ -64,11 +64,11 @@ echo "bench: probing the machine" >&2
 "$KITE" bench --probe --json >>"$res" || exit 1
 
 # ---- models ------------------------------------------------------------------
-bench_one() { # FILE THREADS [--mmap]
-    echo "bench: kite bench -m $1 -t $2 -r $reps ${3:-}" >&2
-    # shellcheck disable=SC2086 # ${3:-} is an optional flag
-    "$KITE" bench -m "$1" -t "$2" -r "$reps" -p "$np" -n "$ng" --json ${3:-} >>"$res" ||
-        echo "note kite bench failed on $(basename "$1") -t $2 ${3:-}" >>"$meta"
+bench_one() { # FILE THREADS REPS [--mmap]
+    echo "bench: kite bench -m $1 -t $2 -r $3 ${4:-}" >&2
+    # shellcheck disable=SC2086 # ${4:-} is an optional flag
+    "$KITE" bench -m "$1" -t "$2" -r "$3" -p "$np" -n "$ng" --json ${4:-} >>"$res" ||
+        echo "note kite bench failed on $(basename "$1") -t $2 ${4:-}" >>"$meta"
 }
 
 # llama.cpp side by side (optional, existing binary only)
@@ -83,15 +83,12 @@ llama_one() { # FILE MMP REPS
 # llama.cpp: one kite run of all the repetitions)
 pair_runs() { # FILE
     if ! have_llama; then
-        bench_one "$1" 2
+        bench_one "$1" 2 "$reps"
         return
     fi
     i=0
     while [ "$i" -lt "$reps" ]; do
-        reps_saved=$reps
-        reps=1
-        bench_one "$1" 2
-        reps=$reps_saved
+        bench_one "$1" 2 1
         llama_one "$1" 0 1
         i=$((i + 1))
     done
@@ -113,10 +110,10 @@ for t in $types; do
     "$KITE" bench --probe --json >>"$res" || exit 1
     pair_runs "$f"
     for t1 in $t1_types; do
-        [ "$t1" = "$t" ] && bench_one "$f" 1
+        [ "$t1" = "$t" ] && bench_one "$f" 1 "$reps"
     done
     for tm in $mmap_types; do
-        [ "$tm" = "$t" ] && bench_one "$f" 2 --mmap
+        [ "$tm" = "$t" ] && bench_one "$f" 2 "$reps" --mmap
     done
     have_llama && llama_one "$f" 1 "$reps"
 done
