@@ -8,7 +8,7 @@
  *      threads by token when the batch is large enough to pay for a pool
  *      round trip; f32 activations are used in place.
  *   2. The weight rows are split over threads in units of KERN_ROW_UNIT rows
- *      (16-row groups for interleaved weights); below the tiled prefill
+ *      (16- or 32-row groups for interleaved weights); below the tiled prefill
  *      GEMM, threads that finish early take chunks from the others' ranges
  *      (work sharing, see exec_run).  Rows of several matmuls on the same
  *      input can share one conversion and one round trip (kern_matmul_fused).
@@ -35,6 +35,7 @@
 
 #include "core/error.h"
 #include "kernels/dispatch.h"
+#include "kernels/gemm_f16x32.h"
 #include "kernels/gemm_tiled.h"
 #include "kernels/gemm_x16.h"
 #include "kernels/int8_gemm.h"
@@ -54,6 +55,9 @@
  * of one to a few tokens ran faster on one thread than on two (kite tune,
  * this VM; measured for q4_0). */
 #define MM_X16_SPEEDUP 32.0
+/* Prefill on 32-row f16 groups (gemm_f16x32.h): this many groups (512 KiB
+ * at K = 2048) stay in L2 while every token group runs over them. */
+#define MM_X32_BLOCK_GROUPS 4
 
 float kern_dot_f32(const float *a, const float *b, int64_t n) {
     /* 8 independent partial sums: lets the compiler keep a vector register
@@ -81,6 +85,10 @@ void kern_get_row(const weight *w, int64_t row, float *dst) {
         }
         return;
     }
+    if (row < kern_f16x32_rows(w)) {
+        kern_f16x32_get_row(w->data, w->ne[0], row, dst);
+        return;
+    }
     tr->to_float((const char *)w->data + (size_t)row * w->row_bytes, dst, w->ne[0]);
 }
 
@@ -90,10 +98,10 @@ static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
 static size_t max_act_row_bytes(int64_t n) {
     const size_t q80 = (size_t)((n + 31) / 32) * 34, q8k = (size_t)((n + 255) / 256) * 292;
     const size_t w8 = (size_t)n + W8_ROW_HEADER; /* W8A8 rows (int8_gemm.h); q8k already covers it */
-    const size_t bf = (size_t)n * 2; /* bf16 rows (level avx512bf16) */
+    const size_t f32 = (size_t)n * 4; /* 32-row f16 groups: activations packed as [K][tokens] floats */
     size_t m = q80 > q8k ? q80 : q8k;
-    if (bf > m) m = bf;
-    return m > w8 ? m : w8; /* f32 activations are used in place, never copied */
+    if (f32 > m) m = f32; /* covers bf16 rows (level avx512bf16) too */
+    return m > w8 ? m : w8; /* plain f32 rows are used in place, never copied */
 }
 
 size_t kern_matmul_scratch_bytes(int n_threads, int64_t n_tok_max, int64_t max_cols) {
@@ -115,6 +123,8 @@ typedef struct matmul_task {
     float *row_buf;      /* [nth][ne0] floats: generic path */
     kern_gemm_tiled_fn tiled; /* prefill GEMM (gemm_tiled.h) or NULL: flat path */
     kern_gemm_x16_fn x16;     /* interleaved-layout kernel (gemm_x16.h) or NULL */
+    kern_gemm_f16x32_fn x32;  /* 32-row f16 kernel (gemm_f16x32.h) or NULL */
+    const float *xp;          /* x32: activations packed in token groups (x itself for one token) */
     int32_t *corr;            /* x16: [n_tok][nb] activation corrections */
     float *da;                /* x16: [n_tok][nb] activation scales */
     int64_t tile_bytes;       /* tune hook (tune.h): flat path's weight bytes per row tile */
@@ -136,6 +146,19 @@ static void quant_part(void *arg, int ith, int nth) {
     }
 }
 
+/* x32: packs the token groups of thread ith's share (gemm_f16x32.h, ACTIVATIONS). */
+static void pack_part(void *arg, int ith, int nth) {
+    const matmul_task *t = arg;
+    const int64_t ne0 = t->w->ne[0];
+    long j0, j1;
+    tp_split((long)((t->n_tok + F16X32_TOK - 1) / F16X32_TOK), ith, nth, &j0, &j1);
+    for (long j = j0; j < j1; j++) {
+        const int64_t k = (int64_t)j * F16X32_TOK;
+        const int nt = (int)(t->n_tok - k < F16X32_TOK ? t->n_tok - k : F16X32_TOK);
+        kern_f16x32_pack_act(t->x + k * ne0, ne0, nt, (float *)(uintptr_t)t->xp + k * ne0);
+    }
+}
+
 /* Rows [r0, r1) of W for every token, on thread ith (its generic row buffer).
  * r0 is a multiple of the task's unit (task_unit); r1 is one too, or nr.
  * Interleaved weights run their 16-row groups through the x16 kernel, each
@@ -147,6 +170,31 @@ static void run_rows(const matmul_task *t, int64_t r0, int64_t r1, int ith) {
     const kern_type_ops *op = &t->kt->ops[w->type];
     const char *wd = w->data;
     if (r1 <= r0) return;
+    if (t->x32) { /* 32-row f16 groups (gemm_f16x32.h), then the plain tail rows below */
+        const int64_t packed = kern_f16x32_rows(w), g0 = r0 / F16X32_ROWS;
+        const int64_t g1 = (r1 < packed ? r1 : packed) / F16X32_ROWS;
+        const size_t gs = kern_f16x32_pack_tmp_bytes(ne0); /* bytes per group */
+        if (t->n_tok == 1 && g1 > g0) /* decode: one call, the kernel streams its groups side by side */
+            t->x32(ne0, (const uint16_t *)(const void *)(wd + (size_t)g0 * gs), g1 - g0, t->xp, 1,
+                   t->y + g0 * F16X32_ROWS, t->ldy);
+        else
+            for (int64_t gb = g0; gb < g1; gb += MM_X32_BLOCK_GROUPS) {
+                const int64_t ng = g1 - gb < MM_X32_BLOCK_GROUPS ? g1 - gb : MM_X32_BLOCK_GROUPS;
+                for (int64_t k = 0; k < t->n_tok; k += F16X32_TOK) {
+                    const int tn = (int)(t->n_tok - k < F16X32_TOK ? t->n_tok - k : F16X32_TOK);
+                    t->x32(ne0, (const uint16_t *)(const void *)(wd + (size_t)gb * gs), ng, t->xp + k * ne0, tn,
+                           t->y + k * t->ldy + gb * F16X32_ROWS, t->ldy);
+                }
+            }
+        if (g1 * F16X32_ROWS > r0) r0 = g1 * F16X32_ROWS;
+        if (r0 >= r1) return;
+        for (int64_t k = 0; k < t->n_tok; k += KERN_GEMM_MAX_TOK) {
+            const int tn = (int)(t->n_tok - k < KERN_GEMM_MAX_TOK ? t->n_tok - k : KERN_GEMM_MAX_TOK);
+            op->gemm(ne0, t->y + k * t->ldy + r0, t->ldy, wd + (size_t)r0 * w->row_bytes, w->row_bytes,
+                     (int)(r1 - r0), t->act + (size_t)k * t->a_stride, t->a_stride, tn);
+        }
+        return;
+    }
     if (t->x16) { /* panel by panel, the groups of [r0, r1) in each (gemm_x16.h) */
         const int64_t nb = ne0 / kern_x16_block_elems(w->type), packed = kern_x16_rows(w);
         const int64_t pb = kern_x16_panel_blocks(w->type), g1 = (r1 < packed ? r1 : packed) / X16_ROWS;
@@ -203,8 +251,8 @@ static void run_rows(const matmul_task *t, int64_t r0, int64_t r1, int ith) {
     }
 }
 
-/* Rows per work unit: 16-row groups for interleaved weights, KERN_ROW_UNIT otherwise. */
-static int64_t task_unit(const matmul_task *t) { return t->x16 ? X16_ROWS : KERN_ROW_UNIT; }
+/* Rows per work unit: the groups of interleaved weights, KERN_ROW_UNIT otherwise. */
+static int64_t task_unit(const matmul_task *t) { return t->x16 ? X16_ROWS : t->x32 ? F16X32_ROWS : KERN_ROW_UNIT; }
 
 void kern_matmul(threadpool *tp, const weight *w, const float *x, int64_t n_tok, float *y, int64_t ldy,
                  void *scratch) {
@@ -244,6 +292,12 @@ static int mm_setup(const kern_ops_table *kt, threadpool *tp, const weight *w, c
     if (!op->vec_dot || op->act_type == KITE_DTYPE_F32) {
         t->act = (const char *)x;
         t->a_stride = (size_t)ne0 * sizeof(float);
+        if (w->layout == WEIGHT_LAYOUT_F16X32) { /* packed where quantized rows would go (convert_act) */
+            KITE_ASSERT(w->type == KITE_DTYPE_F16);
+            t->x32 = kern_gemm_f16x32_get(kt->level);
+            char *packed = sc + round64((size_t)nth * (size_t)ne0 * sizeof(float));
+            t->xp = n_tok == 1 ? x : (const float *)(const void *)packed;
+        }
     } else {
         t->act = sc + round64((size_t)nth * (size_t)ne0 * sizeof(float));
         t->a_stride = kern_act_row_bytes(op->act_type, ne0);
@@ -264,9 +318,9 @@ static int mm_setup(const kern_ops_table *kt, threadpool *tp, const weight *w, c
         t->tiled = kern_gemm_tiled_get(kt->level, w->type);
     /* --- end prefill hook --- */
     /* --- tune hook: count the variant that runs (kite bench prints them) --- */
-    kern_tune_count(kern_tune_variant_id(t->x16 ? KERN_TUNE_X16 : t->tiled ? KERN_TUNE_TILED
-                                                  : op->gemm ? KERN_TUNE_FLAT : KERN_TUNE_GENERIC,
-                                         vc->tile, vc->threads), vc->tuned);
+    const int regime = t->x16 ? KERN_TUNE_X16 : t->x32 ? KERN_TUNE_F16X32 : t->tiled ? KERN_TUNE_TILED
+                     : op->gemm ? KERN_TUNE_FLAT : KERN_TUNE_GENERIC;
+    kern_tune_count(kern_tune_variant_id(regime, vc->tile, vc->threads), vc->tuned);
     /* --- end tune hook --- */
     return n_split;
 }
@@ -274,6 +328,12 @@ static int mm_setup(const kern_ops_table *kt, threadpool *tp, const weight *w, c
 /* Converts the float activations into t's act format (no-op when the
  * kernel reads floats in place). */
 static void convert_act(threadpool *tp, matmul_task *t) {
+    if (t->x32 && t->xp != t->x) { /* a copy: split by token group only when that pays */
+        int n_p = tp_threads_for(tp, (double)t->n_tok * (double)t->w->ne[0]);
+        const int64_t n_groups = (t->n_tok + F16X32_TOK - 1) / F16X32_TOK;
+        if (n_p > n_groups) n_p = (int)n_groups;
+        tp_run_n(tp, pack_part, t, n_p);
+    }
     if (t->act == (const char *)t->x) return;
     /* a few float ops per element: split by token only when that pays */
     int n_q = tp_threads_for(tp, 4.0 * (double)t->n_tok * (double)t->w->ne[0]);

@@ -1,7 +1,8 @@
 /*
  * repack.c - load-time repacking of a model's matrices into the kernels'
- * interleaved layout, in place in the heap file image: q4_0, q8_0, q4_K and
- * q6_K into 16-row groups (kernels/gemm_x16.h).
+ * interleaved layouts, in place in the heap file image: q4_0, q8_0, q4_K and
+ * q6_K into 16-row groups (kernels/gemm_x16.h), f16 into 32-row groups
+ * (kernels/gemm_f16x32.h).
  *
  * Which weights: every matrix kern_matmul multiplies (attention, FFN, MoE
  * experts one expert at a time, the classifier) of a type with a layout,
@@ -18,13 +19,14 @@
 
 #include "core/error.h"
 #include "kernels/dispatch.h"
+#include "kernels/gemm_f16x32.h"
 #include "kernels/gemm_x16.h"
 #include "model/model.h"
 
 typedef struct repack_state {
     const void **done; /* data pointers already repacked */
     int n_done, cap;
-    void *tmp;         /* kern_x16_pack's scratch (the largest needed so far) */
+    void *tmp;         /* the pack functions' scratch (the largest needed so far) */
     size_t tmp_bytes;
 } repack_state;
 
@@ -40,23 +42,29 @@ static bool seen(const repack_state *s, const void *p) {
     return false;
 }
 
+/* The layout w gains from at this level: X16, F16X32, or PLAIN (none). */
+static uint32_t target_layout(const weight *w, kern_level level) {
+    if (kern_x16_type(w->type) && kern_x16_pays(level) && w->ne[1] >= X16_ROWS) return WEIGHT_LAYOUT_X16;
+    if (w->type == KITE_DTYPE_F16 && kern_f16x32_pays(level) && w->ne[1] >= F16X32_ROWS) return WEIGHT_LAYOUT_F16X32;
+    return WEIGHT_LAYOUT_PLAIN;
+}
+
 /* Repacks the n_views views of w (n_views > 1: experts at model_expert
  * offsets) and marks w.  Returns a kite_status. */
 static int repack_weight(kite_model *m, repack_state *s, weight *w, int n_views) {
-    const kern_level level = kern_table()->level;
-    const int64_t rows = X16_ROWS;
-    if (!w->data || !(kern_x16_type(w->type) && kern_x16_pays(level)) || w->ne[1] < rows ||
-        w->layout != WEIGHT_LAYOUT_PLAIN)
-        return KITE_OK;
+    const uint32_t layout = target_layout(w, kern_table()->level);
+    if (!w->data || layout == WEIGHT_LAYOUT_PLAIN || w->layout != WEIGHT_LAYOUT_PLAIN) return KITE_OK;
     if (seen(s, w->data)) {
-        w->layout = WEIGHT_LAYOUT_X16;
+        w->layout = layout;
         return KITE_OK;
     }
-    const size_t need = kern_x16_pack_tmp_bytes(w->type, w->ne[1], w->ne[0]);
+    const bool x16 = layout == WEIGHT_LAYOUT_X16;
+    const size_t need =
+        x16 ? kern_x16_pack_tmp_bytes(w->type, w->ne[1], w->ne[0]) : kern_f16x32_pack_tmp_bytes(w->ne[0]);
     if (need > s->tmp_bytes) {
         free(s->tmp);
         s->tmp_bytes = 0;
-        /* 16 plain rows and a bit per 16-row block: without the memory for them,
+        /* one group's plain rows (and for x16 a bit per group): without the memory for them,
          * this weight keeps the file's layout (the plain kernels run it) */
         if (!(s->tmp = malloc(need))) return KITE_OK;
         s->tmp_bytes = need;
@@ -72,9 +80,11 @@ static int repack_weight(kite_model *m, repack_state *s, weight *w, int n_views)
     for (int e = 0; e < n_views; e++) {
         const weight v = model_expert(w, e);
         /* the heap image is private memory owned by the model (heap residency) */
-        kern_x16_pack(w->type, (void *)(uintptr_t)v.data, v.ne[1], v.ne[0], s->tmp);
+        void *data = (void *)(uintptr_t)v.data;
+        if (x16) kern_x16_pack(w->type, data, v.ne[1], v.ne[0], s->tmp);
+        else kern_f16x32_pack(data, v.ne[1], v.ne[0], s->tmp);
     }
-    w->layout = WEIGHT_LAYOUT_X16;
+    w->layout = layout;
     m->n_repacked += n_views;
     return KITE_OK;
 }
@@ -82,7 +92,7 @@ static int repack_weight(kite_model *m, repack_state *s, weight *w, int n_views)
 int model_repack(kite_model *m) {
     const char *env = getenv("KITE_REPACK");
     const kern_level level = kern_table()->level;
-    if ((env && strcmp(env, "0") == 0) || !kern_x16_pays(level)) return KITE_OK;
+    if ((env && strcmp(env, "0") == 0) || !(kern_x16_pays(level) || kern_f16x32_pays(level))) return KITE_OK;
     const double t0 = now_ms();
     repack_state s = {0};
     int rc = KITE_OK;
