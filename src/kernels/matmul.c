@@ -35,7 +35,7 @@
 
 #include "core/error.h"
 #include "kernels/dispatch.h"
-#include "kernels/gemm_f16x32.h"
+#include "kernels/gemm_x32.h"
 #include "kernels/gemm_tiled.h"
 #include "kernels/gemm_x16.h"
 #include "kernels/int8_gemm.h"
@@ -55,7 +55,7 @@
  * of one to a few tokens ran faster on one thread than on two (kite tune,
  * this VM; measured for q4_0). */
 #define MM_X16_SPEEDUP 32.0
-/* Prefill on 32-row f16 groups (gemm_f16x32.h): this many groups (512 KiB
+/* Prefill on 32-row f16/bf16 groups (gemm_x32.h): this many groups (512 KiB
  * at K = 2048) stay in L2 while every token group runs over them. */
 #define MM_X32_BLOCK_GROUPS 4
 
@@ -85,8 +85,8 @@ void kern_get_row(const weight *w, int64_t row, float *dst) {
         }
         return;
     }
-    if (row < kern_f16x32_rows(w)) {
-        kern_f16x32_get_row(w->data, w->ne[0], row, dst);
+    if (row < kern_x32_rows(w)) {
+        kern_x32_get_row(w->type, w->data, w->ne[0], row, dst);
         return;
     }
     tr->to_float((const char *)w->data + (size_t)row * w->row_bytes, dst, w->ne[0]);
@@ -116,6 +116,7 @@ typedef struct matmul_task {
     const weight *w;
     const float *x;      /* float activations [n_tok][ne0] */
     const char *act;     /* activation rows in act_type, a_stride bytes apart */
+    uint32_t act_type;   /* their format: the type's act_type (x32 bf16: always bf16 rows) */
     size_t a_stride;
     int64_t n_tok;
     float *y;
@@ -123,8 +124,9 @@ typedef struct matmul_task {
     float *row_buf;      /* [nth][ne0] floats: generic path */
     kern_gemm_tiled_fn tiled; /* prefill GEMM (gemm_tiled.h) or NULL: flat path */
     kern_gemm_x16_fn x16;     /* interleaved-layout kernel (gemm_x16.h) or NULL */
-    kern_gemm_f16x32_fn x32;  /* 32-row f16 kernel (gemm_f16x32.h) or NULL */
-    const float *xp;          /* x32: activations packed in token groups (x itself for one token) */
+    kern_gemm_x32_fn x32;     /* 32-row f16/bf16 kernel (gemm_x32.h) or NULL */
+    const void *xp;           /* x32: activations packed in token groups (the row itself for one token) */
+    size_t xp_row;            /* x32: packed bytes per token (4 per unit) */
     int32_t *corr;            /* x16: [n_tok][nb] activation corrections */
     float *da;                /* x16: [n_tok][nb] activation scales */
     int64_t tile_bytes;       /* tune hook (tune.h): flat path's weight bytes per row tile */
@@ -133,7 +135,7 @@ typedef struct matmul_task {
 static void quant_part(void *arg, int ith, int nth) {
     const matmul_task *t = arg;
     const int64_t ne0 = t->w->ne[0];
-    const kern_act_fn q = t->kt->act_from_f32[t->kt->ops[t->w->type].act_type];
+    const kern_act_fn q = t->kt->act_from_f32[t->act_type];
     long t0, t1;
     tp_split((long)t->n_tok, ith, nth, &t0, &t1);
     const int64_t nb = ne0 / 32;
@@ -146,16 +148,20 @@ static void quant_part(void *arg, int ith, int nth) {
     }
 }
 
-/* x32: packs the token groups of thread ith's share (gemm_f16x32.h, ACTIVATIONS). */
+/* x32: packs the token groups of thread ith's share (gemm_x32.h, ACTIVATIONS). */
 static void pack_part(void *arg, int ith, int nth) {
     const matmul_task *t = arg;
     const int64_t ne0 = t->w->ne[0];
     long j0, j1;
-    tp_split((long)((t->n_tok + F16X32_TOK - 1) / F16X32_TOK), ith, nth, &j0, &j1);
+    tp_split((long)((t->n_tok + X32_TOK - 1) / X32_TOK), ith, nth, &j0, &j1);
     for (long j = j0; j < j1; j++) {
-        const int64_t k = (int64_t)j * F16X32_TOK;
-        const int nt = (int)(t->n_tok - k < F16X32_TOK ? t->n_tok - k : F16X32_TOK);
-        kern_f16x32_pack_act(t->x + k * ne0, ne0, nt, (float *)(uintptr_t)t->xp + k * ne0);
+        const int64_t k = (int64_t)j * X32_TOK;
+        const int nt = (int)(t->n_tok - k < X32_TOK ? t->n_tok - k : X32_TOK);
+        /* f16 packs the float rows, bf16 the bf16 rows quant_part made */
+        const bool f = t->act == (const char *)t->x;
+        kern_x32_pack_act(f ? (const void *)(t->x + k * ne0) : (const void *)(t->act + (size_t)k * t->a_stride),
+                          f ? (size_t)ne0 * sizeof(float) : t->a_stride, (int64_t)(t->xp_row / 4), nt,
+                          (char *)(uintptr_t)t->xp + (size_t)k * t->xp_row);
     }
 }
 
@@ -170,28 +176,32 @@ static void run_rows(const matmul_task *t, int64_t r0, int64_t r1, int ith) {
     const kern_type_ops *op = &t->kt->ops[w->type];
     const char *wd = w->data;
     if (r1 <= r0) return;
-    if (t->x32) { /* 32-row f16 groups (gemm_f16x32.h), then the plain tail rows below */
-        const int64_t packed = kern_f16x32_rows(w), g0 = r0 / F16X32_ROWS;
-        const int64_t g1 = (r1 < packed ? r1 : packed) / F16X32_ROWS;
-        const size_t gs = kern_f16x32_pack_tmp_bytes(ne0); /* bytes per group */
+    if (t->x32) { /* 32-row f16/bf16 groups (gemm_x32.h), then the plain tail rows below */
+        const int64_t packed = kern_x32_rows(w), g0 = r0 / X32_ROWS;
+        const int64_t g1 = (r1 < packed ? r1 : packed) / X32_ROWS;
+        const size_t gs = kern_x32_pack_tmp_bytes(ne0); /* bytes per group */
         if (t->n_tok == 1 && g1 > g0) /* decode: one call, the kernel streams its groups side by side */
             t->x32(ne0, (const uint16_t *)(const void *)(wd + (size_t)g0 * gs), g1 - g0, t->xp, 1,
-                   t->y + g0 * F16X32_ROWS, t->ldy);
+                   t->y + g0 * X32_ROWS, t->ldy);
         else
             for (int64_t gb = g0; gb < g1; gb += MM_X32_BLOCK_GROUPS) {
                 const int64_t ng = g1 - gb < MM_X32_BLOCK_GROUPS ? g1 - gb : MM_X32_BLOCK_GROUPS;
-                for (int64_t k = 0; k < t->n_tok; k += F16X32_TOK) {
-                    const int tn = (int)(t->n_tok - k < F16X32_TOK ? t->n_tok - k : F16X32_TOK);
-                    t->x32(ne0, (const uint16_t *)(const void *)(wd + (size_t)gb * gs), ng, t->xp + k * ne0, tn,
-                           t->y + k * t->ldy + gb * F16X32_ROWS, t->ldy);
+                for (int64_t k = 0; k < t->n_tok; k += X32_TOK) {
+                    const int tn = (int)(t->n_tok - k < X32_TOK ? t->n_tok - k : X32_TOK);
+                    t->x32(ne0, (const uint16_t *)(const void *)(wd + (size_t)gb * gs), ng,
+                           (const char *)t->xp + (size_t)k * t->xp_row, tn, t->y + k * t->ldy + gb * X32_ROWS, t->ldy);
                 }
             }
-        if (g1 * F16X32_ROWS > r0) r0 = g1 * F16X32_ROWS;
+        if (g1 * X32_ROWS > r0) r0 = g1 * X32_ROWS;
         if (r0 >= r1) return;
+        /* the plain kernel's activations: floats, or bf16 rows at avx512bf16 */
+        const bool f32 = op->act_type == KITE_DTYPE_F32;
+        const char *ta = f32 ? (const char *)t->x : t->act;
+        const size_t ts = f32 ? (size_t)ne0 * sizeof(float) : t->a_stride;
         for (int64_t k = 0; k < t->n_tok; k += KERN_GEMM_MAX_TOK) {
             const int tn = (int)(t->n_tok - k < KERN_GEMM_MAX_TOK ? t->n_tok - k : KERN_GEMM_MAX_TOK);
             op->gemm(ne0, t->y + k * t->ldy + r0, t->ldy, wd + (size_t)r0 * w->row_bytes, w->row_bytes,
-                     (int)(r1 - r0), t->act + (size_t)k * t->a_stride, t->a_stride, tn);
+                     (int)(r1 - r0), ta + (size_t)k * ts, ts, tn);
         }
         return;
     }
@@ -252,7 +262,7 @@ static void run_rows(const matmul_task *t, int64_t r0, int64_t r1, int ith) {
 }
 
 /* Rows per work unit: the groups of interleaved weights, KERN_ROW_UNIT otherwise. */
-static int64_t task_unit(const matmul_task *t) { return t->x16 ? X16_ROWS : t->x32 ? F16X32_ROWS : KERN_ROW_UNIT; }
+static int64_t task_unit(const matmul_task *t) { return t->x16 ? X16_ROWS : t->x32 ? X32_ROWS : KERN_ROW_UNIT; }
 
 void kern_matmul(threadpool *tp, const weight *w, const float *x, int64_t n_tok, float *y, int64_t ldy,
                  void *scratch) {
@@ -289,17 +299,28 @@ static int mm_setup(const kern_ops_table *kt, threadpool *tp, const weight *w, c
     t->tile_bytes = (int64_t)kern_tune_tile_bytes(vc->tile);
     /* --- end tune hook --- */
 
-    if (!op->vec_dot || op->act_type == KITE_DTYPE_F32) {
+    t->act_type = op->act_type;
+    char *rows = sc + round64((size_t)nth * (size_t)ne0 * sizeof(float)); /* converted activations */
+    if (w->layout == WEIGHT_LAYOUT_X32) { /* gemm_x32.h, ACTIVATIONS; packed by convert_act */
+        t->x32 = kern_gemm_x32_get(kt->level, w->type);
+        KITE_ASSERT(t->x32);
+        t->xp_row = (size_t)(ne0 / kern_x32_unit(w->type)) * 4;
+        if (w->type == KITE_DTYPE_BF16) { /* bf16 rows at every level (the lower ones' tables take floats) */
+            t->act_type = KITE_DTYPE_BF16;
+            t->act = rows;
+            t->a_stride = kern_act_row_bytes(KITE_DTYPE_BF16, ne0);
+            KITE_ASSERT(t->a_stride > 0 && kt->act_from_f32[KITE_DTYPE_BF16]);
+            t->xp = n_tok == 1 ? (const void *)rows : (const void *)(rows + round64((size_t)n_tok * t->a_stride));
+        } else {
+            t->act = (const char *)x;
+            t->a_stride = (size_t)ne0 * sizeof(float);
+            t->xp = n_tok == 1 ? (const void *)x : (const void *)rows;
+        }
+    } else if (!op->vec_dot || op->act_type == KITE_DTYPE_F32) {
         t->act = (const char *)x;
         t->a_stride = (size_t)ne0 * sizeof(float);
-        if (w->layout == WEIGHT_LAYOUT_F16X32) { /* packed where quantized rows would go (convert_act) */
-            KITE_ASSERT(w->type == KITE_DTYPE_F16);
-            t->x32 = kern_gemm_f16x32_get(kt->level);
-            char *packed = sc + round64((size_t)nth * (size_t)ne0 * sizeof(float));
-            t->xp = n_tok == 1 ? x : (const float *)(const void *)packed;
-        }
     } else {
-        t->act = sc + round64((size_t)nth * (size_t)ne0 * sizeof(float));
+        t->act = rows;
         t->a_stride = kern_act_row_bytes(op->act_type, ne0);
         KITE_ASSERT(t->a_stride > 0 && kt->act_from_f32[op->act_type]);
         if (w->layout == WEIGHT_LAYOUT_X16) {
@@ -318,7 +339,7 @@ static int mm_setup(const kern_ops_table *kt, threadpool *tp, const weight *w, c
         t->tiled = kern_gemm_tiled_get(kt->level, w->type);
     /* --- end prefill hook --- */
     /* --- tune hook: count the variant that runs (kite bench prints them) --- */
-    const int regime = t->x16 ? KERN_TUNE_X16 : t->x32 ? KERN_TUNE_F16X32 : t->tiled ? KERN_TUNE_TILED
+    const int regime = t->x16 ? KERN_TUNE_X16 : t->x32 ? KERN_TUNE_X32 : t->tiled ? KERN_TUNE_TILED
                      : op->gemm ? KERN_TUNE_FLAT : KERN_TUNE_GENERIC;
     kern_tune_count(kern_tune_variant_id(regime, vc->tile, vc->threads), vc->tuned);
     /* --- end tune hook --- */
@@ -328,17 +349,19 @@ static int mm_setup(const kern_ops_table *kt, threadpool *tp, const weight *w, c
 /* Converts the float activations into t's act format (no-op when the
  * kernel reads floats in place). */
 static void convert_act(threadpool *tp, matmul_task *t) {
-    if (t->x32 && t->xp != t->x) { /* a copy: split by token group only when that pays */
+    if (t->act != (const char *)t->x) {
+        /* a few float ops per element: split by token only when that pays */
+        int n_q = tp_threads_for(tp, 4.0 * (double)t->n_tok * (double)t->w->ne[0]);
+        if (n_q > t->n_tok) n_q = (int)t->n_tok;
+        tp_run_n(tp, quant_part, t, n_q);
+    }
+    if (t->x32 && t->xp != (const void *)t->x && t->xp != (const void *)t->act) {
+        /* then the x32 packing, a copy: split by token group only when that pays */
         int n_p = tp_threads_for(tp, (double)t->n_tok * (double)t->w->ne[0]);
-        const int64_t n_groups = (t->n_tok + F16X32_TOK - 1) / F16X32_TOK;
+        const int64_t n_groups = (t->n_tok + X32_TOK - 1) / X32_TOK;
         if (n_p > n_groups) n_p = (int)n_groups;
         tp_run_n(tp, pack_part, t, n_p);
     }
-    if (t->act == (const char *)t->x) return;
-    /* a few float ops per element: split by token only when that pays */
-    int n_q = tp_threads_for(tp, 4.0 * (double)t->n_tok * (double)t->w->ne[0]);
-    if (n_q > t->n_tok) n_q = (int)t->n_tok;
-    tp_run_n(tp, quant_part, t, n_q);
 }
 
 /* ---- one pool round trip over the rows of one or more matmuls ----------------
@@ -497,6 +520,7 @@ static bool fusable(const kern_ops_table *kt, const kern_mm_item *it, int n, boo
         const bool fa = !a->vec_dot || a->act_type == KITE_DTYPE_F32, fb = !b->vec_dot || b->act_type == KITE_DTYPE_F32;
         if (fa != fb || (!fa && a->act_type != b->act_type)) return false;
         if (w->layout == WEIGHT_LAYOUT_X16 && kern_x16_offset(w->type) != kern_x16_offset(w0->type)) return false;
+        if (w->layout == WEIGHT_LAYOUT_X32 && w->type != w0->type) return false; /* f16 and bf16 pack differently */
     }
     return true;
 }

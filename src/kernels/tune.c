@@ -47,7 +47,7 @@ int kern_tune_variant_id(int regime, int tile, int threads) {
     int r = regime == KERN_TUNE_TILED    ? 1
             : regime == KERN_TUNE_GENERIC ? 2
             : regime == KERN_TUNE_X16     ? 3
-            : regime == KERN_TUNE_F16X32  ? 4
+            : regime == KERN_TUNE_X32  ? 4
                                           : 0;
     if (r != 0 || tile < 0 || tile >= KERN_TUNE_N_TILES) tile = KERN_TUNE_TILE_DEFAULT;
     if (threads < 0 || threads >= KERN_TUNE_N_THR) threads = KERN_TUNE_THR_AUTO;
@@ -55,12 +55,12 @@ int kern_tune_variant_id(int regime, int tile, int threads) {
 }
 
 /* Names of every slot, built once (ids whose tile is not the default for
- * tiled/generic/x16/f16x32 are never produced by kern_tune_variant_id). */
+ * tiled/generic/x16/x32 are never produced by kern_tune_variant_id). */
 static char variant_names[KERN_TUNE_N_VARIANTS][24];
 static pthread_once_t names_once = PTHREAD_ONCE_INIT;
 
 static void build_names(void) {
-    static const char *const regimes[5] = {"flat", "tiled", "generic", "x16", "f16x32"};
+    static const char *const regimes[5] = {"flat", "tiled", "generic", "x16", "x32"};
     for (int id = 0; id < KERN_TUNE_N_VARIANTS; id++) {
         const int thr = id % KERN_TUNE_N_THR, tile = id / KERN_TUNE_N_THR % KERN_TUNE_N_TILES;
         const int r = id / (KERN_TUNE_N_THR * KERN_TUNE_N_TILES);
@@ -91,7 +91,7 @@ bool kern_tune_choice_parse(const char *s, kern_tune_choice *out) {
     for (int id = 0; id < KERN_TUNE_N_VARIANTS; id++) {
         const int thr = id % KERN_TUNE_N_THR, tile = id / KERN_TUNE_N_THR % KERN_TUNE_N_TILES;
         const int r = id / (KERN_TUNE_N_THR * KERN_TUNE_N_TILES);
-        if (r >= 2 || (r == 1 && tile != KERN_TUNE_TILE_DEFAULT)) continue; /* generic, x16, f16x32: not selectable */
+        if (r >= 2 || (r == 1 && tile != KERN_TUNE_TILE_DEFAULT)) continue; /* generic, x16, x32: not selectable */
         if (strcmp(s, kern_tune_variant_name(id)) != 0) continue;
         out->regime = r == 0 ? KERN_TUNE_FLAT : KERN_TUNE_TILED;
         out->tile = (uint8_t)tile;

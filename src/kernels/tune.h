@@ -70,20 +70,20 @@
 #define KERN_TUNE_MAX_ENTRIES 4096 /* classes one table holds (a model has a few dozen) */
 #define KERN_TUNE_VERSION 1        /* the "kite-tune N" header */
 
-/* regime; GENERIC (no vec_dot: to_float + f32), X16 and F16X32 (interleaved
- * weight layouts, gemm_x16.h and gemm_f16x32.h) are only counted, never chosen */
+/* regime; GENERIC (no vec_dot: to_float + f32), X16 and X32 (interleaved
+ * weight layouts, gemm_x16.h and gemm_x32.h) are only counted, never chosen */
 enum {
     KERN_TUNE_DEFAULT = 0,
     KERN_TUNE_FLAT = 1,
     KERN_TUNE_TILED = 2,
     KERN_TUNE_GENERIC = 3,
     KERN_TUNE_X16 = 4,
-    KERN_TUNE_F16X32 = 5
+    KERN_TUNE_X32 = 5
 };
 enum { KERN_TUNE_THR_AUTO = 0, KERN_TUNE_THR_ONE = 1, KERN_TUNE_THR_ALL = 2, KERN_TUNE_N_THR = 3 };
 #define KERN_TUNE_N_TILES 3     /* flat row tiles: 16K, 64K (MM_TILE_BYTES, the default), 256K */
 #define KERN_TUNE_TILE_DEFAULT 1
-/* Counter slots: regime (FLAT, TILED, GENERIC, X16, F16X32) x tile x threads. */
+/* Counter slots: regime (FLAT, TILED, GENERIC, X16, X32) x tile x threads. */
 #define KERN_TUNE_N_VARIANTS (5 * KERN_TUNE_N_TILES * KERN_TUNE_N_THR)
 
 /* N n_tok classes and their representative batch sizes (what `kite tune` times). */

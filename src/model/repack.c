@@ -1,8 +1,8 @@
 /*
  * repack.c - load-time repacking of a model's matrices into the kernels'
  * interleaved layouts, in place in the heap file image: q4_0, q8_0, q4_K and
- * q6_K into 16-row groups (kernels/gemm_x16.h), f16 into 32-row groups
- * (kernels/gemm_f16x32.h).
+ * q6_K into 16-row groups (kernels/gemm_x16.h), f16 and bf16 into 32-row groups
+ * (kernels/gemm_x32.h).
  *
  * Which weights: every matrix kern_matmul multiplies (attention, FFN, MoE
  * experts one expert at a time, the classifier) of a type with a layout,
@@ -19,7 +19,7 @@
 
 #include "core/error.h"
 #include "kernels/dispatch.h"
-#include "kernels/gemm_f16x32.h"
+#include "kernels/gemm_x32.h"
 #include "kernels/gemm_x16.h"
 #include "model/model.h"
 
@@ -42,10 +42,10 @@ static bool seen(const repack_state *s, const void *p) {
     return false;
 }
 
-/* The layout w gains from at this level: X16, F16X32, or PLAIN (none). */
+/* The layout w gains from at this level: X16, X32, or PLAIN (none). */
 static uint32_t target_layout(const weight *w, kern_level level) {
     if (kern_x16_type(w->type) && kern_x16_pays(level) && w->ne[1] >= X16_ROWS) return WEIGHT_LAYOUT_X16;
-    if (w->type == KITE_DTYPE_F16 && kern_f16x32_pays(level) && w->ne[1] >= F16X32_ROWS) return WEIGHT_LAYOUT_F16X32;
+    if (kern_x32_pays(level, w->type, w->ne[0], w->ne[1])) return WEIGHT_LAYOUT_X32;
     return WEIGHT_LAYOUT_PLAIN;
 }
 
@@ -60,7 +60,7 @@ static int repack_weight(kite_model *m, repack_state *s, weight *w, int n_views)
     }
     const bool x16 = layout == WEIGHT_LAYOUT_X16;
     const size_t need =
-        x16 ? kern_x16_pack_tmp_bytes(w->type, w->ne[1], w->ne[0]) : kern_f16x32_pack_tmp_bytes(w->ne[0]);
+        x16 ? kern_x16_pack_tmp_bytes(w->type, w->ne[1], w->ne[0]) : kern_x32_pack_tmp_bytes(w->ne[0]);
     if (need > s->tmp_bytes) {
         free(s->tmp);
         s->tmp_bytes = 0;
@@ -82,7 +82,7 @@ static int repack_weight(kite_model *m, repack_state *s, weight *w, int n_views)
         /* the heap image is private memory owned by the model (heap residency) */
         void *data = (void *)(uintptr_t)v.data;
         if (x16) kern_x16_pack(w->type, data, v.ne[1], v.ne[0], s->tmp);
-        else kern_f16x32_pack(data, v.ne[1], v.ne[0], s->tmp);
+        else kern_x32_pack(w->type, data, v.ne[1], v.ne[0], s->tmp);
     }
     w->layout = layout;
     m->n_repacked += n_views;
@@ -92,7 +92,8 @@ static int repack_weight(kite_model *m, repack_state *s, weight *w, int n_views)
 int model_repack(kite_model *m) {
     const char *env = getenv("KITE_REPACK");
     const kern_level level = kern_table()->level;
-    if ((env && strcmp(env, "0") == 0) || !(kern_x16_pays(level) || kern_f16x32_pays(level))) return KITE_OK;
+    if ((env && strcmp(env, "0") == 0) || !(kern_x16_pays(level) || kern_x32_pays(level, KITE_DTYPE_F16, 2, X32_ROWS)))
+        return KITE_OK;
     const double t0 = now_ms();
     repack_state s = {0};
     int rc = KITE_OK;

@@ -40,6 +40,9 @@ void act_bf16_from_f32_ref(const float *x, void *dst, int64_t n);
 void vec_dot_bf16_bf16_ref(int64_t n, float *out, const void *w, const void *a);
 /* ((l[i]+l[i+8]) for i<8, then +[i+4], +[i+2], +[i+1]): the lane reduction of the bf16 kernels */
 float ref_bf16_reduce16(const float l[16]);
+/* One VDPBF16PS lane: acc + w1*a1, then + w0*a0, each a rounded FMA, with DAZ on
+ * the bf16 inputs and the accumulator and FTZ on the results. */
+float ref_bf16_dp_lane(float acc, uint16_t w0, uint16_t w1, uint16_t a0, uint16_t a1);
 
 /* 6-bit scale and min of sub-block j (0..7) of a q4_K/q5_K block. */
 static inline void ref_scale_min_k4(int j, const uint8_t *q, int *sc, int *m) {

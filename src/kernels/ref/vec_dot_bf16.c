@@ -41,17 +41,18 @@ void act_bf16_from_f32_ref(const float *x, void *dst, int64_t n) {
 /* DAZ / FTZ: a subnormal becomes a zero of the same sign. */
 static float flush(float v) { return fabsf(v) < FLT_MIN ? copysignf(0.0f, v) : v; }
 
-static float ld(const unsigned char *p, int64_t i, int64_t n) {
-    if (i >= n) return 0.0f;
+static uint16_t ld(const unsigned char *p, int64_t i, int64_t n) {
+    if (i >= n) return 0; /* bf16 +0 */
     uint16_t h;
     memcpy(&h, p + 2 * (size_t)i, sizeof h);
-    return flush(bf16_to_fp32(h));
+    return h;
 }
 
-/* One VDPBF16PS lane: acc + w1*a1 + w0*a0 (odd pair first). */
-static float dp_lane(float acc, float w0, float w1, float a0, float a1) {
-    acc = flush(fmaf(w1, a1, flush(acc)));
-    return flush(fmaf(w0, a0, acc));
+static float in(uint16_t h) { return flush(bf16_to_fp32(h)); }
+
+float ref_bf16_dp_lane(float acc, uint16_t w0, uint16_t w1, uint16_t a0, uint16_t a1) {
+    acc = flush(fmaf(in(w1), in(a1), flush(acc)));
+    return flush(fmaf(in(w0), in(a0), acc));
 }
 
 float ref_bf16_reduce16(const float l[16]) {
@@ -68,7 +69,7 @@ void vec_dot_bf16_bf16_ref(int64_t n, float *out, const void *w, const void *a) 
     for (int64_t c = 0; c < n; c += 32)
         for (int j = 0; j < 16; j++) {
             const int64_t i = c + 2 * j;
-            acc[j] = dp_lane(acc[j], ld(wp, i, n), ld(wp, i + 1, n), ld(ap, i, n), ld(ap, i + 1, n));
+            acc[j] = ref_bf16_dp_lane(acc[j], ld(wp, i, n), ld(wp, i + 1, n), ld(ap, i, n), ld(ap, i + 1, n));
         }
     *out = ref_bf16_reduce16(acc);
 }

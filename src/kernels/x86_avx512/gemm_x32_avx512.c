@@ -1,0 +1,131 @@
+/*
+ * gemm_x32_avx512.c - the 32-row interleaved f16 (avx512) and bf16
+ * (avx512bf16) kernels (layout and arithmetic in gemm_x32.h; equal bit for
+ * bit to ref/gemm_x32_ref.c).
+ *
+ * DESIGN
+ *   A tile is G groups x NT tokens, 2 * G * NT accumulators of 16 rows each.
+ *   Per step (one element for f16, a pair for bf16): 2 * G loads of 64 bytes
+ *   (f16: vcvtph2ps of 16 halves; bf16: 16 pairs as they are), NT broadcasts
+ *   of the token's 4-byte unit, 2 * G * NT FMAs (vfmadd231ps / vdpbf16ps).
+ *   Each accumulator is one output chain, so nothing is reduced across lanes
+ *   and the stores are the outputs.  G grows as NT shrinks so that at least
+ *   8 chains cover the FMA latency (4 cycles, 2 per cycle): one token runs 4
+ *   groups side by side (decode: 4 forward streams of whole lines), 2-5
+ *   tokens 2 groups, 6-12 tokens one group (prefill: 12 tokens, 24
+ *   accumulators; the caller keeps a block of groups in L2 for all token
+ *   groups).  G and NT are compile-time constants per instantiation so the
+ *   accumulators stay in registers.  No software prefetch: the f16 prototype
+ *   streamed at 59-65 GB/s on two threads without it
+ *   (bench/proto/outer_f16_decode.c).
+ *
+ * THREAD SAFETY: pure functions.
+ */
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/gemm_x32.h"
+
+/* The packed units are 4-byte copies of floats (f16) or bf16 pairs (bf16): read by memcpy. */
+static inline float unit_f32(const uint32_t *p) {
+    float v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+static inline int unit_i32(const uint32_t *p) {
+    int v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* f16: 16 rows' halves to floats; x: one float, FMA */
+#define F16_W(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(p)))
+#define F16_X(p) _mm512_set1_ps(unit_f32(p))
+#define F16_FMA(acc, w, x) _mm512_fmadd_ps(w, x, acc)
+#define F16_VT __m512
+/* bf16: 16 rows' pairs; x: one pair broadcast, vdpbf16ps */
+#define BF16_W(p) ((__m512bh)_mm512_loadu_si512((const void *)(p)))
+#define BF16_X(p) ((__m512bh)_mm512_set1_epi32(unit_i32(p)))
+#define BF16_FMA(acc, w, x) _mm512_dpbf16_ps(acc, w, x)
+#define BF16_VT __m512bh
+
+/* U: elements per step (the halves between a row's step and the next row's) */
+#define DEFINE_TILE(KIND, U, G, NT)                                                                          \
+    static void tile_##KIND##_##G##_##NT(int64_t S, const uint16_t *w, size_t gs, const uint32_t *xp,        \
+                                         float *y, int64_t ldy) {                                           \
+        __m512 a0[(G) * (NT)], a1[(G) * (NT)];                                                               \
+        _Pragma("GCC unroll 32") for (int j = 0; j < (G) * (NT); j++) a0[j] = a1[j] = _mm512_setzero_ps();   \
+        for (int64_t s = 0; s < S; s++) {                                                                    \
+            KIND##_VT w0[G], w1[G];                                                                          \
+            _Pragma("GCC unroll 8") for (int g = 0; g < (G); g++) {                                          \
+                w0[g] = KIND##_W(w + g * gs + (size_t)s * X32_ROWS * (U));                                   \
+                w1[g] = KIND##_W(w + g * gs + (size_t)s * X32_ROWS * (U) + 16 * (U));                        \
+            }                                                                                                \
+            _Pragma("GCC unroll 16") for (int t = 0; t < (NT); t++) {                                        \
+                const KIND##_VT b = KIND##_X(xp + s * (NT) + t);                                             \
+                _Pragma("GCC unroll 8") for (int g = 0; g < (G); g++) {                                      \
+                    a0[g * (NT) + t] = KIND##_FMA(a0[g * (NT) + t], w0[g], b);                               \
+                    a1[g * (NT) + t] = KIND##_FMA(a1[g * (NT) + t], w1[g], b);                               \
+                }                                                                                            \
+            }                                                                                                \
+        }                                                                                                    \
+        _Pragma("GCC unroll 8") for (int g = 0; g < (G); g++) _Pragma("GCC unroll 16") for (int t = 0;       \
+                                                                                         t < (NT); t++) {   \
+            _mm512_storeu_ps(y + t * ldy + g * X32_ROWS, a0[g * (NT) + t]);                                  \
+            _mm512_storeu_ps(y + t * ldy + g * X32_ROWS + 16, a1[g * (NT) + t]);                             \
+        }                                                                                                    \
+    }
+
+/* the shapes each kind runs: [nt] wide (G groups) and one-group tiles */
+#define DEFINE_KIND(KIND, U)                                                                                 \
+    DEFINE_TILE(KIND, U, 4, 1)                                                                               \
+    DEFINE_TILE(KIND, U, 1, 1)                                                                               \
+    DEFINE_TILE(KIND, U, 2, 2)                                                                               \
+    DEFINE_TILE(KIND, U, 1, 2)                                                                               \
+    DEFINE_TILE(KIND, U, 2, 3)                                                                               \
+    DEFINE_TILE(KIND, U, 1, 3)                                                                               \
+    DEFINE_TILE(KIND, U, 2, 4)                                                                               \
+    DEFINE_TILE(KIND, U, 1, 4)                                                                               \
+    DEFINE_TILE(KIND, U, 2, 5)                                                                               \
+    DEFINE_TILE(KIND, U, 1, 5)                                                                               \
+    DEFINE_TILE(KIND, U, 1, 6)                                                                               \
+    DEFINE_TILE(KIND, U, 1, 7)                                                                               \
+    DEFINE_TILE(KIND, U, 1, 8)                                                                               \
+    DEFINE_TILE(KIND, U, 1, 9)                                                                               \
+    DEFINE_TILE(KIND, U, 1, 10)                                                                              \
+    DEFINE_TILE(KIND, U, 1, 11)                                                                              \
+    DEFINE_TILE(KIND, U, 1, 12)                                                                              \
+    static const tile_fn wide_##KIND[X32_TOK + 1] = {                                                        \
+        0,                  tile_##KIND##_4_1,  tile_##KIND##_2_2,  tile_##KIND##_2_3, tile_##KIND##_2_4,     \
+        tile_##KIND##_2_5,  tile_##KIND##_1_6,  tile_##KIND##_1_7,  tile_##KIND##_1_8, tile_##KIND##_1_9,     \
+        tile_##KIND##_1_10, tile_##KIND##_1_11, tile_##KIND##_1_12};                                         \
+    static const tile_fn one_##KIND[X32_TOK + 1] = {                                                         \
+        0,                  tile_##KIND##_1_1,  tile_##KIND##_1_2,  tile_##KIND##_1_3, tile_##KIND##_1_4,     \
+        tile_##KIND##_1_5,  tile_##KIND##_1_6,  tile_##KIND##_1_7,  tile_##KIND##_1_8, tile_##KIND##_1_9,     \
+        tile_##KIND##_1_10, tile_##KIND##_1_11, tile_##KIND##_1_12};
+
+typedef void (*tile_fn)(int64_t S, const uint16_t *w, size_t gs, const uint32_t *xp, float *y, int64_t ldy);
+
+DEFINE_KIND(F16, 1)
+DEFINE_KIND(BF16, 2)
+
+static void run(const tile_fn *wide, const tile_fn *one, int64_t S, int64_t K, const uint16_t *w, int64_t ng,
+                const void *xp, int nt, float *y, int64_t ldy) {
+    if (nt < 1 || nt > X32_TOK) return;
+    const int G = nt == 1 ? 4 : nt <= 5 ? 2 : 1;
+    const size_t gs = (size_t)K * X32_ROWS; /* halves per group */
+    int64_t g = 0;
+    for (; g + G <= ng; g += G) wide[nt](S, w + (size_t)g * gs, gs, xp, y + g * X32_ROWS, ldy);
+    for (; g < ng; g++) one[nt](S, w + (size_t)g * gs, gs, xp, y + g * X32_ROWS, ldy);
+}
+
+void gemm_x32_f16_avx512(int64_t K, const uint16_t *w, int64_t ng, const void *xp, int nt, float *y, int64_t ldy) {
+    run(wide_F16, one_F16, K, K, w, ng, xp, nt, y, ldy);
+}
+
+void gemm_x32_bf16_avx512bf16(int64_t K, const uint16_t *w, int64_t ng, const void *xp, int nt, float *y,
+                              int64_t ldy) {
+    run(wide_BF16, one_BF16, K / 2, K, w, ng, xp, nt, y, ldy);
+}
+#endif
