@@ -54,11 +54,11 @@ void kern_x32_pack(uint32_t type, void *data, int64_t nr, int64_t ne0, void *tmp
 void kern_x32_get_row(uint32_t type, const void *data, int64_t ne0, int64_t row, float *dst) {
     const size_t group_bytes = kern_x32_pack_tmp_bytes(ne0);
     const uint16_t *grp = (const uint16_t *)((const char *)data + (size_t)(row / X32_ROWS) * group_bytes);
-    const int64_t i = row % X32_ROWS, u = kern_x32_unit(type);
-    for (int64_t k = 0; k < ne0; k++) {
-        const uint16_t h = grp[((k / u) * X32_ROWS + i) * u + k % u];
-        dst[k] = type == KITE_DTYPE_BF16 ? bf16_to_fp32(h) : fp16_to_fp32_inline(h);
-    }
+    const int64_t i = row % X32_ROWS;
+    if (type == KITE_DTYPE_BF16) /* pairs: elements 2s, 2s+1 at unit s * 32 + i */
+        for (int64_t k = 0; k < ne0; k++) dst[k] = bf16_to_fp32(grp[((k / 2) * X32_ROWS + i) * 2 + k % 2]);
+    else
+        for (int64_t k = 0; k < ne0; k++) dst[k] = fp16_to_fp32_inline(grp[k * X32_ROWS + i]);
 }
 
 void kern_x32_pack_act(const void *src, size_t src_stride, int64_t n_units, int nt, void *dst) {

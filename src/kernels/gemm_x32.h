@@ -14,7 +14,7 @@
  *   weights, and each token's activation is one broadcast for two FMAs (f16:
  *   one element, vfmadd231ps) or two dot-product pairs (bf16: two elements,
  *   vdpbf16ps).  There is no horizontal reduction, and per FLOP about a fifth
- *   of the cache traffic.  In decode, a thread streams a few groups side by
+ *   of the cache traffic (an estimate, docs/kernels.md).  In decode, a thread streams a few groups side by
  *   side, each a forward run of whole 64-byte lines.
  *
  * LAYOUT (WEIGHT_LAYOUT_X32, weight.h)

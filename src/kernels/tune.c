@@ -44,10 +44,10 @@ static const char *const thr_class_labels[8] = {"1", "2", "3-4", "5-8", "9-16", 
 size_t kern_tune_tile_bytes(int i) { return tile_bytes[i >= 0 && i < KERN_TUNE_N_TILES ? i : KERN_TUNE_TILE_DEFAULT]; }
 
 int kern_tune_variant_id(int regime, int tile, int threads) {
-    int r = regime == KERN_TUNE_TILED    ? 1
+    int r = regime == KERN_TUNE_TILED     ? 1
             : regime == KERN_TUNE_GENERIC ? 2
             : regime == KERN_TUNE_X16     ? 3
-            : regime == KERN_TUNE_X32  ? 4
+            : regime == KERN_TUNE_X32     ? 4
                                           : 0;
     if (r != 0 || tile < 0 || tile >= KERN_TUNE_N_TILES) tile = KERN_TUNE_TILE_DEFAULT;
     if (threads < 0 || threads >= KERN_TUNE_N_THR) threads = KERN_TUNE_THR_AUTO;

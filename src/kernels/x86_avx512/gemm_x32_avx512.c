@@ -5,8 +5,8 @@
  *
  * DESIGN
  *   A tile is G groups x NT tokens, 2 * G * NT accumulators of 16 rows each.
- *   Per step (one element for f16, a pair for bf16): 2 * G loads of 64 bytes
- *   (f16: vcvtph2ps of 16 halves; bf16: 16 pairs as they are), NT broadcasts
+ *   Per step (one element for f16, a pair for bf16): 2 * G loads (f16: 32
+ *   bytes, vcvtph2ps of 16 halves; bf16: 64 bytes, 16 pairs), NT broadcasts
  *   of the token's 4-byte unit, 2 * G * NT FMAs (vfmadd231ps / vdpbf16ps).
  *   Each accumulator is one output chain, so nothing is reduced across lanes
  *   and the stores are the outputs.  G grows as NT shrinks so that at least
