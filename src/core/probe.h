@@ -10,8 +10,10 @@
  *   - read bandwidth (STREAM-like "sum" kernel): a 512 MiB buffer in
  *     2 MiB-aligned anonymous memory with MADV_HUGEPAGE (like the model
  *     weights), split into one contiguous slice per thread; each thread sums
- *     its slice with eight independent 16-byte integer accumulators (integer
- *     adds keep the loop load-bound at any ISA level).  Threads start together
+ *     its slice with four independent integer accumulators, loading in the
+ *     widest vectors the CPU supports (zmm: one load per cache line; 16-byte
+ *     loads under-measured an Intel Xeon by about 1.5x, see probe.c); integer
+ *     adds keep the loop load-bound at any ISA level.  Threads start together
  *     at a barrier; a pass is timed from the first barrier to the last
  *     finisher.  Median of 11 passes (the best pass overstated what a long
  *     run sees on a shared machine and varied from probe to probe), for each
@@ -29,8 +31,9 @@
  *   Results are cached in a small text file ($XDG_CACHE_HOME/kite/probe.txt,
  *   else ~/.cache/kite/probe.txt), keyed by the CPU model string and the
  *   online CPU count; a mismatch or a missing file means "measure again".
- *   The first line is the format version, "kite-probe 2" since the median
- *   pass replaced the best one: an older file is measured again.
+ *   The first line is the format version: "kite-probe 2" since the median
+ *   pass replaced the best one, "kite-probe 3" since the wide loads; an
+ *   older file is measured again.
  *
  *   probe_fma_check() is the noisy-machine guard of `kite bench`: the FMA
  *   loop on n threads at once for a few milliseconds.  On a host that takes a
