@@ -291,10 +291,11 @@ static void print_json(const bench_opts *o, const model_facts *mf, const kite_mo
     cli_json_string(stdout, m, strlen(m));
     printf(", \"type\": \"%s\", \"test\": \"%s\", \"threads\": %d, \"tok_s\": %.3f, \"tok_s_min\": %.3f, "
            "\"tok_s_max\": %.3f, \"gb_s\": %.3f, \"roofline_pct\": %.2f, \"gflops\": %.2f, \"kernels\": \"%s\", "
-           "\"residency\": \"%s\", \"load_ms\": %.1f, \"reps\": %d, \"noisy_reps\": %d, \"redone\": %d, \"avail_pct\": %.1f, \"bytes_per_token\": %" PRIu64
+           "\"decode_prefetch\": %s, \"residency\": \"%s\", \"load_ms\": %.1f, \"reps\": %d, \"noisy_reps\": %d, \"redone\": %d, \"avail_pct\": %.1f, \"bytes_per_token\": %" PRIu64
            ", \"n_layer\": %d, \"read_gb_s\": %.2f, \"fma_gflops\": %.2f, \"cpu\": ",
            mf->type, tr->name, tr->threads, tr->tok_s, tr->tok_s_min, tr->tok_s_max, tr->gb_s, tr->roofline_pct,
-           tr->gflops, kernels, mi->residency ? mi->residency : "?", load_ms, tr->n_runs, tr->noisy, tr->redone, 100.0 * tr->avail,
+           tr->gflops, kernels, kern_decode_prefetch() ? "true" : "false", mi->residency ? mi->residency : "?", load_ms,
+           tr->n_runs, tr->noisy, tr->redone, 100.0 * tr->avail,
            mf->bytes_per_token, mi->n_layer, probe_read_gbs(pr, tr->threads), pr->fma_gflops * tr->threads);
     cli_json_string(stdout, pr->cpu, strlen(pr->cpu));
     /* matmul variants that ran (kernels/tune.h) and the tune table they came from */
@@ -526,9 +527,10 @@ int cmd_bench(int argc, char **argv) {
         goto done;
     }
     fprintf(stderr,
-            "kite bench: %s: load %.0f ms, weights %s, kernels %s, %.2f GB read per decoded token | machine: %s, "
-            "read %.1f GB/s (%d thr), FMA %.1f GFLOP/s per thread (%s, %s)\n",
-            o.model, t_load * 1e3, mi.residency, kernels, (double)mf.bytes_per_token / 1e9, pr.cpu,
+            "kite bench: %s: load %.0f ms, weights %s, kernels %s (decode prefetch %s), %.2f GB read per decoded "
+            "token | machine: %s, read %.1f GB/s (%d thr), FMA %.1f GFLOP/s per thread (%s, %s)\n",
+            o.model, t_load * 1e3, mi.residency, kernels, kern_decode_prefetch() ? "on" : "off",
+            (double)mf.bytes_per_token / 1e9, pr.cpu,
             probe_read_gbs(&pr, pr.n_read), pr.n_read, pr.fma_gflops, pr.isa, measured ? "just measured" : "cached");
     if (!o.json) print_header();
     test_result done_tr[2 * MAX_THREAD_LIST];

@@ -32,6 +32,8 @@ static uint64_t read_xcr0(void) {
 static void detect(void) {
 #ifdef KITE_X86
     unsigned a, b, c, d;
+    if (__get_cpuid(0, &a, &b, &c, &d)) /* vendor string: ebx, edx, ecx */
+        g_info.intel = b == 0x756e6547u && d == 0x49656e69u && c == 0x6c65746eu; /* "Genu" "ineI" "ntel" */
     if (!__get_cpuid(1, &a, &b, &c, &d)) return;
     const bool osxsave = (c >> 27) & 1;
     const bool has_avx = (c >> 28) & 1, has_fma = (c >> 12) & 1, has_f16c = (c >> 29) & 1;

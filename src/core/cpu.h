@@ -28,6 +28,7 @@ typedef struct cpu_info {
     bool avx512vnni;   /* vpdpbusd on zmm/ymm (with VL) */
     bool avx512bf16;   /* vdpbf16ps */
     bool avxvnni;      /* VEX-encoded vpdpbusd (AVX-VNNI): avx2-level q4_0/q8_0 variant */
+    bool intel;        /* vendor "GenuineIntel": a tuning default (kernels/dispatch.h), not a feature */
 } cpu_info;
 
 /* Features of the CPU this process runs on (detected once). */

@@ -32,6 +32,7 @@ static kern_ops_table g_tables[KERN_LEVEL_COUNT];
 static kern_level g_max = KERN_LEVEL_SCALAR;    /* highest level the CPU supports */
 static kern_level g_active = KERN_LEVEL_SCALAR; /* g_max capped by KITE_CPU_LEVEL */
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static bool g_decode_pf;                        /* kern_decode_prefetch() */
 
 static const char *const level_names[KERN_LEVEL_COUNT] = {"scalar", "avx2", "avx512", "avx512vnni",
                                                                "avx512bf16"};
@@ -128,6 +129,15 @@ static kern_level detect_max(void) {
     return l;
 }
 
+static void init_decode_prefetch(void) {
+    g_decode_pf = cpu_features()->intel;
+    const char *env = getenv("KITE_DECODE_PREFETCH");
+    if (env && *env) {
+        if (!strcmp(env, "0") || !strcmp(env, "1")) g_decode_pf = env[0] == '1';
+        else fprintf(stderr, "kite: KITE_DECODE_PREFETCH=%s is not 0 or 1: ignored\n", env);
+    }
+}
+
 static void init(void) {
     g_max = detect_max();
     for (int l = 0; l < KERN_LEVEL_COUNT; l++) {
@@ -143,6 +153,7 @@ static void init(void) {
         t->level = (kern_level)l;
         t->name = level_names[l];
     }
+    init_decode_prefetch();
     g_active = g_max;
     const char *env = getenv("KITE_CPU_LEVEL");
     if (env && *env) {
@@ -152,6 +163,16 @@ static void init(void) {
         else if ((kern_level)cap < g_active)
             g_active = (kern_level)cap;
     }
+}
+
+bool kern_decode_prefetch(void) {
+    pthread_once(&g_once, init);
+    return g_decode_pf;
+}
+
+void kern_decode_prefetch_set(bool on) {
+    pthread_once(&g_once, init);
+    g_decode_pf = on;
 }
 
 const kern_ops_table *kern_table(void) {

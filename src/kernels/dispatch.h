@@ -48,6 +48,7 @@
 #ifndef KITE_KERNELS_DISPATCH_H
 #define KITE_KERNELS_DISPATCH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -114,6 +115,19 @@ struct kern_mm_item;
 void kern_matmul_fused_with(const kern_ops_table *kt, struct threadpool *tp, const struct kern_mm_item *items,
                             int n_items, const float *x, int64_t n_tok, void *scratch,
                             void (*epilogue)(void *arg, int64_t r0, int64_t r1), void *epilogue_arg);
+
+/* Whether the decode tiles (one or two tokens) of the repacked layouts
+ * (gemm_x16.h q4_0/q8_0, gemm_x32.h) prefetch their weight stream in
+ * software.  Decided once: KITE_DECODE_PREFETCH=1 or 0 if set (anything
+ * else is reported once and ignored), else on for Intel CPUs and off for
+ * the others.  WHY by vendor: on an Intel Xeon (family 6 model 207) it made
+ * q4_0 decode 1.4x faster, f16/bf16 1.1-1.2x, while on AMD Zen 5 the same
+ * prefetch slowed those kernels by 5-15 % (docs/kernels.md, "Decode
+ * prefetch by CPU").  Prefetch never changes a result. */
+bool kern_decode_prefetch(void);
+/* Overrides that decision (tests run the kernels both ways; never while a
+ * matmul runs). */
+void kern_decode_prefetch_set(bool on);
 
 /* Bytes of an activation row of n elements in act_type (f32: 4n). */
 size_t kern_act_row_bytes(uint32_t act_type, int64_t n);

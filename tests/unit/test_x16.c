@@ -150,6 +150,7 @@ static void free_acts(acts *a) {
 TEST(test_vnni_equals_ref) {
     if (kern_level_max() < KERN_LEVEL_AVX512VNNI)
         SKIP_TEST("this CPU has no AVX-512 VNNI; the scalar reference alone is tested (test_matmul_levels)");
+    const bool pf0 = kern_decode_prefetch();
     int n = 0;
     for (int ti = 0; ti < N_TYPES; ti++)
         for (int64_t nb = 1; nb <= 9; nb += nb < 2 ? 1 : 3) { /* 1, 2, 5, 8: odd and even */
@@ -178,13 +179,19 @@ TEST(test_vnni_equals_ref) {
                 for (int acc = 0; acc < 2; acc++) { /* acc: continue the sums in y (a later panel) */
                     float y0[X16_MAX_TOK * 20], y1[X16_MAX_TOK * 20];
                     for (int k = 0; k < X16_MAX_TOK * 20; k++) y0[k] = y1[k] = acc && k % 20 < 16 ? frand() : NAN;
-                    memcpy(y1, y0, sizeof y0);
+                    float yin[X16_MAX_TOK * 20];
+                    memcpy(yin, y0, sizeof y0);
                     ref(nb, y0, 20, w, a.q + 1, a.stride, a.corr, a.da, nb, nt, acc);
-                    simd(nb, y1, 20, w, a.q + 1, a.stride, a.corr, a.da, nb, nt, acc);
-                    CHECK_MSG(memcmp(y0, y1, sizeof y0) == 0, "%s nb %lld nt %d acc %d", dtype_name(t), (long long)nb,
-                              nt, acc);
-                    for (int k = 0; k < nt; k++) CHECK(isnan(y1[k * 20 + 16]) && !isnan(y1[k * 20 + 15]));
-                    n++;
+                    for (int pf = 0; pf < 2; pf++) { /* decode prefetch off and on (dispatch.h) */
+                        kern_decode_prefetch_set(pf);
+                        memcpy(y1, yin, sizeof y1);
+                        simd(nb, y1, 20, w, a.q + 1, a.stride, a.corr, a.da, nb, nt, acc);
+                        CHECK_MSG(memcmp(y0, y1, sizeof y0) == 0, "%s nb %lld nt %d acc %d prefetch %d", dtype_name(t),
+                                  (long long)nb, nt, acc, pf);
+                        for (int k = 0; k < nt; k++) CHECK(isnan(y1[k * 20 + 16]) && !isnan(y1[k * 20 + 15]));
+                        n++;
+                    }
+                    kern_decode_prefetch_set(pf0);
                 }
             free_acts(&a);
             free(x);

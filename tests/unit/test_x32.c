@@ -108,6 +108,7 @@ TEST(test_kernel_equals_ref) {
     int n = 0;
     double worst = 0;
     const kern_level simd_level[2] = {KERN_LEVEL_AVX512, KERN_LEVEL_AVX512BF16};
+    const bool pf0 = kern_decode_prefetch();
     for (int ti = 0; ti < 2; ti++)
         for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++) {
             const uint32_t ty = k_types[ti];
@@ -144,10 +145,16 @@ TEST(test_kernel_equals_ref) {
                                       (long long)K, nt, (long long)r, y0[t * ldy + r], sum);
                         }
                     if (!simd) continue;
-                    kern_gemm_x32_get(simd_level[ti], ty)(K, w, g, xp, nt, y1, ldy);
-                    CHECK_MSG(memcmp(y0, y1, (size_t)(X32_TOK * ldy) * 4) == 0, "%s K %lld groups %lld nt %d",
-                              dtype_name(ty), (long long)K, (long long)g, nt);
-                    n++;
+                    for (int pf = 0; pf < 2; pf++) { /* decode prefetch off and on (dispatch.h) */
+                        kern_decode_prefetch_set(pf);
+                        for (int64_t i = 0; i < X32_TOK * ldy; i++) y1[i] = NAN;
+                        kern_gemm_x32_get(simd_level[ti], ty)(K, w, g, xp, nt, y1, ldy);
+                        CHECK_MSG(memcmp(y0, y1, (size_t)(X32_TOK * ldy) * 4) == 0,
+                                  "%s K %lld groups %lld nt %d prefetch %d", dtype_name(ty), (long long)K,
+                                  (long long)g, nt, pf);
+                        n++;
+                    }
+                    kern_decode_prefetch_set(pf0);
                 }
             }
             free(w);

@@ -18,10 +18,14 @@
  *   int32 result is the same.
  *   Blocks are read in address order (the pair layout of gemm_x16.h), so a
  *   thread's run of groups is one forward stream.
- *   Prefetch: none for one or two tokens (decode): the hardware prefetchers
- *   follow the single stream, and software prefetch only got in their way
- *   (q4_0, one thread, 571 MB of groups: 26.7 GB/s without it, 22.3-23.6
- *   with 1-8 KiB distances; the two-stream layout with its prefetch: 19.4).
+ *   Prefetch for one or two tokens (decode) depends on the CPU
+ *   (kern_decode_prefetch, dispatch.h): on AMD Zen 5 the hardware
+ *   prefetchers follow the single stream, and software prefetch only got in
+ *   their way (q4_0, one thread, 571 MB of groups: 26.7 GB/s without it,
+ *   22.3-23.6 with 1-8 KiB distances); on an Intel Xeon they fall behind,
+ *   and every block pair prefetching its bytes X16_DECODE_PF_* further on
+ *   made whole-model q4_0 decode 1.4x faster (docs/kernels.md, "Decode
+ *   prefetch by CPU").
  *   From three tokens on (prefill and batched decode run each group in
  *   passes of up to 16 tokens, re-read from cache) the stream stalls between
  *   groups, so every block pair prefetches its bytes X16_PF_BYTES further
@@ -35,6 +39,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "kernels/dispatch.h"
 #include "kernels/gemm_x16.h"
 #include "kernels/x86_avx512/vnni_common.h"
 
@@ -46,6 +51,10 @@
 #ifndef X16_PF_MIN_TOK
 #define X16_PF_MIN_TOK 2
 #endif
+/* Decode prefetch distances, where kern_decode_prefetch() is on: about 7
+ * q4_0 pairs (576 bytes) or 2 q8_0 pairs (1088 bytes) ahead. */
+#define X16_DECODE_PF_Q4 4096
+#define X16_DECODE_PF_Q8 2048
 
 static ALWAYS_INLINE __m512i bcast32(const unsigned char *p) {
     int32_t v;
@@ -102,11 +111,16 @@ static ALWAYS_INLINE void x16_kernel(const int IS_Q4, int64_t nb, float *y, int6
                                      const unsigned char *a, size_t as, const int32_t *corr, const float *da,
                                      int64_t cs, int acc, const int NT) {
     const size_t qb = IS_Q4 ? 256 : 512, pair = 2 * (X16_SCALE_BYTES + qb);
+    const size_t dpf = NT <= X16_PF_MIN_TOK && kern_decode_prefetch() ? (IS_Q4 ? X16_DECODE_PF_Q4 : X16_DECODE_PF_Q8) : 0;
     __m512 f[X16_MAX_TOK];
     KITE_PRAGMA(GCC unroll 16)
     for (int t = 0; t < NT; t++) f[t] = acc ? _mm512_loadu_ps(y + (int64_t)t * ldy) : _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const unsigned char *p = g + kern_x16_scale_offset(qb, nb, b);
+        if (dpf && b % 2 == 0) {
+            KITE_PRAGMA(GCC unroll 17)
+            for (size_t l = 0; l < pair; l += 64) _mm_prefetch((const char *)p + dpf + l, _MM_HINT_T0);
+        }
         if (NT > X16_PF_MIN_TOK && b % 2 == 0) {
             KITE_PRAGMA(GCC unroll 17)
             for (size_t l = 0; l < pair; l += 64) _mm_prefetch((const char *)p + X16_PF_BYTES + l, _MM_HINT_T0);

@@ -15,9 +15,15 @@
  *   tokens 2 groups, 6-12 tokens one group (prefill: 12 tokens, 24
  *   accumulators; the caller keeps a block of groups in L2 for all token
  *   groups).  G and NT are compile-time constants per instantiation so the
- *   accumulators stay in registers.  No software prefetch: the f16 prototype
- *   streamed at 59-65 GB/s on two threads without it
- *   (bench/proto/outer_f16_decode.c).
+ *   accumulators stay in registers.
+ *   Prefetch: the one- and two-token tiles prefetch each group's stream
+ *   X32_DECODE_PF bytes ahead, once per 64 bytes, where
+ *   kern_decode_prefetch() (dispatch.h) is on.  On AMD Zen 5 the f16
+ *   prototype streamed at 59-65 GB/s on two threads without it
+ *   (bench/proto/outer_f16_decode.c) and 1-4 KiB of prefetch slowed f16 and
+ *   bf16 decode by up to 13 %; on an Intel Xeon it made whole-model f16
+ *   decode 1.17x and bf16 1.12x faster (docs/kernels.md, "Decode prefetch
+ *   by CPU").
  *
  * THREAD SAFETY: pure functions.
  */
@@ -25,7 +31,10 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "kernels/dispatch.h"
 #include "kernels/gemm_x32.h"
+
+#define X32_DECODE_PF 2048 /* bytes ahead in each group's stream (1024-4096 were alike) */
 
 /* The packed units are 4-byte copies of floats (f16) or bf16 pairs (bf16): read by memcpy. */
 static inline float unit_f32(const uint32_t *p) {
@@ -53,11 +62,16 @@ static inline int unit_i32(const uint32_t *p) {
 /* U: elements per step (the halves between a row's step and the next row's) */
 #define DEFINE_TILE(KIND, U, G, NT)                                                                          \
     static void tile_##KIND##_##G##_##NT(int64_t S, const uint16_t *w, size_t gs, const uint32_t *xp,        \
-                                         float *y, int64_t ldy) {                                           \
+                                         float *y, int64_t ldy, size_t pf) {                                \
         __m512 a0[(G) * (NT)], a1[(G) * (NT)];                                                               \
         _Pragma("GCC unroll 32") for (int j = 0; j < (G) * (NT); j++) a0[j] = a1[j] = _mm512_setzero_ps();   \
         for (int64_t s = 0; s < S; s++) {                                                                    \
             KIND##_VT w0[G], w1[G];                                                                          \
+            if ((NT) <= 2 && pf)                                                                             \
+                _Pragma("GCC unroll 8") for (int g = 0; g < (G); g++) {                                      \
+                    const char *p = (const char *)(w + g * gs + (size_t)s * X32_ROWS * (U)) + pf;            \
+                    _Pragma("GCC unroll 2") for (int l = 0; l < (U); l++) _mm_prefetch(p + 64 * l, _MM_HINT_T0); \
+                }                                                                                            \
             _Pragma("GCC unroll 8") for (int g = 0; g < (G); g++) {                                          \
                 w0[g] = KIND##_W(w + g * gs + (size_t)s * X32_ROWS * (U));                                   \
                 w1[g] = KIND##_W(w + g * gs + (size_t)s * X32_ROWS * (U) + 16 * (U));                        \
@@ -105,7 +119,8 @@ static inline int unit_i32(const uint32_t *p) {
         tile_##KIND##_1_5,  tile_##KIND##_1_6,  tile_##KIND##_1_7,  tile_##KIND##_1_8, tile_##KIND##_1_9,     \
         tile_##KIND##_1_10, tile_##KIND##_1_11, tile_##KIND##_1_12};
 
-typedef void (*tile_fn)(int64_t S, const uint16_t *w, size_t gs, const uint32_t *xp, float *y, int64_t ldy);
+typedef void (*tile_fn)(int64_t S, const uint16_t *w, size_t gs, const uint32_t *xp, float *y, int64_t ldy,
+                        size_t pf);
 
 DEFINE_KIND(F16, 1)
 DEFINE_KIND(BF16, 2)
@@ -115,9 +130,10 @@ static void run(const tile_fn *wide, const tile_fn *one, int64_t S, int64_t K, c
     if (nt < 1 || nt > X32_TOK) return;
     const int G = nt == 1 ? 4 : nt <= 5 ? 2 : 1;
     const size_t gs = (size_t)K * X32_ROWS; /* halves per group */
+    const size_t pf = kern_decode_prefetch() ? X32_DECODE_PF : 0; /* used by the 1-2 token tiles only */
     int64_t g = 0;
-    for (; g + G <= ng; g += G) wide[nt](S, w + (size_t)g * gs, gs, xp, y + g * X32_ROWS, ldy);
-    for (; g < ng; g++) one[nt](S, w + (size_t)g * gs, gs, xp, y + g * X32_ROWS, ldy);
+    for (; g + G <= ng; g += G) wide[nt](S, w + (size_t)g * gs, gs, xp, y + g * X32_ROWS, ldy, pf);
+    for (; g < ng; g++) one[nt](S, w + (size_t)g * gs, gs, xp, y + g * X32_ROWS, ldy, pf);
 }
 
 void gemm_x32_f16_avx512(int64_t K, const uint16_t *w, int64_t ng, const void *xp, int nt, float *y, int64_t ldy) {
