@@ -6,6 +6,7 @@
 
 #include <string.h>
 
+#include "core/cpu.h"
 #include "tensor/dtype.h"
 
 bool kern_x32_pays(kern_level level, uint32_t type, int64_t ne0, int64_t nr) {
@@ -69,10 +70,32 @@ void kern_x32_pack_act(const void *src, size_t src_stride, int64_t n_units, int 
     }
 }
 
+void kern_x32_pack_act_wide(const void *src, size_t src_stride, int64_t n_units, int nt, float *dst) {
+    for (int t = 0; t < nt; t++) {
+        const unsigned char *s = (const unsigned char *)src + (size_t)t * src_stride;
+        for (int64_t k = 0; k < n_units; k++) {
+            uint16_t h[2];
+            memcpy(h, s + 4 * (size_t)k, sizeof h);
+            dst[2 * (k * nt + t)] = bf16_to_fp32(h[0]);
+            dst[2 * (k * nt + t) + 1] = bf16_to_fp32(h[1]);
+        }
+    }
+}
+
+bool kern_x32_bf16_wide(kern_level level) {
+#if defined(__x86_64__) || defined(__i386__)
+    return level >= KERN_LEVEL_AVX512 && (level < KERN_LEVEL_AVX512BF16 || cpu_features()->intel);
+#else
+    (void)level;
+    return false;
+#endif
+}
+
 kern_gemm_x32_fn kern_gemm_x32_get(kern_level level, uint32_t type) {
     if (type != KITE_DTYPE_F16 && type != KITE_DTYPE_BF16) return NULL;
 #if defined(__x86_64__) || defined(__i386__)
     if (type == KITE_DTYPE_F16 && level >= KERN_LEVEL_AVX512) return gemm_x32_f16_avx512;
+    if (type == KITE_DTYPE_BF16 && kern_x32_bf16_wide(level)) return gemm_x32_bf16f_avx512;
     if (type == KITE_DTYPE_BF16 && level >= KERN_LEVEL_AVX512BF16) return gemm_x32_bf16_avx512bf16;
 #else
     (void)level;

@@ -31,7 +31,8 @@
  *   The kernels read a token group's activations packed as [S][nt] 4-byte
  *   units (kern_x32_pack_act): f16 takes floats x[t][k] (S = K); bf16 takes
  *   the bf16 pairs (x[t][2s], x[t][2s+1]) of the rows act_from_f32 made, one
- *   uint32 each (S = K / 2).  kern_matmul packs a batch once per call, in
+ *   uint32 each (S = K / 2), or, for the FMA kernel, the same pairs widened
+ *   to two floats each (8 bytes, kern_x32_pack_act_wide).  kern_matmul packs a batch once per call, in
  *   groups of X32_TOK tokens (the last one smaller), group j at unit offset
  *   j * X32_TOK * S; one token is its own packing and is read in place.
  *
@@ -40,6 +41,14 @@
  *     f16:  acc = fmaf(w[r][s], x[t][s], acc)          (one rounding)
  *     bf16: acc = VDPBF16PS lane (ref.h, ref_bf16_dp_lane): the odd element's
  *           product, then the even one's, each a rounded FMA, DAZ/FTZ
+ *   bf16 has two SIMD kernels with the same bits: vdpbf16ps on the pairs
+ *   (avx512bf16), and FP32 FMAs on the pairs split into floats, odd element
+ *   first, under MXCSR DAZ/FTZ (any avx512 level; kern_x32_bf16_wide).
+ *   WHY both: an Intel Xeon (family 6 model 207) ran zmm vdpbf16ps at about
+ *   a quarter of its zmm FMA rate (1.0-1.2 against 4.7-5.1 G instructions/s
+ *   on one thread), half the FLOPs of plain f32 FMA, while on AMD Zen 5 it
+ *   gave the bf16 tile 341-405 GFLOP/s against 203-215 for f16.  Intel CPUs
+ *   therefore take the FMA kernel (cpu_info.intel), the others vdpbf16ps.
  *   The order depends only on K: results are identical for any batch
  *   grouping, token-group size, thread count, and for prefill versus decode.
  *   (It is another order than the plain-row kernels'; both are tested
@@ -84,6 +93,12 @@ void kern_x32_get_row(uint32_t type, const void *data, int64_t ne0, int64_t row,
 /* Packs nt token rows of n_units 4-byte units (src, rows src_stride bytes
  * apart) as [n_units][nt] at dst. */
 void kern_x32_pack_act(const void *src, size_t src_stride, int64_t n_units, int nt, void *dst);
+/* The same for bf16 pairs widened: unit (s, t) becomes two floats, the even
+ * element then the odd one, at dst[2 * (s * nt + t)] ([n_units][nt][2]). */
+void kern_x32_pack_act_wide(const void *src, size_t src_stride, int64_t n_units, int nt, float *dst);
+/* Whether the level's bf16 kernel takes widened activations (8 bytes per
+ * pair, kern_x32_pack_act_wide) rather than the pairs (4 bytes). */
+bool kern_x32_bf16_wide(kern_level level);
 
 /* y[t*ldy + 32g + i] for ng consecutive groups g of the matrix at w (each
  * K * 32 halves), rows i < 32, tokens t < nt (1 <= nt <= X32_TOK), from the
@@ -100,5 +115,7 @@ void gemm_x32_bf16_ref(int64_t K, const uint16_t *w, int64_t ng, const void *xp,
 void gemm_x32_f16_avx512(int64_t K, const uint16_t *w, int64_t ng, const void *xp, int nt, float *y, int64_t ldy);
 void gemm_x32_bf16_avx512bf16(int64_t K, const uint16_t *w, int64_t ng, const void *xp, int nt, float *y,
                               int64_t ldy);
+/* bf16 weights, widened activations (kern_x32_pack_act_wide), FP32 FMAs. */
+void gemm_x32_bf16f_avx512(int64_t K, const uint16_t *w, int64_t ng, const void *xp, int nt, float *y, int64_t ldy);
 
 #endif

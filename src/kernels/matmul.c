@@ -98,9 +98,12 @@ static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
 static size_t max_act_row_bytes(int64_t n) {
     const size_t q80 = (size_t)((n + 31) / 32) * 34, q8k = (size_t)((n + 255) / 256) * 292;
     const size_t w8 = (size_t)n + W8_ROW_HEADER; /* W8A8 rows (int8_gemm.h); q8k already covers it */
-    const size_t f32 = (size_t)n * 4; /* 32-row f16 groups: activations packed as [K][tokens] floats */
+    /* 32-row groups (gemm_x32.h): f16 packs [K][tokens] floats (4n); bf16 makes
+     * bf16 rows (2n), then packs their pairs (2n) or, widened, two floats per
+     * pair (4n) */
+    const size_t x32 = (size_t)n * 6;
     size_t m = q80 > q8k ? q80 : q8k;
-    if (f32 > m) m = f32; /* covers bf16 rows (level avx512bf16) too */
+    if (x32 > m) m = x32; /* covers bf16 rows (level avx512bf16) too */
     return m > w8 ? m : w8; /* plain f32 rows are used in place, never copied */
 }
 
@@ -126,7 +129,8 @@ typedef struct matmul_task {
     kern_gemm_x16_fn x16;     /* interleaved-layout kernel (gemm_x16.h) or NULL */
     kern_gemm_x32_fn x32;     /* 32-row f16/bf16 kernel (gemm_x32.h) or NULL */
     const void *xp;           /* x32: activations packed in token groups (the row itself for one token) */
-    size_t xp_row;            /* x32: packed bytes per token (4 per unit) */
+    size_t xp_row;            /* x32: packed bytes per token (4 per unit, 8 widened) */
+    bool x32_wide;            /* x32 bf16: the kernel takes widened pairs (kern_x32_bf16_wide) */
     int32_t *corr;            /* x16: [n_tok][nb] activation corrections */
     float *da;                /* x16: [n_tok][nb] activation scales */
     int64_t tile_bytes;       /* tune hook (tune.h): flat path's weight bytes per row tile */
@@ -157,11 +161,14 @@ static void pack_part(void *arg, int ith, int nth) {
     for (long j = j0; j < j1; j++) {
         const int64_t k = (int64_t)j * X32_TOK;
         const int nt = (int)(t->n_tok - k < X32_TOK ? t->n_tok - k : X32_TOK);
-        /* f16 packs the float rows, bf16 the bf16 rows quant_part made */
+        /* f16 packs the float rows, bf16 the bf16 rows quant_part made (widened for the FMA kernel) */
         const bool f = t->act == (const char *)t->x;
-        kern_x32_pack_act(f ? (const void *)(t->x + k * ne0) : (const void *)(t->act + (size_t)k * t->a_stride),
-                          f ? (size_t)ne0 * sizeof(float) : t->a_stride, (int64_t)(t->xp_row / 4), nt,
-                          (char *)(uintptr_t)t->xp + (size_t)k * t->xp_row);
+        char *dst = (char *)(uintptr_t)t->xp + (size_t)k * t->xp_row;
+        if (t->x32_wide)
+            kern_x32_pack_act_wide(t->act + (size_t)k * t->a_stride, t->a_stride, ne0 / 2, nt, (float *)(void *)dst);
+        else
+            kern_x32_pack_act(f ? (const void *)(t->x + k * ne0) : (const void *)(t->act + (size_t)k * t->a_stride),
+                              f ? (size_t)ne0 * sizeof(float) : t->a_stride, (int64_t)(t->xp_row / 4), nt, dst);
     }
 }
 
@@ -304,13 +311,16 @@ static int mm_setup(const kern_ops_table *kt, threadpool *tp, const weight *w, c
     if (w->layout == WEIGHT_LAYOUT_X32) { /* gemm_x32.h, ACTIVATIONS; packed by convert_act */
         t->x32 = kern_gemm_x32_get(kt->level, w->type);
         KITE_ASSERT(t->x32);
-        t->xp_row = (size_t)(ne0 / kern_x32_unit(w->type)) * 4;
+        t->x32_wide = w->type == KITE_DTYPE_BF16 && kern_x32_bf16_wide(kt->level);
+        t->xp_row = (size_t)(ne0 / kern_x32_unit(w->type)) * (t->x32_wide ? 8 : 4);
         if (w->type == KITE_DTYPE_BF16) { /* bf16 rows at every level (the lower ones' tables take floats) */
             t->act_type = KITE_DTYPE_BF16;
             t->act = rows;
             t->a_stride = kern_act_row_bytes(KITE_DTYPE_BF16, ne0);
             KITE_ASSERT(t->a_stride > 0 && kt->act_from_f32[KITE_DTYPE_BF16]);
-            t->xp = n_tok == 1 ? (const void *)rows : (const void *)(rows + round64((size_t)n_tok * t->a_stride));
+            /* one token reads its bf16 row in place, unless the kernel wants it widened */
+            t->xp = n_tok == 1 && !t->x32_wide ? (const void *)rows
+                                               : (const void *)(rows + round64((size_t)n_tok * t->a_stride));
         } else {
             t->act = (const char *)x;
             t->a_stride = (size_t)ne0 * sizeof(float);

@@ -48,6 +48,11 @@ static uint16_t *make_rows16(uint32_t t, int64_t nr, int64_t ne0) {
     w[0] = t == KITE_DTYPE_BF16 ? 0x4780 : 0x7bff; /* 65536, 65504 (f16: its largest) */
     w[nr * ne0 - 1] = 0x0001;                        /* smallest subnormal (bf16: flushed by vdpbf16ps) */
     if (nr * ne0 > 40) w[40] = 0x8000;               /* -0 */
+    if (t == KITE_DTYPE_BF16 && nr > 5) /* DAZ / FTZ: row 3 subnormal (products flushed to 0), row 5 at */
+        for (int64_t k = 0; k < ne0; k++) { /* FLT_MIN (products under 1 in size are subnormal, flushed) */
+            w[3 * ne0 + k] = (uint16_t)((k % 2 ? 0x8000 : 0) | (1 + k % 127));
+            w[5 * ne0 + k] = (uint16_t)(k % 3 ? 0x0080 : 0x8080);
+        }
     return w;
 }
 
@@ -124,11 +129,13 @@ TEST(test_kernel_equals_ref) {
             const size_t nx = (size_t)(X32_TOK * K);
             float *x = malloc(nx * sizeof(float)), *xr = malloc(nx * sizeof(float));
             void *units = malloc(nx * 4), *xp = malloc(nx * 4);
+            float *xw = malloc(nx * 4); /* bf16: K / 2 pairs x 2 floats per token */
             for (size_t i = 0; i < nx; i++) x[i] = frand() * (i % 97 == 0 ? 50.0f : 1.0f);
             act_units(ty, x, K, X32_TOK, xr, units);
             float *y0 = malloc((size_t)(X32_TOK * ldy) * 4), *y1 = malloc((size_t)(X32_TOK * ldy) * 4);
             for (int nt = 1; nt <= X32_TOK; nt++) {
                 kern_x32_pack_act(units, (size_t)S * 4, S, nt, xp);
+                if (ty == KITE_DTYPE_BF16) kern_x32_pack_act_wide(units, (size_t)S * 4, S, nt, xw);
                 for (int64_t g = 1; g <= ng; g += g < 3 ? 1 : 3) { /* 1, 2, 3, 6 groups: the wide tile and leftovers */
                     for (int64_t i = 0; i < X32_TOK * ldy; i++) y0[i] = y1[i] = NAN;
                     kern_gemm_x32_get(KERN_LEVEL_SCALAR, ty)(K, w, g, xp, nt, y0, ldy);
@@ -144,15 +151,22 @@ TEST(test_kernel_equals_ref) {
                             CHECK_MSG(e <= 1, "%s ref K %lld nt %d row %lld: %.9g vs %.9g", dtype_name(ty),
                                       (long long)K, nt, (long long)r, y0[t * ldy + r], sum);
                         }
-                    if (!simd) continue;
-                    for (int pf = 0; pf < 2; pf++) { /* decode prefetch off and on (dispatch.h) */
-                        kern_decode_prefetch_set(pf);
-                        for (int64_t i = 0; i < X32_TOK * ldy; i++) y1[i] = NAN;
-                        kern_gemm_x32_get(simd_level[ti], ty)(K, w, g, xp, nt, y1, ldy);
-                        CHECK_MSG(memcmp(y0, y1, (size_t)(X32_TOK * ldy) * 4) == 0,
-                                  "%s K %lld groups %lld nt %d prefetch %d", dtype_name(ty), (long long)K,
-                                  (long long)g, nt, pf);
-                        n++;
+                    /* every SIMD kernel of the type: f16; bf16 with vdpbf16ps (pairs) and with FMAs (widened) */
+                    for (int v = 0; v < (ty == KITE_DTYPE_BF16 ? 2 : 1); v++) {
+                        const bool wide = v == 1;
+                        if (wide ? kern_level_max() < KERN_LEVEL_AVX512 : !simd) continue;
+                        const kern_gemm_x32_fn fn = ty == KITE_DTYPE_F16 ? gemm_x32_f16_avx512
+                                                    : wide               ? gemm_x32_bf16f_avx512
+                                                                         : gemm_x32_bf16_avx512bf16;
+                        for (int pf = 0; pf < 2; pf++) { /* decode prefetch off and on (dispatch.h) */
+                            kern_decode_prefetch_set(pf);
+                            for (int64_t i = 0; i < X32_TOK * ldy; i++) y1[i] = NAN;
+                            fn(K, w, g, wide ? (const void *)xw : xp, nt, y1, ldy);
+                            CHECK_MSG(memcmp(y0, y1, (size_t)(X32_TOK * ldy) * 4) == 0,
+                                      "%s%s K %lld groups %lld nt %d prefetch %d", dtype_name(ty), wide ? " (FMA)" : "",
+                                      (long long)K, (long long)g, nt, pf);
+                            n++;
+                        }
                     }
                     kern_decode_prefetch_set(pf0);
                 }
@@ -164,6 +178,7 @@ TEST(test_kernel_equals_ref) {
             free(xr);
             free(units);
             free(xp);
+            free(xw);
             free(y0);
             free(y1);
         }

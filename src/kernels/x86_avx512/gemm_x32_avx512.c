@@ -119,11 +119,81 @@ static inline int unit_i32(const uint32_t *p) {
         tile_##KIND##_1_5,  tile_##KIND##_1_6,  tile_##KIND##_1_7,  tile_##KIND##_1_8, tile_##KIND##_1_9,     \
         tile_##KIND##_1_10, tile_##KIND##_1_11, tile_##KIND##_1_12};
 
+/* bf16 weights as FP32 FMAs (gemm_x32.h, ARITHMETIC): a step's 64 bytes per
+ * 16 rows are split into the odd elements (the high halves, masked) and the
+ * even ones (shifted up), and each token's two widened activations are
+ * broadcast from memory ([S][NT][2] floats), odd first, as one vdpbf16ps
+ * lane does them.  The caller sets DAZ/FTZ. */
+#define DEFINE_TILE_BF16F(G, NT)                                                                             \
+    static void tile_BF16F_##G##_##NT(int64_t S, const uint16_t *w, size_t gs, const uint32_t *xp, float *y, \
+                                      int64_t ldy, size_t pf) {                                             \
+        const float *xf = (const float *)(const void *)xp;                                                   \
+        const __m512i hi16 = _mm512_set1_epi32((int)0xFFFF0000u);                                            \
+        __m512 a0[(G) * (NT)], a1[(G) * (NT)];                                                               \
+        _Pragma("GCC unroll 32") for (int j = 0; j < (G) * (NT); j++) a0[j] = a1[j] = _mm512_setzero_ps();   \
+        for (int64_t s = 0; s < S; s++) {                                                                    \
+            __m512 o0[G], e0[G], o1[G], e1[G];                                                               \
+            if ((NT) <= 2 && pf)                                                                             \
+                _Pragma("GCC unroll 8") for (int g = 0; g < (G); g++) {                                      \
+                    const char *p = (const char *)(w + g * gs + (size_t)s * X32_ROWS * 2) + pf;              \
+                    _mm_prefetch(p, _MM_HINT_T0);                                                            \
+                    _mm_prefetch(p + 64, _MM_HINT_T0);                                                       \
+                }                                                                                            \
+            _Pragma("GCC unroll 8") for (int g = 0; g < (G); g++) {                                          \
+                const __m512i v0 = _mm512_loadu_si512((const void *)(w + g * gs + (size_t)s * X32_ROWS * 2));     \
+                const __m512i v1 = _mm512_loadu_si512((const void *)(w + g * gs + (size_t)s * X32_ROWS * 2 + 32)); \
+                o0[g] = _mm512_castsi512_ps(_mm512_and_si512(v0, hi16));                                     \
+                e0[g] = _mm512_castsi512_ps(_mm512_slli_epi32(v0, 16));                                      \
+                o1[g] = _mm512_castsi512_ps(_mm512_and_si512(v1, hi16));                                     \
+                e1[g] = _mm512_castsi512_ps(_mm512_slli_epi32(v1, 16));                                      \
+            }                                                                                                \
+            _Pragma("GCC unroll 16") for (int t = 0; t < (NT); t++) {                                        \
+                const __m512 bo = _mm512_set1_ps(xf[2 * (s * (NT) + t) + 1]);                                \
+                const __m512 be = _mm512_set1_ps(xf[2 * (s * (NT) + t)]);                                    \
+                _Pragma("GCC unroll 8") for (int g = 0; g < (G); g++) {                                      \
+                    a0[g * (NT) + t] = _mm512_fmadd_ps(o0[g], bo, a0[g * (NT) + t]);                         \
+                    a1[g * (NT) + t] = _mm512_fmadd_ps(o1[g], bo, a1[g * (NT) + t]);                         \
+                    a0[g * (NT) + t] = _mm512_fmadd_ps(e0[g], be, a0[g * (NT) + t]);                         \
+                    a1[g * (NT) + t] = _mm512_fmadd_ps(e1[g], be, a1[g * (NT) + t]);                         \
+                }                                                                                            \
+            }                                                                                                \
+        }                                                                                                    \
+        _Pragma("GCC unroll 8") for (int g = 0; g < (G); g++) _Pragma("GCC unroll 16") for (int t = 0;       \
+                                                                                         t < (NT); t++) {   \
+            _mm512_storeu_ps(y + t * ldy + g * X32_ROWS, a0[g * (NT) + t]);                                  \
+            _mm512_storeu_ps(y + t * ldy + g * X32_ROWS + 16, a1[g * (NT) + t]);                             \
+        }                                                                                                    \
+    }
+
 typedef void (*tile_fn)(int64_t S, const uint16_t *w, size_t gs, const uint32_t *xp, float *y, int64_t ldy,
                         size_t pf);
 
 DEFINE_KIND(F16, 1)
 DEFINE_KIND(BF16, 2)
+/* The same shapes for BF16F (two FMAs per pair: one register more per group) */
+DEFINE_TILE_BF16F(4, 1)
+DEFINE_TILE_BF16F(1, 1)
+DEFINE_TILE_BF16F(2, 2)
+DEFINE_TILE_BF16F(1, 2)
+DEFINE_TILE_BF16F(2, 3)
+DEFINE_TILE_BF16F(1, 3)
+DEFINE_TILE_BF16F(2, 4)
+DEFINE_TILE_BF16F(1, 4)
+DEFINE_TILE_BF16F(2, 5)
+DEFINE_TILE_BF16F(1, 5)
+DEFINE_TILE_BF16F(1, 6)
+DEFINE_TILE_BF16F(1, 7)
+DEFINE_TILE_BF16F(1, 8)
+DEFINE_TILE_BF16F(1, 9)
+DEFINE_TILE_BF16F(1, 10)
+DEFINE_TILE_BF16F(1, 11)
+DEFINE_TILE_BF16F(1, 12)
+static const tile_fn wide_BF16F[X32_TOK + 1] = {
+    0,                 tile_BF16F_4_1,  tile_BF16F_2_2,  tile_BF16F_2_3, tile_BF16F_2_4, tile_BF16F_2_5, tile_BF16F_1_6,
+    tile_BF16F_1_7,    tile_BF16F_1_8,  tile_BF16F_1_9,  tile_BF16F_1_10, tile_BF16F_1_11, tile_BF16F_1_12};
+static const tile_fn one_BF16F[X32_TOK + 1] = {
+    0,                 tile_BF16F_1_1,  tile_BF16F_1_2,  tile_BF16F_1_3, tile_BF16F_1_4, tile_BF16F_1_5, tile_BF16F_1_6,
+    tile_BF16F_1_7,    tile_BF16F_1_8,  tile_BF16F_1_9,  tile_BF16F_1_10, tile_BF16F_1_11, tile_BF16F_1_12};
 
 static void run(const tile_fn *wide, const tile_fn *one, int64_t S, int64_t K, const uint16_t *w, int64_t ng,
                 const void *xp, int nt, float *y, int64_t ldy) {
@@ -138,6 +208,16 @@ static void run(const tile_fn *wide, const tile_fn *one, int64_t S, int64_t K, c
 
 void gemm_x32_f16_avx512(int64_t K, const uint16_t *w, int64_t ng, const void *xp, int nt, float *y, int64_t ldy) {
     run(wide_F16, one_F16, K, K, w, ng, xp, nt, y, ldy);
+}
+
+/* DAZ (bit 6) and FTZ (bit 15) for the FMA form of vdpbf16ps's lane */
+#define MXCSR_DAZ_FTZ 0x8040u
+
+void gemm_x32_bf16f_avx512(int64_t K, const uint16_t *w, int64_t ng, const void *xp, int nt, float *y, int64_t ldy) {
+    const unsigned csr = _mm_getcsr();
+    _mm_setcsr(csr | MXCSR_DAZ_FTZ);
+    run(wide_BF16F, one_BF16F, K / 2, K, w, ng, xp, nt, y, ldy);
+    _mm_setcsr(csr);
 }
 
 void gemm_x32_bf16_avx512bf16(int64_t K, const uint16_t *w, int64_t ng, const void *xp, int nt, float *y,
