@@ -270,7 +270,11 @@ __attribute__((target("avx512f"))) static uint64_t sum_slice_avx512(const uint8_
         s2 = _mm512_add_epi64(s2, _mm512_load_si512((const void *)(p + i + 128)));
         s3 = _mm512_add_epi64(s3, _mm512_load_si512((const void *)(p + i + 192)));
     }
-    return (uint64_t)_mm512_reduce_add_epi64(_mm512_add_epi64(_mm512_add_epi64(s0, s1), _mm512_add_epi64(s2, s3)));
+    uint64_t lanes[8]; /* summed unsigned: _mm512_reduce_add_epi64 adds signed, and these sums wrap */
+    _mm512_storeu_si512((void *)lanes, _mm512_add_epi64(_mm512_add_epi64(s0, s1), _mm512_add_epi64(s2, s3)));
+    uint64_t sum = 0;
+    for (int i = 0; i < 8; i++) sum += lanes[i];
+    return sum;
 }
 
 __attribute__((target("avx2"))) static uint64_t sum_slice_avx2(const uint8_t *p, size_t bytes) {
