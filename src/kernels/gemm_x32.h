@@ -49,6 +49,10 @@
  *   on one thread), half the FLOPs of plain f32 FMA, while on AMD Zen 5 it
  *   gave the bf16 tile 341-405 GFLOP/s against 203-215 for f16.  Intel CPUs
  *   therefore take the FMA kernel (cpu_info.intel), the others vdpbf16ps.
+ *   Likewise f16 prefill on Intel: vcvtph2ps shares the FMA ports there (the
+ *   f16 tile ran 139-140 GFLOP/s from L2 on one thread, the bf16 FMA tile
+ *   159-161), so a block of groups is widened to floats once and every
+ *   token group runs over the floats (kern_x32_f16_widen): same chains.
  *   The order depends only on K: results are identical for any batch
  *   grouping, token-group size, thread count, and for prefill versus decode.
  *   (It is another order than the plain-row kernels'; both are tested
@@ -115,6 +119,24 @@ void gemm_x32_bf16_ref(int64_t K, const uint16_t *w, int64_t ng, const void *xp,
 void gemm_x32_f16_avx512(int64_t K, const uint16_t *w, int64_t ng, const void *xp, int nt, float *y, int64_t ldy);
 void gemm_x32_bf16_avx512bf16(int64_t K, const uint16_t *w, int64_t ng, const void *xp, int nt, float *y,
                               int64_t ldy);
+/* f16 prefill with the block widened first: converts the ng groups at w
+ * (f16) to floats in buf (ng * 32 * K floats), then runs every token group
+ * of the n_tok packed ones (group j at xp + j * X32_TOK * xp_row, y rows
+ * from y + j * X32_TOK * ldy) over them with FP32 FMAs: the same chains, so
+ * the same bits, as gemm_x32_f16_avx512 (kern_x32_f16_widen). */
+void gemm_x32_f16_widened_avx512(int64_t K, const uint16_t *w, int64_t ng, const void *xp, size_t xp_row,
+                                 int64_t n_tok, float *y, int64_t ldy, float *buf);
+typedef void (*kern_x32_f16_widened_fn)(int64_t K, const uint16_t *w, int64_t ng, const void *xp, size_t xp_row,
+                                        int64_t n_tok, float *y, int64_t ldy, float *buf);
+/* The level's widened f16 prefill, or NULL where the plain f16 kernel runs:
+ * Intel CPUs at avx512 and above (see ARITHMETIC). */
+kern_x32_f16_widened_fn kern_x32_f16_widen(kern_level level);
+/* Groups per widened block (about 256 KiB of floats: it stays in L2 while
+ * every token group runs over it), and the scratch floats per thread, which
+ * bound ng * 32 * K for every K up to ne0. */
+int64_t kern_x32_widen_groups(int64_t ne0);
+size_t kern_x32_widen_floats(int64_t ne0);
+
 /* bf16 weights, widened activations (kern_x32_pack_act_wide), FP32 FMAs. */
 void gemm_x32_bf16f_avx512(int64_t K, const uint16_t *w, int64_t ng, const void *xp, int nt, float *y, int64_t ldy);
 

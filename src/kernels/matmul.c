@@ -107,8 +107,14 @@ static size_t max_act_row_bytes(int64_t n) {
     return m > w8 ? m : w8; /* plain f32 rows are used in place, never copied */
 }
 
+/* x32 f16 prefill on Intel (gemm_x32.h, kern_x32_f16_widen): each thread's
+ * widened block, at the start of the scratch. */
+static size_t widen_bytes(int n_threads, int64_t ne0) {
+    return (size_t)n_threads * round64(kern_x32_widen_floats(ne0) * sizeof(float));
+}
+
 size_t kern_matmul_scratch_bytes(int n_threads, int64_t n_tok_max, int64_t max_cols) {
-    return round64((size_t)n_threads * (size_t)max_cols * sizeof(float)) +
+    return widen_bytes(n_threads, max_cols) + round64((size_t)n_threads * (size_t)max_cols * sizeof(float)) +
            (size_t)n_tok_max * max_act_row_bytes(max_cols) + 64 +
            (size_t)n_tok_max * (size_t)((max_cols + 31) / 32) * 8 + 64 + /* x16: corr + da per block */
            kern_llm_int8_extra_scratch(max_cols); /* W8A8 / LLM.int8() hook */
@@ -131,6 +137,9 @@ typedef struct matmul_task {
     const void *xp;           /* x32: activations packed in token groups (the row itself for one token) */
     size_t xp_row;            /* x32: packed bytes per token (4 per unit, 8 widened) */
     bool x32_wide;            /* x32 bf16: the kernel takes widened pairs (kern_x32_bf16_wide) */
+    kern_x32_f16_widened_fn x32_widen; /* x32 f16 prefill: blocks widened first (kern_x32_f16_widen) or NULL */
+    float *widen;             /* its per-thread blocks, widen_floats apart */
+    size_t widen_floats;
     int32_t *corr;            /* x16: [n_tok][nb] activation corrections */
     float *da;                /* x16: [n_tok][nb] activation scales */
     int64_t tile_bytes;       /* tune hook (tune.h): flat path's weight bytes per row tile */
@@ -190,6 +199,11 @@ static void run_rows(const matmul_task *t, int64_t r0, int64_t r1, int ith) {
         if (t->n_tok == 1 && g1 > g0) /* decode: one call, the kernel streams its groups side by side */
             t->x32(ne0, (const uint16_t *)(const void *)(wd + (size_t)g0 * gs), g1 - g0, t->xp, 1,
                    t->y + g0 * X32_ROWS, t->ldy);
+        else if (t->x32_widen) /* f16 prefill on Intel: each block widened once, then every token group */
+            for (int64_t gb = g0, bg = kern_x32_widen_groups(ne0); gb < g1; gb += bg)
+                t->x32_widen(ne0, (const uint16_t *)(const void *)(wd + (size_t)gb * gs), g1 - gb < bg ? g1 - gb : bg,
+                             t->xp, t->xp_row, t->n_tok, t->y + gb * X32_ROWS, t->ldy,
+                             t->widen + (size_t)ith * t->widen_floats);
         else
             for (int64_t gb = g0; gb < g1; gb += MM_X32_BLOCK_GROUPS) {
                 const int64_t ng = g1 - gb < MM_X32_BLOCK_GROUPS ? g1 - gb : MM_X32_BLOCK_GROUPS;
@@ -296,7 +310,8 @@ static int mm_setup(const kern_ops_table *kt, threadpool *tp, const weight *w, c
     const kern_type_ops *op = &kt->ops[w->type];
     const int nth = tp_n_threads(tp);
     const int64_t ne0 = w->ne[0];
-    char *sc = scratch;
+    float *widen = scratch; /* [nth] widened blocks (widen_bytes), then the rest */
+    char *sc = (char *)scratch + widen_bytes(nth, ne0);
     *t = (matmul_task){.kt = kt, .w = w, .x = x, .n_tok = n_tok, .y = y, .ldy = ldy, .row_buf = (float *)(void *)sc};
     const double macs = (double)n_tok * (double)w->ne[1] * (double)ne0;
     const double speedup = w->layout == WEIGHT_LAYOUT_X16 ? MM_X16_SPEEDUP : MM_SIMD_SPEEDUP;
@@ -312,6 +327,10 @@ static int mm_setup(const kern_ops_table *kt, threadpool *tp, const weight *w, c
         t->x32 = kern_gemm_x32_get(kt->level, w->type);
         KITE_ASSERT(t->x32);
         t->x32_wide = w->type == KITE_DTYPE_BF16 && kern_x32_bf16_wide(kt->level);
+        if (w->type == KITE_DTYPE_F16 && n_tok > X32_TOK && (t->x32_widen = kern_x32_f16_widen(kt->level))) {
+            t->widen = widen;
+            t->widen_floats = round64(kern_x32_widen_floats(ne0) * sizeof(float)) / sizeof(float);
+        }
         t->xp_row = (size_t)(ne0 / kern_x32_unit(w->type)) * (t->x32_wide ? 8 : 4);
         if (w->type == KITE_DTYPE_BF16) { /* bf16 rows at every level (the lower ones' tables take floats) */
             t->act_type = KITE_DTYPE_BF16;

@@ -129,7 +129,8 @@ TEST(test_kernel_equals_ref) {
             const size_t nx = (size_t)(X32_TOK * K);
             float *x = malloc(nx * sizeof(float)), *xr = malloc(nx * sizeof(float));
             void *units = malloc(nx * 4), *xp = malloc(nx * 4);
-            float *xw = malloc(nx * 4); /* bf16: K / 2 pairs x 2 floats per token */
+            /* bf16: K / 2 pairs x 2 floats per token; f16: the widened groups */
+            float *xw = malloc((nx > (size_t)(ng * 32 * K) ? nx : (size_t)(ng * 32 * K)) * 4);
             for (size_t i = 0; i < nx; i++) x[i] = frand() * (i % 97 == 0 ? 50.0f : 1.0f);
             act_units(ty, x, K, X32_TOK, xr, units);
             float *y0 = malloc((size_t)(X32_TOK * ldy) * 4), *y1 = malloc((size_t)(X32_TOK * ldy) * 4);
@@ -151,8 +152,9 @@ TEST(test_kernel_equals_ref) {
                             CHECK_MSG(e <= 1, "%s ref K %lld nt %d row %lld: %.9g vs %.9g", dtype_name(ty),
                                       (long long)K, nt, (long long)r, y0[t * ldy + r], sum);
                         }
-                    /* every SIMD kernel of the type: f16; bf16 with vdpbf16ps (pairs) and with FMAs (widened) */
-                    for (int v = 0; v < (ty == KITE_DTYPE_BF16 ? 2 : 1); v++) {
+                    /* every SIMD kernel of the type: f16 as it is and with the block widened (prefill on
+                     * Intel); bf16 with vdpbf16ps (pairs) and with FMAs (widened activations) */
+                    for (int v = 0; v < 2; v++) {
                         const bool wide = v == 1;
                         if (wide ? kern_level_max() < KERN_LEVEL_AVX512 : !simd) continue;
                         const kern_gemm_x32_fn fn = ty == KITE_DTYPE_F16 ? gemm_x32_f16_avx512
@@ -161,9 +163,12 @@ TEST(test_kernel_equals_ref) {
                         for (int pf = 0; pf < 2; pf++) { /* decode prefetch off and on (dispatch.h) */
                             kern_decode_prefetch_set(pf);
                             for (int64_t i = 0; i < X32_TOK * ldy; i++) y1[i] = NAN;
-                            fn(K, w, g, wide ? (const void *)xw : xp, nt, y1, ldy);
+                            if (ty == KITE_DTYPE_F16 && wide) /* one token group: xp_row is not used */
+                                gemm_x32_f16_widened_avx512(K, w, g, xp, 0, nt, y1, ldy, xw);
+                            else
+                                fn(K, w, g, wide ? (const void *)xw : xp, nt, y1, ldy);
                             CHECK_MSG(memcmp(y0, y1, (size_t)(X32_TOK * ldy) * 4) == 0,
-                                      "%s%s K %lld groups %lld nt %d prefetch %d", dtype_name(ty), wide ? " (FMA)" : "",
+                                      "%s%s K %lld groups %lld nt %d prefetch %d", dtype_name(ty), wide ? " (widened)" : "",
                                       (long long)K, (long long)g, nt, pf);
                             n++;
                         }

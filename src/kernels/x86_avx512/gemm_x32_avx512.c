@@ -170,6 +170,36 @@ typedef void (*tile_fn)(int64_t S, const uint16_t *w, size_t gs, const uint32_t 
 
 DEFINE_KIND(F16, 1)
 DEFINE_KIND(BF16, 2)
+/* f32 weights in the x32 layout (f16 groups widened by gemm_x32_f16_widened_avx512):
+ * 16 floats per row half and step, as bf16's 16 pairs, so U = 2 halves */
+#define F32W_W(p) _mm512_loadu_ps((const void *)(p))
+#define F32W_X(p) _mm512_set1_ps(unit_f32(p))
+#define F32W_FMA(acc, w, x) _mm512_fmadd_ps(w, x, acc)
+#define F32W_VT __m512
+DEFINE_TILE(F32W, 2, 1, 12)
+DEFINE_TILE(F32W, 2, 1, 11)
+DEFINE_TILE(F32W, 2, 1, 10)
+DEFINE_TILE(F32W, 2, 1, 9)
+DEFINE_TILE(F32W, 2, 1, 8)
+DEFINE_TILE(F32W, 2, 1, 7)
+DEFINE_TILE(F32W, 2, 1, 6)
+DEFINE_TILE(F32W, 2, 2, 5)
+DEFINE_TILE(F32W, 2, 2, 4)
+DEFINE_TILE(F32W, 2, 2, 3)
+DEFINE_TILE(F32W, 2, 2, 2)
+DEFINE_TILE(F32W, 2, 4, 1)
+DEFINE_TILE(F32W, 2, 1, 5)
+DEFINE_TILE(F32W, 2, 1, 4)
+DEFINE_TILE(F32W, 2, 1, 3)
+DEFINE_TILE(F32W, 2, 1, 2)
+DEFINE_TILE(F32W, 2, 1, 1)
+static const tile_fn wide_F32W[X32_TOK + 1] = {
+    0,              tile_F32W_4_1, tile_F32W_2_2, tile_F32W_2_3,  tile_F32W_2_4,  tile_F32W_2_5, tile_F32W_1_6,
+    tile_F32W_1_7,  tile_F32W_1_8, tile_F32W_1_9, tile_F32W_1_10, tile_F32W_1_11, tile_F32W_1_12};
+static const tile_fn one_F32W[X32_TOK + 1] = {
+    0,              tile_F32W_1_1, tile_F32W_1_2, tile_F32W_1_3,  tile_F32W_1_4,  tile_F32W_1_5, tile_F32W_1_6,
+    tile_F32W_1_7,  tile_F32W_1_8, tile_F32W_1_9, tile_F32W_1_10, tile_F32W_1_11, tile_F32W_1_12};
+
 /* The same shapes for BF16F (two FMAs per pair: one register more per group) */
 DEFINE_TILE_BF16F(4, 1)
 DEFINE_TILE_BF16F(1, 1)
@@ -208,6 +238,18 @@ static void run(const tile_fn *wide, const tile_fn *one, int64_t S, int64_t K, c
 
 void gemm_x32_f16_avx512(int64_t K, const uint16_t *w, int64_t ng, const void *xp, int nt, float *y, int64_t ldy) {
     run(wide_F16, one_F16, K, K, w, ng, xp, nt, y, ldy);
+}
+
+void gemm_x32_f16_widened_avx512(int64_t K, const uint16_t *w, int64_t ng, const void *xp, size_t xp_row,
+                                 int64_t n_tok, float *y, int64_t ldy, float *buf) {
+    const size_t n = (size_t)ng * X32_ROWS * (size_t)K; /* halves of the block, a multiple of 32 */
+    for (size_t i = 0; i < n; i += 16)
+        _mm512_storeu_ps(buf + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(w + i))));
+    const uint16_t *wf = (const uint16_t *)(const void *)buf; /* the tiles address it in halves, U = 2 */
+    for (int64_t k = 0; k < n_tok; k += X32_TOK) {
+        const int nt = (int)(n_tok - k < X32_TOK ? n_tok - k : X32_TOK);
+        run(wide_F32W, one_F32W, K, 2 * K, wf, ng, (const char *)xp + (size_t)k * xp_row, nt, y + k * ldy, ldy);
+    }
 }
 
 /* DAZ (bit 6) and FTZ (bit 15) for the FMA form of vdpbf16ps's lane */
