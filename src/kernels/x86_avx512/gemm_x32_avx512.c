@@ -59,12 +59,23 @@ static inline int unit_i32(const uint32_t *p) {
 #define BF16_FMA(acc, w, x) _mm512_dpbf16_ps(acc, w, x)
 #define BF16_VT __m512bh
 
+/* A tile's accumulators: a0 (rows 0-15) and a1 (rows 16-31) of each group and token, set to 0,
+ * and stored as the outputs at the end */
+#define X32_TILE_ZERO(G, NT) \
+    _Pragma("GCC unroll 32") for (int j = 0; j < (G) * (NT); j++) a0[j] = a1[j] = _mm512_setzero_ps()
+#define X32_TILE_STORE(G, NT)                                                                                \
+    _Pragma("GCC unroll 8") for (int g = 0; g < (G); g++) _Pragma("GCC unroll 16") for (int t = 0; t < (NT); \
+                                                                                             t++) {         \
+        _mm512_storeu_ps(y + t * ldy + g * X32_ROWS, a0[g * (NT) + t]);                                      \
+        _mm512_storeu_ps(y + t * ldy + g * X32_ROWS + 16, a1[g * (NT) + t]);                                 \
+    }
+
 /* U: elements per step (the halves between a row's step and the next row's) */
 #define DEFINE_TILE(KIND, U, G, NT)                                                                          \
     static void tile_##KIND##_##G##_##NT(int64_t S, const uint16_t *w, size_t gs, const uint32_t *xp,        \
                                          float *y, int64_t ldy, size_t pf) {                                \
         __m512 a0[(G) * (NT)], a1[(G) * (NT)];                                                               \
-        _Pragma("GCC unroll 32") for (int j = 0; j < (G) * (NT); j++) a0[j] = a1[j] = _mm512_setzero_ps();   \
+        X32_TILE_ZERO(G, NT);                                                                                \
         for (int64_t s = 0; s < S; s++) {                                                                    \
             KIND##_VT w0[G], w1[G];                                                                          \
             if ((NT) <= 2 && pf)                                                                             \
@@ -84,32 +95,28 @@ static inline int unit_i32(const uint32_t *p) {
                 }                                                                                            \
             }                                                                                                \
         }                                                                                                    \
-        _Pragma("GCC unroll 8") for (int g = 0; g < (G); g++) _Pragma("GCC unroll 16") for (int t = 0;       \
-                                                                                         t < (NT); t++) {   \
-            _mm512_storeu_ps(y + t * ldy + g * X32_ROWS, a0[g * (NT) + t]);                                  \
-            _mm512_storeu_ps(y + t * ldy + g * X32_ROWS + 16, a1[g * (NT) + t]);                             \
-        }                                                                                                    \
+        X32_TILE_STORE(G, NT);                                                                               \
     }
 
 /* the shapes each kind runs: [nt] wide (G groups) and one-group tiles */
-#define DEFINE_KIND(KIND, U)                                                                                 \
-    DEFINE_TILE(KIND, U, 4, 1)                                                                               \
-    DEFINE_TILE(KIND, U, 1, 1)                                                                               \
-    DEFINE_TILE(KIND, U, 2, 2)                                                                               \
-    DEFINE_TILE(KIND, U, 1, 2)                                                                               \
-    DEFINE_TILE(KIND, U, 2, 3)                                                                               \
-    DEFINE_TILE(KIND, U, 1, 3)                                                                               \
-    DEFINE_TILE(KIND, U, 2, 4)                                                                               \
-    DEFINE_TILE(KIND, U, 1, 4)                                                                               \
-    DEFINE_TILE(KIND, U, 2, 5)                                                                               \
-    DEFINE_TILE(KIND, U, 1, 5)                                                                               \
-    DEFINE_TILE(KIND, U, 1, 6)                                                                               \
-    DEFINE_TILE(KIND, U, 1, 7)                                                                               \
-    DEFINE_TILE(KIND, U, 1, 8)                                                                               \
-    DEFINE_TILE(KIND, U, 1, 9)                                                                               \
-    DEFINE_TILE(KIND, U, 1, 10)                                                                              \
-    DEFINE_TILE(KIND, U, 1, 11)                                                                              \
-    DEFINE_TILE(KIND, U, 1, 12)                                                                              \
+#define DEFINE_KIND(DEF, KIND, U)                                                                            \
+    DEF(KIND, U, 4, 1)                                                                                       \
+    DEF(KIND, U, 1, 1)                                                                                       \
+    DEF(KIND, U, 2, 2)                                                                                       \
+    DEF(KIND, U, 1, 2)                                                                                       \
+    DEF(KIND, U, 2, 3)                                                                                       \
+    DEF(KIND, U, 1, 3)                                                                                       \
+    DEF(KIND, U, 2, 4)                                                                                       \
+    DEF(KIND, U, 1, 4)                                                                                       \
+    DEF(KIND, U, 2, 5)                                                                                       \
+    DEF(KIND, U, 1, 5)                                                                                       \
+    DEF(KIND, U, 1, 6)                                                                                       \
+    DEF(KIND, U, 1, 7)                                                                                       \
+    DEF(KIND, U, 1, 8)                                                                                       \
+    DEF(KIND, U, 1, 9)                                                                                       \
+    DEF(KIND, U, 1, 10)                                                                                      \
+    DEF(KIND, U, 1, 11)                                                                                      \
+    DEF(KIND, U, 1, 12)                                                                                      \
     static const tile_fn wide_##KIND[X32_TOK + 1] = {                                                        \
         0,                  tile_##KIND##_4_1,  tile_##KIND##_2_2,  tile_##KIND##_2_3, tile_##KIND##_2_4,     \
         tile_##KIND##_2_5,  tile_##KIND##_1_6,  tile_##KIND##_1_7,  tile_##KIND##_1_8, tile_##KIND##_1_9,     \
@@ -124,13 +131,13 @@ static inline int unit_i32(const uint32_t *p) {
  * even ones (shifted up), and each token's two widened activations are
  * broadcast from memory ([S][NT][2] floats), odd first, as one vdpbf16ps
  * lane does them.  The caller sets DAZ/FTZ. */
-#define DEFINE_TILE_BF16F(G, NT)                                                                             \
-    static void tile_BF16F_##G##_##NT(int64_t S, const uint16_t *w, size_t gs, const uint32_t *xp, float *y, \
+#define DEFINE_TILE_BF16F(KIND, U, G, NT)                                                                           \
+    static void tile_##KIND##_##G##_##NT(int64_t S, const uint16_t *w, size_t gs, const uint32_t *xp, float *y, \
                                       int64_t ldy, size_t pf) {                                             \
         const float *xf = (const float *)(const void *)xp;                                                   \
         const __m512i hi16 = _mm512_set1_epi32((int)0xFFFF0000u);                                            \
         __m512 a0[(G) * (NT)], a1[(G) * (NT)];                                                               \
-        _Pragma("GCC unroll 32") for (int j = 0; j < (G) * (NT); j++) a0[j] = a1[j] = _mm512_setzero_ps();   \
+        X32_TILE_ZERO(G, NT);                                                                                \
         for (int64_t s = 0; s < S; s++) {                                                                    \
             __m512 o0[G], e0[G], o1[G], e1[G];                                                               \
             if ((NT) <= 2 && pf)                                                                             \
@@ -158,72 +165,23 @@ static inline int unit_i32(const uint32_t *p) {
                 }                                                                                            \
             }                                                                                                \
         }                                                                                                    \
-        _Pragma("GCC unroll 8") for (int g = 0; g < (G); g++) _Pragma("GCC unroll 16") for (int t = 0;       \
-                                                                                         t < (NT); t++) {   \
-            _mm512_storeu_ps(y + t * ldy + g * X32_ROWS, a0[g * (NT) + t]);                                  \
-            _mm512_storeu_ps(y + t * ldy + g * X32_ROWS + 16, a1[g * (NT) + t]);                             \
-        }                                                                                                    \
+        X32_TILE_STORE(G, NT);                                                                               \
     }
 
 typedef void (*tile_fn)(int64_t S, const uint16_t *w, size_t gs, const uint32_t *xp, float *y, int64_t ldy,
                         size_t pf);
 
-DEFINE_KIND(F16, 1)
-DEFINE_KIND(BF16, 2)
 /* f32 weights in the x32 layout (f16 groups widened by gemm_x32_f16_widened_avx512):
  * 16 floats per row half and step, as bf16's 16 pairs, so U = 2 halves */
 #define F32W_W(p) _mm512_loadu_ps((const void *)(p))
 #define F32W_X(p) _mm512_set1_ps(unit_f32(p))
 #define F32W_FMA(acc, w, x) _mm512_fmadd_ps(w, x, acc)
 #define F32W_VT __m512
-DEFINE_TILE(F32W, 2, 1, 12)
-DEFINE_TILE(F32W, 2, 1, 11)
-DEFINE_TILE(F32W, 2, 1, 10)
-DEFINE_TILE(F32W, 2, 1, 9)
-DEFINE_TILE(F32W, 2, 1, 8)
-DEFINE_TILE(F32W, 2, 1, 7)
-DEFINE_TILE(F32W, 2, 1, 6)
-DEFINE_TILE(F32W, 2, 2, 5)
-DEFINE_TILE(F32W, 2, 2, 4)
-DEFINE_TILE(F32W, 2, 2, 3)
-DEFINE_TILE(F32W, 2, 2, 2)
-DEFINE_TILE(F32W, 2, 4, 1)
-DEFINE_TILE(F32W, 2, 1, 5)
-DEFINE_TILE(F32W, 2, 1, 4)
-DEFINE_TILE(F32W, 2, 1, 3)
-DEFINE_TILE(F32W, 2, 1, 2)
-DEFINE_TILE(F32W, 2, 1, 1)
-static const tile_fn wide_F32W[X32_TOK + 1] = {
-    0,              tile_F32W_4_1, tile_F32W_2_2, tile_F32W_2_3,  tile_F32W_2_4,  tile_F32W_2_5, tile_F32W_1_6,
-    tile_F32W_1_7,  tile_F32W_1_8, tile_F32W_1_9, tile_F32W_1_10, tile_F32W_1_11, tile_F32W_1_12};
-static const tile_fn one_F32W[X32_TOK + 1] = {
-    0,              tile_F32W_1_1, tile_F32W_1_2, tile_F32W_1_3,  tile_F32W_1_4,  tile_F32W_1_5, tile_F32W_1_6,
-    tile_F32W_1_7,  tile_F32W_1_8, tile_F32W_1_9, tile_F32W_1_10, tile_F32W_1_11, tile_F32W_1_12};
 
-/* The same shapes for BF16F (two FMAs per pair: one register more per group) */
-DEFINE_TILE_BF16F(4, 1)
-DEFINE_TILE_BF16F(1, 1)
-DEFINE_TILE_BF16F(2, 2)
-DEFINE_TILE_BF16F(1, 2)
-DEFINE_TILE_BF16F(2, 3)
-DEFINE_TILE_BF16F(1, 3)
-DEFINE_TILE_BF16F(2, 4)
-DEFINE_TILE_BF16F(1, 4)
-DEFINE_TILE_BF16F(2, 5)
-DEFINE_TILE_BF16F(1, 5)
-DEFINE_TILE_BF16F(1, 6)
-DEFINE_TILE_BF16F(1, 7)
-DEFINE_TILE_BF16F(1, 8)
-DEFINE_TILE_BF16F(1, 9)
-DEFINE_TILE_BF16F(1, 10)
-DEFINE_TILE_BF16F(1, 11)
-DEFINE_TILE_BF16F(1, 12)
-static const tile_fn wide_BF16F[X32_TOK + 1] = {
-    0,                 tile_BF16F_4_1,  tile_BF16F_2_2,  tile_BF16F_2_3, tile_BF16F_2_4, tile_BF16F_2_5, tile_BF16F_1_6,
-    tile_BF16F_1_7,    tile_BF16F_1_8,  tile_BF16F_1_9,  tile_BF16F_1_10, tile_BF16F_1_11, tile_BF16F_1_12};
-static const tile_fn one_BF16F[X32_TOK + 1] = {
-    0,                 tile_BF16F_1_1,  tile_BF16F_1_2,  tile_BF16F_1_3, tile_BF16F_1_4, tile_BF16F_1_5, tile_BF16F_1_6,
-    tile_BF16F_1_7,    tile_BF16F_1_8,  tile_BF16F_1_9,  tile_BF16F_1_10, tile_BF16F_1_11, tile_BF16F_1_12};
+DEFINE_KIND(DEFINE_TILE, F16, 1)
+DEFINE_KIND(DEFINE_TILE, BF16, 2)
+DEFINE_KIND(DEFINE_TILE, F32W, 2)
+DEFINE_KIND(DEFINE_TILE_BF16F, BF16F, 2) /* two FMAs per pair: one register more per group */
 
 static void run(const tile_fn *wide, const tile_fn *one, int64_t S, int64_t K, const uint16_t *w, int64_t ng,
                 const void *xp, int nt, float *y, int64_t ldy) {
