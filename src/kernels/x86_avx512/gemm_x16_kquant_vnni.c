@@ -38,6 +38,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "kernels/dispatch.h"
 #include "kernels/gemm_x16.h"
 #include "kernels/x86_avx512/vnni_common.h"
 #include "tensor/blocks.h"
@@ -233,10 +234,15 @@ static ALWAYS_INLINE void kquant_pass(const int IS_Q6, int64_t nb, float *y, int
     __m512 f[X16K_PASS_TOK];
     KITE_PRAGMA(GCC unroll 4)
     for (int t = 0; t < NT; t++) f[t] = acc ? _mm512_loadu_ps(y + (int64_t)t * ldy) : _mm512_setzero_ps();
+    /* one or two tokens where kern_decode_prefetch() is on: also into L2, 16 KiB ahead (q4_K_M decode
+     * 1.19-1.27x on an Intel Xeon; docs/kernels.md, "Decode prefetch by CPU") */
+    const size_t pf2 = NT <= 2 && kern_decode_prefetch() ? 16384 : 0;
     for (int64_t b = 0; b < nb; b++) {
         const unsigned char *x = g + (size_t)b * bb;
         KITE_PRAGMA(GCC unroll 53)
         for (size_t l = 0; l < bb; l += 64) _mm_prefetch((const char *)x + X16_PF_BYTES + l, _MM_HINT_T0);
+        if (pf2)
+            for (size_t l = 0; l < bb; l += 64) _mm_prefetch((const char *)x + pf2 + l, _MM_HINT_T1);
         if (IS_Q6)
             q6_K_block(g, b, a + (size_t)b * sizeof(block_q8_K), as, f, NT);
         else

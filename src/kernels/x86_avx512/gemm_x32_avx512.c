@@ -34,7 +34,9 @@
 #include "kernels/dispatch.h"
 #include "kernels/gemm_x32.h"
 
-#define X32_DECODE_PF 2048 /* bytes ahead in each group's stream (1024-4096 were alike) */
+/* bytes ahead in each group's stream into L1 (1024-4096 were alike), and 4 times that into L2
+ * (bf16 decode 1.10x, f16 1.04x on top of the L1 prefetch alone) */
+#define X32_DECODE_PF 2048
 
 /* The packed units are 4-byte copies of floats (f16) or bf16 pairs (bf16): read by memcpy. */
 static inline float unit_f32(const uint32_t *p) {
@@ -81,7 +83,10 @@ static inline int unit_i32(const uint32_t *p) {
             if ((NT) <= 2 && pf)                                                                             \
                 _Pragma("GCC unroll 8") for (int g = 0; g < (G); g++) {                                      \
                     const char *p = (const char *)(w + g * gs + (size_t)s * X32_ROWS * (U)) + pf;            \
-                    _Pragma("GCC unroll 2") for (int l = 0; l < (U); l++) _mm_prefetch(p + 64 * l, _MM_HINT_T0); \
+                    _Pragma("GCC unroll 2") for (int l = 0; l < (U); l++) {                                  \
+                        _mm_prefetch(p + 64 * l, _MM_HINT_T0);                                               \
+                        _mm_prefetch(p + 3 * pf + 64 * l, _MM_HINT_T1);                                      \
+                    }                                                                                        \
                 }                                                                                            \
             _Pragma("GCC unroll 8") for (int g = 0; g < (G); g++) {                                          \
                 w0[g] = KIND##_W(w + g * gs + (size_t)s * X32_ROWS * (U));                                   \
@@ -145,6 +150,8 @@ static inline int unit_i32(const uint32_t *p) {
                     const char *p = (const char *)(w + g * gs + (size_t)s * X32_ROWS * 2) + pf;              \
                     _mm_prefetch(p, _MM_HINT_T0);                                                            \
                     _mm_prefetch(p + 64, _MM_HINT_T0);                                                       \
+                    _mm_prefetch(p + 3 * pf, _MM_HINT_T1);                                                   \
+                    _mm_prefetch(p + 3 * pf + 64, _MM_HINT_T1);                                              \
                 }                                                                                            \
             _Pragma("GCC unroll 8") for (int g = 0; g < (G); g++) {                                          \
                 const __m512i v0 = _mm512_loadu_si512((const void *)(w + g * gs + (size_t)s * X32_ROWS * 2));     \
