@@ -73,11 +73,12 @@ void kern_x32_pack_act(const void *src, size_t src_stride, int64_t n_units, int 
 void kern_x32_pack_act_wide(const void *src, size_t src_stride, int64_t n_units, int nt, float *dst) {
     for (int t = 0; t < nt; t++) {
         const unsigned char *s = (const unsigned char *)src + (size_t)t * src_stride;
-        for (int64_t k = 0; k < n_units; k++) {
-            uint16_t h[2];
-            memcpy(h, s + 4 * (size_t)k, sizeof h);
-            dst[2 * (k * nt + t)] = bf16_to_fp32(h[0]);
-            dst[2 * (k * nt + t) + 1] = bf16_to_fp32(h[1]);
+        for (int64_t k = 0; k < n_units; k++) { /* a bf16 widens exactly to its bits << 16 */
+            uint32_t u, f[2];
+            memcpy(&u, s + 4 * (size_t)k, sizeof u);
+            f[0] = u << 16;         /* the even element: the low half */
+            f[1] = u & 0xFFFF0000u; /* the odd one: the high half */
+            memcpy(dst + 2 * (k * nt + t), f, sizeof f);
         }
     }
 }

@@ -14,8 +14,9 @@
  *   weights, and each token's activation is one broadcast for two FMAs (f16:
  *   one element, vfmadd231ps) or two dot-product pairs (bf16: two elements,
  *   vdpbf16ps).  There is no horizontal reduction, and per FLOP about a fifth
- *   of the cache traffic (an estimate, docs/kernels.md).  In decode, a thread streams a few groups side by
- *   side, each a forward run of whole 64-byte lines.
+ *   of the cache traffic (an estimate, docs/kernels.md).  In decode, a
+ *   thread streams a few groups side by side, each a forward run of whole
+ *   64-byte lines.
  *
  * LAYOUT (WEIGHT_LAYOUT_X32, weight.h)
  *   Rows are taken in groups of X32_ROWS = 32 from the start of the view; the
@@ -32,9 +33,10 @@
  *   units (kern_x32_pack_act): f16 takes floats x[t][k] (S = K); bf16 takes
  *   the bf16 pairs (x[t][2s], x[t][2s+1]) of the rows act_from_f32 made, one
  *   uint32 each (S = K / 2), or, for the FMA kernel, the same pairs widened
- *   to two floats each (8 bytes, kern_x32_pack_act_wide).  kern_matmul packs a batch once per call, in
- *   groups of X32_TOK tokens (the last one smaller), group j at unit offset
- *   j * X32_TOK * S; one token is its own packing and is read in place.
+ *   to two floats each (8 bytes, kern_x32_pack_act_wide).  kern_matmul
+ *   packs a batch once per call, in groups of X32_TOK tokens (the last one
+ *   smaller), group j at unit offset j * X32_TOK * S; one token is its own
+ *   packing and is read in place (except widened bf16, packed too).
  *
  * ARITHMETIC (every level; the scalar references are exact to the bit)
  *   For row r, token t:  acc = 0;  for each step s = 0..S-1 in order:
@@ -50,7 +52,7 @@
  *   gave the bf16 tile 341-405 GFLOP/s against 203-215 for f16.  Intel CPUs
  *   therefore take the FMA kernel (cpu_info.intel), the others vdpbf16ps.
  *   Likewise f16 prefill on Intel: vcvtph2ps shares the FMA ports there (the
- *   f16 tile ran 139-140 GFLOP/s from L2 on one thread, the bf16 FMA tile
+ *   f16 tile ran 133-140 GFLOP/s from L2 on one thread, the bf16 FMA tile
  *   159-161), so a block of groups is widened to floats once and every
  *   token group runs over the floats (kern_x32_f16_widen): same chains.
  *   The order depends only on K: results are identical for any batch

@@ -168,8 +168,8 @@ TEST(test_kernel_equals_ref) {
                             else
                                 fn(K, w, g, wide ? (const void *)xw : xp, nt, y1, ldy);
                             CHECK_MSG(memcmp(y0, y1, (size_t)(X32_TOK * ldy) * 4) == 0,
-                                      "%s%s K %lld groups %lld nt %d prefetch %d", dtype_name(ty), wide ? " (widened)" : "",
-                                      (long long)K, (long long)g, nt, pf);
+                                      "%s%s K %lld groups %lld nt %d prefetch %d", dtype_name(ty),
+                                      wide ? " (widened)" : "", (long long)K, (long long)g, nt, pf);
                             n++;
                         }
                     }

@@ -115,7 +115,8 @@ static ALWAYS_INLINE void x16_kernel(const int IS_Q4, int64_t nb, float *y, int6
                                      const unsigned char *a, size_t as, const int32_t *corr, const float *da,
                                      int64_t cs, int acc, const int NT) {
     const size_t qb = IS_Q4 ? 256 : 512, pair = 2 * (X16_SCALE_BYTES + qb);
-    const size_t dpf = NT <= X16_PF_MIN_TOK && kern_decode_prefetch() ? (IS_Q4 ? X16_DECODE_PF_Q4 : X16_DECODE_PF_Q8) : 0;
+    const size_t dpf =
+        NT <= X16_PF_MIN_TOK && kern_decode_prefetch() ? (IS_Q4 ? X16_DECODE_PF_Q4 : X16_DECODE_PF_Q8) : 0;
     __m512 f[X16_MAX_TOK];
     KITE_PRAGMA(GCC unroll 16)
     for (int t = 0; t < NT; t++) f[t] = acc ? _mm512_loadu_ps(y + (int64_t)t * ldy) : _mm512_setzero_ps();
