@@ -284,6 +284,17 @@ static const char *base_name(const char *p) {
     return s ? s + 1 : p;
 }
 
+/* "decode-prefetch on (cpu), bf16-fma on (cpu), f16-widen on (cpu)": the
+ * kernel options (dispatch.h) and where each came from. */
+static void format_opts(char *buf, size_t cap) {
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int o = 0; o < KERN_OPT_COUNT && n < cap; o++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s%s %s (%s)", o ? ", " : "", kern_opt_name((kern_opt)o),
+                              kern_opt_on((kern_opt)o) ? "on" : "off",
+                              kern_opt_source_name(kern_opt_source_of((kern_opt)o)));
+}
+
 static void print_json(const bench_opts *o, const model_facts *mf, const kite_model_info *mi, const char *kernels,
                        const probe_result *pr, const test_result *tr, double load_ms) {
     const char *m = base_name(o->model);
@@ -291,10 +302,15 @@ static void print_json(const bench_opts *o, const model_facts *mf, const kite_mo
     cli_json_string(stdout, m, strlen(m));
     printf(", \"type\": \"%s\", \"test\": \"%s\", \"threads\": %d, \"tok_s\": %.3f, \"tok_s_min\": %.3f, "
            "\"tok_s_max\": %.3f, \"gb_s\": %.3f, \"roofline_pct\": %.2f, \"gflops\": %.2f, \"kernels\": \"%s\", "
-           "\"decode_prefetch\": %s, \"residency\": \"%s\", \"load_ms\": %.1f, \"reps\": %d, \"noisy_reps\": %d, \"redone\": %d, \"avail_pct\": %.1f, \"bytes_per_token\": %" PRIu64
+           "\"decode_prefetch\": %s, \"bf16_fma\": %s, \"f16_widen\": %s, \"kernel_opts_from\": "
+           "{\"decode-prefetch\": \"%s\", \"bf16-fma\": \"%s\", \"f16-widen\": \"%s\"}, \"residency\": \"%s\", \"load_ms\": %.1f, \"reps\": %d, \"noisy_reps\": %d, \"redone\": %d, \"avail_pct\": %.1f, \"bytes_per_token\": %" PRIu64
            ", \"n_layer\": %d, \"read_gb_s\": %.2f, \"fma_gflops\": %.2f, \"cpu\": ",
            mf->type, tr->name, tr->threads, tr->tok_s, tr->tok_s_min, tr->tok_s_max, tr->gb_s, tr->roofline_pct,
-           tr->gflops, kernels, kern_decode_prefetch() ? "true" : "false", mi->residency ? mi->residency : "?", load_ms,
+           tr->gflops, kernels, kern_decode_prefetch() ? "true" : "false",
+           kern_opt_on(KERN_OPT_BF16_FMA) ? "true" : "false", kern_opt_on(KERN_OPT_F16_WIDEN) ? "true" : "false",
+           kern_opt_source_name(kern_opt_source_of(KERN_OPT_DECODE_PREFETCH)),
+           kern_opt_source_name(kern_opt_source_of(KERN_OPT_BF16_FMA)),
+           kern_opt_source_name(kern_opt_source_of(KERN_OPT_F16_WIDEN)), mi->residency ? mi->residency : "?", load_ms,
            tr->n_runs, tr->noisy, tr->redone, 100.0 * tr->avail,
            mf->bytes_per_token, mi->n_layer, probe_read_gbs(pr, tr->threads), pr->fma_gflops * tr->threads);
     cli_json_string(stdout, pr->cpu, strlen(pr->cpu));
@@ -520,6 +536,8 @@ int cmd_bench(int argc, char **argv) {
         goto done;
     }
     const char *kernels = kern_table()->name;
+    char opts[160];
+    format_opts(opts, sizeof opts);
     int64_t n_max = o.n_prompt > o.n_gen ? o.n_prompt : o.n_gen;
     if (n_max < 16) n_max = 16; /* the warm-up prefill */
     if (!(ids = malloc(sizeof *ids * (size_t)n_max))) {
@@ -527,9 +545,9 @@ int cmd_bench(int argc, char **argv) {
         goto done;
     }
     fprintf(stderr,
-            "kite bench: %s: load %.0f ms, weights %s, kernels %s (decode prefetch %s), %.2f GB read per decoded "
+            "kite bench: %s: load %.0f ms, weights %s, kernels %s (%s), %.2f GB read per decoded "
             "token | machine: %s, read %.1f GB/s (%d thr), FMA %.1f GFLOP/s per thread (%s, %s)\n",
-            o.model, t_load * 1e3, mi.residency, kernels, kern_decode_prefetch() ? "on" : "off",
+            o.model, t_load * 1e3, mi.residency, kernels, opts,
             (double)mf.bytes_per_token / 1e9, pr.cpu,
             probe_read_gbs(&pr, pr.n_read), pr.n_read, pr.fma_gflops, pr.isa, measured ? "just measured" : "cached");
     if (!o.json) print_header();

@@ -54,6 +54,7 @@
 #include "kernels/tune.h"
 #include "tensor/dtype.h"
 #include "tensor/weight.h"
+#include "tune_options.h"
 
 #define CMD "tune"
 #define MAX_SHAPES 64
@@ -66,15 +67,20 @@
 #define AVAIL_MIN 0.70        /* below this share of the expected FMA rate a measurement is redone */
 #define CHECK_MS 5.0          /* one availability check */
 #define MAX_REDO 2
+#define OPT_ROUNDS 5          /* kernel option rounds (--quick: 1) */
+#define MIN_MIB 256           /* decode-prefetch is timed on models at least this large */
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: kite tune [-m MODEL] [-t THREADS] [--out FILE] [--quick] [--budget-ms MS] [--no-check]\n"
+            "                 [--no-options] [--min-mib N]\n"
             "\n"
             "Times kern_matmul's variants (flat or tiled GEMM, flat row tile, 1 / auto / all threads;\n"
             "all give bit-identical results) for every matrix shape of MODEL at batch sizes 1, 4, 8, 16,\n"
             "32 and 128, and writes the fastest per shape class to the tune table that kite reads at run\n"
-            "time (docs/kernels.md, \"Tuning\").\n"
+            "time (docs/kernels.md, \"Tuning\").  Then times the machine-wide kernel options that apply to\n"
+            "MODEL (decode-prefetch, bf16-fma, f16-widen; never a change of results) off and on over\n"
+            "whole-model prefill and decode, and records the faster setting.\n"
             "\n"
             "  -m, --model FILE   GGUF model (default: the bundled stories260K)\n"
             "  -t, --threads N    pool threads to tune for (default: all online CPUs)\n"
@@ -83,7 +89,11 @@ static void usage(FILE *f) {
             "      --quick        a few milliseconds per shape (tests; the choices are noisy)\n"
             "      --budget-ms MS time per shape and batch size (default 300)\n"
             "      --no-check     skip the core-availability check around each measurement\n"
-            "  -h, --help         show this help\n");
+            "      --no-options   time the matmul variants only, not the kernel options\n"
+            "      --min-mib N    time decode-prefetch only on models of at least N MiB (default %d:\n"
+            "                     smaller ones stay in the caches)\n"
+            "  -h, --help         show this help\n",
+            MIN_MIB);
 }
 
 typedef struct shape {
@@ -238,6 +248,8 @@ static int write_table(const char *path, const kern_tune_table *t, const char *m
             model, nth, KERN_TUNE_VERSION, kern_level_name((kern_level)t->level));
     for (int i = 0; i < t->n; i++)
         if (kern_tune_table_line(t, i, line, sizeof line)) fprintf(f, "%s\n", line);
+    for (int o = 0; o < KERN_OPT_COUNT; o++)
+        if (t->opt[o] >= 0) fprintf(f, "option %s %s\n", kern_opt_name((kern_opt)o), t->opt[o] ? "on" : "off");
     const bool bad = ferror(f) != 0;
     if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
         fprintf(stderr, "kite %s: %s: cannot write the table: %s\n", CMD, path, strerror(errno));
@@ -251,7 +263,8 @@ int cmd_tune(int argc, char **argv) {
     const char *model = NULL, *out = NULL;
     int64_t threads = 0;
     double budget_ms = -1.0;
-    bool quick = false, check = true;
+    bool quick = false, check = true, options = true;
+    int64_t min_mib = MIN_MIB;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         int64_t iv;
@@ -271,6 +284,10 @@ int cmd_tune(int argc, char **argv) {
             quick = true;
         } else if (!strcmp(a, "--no-check")) {
             check = false;
+        } else if (!strcmp(a, "--no-options")) {
+            options = false;
+        } else if (!strcmp(a, "--min-mib")) {
+            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 0, (int64_t)1 << 30, &min_mib)) return 2;
         } else {
             return cli_usage_error(CMD, "unknown option '%s'", a);
         }
@@ -422,15 +439,28 @@ int cmd_tune(int argc, char **argv) {
                (long long)a->k, kern_tune_ntok_label(a->ntok_cls), a->t[0] * 1e6, kern_tune_choice_name(&c),
                a->t[best] * 1e6, a->t[best] > 0 ? a->t[0] / a->t[best] : 1.0, avail);
     }
-    if (write_table(path, table, model, (int)threads)) goto done;
     printf("(rows*: several shapes share the class; times are summed.  avail: the lowest share of the FMA rate the\n"
            " machine gave around the measurements; * below %.0f%% after %d retries: a noisy choice)\n",
            100.0 * AVAIL_MIN, MAX_REDO);
     if (n_noisy)
         fprintf(stderr, "kite %s: %d of %d classes were measured on a busy machine (avail *): run again when it is idle\n",
                 CMD, n_noisy, n_classes);
-    printf("wrote %s: %d classes tuned here (%d differ from the default), %d in the file; %.1f s\n", path, n_classes,
-           n_changed, table->n, time_now_s() - t_start);
+    if (options) {
+        uint32_t types[MAX_SHAPES];
+        for (int i = 0; i < n_shapes; i++) types[i] = shapes[i].w.type;
+        const tune_opt_params op = {.model = model, .threads = (int)threads, .rounds = quick ? 1 : OPT_ROUNDS,
+                                    .quick = quick, .min_mib = min_mib, .expect = expect, .types = types,
+                                    .n_types = n_shapes};
+        if (tune_options(&op, table)) goto done;
+    }
+    if (write_table(path, table, model, (int)threads)) goto done;
+    char opts[128] = "";
+    for (int o = 0, n = 0; o < KERN_OPT_COUNT; o++)
+        if (table->opt[o] >= 0)
+            n += snprintf(opts + n, sizeof opts - (size_t)n, "%s%s %s", n ? ", " : "; options ",
+                          kern_opt_name((kern_opt)o), table->opt[o] ? "on" : "off");
+    printf("wrote %s: %d classes tuned here (%d differ from the default), %d in the file%s; %.1f s\n", path,
+           n_classes, n_changed, table->n, opts, time_now_s() - t_start);
     status = 0;
 done:
     tp_free(tp);

@@ -17,6 +17,7 @@
 #include "core/cpu.h"
 #include "kernels/int8_gemm.h"
 #include "kernels/ref/ref.h"
+#include "kernels/tune.h"
 #include "tensor/blocks.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -32,7 +33,9 @@ static kern_ops_table g_tables[KERN_LEVEL_COUNT];
 static kern_level g_max = KERN_LEVEL_SCALAR;    /* highest level the CPU supports */
 static kern_level g_active = KERN_LEVEL_SCALAR; /* g_max capped by KITE_CPU_LEVEL */
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
-static bool g_decode_pf;                        /* kern_decode_prefetch() */
+static pthread_once_t g_opt_once = PTHREAD_ONCE_INIT;
+static bool g_opt[KERN_OPT_COUNT];             /* kern_opt_on() */
+static kern_opt_source g_opt_src[KERN_OPT_COUNT];
 
 static const char *const level_names[KERN_LEVEL_COUNT] = {"scalar", "avx2", "avx512", "avx512vnni",
                                                                "avx512bf16"};
@@ -129,14 +132,68 @@ static kern_level detect_max(void) {
     return l;
 }
 
-static void init_decode_prefetch(void) {
-    g_decode_pf = cpu_features()->intel;
-    const char *env = getenv("KITE_DECODE_PREFETCH");
-    if (env && *env) {
-        if (!strcmp(env, "0") || !strcmp(env, "1")) g_decode_pf = env[0] == '1';
-        else fprintf(stderr, "kite: KITE_DECODE_PREFETCH=%s is not 0 or 1: ignored\n", env);
+/* ---- kernel options (dispatch.h) ---- */
+
+static const char *const opt_names[KERN_OPT_COUNT] = {"decode-prefetch", "bf16-fma", "f16-widen"};
+static const char *const opt_envs[KERN_OPT_COUNT] = {"KITE_DECODE_PREFETCH", "KITE_BF16_FMA", "KITE_F16_WIDEN"};
+static const char *const src_names[] = {"cpu", "tune", "env", "set"};
+
+const char *kern_opt_name(kern_opt o) { return (unsigned)o < KERN_OPT_COUNT ? opt_names[o] : "?"; }
+const char *kern_opt_env_name(kern_opt o) { return (unsigned)o < KERN_OPT_COUNT ? opt_envs[o] : "?"; }
+const char *kern_opt_source_name(kern_opt_source s) { return (unsigned)s <= KERN_OPT_FROM_SET ? src_names[s] : "?"; }
+
+int kern_opt_from_name(const char *name) {
+    for (int o = 0; o < KERN_OPT_COUNT; o++)
+        if (name && !strcmp(name, opt_names[o])) return o;
+    return -1;
+}
+
+bool kern_opt_cpu_default(kern_opt o) {
+    (void)o; /* every option is an Intel choice today (dispatch.h) */
+    return cpu_features()->intel;
+}
+
+/* Environment, else tune table, else vendor.  The tune table is loaded here
+ * (kernels/tune.c; it asks kern_table(), whose once-init is separate). */
+static void init_opts(void) {
+    for (int o = 0; o < KERN_OPT_COUNT; o++) {
+        g_opt[o] = kern_opt_cpu_default((kern_opt)o);
+        g_opt_src[o] = KERN_OPT_FROM_CPU;
+        const int tuned = kern_tune_option((kern_opt)o);
+        if (tuned >= 0) {
+            g_opt[o] = tuned == 1;
+            g_opt_src[o] = KERN_OPT_FROM_TUNE;
+        }
+        const char *env = getenv(opt_envs[o]);
+        if (!env || !*env) continue;
+        if (!strcmp(env, "0") || !strcmp(env, "1")) {
+            g_opt[o] = env[0] == '1';
+            g_opt_src[o] = KERN_OPT_FROM_ENV;
+        } else {
+            fprintf(stderr, "kite: %s=%s is not 0 or 1: ignored\n", opt_envs[o], env);
+        }
     }
 }
+
+bool kern_opt_on(kern_opt o) {
+    pthread_once(&g_opt_once, init_opts);
+    return (unsigned)o < KERN_OPT_COUNT && g_opt[o];
+}
+
+void kern_opt_set(kern_opt o, bool on) {
+    pthread_once(&g_opt_once, init_opts);
+    if ((unsigned)o >= KERN_OPT_COUNT) return;
+    g_opt[o] = on;
+    g_opt_src[o] = KERN_OPT_FROM_SET;
+}
+
+kern_opt_source kern_opt_source_of(kern_opt o) {
+    pthread_once(&g_opt_once, init_opts);
+    return (unsigned)o < KERN_OPT_COUNT ? g_opt_src[o] : KERN_OPT_FROM_CPU;
+}
+
+bool kern_decode_prefetch(void) { return kern_opt_on(KERN_OPT_DECODE_PREFETCH); }
+void kern_decode_prefetch_set(bool on) { kern_opt_set(KERN_OPT_DECODE_PREFETCH, on); }
 
 static void init(void) {
     g_max = detect_max();
@@ -153,7 +210,6 @@ static void init(void) {
         t->level = (kern_level)l;
         t->name = level_names[l];
     }
-    init_decode_prefetch();
     g_active = g_max;
     const char *env = getenv("KITE_CPU_LEVEL");
     if (env && *env) {
@@ -163,16 +219,6 @@ static void init(void) {
         else if ((kern_level)cap < g_active)
             g_active = (kern_level)cap;
     }
-}
-
-bool kern_decode_prefetch(void) {
-    pthread_once(&g_once, init);
-    return g_decode_pf;
-}
-
-void kern_decode_prefetch_set(bool on) {
-    pthread_once(&g_once, init);
-    g_decode_pf = on;
 }
 
 const kern_ops_table *kern_table(void) {

@@ -116,17 +116,56 @@ void kern_matmul_fused_with(const kern_ops_table *kt, struct threadpool *tp, con
                             int n_items, const float *x, int64_t n_tok, void *scratch,
                             void (*epilogue)(void *arg, int64_t r0, int64_t r1), void *epilogue_arg);
 
-/* Whether the decode tiles (one or two tokens) of the repacked layouts
- * (gemm_x16.h q4_0/q8_0, gemm_x32.h) prefetch their weight stream in
- * software.  Decided once: KITE_DECODE_PREFETCH=1 or 0 if set (anything
- * else is reported once and ignored), else on for Intel CPUs and off for
- * the others.  WHY by vendor: on an Intel Xeon (family 6 model 207) it made
- * q4_0 decode 1.4x faster, f16/bf16 1.1-1.2x, while on AMD Zen 5 the same
- * prefetch slowed those kernels by 5-15 % (docs/kernels.md, "Decode
- * prefetch by CPU").  Prefetch never changes a result. */
+/* ---- kernel options: bit-identical choices that depend on the machine ----
+ *
+ *   KERN_OPT_DECODE_PREFETCH  the decode tiles (one or two tokens) of the
+ *       repacked layouts (gemm_x16.h q4_0/q8_0 and k-quants, gemm_x32.h)
+ *       prefetch their weight stream in software;
+ *   KERN_OPT_BF16_FMA  x32 bf16 at level avx512bf16 runs FP32 FMAs on the
+ *       pairs split into floats instead of vdpbf16ps (gemm_x32.h; below
+ *       that level the FMA kernel is the only one);
+ *   KERN_OPT_F16_WIDEN  x32 f16 prefill widens blocks of weights to floats
+ *       once and runs FP32 FMAs over them (gemm_x32.h).
+ *   None changes a result.  Each is decided once, on first use: the
+ *   environment (KITE_DECODE_PREFETCH, KITE_BF16_FMA, KITE_F16_WIDEN = 0|1;
+ *   anything else is reported once and ignored), else the tune table's
+ *   "option" line (`kite tune` times both settings on a whole model;
+ *   kernels/tune.h), else the CPU vendor: on for Intel, off for the others.
+ *   WHY the vendor as the default: on an Intel Xeon (family 6 model 207)
+ *   prefetch made q4_0 decode 1.4x faster and f16/bf16 1.1-1.2x, and the
+ *   FMA kernels prefilled bf16 1.6x and f16 1.1x faster, while on AMD Zen 5
+ *   the same prefetch slowed those kernels by 5-15 % and vdpbf16ps ran the
+ *   bf16 tile at twice the f16 tile's rate (docs/kernels.md, "Decode
+ *   prefetch by CPU", "bf16 on Intel"). */
+typedef enum kern_opt {
+    KERN_OPT_DECODE_PREFETCH = 0,
+    KERN_OPT_BF16_FMA = 1,
+    KERN_OPT_F16_WIDEN = 2,
+    KERN_OPT_COUNT
+} kern_opt;
+
+/* Where an option's value came from. */
+typedef enum kern_opt_source {
+    KERN_OPT_FROM_CPU = 0,  /* the vendor default */
+    KERN_OPT_FROM_TUNE = 1, /* the tune table */
+    KERN_OPT_FROM_ENV = 2,  /* its environment variable */
+    KERN_OPT_FROM_SET = 3   /* kern_opt_set */
+} kern_opt_source;
+
+bool kern_opt_on(kern_opt o);
+/* Overrides an option (tests and `kite tune` run both settings; never while
+ * a matmul runs). */
+void kern_opt_set(kern_opt o, bool on);
+kern_opt_source kern_opt_source_of(kern_opt o);
+const char *kern_opt_name(kern_opt o);              /* "decode-prefetch", "bf16-fma", "f16-widen" */
+const char *kern_opt_env_name(kern_opt o);          /* "KITE_DECODE_PREFETCH", ... */
+const char *kern_opt_source_name(kern_opt_source s); /* "cpu", "tune", "env", "set" */
+int kern_opt_from_name(const char *name);           /* the option, or -1 */
+/* The vendor default (what applies without environment or table). */
+bool kern_opt_cpu_default(kern_opt o);
+
+/* Shorthands for KERN_OPT_DECODE_PREFETCH (the kernels ask once per call). */
 bool kern_decode_prefetch(void);
-/* Overrides that decision (tests run the kernels both ways; never while a
- * matmul runs). */
 void kern_decode_prefetch_set(bool on);
 
 /* Bytes of an activation row of n elements in act_type (f32: 4n). */

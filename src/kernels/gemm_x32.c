@@ -6,7 +6,6 @@
 
 #include <string.h>
 
-#include "core/cpu.h"
 #include "tensor/dtype.h"
 
 bool kern_x32_pays(kern_level level, uint32_t type, int64_t ne0, int64_t nr) {
@@ -85,7 +84,7 @@ void kern_x32_pack_act_wide(const void *src, size_t src_stride, int64_t n_units,
 
 bool kern_x32_bf16_wide(kern_level level) {
 #if defined(__x86_64__) || defined(__i386__)
-    return level >= KERN_LEVEL_AVX512 && (level < KERN_LEVEL_AVX512BF16 || cpu_features()->intel);
+    return level >= KERN_LEVEL_AVX512 && (level < KERN_LEVEL_AVX512BF16 || kern_opt_on(KERN_OPT_BF16_FMA));
 #else
     (void)level;
     return false;
@@ -94,7 +93,7 @@ bool kern_x32_bf16_wide(kern_level level) {
 
 kern_x32_f16_widened_fn kern_x32_f16_widen(kern_level level) {
 #if defined(__x86_64__) || defined(__i386__)
-    return level >= KERN_LEVEL_AVX512 && cpu_features()->intel ? gemm_x32_f16_widened_avx512 : NULL;
+    return level >= KERN_LEVEL_AVX512 && kern_opt_on(KERN_OPT_F16_WIDEN) ? gemm_x32_f16_widened_avx512 : NULL;
 #else
     (void)level;
     return NULL;

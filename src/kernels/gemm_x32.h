@@ -50,11 +50,13 @@
  *   a quarter of its zmm FMA rate (1.0-1.2 against 4.7-5.1 G instructions/s
  *   on one thread), half the FLOPs of plain f32 FMA, while on AMD Zen 5 it
  *   gave the bf16 tile 341-405 GFLOP/s against 203-215 for f16.  Intel CPUs
- *   therefore take the FMA kernel (cpu_info.intel), the others vdpbf16ps.
+ *   therefore take the FMA kernel by default, the others vdpbf16ps
+ *   (KERN_OPT_BF16_FMA, dispatch.h: `kite tune` can time the choice).
  *   Likewise f16 prefill on Intel: vcvtph2ps shares the FMA ports there (the
  *   f16 tile ran 133-140 GFLOP/s from L2 on one thread, the bf16 FMA tile
  *   159-161), so a block of groups is widened to floats once and every
- *   token group runs over the floats (kern_x32_f16_widen): same chains.
+ *   token group runs over the floats (kern_x32_f16_widen, KERN_OPT_F16_WIDEN):
+ *   same chains.
  *   The order depends only on K: results are identical for any batch
  *   grouping, token-group size, thread count, and for prefill versus decode.
  *   (It is another order than the plain-row kernels'; both are tested
@@ -103,7 +105,9 @@ void kern_x32_pack_act(const void *src, size_t src_stride, int64_t n_units, int 
  * element then the odd one, at dst[2 * (s * nt + t)] ([n_units][nt][2]). */
 void kern_x32_pack_act_wide(const void *src, size_t src_stride, int64_t n_units, int nt, float *dst);
 /* Whether the level's bf16 kernel takes widened activations (8 bytes per
- * pair, kern_x32_pack_act_wide) rather than the pairs (4 bytes). */
+ * pair, kern_x32_pack_act_wide) rather than the pairs (4 bytes): the FMA
+ * kernel, at avx512 and avx512vnni, and at avx512bf16 where
+ * KERN_OPT_BF16_FMA is on. */
 bool kern_x32_bf16_wide(kern_level level);
 
 /* y[t*ldy + 32g + i] for ng consecutive groups g of the matrix at w (each
@@ -131,7 +135,7 @@ void gemm_x32_f16_widened_avx512(int64_t K, const uint16_t *w, int64_t ng, const
 typedef void (*kern_x32_f16_widened_fn)(int64_t K, const uint16_t *w, int64_t ng, const void *xp, size_t xp_row,
                                         int64_t n_tok, float *y, int64_t ldy, float *buf);
 /* The level's widened f16 prefill, or NULL where the plain f16 kernel runs:
- * Intel CPUs at avx512 and above (see ARITHMETIC). */
+ * at avx512 and above where KERN_OPT_F16_WIDEN is on (see ARITHMETIC). */
 kern_x32_f16_widened_fn kern_x32_f16_widen(kern_level level);
 /* Groups per widened block (about 256 KiB of floats: it stays in L2 while
  * every token group runs over it), and the scratch floats per thread, which

@@ -141,6 +141,7 @@ uint32_t kern_tune_key(uint32_t type, int64_t rows, int64_t k, int64_t n_tok, in
 
 void kern_tune_table_init(kern_tune_table *t) {
     t->level = -1;
+    memset(t->opt, -1, sizeof t->opt);
     t->n = 0;
 }
 
@@ -297,6 +298,16 @@ int kern_tune_table_parse(kern_tune_table *t, const char *text, const char *src)
                 return -1;
             }
             header = true;
+        } else if (!strcmp(f[0], "option")) {
+            const int o = nf == 3 ? kern_opt_from_name(f[1]) : -1;
+            if (nf != 3)
+                report(&ps, line, "option: want 'option NAME on|off'", NULL);
+            else if (o < 0)
+                report(&ps, line, "unknown option (want decode-prefetch, bf16-fma or f16-widen)", f[1]);
+            else if (strcmp(f[2], "on") != 0 && strcmp(f[2], "off") != 0)
+                report(&ps, line, "option: expected on or off, got", f[2]);
+            else
+                t->opt[o] = (int8_t)(f[2][1] == 'n');
         } else if (!strcmp(f[0], "level")) {
             const int lv = nf == 2 ? kern_level_from_name(f[1]) : -1;
             if (lv < 0)
@@ -418,6 +429,12 @@ void kern_tune_counts(uint64_t out[2][KERN_TUNE_N_VARIANTS]) {
     for (int s = 0; s < 2; s++)
         for (int i = 0; i < KERN_TUNE_N_VARIANTS; i++)
             out[s][i] = atomic_load_explicit(&g_counts[s][i], memory_order_relaxed);
+}
+
+int kern_tune_option(kern_opt o) {
+    pthread_once(&g_once, load_once);
+    if (g_state <= 0 || (unsigned)o >= KERN_OPT_COUNT) return -1;
+    return g_table.opt[o];
 }
 
 int kern_tune_source(char *path, size_t cap, int *level_out) {

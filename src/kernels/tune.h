@@ -34,7 +34,9 @@
  *   an integer.  Variants are named as kern_tune_variant_name prints them
  *   ("flat-64K-auto", "tiled-all", "flat-16K-1t") or "default".  A later
  *   line for the same class replaces an earlier one.  It applies only to
- *   the kernel level named on its "level" line.
+ *   the kernel level named on its "level" line.  "option NAME on|off" sets
+ *   one of the machine-wide kernel options (kern_opt, dispatch.h: names
+ *   decode-prefetch, bf16-fma, f16-widen); the environment overrides it.
  *
  *   Loading: once (pthread_once), on the first kern_tune_pick, from
  *   $KITE_TUNE_FILE if set, else $XDG_CACHE_HOME/kite/tune-<level>.txt,
@@ -103,6 +105,7 @@ typedef struct kern_tune_entry {
 
 typedef struct kern_tune_table {
     int level;        /* kern_level the table was tuned at; -1 before a "level" line */
+    int8_t opt[KERN_OPT_COUNT]; /* "option" lines: 1 on, 0 off, -1 none */
     int n;            /* entries, sorted by key, keys unique */
     kern_tune_entry e[KERN_TUNE_MAX_ENTRIES];
 } kern_tune_table;
@@ -116,6 +119,11 @@ typedef struct kern_tune_table {
  * the pointer stays valid for the process.  Loads the table on first use. */
 const kern_tune_choice *kern_tune_pick(kern_level level, uint32_t type, int64_t rows, int64_t k, int64_t n_tok,
                                        int n_threads);
+
+/* The run-time table's setting of a kernel option: 1 on, 0 off, -1 when it
+ * has none (no table, KITE_TUNE=off, or a table of another level).  Loads the
+ * table on first use; kern_opt_on (dispatch.c) asks it once. */
+int kern_tune_option(kern_opt o);
 
 /* kern_matmul_with (dispatch.h) running variant c instead of the table's
  * pick: `kite tune` and the tests time and compare variants with it
@@ -173,7 +181,7 @@ uint32_t kern_tune_key(uint32_t type, int64_t rows, int64_t k, int64_t n_tok, in
 
 /* ---- tables ------------------------------------------------------------------- */
 
-/* Empties t (level -1). */
+/* Empties t (level -1, no options). */
 void kern_tune_table_init(kern_tune_table *t);
 
 /* Parses a table from text (NUL-terminated).  Malformed lines are reported
@@ -191,7 +199,8 @@ bool kern_tune_table_put(kern_tune_table *t, uint32_t key, const kern_tune_choic
 /* The entry for key, or NULL.  O(log n). */
 const kern_tune_choice *kern_tune_table_find(const kern_tune_table *t, uint32_t key);
 
-/* Formats entry i as a table line (no newline) into buf; false if it does not fit. */
+/* Formats entry i as a table line (no newline) into buf; false if it does not fit.
+ * Option lines are written by the caller ("option %s %s", kern_opt_name). */
 bool kern_tune_table_line(const kern_tune_table *t, int i, char *buf, size_t cap);
 
 /* Default table path for a level: $XDG_CACHE_HOME/kite/tune-<level>.txt

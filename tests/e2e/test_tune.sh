@@ -18,6 +18,11 @@
 #   * greedy generation gives the same text with the table and without it;
 #   * a malformed line gives exactly one warning "kite: FILE:LINE: ..." and
 #     the run goes on; KITE_TUNE=off ignores the table;
+#   * kernel options: kite tune --quick times those that apply to a bf16 and
+#     an f16 model at this machine's kernel level (and says why the others
+#     are not timed); a table's "option" lines reach kite bench ("tune"), the
+#     environment overrides them ("env"), a bad value warns once; greedy
+#     text is the same with every option off and on;
 #   * usage errors.
 #
 # The last line is "tests/e2e/test_tune.sh: N passed, M failed".
@@ -142,10 +147,81 @@ else
     e2e_fail "KITE_TUNE=off: built-in defaults" "exit $rc: $(grep '^tune\|^variants' "$T/out" | head -n 2 | tr '\n' '|')"
 fi
 
+# ---- kernel options (dispatch.h kern_opt) ------------------------------------------
+
+LEVEL=$(sed -n 's/^level //p' "$TAB_FILE")
+for ty in bf16 f16; do
+    e2e_kite "$T/out" "$T/err" synth --shape tiny-llama3 --type $ty -o "$T/tiny-$ty.gguf" -t 1
+    [ "$rc" -eq 0 ] || e2e_fail "synth tiny-llama3 $ty" "exit $rc: $(e2e_first_line "$T/err")"
+done
+e2e_kite "$T/out" "$T/err" tune --quick -m "$T/tiny-bf16.gguf" -t 2 --min-mib 0 --out "$T/opt.txt"
+# what this level times: decode-prefetch at avx512 and up, bf16-fma at avx512bf16; f16-widen needs f16 matrices
+case $LEVEL in
+avx512bf16) want_pf=timed want_bf=timed ;;
+avx512 | avx512vnni) want_pf=timed want_bf=skip ;;
+*) want_pf=skip want_bf=skip ;;
+esac
+opt_row() { # opt_row NAME timed|skip: the summary row of an option says the same
+    if [ "$2" = timed ]; then
+        grep -q "^| $1 *| \(pp\|tg\)[0-9]* *| *[0-9.]* | *[0-9.]* | \(on\|off\|no change\) " "$T/out"
+    else
+        grep -q "^| $1 *| - .* not timed: " "$T/out"
+    fi
+}
+if [ "$rc" -ne 0 ]; then
+    e2e_fail "tune times the kernel options" "exit $rc: $(e2e_first_line "$T/err")"
+elif ! opt_row decode-prefetch $want_pf || ! opt_row bf16-fma $want_bf || ! opt_row f16-widen skip; then
+    e2e_fail "tune times the kernel options ($LEVEL)" "$(grep '^| [a-z0-9]*-[a-z]* ' "$T/out" | tr '\n' '|')"
+elif grep -v '^option \(decode-prefetch\|bf16-fma\) \(on\|off\)$' "$T/opt.txt" | grep -q '^option'; then
+    e2e_fail "tune times the kernel options" "option lines: $(grep '^option' "$T/opt.txt" | tr '\n' '|')"
+else
+    e2e_ok "tune times the kernel options that apply ($LEVEL: decode-prefetch $want_pf, bf16-fma $want_bf)"
+fi
+e2e_kite "$T/out" "$T/err" tune --quick -m "$T/tiny-f16.gguf" -t 2 --no-options --out "$T/opt2.txt"
+if [ "$rc" -eq 0 ] && ! grep -q '^| f16-widen' "$T/out" && grep -q '^| f16 ' "$T/out"; then
+    e2e_ok "tune --no-options times the matmul variants only"
+else
+    e2e_fail "tune --no-options" "exit $rc: $(grep '^| [a-z0-9]*-[a-z]* ' "$T/out" | head -n 1)"
+fi
+
+printf 'kite-tune 1\nlevel %s\noption decode-prefetch off\noption f16-widen on\n' "$LEVEL" >"$T/opts.txt"
+kite_env "$T/out" "$T/err" "KITE_TUNE_FILE=$T/opts.txt" bench -m "$MODEL" -p 0 -n 2 -r 1 -t 1 --no-check --json
+if [ "$rc" -eq 0 ] && grep -q '"decode_prefetch": false, "bf16_fma": [a-z]*, "f16_widen": true' "$T/out" &&
+    grep -q '"kernel_opts_from": {"decode-prefetch": "tune", "bf16-fma": "cpu", "f16-widen": "tune"}' "$T/out"; then
+    e2e_ok "bench: the table's option lines apply (from \"tune\")"
+else
+    e2e_fail "bench: the table's option lines apply" "exit $rc: $(grep -o '"decode_prefetch.*"f16-widen": "[a-z]*"}' "$T/out")"
+fi
+KITE_TUNE_FILE=$T/opts.txt KITE_DECODE_PREFETCH=1 KITE_BF16_FMA=yes "$KITE" bench -m "$MODEL" -p 0 -n 2 -r 1 -t 1 \
+    --no-check --json </dev/null >"$T/out" 2>"$T/err"
+rc=$?
+if [ "$rc" -eq 0 ] && grep -q '"decode_prefetch": true' "$T/out" &&
+    grep -q '"kernel_opts_from": {"decode-prefetch": "env", "bf16-fma": "cpu", "f16-widen": "tune"}' "$T/out" &&
+    [ "$(grep -c '^kite: ' "$T/err")" -eq 1 ] && grep -q '^kite: KITE_BF16_FMA=yes is not 0 or 1: ignored$' "$T/err"; then
+    e2e_ok "bench: the environment overrides the table; a bad value warns once"
+else
+    e2e_fail "bench: environment overrides" "exit $rc: $(grep -o '"decode_prefetch.*"f16-widen": "[a-z]*"}' "$T/out") $(e2e_first_line "$T/err")"
+fi
+# the prompt is 14 tokens of this vocabulary: more than 12, so f16 prefill takes the widened path
+for ty in bf16 f16; do
+    KITE_DECODE_PREFETCH=0 KITE_BF16_FMA=0 KITE_F16_WIDEN=0 "$KITE" run -m "$T/tiny-$ty.gguf" -p "Once upon a time" \
+        -n 24 --temp 0 -t 2 </dev/null >"$T/off.txt" 2>"$T/err"
+    rc1=$?
+    KITE_DECODE_PREFETCH=1 KITE_BF16_FMA=1 KITE_F16_WIDEN=1 "$KITE" run -m "$T/tiny-$ty.gguf" -p "Once upon a time" \
+        -n 24 --temp 0 -t 2 </dev/null >"$T/on.txt" 2>"$T/err"
+    rc=$?
+    if [ "$rc1" -eq 0 ] && [ "$rc" -eq 0 ] && [ -s "$T/on.txt" ] && cmp -s "$T/off.txt" "$T/on.txt"; then
+        e2e_ok "$ty: greedy text identical with every kernel option off and on"
+    else
+        e2e_fail "$ty: greedy text with options off and on" "exit $rc1/$rc: $(e2e_first_line "$T/err")"
+    fi
+done
+
 # ---- usage errors ------------------------------------------------------------------
 
 e2e_expect_error "tune: unknown option" 2 "kite tune: " "--bogus" tune --bogus
 e2e_expect_error "tune: -t 0" 2 "kite tune: " "-t" tune -t 0
+e2e_expect_error "tune: --min-mib -1" 2 "kite tune: " "--min-mib" tune --min-mib -1
 e2e_expect_error "tune: missing model" 1 "kite tune: " "$T/none.gguf" tune -m "$T/none.gguf" --out "$T/x.txt"
 
 e2e_summary

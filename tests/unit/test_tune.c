@@ -103,6 +103,9 @@ TEST(test_parse_valid) {
                                "q4_0 2048 2048 1 2 flat-64K-1t\r\n"
                                "  f32\t64\t64\t100\t3\tflat-16K-all  \n"
                                "q4_0 2000 1500 40 2 default\n" /* same class as line 5: replaces it */
+                               "option decode-prefetch on\n"
+                               "option f16-widen on\n"
+                               "option f16-widen off\n" /* a later line replaces an earlier one */
                                "q8_0 4096 4096 9-16 17-32 flat-256K-auto"; /* no final newline */
     kern_tune_table *t = malloc(sizeof *t);
     char err[4096];
@@ -111,6 +114,9 @@ TEST(test_parse_valid) {
     CHECK_STR_EQ(err, "");
     CHECK_EQ_INT(t->level, KERN_LEVEL_AVX2);
     CHECK_EQ_INT(t->n, 4);
+    CHECK_EQ_INT(t->opt[KERN_OPT_DECODE_PREFETCH], 1);
+    CHECK_EQ_INT(t->opt[KERN_OPT_F16_WIDEN], 0);
+    CHECK_EQ_INT(t->opt[KERN_OPT_BF16_FMA], -1);
     const kern_tune_choice *c = kern_tune_table_find(t, kern_tune_key(KITE_DTYPE_Q4_0, 2048, 2048, 20, 2));
     CHECK(c && c->regime == KERN_TUNE_DEFAULT && c->tuned);
     c = kern_tune_table_find(t, kern_tune_key(KITE_DTYPE_Q4_0, 2048, 2048, 1, 2));
@@ -148,21 +154,27 @@ TEST(test_parse_malformed) {
                                "q4_0 2048 2048 1 2 turbo\n"           /* 9: variant */
                                "q4_0 2048 2048 1 2 default extra\n"   /* 10: too many */
                                "level avx9000\n"                      /* 11: level */
-                               "f32 64 64 1 1 flat-64K-all\n";        /* 12: fine */
+                               "f32 64 64 1 1 flat-64K-all\n"         /* 12: fine */
+                               "option warp-drive on\n"               /* 13: unknown option */
+                               "option bf16-fma yes\n"                /* 14: value */
+                               "option bf16-fma\n";                   /* 15: too few fields */
     kern_tune_table *t = malloc(sizeof *t);
     char err[8192];
     kern_tune_table_init(t);
-    CHECK_EQ_INT(parse_capture(t, text, "bad.txt", err, sizeof err), 9);
+    CHECK_EQ_INT(parse_capture(t, text, "bad.txt", err, sizeof err), 12);
     CHECK_EQ_INT(t->n, 1);
     CHECK_EQ_INT(t->level, KERN_LEVEL_AVX2);
-    CHECK_EQ_INT(count_lines(err), 9); /* one line per malformed line (<= 10 of them) */
-    for (int l = 3; l <= 11; l++) {
+    CHECK_EQ_INT(t->opt[KERN_OPT_BF16_FMA], -1);
+    CHECK_EQ_INT(count_lines(err), 11); /* one line per malformed line for 10 of them, then a count */
+    for (int l = 3; l <= 14; l++) {
         char needle[32];
         snprintf(needle, sizeof needle, "bad.txt:%d: ", l);
-        CHECK_CONTAINS(err, needle);
+        if (l != 12 && l != 14) CHECK_CONTAINS(err, needle); /* 12 is fine; 14 is the 11th bad line */
     }
     CHECK_CONTAINS(err, "'q9_9'");
     CHECK_CONTAINS(err, "'turbo'");
+    CHECK_CONTAINS(err, "'warp-drive'");
+    CHECK_CONTAINS(err, "bad.txt: 2 more malformed lines ignored");
     free(t);
 }
 
@@ -201,7 +213,8 @@ TEST(test_runtime_lookup) {
     CHECK(fd >= 0);
     if (fd < 0) return;
     FILE *f = fdopen(fd, "w");
-    fprintf(f, "kite-tune 1\nlevel %s\nf32 300 256 1 2 flat-16K-1t\nf32 300 256 40 2 tiled-all\nbogus line\n", kt->name);
+    fprintf(f, "kite-tune 1\nlevel %s\nf32 300 256 1 2 flat-16K-1t\nf32 300 256 40 2 tiled-all\nbogus line\n"
+               "option decode-prefetch off\noption f16-widen on\n", kt->name);
     fclose(f);
     setenv("KITE_TUNE", "on", 1);
     setenv("KITE_TUNE_FILE", path, 1);
@@ -224,6 +237,24 @@ TEST(test_runtime_lookup) {
     CHECK_STR_EQ(src, path);
     CHECK_EQ_INT(count_lines(err), 1);
     CHECK_CONTAINS(err, ":5: too few fields");
+    /* options: the table's lines, else the vendor default; the environment would win (e2e test) */
+    CHECK_EQ_INT(kern_tune_option(KERN_OPT_DECODE_PREFETCH), 0);
+    CHECK_EQ_INT(kern_tune_option(KERN_OPT_F16_WIDEN), 1);
+    CHECK_EQ_INT(kern_tune_option(KERN_OPT_BF16_FMA), -1);
+    if (!getenv("KITE_DECODE_PREFETCH") && !getenv("KITE_F16_WIDEN") && !getenv("KITE_BF16_FMA")) {
+        CHECK(!kern_opt_on(KERN_OPT_DECODE_PREFETCH));
+        CHECK_EQ_INT(kern_opt_source_of(KERN_OPT_DECODE_PREFETCH), KERN_OPT_FROM_TUNE);
+        CHECK(kern_opt_on(KERN_OPT_F16_WIDEN));
+        CHECK_EQ_INT(kern_opt_source_of(KERN_OPT_F16_WIDEN), KERN_OPT_FROM_TUNE);
+        CHECK_EQ_INT(kern_opt_on(KERN_OPT_BF16_FMA), kern_opt_cpu_default(KERN_OPT_BF16_FMA));
+        CHECK_EQ_INT(kern_opt_source_of(KERN_OPT_BF16_FMA), KERN_OPT_FROM_CPU);
+    }
+    for (int o = 0; o < KERN_OPT_COUNT; o++) { /* back to the defaults for the tests below */
+        kern_opt_set((kern_opt)o, kern_opt_cpu_default((kern_opt)o));
+        CHECK_EQ_INT(kern_opt_source_of((kern_opt)o), KERN_OPT_FROM_SET);
+        CHECK_EQ_INT(kern_opt_from_name(kern_opt_name((kern_opt)o)), o);
+    }
+    CHECK_EQ_INT(kern_opt_from_name("warp-drive"), -1);
     const kern_tune_choice *c = kern_tune_pick(kt->level, KITE_DTYPE_F32, 300, 256, 1, 2);
     CHECK(c->tuned && c->regime == KERN_TUNE_FLAT && c->tile == 0 && c->threads == KERN_TUNE_THR_ONE);
     c = kern_tune_pick(kt->level, KITE_DTYPE_F32, 257, 200, 64, 2);

@@ -305,8 +305,31 @@ TEST(test_model_repack) {
     }
 }
 
+/* The kernel options choose the bf16 and f16 kernels (dispatch.h kern_opt):
+ * both settings are reachable, and below avx512bf16 the FMA kernel is the
+ * only bf16 one whatever the option says. */
+TEST(test_options_pick_kernels) {
+    const bool bf0 = kern_opt_on(KERN_OPT_BF16_FMA), f0 = kern_opt_on(KERN_OPT_F16_WIDEN);
+    for (int on = 0; on < 2; on++) {
+        kern_opt_set(KERN_OPT_BF16_FMA, on);
+        kern_opt_set(KERN_OPT_F16_WIDEN, on);
+        CHECK(!kern_x32_bf16_wide(KERN_LEVEL_AVX2));
+        CHECK(kern_x32_f16_widen(KERN_LEVEL_AVX2) == NULL);
+#if defined(__x86_64__) || defined(__i386__)
+        CHECK(kern_x32_bf16_wide(KERN_LEVEL_AVX512VNNI));
+        CHECK_EQ_INT(kern_x32_bf16_wide(KERN_LEVEL_AVX512BF16), on);
+        CHECK(kern_gemm_x32_get(KERN_LEVEL_AVX512BF16, KITE_DTYPE_BF16) ==
+              (on ? gemm_x32_bf16f_avx512 : gemm_x32_bf16_avx512bf16));
+        CHECK((kern_x32_f16_widen(KERN_LEVEL_AVX512) != NULL) == on);
+#endif
+    }
+    kern_opt_set(KERN_OPT_BF16_FMA, bf0);
+    kern_opt_set(KERN_OPT_F16_WIDEN, f0);
+}
+
 int main(void) {
     RUN(test_pack_get_row);
+    RUN(test_options_pick_kernels);
     RUN(test_kernel_equals_ref);
     RUN(test_matmul_levels);
     RUN(test_model_repack);
