@@ -455,7 +455,7 @@ int cmd_tune(int argc, char **argv) {
     }
     if (write_table(path, table, model, (int)threads)) goto done;
     char opts[128] = "";
-    for (int o = 0, n = 0; o < KERN_OPT_COUNT; o++)
+    for (int o = 0, n = 0; o < KERN_OPT_COUNT && n < (int)sizeof opts; o++)
         if (table->opt[o] >= 0)
             n += snprintf(opts + n, sizeof opts - (size_t)n, "%s%s %s", n ? ", " : "; options ",
                           kern_opt_name((kern_opt)o), table->opt[o] ? "on" : "off");
