@@ -1,7 +1,8 @@
 #!/bin/sh
 # bench/render.sh RESULTS.jsonl META.txt - Markdown tables from the JSON lines
 # of bench/run.sh (kite bench --json, kite bench --probe --json and, when
-# present, llama-bench -o jsonl lines tagged "engine": "llama.cpp").
+# present, llama-bench -o jsonl lines tagged "engine": "llama.cpp" and the
+# llama2.c lines bench/run.sh writes, tagged "engine": "llama2.c").
 # POSIX sh + awk.  Prints to stdout; bench/run.sh splices it into
 # BENCHMARKS.md.  Percentages of the roofline for llama.cpp rows use kite's
 # bytes-per-token figure of the same file and the same probe.
@@ -71,6 +72,11 @@ BEGIN {
     lcommit = sval("build_commit"); lbuild = nval("build_number")
     next
 }
+/"engine": "llama2.c"/ {
+    c2test = sval("test")
+    C2s = C2s (C2s != "" ? "," : "") rval("tok_s")
+    next
+}
 /"model": / {
     m = sval("model"); test = sval("test"); th = nval("threads")
     if (!(m in seen)) { seen[m] = 1; order[++nm] = m }
@@ -92,7 +98,8 @@ BEGIN {
     if (nval("tok_s_min") < Kmin[key]) Kmin[key] = nval("tok_s_min")
     if (nval("tok_s_max") > Kmax[key]) Kmax[key] = nval("tok_s_max")
     Knoisy[key] += nval("noisy_reps"); Kredo[key] += nval("redone")
-    if (test ~ /^pp/) pp = test; else tg = test
+    # the main tables test -p/-n of the first runs (the llama2.c turns later decode longer)
+    if (test ~ /^pp/) { if (pp == "") pp = test } else if (tg == "") tg = test
     next
 }
 END {
@@ -149,6 +156,17 @@ END {
     }
     printf "\nDecode roofline = read bandwidth (2 threads, the probe run just before each model: kite and llama.cpp run right after it) / bytes read per token. \"GB read per token\" counts every weight byte a decode step reads (all layer matrices and norms, the classifier, one embedding row).\n\n"
 
+    if (C2s != "") {
+        # stories260K against llama2.c: the same greedy decode, one thread, in turns
+        nc2 = stats(C2s); c2 = M; c2min = MIN; c2max = MAX
+        kk = "stories260K.gguf" SUBSEP c2test SUBSEP 1 SUBSEP "heap"
+        printf "### stories260K, 1 thread: kite and llama2.c side by side\n\n"
+        printf "| test | kite tok/s (min-max) | llama2.c tok/s (min-max) | kite / llama2.c |\n|---|---:|---:|---:|\n"
+        printf "| %s | %s | %.0f (%.0f-%.0f) | %s |\n", c2test,
+            (kk in K) ? sprintf("%.0f (%.0f-%.0f)", K[kk], Kmin[kk], Kmax[kk]) : "-", c2, c2min, c2max,
+            ((kk in K) && c2 > 0) ? sprintf("%.2fx", K[kk] / c2) : "-" # parenthesized: a bare > redirects printf
+        printf "\nllama2.c (karpathy/llama2.c %s, `run stories260K.bin -z tok512.bin -t 0 -n %s`: greedy, its own \"achieved tok/s\") and `kite bench -m models/stories260K.gguf -t 1 -p 0 -n %s -r 1` took turns, %d runs each; medians over the runs.\n\n", meta["llama2c_commit"], substr(c2test, 3), substr(c2test, 3), nc2
+    }
     # weight residency: the same file and test, heap vs mmap
     nres = 0
     for (i = 1; i <= nr; i++) {

@@ -15,14 +15,20 @@
 #    model gives its roofline).  kite's 2-thread run and llama-bench -mmp 0
 #    take turns, one repetition each (-r 1), so that a drift of the machine
 #    between them hits both engines alike; render.sh takes the medians;
-# 5. rewrites the generated part of $BENCH_OUT (default BENCHMARKS.md), between
+# 5. optionally, with LLAMA2C=/path/to/run (a built karpathy/llama2.c `run`;
+#    never built here) and stories260K.bin and tok512.bin in $LLAMA2C_DIR
+#    (default: the binary's folder), times llama2.c's greedy decode of
+#    $LLAMA2C_N tokens on the stories260K model against kite's on the bundled
+#    GGUF copy, one thread, in turns, $LLAMA2C_REPS times each;
+# 6. rewrites the generated part of $BENCH_OUT (default BENCHMARKS.md), between
 #    the "bench:begin" and "bench:end" markers, with bench/render.sh.
 #    Hand-written text outside the markers is kept.
 #
 # Environment (defaults): BENCH_LAYERS (22: the full model), BENCH_REPS (3),
 # BENCH_TYPES ("f32 f16 bf16 q8_0 q4_0 q4_k_m"), BENCH_T1_TYPES ("f16 q4_0"),
 # BENCH_MMAP_TYPES ("f32 f16"),
-# BENCH_P (128), BENCH_N (32), BENCH_MODELS, BENCH_OUT, LLAMA_BENCH.
+# BENCH_P (128), BENCH_N (32), BENCH_MODELS, BENCH_OUT, LLAMA_BENCH, LLAMA2C,
+# LLAMA2C_DIR, LLAMA2C_N (256), LLAMA2C_REPS (5).
 # POSIX sh + awk; no python.  Results stay in $BENCH_MODELS/results.jsonl.
 set -u
 build=${1:-build}
@@ -37,6 +43,10 @@ np=${BENCH_P:-128}
 ng=${BENCH_N:-32}
 out=${BENCH_OUT:-BENCHMARKS.md}
 llama_bench=${LLAMA_BENCH:-}
+llama2c=${LLAMA2C:-}
+llama2c_dir=${LLAMA2C_DIR:-$(dirname "${llama2c:-.}")}
+llama2c_n=${LLAMA2C_N:-256}
+llama2c_reps=${LLAMA2C_REPS:-5}
 
 [ -x "$KITE" ] || { echo "bench/run.sh: $KITE not found (run make first)" >&2; exit 1; }
 mkdir -p "$models" || exit 1
@@ -57,6 +67,9 @@ meta=$models/meta.txt
         echo "paired 1"
         lcommit=$(git -C "$(dirname "$llama_bench")/../.." rev-parse HEAD 2>/dev/null || echo unknown)
         echo "llama_commit $lcommit"
+    fi
+    if [ -n "$llama2c" ] && [ -x "$llama2c" ]; then
+        echo "llama2c_commit $(git -C "$(dirname "$llama2c")" rev-parse --short HEAD 2>/dev/null || echo unknown)"
     fi
 } >"$meta"
 
@@ -120,6 +133,28 @@ done
 if [ -f models/stories260K.gguf ]; then
     echo "bench: kite bench -m models/stories260K.gguf -t 1,2" >&2
     "$KITE" bench -m models/stories260K.gguf -t 1,2 -r 5 -p "$np" -n "$ng" --json >>"$res"
+fi
+
+# stories260K against llama2.c, one thread, in turns (optional, existing binary only)
+if [ -n "$llama2c" ] && [ -f models/stories260K.gguf ]; then
+    if [ ! -x "$llama2c" ] || [ ! -f "$llama2c_dir/stories260K.bin" ] || [ ! -f "$llama2c_dir/tok512.bin" ]; then
+        echo "note llama2.c skipped: need an executable $llama2c and stories260K.bin, tok512.bin in $llama2c_dir" >>"$meta"
+    else
+        i=0
+        while [ "$i" -lt "$llama2c_reps" ]; do
+            echo "bench: kite bench -m models/stories260K.gguf -t 1 -p 0 -n $llama2c_n; llama2.c run -n $llama2c_n" >&2
+            "$KITE" bench -m models/stories260K.gguf -t 1 -r 1 -p 0 -n "$llama2c_n" --json >>"$res"
+            # llama2.c prints "achieved tok/s: X" on stderr (greedy: -t 0)
+            ts=$(cd "$llama2c_dir" && "$llama2c" stories260K.bin -z tok512.bin -t 0 -n "$llama2c_n" 2>&1 >/dev/null |
+                sed -n 's/^achieved tok\/s: *\([0-9.]*\).*/\1/p')
+            if [ -n "$ts" ]; then
+                echo "{\"engine\": \"llama2.c\", \"test\": \"tg$llama2c_n\", \"threads\": 1, \"tok_s\": $ts}" >>"$res"
+            else
+                echo "note llama2.c printed no 'achieved tok/s' line (run $i)" >>"$meta"
+            fi
+            i=$((i + 1))
+        done
+    fi
 fi
 
 echo "load_after $(cut -d ' ' -f 1-3 /proc/loadavg 2>/dev/null)" >>"$meta"

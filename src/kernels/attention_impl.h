@@ -184,12 +184,17 @@ static inline void attn_scale(float *restrict y, float w, int32_t n) {
  * Taylor series to r^7 (truncation < 6e-9 relative), times 2^n built in the
  * exponent bits.  Against double exp over [-87, 88]: 1.2 ulp at most
  * (measured); test_exp in tests/unit/test_attention.c checks <= 2 ulp.
- * x is clamped to [-87.33, 88]: below, the result is about 2^-126 instead
- * of a smaller number (callers only add it to sums whose largest term is
- * >= e^-40, far below rounding); above, e^88 instead of a larger one
+ * Below ATTN_EXP_FLUSH the result is +0: callers only add it to sums whose
+ * largest term is >= e^-40 (split-KV's phi window; the running maximum's
+ * own term in FlashAttention), so an e^-80 term is 4e-18 of that term and
+ * changes no float sum, while the products e^-87 * v it used to give were
+ * subnormal, and a subnormal product costs a microcode assist on Intel cores
+ * (stories260K decode at 512 tokens ran 1.2-1.5x faster with FTZ/DAZ set;
+ * docs/attention.md).  Above 88 x is clamped: e^88 instead of a larger one
  * (callers never keep such values: split-KV falls back beyond
  * phi + ATTN_PHI_RANGE).  NaN stays NaN.  No float-to-int conversion, so
  * no undefined behaviour for any input. */
+#define ATTN_EXP_FLUSH (-80.0f)
 static inline float attn_exp(float x) {
     /* clamp by bit selection: gcc 12 -O2 does not if-convert `x < lo ? lo : x`
      * inside a vectorised loop, but does vectorise masks; NaN compares false
@@ -200,6 +205,7 @@ static inline float attn_exp(float x) {
     memcpy(&lob, &lo, sizeof lob);
     memcpy(&hib, &hi, sizeof hib);
     const int32_t below = -(int32_t)(x < lo), above = -(int32_t)(x > hi);
+    const uint32_t flush = -(uint32_t)(x < ATTN_EXP_FLUSH); /* all ones: the result is +0 */
     xb = (xb & ~(below | above)) | (lob & below) | (hib & above);
     memcpy(&x, &xb, sizeof x);
     const float round = 12582912.0f; /* 1.5 * 2^23 */
@@ -220,9 +226,14 @@ static inline float attn_exp(float x) {
     /* the low bits of t hold n: (n + 127) << 23, n in [-126, 127] (unsigned:
      * wraps harmlessly for a NaN input, whose result is NaN anyway) */
     sb = (tb - 0x4b400000u + 127u) << 23;
-    float scale;
+    float scale, e;
     memcpy(&scale, &sb, sizeof scale);
-    return p * scale;
+    e = p * scale;
+    uint32_t eb;
+    memcpy(&eb, &e, sizeof eb);
+    eb &= ~flush;
+    memcpy(&e, &eb, sizeof e);
+    return e;
 }
 
 /* x[i] = exp(x[i] - sub) in place for i < n; returns their sum (8 lanes +

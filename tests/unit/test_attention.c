@@ -315,7 +315,7 @@ TEST(test_splitkv_phi_window_fallback) {
 TEST(test_exp) {
     double worst = 0.0;
     float at = 0.0f;
-    for (float x = -87.0f; x < 88.0f; x += 1.0f / 1024.0f * (fabsf(x) < 1.0f ? 1.0f : 97.0f)) {
+    for (float x = ATTN_EXP_FLUSH; x < 88.0f; x += 1.0f / 1024.0f * (fabsf(x) < 1.0f ? 1.0f : 97.0f)) {
         const double r = exp((double)x);
         const float e = attn_exp(x);
         const double ulp = (double)nextafterf((float)r, INFINITY) - (double)(float)r;
@@ -327,8 +327,10 @@ TEST(test_exp) {
     }
     CHECK_MSG(worst <= 2.0, "attn_exp: %.2f ulp at %g", worst, (double)at);
     printf("    attn_exp max error %.2f ulp (at %g)\n", worst, (double)at);
-    CHECK(attn_exp(-1e30f) >= 0.0f && attn_exp(-1e30f) < 2e-38f);
-    CHECK(attn_exp(-INFINITY) >= 0.0f && attn_exp(-INFINITY) < 2e-38f);
+    /* below the flush threshold: exactly +0 (no subnormal products downstream) */
+    CHECK(attn_exp(ATTN_EXP_FLUSH) > 1e-35f);
+    CHECK(attn_exp(nextafterf(ATTN_EXP_FLUSH, -INFINITY)) == 0.0f && !signbit(attn_exp(-81.0f)));
+    CHECK(attn_exp(-87.0f) == 0.0f && attn_exp(-1e30f) == 0.0f && attn_exp(-INFINITY) == 0.0f);
     CHECK(isfinite(attn_exp(1e30f)) && attn_exp(1e30f) > 1e38f);
     CHECK(isnan(attn_exp(NAN)));
     float row[21];

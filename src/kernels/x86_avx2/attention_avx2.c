@@ -233,6 +233,7 @@ void attn_scale_avx2(float *y, float w, int32_t n) {
 /* attn_exp on 8 lanes: the same float operations in the same order. */
 static inline __m256 exp8(__m256 x) {
     const __m256 lo = _mm256_set1_ps(-87.33f), hi = _mm256_set1_ps(88.0f);
+    const __m256 flush = _mm256_cmp_ps(x, _mm256_set1_ps(ATTN_EXP_FLUSH), _CMP_LT_OQ); /* result +0 there */
     /* clamp; NaN compares false both ways and passes through */
     x = _mm256_blendv_ps(x, lo, _mm256_cmp_ps(x, lo, _CMP_LT_OQ));
     x = _mm256_blendv_ps(x, hi, _mm256_cmp_ps(x, hi, _CMP_GT_OQ));
@@ -251,7 +252,7 @@ static inline __m256 exp8(__m256 x) {
     p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f));
     __m256i sb = _mm256_sub_epi32(_mm256_castps_si256(t), _mm256_set1_epi32(0x4b400000));
     sb = _mm256_slli_epi32(_mm256_add_epi32(sb, _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(sb));
+    return _mm256_andnot_ps(flush, _mm256_mul_ps(p, _mm256_castsi256_ps(sb)));
 }
 
 float attn_exp_sum_avx2(float *x, float sub, int32_t n) {

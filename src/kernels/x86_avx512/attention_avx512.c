@@ -5,7 +5,8 @@
  *
  * exp16 is attn_exp's operation sequence lane by lane (separate multiplies
  * and adds, no FMA; the clamp as maxps/minps with x second, which passes a
- * NaN through like the reference's compare-and-select).  The sum keeps the
+ * NaN through like the reference's compare-and-select; below ATTN_EXP_FLUSH
+ * a zeroing mask, NaN kept by the unordered compare).  The sum keeps the
  * reference's 8 lanes: of each 16 values the low 8 are added to the 8-lane
  * accumulator, then the high 8, so element k still lands in lane k % 8 in
  * ascending k; the n % 8 tail is summed one by one after, then
@@ -27,6 +28,7 @@
 #include "kernels/x86_avx2/attention_avx2.h"
 
 static inline __m512 exp16(__m512 x) {
+    const __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(ATTN_EXP_FLUSH), _CMP_NLT_UQ); /* else +0 */
     x = _mm512_max_ps(_mm512_set1_ps(-87.33f), x);
     x = _mm512_min_ps(_mm512_set1_ps(88.0f), x);
     const __m512 round = _mm512_set1_ps(12582912.0f);
@@ -44,7 +46,7 @@ static inline __m512 exp16(__m512 x) {
     p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(1.0f));
     __m512i sb = _mm512_sub_epi32(_mm512_castps_si512(t), _mm512_set1_epi32(0x4b400000));
     sb = _mm512_slli_epi32(_mm512_add_epi32(sb, _mm512_set1_epi32(127)), 23);
-    return _mm512_mul_ps(p, _mm512_castsi512_ps(sb));
+    return _mm512_maskz_mul_ps(keep, p, _mm512_castsi512_ps(sb));
 }
 
 /* ((a0+a4)+(a1+a5))+((a2+a6)+(a3+a7)), as attention_avx2.c's hsum8 */
