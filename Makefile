@@ -136,7 +136,7 @@ loadtest: $(BUILD)/kite
 
 # ---- benchmarks: synthesize the models (cached in $(BUILD)/bench-models, outside
 # git), run kite bench on each and rewrite BENCHMARKS.md (see docs/bench.md;
-# BENCH_LAYERS, BENCH_REPS, BENCH_TYPES, LLAMA_BENCH=... are passed through).
+# BENCH_LAYERS, BENCH_REPS, BENCH_TYPES, LLAMA_BENCH=..., LLAMA2C=... are passed through).
 bench: $(BUILD)/kite
 	sh bench/run.sh $(BUILD)
 
