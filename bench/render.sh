@@ -55,6 +55,12 @@ BEGIN {
     cpu = sval("cpu"); isa = sval("isa"); fma = nval("fma_gflops_per_thread")
     nbw = split(aval("read_gb_s"), bw, ",")
     nprobe++ # bench/run.sh probes again before each model: keep the range
+    # core availability around the probe with the most threads (kite since Nov 30 late), and probes busy in every try
+    nav = split(aval("read_avail_pct"), av, ",")
+    if (nav > 0) {
+        a = av[nav] + 0; if (!navail++ || a < avmin) avmin = a; if (navail == 1 || a > avmax) avmax = a
+        nbz = split(aval("read_busy_tries"), bz, ","); if (bz[nbz] + 0 >= 3) nbusy++
+    }
     for (t = 1; t <= nbw; t++) {
         if (nprobe == 1 || bw[t] < bwmin[t]) bwmin[t] = bw[t]
         if (nprobe == 1 || bw[t] > bwmax[t]) bwmax[t] = bw[t]
@@ -117,7 +123,9 @@ END {
             printf "%s %.1f-%.1f GB/s (%d thread%s)", (t > 1 ? "," : ""), bwmin[t], bwmax[t], t, (t > 1 ? "s" : "")
         else
             printf "%s %.1f GB/s (%d thread%s)", (t > 1 ? "," : ""), bw[t], t, (t > 1 ? "s" : "")
-    printf "; FP32 FMA %.1f GFLOP/s per thread (%s loop).\n", fma, isa
+    printf "; FP32 FMA %.1f GFLOP/s per thread (%s loop)", fma, isa
+    if (navail) printf ". Core availability around the %d-thread read probe%s: %s%%%s", nbw, (navail > 1 ? "s" : ""), (avmin < avmax ? sprintf("%.0f-%.0f", avmin, avmax) : sprintf("%.0f", avmin)), (nbusy ? sprintf(" (%d probe%s busy in all 3 tries: may read low)", nbusy, nbusy > 1 ? "s" : "") : "")
+    printf ".\n"
     printf "- **Load average** (1, 5, 15 min) before the run: %s; after: %s.\n", meta["load_before"], meta["load_after"]
     printf "- **Models**: TinyLlama-1.1B shape from `kite synth` (%s layers; random weights, 32000-token vocabulary), and the bundled stories260K. Repetitions: %s (stories260K: 5); median, with min-max.\n", meta["layers"], meta["reps"]
     if (lcommit != "") printf "- **llama.cpp**: build %d, commit %s (%s), run as `llama-bench -t 2 -p %s -n %s -mmp 0` and with its default mmap (`-r %s`), on the same files, in the same session.%s\n", lbuild, (meta["llama_commit"] != "" ? meta["llama_commit"] : lcommit), lcommit, substr(pp, 3), substr(tg, 3), meta["reps"], (meta["paired"] == 1 ? sprintf(" The 2-thread kite runs and `-mmp 0` take turns, one repetition each (`kite bench -r 1`, `llama-bench -r 1`, %s times), so that a drift of the machine hits both alike; the tables give the medians over those runs.", meta["reps"]) : "")

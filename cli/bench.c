@@ -422,13 +422,28 @@ static void print_probe(const probe_result *pr, bool measured, bool json) {
         printf(", \"n_cpu\": %d, \"isa\": \"%s\", \"fma_gflops_per_thread\": %.2f, \"read_gb_s\": [", pr->n_cpu, pr->isa,
                pr->fma_gflops);
         for (int t = 1; t <= pr->n_read; t++) printf(t > 1 ? ", %.2f" : "%.2f", pr->read_gbs[t]);
-        printf("], \"measured\": %s}\n", measured ? "true" : "false");
+        printf("], \"measured\": %s", measured ? "true" : "false");
+        if (measured) { /* availability around each kept read probe, and the busy tries */
+            printf(", \"read_avail_pct\": [");
+            for (int t = 1; t <= pr->n_read; t++) printf(t > 1 ? ", %.1f" : "%.1f", 100.0 * pr->read_avail[t]);
+            printf("], \"read_busy_tries\": [");
+            for (int t = 1; t <= pr->n_read; t++) printf(t > 1 ? ", %d" : "%d", pr->read_busy[t]);
+            printf("]");
+        }
+        printf("}\n");
         return;
     }
     char path[1024];
     printf("cpu: %s (%d online)\n", pr->cpu, pr->n_cpu);
     printf("FP32 FMA peak: %.1f GFLOP/s per thread (%s)\n", pr->fma_gflops, pr->isa);
-    for (int t = 1; t <= pr->n_read; t++) printf("read bandwidth, %d thread%s: %.1f GB/s\n", t, t > 1 ? "s" : "", pr->read_gbs[t]);
+    for (int t = 1; t <= pr->n_read; t++) {
+        printf("read bandwidth, %d thread%s: %.1f GB/s", t, t > 1 ? "s" : "", pr->read_gbs[t]);
+        if (measured)
+            printf(" (core availability %.0f%%%s)", 100.0 * pr->read_avail[t],
+                   pr->read_busy[t] >= PROBE_READ_TRIES ? ": busy in every try, may read low"
+                   : pr->read_busy[t] ? ", after a busy try" : "");
+        printf("\n");
+    }
     if (probe_cache_path(path, sizeof path)) printf("%s: %s\n", measured ? "saved to" : "cached in", path);
 }
 

@@ -18,7 +18,9 @@
  *     finisher.  Median of 11 passes (the best pass overstated what a long
  *     run sees on a shared machine and varied from probe to probe), for each
  *     thread count 1..n_cpu (at most PROBE_MAX_THREADS).  GB/s = 1e9 bytes
- *     per second.
+ *     per second.  Around each thread count's probe a short FMA check on the
+ *     same threads says whether the host gave them their cores; below 70 %
+ *     the probe is run again (3 tries at most, the best-served one kept).
  *   - FMA peak per thread: 12 independent vector FMA chains (enough to cover
  *     4-cycle latency on two FMA pipes) in the widest ISA the CPU and OS
  *     support (AVX-512F zmm, else AVX2+FMA ymm, else SSE mul+add), best of
@@ -51,6 +53,7 @@
 #include <stddef.h>
 
 #define PROBE_MAX_THREADS 64
+#define PROBE_READ_TRIES 3 /* read probes per thread count at most, while the machine looks busy */
 
 typedef struct probe_result {
     char cpu[128];                            /* CPU model string ("model name" in /proc/cpuinfo) */
@@ -58,6 +61,12 @@ typedef struct probe_result {
     int n_read;                               /* thread counts measured: 1..n_read */
     double read_gbs[PROBE_MAX_THREADS + 1];   /* [t]: read bandwidth with t threads, GB/s ([0] unused) */
     double fma_gflops;                        /* FP32 FMA peak of one thread, GFLOP/s */
+    /* Measured now only (0 when read from the cache): the core availability
+     * around the kept read probe with t threads (the lower of an FMA check
+     * before and after, as a share of t * fma_gflops), and how many tries saw
+     * under 70 % (PROBE_READ_TRIES: every try; the figure may read low). */
+    double read_avail[PROBE_MAX_THREADS + 1];
+    int read_busy[PROBE_MAX_THREADS + 1];
     char isa[16];                             /* ISA of the FMA loop: "avx512", "avx2", "sse" */
 } probe_result;
 

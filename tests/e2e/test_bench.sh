@@ -104,12 +104,21 @@ fi
 e2e_kite "$T/out" "$T/err" bench --probe
 if [ "$rc" -ne 0 ]; then
     e2e_fail "bench --probe" "exit $rc: $(e2e_first_line "$T/err")"
-elif ! grep -q "read bandwidth, 1 thread: [0-9]" "$T/out" || ! grep -q "FP32 FMA peak: [0-9]" "$T/out"; then
+elif ! grep -q "read bandwidth, 1 thread: [0-9.]* GB/s (core availability [0-9]*%" "$T/out" ||
+    ! grep -q "FP32 FMA peak: [0-9]" "$T/out"; then
     e2e_fail "bench --probe" "output: $(e2e_first_line "$T/out")"
 elif ! grep -q "^read_gbs 1 [0-9]" "$XDG_CACHE_HOME/kite/probe.txt" 2>/dev/null; then
     e2e_fail "bench --probe" "no cache file $XDG_CACHE_HOME/kite/probe.txt"
 else
     e2e_ok "bench --probe (measures and caches)"
+fi
+# each read probe comes with the core availability around it and the busy tries (0..3)
+e2e_kite "$T/out" "$T/err" bench --probe --json
+if [ "$rc" -eq 0 ] && grep -q '"measured": true, "read_avail_pct": \[[0-9.]*[],]' "$T/out" &&
+    grep -q '"read_busy_tries": \[[0-3][],]' "$T/out"; then
+    e2e_ok "bench --probe --json: read_avail_pct, read_busy_tries"
+else
+    e2e_fail "bench --probe --json: availability fields" "exit $rc: $(e2e_first_line "$T/out")"
 fi
 
 e2e_kite "$T/out" "$T/err" bench -m "$T/a.gguf" -p 8 -n 4 -r 2 -t 1 --json
@@ -231,10 +240,10 @@ expect_error "bench: --spec-verify --k 17" 2 "--k" bench -m "$T/a.gguf" --spec-v
 # two probes (40 and 80 GB/s on 2 threads), one 1 GB/token model measured after
 # each; llama.cpp beside the first.  Each roofline must use its model's probe.
 cat >"$T/res.jsonl" <<'EOF_RES'
-{"probe": true, "cpu": "TestCPU", "n_cpu": 2, "isa": "avx512", "fma_gflops_per_thread": 100.00, "read_gb_s": [20.00, 40.00], "measured": true}
+{"probe": true, "cpu": "TestCPU", "n_cpu": 2, "isa": "avx512", "fma_gflops_per_thread": 100.00, "read_gb_s": [20.00, 40.00], "measured": true, "read_avail_pct": [99.0, 55.5], "read_busy_tries": [0, 3]}
 {"model": "tinyllama-1.1b-L2-q8_0.gguf", "type": "Q8_0", "test": "tg32", "threads": 2, "tok_s": 30.000, "tok_s_min": 29.000, "tok_s_max": 31.000, "gb_s": 30.000, "roofline_pct": 75.00, "gflops": 1.00, "kernels": "avx512", "residency": "heap", "load_ms": 1.0, "reps": 3, "noisy_reps": 0, "redone": 0, "avail_pct": 99.0, "bytes_per_token": 1000000000, "n_layer": 2, "read_gb_s": 40.00}
 {"engine": "llama.cpp", "model_filename": "/x/tinyllama-1.1b-L2-q8_0.gguf", "n_prompt": 0, "n_gen": 32, "n_threads": 2, "use_mmap": false, "samples_ts": [20.0, 20.0, 20.0], "build_commit": "abc", "build_number": 1}
-{"probe": true, "cpu": "TestCPU", "n_cpu": 2, "isa": "avx512", "fma_gflops_per_thread": 100.00, "read_gb_s": [30.00, 80.00], "measured": true}
+{"probe": true, "cpu": "TestCPU", "n_cpu": 2, "isa": "avx512", "fma_gflops_per_thread": 100.00, "read_gb_s": [30.00, 80.00], "measured": true, "read_avail_pct": [97.0, 91.0], "read_busy_tries": [0, 1]}
 {"model": "tinyllama-1.1b-L2-q4_0.gguf", "type": "Q4_0", "test": "tg32", "threads": 2, "tok_s": 60.000, "tok_s_min": 59.000, "tok_s_max": 61.000, "gb_s": 60.000, "roofline_pct": 75.00, "gflops": 1.00, "kernels": "avx512", "residency": "heap", "load_ms": 1.0, "reps": 3, "noisy_reps": 0, "redone": 0, "avail_pct": 99.0, "bytes_per_token": 1000000000, "n_layer": 2, "read_gb_s": 80.00}
 EOF_RES
 printf 'date test\ncommit test\nnproc 2\nlayers 2\nreps 3\n' >"$T/meta.txt"
@@ -242,11 +251,13 @@ if ! sh bench/render.sh "$T/res.jsonl" "$T/meta.txt" >"$T/gen.md" 2>"$T/err"; th
     e2e_fail "bench/render.sh" "$(e2e_first_line "$T/err")"
 elif ! grep -q "2 probes, one before each model; min-max): read bandwidth 20.0-30.0 GB/s (1 thread), 40.0-80.0 GB/s" "$T/gen.md"; then
     e2e_fail "bench/render.sh" "machine line: $(grep Machine "$T/gen.md")"
+elif ! grep -q "Core availability around the 2-thread read probes: 56-91% (1 probe busy in all 3 tries: may read low)" "$T/gen.md"; then
+    e2e_fail "bench/render.sh" "probe availability: $(grep Machine "$T/gen.md")"
 elif ! grep -q "^| Q8_0 | 1.00 | - | - | - | 30.00 | 20.00 | - | 40.0 tok/s | 75% | 50% |" "$T/gen.md" ||
     ! grep -q "^| Q4_0 | 1.00 | - | - | - | 60.00 | - | - | 80.0 tok/s | 75% |" "$T/gen.md"; then
     e2e_fail "bench/render.sh" "side-by-side rows: $(grep '^| Q' "$T/gen.md" | tr '\n' ' ')"
 else
-    e2e_ok "bench/render.sh (probe range; each model's roofline from the probe before it)"
+    e2e_ok "bench/render.sh (probe range and availability; each model's roofline from the probe before it)"
 fi
 
 # ---- bench/render.sh: runs taken in turns (-r 1 each) give one row of medians --
