@@ -59,7 +59,7 @@ BEGIN {
     nav = split(aval("read_avail_pct"), av, ",")
     if (nav > 0) {
         a = av[nav] + 0; if (!navail++ || a < avmin) avmin = a; if (navail == 1 || a > avmax) avmax = a
-        nbz = split(aval("read_busy_tries"), bz, ","); if (bz[nbz] + 0 >= 3) nbusy++
+        nbz = split(aval("read_busy_tries"), bz, ","); if (bz[nbz] + 0 >= 3) nbusy++ # 3: PROBE_READ_TRIES, every try
     }
     for (t = 1; t <= nbw; t++) {
         if (nprobe == 1 || bw[t] < bwmin[t]) bwmin[t] = bw[t]

@@ -295,23 +295,36 @@ static void format_opts(char *buf, size_t cap) {
                               kern_opt_source_name(kern_opt_source_of((kern_opt)o)));
 }
 
+/* "decode_prefetch": true, "bf16_fma": ..., "kernel_opts_from": {"decode-prefetch": "cpu", ...}:
+ * each option's value under its name with '_' for '-', then the sources. */
+static void print_opts_json(void) {
+    for (int o = 0; o < KERN_OPT_COUNT; o++) {
+        char key[32];
+        snprintf(key, sizeof key, "%s", kern_opt_name((kern_opt)o));
+        for (char *c = key; *c; c++) *c = *c == '-' ? '_' : *c;
+        printf("%s\"%s\": %s", o ? ", " : "", key, kern_opt_on((kern_opt)o) ? "true" : "false");
+    }
+    printf(", \"kernel_opts_from\": {");
+    for (int o = 0; o < KERN_OPT_COUNT; o++)
+        printf("%s\"%s\": \"%s\"", o ? ", " : "", kern_opt_name((kern_opt)o),
+               kern_opt_source_name(kern_opt_source_of((kern_opt)o)));
+    printf("}");
+}
+
 static void print_json(const bench_opts *o, const model_facts *mf, const kite_model_info *mi, const char *kernels,
                        const probe_result *pr, const test_result *tr, double load_ms) {
     const char *m = base_name(o->model);
     printf("{\"model\": ");
     cli_json_string(stdout, m, strlen(m));
     printf(", \"type\": \"%s\", \"test\": \"%s\", \"threads\": %d, \"tok_s\": %.3f, \"tok_s_min\": %.3f, "
-           "\"tok_s_max\": %.3f, \"gb_s\": %.3f, \"roofline_pct\": %.2f, \"gflops\": %.2f, \"kernels\": \"%s\", "
-           "\"decode_prefetch\": %s, \"bf16_fma\": %s, \"f16_widen\": %s, \"kernel_opts_from\": "
-           "{\"decode-prefetch\": \"%s\", \"bf16-fma\": \"%s\", \"f16-widen\": \"%s\"}, \"residency\": \"%s\", \"load_ms\": %.1f, \"reps\": %d, \"noisy_reps\": %d, \"redone\": %d, \"avail_pct\": %.1f, \"bytes_per_token\": %" PRIu64
-           ", \"n_layer\": %d, \"read_gb_s\": %.2f, \"fma_gflops\": %.2f, \"cpu\": ",
+           "\"tok_s_max\": %.3f, \"gb_s\": %.3f, \"roofline_pct\": %.2f, \"gflops\": %.2f, \"kernels\": \"%s\", ",
            mf->type, tr->name, tr->threads, tr->tok_s, tr->tok_s_min, tr->tok_s_max, tr->gb_s, tr->roofline_pct,
-           tr->gflops, kernels, kern_decode_prefetch() ? "true" : "false",
-           kern_opt_on(KERN_OPT_BF16_FMA) ? "true" : "false", kern_opt_on(KERN_OPT_F16_WIDEN) ? "true" : "false",
-           kern_opt_source_name(kern_opt_source_of(KERN_OPT_DECODE_PREFETCH)),
-           kern_opt_source_name(kern_opt_source_of(KERN_OPT_BF16_FMA)),
-           kern_opt_source_name(kern_opt_source_of(KERN_OPT_F16_WIDEN)), mi->residency ? mi->residency : "?", load_ms,
-           tr->n_runs, tr->noisy, tr->redone, 100.0 * tr->avail,
+           tr->gflops, kernels);
+    print_opts_json();
+    printf(", \"residency\": \"%s\", \"load_ms\": %.1f, \"reps\": %d, \"noisy_reps\": %d, \"redone\": %d, "
+           "\"avail_pct\": %.1f, \"bytes_per_token\": %" PRIu64
+           ", \"n_layer\": %d, \"read_gb_s\": %.2f, \"fma_gflops\": %.2f, \"cpu\": ",
+           mi->residency ? mi->residency : "?", load_ms, tr->n_runs, tr->noisy, tr->redone, 100.0 * tr->avail,
            mf->bytes_per_token, mi->n_layer, probe_read_gbs(pr, tr->threads), pr->fma_gflops * tr->threads);
     cli_json_string(stdout, pr->cpu, strlen(pr->cpu));
     /* matmul variants that ran (kernels/tune.h) and the tune table they came from */

@@ -182,8 +182,8 @@ static inline void attn_scale(float *restrict y, float w, int32_t n) {
  * expf call does not).  x = n*ln2 + r with |r| <= ln2/2 (n by the
  * 1.5*2^23 rounding trick, ln2 split in two so n*ln2_hi is exact), e^r by its
  * Taylor series to r^7 (truncation < 6e-9 relative), times 2^n built in the
- * exponent bits.  Against double exp over [-87, 88]: 1.2 ulp at most
- * (measured); test_exp in tests/unit/test_attention.c checks <= 2 ulp.
+ * exponent bits.  Against double exp over [ATTN_EXP_FLUSH, 88]: 1.2 ulp at
+ * most (measured); test_exp in tests/unit/test_attention.c checks <= 2 ulp.
  * Below ATTN_EXP_FLUSH the result is +0: callers only add it to sums whose
  * largest term is >= e^-40 (split-KV's phi window; the running maximum's
  * own term in FlashAttention), so an e^-80 term is 4e-18 of that term and
@@ -196,7 +196,8 @@ static inline void attn_scale(float *restrict y, float w, int32_t n) {
  * no undefined behaviour for any input. */
 #define ATTN_EXP_FLUSH (-80.0f)
 static inline float attn_exp(float x) {
-    /* clamp by bit selection: gcc 12 -O2 does not if-convert `x < lo ? lo : x`
+    /* clamp by bit selection (below, only to keep the steps finite: those results are
+     * flushed): gcc 12 -O2 does not if-convert `x < lo ? lo : x`
      * inside a vectorised loop, but does vectorise masks; NaN compares false
      * both ways and passes through */
     const float lo = -87.33f, hi = 88.0f;

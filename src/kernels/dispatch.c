@@ -139,7 +139,6 @@ static const char *const opt_envs[KERN_OPT_COUNT] = {"KITE_DECODE_PREFETCH", "KI
 static const char *const src_names[] = {"cpu", "tune", "env", "set"};
 
 const char *kern_opt_name(kern_opt o) { return (unsigned)o < KERN_OPT_COUNT ? opt_names[o] : "?"; }
-const char *kern_opt_env_name(kern_opt o) { return (unsigned)o < KERN_OPT_COUNT ? opt_envs[o] : "?"; }
 const char *kern_opt_source_name(kern_opt_source s) { return (unsigned)s <= KERN_OPT_FROM_SET ? src_names[s] : "?"; }
 
 int kern_opt_from_name(const char *name) {

@@ -158,7 +158,6 @@ bool kern_opt_on(kern_opt o);
 void kern_opt_set(kern_opt o, bool on);
 kern_opt_source kern_opt_source_of(kern_opt o);
 const char *kern_opt_name(kern_opt o);              /* "decode-prefetch", "bf16-fma", "f16-widen" */
-const char *kern_opt_env_name(kern_opt o);          /* "KITE_DECODE_PREFETCH", ... */
 const char *kern_opt_source_name(kern_opt_source s); /* "cpu", "tune", "env", "set" */
 int kern_opt_from_name(const char *name);           /* the option, or -1 */
 /* The vendor default (what applies without environment or table). */
