@@ -11,7 +11,7 @@
  * One warm-up run of each comes first.  Each test is repeated -r times; the
  * table gives the median tok/s and min-max.  Decode is compared with the
  * machine's read bandwidth (bytes of weights read per token * tok/s), prefill
- * with its FP32 FMA peak; both peaks come from src/core/probe (cached).
+ * with its FP32 FMA peak; both peaks come from src/roofline/probe (cached).
  *
  * Noisy machines: around every repetition a ~10 ms FMA check runs on the
  * same number of threads.  If the machine delivered less than
@@ -37,7 +37,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "core/probe.h"
+#include "roofline/probe.h"
 #include "core/timing.h"
 #include "gguf/gguf.h"
 #include "kernels/dispatch.h"

@@ -1,6 +1,6 @@
 /*
  * bench_serve.c - `kite bench --parallel LIST`: aggregate generation
- * throughput of the serving engine (src/serve) at several concurrency
+ * throughput of the serving engine (src/engine) at several concurrency
  * levels, against the same requests served one at a time, and KV memory
  * waste under load (issue 5; docs/serve.md).
  *
@@ -50,7 +50,7 @@
 #include "cli.h"
 #include "core/timing.h"
 #include "kite.h"
-#include "serve/engine.h"
+#include "engine/engine.h"
 #include "spec/spec.h"
 
 #define CMD "bench"

@@ -1,8 +1,15 @@
 /*
  * cli.h - subcommands of the kite CLI and shared argument parsing.
  *
- * The CLI is a thin driver over the public API (include/kite.h) plus, for
- * file tools (info, convert), the internal GGUF module.  Each subcommand lives
+ * The CLI drives the library through the public API (include/kite.h) where
+ * that API covers the job (run, chat, tokenize, ppl).  The tool commands go
+ * further and use the library's internal module headers directly, as
+ * llama.cpp's tools use ggml's: the serving engine (engine/), speculative
+ * decoding (spec/), the kernel table and tune table (kernels/), the
+ * quantizers (quant/), the roofline, probe and synthetic models (roofline/),
+ * the GGUF reader/writer (gguf/), and the tools/ modules (http/, convert/).
+ * Those headers are internal: they may change with the library, and
+ * programs outside this tree should use kite.h.  Each subcommand lives
  * in cli/<name>.c and returns the process exit status: 0 success, 1 runtime
  * failure (bad file, ...), 2 usage error.  Errors are one line on stderr,
  * "kite <cmd>: <what>".

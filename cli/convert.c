@@ -4,7 +4,7 @@
  *   kite convert MODEL.bin --tokenizer TOK.bin -o OUT.gguf [--type f32|f16|bf16] [--name NAME]
  *   kite convert --tokenizer TOK.bin -o OUT.gguf [--vocab-size N] [--hparams SPEC] [--name NAME]
  *
- * A thin driver over src/model/llama2c.c: it parses flags, fills
+ * A thin driver over tools/convert/llama2c.c: it parses flags, fills
  * llama2c_convert_params and prints one summary line.  Without MODEL.bin
  * the output is a vocab-only GGUF (general.* and tokenizer.* keys, plus the
  * llama.* hyperparameters only when --hparams is given).
@@ -13,9 +13,9 @@
 #include <string.h>
 
 #include "cli.h"
-#include "hf/hf_convert.h"
+#include "convert/hf_convert.h"
 #include "kite.h"
-#include "model/llama2c.h"
+#include "convert/llama2c.h"
 #include "tensor/dtype.h"
 
 #define CMD "convert"
@@ -76,7 +76,7 @@ bad:
 }
 
 int cmd_convert(int argc, char **argv) {
-    /* Hugging Face directories: tools/hf/hf_cli.c parses its own flags. */
+    /* Hugging Face directories: tools/convert/hf_cli.c parses its own flags. */
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--hf")) return hf_convert_cli(argc, argv);
     llama2c_convert_params p = {.out_type = KITE_DTYPE_F32};

@@ -1,5 +1,5 @@
 /*
- * serve.c - `kite serve`: the OpenAI-compatible HTTP server (tools/server,
+ * serve.c - `kite serve`: the OpenAI-compatible HTTP server (tools/http,
  * docs/server.md).
  *
  * Thin driver: parses flags, loads the model, starts the server, prints
@@ -15,7 +15,7 @@
 
 #include "cli.h"
 #include "kite.h"
-#include "server/server.h"
+#include "http/server.h"
 #include "spec/spec.h"
 
 static const char *const serve_usage =

@@ -17,7 +17,7 @@
 #include "core/timing.h"
 #include "kite.h"
 #include "model/model.h"
-#include "serve/engine.h"
+#include "engine/engine.h"
 #include "sot/sot.h"
 
 static const char *const sot_usage =

@@ -3,7 +3,7 @@
  *
  *   kite synth --shape NAME --type TYPE -o OUT.gguf [--layers N] [--seed S] [-t THREADS]
  *
- * A thin driver over src/model/synth.c: parses flags, checks the type has a
+ * A thin driver over src/roofline/synth.c: parses flags, checks the type has a
  * reference quantizer, writes the file and prints one summary line.  The
  * output depends only on the shape, --layers, --type and --seed (never on -t).
  */
@@ -15,7 +15,7 @@
 #include "cli.h"
 #include "core/timing.h"
 #include "kite.h"
-#include "model/synth.h"
+#include "roofline/synth.h"
 #include "tensor/dtype.h"
 
 #define CMD "synth"

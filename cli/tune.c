@@ -43,7 +43,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "core/probe.h"
+#include "roofline/probe.h"
 #include "core/threadpool.h"
 #include "core/timing.h"
 #include "gguf/gguf.h"

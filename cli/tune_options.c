@@ -35,7 +35,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "core/probe.h"
+#include "roofline/probe.h"
 #include "core/timing.h"
 #include "kernels/dispatch.h"
 #include "kernels/tune.h"

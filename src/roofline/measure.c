@@ -43,7 +43,7 @@
 #include <sys/stat.h>
 
 #include "core/error.h"
-#include "core/probe.h"
+#include "roofline/probe.h"
 #include "core/threadpool.h"
 #include "core/timing.h"
 #include "kernels/kernels.h"

@@ -15,7 +15,7 @@
 #include "core/error.h"
 #include "gguf/gguf.h"
 #include "kite.h"
-#include "model/synth.h"
+#include "roofline/synth.h"
 #include "roofline/roofline.h"
 
 int rl_shape_from_name(const char *name, uint32_t wtype, rl_shape *sh) {

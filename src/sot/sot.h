@@ -2,7 +2,7 @@
  * sot.h - Skeleton-of-Thought (issue 6 item 6; docs/sot.md).
  *
  * DESIGN
- *   Two stages over the serving engine (src/serve/engine.h):
+ *   Two stages over the serving engine (src/engine/engine.h):
  *     1. skeleton: one request whose prompt asks for a short numbered list of
  *        the answer's points;
  *     2. expansion: one request per parsed point, all submitted at once so
@@ -32,7 +32,7 @@
 #include <stdint.h>
 
 #include "kite.h"
-#include "serve/engine.h"
+#include "engine/engine.h"
 
 #define SOT_MIN_POINTS 2
 #define SOT_MAX_POINTS 16

@@ -112,7 +112,7 @@ int32_t spec_draft_len(const spec_decoder *d); /* current adaptive k */
 /* KITE_OK if draft tokenizes like target (n_vocab and the strings of a
  * sample of tokens: the first 32 ids and 64 spread over the rest), else
  * KITE_E_UNSUPPORTED naming the first difference.  Used by spec_new and by
- * the serving engine's draft model (serve/engine_draft.c). */
+ * the serving engine's draft model (engine/engine_draft.c). */
 int spec_check_vocab(const kite_model *target, const kite_model *draft);
 
 /* Parses "W,N,G" (lookahead) into p's la_* fields.  KITE_OK or KITE_E_ARG. */

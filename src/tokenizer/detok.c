@@ -1,5 +1,7 @@
 /*
- * detok.c - streaming detokenizer (kite_detok_*).
+ * detok.c - streaming detokenizer (kite_detok_push/flush/free; the model-level
+ * constructor kite_detok_new is in model/tokens.c, so this folder never sees
+ * a kite_model).
  *
  * DESIGN
  *   Each push appends the decoded piece of one token (vocab_token_to_piece)
@@ -26,17 +28,16 @@
  *   character; every byte string returned is well-formed UTF-8.
  *
  * THREAD SAFETY
- *   One thread at a time per kite_detok; the model is only read.
+ *   One thread at a time per kite_detok; the vocab is only read.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
-#include "model/model.h"
 #include "tokenizer/vocab_internal.h"
 
 struct kite_detok {
-    const vocab *v;   /* borrowed from the model */
+    const vocab *v;   /* borrowed */
     uint8_t pend[4];  /* held-back bytes of an incomplete character */
     size_t n_pend;
     bool after_bos;   /* previous token was BOS: strip one leading space */
@@ -47,11 +48,11 @@ struct kite_detok {
 
 static const char replacement[] = "\xEF\xBF\xBD"; /* U+FFFD */
 
-int kite_detok_new(const kite_model *model, kite_detok **out) {
-    if (!model || !model->vocab || !out) return err_set(KITE_E_ARG, "kite_detok_new: NULL argument");
+int vocab_detok_new(const vocab *v, kite_detok **out) {
+    if (!v || !out) return err_set(KITE_E_ARG, "kite_detok_new: NULL argument");
     kite_detok *d = calloc(1, sizeof *d);
     if (!d) goto nomem;
-    d->v = model->vocab;
+    d->v = v;
     d->in_cap = d->v->max_dec_len + 4;
     d->in = malloc(d->in_cap);
     d->res = malloc(3 * d->in_cap);

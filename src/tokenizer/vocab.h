@@ -40,5 +40,8 @@ int vocab_tokenize(const vocab *v, const char *text, size_t len, bool add_bos, k
                    size_t *n_out);
 /* See kite_token_to_piece() in kite.h. */
 int vocab_token_to_piece(const vocab *v, kite_token t, const char **piece, char buf[8]);
+/* A streaming detokenizer over v (see kite_detok_new() in kite.h; v must
+ * outlive it). */
+int vocab_detok_new(const vocab *v, kite_detok **out /* OUT */);
 
 #endif

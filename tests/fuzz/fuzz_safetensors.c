@@ -1,6 +1,6 @@
 /*
  * fuzz_safetensors.c - libFuzzer target for the safetensors parser
- * (tools/hf/safetensors.c).
+ * (tools/convert/safetensors.c).
  *
  * Parses the input with st_parse() and, when it is accepted, checks the
  * parser's contract: names sorted and distinct, 0..4 dims, nbytes equal to
@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "hf/safetensors.h"
+#include "convert/safetensors.h"
 #include "tensor/dtype.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -18,7 +18,7 @@
 
 #include "harness.h"
 #include "kite.h"
-#include "serve/engine.h"
+#include "engine/engine.h"
 
 #define MODEL "models/stories260K.gguf"
 #define MAX_TOK 512

@@ -40,7 +40,7 @@
 #include "kernels/kernels.h"
 #include "model/context.h"
 #include "model/moe.h"
-#include "model/synth.h"
+#include "roofline/synth.h"
 #include "tensor/dtype.h"
 
 #define N_TOK 10

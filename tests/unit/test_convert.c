@@ -1,5 +1,5 @@
 /*
- * test_convert.c - llama2.c -> GGUF conversion (src/model/llama2c.c).
+ * test_convert.c - llama2.c -> GGUF conversion (tools/convert/llama2c.c).
  *
  * Synthetic llama2.c models in every format (v0 tied/untied, v1, v2 int8)
  * and a synthetic tokenizer are written to a mkdtemp() directory, converted,
@@ -18,7 +18,7 @@
 #include "core/error.h"
 #include "gguf/gguf.h"
 #include "harness.h"
-#include "model/llama2c.h"
+#include "convert/llama2c.h"
 #include "tensor/dtype.h"
 
 static char tmpdir[64];

@@ -1,5 +1,5 @@
 /*
- * test_engine.c - the serving engine (src/serve/engine.c, scheduler.c) with
+ * test_engine.c - the serving engine (src/engine/engine.c, scheduler.c) with
  * the bundled stories260K model.
  *
  *   - 32 concurrent greedy requests (different prompts and lengths, from 4
@@ -26,8 +26,8 @@
 
 #include "harness.h"
 #include "kite.h"
-#include "serve/engine.h"
-#include "serve/stop.h"
+#include "engine/engine.h"
+#include "engine/stop.h"
 
 #include "engine_harness.h"
 

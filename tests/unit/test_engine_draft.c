@@ -1,7 +1,7 @@
 /*
  * test_engine_draft.c - model drafters and lookahead inside the serving
- * engine (engine_params.spec_draft_model / spec_skip_layers, src/serve/
- * engine_draft.c; spec_la_window, src/serve/engine.c) with the bundled
+ * engine (engine_params.spec_draft_model / spec_skip_layers, src/engine/
+ * engine_draft.c; spec_la_window, src/engine/engine.c) with the bundled
  * stories260K model as the target.
  *
  *   - temperature 0, 16 concurrent requests, the same model (loaded a
@@ -37,7 +37,7 @@
 
 #include "harness.h"
 #include "kite.h"
-#include "serve/engine.h"
+#include "engine/engine.h"
 
 #include "engine_harness.h"
 

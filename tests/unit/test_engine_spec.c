@@ -1,6 +1,6 @@
 /*
  * test_engine_spec.c - speculative decoding inside the serving engine
- * (engine_params.spec_lookup_n; src/serve/engine.c verify_draft, scheduler
+ * (engine_params.spec_lookup_n; src/engine/engine.c verify_draft, scheduler
  * draft items) with the bundled stories260K model.
  *
  *   - temperature 0, concurrent requests (story openings and input-copying
@@ -40,9 +40,9 @@
 
 #include "harness.h"
 #include "kite.h"
-#include "serve/engine.h"
-#include "serve/kv_blocks.h"
-#include "serve/scheduler.h"
+#include "engine/engine.h"
+#include "engine/kv_blocks.h"
+#include "engine/scheduler.h"
 
 #include "engine_harness.h"
 

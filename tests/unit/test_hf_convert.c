@@ -1,5 +1,5 @@
 /*
- * test_hf_convert.c - Hugging Face directory -> GGUF (tools/hf/).
+ * test_hf_convert.c - Hugging Face directory -> GGUF (tools/convert/).
  *
  * Tiny Hugging Face directories (config.json, tokenizer.json,
  * tokenizer_config.json, model-0000k-of-00002.safetensors + index, or one
@@ -35,9 +35,9 @@
 #include "core/error.h"
 #include "gguf/gguf.h"
 #include "harness.h"
-#include "hf/hf_convert.h"
-#include "hf/hf_internal.h"
-#include "hf/safetensors.h"
+#include "convert/hf_convert.h"
+#include "convert/hf_internal.h"
+#include "convert/safetensors.h"
 #include "kite.h"
 #include "tensor/dtype.h"
 #include "tokenizer/vocab.h"

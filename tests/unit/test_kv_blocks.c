@@ -1,5 +1,5 @@
 /*
- * test_kv_blocks.c - the paged KV block manager (src/serve/kv_blocks.c).
+ * test_kv_blocks.c - the paged KV block manager (src/engine/kv_blocks.c).
  *
  *   - allocation covers exactly the positions asked for; release returns
  *     blocks; counts (used / cached / free) add up after every operation;
@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "harness.h"
-#include "serve/kv_blocks.h"
+#include "engine/kv_blocks.h"
 
 #define BS 4
 

@@ -42,7 +42,7 @@
 #include "kernels/attention_impl.h"
 #include "kernels/kernels.h"
 #include "model/context.h"
-#include "model/synth.h"
+#include "roofline/synth.h"
 #include "tensor/dtype.h"
 
 static const int kv_types[] = {KITE_DTYPE_F16, KITE_DTYPE_Q8_0, KITE_DTYPE_Q4_0};

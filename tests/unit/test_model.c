@@ -23,7 +23,7 @@
 #include "harness.h"
 #include "json_mini.h"
 #include "kite.h"
-#include "model/llama2c.h"
+#include "convert/llama2c.h"
 #include "model_helpers.h"
 #include "tensor/dtype.h"
 

@@ -10,7 +10,7 @@
 
 #include "harness.h"
 #include "model_helpers.h"
-#include "serve/engine.h"
+#include "engine/engine.h"
 #include "sot/sot.h"
 
 #define MODEL "models/stories260K.gguf"

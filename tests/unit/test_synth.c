@@ -1,5 +1,5 @@
 /*
- * test_synth.c - `kite synth` models (src/model/synth.c), the streaming GGUF
+ * test_synth.c - `kite synth` models (src/roofline/synth.c), the streaming GGUF
  * writer callback it relies on, and heap weight residency.
  *
  * What is checked:
@@ -28,7 +28,7 @@
 #include "gguf/gguf.h"
 #include "harness.h"
 #include "kite.h"
-#include "model/synth.h"
+#include "roofline/synth.h"
 #include "tensor/dtype.h"
 
 static char tmpdir[] = "/tmp/kite-test-synth-XXXXXX";

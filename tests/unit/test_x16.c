@@ -26,7 +26,7 @@
 #include "kernels/gemm_x16.h"
 #include "kernels/kernels.h"
 #include "kite.h"
-#include "model/synth.h"
+#include "roofline/synth.h"
 #include "repack_harness.h"
 #include "tensor/blocks.h"
 #include "tensor/dtype.h"

@@ -31,7 +31,7 @@
 #include "kernels/gemm_x32.h"
 #include "kernels/kernels.h"
 #include "kite.h"
-#include "model/synth.h"
+#include "roofline/synth.h"
 #include "repack_harness.h"
 #include "tensor/dtype.h"
 

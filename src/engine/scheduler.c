@@ -1,5 +1,5 @@
 /* scheduler.c - admission, batch building and preemption (see scheduler.h). */
-#include "serve/scheduler.h"
+#include "engine/scheduler.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /* stop.c - stop strings with hold-back over streamed text (see stop.h). */
-#include "serve/stop.h"
+#include "engine/stop.h"
 
 #include <stdlib.h>
 #include <string.h>

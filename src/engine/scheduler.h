@@ -51,7 +51,7 @@
 #include <stdint.h>
 
 #include "kite.h"
-#include "serve/kv_blocks.h"
+#include "engine/kv_blocks.h"
 
 /* The scheduler's view of one sequence (embedded in the engine's request). */
 typedef struct sched_seq {

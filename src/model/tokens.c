@@ -1,7 +1,9 @@
 /*
- * api.c - the public "tokens" functions of kite.h: thin wrappers that check
- * the model handle and call vocab_* on model->vocab (the detokenizer is in
- * detok.c).  Reentrant; the model is only read.
+ * tokens.c - the public "tokens" functions of kite.h: thin wrappers that
+ * check the model handle and call vocab_* on model->vocab (the streaming
+ * detokenizer itself is tokenizer/detok.c).  They live in model/ because
+ * tokenizer/ knows vocabularies only, never models.  Reentrant; the model is
+ * only read.
  */
 #include "core/error.h"
 #include "model/model.h"
@@ -28,4 +30,9 @@ int kite_tokenize(const kite_model *model, const char *text, size_t len, bool ad
 int kite_token_to_piece(const kite_model *model, kite_token t, const char **piece, char buf[8]) {
     if (!model || !model->vocab) return err_set(KITE_E_ARG, "kite_token_to_piece: NULL model");
     return vocab_token_to_piece(model->vocab, t, piece, buf);
+}
+
+int kite_detok_new(const kite_model *model, kite_detok **out) {
+    if (!model || !model->vocab || !out) return err_set(KITE_E_ARG, "kite_detok_new: NULL argument");
+    return vocab_detok_new(model->vocab, out);
 }

@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "hf/hf_convert.h"
+#include "convert/hf_convert.h"
 #include "kite.h"
 #include "tensor/dtype.h"
 

@@ -1,5 +1,5 @@
 /*
- * hf_internal.h - shared pieces of the Hugging Face importer (tools/hf/).
+ * hf_internal.h - shared pieces of the Hugging Face importer (tools/convert/).
  *
  *   hf_json.c    reading JSON files, typed field getters with one-line errors
  *   hf_config.c  config.json -> hf_config, and the GGUF hyperparameter keys
@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #include "gguf/gguf.h"
-#include "hf/safetensors.h"
+#include "convert/safetensors.h"
 
 /* ---- hf_json.c ---- */
 

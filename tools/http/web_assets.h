@@ -1,7 +1,7 @@
 /*
- * web_assets.h - the chat page's files (tools/server/web/), embedded in the
+ * web_assets.h - the chat page's files (tools/http/web/), embedded in the
  * binary.  The definitions are generated at build time into
- * $(BUILD)/gen/web_assets.c by tools/server/gen_web_assets.sh (Makefile
+ * $(BUILD)/gen/web_assets.c by tools/http/gen_web_assets.sh (Makefile
  * section "server web assets"); edit the files under web/, not the table.
  */
 #ifndef KITE_TOOLS_WEB_ASSETS_H

@@ -30,7 +30,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "hf/hf_internal.h"
+#include "convert/hf_internal.h"
 #include "tensor/dtype.h"
 
 enum { XF_NONE, XF_PERMUTE, XF_TRANSPOSE };

@@ -1,7 +1,7 @@
 #!/bin/sh
-# tools/server/loadtest.sh BUILD - `make loadtest`: starts `kite serve` on
+# tools/http/loadtest.sh BUILD - `make loadtest`: starts `kite serve` on
 # 127.0.0.1 (a port chosen by the system, loopback only) and runs a bounded
-# load against it with tools/server/loadtest.mjs (node's built-in fetch, no
+# load against it with tools/http/loadtest.mjs (node's built-in fetch, no
 # npm packages).  Knobs (environment): LOADTEST_CLIENTS (16),
 # LOADTEST_REQUESTS (64), LOADTEST_TOKENS (64), LOADTEST_MODEL (bundled),
 # LOADTEST_PARALLEL (engine slots, = clients), LOADTEST_THREADS (0 = all).
@@ -31,4 +31,4 @@ if [ -z "$port" ]; then
     echo "loadtest: the server did not start: $(cat "$log")" >&2
     exit 1
 fi
-node tools/server/loadtest.mjs "http://127.0.0.1:$port" "$clients" "${LOADTEST_REQUESTS:-64}" "${LOADTEST_TOKENS:-64}"
+node tools/http/loadtest.mjs "http://127.0.0.1:$port" "$clients" "${LOADTEST_REQUESTS:-64}" "${LOADTEST_TOKENS:-64}"

@@ -1,5 +1,5 @@
 /*
- * server_internal.h - shared state of the HTTP server's files (tools/server).
+ * server_internal.h - shared state of the HTTP server's files (tools/http).
  *
  * DESIGN
  *   server.c   daemon, routing, authentication, body limits, static files,

@@ -45,7 +45,7 @@
  *   afterwards.  A callback calling engine_cancel (on the engine thread)
  *   skips that step: it is the callback in flight.
  */
-#include "serve/engine.h"
+#include "engine/engine.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -56,10 +56,10 @@
 #include "core/error.h"
 #include "kernels/kernels.h"
 #include "model/context.h"
-#include "serve/engine_draft.h"
-#include "serve/kv_blocks.h"
-#include "serve/scheduler.h"
-#include "serve/stop.h"
+#include "engine/engine_draft.h"
+#include "engine/kv_blocks.h"
+#include "engine/scheduler.h"
+#include "engine/stop.h"
 #include "spec/accept.h"
 #include "spec/adapt.h"
 #include "spec/lookahead.h"

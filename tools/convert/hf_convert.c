@@ -3,13 +3,13 @@
  * config.json -> hyperparameters, tokenizer.json -> vocabulary, safetensors
  * -> streamed tensors, then one gguf_writer_write.
  */
-#include "hf/hf_convert.h"
+#include "convert/hf_convert.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #include "core/error.h"
-#include "hf/hf_internal.h"
+#include "convert/hf_internal.h"
 #include "tensor/dtype.h"
 
 /* general.file_type as llama.cpp numbers it (enum llama_ftype). */

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "hf/hf_internal.h"
+#include "convert/hf_internal.h"
 
 #define MAXDIM ((int64_t)1 << 24)
 

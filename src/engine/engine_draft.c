@@ -2,7 +2,7 @@
  * engine_draft.c - batched drafting with a draft model or the target with
  * layers skipped, for the serving engine (design in engine_draft.h).
  */
-#include "serve/engine_draft.h"
+#include "engine/engine_draft.h"
 
 #include <stdlib.h>
 #include <string.h>

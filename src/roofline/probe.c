@@ -2,7 +2,7 @@
  * probe.c - read-bandwidth and FMA-peak probes, their cache file, and the
  * core-availability check (see probe.h for the method).
  */
-#include "core/probe.h"
+#include "roofline/probe.h"
 
 #include <errno.h>
 #include <inttypes.h>

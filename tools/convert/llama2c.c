@@ -21,7 +21,7 @@
  * THREAD SAFETY
  *   None needed: a conv is used by one thread.
  */
-#include "model/llama2c.h"
+#include "convert/llama2c.h"
 
 #include <errno.h>
 #include <fcntl.h>

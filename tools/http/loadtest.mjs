@@ -1,4 +1,4 @@
-// tools/server/loadtest.mjs URL CLIENTS REQUESTS TOKENS - a bounded load on
+// tools/http/loadtest.mjs URL CLIENTS REQUESTS TOKENS - a bounded load on
 // a kite server (`make loadtest`): CLIENTS concurrent streaming clients run
 // REQUESTS chat completions in all, each asking for exactly TOKENS tokens
 // (ignore_eos, temperature 0.8, a different prompt per request).  Refuses

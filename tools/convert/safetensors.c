@@ -6,7 +6,7 @@
  * integer field is checked to be integral and below 2^53 before it is used;
  * byte sizes are then computed with overflow-checked 64-bit arithmetic.
  */
-#include "hf/safetensors.h"
+#include "convert/safetensors.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

@@ -52,7 +52,7 @@
 
 #include "kite.h"
 #include "sampler/sampler_internal.h"
-#include "serve/kv_blocks.h"
+#include "engine/kv_blocks.h"
 #include "spec/adapt.h"
 
 typedef struct edrafter edrafter;

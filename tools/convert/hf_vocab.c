@@ -34,7 +34,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "hf/hf_internal.h"
+#include "convert/hf_internal.h"
 
 enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER = 4, TT_BYTE = 6 };
 

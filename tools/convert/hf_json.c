@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 
 #include "core/error.h"
-#include "hf/hf_internal.h"
+#include "convert/hf_internal.h"
 
 /* JSON files bigger than this are refused (tokenizer.json of large
  * vocabularies is ~10-20 MB). */

@@ -7,7 +7,7 @@
  * threads, each row from its own PRNG stream) and converts them with the
  * dtype's from_float into the writer's chunk buffer.
  */
-#include "model/synth.h"
+#include "roofline/synth.h"
 
 #include <inttypes.h>
 #include <math.h>

@@ -36,7 +36,7 @@
 
 #include "core/error.h"
 #include "core/timing.h"
-#include "server/web_assets.h"
+#include "http/web_assets.h"
 #include "server_internal.h"
 
 typedef struct srv_conn {

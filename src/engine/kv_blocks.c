@@ -12,7 +12,7 @@
  *     at least as many buckets as blocks.
  * Nothing is allocated after kv_pool_new except block-table growth.
  */
-#include "serve/kv_blocks.h"
+#include "engine/kv_blocks.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -5,7 +5,7 @@
  * DESIGN
  *   libmicrohttpd runs one thread per connection (plus its listening
  *   thread).  A connection thread parses the request (cJSON), tokenizes the
- *   prompt, submits it to the engine (src/serve/engine.h) and then waits on
+ *   prompt, submits it to the engine (src/engine/engine.h) and then waits on
  *   the request's own queue (mutex + condvar) that the engine callback fills
  *   from the engine thread.  Non-streaming requests wait in the request
  *   handler and answer once; streaming requests answer at once with a
@@ -31,7 +31,7 @@
 #include <stdint.h>
 
 #include "kite.h"
-#include "serve/engine.h"
+#include "engine/engine.h"
 
 typedef struct server server;
 
