@@ -7,6 +7,7 @@
 #   make fuzz       libFuzzer targets (clang), each run for FUZZ_SECONDS
 #   make bench      benchmark the standard set, rewrite BENCHMARKS.md (docs/bench.md)
 #   make roofline-report  predicted vs measured roofline, rewrite docs/ROOFLINE.md
+#   make acceptance the slow acceptance checks (tests/acceptance/)
 #   make WERROR=1   treat warnings as errors (CI)
 #
 # Only files under an ISA folder (src/kernels/x86_*) may get ISA flags, so the
@@ -145,6 +146,12 @@ bench: $(BUILD)/kite
 .PHONY: roofline-report
 roofline-report: $(BUILD)/kite
 	sh scripts/roofline-report.sh $(BUILD)
+
+# ---- acceptance: the slow checks of resolved issues (tests/acceptance/*.sh;
+# the fast ones are part of make test).  Each prints "N passed, N failed".
+.PHONY: acceptance
+acceptance: $(BUILD)/kite
+	@st=0; for t in tests/acceptance/*.sh; do sh $$t $(BUILD) || st=1; done; exit $$st
 
 # ---- quantization report: docs/QUANTIZATION.md, every method on the bundled model
 # (scripts/quant-report.sh; QREP_REPS repetitions of each decode measurement)
