@@ -6,7 +6,9 @@
 #   make test SAN=1 the same under AddressSanitizer + UndefinedBehaviorSanitizer (build-san/)
 #   make fuzz       libFuzzer targets (clang), each run for FUZZ_SECONDS
 #   make bench      benchmark the standard set, rewrite BENCHMARKS.md (docs/bench.md)
-#   make roofline-report  predicted vs measured roofline, rewrite docs/ROOFLINE.md
+#   make roofline-report  predicted vs measured roofline, rewrite docs/reports/ROOFLINE.md
+#   make quant-report     every quantization method on the bundled model, rewrite
+#                   docs/reports/QUANTIZATION.md
 #   make acceptance the slow acceptance checks (tests/acceptance/)
 #   make WERROR=1   treat warnings as errors (CI)
 #
@@ -130,7 +132,7 @@ $(BUILD)/libkite-tools.a: $(WEB_OBJ)
 
 # ---- loadtest: a bounded load on a `kite serve` started on 127.0.0.1 (loopback
 # only) with the bundled model; prints throughput and latency percentiles
-# (docs/server.md; LOADTEST_CLIENTS, LOADTEST_REQUESTS, LOADTEST_TOKENS, LOADTEST_MODEL).
+# (docs/http.md; LOADTEST_CLIENTS, LOADTEST_REQUESTS, LOADTEST_TOKENS, LOADTEST_MODEL).
 .PHONY: loadtest
 loadtest: $(BUILD)/kite
 	sh tools/http/loadtest.sh $(BUILD)
@@ -141,7 +143,7 @@ loadtest: $(BUILD)/kite
 bench: $(BUILD)/kite
 	sh bench/run.sh $(BUILD)
 
-# ---- roofline report: docs/ROOFLINE.md and docs/roofline-tinyllama.svg, predicted vs
+# ---- roofline report: docs/reports/ROOFLINE.md and roofline-tinyllama.svg, predicted vs
 # measured on this machine (docs/roofline.md; ROOFLINE_LAYERS, ROOFLINE_THREADS, ROOFLINE_REPS, ROOFLINE_ROUNDS)
 .PHONY: roofline-report
 roofline-report: $(BUILD)/kite
@@ -153,7 +155,7 @@ roofline-report: $(BUILD)/kite
 acceptance: $(BUILD)/kite
 	@st=0; for t in tests/acceptance/*.sh; do sh $$t $(BUILD) || st=1; done; exit $$st
 
-# ---- quantization report: docs/QUANTIZATION.md, every method on the bundled model
+# ---- quantization report: docs/reports/QUANTIZATION.md, every method on the bundled model
 # (scripts/quant-report.sh; QREP_REPS repetitions of each decode measurement)
 .PHONY: quant-report
 quant-report: $(BUILD)/kite

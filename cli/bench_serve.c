@@ -2,7 +2,7 @@
  * bench_serve.c - `kite bench --parallel LIST`: aggregate generation
  * throughput of the serving engine (src/engine) at several concurrency
  * levels, against the same requests served one at a time, and KV memory
- * waste under load (issue 5; docs/serve.md).
+ * waste under load (issue 5; docs/engine.md).
  *
  *   kite bench --parallel 1,4,16,32 [-m FILE] [-p 64] [-n 64] [-t THREADS]
  *              [--seq 4] [--block 16] [--step 512] [--seed 1] [--json]

@@ -3,7 +3,7 @@
  * (HellaSwag / ARC style), reporting acc and acc_norm.
  *
  * A thin driver over src/eval (task reader, eval_mc_score) and the public
- * API; the task format and the scoring rule are in docs/eval.md.  One line
+ * API; the task format and the scoring rule are in docs/quantization/evaluation.md.  One line
  * per item goes to stderr (unless -q), the summary to stdout; with --json
  * stdout ends with one JSON line.  Exit status: 0, 1 (bad task file, ...),
  * 2 (usage).

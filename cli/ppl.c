@@ -3,7 +3,7 @@
  * the log-probabilities or comparing them with a saved reference (KLD).
  *
  * A thin driver over src/eval (plans, scoring, the logits file) and the
- * public API; the conventions are in docs/eval.md.  Progress (running ppl
+ * public API; the conventions are in docs/quantization/evaluation.md.  Progress (running ppl
  * per window) goes to stderr, the summary to stdout; with --json stdout
  * ends with one JSON line.  Exit status: 0, 1 (bad file, mismatched
  * reference, ...), 2 (usage).

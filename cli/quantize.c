@@ -8,7 +8,7 @@
  * A thin driver over src/quant/quantize.c: parses flags, picks the pure type
  * or the llama.cpp recipe, runs the quantizer (progress on stderr) and prints
  * the size before and after.  The output never depends on -t.
- * docs/quantization.md describes the methods.
+ * docs/quantization/calibrated.md describes the methods.
  */
 #include <inttypes.h>
 #include <stdio.h>

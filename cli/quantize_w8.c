@@ -1,7 +1,7 @@
 /*
  * quantize_w8.c - the SmoothQuant and outlier-model paths of `kite quantize`
  * (reached from cmd_quantize's hook when --method is smoothquant or
- * outliers; docs/quantization-w8a8.md):
+ * outliers; docs/quantization/w8a8.md):
  *
  *   kite quantize -m IN -o OUT --method smoothquant --calib TEXT [--alpha A]
  *                 [--type w8a8] [--calib-tokens N] [-t N]

@@ -1,6 +1,6 @@
 /*
  * serve.c - `kite serve`: the OpenAI-compatible HTTP server (tools/http,
- * docs/server.md).
+ * docs/http.md).
  *
  * Thin driver: parses flags, loads the model, starts the server, prints
  * "kite serve: listening on http://HOST:PORT" once ready (tests wait for

@@ -1,5 +1,5 @@
 #!/bin/sh
-# roofline-report.sh BUILD - regenerates docs/ROOFLINE.md and docs/roofline-tinyllama.svg
+# roofline-report.sh BUILD - regenerates docs/reports/ROOFLINE.md and docs/reports/roofline-tinyllama.svg
 # (`make roofline-report`, see docs/roofline.md).  Synthesizes TinyLlama-1.1B-shaped
 # models with ROOFLINE_LAYERS layers (default 22, the real shape) at q8_0 and q4_0 into
 # BUILD/roofline-models (cached; a file already there, or a symlink to one, is used as is),
@@ -21,7 +21,7 @@ for t in q8_0 q4_0; do
   [ -f "$f" ] || $K synth --shape tinyllama-1.1b --type $t --layers "$L" -o "$f" >/dev/null
 done
 num() { sed -n "s/.*\"$1\": \([-0-9.e+]*\).*/\1/p" | head -n 1; }
-out=docs/ROOFLINE.md.tmp
+out=docs/reports/ROOFLINE.md.tmp
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 cpu=$(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -n 1)
 # measure this machine afresh (kernels change), then predict and measure back to back
@@ -34,17 +34,17 @@ probe_file=${XDG_CACHE_HOME:-$HOME/.cache}/kite/roofline-t$T.txt
   echo "CPU: $cpu, $(nproc) online CPUs, $T threads. Load average (1, 5, 15 min) at the start: $load0."
   echo "Scheduling priority (niceness) of the run: $(nice)."
   echo "The machine is shared with other engineers' builds, so measured figures are noisy; see"
-  echo "[roofline.md](roofline.md) for the model and what each number means."
+  echo "[roofline.md](../roofline.md) for the model and what each number means."
   echo
   echo "## Chart"
   echo
-  echo "\`kite roofline -m tinyllama-q8_0-l$L.gguf --hw probe -t $T --svg docs/roofline-tinyllama.svg\`"
+  echo "\`kite roofline -m tinyllama-q8_0-l$L.gguf --hw probe -t $T --svg docs/reports/roofline-tinyllama.svg\`"
   echo "(prefill 128 tokens, decode at context 128 + 32/2; circles prefill, squares decode):"
   echo
   echo "![roofline of TinyLlama-1.1B Q8_0 on this machine](roofline-tinyllama.svg)"
   echo
   echo '```'
-  $K roofline -m "$M/tinyllama-q8_0-l$L.gguf" --hw probe -t "$T" --svg docs/roofline-tinyllama.svg 2>/dev/null
+  $K roofline -m "$M/tinyllama-q8_0-l$L.gguf" --hw probe -t "$T" --svg docs/reports/roofline-tinyllama.svg 2>/dev/null
   echo '```'
   echo
   echo "## Predicted vs measured decode and prefill ($L layers, -p 128 -n 32 -t $T)"
@@ -126,5 +126,5 @@ probe_file=${XDG_CACHE_HOME:-$HOME/.cache}/kite/roofline-t$T.txt
   echo
   echo "Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
 } >"$out"
-mv "$out" docs/ROOFLINE.md
-echo "wrote docs/ROOFLINE.md and docs/roofline-tinyllama.svg"
+mv "$out" docs/reports/ROOFLINE.md
+echo "wrote docs/reports/ROOFLINE.md and docs/reports/roofline-tinyllama.svg"

@@ -1,7 +1,7 @@
 /*
  * engine.c - the serving engine: request intake, the engine thread, one
  * forward pass per step, sampling and streamed output (engine.h; design in
- * docs/serve.md).
+ * docs/engine.md).
  *
  * DESIGN
  *   Requests live in an `ereq` that embeds the scheduler's sched_seq.  A

@@ -1,6 +1,6 @@
 /*
  * engine.h - the serving engine: many sequences, one model, continuous
- * batching over a paged KV cache (issue 5; docs/serve.md).
+ * batching over a paged KV cache (issue 5; docs/engine.md).
  *
  * DESIGN
  *   engine_new starts one engine thread.  Each iteration ("step") it admits
@@ -15,7 +15,7 @@
  *   the prefix before them, so requests sharing a prompt prefix share them
  *   (copy-on-write on divergence, LRU eviction of unreferenced cached blocks).
  *
- *   Speculative decoding (spec_lookup_n > 0; docs/serve.md): before each
+ *   Speculative decoding (spec_lookup_n > 0; docs/engine.md): before each
  *   step every decoding sequence drafts up to its adaptive k tokens by
  *   prompt lookup over its own prompt and output; its decode item becomes
  *   [pending token, drafts] with logits for every position (drafts take

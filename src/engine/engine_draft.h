@@ -1,7 +1,7 @@
 /*
  * engine_draft.h - model drafters of the serving engine: a draft model or
  * the target with layers skipped (self-speculative), drafting for many
- * sequences at once (issue 6; docs/serve.md "Model drafters").
+ * sequences at once (issue 6; docs/engine.md "Model drafters").
  *
  * DESIGN
  *   The drafter owns a second paged context (ctx_new_sized) on the draft

@@ -1,7 +1,7 @@
 /*
  * kv_blocks.h - paged KV block manager: a pool of fixed-size blocks, block
  * tables per sequence, reference counts, automatic prefix caching,
- * copy-on-write and LRU eviction (issue 5; docs/serve.md).
+ * copy-on-write and LRU eviction (issue 5; docs/engine.md).
  *
  * DESIGN
  *   The KV cache of a serving context (ctx_new_sized) is n_blocks blocks of

@@ -1,6 +1,6 @@
 /*
  * scheduler.h - iteration-level continuous batching over the paged KV pool
- * (issue 5; docs/serve.md).
+ * (issue 5; docs/engine.md).
  *
  * DESIGN
  *   A sequence's state is its token list (prompt, then generated tokens) and
@@ -27,7 +27,7 @@
  *   Each planned item wants the logits of its last token only when that
  *   token is the last pending one.
  *
- *   Speculative drafts (docs/serve.md): after step 2 has given every decode
+ *   Speculative drafts (docs/engine.md): after step 2 has given every decode
  *   sequence its pending token, a sequence the engine gave a draft gets its
  *   item extended by up to n_draft drafted tokens, oldest first, within the
  *   remaining step budget and only with blocks the pool has spare (draft

@@ -1,6 +1,6 @@
 /*
  * stop.h - stop strings over streamed text, with hold-back (issue 5;
- * docs/serve.md).
+ * docs/engine.md).
  *
  * DESIGN
  *   Generated text arrives in pieces.  The filter keeps the not yet emitted

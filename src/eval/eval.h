@@ -3,7 +3,7 @@
  * reference, multiple-choice log-likelihood tasks (`kite ppl`, `kite eval`).
  *
  * DESIGN
- *   Four small parts, one file each (docs/eval.md has the conventions):
+ *   Four small parts, one file each (docs/quantization/evaluation.md has the conventions):
  *
  *   stats.c        row math in double precision: log-softmax, NLL of a
  *                  target, argmax, KL(base || this) of two log-prob rows,
@@ -90,7 +90,7 @@ double eval_stats_base_ppl(const eval_stats *s); /* exp(base mean NLL); NaN if n
 
 /* ---- logits file (logits_file.c) -------------------------------------- */
 
-/* Layout (all little-endian; see docs/eval.md):
+/* Layout (all little-endian; see docs/quantization/evaluation.md):
  *   0  char[8]  magic "KITELOGP"
  *   8  u32      version (1)
  *  12  u32      n_vocab

@@ -10,7 +10,7 @@
  *   the line's end, nesting is limited to JSON_MAX_DEPTH, and every failure
  *   is a one-line message "name:LINE: what".
  *
- *   Item format (docs/eval.md): {"context": STRING, "endings": [STRING, ...],
+ *   Item format (docs/quantization/evaluation.md): {"context": STRING, "endings": [STRING, ...],
  *   "label": INTEGER}; keys in any order, unknown keys ignored, duplicates
  *   rejected.
  *

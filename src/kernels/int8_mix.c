@@ -1,7 +1,7 @@
 /*
  * int8_mix.c - LLM.int8() matmul: vector-wise INT8 with a mixed-precision
  * decomposition of outlier input columns (weight type LLM_INT8; see
- * int8_gemm.h and docs/quantization-w8a8.md).
+ * int8_gemm.h and docs/quantization/w8a8.md).
  *
  * DESIGN
  *   1. Outlier columns: c is an outlier when |x[t][c]| > threshold for some

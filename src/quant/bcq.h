@@ -1,6 +1,6 @@
 /*
  * bcq.h - binary-coding quantization (BCQ) and the LUT-GEMM matrix-vector
- * product (issue 4 item 7; docs/quantization.md, "LUT-GEMM").
+ * product (issue 4 item 7; docs/quantization/calibrated.md, "LUT-GEMM").
  *
  * DESIGN
  *   A weight row is cut into groups of `group` columns; within a group

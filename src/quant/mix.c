@@ -9,7 +9,7 @@
  *   models (no experts, not Falcon, no importance matrix): which tensors get
  *   more bits.  The rules are written from llama.cpp's behaviour (checked
  *   against its files for stories260K, tests/unit/test_quantize.c), not
- *   copied.  docs/quantize.md lists them as tables.  Only recipes whose
+ *   copied.  docs/quantization/rtn.md lists them as tables.  Only recipes whose
  *   types all have a reference quantizer in kite are offered (no IQ1/IQ2/
  *   IQ3 mixes, which also need an importance matrix in llama.cpp).
  *

@@ -2,7 +2,7 @@
  * quantize.h - round-to-nearest (RTN) model quantization, tensor by tensor
  * (`kite quantize`), with llama.cpp's type mixes and fallbacks; and the
  * calibrated methods GPTQ / AWQ and group-wise grids (params.method,
- * .group, .bits), produced through quant/method.c (docs/quantization.md).
+ * .group, .bits), produced through quant/method.c (docs/quantization/calibrated.md).
  *
  * DESIGN
  *   quant_model() reads a GGUF model, decides an output type for every
@@ -16,7 +16,7 @@
  *   own, so the bytes do not depend on the thread count, and no more than a
  *   chunk of output is in memory at a time.
  *
- *   Type choice (docs/quantize.md has the full tables):
+ *   Type choice (docs/quantization/rtn.md has the full tables):
  *     - only 2-D+ tensors whose name ends in "weight" and is not a norm
  *       ("_norm.weight") are converted; the rest (norms, ...) are copied;
  *     - pure mode (recipe NULL): every such matrix gets params.type;
@@ -94,7 +94,7 @@ typedef struct quant_choice {
     bool convert;      /* false: data copied byte for byte */
 } quant_choice;
 
-/* Quantization methods (docs/quantization.md). */
+/* Quantization methods (docs/quantization/calibrated.md). */
 enum quant_method {
     QUANT_RTN = 0,  /* round to nearest, tensor by tensor (no calibration) */
     QUANT_GPTQ = 1, /* GPTQ error compensation with calibration Hessians (gptq.h) */

@@ -1,7 +1,7 @@
 /*
  * smoothquant.h - SmoothQuant (migrating activation outliers into the
  * weights) and the function-preserving outlier transformation used to
- * build a test model with outlier channels (docs/quantization-w8a8.md).
+ * build a test model with outlier channels (docs/quantization/w8a8.md).
  *
  * DESIGN
  *   Both are a per-input-channel rescaling of the linear layers' inputs

@@ -53,7 +53,7 @@ enum kite_dtype {
     KITE_DTYPE_TQ2_0 = 35,
     /* 36..38: removed IQ4_NL_4_4, IQ4_NL_4_8, IQ4_NL_8_8 */
     KITE_DTYPE_MXFP4 = 39,
-    /* kite's own types (docs/quantization-w8a8.md): ids far above ggml's so
+    /* kite's own types (docs/quantization/w8a8.md): ids far above ggml's so
      * ggml can keep appending; llama.cpp cannot load files that use them.
      * Both are row-scaled (no blocks: any row length), so their rows carry
      * a header of row_extra bytes before the elements. */

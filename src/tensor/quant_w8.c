@@ -1,6 +1,6 @@
 /*
  * quant_w8.c - row conversions of kite's row-scaled int8 types W8A8 and
- * LLM_INT8 (layouts in dtype.h, format notes in docs/quantization-w8a8.md).
+ * LLM_INT8 (layouts in dtype.h, format notes in docs/quantization/w8a8.md).
  *
  * DESIGN
  *   One scale per row (symmetric, d = max|x| / 127, round half away from

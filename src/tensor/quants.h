@@ -18,7 +18,7 @@
  *   - no allocation, no global state: thread-safe, reentrant.
  *   - quantize_row_iq4_nl_ref / _iq4_xs_ref use the 7-trial scale search
  *     of llama-quantize (ggml's quantize_iq4_nl/_xs without imatrix), so
- *     their bytes equal those in model files; see docs/quant-formats.md.
+ *     their bytes equal those in model files; see docs/quantization/formats.md.
  *
  * Implementations: quant_legacy.c (q4_0 .. q8_1), quant_k.c (q2_K .. q8_K),
  * quant_iq.c (iq4_nl, iq4_xs, tq1_0, tq2_0).  The traits table in dtype.c

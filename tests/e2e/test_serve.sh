@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/e2e/test_serve.sh - end-to-end tests of `kite serve` (docs/server.md).
+# tests/e2e/test_serve.sh - end-to-end tests of `kite serve` (docs/http.md).
 #
 # Run from the repository root with KITE_BUILD=<build dir> (tests/run.sh does
 # this).  POSIX sh + curl (+ node for the client-library and browser checks).

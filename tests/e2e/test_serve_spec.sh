@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/e2e/test_serve_spec.sh - `kite serve --lookup N`: speculative decoding
-# with prompt lookup inside the serving engine (docs/serve.md).
+# with prompt lookup inside the serving engine (docs/engine.md).
 #
 # Run from the repository root with KITE_BUILD=<build dir> (tests/run.sh does
 # this).  POSIX sh + curl.  Starts two servers on 127.0.0.1 (ports chosen by

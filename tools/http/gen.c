@@ -358,7 +358,7 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
 
 static void sse_free(void *cls) { gen_req_release(cls); }
 
-/* ---- Skeleton-of-Thought ("sot": true, docs/server.md) ---- */
+/* ---- Skeleton-of-Thought ("sot": true, docs/http.md) ---- */
 
 /* Runs SoT for a chat request on the connection thread (blocks until the
  * answer is assembled; the engine decodes) and stores the answer as the

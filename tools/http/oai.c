@@ -284,7 +284,7 @@ static bool parse_fields(const cJSON *root, bool chat, oai_request *r, oai_error
         if (iu && !cJSON_IsBool(iu)) return bad_type(err, "stream_options.include_usage", "a boolean");
         r->include_usage = iu && cJSON_IsTrue(iu);
     }
-    /* kite extension: Skeleton-of-Thought (docs/server.md) */
+    /* kite extension: Skeleton-of-Thought (docs/http.md) */
     if (!get_bool(root, "sot", &r->sot, err)) return false;
     const cJSON *sk = oai_member(root, "sot_skeleton");
     if (sk && !cJSON_IsString(sk)) return bad_type(err, "sot_skeleton", "a string");

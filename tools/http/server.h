@@ -1,6 +1,6 @@
 /*
  * server.h - `kite serve`: an OpenAI-compatible HTTP server over the serving
- * engine (issue 5 items 4-6; docs/server.md).
+ * engine (issue 5 items 4-6; docs/http.md).
  *
  * DESIGN
  *   libmicrohttpd runs one thread per connection (plus its listening

@@ -86,7 +86,7 @@ typedef struct oai_request {
     bool seed_given;
     char *stop[SERVER_MAX_STOP]; /* owned */
     int32_t n_stop;
-    bool sot;                    /* "sot": true: Skeleton-of-Thought (chat only, docs/server.md) */
+    bool sot;                    /* "sot": true: Skeleton-of-Thought (chat only, docs/http.md) */
     char *sot_skeleton;          /* "sot_skeleton": given outline instead of a generated one (owned) or NULL */
 } oai_request;
 
