@@ -4,7 +4,7 @@
  * one FMA chain over k, NG groups in flight), against kern_matmul on plain
  * rows, alternated pass by pass, 2 threads (OpenMP static split vs kite's
  * pool).  The weights are values, not a model; their bytes are what counts.
- * See docs/kernels.md, "Next: an outer-product f16 GEMM".  After `make`:
+ * See docs/notes/kernels-history.md, "An outer-product f16 GEMM".  After `make`:
  *
  *   gcc -D_DEFAULT_SOURCE -O2 -std=c11 -fopenmp -mavx512f -mavx512bw -mavx512vl \
  *       -mfma -mf16c -Isrc -Iinclude -o /tmp/outer_f16_decode bench/proto/outer_f16_decode.c \

@@ -2,8 +2,8 @@
  * bench/proto/outer_f16_gemm.c - prototype, not part of kite's build: an
  * outer-product f16 GEMM on a 32-row interleaved layout ([K][32] halves per
  * group of 32 rows; activations packed as [K][GT] floats), against
- * kern_matmul on the same weights in plain rows.  See docs/kernels.md,
- * "Next: an outer-product f16 GEMM".  Build and run (after `make`):
+ * kern_matmul on the same weights in plain rows.  See docs/notes/kernels-history.md,
+ * "An outer-product f16 GEMM".  Build and run (after `make`):
  *
  *   gcc -D_DEFAULT_SOURCE -O2 -std=c11 -fopenmp -mavx512f -mavx512bw -mavx512vl \
  *       -mfma -mf16c -Isrc -Iinclude -o /tmp/outer_f16_gemm bench/proto/outer_f16_gemm.c \

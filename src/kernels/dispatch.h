@@ -135,7 +135,7 @@ void kern_matmul_fused_with(const kern_ops_table *kt, struct threadpool *tp, con
  *   prefetch made q4_0 decode 1.4x faster and f16/bf16 1.1-1.2x, and the
  *   FMA kernels prefilled bf16 1.6x and f16 1.1x faster, while on AMD Zen 5
  *   the same prefetch slowed those kernels by 5-15 % and vdpbf16ps ran the
- *   bf16 tile at twice the f16 tile's rate (docs/kernels.md, "Decode
+ *   bf16 tile at twice the f16 tile's rate (docs/notes/kernels-history.md, "Decode
  *   prefetch by CPU", "bf16 on Intel"). */
 typedef enum kern_opt {
     KERN_OPT_DECODE_PREFETCH = 0,

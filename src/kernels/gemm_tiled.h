@@ -47,7 +47,7 @@
 /* The AVX-512 float and bf16 x bf16 kernels take blocks twice that size: a
  * token group's activations are re-read once per block, and with 512 KiB
  * (on a 1 MiB L2) F16 and BF16 pp128 of the TinyLlama shape ran 4 % faster
- * (medians of 7 and 4 alternated pairs; docs/kernels.md, "Row blocks"). */
+ * (medians of 7 and 4 alternated pairs; docs/notes/kernels-history.md, "Row blocks"). */
 #define GEMM_TILED_FLOAT_BYTES (512 << 10)
 
 /* Same contract as kern_gemm_fn (dispatch.h) except that nt >= 1 is

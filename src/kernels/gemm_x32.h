@@ -9,12 +9,12 @@
  *   tile loads 4 weight and 6 activation vectors per 24 FMAs.  In prefill the
  *   activation rows then come from L2 again for every 4 rows, and the f16
  *   kernel stayed at about 77-80 % of the FMA peak per thread whatever the
- *   blocking (docs/kernels.md, "F16 prefill: where the time goes").  Here 16
+ *   blocking (docs/notes/kernels-history.md, "F16 prefill: where the time goes").  Here 16
  *   *rows* share a register instead: per step, two loads give 32 rows'
  *   weights, and each token's activation is one broadcast for two FMAs (f16:
  *   one element, vfmadd231ps) or two dot-product pairs (bf16: two elements,
  *   vdpbf16ps).  There is no horizontal reduction, and per FLOP about a fifth
- *   of the cache traffic (an estimate, docs/kernels.md).  In decode, a
+ *   of the cache traffic (an estimate, docs/notes/kernels-history.md).  In decode, a
  *   thread streams a few groups side by side, each a forward run of whole
  *   64-byte lines.
  *

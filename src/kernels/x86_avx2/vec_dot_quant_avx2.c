@@ -27,7 +27,7 @@
 
 /* An f16 scale as float with F16C (exact, inline; the out-of-line software
  * fp16_to_fp32 twice per block cost these kernels more than their dot
- * products - see docs/kernels.md, AVX-VNNI variant). */
+ * products - see docs/notes/kernels-history.md, AVX-VNNI variant). */
 static inline float ld_half(const unsigned char *p) {
     uint16_t h;
     memcpy(&h, p, sizeof h);

@@ -147,10 +147,10 @@ void vec_dot_bf16_bf16_avx512bf16(int64_t n, float *out, const void *w, const vo
  * the hardware prefetchers; a step loads 64 bytes per row, and the
  * out-of-order window keeps enough DRAM reads in flight without software
  * prefetch (prefetching the next row group, as before Nov 30, made one
- * thread 5-17% slower; docs/kernels.md).  As in vec_dot_float_avx512.c's
+ * thread 5-17% slower; docs/notes/kernels-history.md).  As in vec_dot_float_avx512.c's
  * gemv, the DMR rows of a step lie q rows apart (the first q*DMR rows cut
  * into DMR stretches), so each stream runs on through q consecutive rows;
- * 1.12-1.15x over adjacent rows (docs/kernels.md, "Decode: long streams").
+ * 1.12-1.15x over adjacent rows (docs/notes/kernels-history.md, "Decode: long streams").
  * The rest (< DMR rows) run one at a time. */
 static void gemv(int64_t n, float *y, const unsigned char *w, size_t ws, int nr, const unsigned char *a) {
     const int q = nr / DMR;

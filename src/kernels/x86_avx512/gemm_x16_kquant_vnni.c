@@ -235,7 +235,7 @@ static ALWAYS_INLINE void kquant_pass(const int IS_Q6, int64_t nb, float *y, int
     KITE_PRAGMA(GCC unroll 4)
     for (int t = 0; t < NT; t++) f[t] = acc ? _mm512_loadu_ps(y + (int64_t)t * ldy) : _mm512_setzero_ps();
     /* one or two tokens where kern_decode_prefetch() is on: also into L2, 16 KiB ahead (q4_K_M decode
-     * 1.19-1.27x on an Intel Xeon; docs/kernels.md, "Decode prefetch by CPU") */
+     * 1.19-1.27x on an Intel Xeon; docs/notes/kernels-history.md, "Decode prefetch by CPU") */
     const size_t pf2 = NT <= 2 && kern_decode_prefetch() ? 16384 : 0;
     for (int64_t b = 0; b < nb; b++) {
         const unsigned char *x = g + (size_t)b * bb;

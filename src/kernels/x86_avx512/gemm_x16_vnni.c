@@ -25,7 +25,7 @@
  *   22.3-23.6 with 1-8 KiB distances); on an Intel Xeon they fall behind,
  *   and every block pair prefetching its bytes X16_DECODE_PF_Q4/Q8 further
  *   on into L1, and X16_DECODE_PF_L2 further on into L2, made whole-model
- *   q4_0 decode 1.4x faster, then 1.12-1.17x more (docs/kernels.md,
+ *   q4_0 decode 1.4x faster, then 1.12-1.17x more (docs/notes/kernels-history.md,
  *   "Decode prefetch by CPU").
  *   From three tokens on (prefill and batched decode run each group in
  *   passes of up to 16 tokens, re-read from cache) the stream stalls between
@@ -55,7 +55,7 @@
 /* Decode prefetch distances, where kern_decode_prefetch() is on: into L1
  * about 7 q4_0 pairs (576 bytes) or 2 q8_0 pairs (1088 bytes) ahead, and
  * into L2 16 KiB ahead (q4_0 decode 1.12-1.17x, q8_0 1.08-1.10x on top of
- * the L1 prefetch alone; docs/kernels.md, "Decode prefetch by CPU"). */
+ * the L1 prefetch alone; docs/notes/kernels-history.md, "Decode prefetch by CPU"). */
 #define X16_DECODE_PF_Q4 4096
 #define X16_DECODE_PF_Q8 2048
 #define X16_DECODE_PF_L2 16384

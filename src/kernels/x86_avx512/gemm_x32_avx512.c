@@ -22,7 +22,7 @@
  *   prototype streamed at 59-65 GB/s on two threads without it
  *   (bench/proto/outer_f16_decode.c) and 1-4 KiB of prefetch slowed f16 and
  *   bf16 decode by up to 13 %; on an Intel Xeon it made whole-model f16
- *   decode 1.17x and bf16 1.12x faster (docs/kernels.md, "Decode prefetch
+ *   decode 1.17x and bf16 1.12x faster (docs/notes/kernels-history.md, "Decode prefetch
  *   by CPU").
  *
  * THREAD SAFETY: pure functions.

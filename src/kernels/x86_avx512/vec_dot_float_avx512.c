@@ -145,7 +145,7 @@ static ALWAYS_INLINE void micro(int ty, int mr, int nt, int64_t i0, int64_t i1, 
  * once per 32 elements (an address computed as an integer: it may lie past
  * the row or the weights, and a prefetch never faults).  The previous
  * scheme, prefetching the next DMR rows in address order, made one thread
- * 12-24% slower for f32 (docs/kernels.md, "Decode streaming and K
+ * 12-24% slower for f32 (docs/notes/kernels-history.md, "Decode streaming and K
  * blocks"). */
 static ALWAYS_INLINE void rows8(int ty, int64_t n, float *y, int64_t ys, const unsigned char *w, size_t ws,
                                 const unsigned char *a) {
@@ -199,8 +199,8 @@ ROWS8(rows8_bf16, T_BF16)
  * side by side end a stream where the next row's begins, one already read).
  * One token, 4 cold TinyLlama layers through kern_matmul on 2 threads, in
  * alternation with the adjacent-rows order (medians of two runs): f16
- * 1.08-1.17x, f32 1.04-1.07x (docs/kernels.md, "Decode: long streams").  The rest (< DMR rows) run one
- * at a time. */
+ * 1.08-1.17x, f32 1.04-1.07x (docs/notes/kernels-history.md, "Decode: long
+ * streams").  The rest (< DMR rows) run one at a time. */
 static ALWAYS_INLINE void gemv(int ty, int64_t n, float *y, const unsigned char *w, size_t ws, int nr,
                                const unsigned char *a) {
     const int q = nr / DMR;
