@@ -39,6 +39,7 @@
 #include "harness.h"
 #include "kernels/kernels.h"
 #include "model/context.h"
+#include "model/forward.h"
 #include "model/moe.h"
 #include "roofline/synth.h"
 #include "tensor/dtype.h"
