@@ -25,7 +25,8 @@
  *      not read (their weights poisoned with NaN); a MoE sequence's logits do
  *      not depend on the batch it shares (bit-identical); the rope_freqs
  *      factors matter; LayerNorm and GELU against hand-worked values; loader
- *      errors name the tensor.
+ *      errors name the tensor; profiling changes neither the logits nor what
+ *      the calibration tap sees.
  */
 #include <math.h>
 #include <inttypes.h>
@@ -380,6 +381,58 @@ TEST(test_naive_reference_all) {
 
 /* ---- 3. properties ----------------------------------------------------------- */
 
+/* Digest of what a calibration tap saw: every call's (layer, point, rows,
+ * width) and row bytes folded in call order (FNV-1a 64). */
+static void tap_digest(void *user, int32_t layer, int point, const float *x, int32_t n_tok, int32_t width) {
+    uint64_t *h = user;
+    const int32_t head[4] = {layer, point, n_tok, width};
+    const unsigned char *b = (const unsigned char *)head;
+    for (size_t i = 0; i < sizeof head; i++) *h = (*h ^ b[i]) * 0x100000001b3ull;
+    b = (const unsigned char *)x;
+    for (size_t i = 0; i < sizeof(float) * (size_t)n_tok * (size_t)width; i++) *h = (*h ^ b[i]) * 0x100000001b3ull;
+}
+
+/* Profiling runs the fused q/k/v and gate/up matmuls one weight at a time
+ * (llama.c, mm_timed): for every architecture the logits and everything
+ * the calibration tap sees are bit-identical with it on and off, for a
+ * prefill and a decode step, and every op time is >= 0. */
+TEST(test_profiling_bit_identical_every_arch) {
+    static const char *const shapes[] = {"tiny-llama3", "tiny-mistral", "tiny-mixtral", "tiny-qwen2",
+                                         "tiny-qwen3", "tiny-qwen3moe", "tiny-gpt2"};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        kite_model *m = load_shape(shapes[i]);
+        if (!m) continue;
+        const size_t V = (size_t)m->hp.n_vocab;
+        kite_ctx *c[2] = {NULL, NULL};
+        uint64_t h[2] = {0xcbf29ce484222325ull, 0xcbf29ce484222325ull};
+        kite_ctx_params cp = {.n_ctx = 64, .n_threads = 2};
+        bool same = true;
+        for (int on = 0; on < 2; on++) {
+            CHECK(kite_ctx_new(m, &cp, &c[on]) == KITE_OK);
+            if (!c[on]) continue;
+            ctx_set_tap(c[on], tap_digest, &h[on]);
+            CHECK(kite_ctx_set_profiling(c[on], on == 1) == KITE_OK);
+            CHECK(kite_ctx_eval(c[on], toks, N_TOK - 1, true) == KITE_OK);
+        }
+        if (c[0] && c[1]) {
+            for (int r = 0; r < N_TOK - 1; r++)
+                same &= memcmp(kite_ctx_logits(c[0], r), kite_ctx_logits(c[1], r), sizeof(float) * V) == 0;
+            for (int on = 0; on < 2; on++) CHECK(kite_ctx_eval(c[on], toks + N_TOK - 1, 1, false) == KITE_OK);
+            same &= memcmp(kite_ctx_logits(c[0], -1), kite_ctx_logits(c[1], -1), sizeof(float) * V) == 0;
+            double sec[KITE_PROFILE_N_OPS];
+            CHECK(kite_ctx_profile(c[1], sec, NULL, KITE_PROFILE_N_OPS) == KITE_PROFILE_N_OPS);
+            bool nonneg = true;
+            for (int k = 0; k < KITE_PROFILE_N_OPS; k++) nonneg &= sec[k] >= 0;
+            CHECK_MSG(nonneg, "%s: negative op time", shapes[i]);
+        }
+        CHECK_MSG(same, "%s: logits differ with profiling on", shapes[i]);
+        CHECK_MSG(h[0] == h[1], "%s: the tap sees other data with profiling on", shapes[i]);
+        kite_ctx_free(c[0]);
+        kite_ctx_free(c[1]);
+        kite_model_free(m);
+    }
+}
+
 /* tiny-mistral (window 8): a window >= the context is bit-identical to no
  * window; window 8 changes positions >= 8 only. */
 TEST(test_window_vs_full) {
@@ -651,6 +704,7 @@ int main(void) {
     RUN(test_llamacpp_gpt2);
     RUN(test_llamacpp_mistral_inside_window);
     RUN(test_naive_reference_all);
+    RUN(test_profiling_bit_identical_every_arch);
     RUN(test_window_vs_full);
     RUN(test_window_decode_matches_prefill);
     RUN(test_moe_all_experts_is_dense_mixture);
