@@ -52,6 +52,11 @@ static const kite_token toks[N_TOK] = {1, 300, 301, 5, 400, 260, 17, 42, 511, 25
                              measured 8.4e-5 */
 #define NAIVE_TOL 2e-5 /* vs the double-precision naive forward */
 
+/* Every tiny synth shape, one per architecture variant. */
+static const char *const all_shapes[] = {"tiny-llama3", "tiny-mistral", "tiny-mixtral", "tiny-qwen2",
+                                         "tiny-qwen3",  "tiny-qwen3moe", "tiny-gpt2"};
+#define N_ALL_SHAPES (sizeof all_shapes / sizeof all_shapes[0])
+
 static char tmpdir[] = "/tmp/kite-test-arch-XXXXXX";
 
 static const char *model_path(const char *shape) {
@@ -358,10 +363,8 @@ static void ref_forward(const kite_model *m, int n, float *out) {
 }
 
 TEST(test_naive_reference_all) {
-    static const char *const shapes[] = {"tiny-llama3", "tiny-mistral", "tiny-mixtral", "tiny-qwen2",
-                                         "tiny-qwen3", "tiny-qwen3moe", "tiny-gpt2"};
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-        kite_model *m = load_shape(shapes[i]);
+    for (size_t i = 0; i < N_ALL_SHAPES; i++) {
+        kite_model *m = load_shape(all_shapes[i]);
         if (!m) continue;
         const size_t V = (size_t)m->hp.n_vocab;
         float *ref = malloc(sizeof(float) * N_TOK * V);
@@ -370,8 +373,8 @@ TEST(test_naive_reference_all) {
         if (got) {
             const double r = rel_diff(got, ref, N_TOK * V);
             if (r > worst_naive) worst_naive = r;
-            printf("    %-14s vs naive double forward: %.2e\n", shapes[i], r);
-            CHECK_MSG(r <= NAIVE_TOL, "%s: kite vs naive forward %.3g > %g", shapes[i], r, NAIVE_TOL);
+            printf("    %-14s vs naive double forward: %.2e\n", all_shapes[i], r);
+            CHECK_MSG(r <= NAIVE_TOL, "%s: kite vs naive forward %.3g > %g", all_shapes[i], r, NAIVE_TOL);
         }
         free(got);
         free(ref);
@@ -397,10 +400,8 @@ static void tap_digest(void *user, int32_t layer, int point, const float *x, int
  * the calibration tap sees are bit-identical with it on and off, for a
  * prefill and a decode step, and every op time is >= 0. */
 TEST(test_profiling_bit_identical_every_arch) {
-    static const char *const shapes[] = {"tiny-llama3", "tiny-mistral", "tiny-mixtral", "tiny-qwen2",
-                                         "tiny-qwen3", "tiny-qwen3moe", "tiny-gpt2"};
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-        kite_model *m = load_shape(shapes[i]);
+    for (size_t i = 0; i < N_ALL_SHAPES; i++) {
+        kite_model *m = load_shape(all_shapes[i]);
         if (!m) continue;
         const size_t V = (size_t)m->hp.n_vocab;
         kite_ctx *c[2] = {NULL, NULL};
@@ -423,10 +424,10 @@ TEST(test_profiling_bit_identical_every_arch) {
             CHECK(kite_ctx_profile(c[1], sec, NULL, KITE_PROFILE_N_OPS) == KITE_PROFILE_N_OPS);
             bool nonneg = true;
             for (int k = 0; k < KITE_PROFILE_N_OPS; k++) nonneg &= sec[k] >= 0;
-            CHECK_MSG(nonneg, "%s: negative op time", shapes[i]);
+            CHECK_MSG(nonneg, "%s: negative op time", all_shapes[i]);
         }
-        CHECK_MSG(same, "%s: logits differ with profiling on", shapes[i]);
-        CHECK_MSG(h[0] == h[1], "%s: the tap sees other data with profiling on", shapes[i]);
+        CHECK_MSG(same, "%s: logits differ with profiling on", all_shapes[i]);
+        CHECK_MSG(h[0] == h[1], "%s: the tap sees other data with profiling on", all_shapes[i]);
         kite_ctx_free(c[0]);
         kite_ctx_free(c[1]);
         kite_model_free(m);
@@ -714,9 +715,7 @@ int main(void) {
     RUN(test_loader_errors_name_the_tensor);
     printf("    worst vs llama.cpp (gpt2 apart): %.2e of the logit range (budget %g); vs naive: %.2e (budget %g)\n",
            worst_ref, REF_TOL, worst_naive, NAIVE_TOL);
-    static const char *const shapes[] = {"tiny-llama3", "tiny-mistral", "tiny-mixtral", "tiny-qwen2",
-                                         "tiny-qwen3", "tiny-qwen3moe", "tiny-gpt2"};
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) unlink(model_path(shapes[i]));
+    for (size_t i = 0; i < N_ALL_SHAPES; i++) unlink(model_path(all_shapes[i]));
     rmdir(tmpdir);
     return harness_summary(__FILE__);
 }
