@@ -56,6 +56,8 @@
 #include "core/error.h"
 #include "kernels/kernels.h"
 #include "model/context.h"
+#include "model/forward.h"
+#include "model/kv_cache.h"
 #include "engine/engine_draft.h"
 #include "engine/kv_blocks.h"
 #include "engine/scheduler.h"

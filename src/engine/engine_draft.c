@@ -11,6 +11,8 @@
 #include "core/timing.h"
 #include "kernels/kernels.h"
 #include "model/context.h"
+#include "model/forward.h"
+#include "model/kv_cache.h"
 #include "spec/accept.h"
 #include "spec/spec.h"
 

@@ -1,5 +1,6 @@
-/* context.c - kite_ctx: creation, evaluation in batches, logits access, and
- * the KV cache rows (store in the cache type, copy, row size). */
+/* context.c - kite_ctx: creation, evaluation in batches (over the forward
+ * pass, forward.h), logits access, skip layers, profiling.  The KV cache
+ * rows are kv_cache.c's. */
 #include "model/context.h"
 
 #include <math.h>
@@ -9,6 +10,8 @@
 
 #include "core/error.h"
 #include "kernels/kernels.h"
+#include "model/forward.h"
+#include "model/kv_cache.h"
 #include "tensor/dtype.h"
 
 /* Largest batch of one forward pass; longer prompts run in chunks.  Bounds the
@@ -55,24 +58,6 @@ static float *alloc_floats(size_t n) {
     /* 64-byte aligned for vector loads; rounded up as aligned_alloc requires */
     size_t bytes = (n * sizeof(float) + 63) & ~(size_t)63;
     return aligned_alloc(64, bytes ? bytes : 64);
-}
-
-int ctx_kv_type_check(const kite_model *model, int32_t kv_type) {
-    const int32_t hd = model->hp.head_dim;
-    switch (kv_type) {
-    case KITE_DTYPE_F32:
-    case KITE_DTYPE_F16: return KITE_OK;
-    case KITE_DTYPE_Q8_0:
-    case KITE_DTYPE_Q4_0:
-        if (hd % 32 == 0) return KITE_OK;
-        return err_set(KITE_E_ARG,
-                       "KV cache type %s needs head_dim to be a multiple of 32, but %s has head_dim %d "
-                       "(f16 and f32 work for any head_dim)",
-                       dtype_name((uint32_t)kv_type), model->path ? model->path : "the model", hd);
-    default:
-        return err_set(KITE_E_ARG, "KV cache type %d (%s) is not supported: use f32, f16, q8_0 or q4_0", kv_type,
-                       dtype_name((uint32_t)kv_type));
-    }
 }
 
 static uint8_t *alloc_bytes(size_t n) {
@@ -209,36 +194,6 @@ int ctx_new_sized_kv(kite_model *model, int32_t n_ctx, int32_t n_batch, int32_t 
     if (n_threads < 0 || n_threads > 1024)
         return err_set(KITE_E_ARG, "n_threads %d out of range [0, 1024]", n_threads);
     return ctx_create(model, n_ctx, n_batch, kv_block, n_threads, kv_type, out);
-}
-
-size_t ctx_kv_row_bytes(const kite_ctx *ctx) { return ctx->kv_row_bytes; }
-
-void ctx_kv_store(kite_ctx *ctx, int32_t layer, size_t row, const float *k, const float *v) {
-    const model_hparams *hp = &ctx->model->hp;
-    const size_t KV = (size_t)hp->n_head_kv * (size_t)hp->head_dim;
-    const size_t off = ((size_t)layer * (size_t)ctx->n_ctx + row) * ctx->kv_row_bytes;
-    if (ctx->kv_type == KITE_DTYPE_F32) {
-        memcpy(ctx->k_cache + off, k, sizeof(float) * KV);
-        memcpy(ctx->v_cache + off, v, sizeof(float) * KV);
-        return;
-    }
-    /* blocks of 32 never straddle two heads (head_dim % 32 == 0), so one
-     * call over the whole row quantizes each kv head's row on its own */
-    const dtype_from_float_fn from = dtype_get((uint32_t)ctx->kv_type)->from_float;
-    from(k, ctx->k_cache + off, (int64_t)KV);
-    from(v, ctx->v_cache + off, (int64_t)KV);
-}
-
-void ctx_kv_copy_rows(kite_ctx *ctx, int32_t dst_row, int32_t src_row, int32_t n_rows) {
-    KITE_ASSERT(n_rows >= 0 && dst_row >= 0 && src_row >= 0 && dst_row + n_rows <= ctx->n_ctx &&
-                src_row + n_rows <= ctx->n_ctx);
-    const size_t rb = ctx->kv_row_bytes, n = (size_t)n_rows * rb;
-    for (int32_t l = 0; l < ctx->model->hp.n_layer; l++) {
-        const size_t base = (size_t)l * (size_t)ctx->n_ctx;
-        const size_t d = (base + (size_t)dst_row) * rb, s = (base + (size_t)src_row) * rb;
-        memmove(ctx->k_cache + d, ctx->k_cache + s, n);
-        memmove(ctx->v_cache + d, ctx->v_cache + s, n);
-    }
 }
 
 void ctx_set_tap(kite_ctx *ctx, ctx_tap_fn fn, void *user) {

@@ -8,14 +8,9 @@
  *   The only buffer that can grow is `logits` when the caller asks for the
  *   logits of every position of a batch longer than any before.
  *
- *   KV cache: per layer, n_ctx rows for K and for V; position p of layer l
- *   is row l*n_ctx + p, at byte offset (l*n_ctx + p) * kv_row_bytes.  A row
- *   holds n_head_kv * head_dim values of type kv_type: f32 (default), f16,
- *   q8_0 or q4_0, each kv head's head_dim values quantized on their own
- *   (head_dim % 32 == 0 for the block types).  Rows are written only by
- *   ctx_kv_store and copied only by ctx_kv_copy_rows; attention reads them
- *   in place (attn_args.kv_type).  Positions < n_past are valid.  With a sliding window (Mistral) the cache still keeps every
- *   position; attention reads only the window (attn_args.window).
+ *   KV cache: per layer, n_ctx rows of kv_row_bytes for K and for V, of
+ *   type kv_type; layout, store and copy in kv_cache.h.  Positions < n_past
+ *   are valid.  The forward pass that fills them is forward.h.
  *
  * OWNERSHIP / THREADS
  *   The context borrows the model and owns everything else.  One thread
@@ -51,7 +46,7 @@ struct kite_ctx {
 
     uint8_t *k_cache;     /* [n_layer][n_ctx] rows of kv_row_bytes: n_head_kv*head_dim values of kv_type */
     uint8_t *v_cache;     /* same */
-    int32_t kv_type;      /* KITE_DTYPE_F32 (default), _F16, _Q8_0 or _Q4_0 (ctx_kv_type_check) */
+    int32_t kv_type;      /* KITE_DTYPE_F32 (default), _F16, _Q8_0 or _Q4_0 (kv_cache.h) */
     size_t kv_row_bytes;  /* bytes of one cache row (one position of one layer) */
 
     /* per-batch activations, [n_batch][width] */
@@ -76,7 +71,7 @@ struct kite_ctx {
     ctx_tap_fn tap;       /* calibration hook (ctx_set_tap), or NULL */
     void *tap_user;
 
-    bool profiling;       /* kite_ctx_set_profiling: time each op type in llama_forward */
+    bool profiling;       /* kite_ctx_set_profiling: time each op type of the forward pass */
     double prof_s[KITE_PROFILE_N_OPS]; /* seconds accumulated per op type (enum ctx_prof_op) */
 
     /* mixture of experts (model n_expert > 0; NULL otherwise), moe.c */
@@ -101,30 +96,6 @@ enum ctx_prof_op {
     PROF_COUNT
 };
 
-/* One sequence's share of a multi-sequence batch (llama_forward_batch). */
-typedef struct fwd_seq {
-    const int32_t *block_table; /* KV block of each kv_block positions of the sequence, covering positions
-                                   0..pos0+n_tok-1; NULL: the context's contiguous cache (single sequence) */
-    int32_t pos0;               /* positions of this sequence already in the cache */
-    int32_t n_tok;              /* tokens of this sequence in the batch (consecutive, >= 1) */
-    int32_t n_out;              /* logits wanted for its last n_out tokens (0..n_tok) */
-    int32_t attn_path;          /* ATTN_PATH_* for its attention; 0 = AUTO (by n_tok).  The paths round
-                                   differently, so a prompt prefilled in chunks gives the same bits as in
-                                   one pass only if every chunk uses the path the whole prompt would:
-                                   FLASH when the prompt is longer than ATTN_SPLITKV_MAX_TOK. */
-} fwd_seq;
-
-/* Forward pass over a batch of several sequences (every architecture of
- * arch.c; a model with learned positions, gpt2, requires pos0 + n_tok <=
- * hp.n_ctx_train for every sequence): tokens[] holds each
- * sequence's n_tok tokens in seqs order (sum of n_tok <= n_batch); linear
- * layers run over all of them at once, attention per sequence.  K/V of the
- * new tokens are written to their positions' cache rows.  Logit rows are
- * written to out_logits in order: each sequence's n_out rows.  At most one
- * sequence may have block_table == NULL, and only when it is the only one. */
-void llama_forward_batch(kite_ctx *ctx, const kite_token *tokens, const fwd_seq *seqs, int32_t n_seq,
-                         float *out_logits);
-
 /* A context whose KV cache is a pool of n_ctx positions (a multiple of
  * kv_block) addressed through block tables, for batches of up to n_batch
  * tokens.  No sequence may be longer than n_ctx positions (the attention
@@ -139,28 +110,7 @@ int ctx_new_sized(kite_model *model, int32_t n_ctx, int32_t n_batch, int32_t kv_
 int ctx_new_sized_kv(kite_model *model, int32_t n_ctx, int32_t n_batch, int32_t kv_block, int32_t n_threads,
                      int32_t kv_type, kite_ctx **out);
 
-/* KITE_OK if a KV cache of type kv_type works for model (see ctx_new_sized_kv),
- * else KITE_E_ARG with a one-line message. */
-int ctx_kv_type_check(const kite_model *model, int32_t kv_type);
-
-/* Bytes of one KV cache row (one position of one layer, K or V). */
-size_t ctx_kv_row_bytes(const kite_ctx *ctx);
-
-/* Writes the K and V rows of layer `layer`, cache row `row`, from n_head_kv *
- * head_dim floats each (converted/quantized to kv_type; f32 is a copy). */
-void ctx_kv_store(kite_ctx *ctx, int32_t layer, size_t row, const float *k, const float *v);
-
-/* Copies cache rows src_row..src_row+n_rows-1 to dst_row.. (K and V, every
- * layer), whatever the KV type; rows are layer-relative (0..n_ctx-1).  The
- * ranges may overlap (memmove). */
-void ctx_kv_copy_rows(kite_ctx *ctx, int32_t dst_row, int32_t src_row, int32_t n_rows);
-
 /* Installs (or with fn NULL removes) the calibration tap. */
 void ctx_set_tap(kite_ctx *ctx, ctx_tap_fn fn, void *user);
-
-/* Runs the forward pass for n <= n_batch tokens at positions n_past..;
- * writes logits for tokens [first_out, n) into out_logits rows 0..; does not
- * advance n_past (the caller does). */
-void llama_forward(kite_ctx *ctx, const kite_token *tokens, int32_t n, int32_t first_out, float *out_logits);
 
 #endif

@@ -13,25 +13,37 @@
  * With none of them (a plain llama) the arithmetic is exactly the original
  * llama path: the extra steps are skipped, not run as no-ops.
  *
- * Reads top to bottom for a batch of tokens from one or more sequences: the
- * same code is prefill (every linear layer is one matrix-matrix product over
- * all tokens of the batch, attention is causal within each sequence), decode
- * (one token) and the serving engine's mixed batches (one decode token per
- * running sequence plus prompt chunks).  K and V of the batch are computed
- * into kb/vb and stored (ctx_kv_store: converted to the cache's kv_type,
- * a copy for f32) in the cache rows of their positions (contiguous for
- * kite_ctx_eval's single sequence, through a block table for the engine), so
- * attention reads the cache only.  Per-token element-wise work is cheap and
- * stays on the calling thread; matmuls and attention run on the pool, and
- * the matmuls that share an input (q/k/v; gate/up, with SwiGLU as the
- * epilogue) are one pool round trip each (kern_matmul_fused).
- * A sequence's result does not depend on the other sequences in the batch:
- * matmul rows are independent and attention is per sequence.
+ * DESIGN
+ *   llama_forward_batch is a short driver over blocks, each one screen:
+ *   embed, rope_table, then per layer attn_block and ffn_block (ffn_swiglu,
+ *   ffn_gelu or ffn_moe), whose outputs residual_add adds to the residual
+ *   stream x, and head.  A block reads its input from the context's buffers
+ *   and returns its branch output; splitting a layer over devices or
+ *   offloading it is a change inside one block.
  *
- * Profiling (kite_ctx_set_profiling): when ctx->profiling is set, PROF(op)
- * charges the time since the previous mark to op, so the marks tile the
- * whole pass; when it is clear, each mark is one untaken branch and no
- * clock is read.  The arithmetic is the same either way.
+ *   The same code is prefill (every linear layer is one matrix-matrix
+ *   product over all tokens of the batch, attention is causal within each
+ *   sequence), decode (one token) and the serving engine's mixed batches
+ *   (one decode token per running sequence plus prompt chunks).  K and V of
+ *   the batch are computed into kb/vb and stored (ctx_kv_store, kv_cache.h)
+ *   in the cache rows of their positions, so attention reads the cache only.
+ *   Per-token element-wise work is cheap and stays on the calling thread;
+ *   matmuls and attention run on the pool, and the matmuls that share an
+ *   input (q/k/v; gate/up, with SwiGLU as the epilogue) are one pool round
+ *   trip each (kern_matmul_fused).  A sequence's result does not depend on
+ *   the other sequences in the batch: matmul rows are independent and
+ *   attention is per sequence.  Every buffer is the context's: nothing is
+ *   allocated here.
+ *
+ * INSTRUMENTATION
+ *   Kept out of the arithmetic, in fwd_pass: mark(op) charges the time since
+ *   the previous mark to profile op `op` (kite_ctx_set_profiling), so the
+ *   marks tile the whole pass; with profiling off each mark is one untaken
+ *   branch and no clock is read.  Shared-input matmuls go through p->mm,
+ *   chosen once per pass: kern_matmul_fused itself, or with profiling
+ *   mm_timed, one call per item so that each op gets its own time (the
+ *   results are bit-identical, kernels.h).  tap() hands a linear layer's
+ *   input to the calibration hook (ctx_set_tap) at the TAP_* points.
  */
 #include <math.h>
 #include <string.h>
@@ -40,24 +52,69 @@
 #include "core/timing.h"
 #include "kernels/kernels.h"
 #include "model/context.h"
+#include "model/forward.h"
+#include "model/kv_cache.h"
 #include "model/moe.h"
 
-/* Charges the time since the last mark to op type `op` (profiling only). */
-#define PROF(op)                                  \
-    do {                                          \
-        if (prof) {                               \
-            const double now_ = time_now_s();     \
-            ctx->prof_s[(op)] += now_ - t_mark;   \
-            t_mark = now_;                        \
-        }                                         \
-    } while (0)
+typedef struct fwd_pass fwd_pass;
 
-/* Cache row of position p of a sequence (see attn_args.block_table). */
-static size_t kv_row(const kite_ctx *ctx, const fwd_seq *sq, int32_t p) {
-    if (!sq->block_table) return (size_t)p;
-    const int32_t b = p / ctx->kv_block;
-    return (size_t)sq->block_table[b] * (size_t)ctx->kv_block + (size_t)(p - b * ctx->kv_block);
+/* Matmuls of items[0..n_items) on the pass's input x (p->n rows); item i is
+ * charged to profile op ops[i]; epilogue as in kern_matmul_fused. */
+typedef void (*fwd_mm_fn)(fwd_pass *p, const kern_mm_item *items, const int *ops, int n_items, const float *x,
+                          kern_rows_fn epilogue, void *epilogue_arg);
+
+/* One forward pass: the batch and the instrumentation chosen for it. */
+struct fwd_pass {
+    kite_ctx *ctx;
+    const kite_model *m;
+    const model_hparams *hp;
+    const fwd_seq *seqs;  /* [n_seq] */
+    int32_t n_seq;
+    int32_t n;            /* tokens of the batch (sum of n_tok) */
+    int32_t n_out;        /* logit rows (sum of n_out) */
+    fwd_mm_fn mm;         /* mm_fused, or mm_timed when profiling */
+    bool prof;            /* ctx->profiling at the start of the pass */
+    double t_mark;        /* time of the last mark (profiling only) */
+};
+
+/* ---- instrumentation ---------------------------------------------------- */
+
+/* Charges the time since the last mark to op (enum ctx_prof_op). */
+static inline void mark(fwd_pass *p, int op) {
+    if (!p->prof) return;
+    const double now = time_now_s();
+    p->ctx->prof_s[op] += now - p->t_mark;
+    p->t_mark = now;
 }
+
+/* Hands n_tok rows of x (width floats each) to the calibration tap. */
+static inline void tap(const fwd_pass *p, int32_t layer, int point, const float *x, int32_t n_tok, int32_t width) {
+    if (p->ctx->tap) p->ctx->tap(p->ctx->tap_user, layer, point, x, n_tok, width);
+}
+
+/* Not profiling: the fused call itself, one pool round trip. */
+static void mm_fused(fwd_pass *p, const kern_mm_item *items, const int *ops, int n_items, const float *x,
+                     kern_rows_fn epilogue, void *epilogue_arg) {
+    (void)ops;
+    kern_matmul_fused(p->ctx->tp, items, n_items, x, p->n, p->ctx->mm_scratch, epilogue, epilogue_arg);
+}
+
+/* Profiling: one call per item, each charged to its op; the epilogue then
+ * runs once over all rows (as kern_matmul_fused does when it cannot fuse),
+ * charged by the caller's next mark. */
+static void mm_timed(fwd_pass *p, const kern_mm_item *items, const int *ops, int n_items, const float *x,
+                     kern_rows_fn epilogue, void *epilogue_arg) {
+    for (int i = 0; i < n_items; i++) {
+        kern_matmul_fused(p->ctx->tp, &items[i], 1, x, p->n, p->ctx->mm_scratch, NULL, NULL);
+        mark(p, ops[i]);
+    }
+    if (epilogue) epilogue(epilogue_arg, 0, items[0].w->ne[1]);
+}
+
+static const int qkv_ops[3] = {PROF_Q_PROJ, PROF_K_PROJ, PROF_V_PROJ};
+static const int gate_up_ops[2] = {PROF_FFN_GATE, PROF_FFN_UP};
+
+/* ---- element-wise helpers ------------------------------------------------ */
 
 /* RMSNorm, or LayerNorm (bias may be NULL) for NORM_LAYER models. */
 static inline void norm_row(const model_hparams *hp, float *out, const float *x, const float *gain, const float *bias) {
@@ -65,6 +122,12 @@ static inline void norm_row(const model_hparams *hp, float *out, const float *x,
         kern_layernorm(out, x, gain, bias, hp->n_embd, hp->rms_eps);
     else
         kern_rmsnorm(out, x, gain, hp->n_embd, hp->rms_eps);
+}
+
+/* out[t] = norm(x[t]) for the batch's n rows of width n_embd. */
+static void norm_rows(const fwd_pass *p, float *out, const float *x, const float *gain, const float *bias) {
+    const size_t E = (size_t)p->hp->n_embd;
+    for (int32_t t = 0; t < p->n; t++) norm_row(p->hp, out + (size_t)t * E, x + (size_t)t * E, gain, bias);
 }
 
 /* Adds a bias vector (width w) to each of n rows (no-op for NULL). */
@@ -87,184 +150,223 @@ static void swiglu_part(void *arg, int64_t r0, int64_t r1) {
         kern_swiglu(s->gate + (size_t)t * s->width + r0, s->up + (size_t)t * s->width + r0, r1 - r0);
 }
 
-#define TAP(layer, point, x, width)                                                   \
-    do {                                                                              \
-        if (ctx->tap) ctx->tap(ctx->tap_user, (layer), (point), (x), n, (width));     \
-    } while (0)
+/* ---- blocks -------------------------------------------------------------- */
 
-void llama_forward_batch(kite_ctx *ctx, const kite_token *tokens, const fwd_seq *seqs, int32_t n_seq,
-                         float *out_logits) {
-    const kite_model *m = ctx->model;
-    const model_hparams *hp = &m->hp;
-    const int32_t E = hp->n_embd, HD = hp->head_dim;
-    const int32_t Q = hp->n_head * HD, KV = hp->n_head_kv * HD, F = hp->n_ff;
-    threadpool *tp = ctx->tp;
-    const bool prof = ctx->profiling;
-    double t_mark = prof ? time_now_s() : 0.0;
-    int32_t n = 0, n_out = 0;
-    for (int32_t s = 0; s < n_seq; s++) {
-        KITE_ASSERT(seqs[s].n_tok >= 1 && seqs[s].n_out >= 0 && seqs[s].n_out <= seqs[s].n_tok);
-        KITE_ASSERT(seqs[s].block_table ? ctx->kv_block > 0 : n_seq == 1);
-        n += seqs[s].n_tok;
-        n_out += seqs[s].n_out;
-    }
-    KITE_ASSERT(n >= 1 && n <= ctx->n_batch);
-
-    /* token embeddings */
-    for (int32_t t = 0; t < n; t++) kern_get_row(&m->tok_embd, tokens[t], ctx->x + (size_t)t * E);
-    if (m->pos_embd.data) { /* learned positions (gpt2): x += position_embd[pos] */
-        for (int32_t s = 0; s < n_seq; s++) KITE_ASSERT(seqs[s].pos0 + seqs[s].n_tok <= hp->n_ctx_train);
-        for (int32_t s = 0, t = 0; s < n_seq; s++)
-            for (int32_t i = 0; i < seqs[s].n_tok; i++, t++) {
-                kern_get_row(&m->pos_embd, seqs[s].pos0 + i, ctx->xb);
+/* x = token embeddings (+ learned position embeddings, gpt2). */
+static void embed(fwd_pass *p, const kite_token *tokens) {
+    kite_ctx *ctx = p->ctx;
+    const kite_model *m = p->m;
+    const int32_t E = p->hp->n_embd;
+    for (int32_t t = 0; t < p->n; t++) kern_get_row(&m->tok_embd, tokens[t], ctx->x + (size_t)t * E);
+    if (m->pos_embd.data) { /* x += position_embd[pos] */
+        for (int32_t s = 0; s < p->n_seq; s++) KITE_ASSERT(p->seqs[s].pos0 + p->seqs[s].n_tok <= p->hp->n_ctx_train);
+        for (int32_t s = 0, t = 0; s < p->n_seq; s++)
+            for (int32_t i = 0; i < p->seqs[s].n_tok; i++, t++) {
+                kern_get_row(&m->pos_embd, p->seqs[s].pos0 + i, ctx->xb);
                 kern_add(ctx->x + (size_t)t * E, ctx->xb, E);
             }
     }
-    PROF(PROF_EMBED);
+    mark(p, PROF_EMBED);
+}
 
-    /* rotary (cos, sin) per token from its position, shared by all layers and heads */
-    const int32_t half = hp->n_rot / 2;
-    for (int32_t s = 0, t = 0; s < n_seq; s++) {
-        for (int32_t i = 0; i < seqs[s].n_tok; i++, t++) {
-            float *cs = ctx->rope_cs + (size_t)t * hp->n_rot;
+/* Rotary (cos, sin) per token from its position, shared by all layers and heads. */
+static void rope_table(fwd_pass *p) {
+    const int32_t n_rot = p->hp->n_rot, half = n_rot / 2;
+    for (int32_t s = 0, t = 0; s < p->n_seq; s++) {
+        for (int32_t i = 0; i < p->seqs[s].n_tok; i++, t++) {
+            float *cs = p->ctx->rope_cs + (size_t)t * n_rot;
             for (int32_t r = 0; r < half; r++) {
-                const float theta = (float)(seqs[s].pos0 + i) * ctx->inv_freq[r];
+                const float theta = (float)(p->seqs[s].pos0 + i) * p->ctx->inv_freq[r];
                 cs[2 * r] = cosf(theta);
                 cs[2 * r + 1] = sinf(theta);
             }
         }
     }
-    PROF(PROF_OTHER);
+    mark(p, PROF_OTHER);
+}
 
-    for (int32_t l = 0; l < hp->n_layer; l++) {
-        if (ctx->skip_layers && ctx->skip_layers[l]) continue; /* self-speculative draft: residual passes through */
-        const layer_weights *L = &m->layers[l];
-        const size_t layer_off = (size_t)l * (size_t)ctx->n_ctx * ctx->kv_row_bytes; /* bytes */
-
-        /* attention block */
-        for (int32_t t = 0; t < n; t++)
-            norm_row(hp, ctx->xb + (size_t)t * E, ctx->x + (size_t)t * E, L->attn_norm, L->attn_norm_b);
-        TAP(l, TAP_ATTN_IN, ctx->xb, E);
-        PROF(PROF_ATTN_NORM);
-        /* q, k and v in one pool round trip; when profiling, one call each so
-         * that every op gets its own time (the results are bit-identical) */
-        const kern_mm_item qkv[3] = {{&L->wq, ctx->q, Q}, {&L->wk, ctx->kb, KV}, {&L->wv, ctx->vb, KV}};
-        if (prof) {
-            kern_matmul_fused(tp, &qkv[0], 1, ctx->xb, n, ctx->mm_scratch, NULL, NULL);
-            PROF(PROF_Q_PROJ);
-            kern_matmul_fused(tp, &qkv[1], 1, ctx->xb, n, ctx->mm_scratch, NULL, NULL);
-            PROF(PROF_K_PROJ);
-            kern_matmul_fused(tp, &qkv[2], 1, ctx->xb, n, ctx->mm_scratch, NULL, NULL);
-        } else {
-            kern_matmul_fused(tp, qkv, 3, ctx->xb, n, ctx->mm_scratch, NULL, NULL);
-        }
-        add_bias(ctx->q, L->bq, n, Q);
-        add_bias(ctx->kb, L->bk, n, KV);
-        add_bias(ctx->vb, L->bv, n, KV);
-        PROF(PROF_V_PROJ);
-        if (L->q_norm) { /* qwen3: RMSNorm of every q and k head before rope (charged to rope) */
-            for (int32_t t = 0; t < n; t++) {
-                for (int32_t h = 0; h < hp->n_head; h++) {
-                    float *qh = ctx->q + (size_t)t * Q + (size_t)h * HD;
-                    kern_rmsnorm(qh, qh, L->q_norm, HD, hp->rms_eps);
-                }
-                for (int32_t h = 0; h < hp->n_head_kv; h++) {
-                    float *kh = ctx->kb + (size_t)t * KV + (size_t)h * HD;
-                    kern_rmsnorm(kh, kh, L->k_norm, HD, hp->rms_eps);
-                }
+/* q and k heads of the batch: per-head RMSNorm (qwen3), then rope (none
+ * for learned positions, gpt2); both charged to rope. */
+static void qk_rope(fwd_pass *p, const layer_weights *L) {
+    kite_ctx *ctx = p->ctx;
+    const model_hparams *hp = p->hp;
+    const int32_t HD = hp->head_dim, Q = hp->n_head * HD, KV = hp->n_head_kv * HD;
+    if (L->q_norm) {
+        for (int32_t t = 0; t < p->n; t++) {
+            for (int32_t h = 0; h < hp->n_head; h++) {
+                float *qh = ctx->q + (size_t)t * Q + (size_t)h * HD;
+                kern_rmsnorm(qh, qh, L->q_norm, HD, hp->rms_eps);
+            }
+            for (int32_t h = 0; h < hp->n_head_kv; h++) {
+                float *kh = ctx->kb + (size_t)t * KV + (size_t)h * HD;
+                kern_rmsnorm(kh, kh, L->k_norm, HD, hp->rms_eps);
             }
         }
-        if (hp->n_rot > 0) { /* gpt2 has learned positions instead */
-            for (int32_t t = 0; t < n; t++) {
-                const float *cs = ctx->rope_cs + (size_t)t * hp->n_rot;
-                kern_rope_heads(ctx->q + (size_t)t * Q, hp->n_head, HD, cs, hp->n_rot, hp->rope_type);
-                kern_rope_heads(ctx->kb + (size_t)t * KV, hp->n_head_kv, HD, cs, hp->n_rot, hp->rope_type);
-            }
-        }
-        PROF(PROF_ROPE);
-        for (int32_t s = 0, t = 0; s < n_seq; s++) {
-            for (int32_t i = 0; i < seqs[s].n_tok; i++, t++) {
-                const size_t row = kv_row(ctx, &seqs[s], seqs[s].pos0 + i);
-                ctx_kv_store(ctx, l, row, ctx->kb + (size_t)t * KV, ctx->vb + (size_t)t * KV);
-            }
-        }
-        for (int32_t s = 0, t = 0; s < n_seq; t += seqs[s].n_tok, s++) {
-            attn_args aa = {
-                .q = ctx->q + (size_t)t * Q, .k_cache = ctx->k_cache + layer_off, .v_cache = ctx->v_cache + layer_off,
-                .block_table = seqs[s].block_table, .block_size = ctx->kv_block,
-                .out = ctx->att + (size_t)t * Q, .scratch = ctx->att_scratch, .n_tok = seqs[s].n_tok,
-                .pos0 = seqs[s].pos0, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .head_dim = HD,
-                .n_ctx = ctx->n_ctx, .scale = 1.0f / sqrtf((float)HD), .phi = ctx->attn_phi,
-                .path = seqs[s].attn_path, .window = hp->sliding_window, .kv_type = ctx->kv_type,
-            };
-            kern_attention(tp, &aa);
-        }
-        PROF(PROF_ATTENTION);
-        TAP(l, TAP_WO_IN, ctx->att, Q);
-        kern_matmul(tp, &L->wo, ctx->att, n, ctx->xb, E, ctx->mm_scratch);
-        add_bias(ctx->xb, L->bo, n, E);
-        PROF(PROF_O_PROJ);
-        for (size_t i = 0; i < (size_t)n * E; i++) ctx->x[i] += ctx->xb[i];
-        PROF(PROF_OTHER);
-
-        /* feed-forward block */
-        for (int32_t t = 0; t < n; t++)
-            norm_row(hp, ctx->xb + (size_t)t * E, ctx->x + (size_t)t * E, L->ffn_norm, L->ffn_norm_b);
-        TAP(l, TAP_FFN_IN, ctx->xb, E);
-        PROF(PROF_FFN_NORM);
-        float *ffn_out = ctx->xb;
-        if (hp->n_expert > 0) {
-            /* mixture of experts: the router is charged to ffn_gate, the experts
-             * to ffn_down; no TAP_DOWN_IN (each expert has its own input) */
-            moe_route(ctx, L, ctx->xb, n);
-            PROF(PROF_FFN_GATE);
-            moe_experts(ctx, L, ctx->xb, n, ctx->moe_acc);
-            ffn_out = ctx->moe_acc;
-            PROF(PROF_FFN_DOWN);
-        } else if (hp->ffn_type == FFN_GELU) {
-            kern_matmul(tp, &L->w_up, ctx->xb, n, ctx->hb, F, ctx->mm_scratch);
-            add_bias(ctx->hb, L->b_up, n, F);
-            PROF(PROF_FFN_UP);
-            kern_gelu(ctx->hb, (int64_t)n * F);
-            TAP(l, TAP_DOWN_IN, ctx->hb, F);
-            PROF(PROF_FFN_ACT);
-            kern_matmul(tp, &L->w_down, ctx->hb, n, ctx->xb, E, ctx->mm_scratch);
-            add_bias(ctx->xb, L->b_down, n, E);
-            PROF(PROF_FFN_DOWN);
-        } else {
-            /* gate and up in one pool round trip, SwiGLU on each thread's own
-             * rows; when profiling, three separate steps (bit-identical) */
-            swiglu_rows sw = {.gate = ctx->hb, .up = ctx->hb2, .n_tok = n, .width = F};
-            const kern_mm_item gate_up[2] = {{&L->w_gate, ctx->hb, F}, {&L->w_up, ctx->hb2, F}};
-            if (prof) {
-                kern_matmul_fused(tp, &gate_up[0], 1, ctx->xb, n, ctx->mm_scratch, NULL, NULL);
-                PROF(PROF_FFN_GATE);
-                kern_matmul_fused(tp, &gate_up[1], 1, ctx->xb, n, ctx->mm_scratch, NULL, NULL);
-                PROF(PROF_FFN_UP);
-                swiglu_part(&sw, 0, F);
-            } else {
-                kern_matmul_fused(tp, gate_up, 2, ctx->xb, n, ctx->mm_scratch, swiglu_part, &sw);
-            }
-            TAP(l, TAP_DOWN_IN, ctx->hb, F);
-            PROF(PROF_FFN_ACT);
-            kern_matmul(tp, &L->w_down, ctx->hb, n, ctx->xb, E, ctx->mm_scratch);
-            PROF(PROF_FFN_DOWN);
-        }
-        for (size_t i = 0; i < (size_t)n * E; i++) ctx->x[i] += ffn_out[i];
-        PROF(PROF_OTHER);
     }
+    if (hp->n_rot > 0) {
+        for (int32_t t = 0; t < p->n; t++) {
+            const float *cs = ctx->rope_cs + (size_t)t * hp->n_rot;
+            kern_rope_heads(ctx->q + (size_t)t * Q, hp->n_head, HD, cs, hp->n_rot, hp->rope_type);
+            kern_rope_heads(ctx->kb + (size_t)t * KV, hp->n_head_kv, HD, cs, hp->n_rot, hp->rope_type);
+        }
+    }
+    mark(p, PROF_ROPE);
+}
 
-    /* final norm and output head, only for the rows wanted: each sequence's
-     * last n_out tokens, packed into xb rows 0..n_out-1 */
-    if (n_out == 0) return;
+/* Stores every sequence's k/v rows in layer l's cache, then runs each
+ * sequence's attention over its cached positions into att. */
+static void attention(fwd_pass *p, int32_t l) {
+    kite_ctx *ctx = p->ctx;
+    const model_hparams *hp = p->hp;
+    const int32_t HD = hp->head_dim, Q = hp->n_head * HD, KV = hp->n_head_kv * HD;
+    const size_t layer_off = (size_t)l * (size_t)ctx->n_ctx * ctx->kv_row_bytes; /* bytes */
+    for (int32_t s = 0, t = 0; s < p->n_seq; t += p->seqs[s].n_tok, s++)
+        ctx_kv_store(ctx, l, p->seqs[s].block_table, p->seqs[s].pos0, p->seqs[s].n_tok, ctx->kb + (size_t)t * KV,
+                     ctx->vb + (size_t)t * KV);
+    for (int32_t s = 0, t = 0; s < p->n_seq; t += p->seqs[s].n_tok, s++) {
+        const fwd_seq *sq = &p->seqs[s];
+        attn_args aa = {
+            .q = ctx->q + (size_t)t * Q, .k_cache = ctx->k_cache + layer_off, .v_cache = ctx->v_cache + layer_off,
+            .block_table = sq->block_table, .block_size = ctx->kv_block,
+            .out = ctx->att + (size_t)t * Q, .scratch = ctx->att_scratch, .n_tok = sq->n_tok,
+            .pos0 = sq->pos0, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .head_dim = HD,
+            .n_ctx = ctx->n_ctx, .scale = 1.0f / sqrtf((float)HD), .phi = ctx->attn_phi,
+            .path = sq->attn_path, .window = hp->sliding_window, .kv_type = ctx->kv_type,
+        };
+        kern_attention(ctx->tp, &aa);
+    }
+    mark(p, PROF_ATTENTION);
+}
+
+/* Attention block of layer l: norm, q/k/v, rope, attention, wo.  Returns
+ * the branch output, xb [n][n_embd]. */
+static const float *attn_block(fwd_pass *p, int32_t l) {
+    kite_ctx *ctx = p->ctx;
+    const model_hparams *hp = p->hp;
+    const layer_weights *L = &p->m->layers[l];
+    const int32_t n = p->n, E = hp->n_embd, Q = hp->n_head * hp->head_dim, KV = hp->n_head_kv * hp->head_dim;
+    norm_rows(p, ctx->xb, ctx->x, L->attn_norm, L->attn_norm_b);
+    tap(p, l, TAP_ATTN_IN, ctx->xb, n, E);
+    mark(p, PROF_ATTN_NORM);
+    const kern_mm_item qkv[3] = {{&L->wq, ctx->q, Q}, {&L->wk, ctx->kb, KV}, {&L->wv, ctx->vb, KV}};
+    p->mm(p, qkv, qkv_ops, 3, ctx->xb, NULL, NULL);
+    add_bias(ctx->q, L->bq, n, Q);
+    add_bias(ctx->kb, L->bk, n, KV);
+    add_bias(ctx->vb, L->bv, n, KV);
+    mark(p, PROF_V_PROJ);
+    qk_rope(p, L);
+    attention(p, l);
+    tap(p, l, TAP_WO_IN, ctx->att, n, Q);
+    kern_matmul(ctx->tp, &L->wo, ctx->att, n, ctx->xb, E, ctx->mm_scratch);
+    add_bias(ctx->xb, L->bo, n, E);
+    mark(p, PROF_O_PROJ);
+    return ctx->xb;
+}
+
+/* SwiGLU FFN on xb: gate and up in one pool round trip with SwiGLU on each
+ * thread's own rows, then down.  Returns xb. */
+static const float *ffn_swiglu(fwd_pass *p, const layer_weights *L, int32_t l) {
+    kite_ctx *ctx = p->ctx;
+    const int32_t n = p->n, E = p->hp->n_embd, F = p->hp->n_ff;
+    swiglu_rows sw = {.gate = ctx->hb, .up = ctx->hb2, .n_tok = n, .width = F};
+    const kern_mm_item gate_up[2] = {{&L->w_gate, ctx->hb, F}, {&L->w_up, ctx->hb2, F}};
+    p->mm(p, gate_up, gate_up_ops, 2, ctx->xb, swiglu_part, &sw);
+    tap(p, l, TAP_DOWN_IN, ctx->hb, n, F);
+    mark(p, PROF_FFN_ACT);
+    kern_matmul(ctx->tp, &L->w_down, ctx->hb, n, ctx->xb, E, ctx->mm_scratch);
+    mark(p, PROF_FFN_DOWN);
+    return ctx->xb;
+}
+
+/* GELU FFN on xb (gpt2): up (+ bias), GELU, down (+ bias).  Returns xb. */
+static const float *ffn_gelu(fwd_pass *p, const layer_weights *L, int32_t l) {
+    kite_ctx *ctx = p->ctx;
+    const int32_t n = p->n, E = p->hp->n_embd, F = p->hp->n_ff;
+    kern_matmul(ctx->tp, &L->w_up, ctx->xb, n, ctx->hb, F, ctx->mm_scratch);
+    add_bias(ctx->hb, L->b_up, n, F);
+    mark(p, PROF_FFN_UP);
+    kern_gelu(ctx->hb, (int64_t)n * F);
+    tap(p, l, TAP_DOWN_IN, ctx->hb, n, F);
+    mark(p, PROF_FFN_ACT);
+    kern_matmul(ctx->tp, &L->w_down, ctx->hb, n, ctx->xb, E, ctx->mm_scratch);
+    add_bias(ctx->xb, L->b_down, n, E);
+    mark(p, PROF_FFN_DOWN);
+    return ctx->xb;
+}
+
+/* Mixture of experts on xb (moe.c): the router is charged to ffn_gate, the
+ * experts to ffn_down; no TAP_DOWN_IN (each expert has its own input).
+ * Returns moe_acc. */
+static const float *ffn_moe(fwd_pass *p, const layer_weights *L) {
+    kite_ctx *ctx = p->ctx;
+    moe_route(ctx, L, ctx->xb, p->n);
+    mark(p, PROF_FFN_GATE);
+    moe_experts(ctx, L, ctx->xb, p->n, ctx->moe_acc);
+    mark(p, PROF_FFN_DOWN);
+    return ctx->moe_acc;
+}
+
+/* Feed-forward block of layer l: norm, then the model's FFN.  Returns the
+ * branch output [n][n_embd]. */
+static const float *ffn_block(fwd_pass *p, int32_t l) {
+    kite_ctx *ctx = p->ctx;
+    const layer_weights *L = &p->m->layers[l];
+    norm_rows(p, ctx->xb, ctx->x, L->ffn_norm, L->ffn_norm_b);
+    tap(p, l, TAP_FFN_IN, ctx->xb, p->n, p->hp->n_embd);
+    mark(p, PROF_FFN_NORM);
+    if (p->hp->n_expert > 0) return ffn_moe(p, L);
+    if (p->hp->ffn_type == FFN_GELU) return ffn_gelu(p, L, l);
+    return ffn_swiglu(p, L, l);
+}
+
+/* x += y over the batch's n rows of width n_embd. */
+static void residual_add(fwd_pass *p, const float *y) {
+    float *x = p->ctx->x;
+    const size_t n = (size_t)p->n * (size_t)p->hp->n_embd;
+    for (size_t i = 0; i < n; i++) x[i] += y[i];
+    mark(p, PROF_OTHER);
+}
+
+/* Final norm and output head, only for the rows wanted: each sequence's
+ * last n_out tokens, packed into xb rows 0..n_out-1; logits to out_logits. */
+static void head(fwd_pass *p, float *out_logits) {
+    kite_ctx *ctx = p->ctx;
+    const kite_model *m = p->m;
+    const int32_t E = p->hp->n_embd;
+    if (p->n_out == 0) return;
     int32_t k = 0;
-    for (int32_t s = 0, t = 0; s < n_seq; t += seqs[s].n_tok, s++)
-        for (int32_t i = seqs[s].n_tok - seqs[s].n_out; i < seqs[s].n_tok; i++, k++)
-            norm_row(hp, ctx->xb + (size_t)k * E, ctx->x + (size_t)(t + i) * E, m->output_norm, m->output_norm_b);
-    if (ctx->tap) ctx->tap(ctx->tap_user, hp->n_layer, TAP_OUTPUT_IN, ctx->xb, n_out, E);
-    PROF(PROF_OUT_NORM);
-    kern_matmul(tp, &m->output, ctx->xb, n_out, out_logits, hp->n_vocab, ctx->mm_scratch);
-    PROF(PROF_OUTPUT);
+    for (int32_t s = 0, t = 0; s < p->n_seq; t += p->seqs[s].n_tok, s++)
+        for (int32_t i = p->seqs[s].n_tok - p->seqs[s].n_out; i < p->seqs[s].n_tok; i++, k++)
+            norm_row(p->hp, ctx->xb + (size_t)k * E, ctx->x + (size_t)(t + i) * E, m->output_norm, m->output_norm_b);
+    tap(p, p->hp->n_layer, TAP_OUTPUT_IN, ctx->xb, p->n_out, E);
+    mark(p, PROF_OUT_NORM);
+    kern_matmul(ctx->tp, &m->output, ctx->xb, p->n_out, out_logits, p->hp->n_vocab, ctx->mm_scratch);
+    mark(p, PROF_OUTPUT);
+}
+
+/* ---- the pass -------------------------------------------------------------- */
+
+void llama_forward_batch(kite_ctx *ctx, const kite_token *tokens, const fwd_seq *seqs, int32_t n_seq,
+                         float *out_logits) {
+    fwd_pass p = {.ctx = ctx, .m = ctx->model, .hp = &ctx->model->hp, .seqs = seqs, .n_seq = n_seq,
+                  .prof = ctx->profiling, .mm = ctx->profiling ? mm_timed : mm_fused};
+    p.t_mark = p.prof ? time_now_s() : 0.0;
+    for (int32_t s = 0; s < n_seq; s++) {
+        KITE_ASSERT(seqs[s].n_tok >= 1 && seqs[s].n_out >= 0 && seqs[s].n_out <= seqs[s].n_tok);
+        KITE_ASSERT(seqs[s].block_table ? ctx->kv_block > 0 : n_seq == 1);
+        p.n += seqs[s].n_tok;
+        p.n_out += seqs[s].n_out;
+    }
+    KITE_ASSERT(p.n >= 1 && p.n <= ctx->n_batch);
+
+    embed(&p, tokens);
+    rope_table(&p);
+    for (int32_t l = 0; l < p.hp->n_layer; l++) {
+        if (ctx->skip_layers && ctx->skip_layers[l]) continue; /* self-speculative draft: residual passes through */
+        residual_add(&p, attn_block(&p, l));
+        residual_add(&p, ffn_block(&p, l));
+    }
+    head(&p, out_logits);
 }
 
 void llama_forward(kite_ctx *ctx, const kite_token *tokens, int32_t n, int32_t first_out, float *out_logits) {

@@ -25,7 +25,8 @@
  *      not read (their weights poisoned with NaN); a MoE sequence's logits do
  *      not depend on the batch it shares (bit-identical); the rope_freqs
  *      factors matter; LayerNorm and GELU against hand-worked values; loader
- *      errors name the tensor.
+ *      errors name the tensor; profiling changes neither the logits nor what
+ *      the calibration tap sees.
  */
 #include <math.h>
 #include <inttypes.h>
@@ -39,6 +40,7 @@
 #include "harness.h"
 #include "kernels/kernels.h"
 #include "model/context.h"
+#include "model/forward.h"
 #include "model/moe.h"
 #include "roofline/synth.h"
 #include "tensor/dtype.h"
@@ -49,6 +51,11 @@ static const kite_token toks[N_TOK] = {1, 300, 301, 5, 400, 260, 17, 42, 511, 25
 #define REF_TOL_GPT2 5e-4 /* gpt2: ggml's GELU reads an f16 table (input and output rounded to f16);
                              measured 8.4e-5 */
 #define NAIVE_TOL 2e-5 /* vs the double-precision naive forward */
+
+/* Every tiny synth shape, one per architecture variant. */
+static const char *const all_shapes[] = {"tiny-llama3", "tiny-mistral", "tiny-mixtral", "tiny-qwen2",
+                                         "tiny-qwen3",  "tiny-qwen3moe", "tiny-gpt2"};
+#define N_ALL_SHAPES (sizeof all_shapes / sizeof all_shapes[0])
 
 static char tmpdir[] = "/tmp/kite-test-arch-XXXXXX";
 
@@ -356,10 +363,8 @@ static void ref_forward(const kite_model *m, int n, float *out) {
 }
 
 TEST(test_naive_reference_all) {
-    static const char *const shapes[] = {"tiny-llama3", "tiny-mistral", "tiny-mixtral", "tiny-qwen2",
-                                         "tiny-qwen3", "tiny-qwen3moe", "tiny-gpt2"};
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-        kite_model *m = load_shape(shapes[i]);
+    for (size_t i = 0; i < N_ALL_SHAPES; i++) {
+        kite_model *m = load_shape(all_shapes[i]);
         if (!m) continue;
         const size_t V = (size_t)m->hp.n_vocab;
         float *ref = malloc(sizeof(float) * N_TOK * V);
@@ -368,8 +373,8 @@ TEST(test_naive_reference_all) {
         if (got) {
             const double r = rel_diff(got, ref, N_TOK * V);
             if (r > worst_naive) worst_naive = r;
-            printf("    %-14s vs naive double forward: %.2e\n", shapes[i], r);
-            CHECK_MSG(r <= NAIVE_TOL, "%s: kite vs naive forward %.3g > %g", shapes[i], r, NAIVE_TOL);
+            printf("    %-14s vs naive double forward: %.2e\n", all_shapes[i], r);
+            CHECK_MSG(r <= NAIVE_TOL, "%s: kite vs naive forward %.3g > %g", all_shapes[i], r, NAIVE_TOL);
         }
         free(got);
         free(ref);
@@ -378,6 +383,56 @@ TEST(test_naive_reference_all) {
 }
 
 /* ---- 3. properties ----------------------------------------------------------- */
+
+/* Digest of what a calibration tap saw: every call's (layer, point, rows,
+ * width) and row bytes folded in call order (FNV-1a 64). */
+static void tap_digest(void *user, int32_t layer, int point, const float *x, int32_t n_tok, int32_t width) {
+    uint64_t *h = user;
+    const int32_t head[4] = {layer, point, n_tok, width};
+    const unsigned char *b = (const unsigned char *)head;
+    for (size_t i = 0; i < sizeof head; i++) *h = (*h ^ b[i]) * 0x100000001b3ull;
+    b = (const unsigned char *)x;
+    for (size_t i = 0; i < sizeof(float) * (size_t)n_tok * (size_t)width; i++) *h = (*h ^ b[i]) * 0x100000001b3ull;
+}
+
+/* Profiling runs the fused q/k/v and gate/up matmuls one weight at a time
+ * (llama.c, mm_timed): for every architecture the logits and everything
+ * the calibration tap sees are bit-identical with it on and off, for a
+ * prefill and a decode step, and every op time is >= 0. */
+TEST(test_profiling_bit_identical_every_arch) {
+    for (size_t i = 0; i < N_ALL_SHAPES; i++) {
+        kite_model *m = load_shape(all_shapes[i]);
+        if (!m) continue;
+        const size_t V = (size_t)m->hp.n_vocab;
+        kite_ctx *c[2] = {NULL, NULL};
+        uint64_t h[2] = {0xcbf29ce484222325ull, 0xcbf29ce484222325ull};
+        kite_ctx_params cp = {.n_ctx = 64, .n_threads = 2};
+        bool same = true;
+        for (int on = 0; on < 2; on++) {
+            CHECK(kite_ctx_new(m, &cp, &c[on]) == KITE_OK);
+            if (!c[on]) continue;
+            ctx_set_tap(c[on], tap_digest, &h[on]);
+            CHECK(kite_ctx_set_profiling(c[on], on == 1) == KITE_OK);
+            CHECK(kite_ctx_eval(c[on], toks, N_TOK - 1, true) == KITE_OK);
+        }
+        if (c[0] && c[1]) {
+            for (int r = 0; r < N_TOK - 1; r++)
+                same &= memcmp(kite_ctx_logits(c[0], r), kite_ctx_logits(c[1], r), sizeof(float) * V) == 0;
+            for (int on = 0; on < 2; on++) CHECK(kite_ctx_eval(c[on], toks + N_TOK - 1, 1, false) == KITE_OK);
+            same &= memcmp(kite_ctx_logits(c[0], -1), kite_ctx_logits(c[1], -1), sizeof(float) * V) == 0;
+            double sec[KITE_PROFILE_N_OPS];
+            CHECK(kite_ctx_profile(c[1], sec, NULL, KITE_PROFILE_N_OPS) == KITE_PROFILE_N_OPS);
+            bool nonneg = true;
+            for (int k = 0; k < KITE_PROFILE_N_OPS; k++) nonneg &= sec[k] >= 0;
+            CHECK_MSG(nonneg, "%s: negative op time", all_shapes[i]);
+        }
+        CHECK_MSG(same, "%s: logits differ with profiling on", all_shapes[i]);
+        CHECK_MSG(h[0] == h[1], "%s: the tap sees other data with profiling on", all_shapes[i]);
+        kite_ctx_free(c[0]);
+        kite_ctx_free(c[1]);
+        kite_model_free(m);
+    }
+}
 
 /* tiny-mistral (window 8): a window >= the context is bit-identical to no
  * window; window 8 changes positions >= 8 only. */
@@ -650,6 +705,7 @@ int main(void) {
     RUN(test_llamacpp_gpt2);
     RUN(test_llamacpp_mistral_inside_window);
     RUN(test_naive_reference_all);
+    RUN(test_profiling_bit_identical_every_arch);
     RUN(test_window_vs_full);
     RUN(test_window_decode_matches_prefill);
     RUN(test_moe_all_experts_is_dense_mixture);
@@ -659,9 +715,7 @@ int main(void) {
     RUN(test_loader_errors_name_the_tensor);
     printf("    worst vs llama.cpp (gpt2 apart): %.2e of the logit range (budget %g); vs naive: %.2e (budget %g)\n",
            worst_ref, REF_TOL, worst_naive, NAIVE_TOL);
-    static const char *const shapes[] = {"tiny-llama3", "tiny-mistral", "tiny-mixtral", "tiny-qwen2",
-                                         "tiny-qwen3", "tiny-qwen3moe", "tiny-gpt2"};
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) unlink(model_path(shapes[i]));
+    for (size_t i = 0; i < N_ALL_SHAPES; i++) unlink(model_path(all_shapes[i]));
     rmdir(tmpdir);
     return harness_summary(__FILE__);
 }

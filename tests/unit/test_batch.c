@@ -17,6 +17,7 @@
 #include "harness.h"
 #include "kernels/kernels.h"
 #include "model/context.h"
+#include "model/forward.h"
 #include "model_helpers.h"
 
 #define MODEL "models/stories260K.gguf"

@@ -42,6 +42,8 @@
 #include "kernels/attention_impl.h"
 #include "kernels/kernels.h"
 #include "model/context.h"
+#include "model/forward.h"
+#include "model/kv_cache.h"
 #include "roofline/synth.h"
 #include "tensor/dtype.h"
 

@@ -1,0 +1,49 @@
+/*
+ * forward.h - the forward pass (llama.c): a batch of tokens from one or more
+ * sequences through every layer of the model, K/V into the cache, logits out.
+ *
+ * DESIGN
+ *   Every buffer the pass touches is the context's (context.h), allocated
+ *   with it; the pass allocates nothing.  The context, the KV cache
+ *   (kv_cache.h) and the mixture-of-experts FFN (moe.h) are below it; the
+ *   context's kite_ctx_eval, the serving engine and the tests call it.
+ *
+ * THREADS
+ *   Runs on the thread driving the context; matmuls and attention use its
+ *   pool.  Calibration taps and profiling run on the driving thread.
+ */
+#ifndef KITE_MODEL_FORWARD_H
+#define KITE_MODEL_FORWARD_H
+
+#include "model/context.h"
+
+/* One sequence's share of a multi-sequence batch (llama_forward_batch). */
+typedef struct fwd_seq {
+    const int32_t *block_table; /* KV block of each kv_block positions of the sequence, covering positions
+                                   0..pos0+n_tok-1; NULL: the context's contiguous cache (single sequence) */
+    int32_t pos0;               /* positions of this sequence already in the cache */
+    int32_t n_tok;              /* tokens of this sequence in the batch (consecutive, >= 1) */
+    int32_t n_out;              /* logits wanted for its last n_out tokens (0..n_tok) */
+    int32_t attn_path;          /* ATTN_PATH_* for its attention; 0 = AUTO (by n_tok).  The paths round
+                                   differently, so a prompt prefilled in chunks gives the same bits as in
+                                   one pass only if every chunk uses the path the whole prompt would:
+                                   FLASH when the prompt is longer than ATTN_SPLITKV_MAX_TOK. */
+} fwd_seq;
+
+/* Forward pass over a batch of several sequences (every architecture of
+ * arch.c; a model with learned positions, gpt2, requires pos0 + n_tok <=
+ * hp.n_ctx_train for every sequence): tokens[] holds each
+ * sequence's n_tok tokens in seqs order (sum of n_tok <= n_batch); linear
+ * layers run over all of them at once, attention per sequence.  K/V of the
+ * new tokens are written to their positions' cache rows.  Logit rows are
+ * written to out_logits in order: each sequence's n_out rows.  At most one
+ * sequence may have block_table == NULL, and only when it is the only one. */
+void llama_forward_batch(kite_ctx *ctx, const kite_token *tokens, const fwd_seq *seqs, int32_t n_seq,
+                         float *out_logits);
+
+/* Runs the forward pass for n <= n_batch tokens at positions n_past..;
+ * writes logits for tokens [first_out, n) into out_logits rows 0..; does not
+ * advance n_past (the caller does). */
+void llama_forward(kite_ctx *ctx, const kite_token *tokens, int32_t n, int32_t first_out, float *out_logits);
+
+#endif
