@@ -36,9 +36,12 @@ static bool g_active_fixed;
 static pthread_once_t g_opt_once = PTHREAD_ONCE_INIT;
 static bool g_opt[KERN_OPT_COUNT];             /* kern_opt_on() */
 static kern_opt_source g_opt_src[KERN_OPT_COUNT];
-static kern_config g_cfg = {.level_cap = -1, .opt = {-1, -1, -1}, .tune = NULL,
-                            .int8_threshold = LLM_INT8_THRESHOLD_DEFAULT, .work_sharing = true};
-_Static_assert(KERN_OPT_COUNT == 3, "g_cfg.opt initializer");
+/* kern_config_default() (dispatch.h), as an initializer */
+#define CONFIG_DEFAULT                                                                                  \
+    {.level_cap = -1, .opt = {-1, -1, -1}, .tune = NULL, .int8_threshold = LLM_INT8_THRESHOLD_DEFAULT, \
+     .work_sharing = true}
+_Static_assert(KERN_OPT_COUNT == 3, "CONFIG_DEFAULT's .opt has one -1 per option");
+static kern_config g_cfg = CONFIG_DEFAULT;
 
 static const char *const level_names[KERN_LEVEL_COUNT] = {"scalar", "avx2", "avx512", "avx512vnni",
                                                                "avx512bf16"};
@@ -157,10 +160,10 @@ bool kern_opt_cpu_default(kern_opt o) {
 /* The level the cap gives on this CPU. */
 static kern_level capped(int cap) { return cap >= 0 && (kern_level)cap < g_max ? (kern_level)cap : g_max; }
 
-/* The caller's setting, else the tune table's (when of the level that runs),
- * else the vendor's. */
 static void init(void);
 
+/* The caller's setting, else the tune table's (when of the level that runs),
+ * else the vendor's. */
 static void init_opts(void) {
     pthread_once(&g_once, init); /* g_max */
     const kern_tune_table *t = g_cfg.tune;
@@ -179,10 +182,7 @@ static void init_opts(void) {
     }
 }
 
-kern_config kern_config_default(void) {
-    return (kern_config){.level_cap = -1, .opt = {-1, -1, -1}, .tune = NULL,
-                         .int8_threshold = LLM_INT8_THRESHOLD_DEFAULT, .work_sharing = true};
-}
+kern_config kern_config_default(void) { return (kern_config)CONFIG_DEFAULT; }
 
 bool kern_configure(const kern_config *cfg) {
     pthread_once(&g_once, init);
