@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "config/config.h"
 #include "roofline/probe.h"
 #include "core/timing.h"
 #include "gguf/gguf.h"
@@ -329,7 +330,7 @@ static void print_json(const bench_opts *o, const model_facts *mf, const kite_mo
     cli_json_string(stdout, pr->cpu, strlen(pr->cpu));
     /* matmul variants that ran (kernels/tune.h) and the tune table they came from */
     char tune_path[1024];
-    kern_tune_source(tune_path, sizeof tune_path, NULL);
+    config_tune_source(tune_path, sizeof tune_path, NULL);
     uint64_t n_tuned = 0;
     printf(", \"variants\": {");
     for (int i = 0, first = 1; i < KERN_TUNE_N_VARIANTS; i++) {
@@ -386,7 +387,7 @@ static void print_row(const bench_opts *o, const model_facts *mf, const kite_mod
  * tiled-auto 154, flat-64K-1t 22 (tuned 22)", after the tune table's source. */
 static void print_variants(const test_result *tr, int n) {
     char path[1024];
-    const int n_entries = kern_tune_source(path, sizeof path, NULL);
+    const int n_entries = config_tune_source(path, sizeof path, NULL);
     if (n_entries < 0)
         printf("\ntune table: off (KITE_TUNE=off): built-in defaults\n");
     else if (n_entries == 0)
@@ -446,7 +447,6 @@ static void print_probe(const probe_result *pr, bool measured, bool json) {
         printf("}\n");
         return;
     }
-    char path[1024];
     printf("cpu: %s (%d online)\n", pr->cpu, pr->n_cpu);
     printf("FP32 FMA peak: %.1f GFLOP/s per thread (%s)\n", pr->fma_gflops, pr->isa);
     for (int t = 1; t <= pr->n_read; t++) {
@@ -457,7 +457,7 @@ static void print_probe(const probe_result *pr, bool measured, bool json) {
                    : pr->read_busy[t] ? ", after a busy try" : "");
         printf("\n");
     }
-    if (probe_cache_path(path, sizeof path)) printf("%s: %s\n", measured ? "saved to" : "cached in", path);
+    if (config_get()->have_probe_path) printf("%s: %s\n", measured ? "saved to" : "cached in", config_get()->probe_path);
 }
 
 /* ---- arguments ------------------------------------------------------------------ */
@@ -533,10 +533,10 @@ int cmd_bench(int argc, char **argv) {
     if (o.probe) {
         if (probe_measure(&pr) != KITE_OK) goto err;
         measured = true;
-        if (probe_save(&pr) != KITE_OK) fprintf(stderr, "kite %s: %s\n", CMD, kite_last_error());
+        if (config_probe_save(&pr) != KITE_OK) fprintf(stderr, "kite %s: %s\n", CMD, kite_last_error());
         print_probe(&pr, true, o.json);
         if (!o.model) return 0;
-    } else if (probe_get(&pr, &measured) != KITE_OK) {
+    } else if (config_probe_get(&pr, &measured) != KITE_OK) {
         goto err;
     }
 
@@ -545,7 +545,7 @@ int cmd_bench(int argc, char **argv) {
     kite_ctx *ctx = NULL;
     kite_token *ids = NULL;
     double t0 = time_now_s();
-    kite_model_params mp = kite_model_default_params();
+    kite_model_params mp = config_model_params();
     mp.use_mmap = o.use_mmap;
     if (kite_model_load(o.model, &mp, &model) != KITE_OK) {
         fprintf(stderr, "kite %s: %s\n", CMD, kite_last_error());

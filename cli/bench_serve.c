@@ -48,6 +48,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "config/config.h"
 #include "core/timing.h"
 #include "kite.h"
 #include "engine/engine.h"
@@ -399,7 +400,7 @@ int bench_serve(int argc, char **argv) {
     kite_token **prompts = calloc((size_t)max_c, sizeof *prompts);
     kite_model *model = NULL;
     engine *solo = NULL;
-    kite_model_params mp = kite_model_default_params();
+    kite_model_params mp = config_model_params();
     if (!prompts || kite_model_load(o.model, &mp, &model) != KITE_OK) {
         fprintf(stderr, "kite %s: %s\n", CMD, prompts ? kite_last_error() : "out of memory");
         goto done;

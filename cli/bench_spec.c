@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "config/config.h"
 #include "core/error.h"
 #include "core/timing.h"
 #include "kite.h"
@@ -333,7 +334,7 @@ static int drafter_params(const spec_bench_opts *o, const kite_model_info *mi, s
         return KITE_OK;
     }
     if (!strcmp(n, "draft")) {
-        kite_model_params mp = kite_model_default_params();
+        kite_model_params mp = config_model_params();
         int rc = kite_model_load(a, &mp, draft);
         if (rc != KITE_OK) return rc;
         sp->drafter = SPEC_DRAFT_MODEL;
@@ -471,7 +472,7 @@ int bench_spec(int argc, char **argv) {
     if (rc) return rc < 0 ? 0 : rc;
     if (!o.model) o.model = cli_default_model(argv[0]);
     kite_model *model = NULL;
-    kite_model_params mp = kite_model_default_params();
+    kite_model_params mp = config_model_params();
     if (kite_model_load(o.model, &mp, &model) != KITE_OK) {
         fprintf(stderr, "kite %s: %s\n", CMD, kite_last_error());
         return 1;

@@ -32,6 +32,7 @@
 #include "chat/chat_template.h"
 #include "chat/chat_tokenize.h"
 #include "cli.h"
+#include "config/config.h"
 #include "core/timing.h"
 #include "kite.h"
 
@@ -222,7 +223,7 @@ int cmd_chat(int argc, char **argv) {
     char *reply = NULL, *line = NULL;
     size_t ids_cap = 0, line_cap = 0, n_cache = 0, reply_cap = 0;
 
-    kite_model_params mp = kite_model_default_params();
+    kite_model_params mp = config_model_params();
     if (kite_model_load(o.model, &mp, &model) != KITE_OK) goto api_err;
     kite_model_info info;
     kite_model_get_info(model, &info);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "config/config.h"
 #include "eval/eval.h"
 #include "kite.h"
 
@@ -75,7 +76,7 @@ int cmd_eval(int argc, char **argv) {
         fprintf(stderr, "kite eval: %s\n", kite_last_error());
         goto done;
     }
-    kite_model_params mp = kite_model_default_params();
+    kite_model_params mp = config_model_params();
     kite_ctx_params cp = kite_ctx_default_params();
     cp.n_ctx = (int32_t)n_ctx;
     cp.n_threads = (int32_t)n_threads;

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "config/config.h"
 #include "kite.h"
 
 typedef struct command {
@@ -49,7 +50,10 @@ int main(int argc, char **argv) {
         return 0;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+        if (!strcmp(argv[1], commands[i].name)) {
+            (void)config_get(); /* the environment and tune table, handed to the kernels before any runs */
+            return commands[i].fn(argc - 1, argv + 1);
+        }
     fprintf(stderr, "kite: unknown command '%s' (see 'kite --help')\n", argv[1]);
     return 2;
 }

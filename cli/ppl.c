@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "config/config.h"
 #include "eval/eval.h"
 #include "kite.h"
 #include "tensor/dtype.h"
@@ -196,7 +197,7 @@ int cmd_ppl(int argc, char **argv) {
         fprintf(stderr, "kite ppl: %s: cannot read: %s\n", text_path, strerror(errno));
         goto done;
     }
-    kite_model_params mp = kite_model_default_params();
+    kite_model_params mp = config_model_params();
     if (kite_model_load(model_path, &mp, &model) != KITE_OK) {
         fprintf(stderr, "kite ppl: %s\n", kite_last_error());
         goto done;

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "config/config.h"
 #include "core/timing.h"
 #include "kite.h"
 #include "quant/grid.h"
@@ -126,7 +127,7 @@ int cmd_quantize(int argc, char **argv) {
 
     quant_params p = {.allow_requantize = allow_requant, .log = stderr, .method = meth, .calib_path = calib,
                       .calib_tokens = calib_tokens, .group = (int)group, .bits = (int)bits,
-                      .act_order = act_order, .damp = damp};
+                      .act_order = act_order, .damp = damp, .no_repack = config_get()->no_repack};
     if (mix) {
         if (!(p.recipe = quant_recipe_find(mix)))
             return cli_usage_error(CMD, "--mix: unknown mix '%s' (%s)", mix, quant_recipe_list());

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "config/config.h"
 #include "core/timing.h"
 #include "kite.h"
 #include "quant/smoothquant.h"
@@ -83,7 +84,8 @@ int cmd_quantize_w8(int argc, char **argv) {
     int rc;
     if (smooth) {
         sq_params p = {.alpha = alpha, .calib_path = calib, .calib_tokens = calib_tokens, .log = stderr,
-                       .n_threads = threads > 0 ? (int)threads : (ncpu > 0 ? (int)ncpu : 1)};
+                       .n_threads = threads > 0 ? (int)threads : (ncpu > 0 ? (int)ncpu : 1),
+                       .no_repack = config_get()->no_repack};
         rc = sq_quantize(in, out, (uint32_t)t, &p);
     } else {
         rc = sq_make_outliers(in, out, factor, (int32_t)channels);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "config/config.h"
 #include "kite.h"
 #include "roofline/roofline.h"
 
@@ -163,7 +164,7 @@ static int compare(const char *model_path, const rl_setting *st, const rl_result
     kite_model *m = NULL;
     kite_ctx *ctx = NULL;
     kite_token *ids = NULL;
-    kite_model_params mp = kite_model_default_params();
+    kite_model_params mp = config_model_params();
     if (kite_model_load(model_path, &mp, &m) != KITE_OK) goto fail;
     kite_model_info mi;
     kite_model_get_info(m, &mi);
@@ -385,7 +386,10 @@ int cmd_roofline(int argc, char **argv) {
     } else if (!strcmp(hwname, "probe")) {
         bool measured = false;
         if (!json) fprintf(stderr, "kite %s: probing this machine (cached after the first run)...\n", CMD);
-        if ((rc = rl_hw_probe((int)threads, reprobe, &hw, &measured)) != KITE_OK) {
+        char path[512];
+        const config *cf = config_get();
+        if ((rc = rl_hw_probe((int)threads, reprobe, config_roofline_path((int)threads, path, sizeof path) ? path : NULL,
+                              cf->have_probe_path ? cf->probe_path : NULL, &hw, &measured)) != KITE_OK) {
             fprintf(stderr, "kite %s: probe: %s\n", CMD, kite_last_error());
             return 1;
         }

@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "config/config.h"
 #include "core/timing.h"
 #include "kite.h"
 #include "spec/spec.h"
@@ -269,7 +270,7 @@ static int spec_setup(const run_opts *o, kite_model *model, kite_ctx *ctx, kite_
     bool *skip = NULL;
     int rc = KITE_OK;
     if (o->draft_model) {
-        kite_model_params mp = kite_model_default_params();
+        kite_model_params mp = config_model_params();
         mp.use_mmap = o->use_mmap;
         if ((rc = kite_model_load(o->draft_model, &mp, draft)) != KITE_OK) goto fail;
         sp.drafter = SPEC_DRAFT_MODEL;
@@ -330,7 +331,7 @@ int cmd_run(int argc, char **argv) {
     }
 
     double t0 = time_now_s();
-    kite_model_params mp = kite_model_default_params();
+    kite_model_params mp = config_model_params();
     mp.use_mmap = o.use_mmap;
     if (kite_model_load(o.model, &mp, &model) != KITE_OK) {
         fprintf(stderr, "kite run: %s\n", kite_last_error());

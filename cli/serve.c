@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "config/config.h"
 #include "kite.h"
 #include "http/server.h"
 #include "spec/spec.h"
@@ -158,7 +159,7 @@ int cmd_serve(int argc, char **argv) {
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    kite_model_params mp = kite_model_default_params();
+    kite_model_params mp = config_model_params();
     mp.use_mmap = use_mmap;
     kite_model *model = NULL, *draft = NULL;
     bool *skip = NULL;

@@ -14,6 +14,7 @@
 
 #include "chat/chat_template.h"
 #include "cli.h"
+#include "config/config.h"
 #include "core/timing.h"
 #include "kite.h"
 #include "model/model.h"
@@ -164,7 +165,7 @@ int cmd_sot(int argc, char **argv) {
     engine *e = NULL;
     sot_result r = {0};
     int status = 1;
-    kite_model_params mp = kite_model_default_params();
+    kite_model_params mp = config_model_params();
     if (kite_model_load(o.model, &mp, &m) != KITE_OK) {
         fprintf(stderr, "kite sot: %s\n", kite_last_error());
         return 1;

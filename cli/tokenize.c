@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "config/config.h"
 #include "kite.h"
 
 static const char *const tokenize_usage =
@@ -95,7 +96,7 @@ int cmd_tokenize(int argc, char **argv) {
         len = strlen(text);
     }
 
-    kite_model_params mp = kite_model_default_params();
+    kite_model_params mp = config_model_params();
     mp.vocab_only = true;
     if (kite_model_load(model_path, &mp, &model) != KITE_OK) {
         fprintf(stderr, "kite tokenize: %s\n", kite_last_error());

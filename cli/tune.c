@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "config/config.h"
 #include "roofline/probe.h"
 #include "core/threadpool.h"
 #include "core/timing.h"
@@ -328,8 +329,7 @@ int cmd_tune(int argc, char **argv) {
     }
     /* time what a run computes: kite_model_load repacks q4_0, q8_0, q4_K and q6_K (gemm_x16.h)
      * where it pays */
-    const char *repack_env = getenv("KITE_REPACK");
-    for (int s = 0; s < n_shapes && !(repack_env && !strcmp(repack_env, "0")); s++) {
+    for (int s = 0; s < n_shapes && !config_get()->no_repack; s++) {
         weight *w = &shapes[s].w;
         const int64_t group = X16_ROWS;
         if (!(kern_x16_type(w->type) && kern_x16_pays(kt->level)) || w->ne[1] < group) continue;
@@ -350,7 +350,7 @@ int cmd_tune(int argc, char **argv) {
     }
     probe_result pr;
     if (check && !quick) {
-        if (probe_get(&pr, NULL) == KITE_OK)
+        if (config_probe_get(&pr, NULL) == KITE_OK)
             expect = pr.fma_gflops * (double)threads;
         else
             fprintf(stderr, "kite %s: %s; no availability checks\n", CMD, kite_last_error());
@@ -361,9 +361,7 @@ int cmd_tune(int argc, char **argv) {
     }
     if (out) {
         snprintf(path, sizeof path, "%s", out);
-    } else if (getenv("KITE_TUNE_FILE") && getenv("KITE_TUNE_FILE")[0]) {
-        snprintf(path, sizeof path, "%s", getenv("KITE_TUNE_FILE"));
-    } else if (!kern_tune_default_path(kt->level, path, sizeof path)) {
+    } else if (!config_tune_path(kt->level, path, sizeof path)) {
         fprintf(stderr, "kite %s: neither XDG_CACHE_HOME nor HOME is set: pass --out FILE\n", CMD);
         goto done;
     }

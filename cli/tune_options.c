@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "config/config.h"
 #include "roofline/probe.h"
 #include "core/timing.h"
 #include "kernels/dispatch.h"
@@ -129,7 +130,7 @@ int tune_options(const tune_opt_params *p, kern_tune_table *table) {
     int status = 1;
     const int rounds = p->rounds < 1 ? 1 : p->rounds > MAX_OPT_ROUNDS / 2 ? MAX_OPT_ROUNDS / 2 : p->rounds;
     const int pp = p->quick ? 16 : PP_TOKENS, tg = p->quick ? 2 : TG_TOKENS;
-    kite_model_params mp = kite_model_default_params(); /* heap and repacked, as `kite run` */
+    kite_model_params mp = config_model_params(); /* heap and repacked, as `kite run` */
     if (kite_model_load(p->model, &mp, &model) != KITE_OK) {
         fprintf(stderr, "kite %s: %s\n", CMD, kite_last_error());
         return 1;

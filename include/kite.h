@@ -11,6 +11,14 @@
  *   available from kite_last_error() (per thread), and output parameters are
  *   left unchanged unless the contract says otherwise.
  *
+ *   Configuration is passed, never discovered: the library reads no
+ *   environment variable and no file other than the paths it is given.
+ *   Model settings are in the params structs below.  Kernel settings (CPU
+ *   level cap, kernel options, the `kite tune` table) are internal
+ *   (kern_configure, src/kernels/dispatch.h); without them the library runs
+ *   the CPU's best kernels with their defaults.  The kite CLI fills both from
+ *   its KITE_* environment variables and cache files (tools/config/config.h).
+ *
  * OWNERSHIP
  *   A kite_ctx borrows its kite_model: free every context before the model.
  *   Strings and arrays passed in are copied unless a comment says "borrowed".
@@ -65,8 +73,8 @@ typedef struct kite_model kite_model;
 typedef struct kite_model_params {
     bool use_mmap;   /* map the file (true) or read weights into aligned heap memory */
     bool vocab_only; /* load only the tokenizer; tensors are not required */
-    bool no_repack;  /* keep the file's row layout (A/B measurements); the environment variable
-                        KITE_REPACK=0 does the same.  By default q4_0, q8_0, q4_K and q6_K matrices
+    bool no_repack;  /* keep the file's row layout (A/B measurements; the kite CLI sets it for
+                        KITE_REPACK=0).  By default q4_0, q8_0, q4_K and q6_K matrices
                         of a heap-resident model are repacked into 16-row interleaved groups where
                         the CPU's kernels gain from it (docs/kernels.md) */
 } kite_model_params;

@@ -14,12 +14,21 @@ build=${1:-build}
 passed=0
 failed=0
 status=0
+# The user's cache folder is neither read nor written: the unit binaries get
+# an empty read-only HOME and XDG_CACHE_HOME (the library reads no file it is
+# not given, include/kite.h; checked empty afterwards, which also holds for
+# root, whom the mode does not stop), the CLI in the e2e scripts a temporary
+# cache folder (probe and roofline caches, tune tables).
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/kite-test-run.XXXXXX") || exit 1
+trap 'chmod -R u+w "$scratch"; rm -rf "$scratch"' EXIT
+mkdir "$scratch/home" "$scratch/cache"
+chmod 555 "$scratch/home"
 for t in "$build"/tests/test_* tests/e2e/test_*.sh; do
     case "$t" in *.d) continue ;; esac
     [ -f "$t" ] || continue
     case "$t" in
-    *.sh) out=$(KITE_BUILD="$build" sh "$t" 2>&1) ;;
-    *) out=$("$t" 2>&1) ;;
+    *.sh) out=$(XDG_CACHE_HOME="$scratch/cache" KITE_BUILD="$build" sh "$t" 2>&1) ;;
+    *) out=$(HOME="$scratch/home" XDG_CACHE_HOME="$scratch/home" "$t" 2>&1) ;;
     esac
     rc=$?
     printf '%s\n' "$out"
@@ -36,5 +45,13 @@ for t in "$build"/tests/test_* tests/e2e/test_*.sh; do
     failed=$((failed + f))
     [ "$rc" -eq 0 ] || status=1
 done
+if [ -n "$(ls -A "$scratch/home")" ]; then
+    echo "tests/run.sh: the unit tests wrote to their HOME: $(ls -A "$scratch/home" | tr '\n' ' ')"
+    failed=$((failed + 1))
+    status=1
+else
+    echo "  ok    tests/run.sh: the unit tests left their HOME empty"
+    passed=$((passed + 1))
+fi
 echo "$passed passed, $failed failed"
 exit $status

@@ -9,8 +9,6 @@
 #include "kernels/dispatch.h"
 
 #include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -31,11 +29,19 @@
 
 static kern_ops_table g_tables[KERN_LEVEL_COUNT];
 static kern_level g_max = KERN_LEVEL_SCALAR;    /* highest level the CPU supports */
-static kern_level g_active = KERN_LEVEL_SCALAR; /* g_max capped by KITE_CPU_LEVEL */
-static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static kern_level g_active = KERN_LEVEL_SCALAR; /* g_max capped by g_cfg.level_cap */
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;        /* builds the tables */
+static pthread_once_t g_active_once = PTHREAD_ONCE_INIT; /* fixes g_active (first kern_table()) */
+static bool g_active_fixed;
 static pthread_once_t g_opt_once = PTHREAD_ONCE_INIT;
 static bool g_opt[KERN_OPT_COUNT];             /* kern_opt_on() */
 static kern_opt_source g_opt_src[KERN_OPT_COUNT];
+/* kern_config_default() (dispatch.h), as an initializer */
+#define CONFIG_DEFAULT                                                                                  \
+    {.level_cap = -1, .opt = {-1, -1, -1}, .tune = NULL, .int8_threshold = LLM_INT8_THRESHOLD_DEFAULT, \
+     .work_sharing = true}
+_Static_assert(KERN_OPT_COUNT == 3, "CONFIG_DEFAULT's .opt has one -1 per option");
+static kern_config g_cfg = CONFIG_DEFAULT;
 
 static const char *const level_names[KERN_LEVEL_COUNT] = {"scalar", "avx2", "avx512", "avx512vnni",
                                                                "avx512bf16"};
@@ -135,7 +141,6 @@ static kern_level detect_max(void) {
 /* ---- kernel options (dispatch.h) ---- */
 
 static const char *const opt_names[KERN_OPT_COUNT] = {"decode-prefetch", "bf16-fma", "f16-widen"};
-static const char *const opt_envs[KERN_OPT_COUNT] = {"KITE_DECODE_PREFETCH", "KITE_BF16_FMA", "KITE_F16_WIDEN"};
 static const char *const src_names[] = {"cpu", "tune", "env", "set"};
 
 const char *kern_opt_name(kern_opt o) { return (unsigned)o < KERN_OPT_COUNT ? opt_names[o] : "?"; }
@@ -152,27 +157,44 @@ bool kern_opt_cpu_default(kern_opt o) {
     return cpu_features()->intel;
 }
 
-/* Environment, else tune table, else vendor.  The tune table is loaded here
- * (kernels/tune.c; it asks kern_table(), whose once-init is separate). */
+/* The level the cap gives on this CPU. */
+static kern_level capped(int cap) { return cap >= 0 && (kern_level)cap < g_max ? (kern_level)cap : g_max; }
+
+static void init(void);
+
+/* The caller's setting, else the tune table's (when of the level that runs),
+ * else the vendor's. */
 static void init_opts(void) {
+    pthread_once(&g_once, init); /* g_max */
+    const kern_tune_table *t = g_cfg.tune;
+    const bool tuned_here = t && t->level == (int)capped(g_cfg.level_cap);
     for (int o = 0; o < KERN_OPT_COUNT; o++) {
         g_opt[o] = kern_opt_cpu_default((kern_opt)o);
         g_opt_src[o] = KERN_OPT_FROM_CPU;
-        const int tuned = kern_tune_option((kern_opt)o);
-        if (tuned >= 0) {
-            g_opt[o] = tuned == 1;
+        if (tuned_here && t->opt[o] >= 0) {
+            g_opt[o] = t->opt[o] == 1;
             g_opt_src[o] = KERN_OPT_FROM_TUNE;
         }
-        const char *env = getenv(opt_envs[o]);
-        if (!env || !*env) continue;
-        if (!strcmp(env, "0") || !strcmp(env, "1")) {
-            g_opt[o] = env[0] == '1';
+        if (g_cfg.opt[o] >= 0) {
+            g_opt[o] = g_cfg.opt[o] == 1;
             g_opt_src[o] = KERN_OPT_FROM_ENV;
-        } else {
-            fprintf(stderr, "kite: %s=%s is not 0 or 1: ignored\n", opt_envs[o], env);
         }
     }
 }
+
+kern_config kern_config_default(void) { return (kern_config)CONFIG_DEFAULT; }
+
+bool kern_configure(const kern_config *cfg) {
+    pthread_once(&g_once, init);
+    if (g_active_fixed && capped(cfg->level_cap) != g_active) return false;
+    pthread_once(&g_opt_once, init_opts); /* spend the once: the defaults' options are replaced below */
+    g_cfg = *cfg;
+    init_opts();
+    kern_llm_int8_set_threshold(cfg->int8_threshold);
+    return true;
+}
+
+const kern_config *kern_config_get(void) { return &g_cfg; }
 
 bool kern_opt_on(kern_opt o) {
     pthread_once(&g_opt_once, init_opts);
@@ -210,18 +232,17 @@ static void init(void) {
         t->name = level_names[l];
     }
     g_active = g_max;
-    const char *env = getenv("KITE_CPU_LEVEL");
-    if (env && *env) {
-        const int cap = kern_level_from_name(env);
-        if (cap < 0)
-            fprintf(stderr, "kite: KITE_CPU_LEVEL=%s is not one of scalar, avx2, avx512, avx512vnni, avx512bf16: ignored\n", env);
-        else if ((kern_level)cap < g_active)
-            g_active = (kern_level)cap;
-    }
+}
+
+/* The first kern_table() fixes the active level: the cap configured by then. */
+static void init_active(void) {
+    pthread_once(&g_once, init);
+    g_active = capped(g_cfg.level_cap);
+    g_active_fixed = true;
 }
 
 const kern_ops_table *kern_table(void) {
-    pthread_once(&g_once, init);
+    pthread_once(&g_active_once, init_active);
     return &g_tables[g_active];
 }
 

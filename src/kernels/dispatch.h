@@ -16,10 +16,15 @@
  *   the scalar level exists).
  *
  *   kern_table() is built once (pthread_once) for the highest level the CPU
- *   and OS support (core/cpu.h), capped by the environment variable
- *   KITE_CPU_LEVEL=scalar|avx2|avx512|avx512vnni|avx512bf16 (a cap never raises the
- *   level; an unknown value is reported once on stderr and ignored).
+ *   and OS support (core/cpu.h), capped by kern_config.level_cap (a cap
+ *   never raises the level; the kite CLI sets it from KITE_CPU_LEVEL).
  *   kern_table_for_level() gives any supported level's table, for tests.
+ *
+ *   Configuration is passed, not discovered: nothing under src/kernels reads
+ *   the environment or a file.  The caller fills a kern_config (level cap,
+ *   kernel options, the tune table, the LLM.int8() threshold, work sharing)
+ *   and hands it to kern_configure() before the first kernel runs; without
+ *   that call every field has its default (kern_config_default()).
  *
  *   Per weight type (kern_type_ops):
  *     act_type  how kern_matmul converts the float activations first:
@@ -93,11 +98,11 @@ typedef struct kern_ops_table {
     kern_act_fn act_from_f32[KITE_DTYPE_COUNT]; /* by act_type (Q8_0, Q8_K, BF16); NULL for F32 */
 } kern_ops_table;
 
-/* The active table (capped by KITE_CPU_LEVEL), built on first use. */
+/* The active table (capped by kern_config.level_cap), built on first use. */
 const kern_ops_table *kern_table(void);
 /* The table of a level, or NULL if this CPU/OS/build cannot run it. */
 const kern_ops_table *kern_table_for_level(kern_level level);
-/* Highest level this CPU supports (ignores KITE_CPU_LEVEL). */
+/* Highest level this CPU supports (ignores the level cap). */
 kern_level kern_level_max(void);
 const char *kern_level_name(kern_level level);
 /* Level by name ("scalar", ...), or -1. */
@@ -126,11 +131,12 @@ void kern_matmul_fused_with(const kern_ops_table *kt, struct threadpool *tp, con
  *       that level the FMA kernel is the only one);
  *   KERN_OPT_F16_WIDEN  x32 f16 prefill widens blocks of weights to floats
  *       once and runs FP32 FMAs over them (gemm_x32.h).
- *   None changes a result.  Each is decided once, on first use: the
- *   environment (KITE_DECODE_PREFETCH, KITE_BF16_FMA, KITE_F16_WIDEN = 0|1;
- *   anything else is reported once and ignored), else the tune table's
- *   "option" line (`kite tune` times both settings on a whole model;
- *   kernels/tune.h), else the CPU vendor: on for Intel, off for the others.
+ *   None changes a result.  Each is decided by kern_configure (or on first
+ *   use, from the defaults): kern_config.opt (the kite CLI sets it from
+ *   KITE_DECODE_PREFETCH, KITE_BF16_FMA, KITE_F16_WIDEN = 0|1), else the
+ *   configured tune table's "option" line when the table is of the active
+ *   level (`kite tune` times both settings on a whole model; kernels/tune.h),
+ *   else the CPU vendor: on for Intel, off for the others.
  *   WHY the vendor as the default: on an Intel Xeon (family 6 model 207)
  *   prefetch made q4_0 decode 1.4x faster and f16/bf16 1.1-1.2x, and the
  *   FMA kernels prefilled bf16 1.6x and f16 1.1x faster, while on AMD Zen 5
@@ -148,7 +154,7 @@ typedef enum kern_opt {
 typedef enum kern_opt_source {
     KERN_OPT_FROM_CPU = 0,  /* the vendor default */
     KERN_OPT_FROM_TUNE = 1, /* the tune table */
-    KERN_OPT_FROM_ENV = 2,  /* its environment variable */
+    KERN_OPT_FROM_ENV = 2,  /* kern_config.opt: the caller's setting (the CLI's environment variable) */
     KERN_OPT_FROM_SET = 3   /* kern_opt_set */
 } kern_opt_source;
 
@@ -166,6 +172,40 @@ bool kern_opt_cpu_default(kern_opt o);
 /* Shorthands for KERN_OPT_DECODE_PREFETCH (the kernels ask once per call). */
 bool kern_decode_prefetch(void);
 void kern_decode_prefetch_set(bool on);
+
+/* ---- configuration ---------------------------------------------------------
+ *
+ * Everything about the kernels that the caller, not the machine, decides.
+ * Defaults (kern_config_default) are the behaviour of a process that sets
+ * nothing: no level cap, the vendor's option defaults, no tune table
+ * (built-in matmul variants), threshold LLM_INT8_THRESHOLD_DEFAULT, work
+ * sharing on.  The kite CLI fills one from its environment and cache files
+ * (tools/config/config.h) and calls kern_configure once at start-up. */
+struct kern_tune_table;
+typedef struct kern_config {
+    int level_cap;                      /* highest kern_level to run; < 0: no cap (a cap never raises the level) */
+    int8_t opt[KERN_OPT_COUNT];         /* per kern_opt: 1 on, 0 off, -1 unset (tune table, else vendor) */
+    const struct kern_tune_table *tune; /* matmul variants and option lines (tune.h), or NULL: built-in
+                                           defaults.  Borrowed: must stay valid and unchanged until the
+                                           next kern_configure; applies only where its level runs */
+    float int8_threshold;               /* LLM.int8() outlier threshold (int8_gemm.h), >= 0 */
+    bool work_sharing;                  /* matmul threads steal each other's rows (matmul.c); false:
+                                           the static split, for A/B measurements */
+} kern_config;
+
+kern_config kern_config_default(void);
+
+/* Makes *cfg the configuration.  Call it before the first kernel runs, from
+ * one thread (not while any matmul runs).  The level cap is fixed by the
+ * first kern_table() call (other tables and the repacked weights follow the
+ * active level): after that, a cfg whose cap would change the active level
+ * is refused.  Everything else (options, tune table, threshold, sharing) is
+ * replaced, and kern_opt_set overrides are dropped.  Returns true, or false
+ * with nothing changed. */
+bool kern_configure(const kern_config *cfg);
+
+/* The configuration in force (never NULL; defaults before kern_configure). */
+const kern_config *kern_config_get(void);
 
 /* Bytes of an activation row of n elements in act_type (f32: 4n). */
 size_t kern_act_row_bytes(uint32_t act_type, int64_t n);

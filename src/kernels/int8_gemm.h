@@ -28,7 +28,8 @@
  *
  * THREAD SAFETY
  *   Kernels are reentrant.  The LLM.int8() threshold is process-wide
- *   (KITE_INT8_THRESHOLD, or kern_llm_int8_set_threshold before matmuls).
+ *   (kern_config.int8_threshold, or kern_llm_int8_set_threshold before
+ *   matmuls).
  */
 #ifndef KITE_KERNELS_INT8_GEMM_H
 #define KITE_KERNELS_INT8_GEMM_H
@@ -62,10 +63,10 @@ void gemm_w8a8_vnni(int64_t n, float *y, int64_t ldy, const void *w, size_t w_st
 #define LLM_INT8_THRESHOLD_DEFAULT 6.0f
 
 /* The LLM.int8() outlier threshold: |x| > threshold in any token of a batch
- * sends that input column to the f16 path.  Initially KITE_INT8_THRESHOLD
- * from the environment (a float; "inf" disables the decomposition), else
- * LLM_INT8_THRESHOLD_DEFAULT.  The setter is for tools and tests; call it
- * while no matmul runs. */
+ * sends that input column to the f16 path (+inf disables the decomposition).
+ * Initially LLM_INT8_THRESHOLD_DEFAULT; kern_configure sets it from
+ * kern_config.int8_threshold (the kite CLI from KITE_INT8_THRESHOLD).  The
+ * setter is for tools and tests; call it while no matmul runs. */
 float kern_llm_int8_threshold(void);
 void kern_llm_int8_set_threshold(float t);
 

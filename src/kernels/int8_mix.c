@@ -26,7 +26,6 @@
  *   reentrant and its result does not depend on the thread count.
  */
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,27 +35,11 @@
 
 #define MIX_ROW_UNIT 8 /* rows per work unit (as matmul.c) */
 
-static float g_threshold = LLM_INT8_THRESHOLD_DEFAULT;
-static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static float g_threshold = LLM_INT8_THRESHOLD_DEFAULT; /* kern_configure sets it too */
 
-static void init_threshold(void) {
-    const char *e = getenv("KITE_INT8_THRESHOLD");
-    if (e && *e) {
-        char *end = NULL;
-        const float v = strtof(e, &end);
-        if (end != e && *end == '\0' && v >= 0.0f) g_threshold = v; /* strtof parses "inf" */
-    }
-}
+float kern_llm_int8_threshold(void) { return g_threshold; }
 
-float kern_llm_int8_threshold(void) {
-    pthread_once(&g_once, init_threshold);
-    return g_threshold;
-}
-
-void kern_llm_int8_set_threshold(float t) {
-    pthread_once(&g_once, init_threshold);
-    g_threshold = t;
-}
+void kern_llm_int8_set_threshold(float t) { g_threshold = t; }
 
 static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
 

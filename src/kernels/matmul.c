@@ -294,7 +294,8 @@ void kern_matmul(threadpool *tp, const weight *w, const float *x, int64_t n_tok,
 void kern_matmul_with(const kern_ops_table *kt, threadpool *tp, const weight *w, const float *x, int64_t n_tok,
                       float *y, int64_t ldy, void *scratch) {
     kern_matmul_variant(kt, tp, w, x, n_tok, y, ldy, scratch,
-                        kern_tune_pick(kt->level, w->type, w->ne[1], w->ne[0], n_tok, tp_n_threads(tp)));
+                        kern_tune_pick(kern_config_get()->tune, kt->level, w->type, w->ne[1], w->ne[0], n_tok,
+                                       tp_n_threads(tp)));
 }
 /* --- end tune hook --- */
 
@@ -408,7 +409,8 @@ static void convert_act(threadpool *tp, matmul_task *t) {
    compare-and-swap per chunk.  Which thread computes a row never changes its
    value, so results stay bit-identical.  The tiled prefill GEMM keeps the
    static split (it is compute-bound and packs its activations per call).
-   KITE_WORK_SHARING=0 turns sharing off (for A/B measurements). */
+   kern_config.work_sharing = false turns sharing off (for A/B measurements;
+   the kite CLI sets it from KITE_WORK_SHARING=0). */
 
 #define MM_SHARE_MAX_THREADS 64 /* ranges kept on the stack; larger pools use the static split */
 #define MM_CHUNKS_PER_THREAD 8  /* claims per thread's own range: balance vs claim count */
@@ -478,17 +480,6 @@ static void exec_part(void *arg, int ith, int nth) {
         while (claim(&e->range[(ith + k) % nth], e->chunk, false, &u0, &u1)) exec_units(e, u0, u1, ith);
 }
 
-static bool sharing_enabled(void) {
-    static atomic_int on = -1; /* every caller computes the same value */
-    int v = atomic_load_explicit(&on, memory_order_relaxed);
-    if (v < 0) {
-        const char *e = getenv("KITE_WORK_SHARING");
-        v = !(e && e[0] == '0');
-        atomic_store_explicit(&on, v, memory_order_relaxed);
-    }
-    return v != 0;
-}
-
 /* Runs the prepared items (converted activations) on n_split threads. */
 static void exec_run(threadpool *tp, mm_exec *e, int n_split) {
     e->first[0] = 0;
@@ -501,7 +492,7 @@ static void exec_run(threadpool *tp, mm_exec *e, int n_split) {
     for (int i = 0; i < e->n; i++) tiled |= e->t[i].tiled != NULL;
     if (n_split > tp_n_threads(tp)) n_split = tp_n_threads(tp);
     e->share = n_split > 1 && n_split <= MM_SHARE_MAX_THREADS && !tiled && e->n_units >= 2 * n_split &&
-               e->n_units < (int64_t)1 << 31 && sharing_enabled();
+               e->n_units < (int64_t)1 << 31 && kern_config_get()->work_sharing;
     if (e->share) {
         e->chunk = e->n_units / n_split / MM_CHUNKS_PER_THREAD;
         if (e->chunk < 1) e->chunk = 1;
@@ -576,7 +567,7 @@ void kern_matmul_fused_with(const kern_ops_table *kt, threadpool *tp, const kern
     int n_split = 1;
     for (int i = 0; i < n_items; i++) {
         const weight *w = items[i].w;
-        const kern_tune_choice *vc = kern_tune_pick(kt->level, w->type, w->ne[1], w->ne[0], n_tok, nth);
+        const kern_tune_choice *vc = kern_tune_pick(kern_config_get()->tune, kt->level, w->type, w->ne[1], w->ne[0], n_tok, nth);
         const int sp = mm_setup(kt, tp, w, x, n_tok, items[i].y, items[i].ldy, scratch, vc, &e.t[i]);
         if (sp > n_split) n_split = sp;
     }

@@ -3,15 +3,15 @@
  * lookup and the "which variant ran" counters (contract in tune.h).
  *
  * DESIGN
- *   The run-time table is one static kern_tune_table filled once under
- *   pthread_once and read-only afterwards: kern_tune_pick computes the
- *   class key (a few integer ops) and binary-searches the sorted entries.
- *   Counters are a static array of relaxed atomics, one slot per resolved
- *   variant and source (default / table).
+ *   The run-time table is the caller's (kern_config.tune, read-only while
+ *   kernels run): kern_tune_pick computes the class key (a few integer ops)
+ *   and binary-searches the sorted entries.  Counters are a static array of
+ *   relaxed atomics, one slot per resolved variant and source (default /
+ *   table).  Nothing here reads a file or the environment.
  *
  * OWNERSHIP
- *   All state is static; nothing is allocated after the load (the file text
- *   is read into a heap buffer that is freed before the load returns).
+ *   Tables belong to their callers; the only static state is the counters,
+ *   the variant names and the default choice.
  *
  * THREAD SAFETY
  *   See tune.h: pick and count from any thread; parse/format reentrant.
@@ -19,17 +19,14 @@
 #include "kernels/tune.h"
 
 #include <ctype.h>
-#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "tensor/dtype.h"
 
 #define MAX_REPORTED 10           /* malformed lines reported one by one, then a count */
-#define MAX_FILE_BYTES (4u << 20) /* a table larger than this is not one of ours */
 #define TYPE_BITS 9               /* dtype ids < 512 (kite's own types are 256, 257) */
 
 static const size_t tile_bytes[KERN_TUNE_N_TILES] = {16u << 10, 64u << 10, 256u << 10};
@@ -330,94 +327,18 @@ int kern_tune_table_parse(kern_tune_table *t, const char *text, const char *src)
     return ps.n_bad;
 }
 
-bool kern_tune_default_path(kern_level level, char *buf, size_t cap) {
-    const char *name = kern_level_name(level);
-    const char *x = getenv("XDG_CACHE_HOME");
-    int n;
-    if (x && x[0] == '/') {
-        n = snprintf(buf, cap, "%s/kite/tune-%s.txt", x, name);
-    } else {
-        const char *h = getenv("HOME");
-        if (!h || !h[0]) return false;
-        n = snprintf(buf, cap, "%s/.cache/kite/tune-%s.txt", h, name);
-    }
-    return n > 0 && (size_t)n < cap;
-}
+/* ---- the run-time lookup ------------------------------------------------------------- */
 
-/* ---- the run-time table ------------------------------------------------------------- */
-
-static kern_tune_table g_table;
-static int g_state = 0;                /* -1 off, 0 defaults (no table), 1 table loaded */
-static char g_path[1024];
-static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static const kern_tune_choice g_default = {.regime = KERN_TUNE_DEFAULT, .tile = KERN_TUNE_TILE_DEFAULT,
                                            .threads = KERN_TUNE_THR_AUTO, .tuned = 0};
 static _Atomic uint64_t g_counts[2][KERN_TUNE_N_VARIANTS];
 
-/* Reads a whole file into a NUL-terminated heap buffer, or NULL (errno set). */
-static char *read_text(const char *path) {
-    FILE *f = fopen(path, "rb");
-    char *buf = NULL;
-    if (!f) return NULL;
-    if (!(buf = malloc(MAX_FILE_BYTES + 1))) goto fail;
-    const size_t n = fread(buf, 1, MAX_FILE_BYTES + 1, f);
-    if (ferror(f) || n > MAX_FILE_BYTES) {
-        errno = n > MAX_FILE_BYTES ? EFBIG : EIO;
-        goto fail;
-    }
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-fail:
-    free(buf);
-    fclose(f);
-    return NULL;
-}
-
-static void load_once(void) {
-    kern_tune_table_init(&g_table);
-    const char *off = getenv("KITE_TUNE");
-    if (off && (!strcmp(off, "off") || !strcmp(off, "0"))) {
-        g_state = -1;
-        return;
-    }
-    const char *env = getenv("KITE_TUNE_FILE");
-    const bool explicit_path = env && env[0];
-    if (explicit_path) {
-        snprintf(g_path, sizeof g_path, "%s", env);
-    } else if (!kern_tune_default_path(kern_table()->level, g_path, sizeof g_path)) {
-        g_path[0] = '\0';
-        return;
-    }
-    char *text = read_text(g_path);
-    if (!text) {
-        if (explicit_path || errno != ENOENT)
-            fprintf(stderr, "kite: %s: cannot read the tune table (%s); using the built-in defaults\n", g_path,
-                    strerror(errno));
-        return;
-    }
-    if (kern_tune_table_parse(&g_table, text, g_path) >= 0) {
-        if (g_table.level < 0) {
-            fprintf(stderr, "kite: %s: no 'level' line; table ignored\n", g_path);
-            kern_tune_table_init(&g_table);
-        } else if (g_table.level != (int)kern_table()->level) {
-            fprintf(stderr, "kite: %s: tuned for kernel level %s, running %s; table ignored\n", g_path,
-                    kern_level_name((kern_level)g_table.level), kern_table()->name);
-            kern_tune_table_init(&g_table);
-        } else {
-            g_state = 1;
-        }
-    }
-    free(text);
-}
-
 const kern_tune_choice *kern_tune_default(void) { return &g_default; }
 
-const kern_tune_choice *kern_tune_pick(kern_level level, uint32_t type, int64_t rows, int64_t k, int64_t n_tok,
-                                       int n_threads) {
-    pthread_once(&g_once, load_once);
-    if (g_state <= 0 || (int)level != g_table.level) return &g_default;
-    const kern_tune_choice *c = kern_tune_table_find(&g_table, kern_tune_key(type, rows, k, n_tok, n_threads));
+const kern_tune_choice *kern_tune_pick(const kern_tune_table *t, kern_level level, uint32_t type, int64_t rows,
+                                       int64_t k, int64_t n_tok, int n_threads) {
+    if (!t || (int)level != t->level) return &g_default;
+    const kern_tune_choice *c = kern_tune_table_find(t, kern_tune_key(type, rows, k, n_tok, n_threads));
     return c ? c : &g_default;
 }
 
@@ -429,17 +350,4 @@ void kern_tune_counts(uint64_t out[2][KERN_TUNE_N_VARIANTS]) {
     for (int s = 0; s < 2; s++)
         for (int i = 0; i < KERN_TUNE_N_VARIANTS; i++)
             out[s][i] = atomic_load_explicit(&g_counts[s][i], memory_order_relaxed);
-}
-
-int kern_tune_option(kern_opt o) {
-    pthread_once(&g_once, load_once);
-    if (g_state <= 0 || (unsigned)o >= KERN_OPT_COUNT) return -1;
-    return g_table.opt[o];
-}
-
-int kern_tune_source(char *path, size_t cap, int *level_out) {
-    pthread_once(&g_once, load_once);
-    if (path && cap) snprintf(path, cap, "%s", g_state < 0 ? "" : g_path);
-    if (level_out) *level_out = g_state > 0 ? g_table.level : -1;
-    return g_state < 0 ? -1 : g_state > 0 ? g_table.n : 0;
 }

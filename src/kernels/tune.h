@@ -36,15 +36,14 @@
  *   line for the same class replaces an earlier one.  It applies only to
  *   the kernel level named on its "level" line.  "option NAME on|off" sets
  *   one of the machine-wide kernel options (kern_opt, dispatch.h: names
- *   decode-prefetch, bf16-fma, f16-widen); the environment overrides it.
+ * decode-prefetch, bf16-fma, f16-widen); kern_config.opt overrides it.
  *
- *   Loading: once (pthread_once), on the first kern_tune_pick, from
- *   $KITE_TUNE_FILE if set, else $XDG_CACHE_HOME/kite/tune-<level>.txt,
- *   else ~/.cache/kite/tune-<level>.txt (<level> the active kern_table()
- *   level).  KITE_TUNE=off disables tuning (built-in defaults everywhere;
- *   the test suite runs so).  A missing cache file means defaults, silently;
- *   a missing $KITE_TUNE_FILE, a bad header and each malformed line are
- *   reported once on stderr ("kite: FILE:LINE: ...") and ignored.
+ *   Loading is the caller's: this module parses text and never opens a
+ *   file.  The kite CLI (tools/config/config.h) reads $KITE_TUNE_FILE, else
+ *   $XDG_CACHE_HOME/kite/tune-<level>.txt, else ~/.cache/kite/tune-<level>.txt
+ *   (<level> the active level), parses it here and passes the table in
+ *   kern_config.tune (dispatch.h); kern_matmul looks its variants up there.
+ *   No table (NULL) means the built-in defaults everywhere.
  *
  *   Counters: kern_tune_count records every matmul call by the variant that
  *   ran (after fallbacks) and whether the choice came from the table, with
@@ -55,8 +54,8 @@
  *   by tests/unit/test_tune.c), so a table can change speed only.
  *
  * THREAD SAFETY
- *   kern_tune_pick is safe from any thread: the table is immutable after
- *   the one-time load; a pick is a binary search over at most
+ *   kern_tune_pick is safe from any thread: the configured table is
+ *   immutable while kernels run; a pick is a binary search over at most
  *   KERN_TUNE_MAX_ENTRIES keys (no allocation, no lock).  Counters are
  *   atomic.  The parse/format helpers are reentrant.
  */
@@ -113,17 +112,12 @@ typedef struct kern_tune_table {
 /* ---- run time (matmul.c) ---------------------------------------------------- */
 
 /* The variant for a matmul of a rows x k weight of `type` on n_tok tokens
- * with a pool of n_threads, at kernel `level`: the table's entry for the
- * class when the table is loaded, enabled and tuned at this level, else the
- * built-in default (regime DEFAULT, 64K tile, threads auto).  Never NULL;
- * the pointer stays valid for the process.  Loads the table on first use. */
-const kern_tune_choice *kern_tune_pick(kern_level level, uint32_t type, int64_t rows, int64_t k, int64_t n_tok,
-                                       int n_threads);
-
-/* The run-time table's setting of a kernel option: 1 on, 0 off, -1 when it
- * has none (no table, KITE_TUNE=off, or a table of another level).  Loads the
- * table on first use; kern_opt_on (dispatch.c) asks it once. */
-int kern_tune_option(kern_opt o);
+ * with a pool of n_threads, at kernel `level`: t's entry for the class when
+ * t is tuned at this level, else the built-in default (regime DEFAULT, 64K
+ * tile, threads auto).  t may be NULL (no table: the default).  Never NULL;
+ * the pointer is t's entry or the static default. */
+const kern_tune_choice *kern_tune_pick(const kern_tune_table *t, kern_level level, uint32_t type, int64_t rows,
+                                       int64_t k, int64_t n_tok, int n_threads);
 
 /* kern_matmul_with (dispatch.h) running variant c instead of the table's
  * pick: `kite tune` and the tests time and compare variants with it
@@ -142,12 +136,6 @@ void kern_tune_count(int id, bool tuned);
 
 /* Copies the counters: out[0][id] default-chosen calls, out[1][id] table-chosen. */
 void kern_tune_counts(uint64_t out[2][KERN_TUNE_N_VARIANTS]);
-
-/* Where the run-time table came from (loads it if not yet): writes the path
- * (or "" when tuning is off or no path could be formed) into path and returns
- * the number of entries loaded (0: defaults everywhere), or -1 when
- * KITE_TUNE=off.  *level_out (may be NULL) gets the table's level or -1. */
-int kern_tune_source(char *path, size_t cap, int *level_out);
 
 /* ---- variants ---------------------------------------------------------------- */
 
@@ -202,10 +190,5 @@ const kern_tune_choice *kern_tune_table_find(const kern_tune_table *t, uint32_t 
 /* Formats entry i as a table line (no newline) into buf; false if it does not fit.
  * Option lines are written by the caller ("option %s %s", kern_opt_name). */
 bool kern_tune_table_line(const kern_tune_table *t, int i, char *buf, size_t cap);
-
-/* Default table path for a level: $XDG_CACHE_HOME/kite/tune-<level>.txt
- * (XDG_CACHE_HOME absolute) else $HOME/.cache/kite/tune-<level>.txt; false
- * if neither variable is usable or the path does not fit. */
-bool kern_tune_default_path(kern_level level, char *buf, size_t cap);
 
 #endif

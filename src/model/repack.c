@@ -10,8 +10,9 @@
  * embedding is repacked only when it is the tied classifier; its rows are
  * then read through kern_get_row, which understands the layout.  A view
  * shared by two weights (tied classifier) is repacked once.
- * Set KITE_REPACK=0 (or kite_model_params.no_repack) to keep the file's
- * layout, e.g. to measure the difference.
+ * Set kite_model_params.no_repack (the kite CLI does for KITE_REPACK=0) to
+ * keep the file's layout, e.g. to measure the difference; the loader then
+ * does not call model_repack.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -90,10 +91,8 @@ static int repack_weight(kite_model *m, repack_state *s, weight *w, int n_views)
 }
 
 int model_repack(kite_model *m) {
-    const char *env = getenv("KITE_REPACK");
     const kern_level level = kern_table()->level;
-    if ((env && strcmp(env, "0") == 0) || !(kern_x16_pays(level) || kern_x32_pays(level, KITE_DTYPE_F16, 2, X32_ROWS)))
-        return KITE_OK;
+    if (!(kern_x16_pays(level) || kern_x32_pays(level, KITE_DTYPE_F16, 2, X32_ROWS))) return KITE_OK;
     const double t0 = now_ms();
     repack_state s = {0};
     int rc = KITE_OK;

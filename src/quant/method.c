@@ -222,6 +222,7 @@ int qm_new(const char *in_path, const gguf_ctx *in, const quant_choice *plan, co
     }
     if (p->method != QUANT_RTN) {
         kite_model_params mp = kite_model_default_params();
+        mp.no_repack = p->no_repack;
         if ((rc = kite_model_load(in_path, &mp, &s->model))) goto fail;
         if (strcmp(s->model->arch, "llama") != 0 && p->log)
             fprintf(p->log, "quantize: note: architecture %s: tensors are matched by llama names\n", s->model->arch);

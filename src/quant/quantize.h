@@ -122,6 +122,7 @@ typedef struct quant_params {
     int awq_n_grid;             /* AWQ alpha steps (0: 20; 1: alpha 0 only, i.e. RTN -- tests) */
     bool awq_float_out;         /* tests: search AWQ scales for the planned types, but write every tensor
                                    in its input type (AWQ's folded, unquantized): the fold must keep the function */
+    bool no_repack;             /* the calibration model keeps the file's layout (kite_model_params) */
 } quant_params;
 
 typedef struct quant_stats {

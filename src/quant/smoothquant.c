@@ -297,6 +297,7 @@ static int sq_compute(sq_model *m, const char *in_path, const sq_params *p) {
     size_t len = 0;
     int64_t n_tok = 0;
     kite_model_params mp = kite_model_default_params();
+    mp.no_repack = p->no_repack;
     int rc = read_text(p->calib_path, &text, &len);
     if (!rc) rc = kite_model_load(in_path, &mp, &model);
     if (!rc) rc = calib_tokenize(model, text, len, p->calib_tokens, &toks, &n_tok);

@@ -37,6 +37,7 @@
 #ifndef KITE_QUANT_SMOOTHQUANT_H
 #define KITE_QUANT_SMOOTHQUANT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -50,6 +51,7 @@ typedef struct sq_params {
     int64_t calib_tokens;    /* tokens of it to use; 0: all */
     int n_threads;           /* threads (<= 0: 1) */
     FILE *log;               /* progress and per-point statistics, or NULL */
+    bool no_repack;          /* the calibration model keeps the file's layout (kite_model_params) */
 } sq_params;
 
 /* Writes the SmoothQuant-smoothed model of in_path to out_path (F32 for the

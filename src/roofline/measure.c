@@ -40,7 +40,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 
 #include "core/error.h"
 #include "roofline/probe.h"
@@ -247,20 +246,6 @@ static void nop_task(void *arg, int ith, int nth) {
     (void)nth;
 }
 
-static bool cache_path(int n_threads, char *buf, size_t cap) {
-    const char *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
-    char dir[400];
-    if (x && *x)
-        snprintf(dir, sizeof dir, "%s/kite", x);
-    else if (h && *h)
-        snprintf(dir, sizeof dir, "%s/.cache/kite", h);
-    else
-        return false;
-    mkdir(dir, 0755); /* may exist; a failure shows up when saving */
-    snprintf(buf, cap, "%s/roofline-t%d.txt", dir, n_threads);
-    return true;
-}
-
 typedef struct attn_run attn_run;
 static void run_attn(void *p);
 typedef struct window_ctx window_ctx;
@@ -270,13 +255,12 @@ static int probe_attn_elem(threadpool *tp, const window_ctx *wc, int n_threads, 
 static const uint32_t kern_types[] = {KITE_DTYPE_F32, KITE_DTYPE_F16, KITE_DTYPE_BF16, KITE_DTYPE_Q8_0,
                                       KITE_DTYPE_Q4_0, KITE_DTYPE_Q4_K, KITE_DTYPE_Q6_K};
 
-int rl_hw_probe(int n_threads, bool force, rl_hw *out, bool *measured) {
-    char path[512], cpu[128], name[128];
+int rl_hw_probe(int n_threads, bool force, const char *path, const char *probe_path, rl_hw *out, bool *measured) {
+    char cpu[128], name[128];
     probe_cpu_name(cpu, sizeof cpu);
     snprintf(name, sizeof name, "%s: %.90s, %d threads", PROFILE_VERSION, cpu, n_threads);
-    bool have_path = cache_path(n_threads, path, sizeof path);
     rl_hw hw;
-    if (!force && have_path && rl_hw_load(path, &hw) == KITE_OK && !strcmp(hw.name, name) &&
+    if (!force && path && rl_hw_load(path, &hw) == KITE_OK && !strcmp(hw.name, name) &&
         hw.threads == n_threads) {
         *out = hw;
         if (measured) *measured = false;
@@ -286,8 +270,8 @@ int rl_hw_probe(int n_threads, bool force, rl_hw *out, bool *measured) {
     int rc;
     if (force) { /* the bandwidth too: a cached one may come from another moment's load */
         if ((rc = probe_measure(&pr)) != KITE_OK) return rc;
-        (void)probe_save(&pr); /* best effort, as in probe_get */
-    } else if ((rc = probe_get(&pr, NULL)) != KITE_OK) {
+        if (probe_path) (void)probe_save(probe_path, &pr); /* best effort, as in probe_get */
+    } else if ((rc = probe_get(probe_path, &pr, NULL)) != KITE_OK) {
         return rc;
     }
     memset(&hw, 0, sizeof hw);
@@ -345,7 +329,7 @@ int rl_hw_probe(int n_threads, bool force, rl_hw *out, bool *measured) {
     for (int i = 0; i < 2000; i++) tp_run(tp, nop_task, NULL);
     hw.launch_us = n_threads > 1 ? (time_now_s() - t0) / 2000 * 1e6 : 0;
     rc = KITE_OK;
-    if (have_path) rl_hw_save(path, &hw); /* best effort: a read-only home only loses the cache */
+    if (path) rl_hw_save(path, &hw); /* best effort: a read-only home only loses the cache */
     *out = hw;
     if (measured) *measured = true;
 done:

@@ -443,17 +443,8 @@ double probe_read_gbs(const probe_result *r, int t) {
 
 /* ---- cache file --------------------------------------------------------------- */
 
-bool probe_cache_path(char *buf, size_t cap) {
-    const char *x = getenv("XDG_CACHE_HOME");
-    if (x && x[0] == '/') return (size_t)snprintf(buf, cap, "%s/kite/probe.txt", x) < cap;
-    const char *h = getenv("HOME");
-    if (h && h[0]) return (size_t)snprintf(buf, cap, "%s/.cache/kite/probe.txt", h) < cap;
-    return false;
-}
-
-int probe_load(probe_result *out) {
-    char path[1024];
-    if (!probe_cache_path(path, sizeof path)) return KITE_E_NOT_FOUND;
+int probe_load(const char *path, probe_result *out) {
+    if (!path) return KITE_E_NOT_FOUND;
     FILE *f = fopen(path, "r");
     if (!f) return KITE_E_NOT_FOUND;
     probe_result r;
@@ -500,9 +491,11 @@ static void make_parent_dirs(char *path) {
     }
 }
 
-int probe_save(const probe_result *r) {
+int probe_save(const char *path_in, const probe_result *r) {
     char path[1024], tmp[1100];
-    if (!probe_cache_path(path, sizeof path)) return err_set(KITE_E_IO, "probe: neither XDG_CACHE_HOME nor HOME is set");
+    if (!path_in) return err_set(KITE_E_ARG, "probe: no cache file");
+    if ((size_t)snprintf(path, sizeof path, "%s", path_in) >= sizeof path)
+        return err_set(KITE_E_IO, "probe: cache path too long");
     make_parent_dirs(path);
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     FILE *f = fopen(tmp, "w");
@@ -518,14 +511,14 @@ int probe_save(const probe_result *r) {
     return KITE_OK;
 }
 
-int probe_get(probe_result *r, bool *measured) {
-    if (probe_load(r) == KITE_OK) {
+int probe_get(const char *path, probe_result *r, bool *measured) {
+    if (probe_load(path, r) == KITE_OK) {
         if (measured) *measured = false;
         return KITE_OK;
     }
     int rc = probe_measure(r);
     if (rc) return rc;
-    (void)probe_save(r); /* a read-only home is not an error: the numbers are still valid */
+    if (path) (void)probe_save(path, r); /* a read-only home is not an error: the numbers are still valid */
     if (measured) *measured = true;
     return KITE_OK;
 }

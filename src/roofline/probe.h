@@ -30,9 +30,11 @@
  *   only called after cpu_features() says the CPU and OS support them, so
  *   the file needs no ISA compiler flags.
  *
- *   Results are cached in a small text file ($XDG_CACHE_HOME/kite/probe.txt,
- *   else ~/.cache/kite/probe.txt), keyed by the CPU model string and the
- *   online CPU count; a mismatch or a missing file means "measure again".
+ *   Results are cached in a small text file whose path the caller gives
+ *   (the kite CLI: $XDG_CACHE_HOME/kite/probe.txt, else
+ *   ~/.cache/kite/probe.txt; tools/config/config.h), keyed by the CPU model
+ *   string and the online CPU count; a mismatch or a missing file means
+ *   "measure again".
  *   The first line is the format version: "kite-probe 2" since the median
  *   pass replaced the best one, "kite-probe 3" since the wide loads; an
  *   older file is measured again.
@@ -77,19 +79,19 @@ void probe_cpu_name(char *buf, size_t cap);
  * KITE_E_NOMEM (message set). */
 int probe_measure(probe_result *r /* OUT */);
 
-/* Path of the cache file into buf; false if neither XDG_CACHE_HOME nor HOME is set. */
-bool probe_cache_path(char *buf, size_t cap);
+/* Reads the cache file at path: KITE_OK if it exists, parses and matches
+ * this machine's CPU string and CPU count; KITE_E_NOT_FOUND otherwise, or
+ * when path is NULL (*r unchanged). */
+int probe_load(const char *path, probe_result *r /* OUT */);
 
-/* Reads the cache: KITE_OK if it exists, parses and matches this machine's
- * CPU string and CPU count; KITE_E_NOT_FOUND otherwise (*r unchanged). */
-int probe_load(probe_result *r /* OUT */);
+/* Writes r to the cache file at path (creating its directories).  KITE_OK,
+ * KITE_E_IO, or KITE_E_ARG when path is NULL. */
+int probe_save(const char *path, const probe_result *r);
 
-/* Writes r to the cache (creating the directory).  KITE_OK or KITE_E_IO. */
-int probe_save(const probe_result *r);
-
-/* The cached result, or a fresh measurement that is then cached.
- * *measured (may be NULL) says which.  KITE_OK or KITE_E_NOMEM. */
-int probe_get(probe_result *r /* OUT */, bool *measured /* OUT */);
+/* The result cached at path, or a fresh measurement that is then cached
+ * there (path NULL: measured, not cached).  *measured (may be NULL) says
+ * which.  KITE_OK or KITE_E_NOMEM. */
+int probe_get(const char *path, probe_result *r /* OUT */, bool *measured /* OUT */);
 
 /* Core-availability check: runs the FMA loop on n_threads threads at once
  * for about `ms` milliseconds; returns the total GFLOP/s they reached (0 on

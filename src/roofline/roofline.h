@@ -148,10 +148,13 @@ int rl_hw_save(const char *path, const rl_hw *hw);
 void rl_hw_write(FILE *f, const rl_hw *hw);
 
 /* ---- measurement on this machine (measure.c) ---- */
-/* The probed profile for n_threads threads: cached in ~/.cache/kite/roofline-tN.txt,
- * else measured (bandwidth and FP32 from core/probe, kernel rates and the
- * BF16/INT8 matmul rates by timing kite's kernels) and cached. */
-int rl_hw_probe(int n_threads, bool force, rl_hw *hw /* OUT */, bool *measured /* OUT, may be NULL */);
+/* The probed profile for n_threads threads: the one cached at path (the kite
+ * CLI passes ~/.cache/kite/roofline-tN.txt) unless force, else measured
+ * (bandwidth and FP32 from roofline/probe.h, cached at probe_path; kernel
+ * rates and the BF16/INT8 matmul rates by timing kite's kernels) and cached
+ * at path.  path, probe_path: NULL for no cache. */
+int rl_hw_probe(int n_threads, bool force, const char *path, const char *probe_path, rl_hw *hw /* OUT */,
+                bool *measured /* OUT, may be NULL */);
 
 /* ---- SVG chart (svg.c) ---- */
 int rl_svg_write(const char *path, const rl_shape *sh, const rl_hw *hw, const rl_setting *st, const rl_result *r);

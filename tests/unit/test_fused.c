@@ -192,8 +192,7 @@ static void epi_slow_first(void *arg, int64_t r0, int64_t r1) {
 
 TEST(test_work_sharing) {
     enum { NR = 1024, NT = 16 };
-    const char *env = getenv("KITE_WORK_SHARING");
-    if (env && env[0] == '0') SKIP_TEST("KITE_WORK_SHARING=0 turns work sharing off");
+    if (!kern_config_get()->work_sharing) SKIP_TEST("kern_config.work_sharing is off");
     threadpool *tp = tp_new(3);
     weight gu[2] = {make_weight(KITE_DTYPE_Q8_0, NR, true), make_weight(KITE_DTYPE_Q8_0, NR, true)};
     static float x[NT * NE0];

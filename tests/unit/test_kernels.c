@@ -38,6 +38,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "config/config.h"
 #include "core/cpu.h"
 #include "core/threadpool.h"
 #include "harness.h"
@@ -159,7 +160,8 @@ TEST(test_dispatch_names) {
     CHECK_EQ_INT(max >= KERN_LEVEL_AVX512BF16, c->avx512bf16 && max >= KERN_LEVEL_AVX512VNNI);
 }
 
-/* KITE_CPU_LEVEL=scalar before first use (in a child, which has its own
+/* KITE_CPU_LEVEL=scalar read by the CLI's configuration (tools/config) and
+ * passed to kern_configure before first use (in a child, which has its own
  * first use): the active table is scalar, the per-level getter still gives
  * every supported level; avx2 caps at min(avx2, max), avx512vnni at
  * min(avx512vnni, max) (the A/B switch for the bf16-activation level). */
@@ -171,6 +173,7 @@ TEST(test_env_cap_scalar) {
         pid_t pid = fork();
         if (pid == 0) {
             setenv("KITE_CPU_LEVEL", caps[i], 1);
+            (void)config_get();
             kern_level want = levels[i];
             if (want > kern_level_max()) want = kern_level_max();
             _exit(kern_table()->level == want && kern_table_for_level(kern_level_max()) != NULL ? 0 : 1);
@@ -187,6 +190,7 @@ TEST(test_env_invalid) {
     pid_t pid = fork();
     if (pid == 0) {
         setenv("KITE_CPU_LEVEL", "turbo", 1);
+        (void)config_get();
         _exit(kern_table()->level == kern_level_max() ? 0 : 1);
     }
     int st = 0;

@@ -28,6 +28,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "config/config.h"
 #include "harness.h"
 #include "kernels/dispatch.h"
 #include "kernels/kernels.h"
@@ -374,7 +375,8 @@ TEST(test_special_values) {
     }
 }
 
-/* KITE_CPU_LEVEL picks the table (in children: the cap is read once) */
+/* KITE_CPU_LEVEL, read by the CLI's configuration (tools/config), picks the
+ * table (in children: the cap is fixed by the first use) */
 TEST(test_env_cap) {
     static const char *const caps[] = {"scalar", "avx2", "avx512"};
     for (int i = 0; i < 3; i++) {
@@ -383,6 +385,7 @@ TEST(test_env_cap) {
         const pid_t pid = fork();
         if (pid == 0) {
             setenv("KITE_CPU_LEVEL", caps[i], 1);
+            (void)config_get();
             if (want > kern_level_max()) want = kern_level_max();
             const kern_elt_ops *o = kern_elt_ops_active();
             /* the public kernel runs the active table */

@@ -1,7 +1,8 @@
 /*
  * test_tune.c - the matmul variant table (src/kernels/tune.h): shape
  * classes, variant names, table parsing (valid and malformed), the
- * run-time lookup loaded from $KITE_TUNE_FILE, and the invariant that makes
+ * run-time lookup of a table read from $KITE_TUNE_FILE (tools/config, as the
+ * CLI reads it) and passed in kern_config, and the invariant that makes
  * tuning safe: every variant gives bit-identical results.
  */
 #include <stdio.h>
@@ -9,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "config/config.h"
 #include "core/threadpool.h"
 #include "harness.h"
 #define KERNEL_TEST_SEED 0x74756e65ull
@@ -204,9 +206,11 @@ TEST(test_parse_bad_header) {
     free(t);
 }
 
-/* The run-time table: loaded once from $KITE_TUNE_FILE (set before the first
- * pick), applied only at its level, defaults elsewhere. */
+/* The run-time table: read from $KITE_TUNE_FILE by config_read (the CLI's
+ * path), handed to kern_configure, applied only at its level, defaults
+ * elsewhere. */
 TEST(test_runtime_lookup) {
+    static config cfg; /* kern_config.tune borrows its table */
     const kern_ops_table *kt = kern_table();
     char path[] = "/tmp/kite-test-tune-XXXXXX";
     const int fd = mkstemp(path);
@@ -218,13 +222,14 @@ TEST(test_runtime_lookup) {
     fclose(f);
     setenv("KITE_TUNE", "on", 1);
     setenv("KITE_TUNE_FILE", path, 1);
+    static const char *const others[] = {"KITE_CPU_LEVEL", "KITE_DECODE_PREFETCH", "KITE_F16_WIDEN", "KITE_BF16_FMA",
+                                         "KITE_INT8_THRESHOLD", "KITE_WORK_SHARING"};
+    for (size_t i = 0; i < sizeof others / sizeof *others; i++) unsetenv(others[i]);
     fflush(stderr);
     FILE *tmp = tmpfile();
     const int saved = dup(2);
     dup2(fileno(tmp), 2);
-    char src[1024];
-    int level = -2;
-    const int n = kern_tune_source(src, sizeof src, &level); /* loads */
+    config_read(&cfg); /* loads */
     fflush(stderr);
     dup2(saved, 2);
     close(saved);
@@ -232,37 +237,38 @@ TEST(test_runtime_lookup) {
     rewind(tmp);
     err[fread(err, 1, sizeof err - 1, tmp)] = '\0';
     fclose(tmp);
-    CHECK_EQ_INT(n, 2);
-    CHECK_EQ_INT(level, (int)kt->level);
-    CHECK_STR_EQ(src, path);
+    CHECK(kern_configure(&cfg.kern));
+    CHECK_EQ_INT(cfg.tune_state, 1);
+    CHECK_EQ_INT(cfg.tune.n, 2);
+    CHECK_EQ_INT(cfg.tune.level, (int)kt->level);
+    CHECK_STR_EQ(cfg.tune_path, path);
+    CHECK(kern_config_get()->tune == &cfg.tune);
     CHECK_EQ_INT(count_lines(err), 1);
     CHECK_CONTAINS(err, ":5: too few fields");
-    /* options: the table's lines, else the vendor default; the environment would win (e2e test) */
-    CHECK_EQ_INT(kern_tune_option(KERN_OPT_DECODE_PREFETCH), 0);
-    CHECK_EQ_INT(kern_tune_option(KERN_OPT_F16_WIDEN), 1);
-    CHECK_EQ_INT(kern_tune_option(KERN_OPT_BF16_FMA), -1);
-    if (!getenv("KITE_DECODE_PREFETCH") && !getenv("KITE_F16_WIDEN") && !getenv("KITE_BF16_FMA")) {
-        CHECK(!kern_opt_on(KERN_OPT_DECODE_PREFETCH));
-        CHECK_EQ_INT(kern_opt_source_of(KERN_OPT_DECODE_PREFETCH), KERN_OPT_FROM_TUNE);
-        CHECK(kern_opt_on(KERN_OPT_F16_WIDEN));
-        CHECK_EQ_INT(kern_opt_source_of(KERN_OPT_F16_WIDEN), KERN_OPT_FROM_TUNE);
-        CHECK_EQ_INT(kern_opt_on(KERN_OPT_BF16_FMA), kern_opt_cpu_default(KERN_OPT_BF16_FMA));
-        CHECK_EQ_INT(kern_opt_source_of(KERN_OPT_BF16_FMA), KERN_OPT_FROM_CPU);
-    }
+    /* options: the table's lines, else the vendor default; the environment would win (test_config, e2e) */
+    CHECK_EQ_INT(cfg.tune.opt[KERN_OPT_DECODE_PREFETCH], 0);
+    CHECK_EQ_INT(cfg.tune.opt[KERN_OPT_F16_WIDEN], 1);
+    CHECK_EQ_INT(cfg.tune.opt[KERN_OPT_BF16_FMA], -1);
+    CHECK(!kern_opt_on(KERN_OPT_DECODE_PREFETCH));
+    CHECK_EQ_INT(kern_opt_source_of(KERN_OPT_DECODE_PREFETCH), KERN_OPT_FROM_TUNE);
+    CHECK(kern_opt_on(KERN_OPT_F16_WIDEN));
+    CHECK_EQ_INT(kern_opt_source_of(KERN_OPT_F16_WIDEN), KERN_OPT_FROM_TUNE);
+    CHECK_EQ_INT(kern_opt_on(KERN_OPT_BF16_FMA), kern_opt_cpu_default(KERN_OPT_BF16_FMA));
+    CHECK_EQ_INT(kern_opt_source_of(KERN_OPT_BF16_FMA), KERN_OPT_FROM_CPU);
     for (int o = 0; o < KERN_OPT_COUNT; o++) { /* back to the defaults for the tests below */
         kern_opt_set((kern_opt)o, kern_opt_cpu_default((kern_opt)o));
         CHECK_EQ_INT(kern_opt_source_of((kern_opt)o), KERN_OPT_FROM_SET);
         CHECK_EQ_INT(kern_opt_from_name(kern_opt_name((kern_opt)o)), o);
     }
     CHECK_EQ_INT(kern_opt_from_name("warp-drive"), -1);
-    const kern_tune_choice *c = kern_tune_pick(kt->level, KITE_DTYPE_F32, 300, 256, 1, 2);
+    const kern_tune_choice *c = kern_tune_pick(kern_config_get()->tune, kt->level, KITE_DTYPE_F32, 300, 256, 1, 2);
     CHECK(c->tuned && c->regime == KERN_TUNE_FLAT && c->tile == 0 && c->threads == KERN_TUNE_THR_ONE);
-    c = kern_tune_pick(kt->level, KITE_DTYPE_F32, 257, 200, 64, 2);
+    c = kern_tune_pick(kern_config_get()->tune, kt->level, KITE_DTYPE_F32, 257, 200, 64, 2);
     CHECK(c->tuned && c->regime == KERN_TUNE_TILED && c->threads == KERN_TUNE_THR_ALL);
-    CHECK(kern_tune_pick(kt->level, KITE_DTYPE_F32, 300, 256, 1, 1) == kern_tune_default()); /* other thread class */
-    CHECK(kern_tune_pick(kt->level, KITE_DTYPE_F16, 300, 256, 1, 2) == kern_tune_default());
+    CHECK(kern_tune_pick(kern_config_get()->tune, kt->level, KITE_DTYPE_F32, 300, 256, 1, 1) == kern_tune_default()); /* other thread class */
+    CHECK(kern_tune_pick(kern_config_get()->tune, kt->level, KITE_DTYPE_F16, 300, 256, 1, 2) == kern_tune_default());
     if (kt->level != KERN_LEVEL_SCALAR)
-        CHECK(kern_tune_pick(KERN_LEVEL_SCALAR, KITE_DTYPE_F32, 300, 256, 1, 2) == kern_tune_default());
+        CHECK(kern_tune_pick(kern_config_get()->tune, KERN_LEVEL_SCALAR, KITE_DTYPE_F32, 300, 256, 1, 2) == kern_tune_default());
     /* the counters see a tuned call through kern_matmul */
     threadpool *tp = tp_new(2);
     float *w = calloc(300 * 256, sizeof(float)), *x = calloc(256, sizeof(float)), *y = calloc(300, sizeof(float));

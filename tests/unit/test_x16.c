@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "config/config.h"
 #include "core/threadpool.h"
 #include "harness.h"
 #include "kernels/dispatch.h"
@@ -311,11 +312,14 @@ TEST(test_model_repack) {
                   dtype_name(k_types[ti]), worst, mag);
         printf("    %s model: %d matrices repacked, max logit difference %.3g (max |logit| %.3g)\n",
                dtype_name(k_types[ti]), n1, worst, mag);
+        static config cfg; /* KITE_REPACK=0 as the CLI reads it: no_repack */
         setenv("KITE_REPACK", "0", 1);
-        float *envoff = repack_logits_of(path, false, &n1, &nv);
+        config_read(&cfg);
+        unsetenv("KITE_REPACK");
+        CHECK(cfg.no_repack);
+        float *envoff = repack_logits_of(path, cfg.no_repack, &n1, &nv);
         CHECK_EQ_INT(n1, 0);
         CHECK(envoff && plain && memcmp(envoff, plain, (size_t)nv * REPACK_N_TOK * sizeof(float)) == 0);
-        unsetenv("KITE_REPACK");
         free(envoff);
         free(plain);
         free(packed);
