@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/error.h"
 #include "model/model.h"
 
 /* llama.cpp's LLM_TENSOR_* names: one spelling per role, for every
@@ -97,7 +98,7 @@ static void build_supported(void) {
     size_t len = 0;
     for (size_t i = 0; i < N_ARCHS; i++) {
         int k = snprintf(supported + len, sizeof supported - len, "%s%s", i ? ", " : "", archs[i].name);
-        if (k < 0 || (size_t)k >= sizeof supported - len) abort(); /* the table outgrew the buffer */
+        KITE_ASSERT(k >= 0 && (size_t)k < sizeof supported - len); /* else the table outgrew the buffer */
         len += (size_t)k;
     }
 }

@@ -113,7 +113,9 @@ const char *arch_tensor_name(const arch_info *ai, int role, int layer, char *buf
  * Names are the same for every architecture, so no arch is needed. */
 int arch_parse_name(const char *name, int *layer);
 /* Layer of a "blk.<layer>.<anything>" name (any tensor, role or not), or
- * -1 when the name has no such prefix or the layer exceeds 1000000. */
+ * -1 when the name has no such prefix or the layer exceeds 1000000.  The
+ * layer is read with strtol, as the quantizers always did, so "blk.03." is
+ * layer 3 (such names do not round-trip; kite and llama.cpp write none). */
 int arch_name_layer(const char *name);
 
 #endif
