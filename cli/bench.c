@@ -43,6 +43,7 @@
 #include "gguf/gguf.h"
 #include "kernels/dispatch.h"
 #include "kernels/tune.h"
+#include "model/arch.h"
 #include "kite.h"
 #include "tensor/dtype.h"
 
@@ -117,11 +118,11 @@ static int read_facts(const char *path, const kite_model_info *mi, model_facts *
     if (gguf_open(path, &gp, &g) != KITE_OK) return 1;
     memset(mf, 0, sizeof *mf);
     mf->file_bytes = g->size;
-    bool tied = gguf_find_tensor(g, "output.weight") == NULL;
+    bool tied = gguf_find_tensor(g, arch_role_base(TR_OUTPUT)) == NULL;
     uint64_t by_type[KITE_DTYPE_COUNT] = {0};
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         const gguf_tensor *t = &g->tensors[i];
-        bool embd = gguf_str_eq(t->name, "token_embd.weight");
+        bool embd = gguf_str_eq(t->name, arch_role_base(TR_TOKEN_EMBD));
         if (embd && !tied) {
             mf->bytes_per_token += t->nbytes / (uint64_t)t->ne[1]; /* one row looked up */
         } else {

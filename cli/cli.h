@@ -6,9 +6,10 @@
  * further and use the library's internal module headers directly, as
  * llama.cpp's tools use ggml's: the serving engine (engine/), speculative
  * decoding (spec/), the kernel table and tune table (kernels/), the
- * quantizers (quant/), the roofline, probe and synthetic models (roofline/),
- * the GGUF reader/writer (gguf/), and the tools/ modules (http/, convert/,
- * config/: the environment and cache files, read once in main.c).
+ * quantizers (quant/), the tensor role names (model/arch.h), the roofline,
+ * probe and synthetic models (roofline/), the GGUF reader/writer (gguf/),
+ * and the tools/ modules (http/, convert/, config/: the environment and
+ * cache files, read once in main.c).
  * Those headers are internal: they may change with the library, and
  * programs outside this tree should use kite.h.  Each subcommand lives
  * in cli/<name>.c and returns the process exit status: 0 success, 1 runtime

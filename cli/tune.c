@@ -53,6 +53,7 @@
 #include "kernels/gemm_x16.h"
 #include "kernels/kernels.h"
 #include "kernels/tune.h"
+#include "model/arch.h"
 #include "tensor/dtype.h"
 #include "tensor/weight.h"
 #include "tune_options.h"
@@ -125,7 +126,7 @@ static void fill_rand(float *x, int64_t n, uint64_t seed) {
 }
 
 static int collect_shapes(const gguf_ctx *g, shape *out, int cap) {
-    const bool tied = gguf_find_tensor(g, "output.weight") == NULL;
+    const bool tied = gguf_find_tensor(g, arch_role_base(TR_OUTPUT)) == NULL;
     int n = 0;
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         const gguf_tensor *t = &g->tensors[i];
@@ -133,7 +134,7 @@ static int collect_shapes(const gguf_ctx *g, shape *out, int cap) {
         for (uint32_t d = 2; d < t->n_dims; d++) flat2d = flat2d && t->ne[d] == 1;
         const dtype_traits *tr = dtype_get(t->type);
         if (!flat2d || !tr || !tr->to_float || t->type == KITE_DTYPE_LLM_INT8) continue;
-        if (gguf_str_eq(t->name, "token_embd.weight") && !tied) continue;
+        if (gguf_str_eq(t->name, arch_role_base(TR_TOKEN_EMBD)) && !tied) continue;
         const size_t rb = dtype_row_size(t->type, t->ne[0]);
         if (rb == 0 || rb * (uint64_t)t->ne[1] > t->nbytes) continue;
         int j = 0;

@@ -151,7 +151,6 @@ static int read_hparams(kite_model *m, const arch_info *ai) {
     if ((rc = read_rope_scaling(m, &scale_linear))) return rc;
     hp->rope_freq_scale = 1.0f / scale_linear;
     hp->rope_type = ai->rope_type;
-    hp->arch = ai->arch;
     hp->norm_type = ai->norm_type;
     hp->ffn_type = ai->ffn_type;
     if (ai->pos_embd) hp->n_rot = 0; /* learned positions instead of rope */
@@ -187,16 +186,12 @@ static int read_hparams(kite_model *m, const arch_info *ai) {
  * shape [ne0, ne1, ne2] and type; a weight view of its first ne0 x ne1 slice. */
 static int bind3(kite_model *m, const arch_info *ai, int role, int layer, int64_t ne0, int64_t ne1, int64_t ne2,
                  bool required, weight *w) {
-    char name[128];
+    char name[ARCH_NAME_MAX];
     memset(w, 0, sizeof *w);
-    if (!ai->tensor_name[role]) { /* the architecture has no such tensor */
+    if (!arch_tensor_name(ai, role, layer, name, sizeof name)) { /* the architecture has no such tensor */
         if (!required) return KITE_OK;
         return err_set(KITE_E_UNSUPPORTED, "%s: architecture %s has no tensor role %d", m->path, m->arch, role);
     }
-    if (role >= TR_ATTN_NORM)
-        snprintf(name, sizeof name, "blk.%d.%s", layer, ai->tensor_name[role]);
-    else
-        snprintf(name, sizeof name, "%s", ai->tensor_name[role]);
     const gguf_tensor *t = gguf_find_tensor(m->gguf, name);
     if (!t) {
         if (!required) return KITE_OK;

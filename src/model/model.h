@@ -37,15 +37,6 @@ enum rope_type {
     ROPE_NEOX = 2  /* rotate halves (x[i], x[i + d/2]): gpt-neox, qwen2, ... */
 };
 
-/* Graph family of an architecture (arch.c maps general.architecture to it). */
-enum model_arch {
-    ARCH_LLAMA = 0, /* llama, mistral; Mixtral when n_expert > 0 */
-    ARCH_QWEN2,     /* QKV bias, NEOX rope */
-    ARCH_QWEN3,     /* per-head RMSNorm of q and k before rope, NEOX */
-    ARCH_QWEN3MOE,  /* qwen3 attention, mixture-of-experts FFN */
-    ARCH_GPT2       /* LayerNorm, learned positions, fused QKV, GELU FFN, biases everywhere */
-};
-
 enum norm_type { NORM_RMS = 0, NORM_LAYER = 1 };   /* RMSNorm(x)*g  /  LayerNorm(x)*g + b */
 enum ffn_type { FFN_SWIGLU = 0, FFN_GELU = 1 };    /* down(silu(gate x) * up x)  /  down(gelu(up x + b) ) + b */
 
@@ -64,7 +55,6 @@ typedef struct model_hparams {
     float rope_freq_scale; /* 1 / linear scaling factor */
     int rope_type;         /* enum rope_type */
     /* architecture features (all zero for a plain llama) */
-    int arch;              /* enum model_arch */
     int norm_type;         /* enum norm_type */
     int ffn_type;          /* enum ffn_type (dense FFN; with n_expert > 0 each expert is SwiGLU) */
     int32_t n_expert;      /* experts per MoE layer; 0: dense FFN */

@@ -3,8 +3,10 @@
  * (see method.h for the routes).
  *
  * DESIGN
- *   Tensor roles come from the llama names; role_ix[layer][role] finds a
- *   layer's tensors.  The output head is layer n_layer (TAP_OUTPUT_IN).
+ *   Tensor roles are model/arch.h's (arch_parse_name); the methods use the
+ *   norms and matrices of attention and the dense FFN and, as layer n_layer
+ *   (TAP_OUTPUT_IN), output_norm and output.  role_ix[layer][role] finds a
+ *   layer's tensors.
  *
  *   GPTQ: the first chunk of a matrix loads its layer's calibration group
  *   and the GPTQ factor of its input (one per (layer, tap point), shared by
@@ -32,6 +34,7 @@
 
 #include "core/error.h"
 #include "kite.h"
+#include "model/arch.h"
 #include "model/context.h"
 #include "model/model.h"
 #include "quant/awq.h"
@@ -42,15 +45,15 @@
 
 #define CALIB_MAX_TEXT ((size_t)256 << 20) /* calibration texts above 256 MiB are refused */
 
-enum role { R_ATTN_NORM, R_Q, R_K, R_V, R_O, R_FFN_NORM, R_GATE, R_UP, R_DOWN, R_COUNT };
-/* the head (layer n_layer): output_norm in R_ATTN_NORM's slot, output in R_Q's */
-#define R_OUT_NORM R_ATTN_NORM
-#define R_OUT R_Q
-
-static const char *const role_suffix[R_COUNT] = {
-    "attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight",
-    "ffn_norm.weight", "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight",
-};
+/* Whether the methods use tensors of this role (head roles: layer n_layer). */
+static bool method_role(int role) {
+    switch (role) {
+    case TR_ATTN_NORM: case TR_ATTN_Q: case TR_ATTN_K: case TR_ATTN_V: case TR_ATTN_OUT:
+    case TR_FFN_NORM: case TR_FFN_GATE: case TR_FFN_UP: case TR_FFN_DOWN:
+    case TR_OUTPUT_NORM: case TR_OUTPUT: return true;
+    default: return false;
+    }
+}
 
 struct qm_state {
     const gguf_ctx *in;
@@ -62,8 +65,8 @@ struct qm_state {
     calib *cal;
     int32_t n_layer;
     int32_t *t_layer;       /* [n_tensors] layer of a role tensor, -1 otherwise */
-    int8_t *t_role;         /* [n_tensors] role, -1 */
-    int64_t *role_ix;       /* [(n_layer + 1) * R_COUNT] tensor index or -1 */
+    int8_t *t_role;         /* [n_tensors] enum tensor_role, TR_NONE */
+    int64_t *role_ix;       /* [(n_layer + 1) * TR_COUNT] tensor index or -1 */
     int8_t *route;          /* [n_tensors] enum qm_route */
     uint32_t *qtype;        /* [n_tensors] planned output type (the type AWQ searches for) */
     bool *qconv;            /* [n_tensors] planned conversion */
@@ -74,20 +77,20 @@ struct qm_state {
     size_t scratch_floats;
     /* AWQ state of one layer */
     int32_t a_layer;
-    float *folded[R_COUNT]; /* folded float weights of the layer's tensors, or NULL (unchanged) */
+    float *folded[TR_COUNT]; /* folded float weights of the layer's tensors, or NULL (unchanged) */
 };
 
 static bool is_float_type(uint32_t t) {
     return t == KITE_DTYPE_F32 || t == KITE_DTYPE_F16 || t == KITE_DTYPE_BF16;
 }
 
-static int tap_of(int role, bool head) {
-    if (head) return role == R_OUT ? TAP_OUTPUT_IN : -1;
+static int tap_of(int role) {
     switch (role) {
-    case R_Q: case R_K: case R_V: return TAP_ATTN_IN;
-    case R_O: return TAP_WO_IN;
-    case R_GATE: case R_UP: return TAP_FFN_IN;
-    case R_DOWN: return TAP_DOWN_IN;
+    case TR_OUTPUT: return TAP_OUTPUT_IN;
+    case TR_ATTN_Q: case TR_ATTN_K: case TR_ATTN_V: return TAP_ATTN_IN;
+    case TR_ATTN_OUT: return TAP_WO_IN;
+    case TR_FFN_GATE: case TR_FFN_UP: return TAP_FFN_IN;
+    case TR_FFN_DOWN: return TAP_DOWN_IN;
     default: return -1;
     }
 }
@@ -95,29 +98,15 @@ static int tap_of(int role, bool head) {
 static void name_role(const gguf_tensor *t, int32_t n_layer, int32_t *layer, int8_t *role) {
     char name[128];
     *layer = -1;
-    *role = -1;
+    *role = TR_NONE;
     if (t->name.len >= sizeof name) return;
     memcpy(name, t->name.ptr, (size_t)t->name.len);
     name[t->name.len] = '\0';
-    if (!strcmp(name, "output_norm.weight")) {
-        *layer = n_layer;
-        *role = R_OUT_NORM;
-        return;
-    }
-    if (!strcmp(name, "output.weight")) {
-        *layer = n_layer;
-        *role = R_OUT;
-        return;
-    }
-    if (strncmp(name, "blk.", 4) != 0) return;
-    char *end;
-    long l = strtol(name + 4, &end, 10);
-    if (end == name + 4 || *end != '.' || l < 0 || l >= n_layer) return;
-    for (int r = 0; r < R_COUNT; r++)
-        if (!strcmp(end + 1, role_suffix[r])) {
-            *layer = (int32_t)l;
-            *role = (int8_t)r;
-        }
+    int l;
+    const int r = arch_parse_name(name, &l);
+    if (!method_role(r) || l >= n_layer) return;
+    *layer = l < 0 ? n_layer : l; /* the head is layer n_layer */
+    *role = (int8_t)r;
 }
 
 static bool grid_wanted(const quant_params *p) { return p->bits != 0 || (p->group != 0 && p->group != QGRID_BLOCK); }
@@ -126,11 +115,10 @@ static int decide_route(const qm_state *s, uint64_t i) {
     const quant_choice *c = &s->plan[i];
     const gguf_tensor *t = &s->in->tensors[i];
     const bool grid = c->convert && qgrid_supported(c->type, s->p.bits);
-    const int32_t layer = s->t_layer[i];
     const int role = s->t_role[i];
     if (s->p.method == QUANT_AWQ && role >= 0) return QM_AWQ;
     if (s->p.method == QUANT_GPTQ && role >= 0 && c->convert && gptq_supported(c->type, s->p.bits) && t->n_dims >= 2 &&
-        tap_of(role, layer == s->n_layer) >= 0)
+        tap_of(role) >= 0)
         return QM_GPTQ;
     if (grid && grid_wanted(&s->p)) return QM_GRID;
     return QM_RTN;
@@ -139,7 +127,7 @@ static int decide_route(const qm_state *s, uint64_t i) {
 void qm_free(qm_state *s) {
     if (!s) return;
     for (int k = 0; k < TAP_COUNT; k++) gptq_factor_free(&s->fac[k]);
-    for (int r = 0; r < R_COUNT; r++) free(s->folded[r]);
+    for (int r = 0; r < TR_COUNT; r++) free(s->folded[r]);
     free(s->scratch);
     calib_free(s->cal);
     kite_model_free(s->model);
@@ -230,7 +218,7 @@ int qm_new(const char *in_path, const gguf_ctx *in, const quant_choice *plan, co
     } else {
         s->n_layer = 0; /* no roles needed */
     }
-    const size_t n_roles = (size_t)(s->n_layer + 1) * R_COUNT;
+    const size_t n_roles = (size_t)(s->n_layer + 1) * TR_COUNT;
     if (!(s->role_ix = malloc(n_roles * sizeof *s->role_ix))) {
         rc = err_set(KITE_E_NOMEM, "quantize: out of memory");
         goto fail;
@@ -240,9 +228,9 @@ int qm_new(const char *in_path, const gguf_ctx *in, const quant_choice *plan, co
         s->qtype[i] = plan[i].type;
         s->qconv[i] = plan[i].convert;
         s->t_layer[i] = -1;
-        s->t_role[i] = -1;
+        s->t_role[i] = TR_NONE;
         if (p->method != QUANT_RTN) name_role(&in->tensors[i], s->n_layer, &s->t_layer[i], &s->t_role[i]);
-        if (s->t_role[i] >= 0) s->role_ix[(size_t)s->t_layer[i] * R_COUNT + (size_t)s->t_role[i]] = (int64_t)i;
+        if (s->t_role[i] >= 0) s->role_ix[(size_t)s->t_layer[i] * TR_COUNT + (size_t)s->t_role[i]] = (int64_t)i;
     }
     int64_t max_ne0 = 0;
     for (uint64_t i = 0; i < n; i++) {
@@ -337,7 +325,7 @@ static int run_rows(qm_state *s, uint64_t i, int64_t row0, int64_t n_rows, void 
 
 static int gptq_fill(qm_state *s, uint64_t i, int64_t row0, int64_t n_rows, void *dst) {
     const int32_t layer = s->t_layer[i];
-    const int tap = tap_of(s->t_role[i], layer == s->n_layer);
+    const int tap = tap_of(s->t_role[i]);
     int rc;
     if (layer != s->g_layer) {
         for (int k = 0; k < TAP_COUNT; k++) gptq_factor_free(&s->fac[k]);
@@ -391,7 +379,7 @@ static int awq_group(qm_state *s, int32_t layer, const int *roles, int n_roles, 
     awq_mat mats[4];
     int nm = 0;
     for (int k = 0; k < n_roles; k++) {
-        const int64_t ix = s->role_ix[(size_t)layer * R_COUNT + (size_t)roles[k]];
+        const int64_t ix = s->role_ix[(size_t)layer * TR_COUNT + (size_t)roles[k]];
         if (!quantized_matrix(s, ix) || s->in->tensors[ix].ne[0] != n || !orig[roles[k]]) continue;
         mats[nm++] = (awq_mat){.w = orig[roles[k]], .rows = rows_of(&s->in->tensors[ix]), .type = s->qtype[ix]};
     }
@@ -430,16 +418,15 @@ static void unscale_vec(float *v, int64_t n, const float *s) {
     for (int64_t j = 0; j < n; j++) v[j] /= s[j];
 }
 
-/* Whether the input has tensor "blk.<layer>.<suffix>" (or "<suffix>" for the head). */
-static bool has_tensor(const qm_state *s, int32_t layer, const char *suffix) {
-    char name[96];
-    if (layer == s->n_layer) snprintf(name, sizeof name, "%s", suffix);
-    else snprintf(name, sizeof name, "blk.%d.%s", layer, suffix);
-    return gguf_find_tensor(s->in, name) != NULL;
+/* Whether the input has the tensor of a role of layer (a global role for the head). */
+static bool has_tensor(const qm_state *s, int32_t layer, int role) {
+    char name[ARCH_NAME_MAX];
+    return arch_tensor_name(NULL, role, layer == s->n_layer ? -1 : layer, name, sizeof name) &&
+           gguf_find_tensor(s->in, name) != NULL;
 }
 
 static int awq_layer(qm_state *s, int32_t layer) {
-    for (int r = 0; r < R_COUNT; r++) {
+    for (int r = 0; r < TR_COUNT; r++) {
         free(s->folded[r]);
         s->folded[r] = NULL;
     }
@@ -448,9 +435,9 @@ static int awq_layer(qm_state *s, int32_t layer) {
     if (rc) return rc;
     const model_hparams *hp = &s->model->hp;
     const bool head = layer == s->n_layer;
-    int64_t ix[R_COUNT];
-    for (int r = 0; r < R_COUNT; r++) {
-        ix[r] = s->role_ix[(size_t)layer * R_COUNT + (size_t)r];
+    int64_t ix[TR_COUNT];
+    for (int r = 0; r < TR_COUNT; r++) {
+        ix[r] = s->role_ix[(size_t)layer * TR_COUNT + (size_t)r];
         if (ix[r] >= 0 && !(s->folded[r] = tensor_floats(s, ix[r])))
             return err_set(KITE_E_NOMEM, "awq: out of memory for layer %d", layer);
     }
@@ -464,19 +451,20 @@ static int awq_layer(qm_state *s, int32_t layer) {
         goto done;
     }
     /* the searches read the original weights: do all of them before any fold */
-    float *orig[R_COUNT];
-    for (int r = 0; r < R_COUNT; r++) orig[r] = s->folded[r];
+    float *orig[TR_COUNT];
+    for (int r = 0; r < TR_COUNT; r++) orig[r] = s->folded[r];
     /* a fold target must be a plain RMSNorm gain / a linear map without bias */
-    const bool norm_ok = ix[R_ATTN_NORM] >= 0 && s->in->tensors[ix[R_ATTN_NORM]].ne[0] == E &&
-                         !has_tensor(s, layer, head ? "output_norm.bias" : "attn_norm.bias");
+    const int norm = head ? TR_OUTPUT_NORM : TR_ATTN_NORM;
+    const bool norm_ok = ix[norm] >= 0 && s->in->tensors[ix[norm]].ne[0] == E &&
+                         !has_tensor(s, layer, head ? TR_OUTPUT_NORM_B : TR_ATTN_NORM_B);
     if (head) {
-        static const int out_roles[] = {R_OUT};
+        static const int out_roles[] = {TR_OUTPUT};
         const calib_point *cp = calib_get(s->cal, layer, TAP_OUTPUT_IN);
         if (!norm_ok || !cp) goto done; /* tied or unusual head: stays RTN */
         for (int64_t j = 0; j < E; j++) sx[j] = (float)cp->mean_abs[j];
         if ((rc = awq_group(s, layer, out_roles, 1, TAP_OUTPUT_IN, sx, E, orig, sc, "output_in"))) goto done;
-        if (ix[R_OUT] >= 0) scale_cols(s->folded[R_OUT], rows_of(&s->in->tensors[ix[R_OUT]]), E, sc);
-        unscale_vec(s->folded[R_OUT_NORM], E, sc);
+        if (ix[TR_OUTPUT] >= 0) scale_cols(s->folded[TR_OUTPUT], rows_of(&s->in->tensors[ix[TR_OUTPUT]]), E, sc);
+        unscale_vec(s->folded[TR_OUTPUT_NORM], E, sc);
         goto done;
     }
     /* scales of the four inputs, computed first (searches see original weights) */
@@ -490,18 +478,18 @@ static int awq_layer(qm_state *s, int32_t layer) {
     /* attention input -> attn_norm */
     for (int64_t j = 0; j < E; j++) s_attn[j] = 1.0f;
     if (norm_ok && (cp = calib_get(s->cal, layer, TAP_ATTN_IN))) {
-        static const int roles[] = {R_Q, R_K, R_V};
+        static const int roles[] = {TR_ATTN_Q, TR_ATTN_K, TR_ATTN_V};
         for (int64_t j = 0; j < E; j++) sx[j] = (float)cp->mean_abs[j];
         if ((rc = awq_group(s, layer, roles, 3, TAP_ATTN_IN, sx, E, orig, s_attn, "attn_in"))) goto done_scales;
     }
     /* wo input -> wv rows; the scale is tied over the query heads of a KV head */
     for (int64_t j = 0; j < Q; j++) s_o[j] = 1.0f;
     const int32_t gqa = hp->n_head_kv > 0 ? hp->n_head / hp->n_head_kv : 0;
-    const bool wo_ok = ix[R_V] >= 0 && ix[R_O] >= 0 && gqa > 0 && hp->n_head % hp->n_head_kv == 0 &&
-                       !has_tensor(s, layer, "attn_v.bias") &&
-                       rows_of(&s->in->tensors[ix[R_V]]) == KV && s->in->tensors[ix[R_O]].ne[0] == Q;
+    const bool wo_ok = ix[TR_ATTN_V] >= 0 && ix[TR_ATTN_OUT] >= 0 && gqa > 0 && hp->n_head % hp->n_head_kv == 0 &&
+                       !has_tensor(s, layer, TR_ATTN_V_B) &&
+                       rows_of(&s->in->tensors[ix[TR_ATTN_V]]) == KV && s->in->tensors[ix[TR_ATTN_OUT]].ne[0] == Q;
     if (wo_ok && (cp = calib_get(s->cal, layer, TAP_WO_IN))) {
-        static const int roles[] = {R_O};
+        static const int roles[] = {TR_ATTN_OUT};
         const int32_t hd = hp->head_dim;
         for (int64_t c = 0; c < Q; c++) {
             const int64_t kvh = c / hd / gqa, d = c % hd;
@@ -513,20 +501,20 @@ static int awq_layer(qm_state *s, int32_t layer) {
     }
     /* FFN input -> ffn_norm */
     for (int64_t j = 0; j < E; j++) s_ffn[j] = 1.0f;
-    const bool ffn_ok = ix[R_FFN_NORM] >= 0 && s->in->tensors[ix[R_FFN_NORM]].ne[0] == E &&
-                        !has_tensor(s, layer, "ffn_norm.bias");
+    const bool ffn_ok = ix[TR_FFN_NORM] >= 0 && s->in->tensors[ix[TR_FFN_NORM]].ne[0] == E &&
+                        !has_tensor(s, layer, TR_FFN_NORM_B);
     if (ffn_ok && (cp = calib_get(s->cal, layer, TAP_FFN_IN))) {
-        static const int roles[] = {R_GATE, R_UP};
+        static const int roles[] = {TR_FFN_GATE, TR_FFN_UP};
         for (int64_t j = 0; j < E; j++) sx[j] = (float)cp->mean_abs[j];
         if ((rc = awq_group(s, layer, roles, 2, TAP_FFN_IN, sx, E, orig, s_ffn, "ffn_in"))) goto done_scales;
     }
     /* w_down input -> w_up rows */
     for (int64_t j = 0; j < F; j++) s_down[j] = 1.0f;
     /* SwiGLU only: silu(gate x) * (up x) is linear in up's rows, GELU(up x) is not */
-    const bool down_ok = ix[R_UP] >= 0 && ix[R_GATE] >= 0 && rows_of(&s->in->tensors[ix[R_UP]]) == F &&
-                         !has_tensor(s, layer, "ffn_up.bias");
+    const bool down_ok = ix[TR_FFN_UP] >= 0 && ix[TR_FFN_GATE] >= 0 && rows_of(&s->in->tensors[ix[TR_FFN_UP]]) == F &&
+                         !has_tensor(s, layer, TR_FFN_UP_B);
     if (down_ok && (cp = calib_get(s->cal, layer, TAP_DOWN_IN))) {
-        static const int roles[] = {R_DOWN};
+        static const int roles[] = {TR_FFN_DOWN};
         float *sxf = malloc((size_t)F * sizeof *sxf);
         if (!sxf) {
             rc = err_set(KITE_E_NOMEM, "awq: out of memory");
@@ -538,10 +526,10 @@ static int awq_layer(qm_state *s, int32_t layer) {
         if (rc) goto done_scales;
     }
     /* folds */
-    if (ix[R_Q] >= 0) scale_cols(s->folded[R_Q], rows_of(&s->in->tensors[ix[R_Q]]), E, s_attn);
-    if (ix[R_K] >= 0) scale_cols(s->folded[R_K], rows_of(&s->in->tensors[ix[R_K]]), E, s_attn);
-    if (ix[R_V] >= 0) scale_cols(s->folded[R_V], rows_of(&s->in->tensors[ix[R_V]]), E, s_attn);
-    unscale_vec(s->folded[R_ATTN_NORM], E, s_attn);
+    if (ix[TR_ATTN_Q] >= 0) scale_cols(s->folded[TR_ATTN_Q], rows_of(&s->in->tensors[ix[TR_ATTN_Q]]), E, s_attn);
+    if (ix[TR_ATTN_K] >= 0) scale_cols(s->folded[TR_ATTN_K], rows_of(&s->in->tensors[ix[TR_ATTN_K]]), E, s_attn);
+    if (ix[TR_ATTN_V] >= 0) scale_cols(s->folded[TR_ATTN_V], rows_of(&s->in->tensors[ix[TR_ATTN_V]]), E, s_attn);
+    unscale_vec(s->folded[TR_ATTN_NORM], E, s_attn);
     if (wo_ok) {
         float *s_v = malloc((size_t)KV * sizeof *s_v);
         if (!s_v) {
@@ -549,15 +537,15 @@ static int awq_layer(qm_state *s, int32_t layer) {
             goto done_scales;
         }
         for (int64_t r = 0; r < KV; r++) s_v[r] = s_o[(r / hp->head_dim) * gqa * hp->head_dim + r % hp->head_dim];
-        unscale_rows(s->folded[R_V], KV, E, s_v);
+        unscale_rows(s->folded[TR_ATTN_V], KV, E, s_v);
         free(s_v);
-        scale_cols(s->folded[R_O], rows_of(&s->in->tensors[ix[R_O]]), Q, s_o);
+        scale_cols(s->folded[TR_ATTN_OUT], rows_of(&s->in->tensors[ix[TR_ATTN_OUT]]), Q, s_o);
     }
-    if (ix[R_GATE] >= 0) scale_cols(s->folded[R_GATE], rows_of(&s->in->tensors[ix[R_GATE]]), E, s_ffn);
-    if (ix[R_UP] >= 0) scale_cols(s->folded[R_UP], rows_of(&s->in->tensors[ix[R_UP]]), E, s_ffn);
-    unscale_vec(s->folded[R_FFN_NORM], E, s_ffn);
-    if (down_ok) unscale_rows(s->folded[R_UP], F, E, s_down);
-    if (ix[R_DOWN] >= 0) scale_cols(s->folded[R_DOWN], rows_of(&s->in->tensors[ix[R_DOWN]]), F, s_down);
+    if (ix[TR_FFN_GATE] >= 0) scale_cols(s->folded[TR_FFN_GATE], rows_of(&s->in->tensors[ix[TR_FFN_GATE]]), E, s_ffn);
+    if (ix[TR_FFN_UP] >= 0) scale_cols(s->folded[TR_FFN_UP], rows_of(&s->in->tensors[ix[TR_FFN_UP]]), E, s_ffn);
+    unscale_vec(s->folded[TR_FFN_NORM], E, s_ffn);
+    if (down_ok) unscale_rows(s->folded[TR_FFN_UP], F, E, s_down);
+    if (ix[TR_FFN_DOWN] >= 0) scale_cols(s->folded[TR_FFN_DOWN], rows_of(&s->in->tensors[ix[TR_FFN_DOWN]]), F, s_down);
 done_scales:
     free(s_attn);
     free(s_o);

@@ -12,8 +12,8 @@
  *     QM_AWQ   the layer's AWQ-scaled (folded) weights, then QM_GRID/RTN;
  *              the norms and the wv / w_up rows that absorb the scales are
  *              rewritten too.
- *   Tensors are looked up by their llama names (blk.N.attn_q.weight, ...,
- *   output.weight); everything else is RTN.  State is per layer: the
+ *   Tensors are found by their roles (model/arch.h: blk.N.attn_q.weight,
+ *   ..., output.weight); everything else is RTN.  State is per layer: the
  *   calibration group holding the layer (calib.c), GPTQ factors of the
  *   layer's inputs, or the layer's folded AWQ weights; a new layer replaces
  *   it, so memory is bounded by one layer (plus the calibration group).

@@ -9,9 +9,12 @@
  *   models (no experts, not Falcon, no importance matrix): which tensors get
  *   more bits.  The rules are written from llama.cpp's behaviour (checked
  *   against its files for stories260K, tests/unit/test_quantize.c), not
- *   copied.  docs/quantization/rtn.md lists them as tables.  Only recipes whose
- *   types all have a reference quantizer in kite are offered (no IQ1/IQ2/
- *   IQ3 mixes, which also need an importance matrix in llama.cpp).
+ *   copied.  Like llama.cpp's, they match role names (model/arch.h)
+ *   inside tensor names, so they also apply to names kite does not load
+ *   (ffn_down_exps, other architectures).  docs/quantization/rtn.md lists
+ *   them as tables.  Only recipes whose types all have a reference
+ *   quantizer in kite are offered (no IQ1/IQ2/IQ3 mixes, which also need an
+ *   importance matrix in llama.cpp).
  *
  * THREAD SAFETY
  *   Pure functions over constant tables.
@@ -19,6 +22,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "model/arch.h"
 #include "quant/quantize.h"
 #include "tensor/dtype.h"
 
@@ -89,6 +93,9 @@ static bool more_bits(int32_t i, int32_t n) {
 }
 
 static bool has(const char *name, const char *part) { return strstr(name, part) != NULL; }
+static bool has_base(const char *name, int role) { return has(name, arch_role_base(role)); } /* "attn_v.weight" */
+static bool has_stem(const char *name, int role) { return has(name, arch_role_stem(role)); } /* "ffn_down" */
+static bool is_role(const char *name, int role) { return !strcmp(name, arch_role_base(role)); }
 
 static int32_t block_of(uint32_t t) {
     const dtype_traits *tr = dtype_get(t);
@@ -103,16 +110,16 @@ uint32_t quant_recipe_type(const quant_recipe *r, const quant_model_info *mi, co
     const int32_t n_layer = mi->n_layer > 0 ? mi->n_layer : 1;
     const int32_t i = layer_rank;
 
-    if (!strcmp(name, "output.weight") || (!mi->has_output && !strcmp(name, "token_embd.weight"))) {
+    if (is_role(name, TR_OUTPUT) || (!mi->has_output && is_role(name, TR_TOKEN_EMBD))) {
         /* the classifier: q8_0 when the default type does not fit, else q6_K
          * (unless the default is already q8_0) */
         if (ne0 % block_of(t) != 0)
             t = KITE_DTYPE_Q8_0;
         else if (t != KITE_DTYPE_Q8_0)
             t = KITE_DTYPE_Q6_K;
-    } else if (!strcmp(name, "token_embd.weight")) {
+    } else if (is_role(name, TR_TOKEN_EMBD)) {
         if (ft == FT_TQ1_0 || ft == FT_TQ2_0) t = KITE_DTYPE_Q4_K;
-    } else if (has(name, "attn_v.weight")) {
+    } else if (has_base(name, TR_ATTN_V)) {
         if (ft == FT_Q2_K)
             t = mi->n_gqa >= 4 ? KITE_DTYPE_Q4_K : KITE_DTYPE_Q3_K;
         else if (ft == FT_Q3_K_M)
@@ -126,7 +133,7 @@ uint32_t quant_recipe_type(const quant_recipe *r, const quant_model_info *mi, co
         else if (ft == FT_Q4_K_S && i < 4)
             t = KITE_DTYPE_Q5_K;
         if (mi->is_70b && (t == KITE_DTYPE_Q3_K || t == KITE_DTYPE_Q4_K)) t = KITE_DTYPE_Q5_K;
-    } else if (has(name, "ffn_down")) {
+    } else if (has_stem(name, TR_FFN_DOWN)) {
         if (ft == FT_Q2_K)
             t = KITE_DTYPE_Q3_K;
         else if (ft == FT_Q3_K_M)
@@ -141,14 +148,14 @@ uint32_t quant_recipe_type(const quant_recipe *r, const quant_model_info *mi, co
             t = KITE_DTYPE_Q6_K;
         else if (ft == FT_Q4_K_S && i < n_layer / 8)
             t = KITE_DTYPE_Q5_K;
-    } else if (has(name, "attn_output.weight")) {
+    } else if (has_base(name, TR_ATTN_OUT)) {
         if (ft == FT_Q2_K)
             t = KITE_DTYPE_Q3_K;
         else if (ft == FT_Q3_K_M)
             t = KITE_DTYPE_Q4_K;
         else if (ft == FT_Q3_K_L)
             t = KITE_DTYPE_Q5_K;
-    } else if (has(name, "attn_qkv.weight")) {
+    } else if (has_base(name, TR_ATTN_QKV)) {
         if (ft == FT_Q3_K_M || ft == FT_Q3_K_L)
             t = KITE_DTYPE_Q4_K;
         else if (ft == FT_Q4_K_M)
@@ -181,7 +188,8 @@ bool quant_tensor_is_matrix(const char *name, uint32_t n_dims) {
     size_t n = strlen(name);
     if (n < 6 || strcmp(name + n - 6, "weight") != 0) return false;
     if (n_dims < 2) return false;
-    if (has(name, "_norm.weight") || has(name, "ffn_gate_inp.weight")) return false;
-    if (!strcmp(name, "position_embd.weight") || !strcmp(name, "token_types.weight")) return false;
+    /* norms (any "<x>_norm.weight", also of roles kite lacks), the MoE router and learned positions stay */
+    if (has(name, "_norm.weight") || has_base(name, TR_FFN_GATE_INP)) return false;
+    if (is_role(name, TR_POS_EMBD) || !strcmp(name, "token_types.weight")) return false;
     return true;
 }

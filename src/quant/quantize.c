@@ -31,6 +31,7 @@
 #include "core/error.h"
 #include "core/threadpool.h"
 #include "kite.h"
+#include "model/arch.h"
 #include "quant/method.h"
 #include "tensor/dtype.h"
 
@@ -42,14 +43,6 @@ static bool is_float_type(uint32_t t) {
     return t == KITE_DTYPE_F32 || t == KITE_DTYPE_F16 || t == KITE_DTYPE_BF16;
 }
 
-/* Layer of "blk.N.xxx", or -1. */
-static int32_t layer_of(const char *name) {
-    if (strncmp(name, "blk.", 4) != 0) return -1;
-    char *end;
-    long l = strtol(name + 4, &end, 10);
-    if (end == name + 4 || *end != '.' || l < 0 || l > 1000000) return -1;
-    return (int32_t)l;
-}
 
 /* llama.cpp visits tensors ordered by (layer, name); the rank of tensor i
  * among those whose name contains `kind`, in that order. */
@@ -80,8 +73,8 @@ static void model_info(const gguf_ctx *in, char **names, const int32_t *layers, 
     }
     int32_t max_layer = -1;
     for (uint64_t i = 0; i < in->n_tensors; i++) {
-        if (strstr(names[i], "attn_v.weight")) mi->n_attn_v++;
-        if (!strcmp(names[i], "output.weight")) mi->has_output = true;
+        if (strstr(names[i], arch_role_base(TR_ATTN_V))) mi->n_attn_v++;
+        if (!strcmp(names[i], arch_role_base(TR_OUTPUT))) mi->has_output = true;
         if (layers[i] > max_layer) max_layer = layers[i];
     }
     mi->n_layer = meta_i32(in, arch, "block_count");
@@ -119,7 +112,7 @@ int quant_plan(const gguf_ctx *in, const quant_params *p, quant_choice *out, qua
             rc = err_set(KITE_E_NOMEM, "quantize: out of memory");
             goto done;
         }
-        layers[i] = layer_of(names[i]);
+        layers[i] = arch_name_layer(names[i]);
     }
     model_info(in, names, layers, &mi);
 
@@ -131,8 +124,9 @@ int quant_plan(const gguf_ctx *in, const quant_params *p, quant_choice *out, qua
             uint32_t want = p->type;
             if (p->recipe) {
                 int32_t rank = 0;
-                if (strstr(name, "attn_v.weight")) rank = kind_rank(names, layers, n, i, "attn_v.weight");
-                else if (strstr(name, "ffn_down")) rank = kind_rank(names, layers, n, i, "ffn_down");
+                const char *v = arch_role_base(TR_ATTN_V), *down = arch_role_stem(TR_FFN_DOWN);
+                if (strstr(name, v)) rank = kind_rank(names, layers, n, i, v);
+                else if (strstr(name, down)) rank = kind_rank(names, layers, n, i, down);
                 want = quant_recipe_type(p->recipe, &mi, name, t->ne[0], rank);
             }
             c.wanted = want;

@@ -26,6 +26,7 @@
 
 #include "core/error.h"
 #include "gguf/gguf.h"
+#include "model/arch.h"
 #include "model/context.h"
 #include "model/model.h"
 #include "quant/calib.h"
@@ -34,24 +35,22 @@
 
 enum { P_ATTN = 0, P_WO, P_FFN, P_DOWN, P_COUNT };
 
-/* Tensors of one layer, by role (NULL: absent). */
-enum { T_ATTN_NORM = 0, T_ATTN_NORM_B, T_Q, T_K, T_V, T_V_B, T_O, T_FFN_NORM, T_FFN_NORM_B, T_GATE, T_UP, T_UP_B,
-       T_DOWN, T_COUNT };
-static const char *const role_names[T_COUNT] = {
-    "attn_norm.weight", "attn_norm.bias", "attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_v.bias",
-    "attn_output.weight", "ffn_norm.weight", "ffn_norm.bias", "ffn_gate.weight", "ffn_up.weight", "ffn_up.bias",
-    "ffn_down.weight"};
+/* The layer roles (model/arch.h) smoothing reads or rewrites, in load order. */
+static const int sq_roles[] = {TR_ATTN_NORM, TR_ATTN_NORM_B, TR_ATTN_Q,   TR_ATTN_K,      TR_ATTN_V,
+                               TR_ATTN_V_B,  TR_ATTN_OUT,    TR_FFN_NORM, TR_FFN_NORM_B, TR_FFN_GATE,
+                               TR_FFN_UP,    TR_FFN_UP_B,    TR_FFN_DOWN};
+#define N_SQ_ROLES (sizeof sq_roles / sizeof sq_roles[0])
 
 typedef struct sq_model {
     gguf_ctx *in;
     int32_t n_layer;
-    const gguf_tensor **t;  /* [n_layer][T_COUNT] */
+    const gguf_tensor **t;  /* [n_layer][TR_COUNT], NULL: absent (or a role not in sq_roles) */
     int64_t width[P_COUNT]; /* input width of each point (0: no layer has it) */
     float **s;              /* [n_layer][P_COUNT] scales, or NULL: point not smoothed */
     float **inv;            /* [n_layer][P_COUNT] 1 / s */
 } sq_model;
 
-static const gguf_tensor *tens(const sq_model *m, int32_t l, int role) { return m->t[(size_t)l * T_COUNT + role]; }
+static const gguf_tensor *tens(const sq_model *m, int32_t l, int role) { return m->t[(size_t)l * TR_COUNT + role]; }
 
 static void sq_model_free(sq_model *m) {
     if (m->s)
@@ -75,33 +74,37 @@ static int sq_model_open(const char *in_path, sq_model *m) {
     int32_t n_layer = 0;
     for (uint64_t i = 0; i < m->in->n_tensors; i++) {
         const gguf_str nm = m->in->tensors[i].name;
-        int l = -1;
-        if (nm.len > 4 && !memcmp(nm.ptr, "blk.", 4) && sscanf(nm.ptr + 4, "%d", &l) == 1 && l >= 0 && l < 100000 &&
-            l + 1 > n_layer)
-            n_layer = l + 1;
+        char name[128];
+        const size_t len = nm.len < sizeof name ? (size_t)nm.len : sizeof name - 1;
+        memcpy(name, nm.ptr, len);
+        name[len] = '\0';
+        const int l = arch_name_layer(name);
+        if (l >= 0 && l < 100000 && l + 1 > n_layer) n_layer = l + 1;
     }
     if (n_layer == 0) return err_set(KITE_E_FORMAT, "%s: no blk.N tensors to smooth", in_path);
     m->n_layer = n_layer;
     const size_t nk = (size_t)n_layer * P_COUNT;
-    m->t = calloc((size_t)n_layer * T_COUNT, sizeof *m->t);
+    m->t = calloc((size_t)n_layer * TR_COUNT, sizeof *m->t);
     m->s = calloc(nk, sizeof *m->s);
     m->inv = calloc(nk, sizeof *m->inv);
     if (!m->t || !m->s || !m->inv) return err_set(KITE_E_NOMEM, "smoothquant: out of memory");
-    char name[96];
+    char name[ARCH_NAME_MAX];
     for (int32_t l = 0; l < n_layer; l++)
-        for (int r = 0; r < T_COUNT; r++) {
-            snprintf(name, sizeof name, "blk.%" PRId32 ".%s", l, role_names[r]);
+        for (size_t k = 0; k < N_SQ_ROLES; k++) {
+            const int r = sq_roles[k];
+            if (!arch_tensor_name(NULL, r, l, name, sizeof name))
+                return err_set(KITE_E_STATE, "smoothquant: no name for role %d of layer %d", r, (int)l);
             const gguf_tensor *t = gguf_find_tensor(m->in, name);
             if (t && (t->ne[2] != 1 || t->ne[3] != 1 || !dtype_get(t->type) || !dtype_get(t->type)->to_float))
                 return err_set(KITE_E_UNSUPPORTED, "smoothquant: tensor %s: type %s or shape not supported", name,
                                dtype_name(t->type));
-            m->t[(size_t)l * T_COUNT + r] = t;
+            m->t[(size_t)l * TR_COUNT + r] = t;
         }
     for (int32_t l = 0; l < n_layer; l++) {
-        if (tens(m, l, T_ATTN_NORM)) m->width[P_ATTN] = tens(m, l, T_ATTN_NORM)->ne[0];
-        if (tens(m, l, T_O)) m->width[P_WO] = tens(m, l, T_O)->ne[0];
-        if (tens(m, l, T_FFN_NORM)) m->width[P_FFN] = tens(m, l, T_FFN_NORM)->ne[0];
-        if (tens(m, l, T_DOWN)) m->width[P_DOWN] = tens(m, l, T_DOWN)->ne[0];
+        if (tens(m, l, TR_ATTN_NORM)) m->width[P_ATTN] = tens(m, l, TR_ATTN_NORM)->ne[0];
+        if (tens(m, l, TR_ATTN_OUT)) m->width[P_WO] = tens(m, l, TR_ATTN_OUT)->ne[0];
+        if (tens(m, l, TR_FFN_NORM)) m->width[P_FFN] = tens(m, l, TR_FFN_NORM)->ne[0];
+        if (tens(m, l, TR_FFN_DOWN)) m->width[P_DOWN] = tens(m, l, TR_FFN_DOWN)->ne[0];
     }
     return KITE_OK;
 }
@@ -109,20 +112,21 @@ static int sq_model_open(const char *in_path, sq_model *m) {
 /* Whether point p of layer l can be folded (all its tensors present, shapes consistent). */
 static bool point_ok(const sq_model *m, int32_t l, int p) {
     const int64_t w = m->width[p];
+    const gguf_tensor *norm, *q, *k, *v, *o, *gate, *up, *down;
     switch (p) {
     case P_ATTN:
-        return tens(m, l, T_ATTN_NORM) && tens(m, l, T_Q) && tens(m, l, T_K) && tens(m, l, T_V) &&
-               tens(m, l, T_ATTN_NORM)->ne[0] == w && tens(m, l, T_Q)->ne[0] == w && tens(m, l, T_K)->ne[0] == w &&
-               tens(m, l, T_V)->ne[0] == w;
+        norm = tens(m, l, TR_ATTN_NORM), q = tens(m, l, TR_ATTN_Q), k = tens(m, l, TR_ATTN_K);
+        v = tens(m, l, TR_ATTN_V);
+        return norm && q && k && v && norm->ne[0] == w && q->ne[0] == w && k->ne[0] == w && v->ne[0] == w;
     case P_WO: /* one wv row per wo input channel: n_head == n_head_kv; no v bias */
-        return tens(m, l, T_O) && tens(m, l, T_V) && !tens(m, l, T_V_B) && tens(m, l, T_O)->ne[0] == w &&
-               tens(m, l, T_V)->ne[1] == w;
+        o = tens(m, l, TR_ATTN_OUT), v = tens(m, l, TR_ATTN_V);
+        return o && v && !tens(m, l, TR_ATTN_V_B) && o->ne[0] == w && v->ne[1] == w;
     case P_FFN:
-        return tens(m, l, T_FFN_NORM) && tens(m, l, T_GATE) && tens(m, l, T_UP) && tens(m, l, T_FFN_NORM)->ne[0] == w &&
-               tens(m, l, T_GATE)->ne[0] == w && tens(m, l, T_UP)->ne[0] == w;
+        norm = tens(m, l, TR_FFN_NORM), gate = tens(m, l, TR_FFN_GATE), up = tens(m, l, TR_FFN_UP);
+        return norm && gate && up && norm->ne[0] == w && gate->ne[0] == w && up->ne[0] == w;
     case P_DOWN:
-        return tens(m, l, T_DOWN) && tens(m, l, T_UP) && tens(m, l, T_GATE) && !tens(m, l, T_UP_B) &&
-               tens(m, l, T_DOWN)->ne[0] == w && tens(m, l, T_UP)->ne[1] == w;
+        down = tens(m, l, TR_FFN_DOWN), up = tens(m, l, TR_FFN_UP), gate = tens(m, l, TR_FFN_GATE);
+        return down && up && gate && !tens(m, l, TR_FFN_UP_B) && down->ne[0] == w && up->ne[1] == w;
     default: return false;
     }
 }
@@ -186,18 +190,19 @@ static int fold_fill(void *user, int64_t row0, int64_t n_rows, void *dst) {
 static bool fold_of(const sq_model *m, const gguf_tensor *t, fold_src *f) {
     *f = (fold_src){.t = t};
     for (int32_t l = 0; l < m->n_layer; l++)
-        for (int r = 0; r < T_COUNT; r++) {
+        for (size_t k = 0; k < N_SQ_ROLES; k++) {
+            const int r = sq_roles[k];
             if (tens(m, l, r) != t) continue;
             float *const *s = m->s + (size_t)l * P_COUNT, *const *inv = m->inv + (size_t)l * P_COUNT;
             switch (r) {
-            case T_ATTN_NORM: case T_ATTN_NORM_B: f->colmul = inv[P_ATTN]; break;
-            case T_FFN_NORM: case T_FFN_NORM_B: f->colmul = inv[P_FFN]; break;
-            case T_Q: case T_K: f->colmul = s[P_ATTN]; break;
-            case T_V: f->colmul = s[P_ATTN]; f->rowmul = inv[P_WO]; break;
-            case T_O: f->colmul = s[P_WO]; break;
-            case T_GATE: f->colmul = s[P_FFN]; break;
-            case T_UP: f->colmul = s[P_FFN]; f->rowmul = inv[P_DOWN]; break;
-            case T_DOWN: f->colmul = s[P_DOWN]; break;
+            case TR_ATTN_NORM: case TR_ATTN_NORM_B: f->colmul = inv[P_ATTN]; break;
+            case TR_FFN_NORM: case TR_FFN_NORM_B: f->colmul = inv[P_FFN]; break;
+            case TR_ATTN_Q: case TR_ATTN_K: f->colmul = s[P_ATTN]; break;
+            case TR_ATTN_V: f->colmul = s[P_ATTN]; f->rowmul = inv[P_WO]; break;
+            case TR_ATTN_OUT: f->colmul = s[P_WO]; break;
+            case TR_FFN_GATE: f->colmul = s[P_FFN]; break;
+            case TR_FFN_UP: f->colmul = s[P_FFN]; f->rowmul = inv[P_DOWN]; break;
+            case TR_FFN_DOWN: f->colmul = s[P_DOWN]; break;
             default: break;
             }
             return f->colmul || f->rowmul;
@@ -313,7 +318,8 @@ static int sq_compute(sq_model *m, const char *in_path, const sq_params *p) {
     if (!rc && model->hp.n_layer != m->n_layer)
         rc = err_set(KITE_E_FORMAT, "smoothquant: %s: %d layers in the metadata, %d in the tensor names", in_path,
                      model->hp.n_layer, m->n_layer);
-    static const int mats[P_COUNT][3] = {{T_Q, T_K, T_V}, {T_O, -1, -1}, {T_GATE, T_UP, -1}, {T_DOWN, -1, -1}};
+    static const int mats[P_COUNT][3] = {
+        {TR_ATTN_Q, TR_ATTN_K, TR_ATTN_V}, {TR_ATTN_OUT, -1, -1}, {TR_FFN_GATE, TR_FFN_UP, -1}, {TR_FFN_DOWN, -1, -1}};
     for (int32_t l = 0; l < m->n_layer && !rc; l++) {
         if ((rc = calib_load(cal, l))) break;
         for (int pt = 0; pt < P_COUNT && !rc; pt++) {

@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "gguf/gguf.h"
 #include "kite.h"
+#include "model/arch.h"
 #include "roofline/synth.h"
 #include "roofline/roofline.h"
 
@@ -51,11 +52,14 @@ int rl_shape_from_file(const char *path, rl_shape *sh) {
     gguf_open_params gp = {.use_mmap = true};
     rc = gguf_open(path, &gp, &g);
     if (rc != KITE_OK) goto done;
-    const gguf_tensor *tq = gguf_find_tensor(g, "blk.0.attn_q.weight");
-    const gguf_tensor *to = gguf_find_tensor(g, "output.weight");
-    if (!to) to = gguf_find_tensor(g, "token_embd.weight");
+    char q_name[ARCH_NAME_MAX] = "";
+    const gguf_tensor *tq =
+        arch_tensor_name(NULL, TR_ATTN_Q, 0, q_name, sizeof q_name) ? gguf_find_tensor(g, q_name) : NULL;
+    const gguf_tensor *to = gguf_find_tensor(g, arch_role_base(TR_OUTPUT));
+    if (!to) to = gguf_find_tensor(g, arch_role_base(TR_TOKEN_EMBD));
     if (!tq || !to) {
-        rc = err_set(KITE_E_NOT_FOUND, "%s: tensor blk.0.attn_q.weight or output/token_embd.weight missing", path);
+        rc = err_set(KITE_E_NOT_FOUND, "%s: tensor %s or %s/%s missing", path, q_name, arch_role_stem(TR_OUTPUT),
+                     arch_role_base(TR_TOKEN_EMBD));
         goto done;
     }
     memset(sh, 0, sizeof *sh);

@@ -19,6 +19,7 @@
 #include "core/error.h"
 #include "core/threadpool.h"
 #include "gguf/gguf.h"
+#include "model/arch.h"
 #include "tensor/dtype.h"
 
 /* ---- shapes ----------------------------------------------------------------- */
@@ -121,7 +122,8 @@ static float next_normalish(uint64_t *s) {
 typedef struct synth_job synth_job;
 
 typedef struct synth_tensor {
-    char name[64];
+    char name[ARCH_NAME_MAX];
+    int role;          /* enum tensor_role */
     uint32_t type;     /* enum kite_dtype */
     uint32_t index;    /* position in the file: part of the PRNG seed */
     int64_t ne[3];     /* ne[0] = row length (fan_in), ne[1] = rows, ne[2] = experts (1 otherwise) */
@@ -174,32 +176,39 @@ static bool more_bits(int layer, int n_layer) {
     return layer < n_layer / 8 || layer >= 7 * n_layer / 8 || (layer - n_layer / 8) % 3 == 2;
 }
 
-/* Type of a matrix under the parameters' mix.  role: "output", "attn_v", ... */
-static uint32_t matrix_type(const synth_params *p, const char *role, int layer) {
+/* Type of a matrix of a role (model/arch.h) under the parameters' mix. */
+static uint32_t matrix_type(const synth_params *p, int role, int layer) {
     if (p->mix != SYNTH_MIX_Q4_K_M) return p->type;
-    if (!strcmp(role, "output")) return KITE_DTYPE_Q6_K;
-    if ((!strcmp(role, "attn_v") || !strcmp(role, "ffn_down")) && more_bits(layer, p->shape.n_layer))
-        return KITE_DTYPE_Q6_K;
+    if (role == TR_OUTPUT) return KITE_DTYPE_Q6_K;
+    if ((role == TR_ATTN_V || role == TR_FFN_DOWN) && more_bits(layer, p->shape.n_layer)) return KITE_DTYPE_Q6_K;
     return KITE_DTYPE_Q4_K;
 }
 
+/* Table row of the shape's architecture (an unknown one, refused by
+ * synth_check, is counted as llama). */
+static const arch_info *shape_info(const synth_shape *s) {
+    const arch_info *ai = arch_find(shape_arch(s));
+    return ai ? ai : arch_find("llama");
+}
+
 /* Builds the tensor table in file order (llama.cpp's: embeddings, then the
- * blocks, then the output norm and classifier).  Returns the count; t may
- * be NULL to count only. */
+ * blocks, then the output norm and classifier), with the tensors the
+ * architecture's row names.  Returns the count; t may be NULL to count only. */
 static size_t build_tensors(const synth_params *p, synth_tensor *t) {
     const synth_shape *s = &p->shape;
-    const char *arch = shape_arch(s);
-    const bool gpt2 = !strcmp(arch, "gpt2"), qwen2 = !strcmp(arch, "qwen2");
-    const bool qk_norm = !strcmp(arch, "qwen3") || !strcmp(arch, "qwen3moe");
+    const arch_info *ai = shape_info(s);
+    const bool biases = ai->biases;
     const int64_t E = s->n_embd, F = s->n_ff, V = s->n_vocab, HD = shape_head_dim(s);
     const int64_t Q = HD * s->n_head, KV = HD * s->n_head_kv, NE = s->n_expert;
     const int64_t FE = s->n_ff_exp > 0 ? s->n_ff_exp : F;
     size_t n = 0;
-#define ADD3(type_, ne0_, ne1_, ne2_, mean_, std_, ...)                                                            \
+#define ADD3(type_, ne0_, ne1_, ne2_, mean_, std_, role_, layer_)                                                  \
     do {                                                                                                           \
         if (t) {                                                                                                   \
             synth_tensor *x = &t[n];                                                                               \
-            snprintf(x->name, sizeof x->name, __VA_ARGS__);                                                        \
+            const char *name_ = arch_tensor_name(ai, (role_), (layer_), x->name, sizeof x->name);                 \
+            KITE_ASSERT(name_); /* the row has the role */                                                         \
+            x->role = (role_);                                                                                     \
             x->type = (type_);                                                                                     \
             x->index = (uint32_t)n;                                                                                \
             x->ne[0] = (ne0_);                                                                                     \
@@ -211,57 +220,54 @@ static size_t build_tensors(const synth_params *p, synth_tensor *t) {
         }                                                                                                          \
         n++;                                                                                                       \
     } while (0)
-#define ADD(type_, ne0_, ne1_, mean_, std_, ...) ADD3(type_, ne0_, ne1_, 1, mean_, std_, __VA_ARGS__)
-#define MAT(role, layer, ne0_, ne1_, ...) ADD(matrix_type(p, role, layer), ne0_, ne1_, 0.0f, (float)(1.0 / sqrt((double)(ne0_))), __VA_ARGS__)
-#define EXPS(role, layer, ne0_, ne1_, ...) ADD3(matrix_type(p, role, layer), ne0_, ne1_, NE, 0.0f, (float)(1.0 / sqrt((double)(ne0_))), __VA_ARGS__)
-#define NORM(...) ADD(KITE_DTYPE_F32, E, 1, 1.0f, 0.02f, __VA_ARGS__)
-#define VEC(ne0_, mean_, std_, ...) ADD(KITE_DTYPE_F32, ne0_, 1, mean_, std_, __VA_ARGS__)
-    ADD(matrix_type(p, "token_embd", -1), E, V, 0.0f, 1.0f, "token_embd.weight");
-    if (gpt2) ADD(KITE_DTYPE_F32, E, s->n_ctx, 0.0f, 0.5f, "position_embd.weight");
-    if (s->rope_llama3_ctx > 0) VEC(HD / 2, 1.0f, 0.0f, "rope_freqs.weight"); /* values: synth_write */
+#define ADD(type_, ne0_, ne1_, mean_, std_, role_, layer_) ADD3(type_, ne0_, ne1_, 1, mean_, std_, role_, layer_)
+#define MAT(role, layer, ne0_, ne1_) ADD(matrix_type(p, role, layer), ne0_, ne1_, 0.0f, (float)(1.0 / sqrt((double)(ne0_))), role, layer)
+#define EXPS(role, layer, ne0_, ne1_) ADD3(matrix_type(p, role, layer), ne0_, ne1_, NE, 0.0f, (float)(1.0 / sqrt((double)(ne0_))), role, layer)
+#define NORM(role, layer) ADD(KITE_DTYPE_F32, E, 1, 1.0f, 0.02f, role, layer)
+#define VEC(ne0_, mean_, std_, role, layer) ADD(KITE_DTYPE_F32, ne0_, 1, mean_, std_, role, layer)
+    ADD(matrix_type(p, TR_TOKEN_EMBD, -1), E, V, 0.0f, 1.0f, TR_TOKEN_EMBD, -1);
+    if (ai->pos_embd) ADD(KITE_DTYPE_F32, E, s->n_ctx, 0.0f, 0.5f, TR_POS_EMBD, -1);
+    if (s->rope_llama3_ctx > 0) VEC(HD / 2, 1.0f, 0.0f, TR_ROPE_FREQS, -1); /* values: synth_write */
     for (int l = 0; l < s->n_layer; l++) {
-        NORM("blk.%d.attn_norm.weight", l);
-        if (gpt2) {
-            VEC(E, 0.0f, 0.1f, "blk.%d.attn_norm.bias", l);
-            MAT("attn_qkv", l, E, Q + 2 * KV, "blk.%d.attn_qkv.weight", l);
-            VEC(Q + 2 * KV, 0.0f, 0.1f, "blk.%d.attn_qkv.bias", l);
+        NORM(TR_ATTN_NORM, l);
+        if (biases) VEC(E, 0.0f, 0.1f, TR_ATTN_NORM_B, l);
+        if (ai->fused_qkv) {
+            MAT(TR_ATTN_QKV, l, E, Q + 2 * KV);
+            if (biases) VEC(Q + 2 * KV, 0.0f, 0.1f, TR_ATTN_QKV_B, l);
         } else {
-            MAT("attn_q", l, E, Q, "blk.%d.attn_q.weight", l);
-            MAT("attn_k", l, E, KV, "blk.%d.attn_k.weight", l);
-            MAT("attn_v", l, E, KV, "blk.%d.attn_v.weight", l);
+            MAT(TR_ATTN_Q, l, E, Q);
+            MAT(TR_ATTN_K, l, E, KV);
+            MAT(TR_ATTN_V, l, E, KV);
         }
-        if (qwen2) {
-            VEC(Q, 0.0f, 0.1f, "blk.%d.attn_q.bias", l);
-            VEC(KV, 0.0f, 0.1f, "blk.%d.attn_k.bias", l);
-            VEC(KV, 0.0f, 0.1f, "blk.%d.attn_v.bias", l);
+        if (ai->qkv_bias) {
+            VEC(Q, 0.0f, 0.1f, TR_ATTN_Q_B, l);
+            VEC(KV, 0.0f, 0.1f, TR_ATTN_K_B, l);
+            VEC(KV, 0.0f, 0.1f, TR_ATTN_V_B, l);
         }
-        if (qk_norm) {
-            VEC(HD, 1.0f, 0.1f, "blk.%d.attn_q_norm.weight", l);
-            VEC(HD, 1.0f, 0.1f, "blk.%d.attn_k_norm.weight", l);
+        if (ai->qk_norm) {
+            VEC(HD, 1.0f, 0.1f, TR_ATTN_Q_NORM, l);
+            VEC(HD, 1.0f, 0.1f, TR_ATTN_K_NORM, l);
         }
-        MAT("attn_output", l, Q, E, "blk.%d.attn_output.weight", l);
-        if (gpt2) VEC(E, 0.0f, 0.1f, "blk.%d.attn_output.bias", l);
-        NORM("blk.%d.ffn_norm.weight", l);
-        if (gpt2) VEC(E, 0.0f, 0.1f, "blk.%d.ffn_norm.bias", l);
+        MAT(TR_ATTN_OUT, l, Q, E);
+        if (biases) VEC(E, 0.0f, 0.1f, TR_ATTN_OUT_B, l);
+        NORM(TR_FFN_NORM, l);
+        if (biases) VEC(E, 0.0f, 0.1f, TR_FFN_NORM_B, l);
         if (NE > 0) {
-            MAT("ffn_gate_inp", l, E, NE, "blk.%d.ffn_gate_inp.weight", l);
-            EXPS("ffn_gate_exps", l, E, FE, "blk.%d.ffn_gate_exps.weight", l);
-            EXPS("ffn_up_exps", l, E, FE, "blk.%d.ffn_up_exps.weight", l);
-            EXPS("ffn_down_exps", l, FE, E, "blk.%d.ffn_down_exps.weight", l);
-        } else if (gpt2) {
-            MAT("ffn_up", l, E, F, "blk.%d.ffn_up.weight", l);
-            VEC(F, 0.0f, 0.1f, "blk.%d.ffn_up.bias", l);
-            MAT("ffn_down", l, F, E, "blk.%d.ffn_down.weight", l);
-            VEC(E, 0.0f, 0.1f, "blk.%d.ffn_down.bias", l);
+            MAT(TR_FFN_GATE_INP, l, E, NE);
+            EXPS(TR_FFN_GATE_EXPS, l, E, FE);
+            EXPS(TR_FFN_UP_EXPS, l, E, FE);
+            EXPS(TR_FFN_DOWN_EXPS, l, FE, E);
         } else {
-            MAT("ffn_gate", l, E, F, "blk.%d.ffn_gate.weight", l);
-            MAT("ffn_up", l, E, F, "blk.%d.ffn_up.weight", l);
-            MAT("ffn_down", l, F, E, "blk.%d.ffn_down.weight", l);
+            if (arch_has_role(ai, TR_FFN_GATE)) MAT(TR_FFN_GATE, l, E, F); /* SwiGLU; gpt2's GELU FFN has none */
+            MAT(TR_FFN_UP, l, E, F);
+            if (biases) VEC(F, 0.0f, 0.1f, TR_FFN_UP_B, l);
+            MAT(TR_FFN_DOWN, l, F, E);
+            if (biases) VEC(E, 0.0f, 0.1f, TR_FFN_DOWN_B, l);
         }
     }
-    NORM("output_norm.weight");
-    if (gpt2) VEC(E, 0.0f, 0.1f, "output_norm.bias");
-    if (!s->tied) MAT("output", -1, E, V, "output.weight");
+    NORM(TR_OUTPUT_NORM, -1);
+    if (biases) VEC(E, 0.0f, 0.1f, TR_OUTPUT_NORM_B, -1);
+    if (!s->tied) MAT(TR_OUTPUT, -1, E, V);
 #undef VEC
 #undef NORM
 #undef EXPS
@@ -301,11 +307,10 @@ int synth_check(const synth_params *p) {
         return err_set(KITE_E_ARG, "synth: shape '%s': expert counts (%d, top %d) or window out of range",
                        s->name ? s->name : "?", s->n_expert, s->n_expert_used);
     const char *arch = shape_arch(s);
-    if (strcmp(arch, "llama") && strcmp(arch, "qwen2") && strcmp(arch, "qwen3") && strcmp(arch, "qwen3moe") &&
-        strcmp(arch, "gpt2"))
-        return err_set(KITE_E_ARG, "synth: unknown architecture '%s'", arch);
-    const bool moe_arch = !strcmp(arch, "qwen3moe");
-    if ((moe_arch && s->n_expert == 0) || (s->n_expert > 0 && !moe_arch && strcmp(arch, "llama")))
+    const arch_info *ai = arch_find(arch);
+    /* "mistral" is llama's graph under another name: synth writes Mistral shapes as llama, as their GGUFs are */
+    if (!ai || !strcmp(arch, "mistral")) return err_set(KITE_E_ARG, "synth: unknown architecture '%s'", arch);
+    if ((ai->moe_required && s->n_expert == 0) || (s->n_expert > 0 && !arch_has_role(ai, TR_FFN_GATE_INP)))
         return err_set(KITE_E_ARG, "synth: architecture '%s' with %d experts is not a kite model", arch, s->n_expert);
     size_t n = build_tensors(p, NULL);
     synth_tensor *t = malloc(n * sizeof *t);
@@ -506,7 +511,7 @@ int synth_write(const synth_params *p, const char *path) {
         synth_tensor *t = &job.t[i];
         t->job = &job;
         t->row_bytes = dtype_row_size(t->type, t->ne[0]);
-        if (!strcmp(t->name, "rope_freqs.weight")) t->values = job.rope_freqs;
+        if (t->role == TR_ROPE_FREQS) t->values = job.rope_freqs;
         uint32_t n_dims = t->ne[2] > 1 ? 3 : t->ne[1] == 1 ? 1 : 2;
         TRY(gguf_writer_add_tensor_cb(w, t->name, t->type, n_dims, t->ne, fill_rows, t));
     }

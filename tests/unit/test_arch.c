@@ -27,6 +27,9 @@
  *      factors matter; LayerNorm and GELU against hand-worked values; loader
  *      errors name the tensor; profiling changes neither the logits nor what
  *      the calibration tap sees.
+ *   4. The tensor role table (model/arch.h): every role of every
+ *      architecture round-trips name -> (role, layer) -> name, names that
+ *      are no role's fail cleanly, the supported list is the table's.
  */
 #include <math.h>
 #include <inttypes.h>
@@ -39,6 +42,7 @@
 #include "core/error.h"
 #include "harness.h"
 #include "kernels/kernels.h"
+#include "model/arch.h"
 #include "model/context.h"
 #include "model/forward.h"
 #include "model/moe.h"
@@ -666,9 +670,106 @@ TEST(test_loader_errors_name_the_tensor) {
     CHECK(patch_file(path, "qwen2", "gpt99") > 5);
     CHECK(kite_model_load(path, NULL, &m) == KITE_E_UNSUPPORTED);
     CHECK_CONTAINS(kite_last_error(), "'gpt99' is not supported");
+    CHECK_CONTAINS(kite_last_error(), arch_supported_list());
     p.shape.arch = "qwen3moe"; /* qwen3moe without experts: refused by synth */
     CHECK(synth_write(&p, path) == KITE_E_ARG);
     unlink(path);
+}
+
+/* ---- tensor roles (model/arch.h) ----------------------------------------- */
+
+/* Every role of every architecture: name -> (role, layer) -> the same name. */
+TEST(test_roles_round_trip) {
+    static const int layers[] = {0, 1, 9, 10, 37, 4095};
+    int n_checked = 0;
+    for (size_t a = 0; arch_at(a); a++) {
+        const arch_info *ai = arch_at(a);
+        for (int r = 0; r < TR_COUNT; r++) {
+            char name[ARCH_NAME_MAX], again[ARCH_NAME_MAX];
+            const bool per_layer = arch_role_per_layer(r);
+            for (size_t k = 0; k < (per_layer ? sizeof layers / sizeof layers[0] : 1); k++) {
+                const int l = per_layer ? layers[k] : -1;
+                if (!arch_has_role(ai, r)) {
+                    CHECK_MSG(!arch_tensor_name(ai, r, l, name, sizeof name), "%s has no role %d", ai->name, r);
+                    CHECK(arch_tensor_name(NULL, r, l, name, sizeof name) != NULL); /* any architecture's */
+                    continue;
+                }
+                CHECK_MSG(arch_tensor_name(ai, r, l, name, sizeof name) == name, "%s role %d layer %d", ai->name, r,
+                          l);
+                int got_l = -2;
+                const int got_r = arch_parse_name(name, &got_l);
+                CHECK_MSG(got_r == r && got_l == l, "%s: parsed as role %d layer %d, expected %d %d", name, got_r,
+                          got_l, r, l);
+                CHECK(arch_tensor_name(ai, got_r, got_l, again, sizeof again) == again);
+                CHECK_STR_EQ(again, name);
+                /* the base and stem are the name's tail */
+                const char *base = arch_role_base(r), *stem = arch_role_stem(r);
+                CHECK(strlen(name) >= strlen(base) && !strcmp(name + strlen(name) - strlen(base), base));
+                CHECK(!strncmp(base, stem, strlen(stem)) &&
+                      (!strcmp(base + strlen(stem), ".weight") || !strcmp(base + strlen(stem), ".bias")));
+                CHECK_EQ_INT(arch_name_layer(name), l);
+                n_checked++;
+            }
+        }
+    }
+    CHECK(n_checked > 100);
+    /* llama.cpp's spellings, pinned (the table is the only place they are written) */
+    char buf[ARCH_NAME_MAX];
+    CHECK_STR_EQ(arch_tensor_name(arch_find("llama"), TR_ATTN_Q, 3, buf, sizeof buf), "blk.3.attn_q.weight");
+    CHECK_STR_EQ(arch_tensor_name(arch_find("gpt2"), TR_OUTPUT_NORM_B, -1, buf, sizeof buf), "output_norm.bias");
+    CHECK_STR_EQ(arch_tensor_name(arch_find("qwen3moe"), TR_FFN_DOWN_EXPS, 47, buf, sizeof buf),
+                 "blk.47.ffn_down_exps.weight");
+    CHECK_STR_EQ(arch_tensor_name(arch_find("qwen2"), TR_ATTN_V_B, 0, buf, sizeof buf), "blk.0.attn_v.bias");
+    CHECK_STR_EQ(arch_tensor_name(arch_find("gpt2"), TR_POS_EMBD, -1, buf, sizeof buf), "position_embd.weight");
+    CHECK_STR_EQ(arch_tensor_name(arch_find("llama"), TR_ROPE_FREQS, -1, buf, sizeof buf), "rope_freqs.weight");
+    CHECK_STR_EQ(arch_role_stem(TR_FFN_DOWN), "ffn_down");
+    CHECK_STR_EQ(arch_role_base(TR_ATTN_OUT), "attn_output.weight");
+}
+
+/* Names that are no role's fail cleanly, as do impossible name requests. */
+TEST(test_roles_unknown_names) {
+    static const char *const bad[] = {
+        "", "blk.", "blk.0", "blk.0.", "blk..attn_q.weight", "blk.x.attn_q.weight", "blk.-1.attn_q.weight",
+        "blk.1000001.attn_q.weight", "blk.0.output.weight", "blk.0.token_embd.weight", "attn_q.weight",
+        "blk.0.attn_q.weightx", "blk.0.attn_q", "blk.0.attn_q.bias.x", "output.weight.x", "output",
+        "token_types.weight", "blk.0.ffn_down_shexp.weight", "BLK.0.attn_q.weight",
+        "model.layers.0.self_attn.q_proj.weight",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int l = 7;
+        CHECK_MSG(arch_parse_name(bad[i], &l) == TR_NONE && l == -1, "'%s' parsed as a role", bad[i]);
+        CHECK(arch_parse_name(bad[i], NULL) == TR_NONE);
+    }
+    CHECK_EQ_INT(arch_name_layer("blk.12.ffn_down_shexp.weight"), 12); /* layer of any blk name */
+    CHECK_EQ_INT(arch_name_layer("output.weight"), -1);
+    CHECK_EQ_INT(arch_name_layer("blk.x.y"), -1);
+    char buf[ARCH_NAME_MAX];
+    const arch_info *llama = arch_find("llama");
+    CHECK(!arch_tensor_name(llama, TR_ATTN_Q, -1, buf, sizeof buf));   /* per-layer role without a layer */
+    CHECK(!arch_tensor_name(llama, TR_OUTPUT, 0, buf, sizeof buf));    /* global role with a layer */
+    CHECK(!arch_tensor_name(llama, TR_NONE, 0, buf, sizeof buf));
+    CHECK(!arch_tensor_name(NULL, TR_COUNT, 0, buf, sizeof buf));
+    CHECK(!arch_tensor_name(llama, TR_ATTN_QKV, 0, buf, sizeof buf));  /* llama has separate q, k, v */
+    CHECK(!arch_tensor_name(llama, TR_ATTN_Q, 0, buf, 8));             /* does not fit */
+    CHECK(!arch_has_role(llama, TR_NONE) && !arch_has_role(llama, TR_COUNT));
+    CHECK(!arch_role_base(TR_NONE) && !arch_role_stem(TR_COUNT));
+    CHECK(arch_find("gpt99") == NULL && arch_find("") == NULL);
+}
+
+/* The supported list is the table's names, in order; the loader's error quotes it. */
+TEST(test_supported_list_matches_table) {
+    char want[256] = "";
+    size_t n = 0;
+    for (size_t a = 0; arch_at(a); a++, n++) {
+        const arch_info *ai = arch_at(a);
+        CHECK(arch_find(ai->name) == ai);
+        if (a) strcat(want, ", ");
+        strcat(want, ai->name);
+    }
+    CHECK_EQ_INT((int)n, 6);
+    CHECK_STR_EQ(arch_supported_list(), want);
+    CHECK_STR_EQ(arch_supported_list(), "llama, mistral, qwen2, qwen3, qwen3moe, gpt2");
+    CHECK(arch_at(n) == NULL);
 }
 
 /* Every built-in shape is valid and the real ones have their models'
@@ -699,6 +800,9 @@ int main(void) {
     }
     RUN(test_layernorm_gelu_hand_values);
     RUN(test_shapes_param_counts);
+    RUN(test_roles_round_trip);
+    RUN(test_roles_unknown_names);
+    RUN(test_supported_list_matches_table);
     RUN(test_llamacpp_llama3_rope_freqs);
     RUN(test_llamacpp_qwen2);
     RUN(test_llamacpp_mixtral);

@@ -31,12 +31,13 @@
 
 #include "core/error.h"
 #include "convert/hf_internal.h"
+#include "model/arch.h"
 #include "tensor/dtype.h"
 
 enum { XF_NONE, XF_PERMUTE, XF_TRANSPOSE };
 
 typedef struct out_tensor {
-    char name[96];             /* GGUF name */
+    char name[ARCH_NAME_MAX];  /* GGUF name (of its role, model/arch.h) */
     uint32_t type;             /* output dtype */
     uint32_t n_dims;
     int64_t ne[4];             /* GGUF order, ne[0] contiguous */
@@ -154,14 +155,19 @@ static bool ends_with(const char *s, const char *suf) {
 }
 
 static uint32_t pick_type(const hf_plan *p, const char *name, uint32_t n_dims, int64_t ne0) {
-    if (n_dims <= 1 || ends_with(name, "_norm.weight") || !ends_with(name, ".weight") || strstr(name, "ffn_gate_inp") ||
-        !strcmp(name, "position_embd.weight"))
+    if (n_dims <= 1 || ends_with(name, "_norm.weight") || !ends_with(name, ".weight") ||
+        strstr(name, arch_role_stem(TR_FFN_GATE_INP)) || !strcmp(name, arch_role_base(TR_POS_EMBD)))
         return KITE_DTYPE_F32;
     if (p->out_type == KITE_DTYPE_Q8_0 && ne0 % 32 != 0) return KITE_DTYPE_F16;
     return p->out_type;
 }
 
-static out_tensor *new_out(hf_plan *p, const char *name) {
+/* A new output tensor of a role (layer -1: a global role); NULL on OOM. */
+static out_tensor *new_out(hf_plan *p, int role, int64_t layer) {
+    char name[ARCH_NAME_MAX];
+    /* any architecture's names: the checkpoint decides what is written */
+    const char *named = arch_tensor_name(NULL, role, (int)layer, name, sizeof name);
+    KITE_ASSERT(named); /* role constants; hf_config bounds the layer count (4096) */
     if (p->n == p->cap) {
         int64_t cap = p->cap ? 2 * p->cap : 64;
         out_tensor *t = realloc(p->t, (size_t)cap * sizeof *t);
@@ -208,13 +214,13 @@ static int add_src(hf_plan *p, out_tensor *t, const st_tensor *s) {
     return KITE_OK;
 }
 
-/* One GGUF tensor from one HF tensor.  Vector: d1 == -2. */
-static int map1(hf_plan *p, const char *gguf_name, const char *hf_name, bool required, int64_t d0, int64_t d1,
+/* The GGUF tensor of a role (layer -1: global) from one HF tensor.  Vector: d1 == -2. */
+static int map1(hf_plan *p, int role, int64_t layer, const char *hf_name, bool required, int64_t d0, int64_t d1,
                 int xform) {
     const st_tensor *s;
     int rc = take(p, hf_name, required, d0, d1, &s);
     if (rc || !s) return rc;
-    out_tensor *t = new_out(p, gguf_name);
+    out_tensor *t = new_out(p, role, layer);
     if (!t) return err_set(KITE_E_NOMEM, "out of memory");
     if ((rc = add_src(p, t, s))) return rc;
     t->xform = xform;
@@ -232,9 +238,9 @@ static int map1(hf_plan *p, const char *gguf_name, const char *hf_name, bool req
 
 /* n_expert HF matrices [d0, d1] named model.layers.<layer>.<group>.<e>.<leaf>
  * stacked into a GGUF tensor ne = [d1, d0, n_expert]. */
-static int map_experts(hf_plan *p, const char *gguf_name, const char *group, const char *leaf, int64_t layer,
-                       int64_t d0, int64_t d1) {
-    out_tensor *t = new_out(p, gguf_name);
+static int map_experts(hf_plan *p, int role, const char *group, const char *leaf, int64_t layer, int64_t d0,
+                       int64_t d1) {
+    out_tensor *t = new_out(p, role, layer);
     if (!t) return err_set(KITE_E_NOMEM, "out of memory");
     t->n_dims = 3;
     t->ne[0] = d1;
@@ -259,57 +265,50 @@ static int map_llama_like(hf_plan *p) {
     const bool llama = c->family == HF_LLAMA, qk_norm = c->family == HF_QWEN3 || c->family == HF_QWEN3_MOE;
     const int qk_xf = llama ? XF_PERMUTE : XF_NONE;
     int rc;
-    if ((rc = map1(p, "token_embd.weight", "model.embed_tokens.weight", true, V, E, XF_NONE))) return rc;
+    if ((rc = map1(p, TR_TOKEN_EMBD, -1, "model.embed_tokens.weight", true, V, E, XF_NONE))) return rc;
     for (int64_t l = 0; l < c->n_layer; l++) {
-        char g[96], h[160];
-#define M(gg, hh, req, d0, d1, xf)                                                                              \
+        char h[160];
+#define M(role, hh, req, d0, d1, xf)                                                                            \
     do {                                                                                                        \
-        snprintf(g, sizeof g, "blk.%d.%s", (int)l, gg);                                                         \
         snprintf(h, sizeof h, "model.layers.%d.%s", (int)l, hh);                                                \
-        if ((rc = map1(p, g, h, req, d0, d1, xf))) return rc;                                                   \
+        if ((rc = map1(p, role, l, h, req, d0, d1, xf))) return rc;                                             \
     } while (0)
-        M("attn_norm.weight", "input_layernorm.weight", true, E, VEC, XF_NONE);
-        M("attn_q.weight", "self_attn.q_proj.weight", true, Q, E, qk_xf);
-        M("attn_q.bias", "self_attn.q_proj.bias", c->family == HF_QWEN2, Q, VEC, qk_xf);
+        M(TR_ATTN_NORM, "input_layernorm.weight", true, E, VEC, XF_NONE);
+        M(TR_ATTN_Q, "self_attn.q_proj.weight", true, Q, E, qk_xf);
+        M(TR_ATTN_Q_B, "self_attn.q_proj.bias", c->family == HF_QWEN2, Q, VEC, qk_xf);
         /* permute k with n_head_kv heads: same head_dim, fewer rows */
-        M("attn_k.weight", "self_attn.k_proj.weight", true, KV, E, qk_xf);
-        M("attn_k.bias", "self_attn.k_proj.bias", c->family == HF_QWEN2, KV, VEC, qk_xf);
-        M("attn_v.weight", "self_attn.v_proj.weight", true, KV, E, XF_NONE);
-        M("attn_v.bias", "self_attn.v_proj.bias", c->family == HF_QWEN2, KV, VEC, XF_NONE);
-        M("attn_output.weight", "self_attn.o_proj.weight", true, E, Q, XF_NONE);
-        M("attn_output.bias", "self_attn.o_proj.bias", false, E, VEC, XF_NONE);
+        M(TR_ATTN_K, "self_attn.k_proj.weight", true, KV, E, qk_xf);
+        M(TR_ATTN_K_B, "self_attn.k_proj.bias", c->family == HF_QWEN2, KV, VEC, qk_xf);
+        M(TR_ATTN_V, "self_attn.v_proj.weight", true, KV, E, XF_NONE);
+        M(TR_ATTN_V_B, "self_attn.v_proj.bias", c->family == HF_QWEN2, KV, VEC, XF_NONE);
+        M(TR_ATTN_OUT, "self_attn.o_proj.weight", true, E, Q, XF_NONE);
+        M(TR_ATTN_OUT_B, "self_attn.o_proj.bias", false, E, VEC, XF_NONE);
         if (qk_norm) {
-            M("attn_q_norm.weight", "self_attn.q_norm.weight", true, HD, VEC, XF_NONE);
-            M("attn_k_norm.weight", "self_attn.k_norm.weight", true, HD, VEC, XF_NONE);
+            M(TR_ATTN_Q_NORM, "self_attn.q_norm.weight", true, HD, VEC, XF_NONE);
+            M(TR_ATTN_K_NORM, "self_attn.k_norm.weight", true, HD, VEC, XF_NONE);
         }
-        M("ffn_norm.weight", "post_attention_layernorm.weight", true, E, VEC, XF_NONE);
+        M(TR_FFN_NORM, "post_attention_layernorm.weight", true, E, VEC, XF_NONE);
         if (c->n_expert && c->family == HF_LLAMA) {
-            M("ffn_gate_inp.weight", "block_sparse_moe.gate.weight", true, c->n_expert, E, XF_NONE);
+            M(TR_FFN_GATE_INP, "block_sparse_moe.gate.weight", true, c->n_expert, E, XF_NONE);
             const char *grp = "block_sparse_moe.experts";
-            snprintf(g, sizeof g, "blk.%d.ffn_gate_exps.weight", (int)l);
-            if ((rc = map_experts(p, g, grp, "w1.weight", l, F, E))) return rc;
-            snprintf(g, sizeof g, "blk.%d.ffn_down_exps.weight", (int)l);
-            if ((rc = map_experts(p, g, grp, "w2.weight", l, E, F))) return rc;
-            snprintf(g, sizeof g, "blk.%d.ffn_up_exps.weight", (int)l);
-            if ((rc = map_experts(p, g, grp, "w3.weight", l, F, E))) return rc;
+            if ((rc = map_experts(p, TR_FFN_GATE_EXPS, grp, "w1.weight", l, F, E))) return rc;
+            if ((rc = map_experts(p, TR_FFN_DOWN_EXPS, grp, "w2.weight", l, E, F))) return rc;
+            if ((rc = map_experts(p, TR_FFN_UP_EXPS, grp, "w3.weight", l, F, E))) return rc;
         } else if (c->n_expert) {
             const int64_t FE = c->n_ff_exp;
-            M("ffn_gate_inp.weight", "mlp.gate.weight", true, c->n_expert, E, XF_NONE);
-            snprintf(g, sizeof g, "blk.%d.ffn_gate_exps.weight", (int)l);
-            if ((rc = map_experts(p, g, "mlp.experts", "gate_proj.weight", l, FE, E))) return rc;
-            snprintf(g, sizeof g, "blk.%d.ffn_down_exps.weight", (int)l);
-            if ((rc = map_experts(p, g, "mlp.experts", "down_proj.weight", l, E, FE))) return rc;
-            snprintf(g, sizeof g, "blk.%d.ffn_up_exps.weight", (int)l);
-            if ((rc = map_experts(p, g, "mlp.experts", "up_proj.weight", l, FE, E))) return rc;
+            M(TR_FFN_GATE_INP, "mlp.gate.weight", true, c->n_expert, E, XF_NONE);
+            if ((rc = map_experts(p, TR_FFN_GATE_EXPS, "mlp.experts", "gate_proj.weight", l, FE, E))) return rc;
+            if ((rc = map_experts(p, TR_FFN_DOWN_EXPS, "mlp.experts", "down_proj.weight", l, E, FE))) return rc;
+            if ((rc = map_experts(p, TR_FFN_UP_EXPS, "mlp.experts", "up_proj.weight", l, FE, E))) return rc;
         } else {
-            M("ffn_gate.weight", "mlp.gate_proj.weight", true, F, E, XF_NONE);
-            M("ffn_down.weight", "mlp.down_proj.weight", true, E, F, XF_NONE);
-            M("ffn_up.weight", "mlp.up_proj.weight", true, F, E, XF_NONE);
+            M(TR_FFN_GATE, "mlp.gate_proj.weight", true, F, E, XF_NONE);
+            M(TR_FFN_DOWN, "mlp.down_proj.weight", true, E, F, XF_NONE);
+            M(TR_FFN_UP, "mlp.up_proj.weight", true, F, E, XF_NONE);
         }
 #undef M
     }
-    if ((rc = map1(p, "output_norm.weight", "model.norm.weight", true, E, VEC, XF_NONE))) return rc;
-    if ((rc = map1(p, "output.weight", "lm_head.weight", !c->tie_embd, V, E, XF_NONE))) return rc;
+    if ((rc = map1(p, TR_OUTPUT_NORM, -1, "model.norm.weight", true, E, VEC, XF_NONE))) return rc;
+    if ((rc = map1(p, TR_OUTPUT, -1, "lm_head.weight", !c->tie_embd, V, E, XF_NONE))) return rc;
     return KITE_OK;
 }
 
@@ -318,41 +317,40 @@ static int map_gpt2(hf_plan *p) {
     const int64_t E = c->n_embd, F = c->n_ff, V = c->n_vocab ? c->n_vocab : -1;
     const int VEC = -2;
     const char *pre = st_model_find(p->st, "transformer.wte.weight") ? "transformer." : "";
-    char g[96], h[160];
+    char h[160];
     int rc;
-#define G(gg, hh, req, d0, d1, xf)                                                                              \
+#define G(role, hh, req, d0, d1, xf)                                                                            \
     do {                                                                                                        \
         snprintf(h, sizeof h, "%s%s", pre, hh);                                                                 \
-        if ((rc = map1(p, gg, h, req, d0, d1, xf))) return rc;                                                  \
+        if ((rc = map1(p, role, -1, h, req, d0, d1, xf))) return rc;                                            \
     } while (0)
-    G("token_embd.weight", "wte.weight", true, V, E, XF_NONE);
-    G("position_embd.weight", "wpe.weight", true, -1, E, XF_NONE);
+    G(TR_TOKEN_EMBD, "wte.weight", true, V, E, XF_NONE);
+    G(TR_POS_EMBD, "wpe.weight", true, -1, E, XF_NONE);
     for (int64_t l = 0; l < c->n_layer; l++) {
-#define L(gg, hh, d0, d1, xf)                                                                                   \
+#define L(role, hh, d0, d1, xf)                                                                                 \
     do {                                                                                                        \
-        snprintf(g, sizeof g, "blk.%d.%s", (int)l, gg);                                                         \
         snprintf(h, sizeof h, "%sh.%d.%s", pre, (int)l, hh);                                                    \
-        if ((rc = map1(p, g, h, true, d0, d1, xf))) return rc;                                                  \
+        if ((rc = map1(p, role, l, h, true, d0, d1, xf))) return rc;                                            \
     } while (0)
-        L("attn_norm.weight", "ln_1.weight", E, VEC, XF_NONE);
-        L("attn_norm.bias", "ln_1.bias", E, VEC, XF_NONE);
-        L("attn_qkv.weight", "attn.c_attn.weight", E, 3 * E, XF_TRANSPOSE);
-        L("attn_qkv.bias", "attn.c_attn.bias", 3 * E, VEC, XF_NONE);
-        L("attn_output.weight", "attn.c_proj.weight", E, E, XF_TRANSPOSE);
-        L("attn_output.bias", "attn.c_proj.bias", E, VEC, XF_NONE);
-        L("ffn_norm.weight", "ln_2.weight", E, VEC, XF_NONE);
-        L("ffn_norm.bias", "ln_2.bias", E, VEC, XF_NONE);
-        L("ffn_up.weight", "mlp.c_fc.weight", E, F, XF_TRANSPOSE);
-        L("ffn_up.bias", "mlp.c_fc.bias", F, VEC, XF_NONE);
-        L("ffn_down.weight", "mlp.c_proj.weight", F, E, XF_TRANSPOSE);
-        L("ffn_down.bias", "mlp.c_proj.bias", E, VEC, XF_NONE);
+        L(TR_ATTN_NORM, "ln_1.weight", E, VEC, XF_NONE);
+        L(TR_ATTN_NORM_B, "ln_1.bias", E, VEC, XF_NONE);
+        L(TR_ATTN_QKV, "attn.c_attn.weight", E, 3 * E, XF_TRANSPOSE);
+        L(TR_ATTN_QKV_B, "attn.c_attn.bias", 3 * E, VEC, XF_NONE);
+        L(TR_ATTN_OUT, "attn.c_proj.weight", E, E, XF_TRANSPOSE);
+        L(TR_ATTN_OUT_B, "attn.c_proj.bias", E, VEC, XF_NONE);
+        L(TR_FFN_NORM, "ln_2.weight", E, VEC, XF_NONE);
+        L(TR_FFN_NORM_B, "ln_2.bias", E, VEC, XF_NONE);
+        L(TR_FFN_UP, "mlp.c_fc.weight", E, F, XF_TRANSPOSE);
+        L(TR_FFN_UP_B, "mlp.c_fc.bias", F, VEC, XF_NONE);
+        L(TR_FFN_DOWN, "mlp.c_proj.weight", F, E, XF_TRANSPOSE);
+        L(TR_FFN_DOWN_B, "mlp.c_proj.bias", E, VEC, XF_NONE);
 #undef L
     }
-    G("output_norm.weight", "ln_f.weight", true, E, VEC, XF_NONE);
-    G("output_norm.bias", "ln_f.bias", true, E, VEC, XF_NONE);
+    G(TR_OUTPUT_NORM, "ln_f.weight", true, E, VEC, XF_NONE);
+    G(TR_OUTPUT_NORM_B, "ln_f.bias", true, E, VEC, XF_NONE);
 #undef G
     /* GPT-2's classifier is the token embedding: written again as output.weight, as llama.cpp does. */
-    out_tensor *t = new_out(p, "output.weight");
+    out_tensor *t = new_out(p, TR_OUTPUT, -1);
     if (!t) return err_set(KITE_E_NOMEM, "out of memory");
     const out_tensor *emb = &p->t[0];
     const st_tensor *s = emb->src[0];
@@ -369,7 +367,7 @@ static int map_gpt2(hf_plan *p) {
 static int add_rope_freqs(hf_plan *p) {
     const hf_config *c = p->c;
     int64_t n = c->head_dim / 2;
-    out_tensor *t = new_out(p, "rope_freqs.weight");
+    out_tensor *t = new_out(p, TR_ROPE_FREQS, -1);
     if (!t) return err_set(KITE_E_NOMEM, "out of memory");
     if (!(t->gen = malloc((size_t)n * sizeof *t->gen))) return err_set(KITE_E_NOMEM, "out of memory");
     t->n_dims = 1;

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "model/arch.h"
 #include "tensor/dtype.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -490,16 +491,22 @@ nomem:
         if (rc) goto fail;                                                         \
     } while (0)
 
-/* Per-layer tensors: GGUF name suffix and llama2.c kind, in llama.cpp's order. */
+/* Per-layer tensors: role (model/arch.h) and llama2.c kind, in llama.cpp's order. */
 static const struct {
-    const char *name;
+    int role;
     int kind;
 } layer_tensors[] = {
-    {"attn_norm", K_RMS_ATT}, {"attn_q", K_WQ},      {"attn_k", K_WK},   {"attn_v", K_WV},   {"attn_output", K_WO},
-    {"ffn_norm", K_RMS_FFN},  {"ffn_gate", K_W1},    {"ffn_down", K_W2}, {"ffn_up", K_W3},
+    {TR_ATTN_NORM, K_RMS_ATT}, {TR_ATTN_Q, K_WQ},     {TR_ATTN_K, K_WK},    {TR_ATTN_V, K_WV},
+    {TR_ATTN_OUT, K_WO},       {TR_FFN_NORM, K_RMS_FFN}, {TR_FFN_GATE, K_W1}, {TR_FFN_DOWN, K_W2},
+    {TR_FFN_UP, K_W3},
 };
 
-static int put_tensor(llama2c_conv *cv, uint32_t out_type, const char *name, int kind, int32_t layer) {
+/* Writes the tensor of a role (layer -1: a global one) from llama2.c segment kind of layer. */
+static int put_tensor(llama2c_conv *cv, uint32_t out_type, int role, int32_t layer, int kind) {
+    char name[ARCH_NAME_MAX];
+    if (!arch_tensor_name(arch_find("llama"), role, layer, name, sizeof name))
+        return err_set(KITE_E_STATE, "llama2c: no llama tensor of role %d, layer %d", role, (int)layer);
+    if (layer < 0) layer = 0; /* global kinds have one segment */
     const l2c_seg *sg = &cv->segs[(uint64_t)kind * (uint64_t)cv->cfg.n_layers + (uint64_t)layer];
     bool vec = sg->rows == 1;
     uint32_t type = vec ? KITE_DTYPE_F32 : out_type; /* llama.cpp keeps 1-D tensors in F32 */
@@ -613,17 +620,13 @@ int llama2c_conv_new(const llama2c_convert_params *p, llama2c_conv **out) {
     TRY(write_vocab(cv));
 
     if (cv->has_model) {
-        char tname[64];
-        TRY(put_tensor(cv, p->out_type, "token_embd.weight", K_EMB, 0));
-        TRY(put_tensor(cv, p->out_type, "output_norm.weight", K_RMS_FINAL, 0));
+        TRY(put_tensor(cv, p->out_type, TR_TOKEN_EMBD, -1, K_EMB));
+        TRY(put_tensor(cv, p->out_type, TR_OUTPUT_NORM, -1, K_RMS_FINAL));
         /* written even when tied, as llama.cpp's converter does */
-        TRY(put_tensor(cv, p->out_type, "output.weight", cv->cfg.shared_classifier ? K_EMB : K_WCLS, 0));
-        for (int32_t l = 0; l < cv->cfg.n_layers; l++) {
-            for (size_t i = 0; i < sizeof layer_tensors / sizeof layer_tensors[0]; i++) {
-                snprintf(tname, sizeof tname, "blk.%d.%s.weight", (int)l, layer_tensors[i].name);
-                TRY(put_tensor(cv, p->out_type, tname, layer_tensors[i].kind, l));
-            }
-        }
+        TRY(put_tensor(cv, p->out_type, TR_OUTPUT, -1, cv->cfg.shared_classifier ? K_EMB : K_WCLS));
+        for (int32_t l = 0; l < cv->cfg.n_layers; l++)
+            for (size_t i = 0; i < sizeof layer_tensors / sizeof layer_tensors[0]; i++)
+                TRY(put_tensor(cv, p->out_type, layer_tensors[i].role, l, layer_tensors[i].kind));
     }
     *out = cv;
     return KITE_OK;
