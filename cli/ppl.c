@@ -17,40 +17,71 @@
 #include "cli.h"
 #include "eval/eval.h"
 #include "kite.h"
-#include "tensor/dtype.h"
 
-static const char *const ppl_usage =
-    "usage: kite ppl [-m MODEL] -f TEXT [options]\n"
-    "\n"
-    "Perplexity of MODEL on the text file TEXT ('-' = standard input).  The text is\n"
-    "tokenized once and cut into consecutive, non-overlapping windows of CTX tokens;\n"
-    "each window starts with BOS when the model has one (BOS + CTX-1 text tokens).\n"
-    "Scoring: every token after the first of each window is scored (each text token\n"
-    "exactly once), as in shared/golden/stories260K-ppl.json; --half scores only the\n"
-    "second half of full windows, like llama.cpp's perplexity tool.  Log-softmax and\n"
-    "sums are in double precision.  See docs/eval.md.\n"
-    "\n"
-    "  -m, --model FILE      GGUF model (default: the bundled model)\n"
-    "  -f, --file TEXT       text file to score (required)\n"
-    "  -c, --ctx N           window length in tokens, BOS included (default 128, or the\n"
-    "                        model's training context if smaller; at most that context)\n"
-    "  -b, --batch N         tokens per forward pass (default: a whole window)\n"
-    "  -t, --threads N       worker threads (default: all CPUs)\n"
-    "      --kv-type T       KV cache type: f32 (default), f16, q8_0, q4_0 (compare\n"
-    "                        with --kld-base against an f32 run)\n"
-    "      --half            score only the second half of each full window (llama.cpp)\n"
-    "      --docs SEP        split the text on the string SEP into documents (each\n"
-    "                        stripped of surrounding whitespace, empty ones skipped);\n"
-    "                        one window per document, truncated to CTX tokens\n"
-    "      --save-logits F   write the log-probabilities of the scored positions to F\n"
-    "                        (binary, format in docs/eval.md)\n"
-    "      --kld-base F      compare with F (written by --save-logits, normally from\n"
-    "                        the F32 model, on the same text with the same options):\n"
-    "                        mean KL(base || this), its standard error, top-1 agreement\n"
-    "                        and the ppl difference\n"
-    "      --json            end stdout with one line {\"ppl\", \"nll\", \"tokens\", \"kld\", \"top1\"}\n"
-    "  -q, --quiet           no per-window progress lines\n"
-    "  -h, --help            this text\n";
+typedef struct ppl_opts {
+    const char *model, *text, *save, *base, *docs;
+    int64_t n_ctx, n_batch, n_threads;
+    int32_t kv_type; /* enum kite_kv_type */
+    bool json, half, quiet;
+} ppl_opts;
+
+static int check_docs(const cli_opt *o, void *state, const char *cmd, const char *flag, char **vals, int n) {
+    (void)o, (void)state, (void)flag, (void)n;
+    if (!*vals[0]) return cli_usage_error(cmd, "--docs needs a non-empty separator"), -1;
+    return 1;
+}
+
+static const cli_opt ppl_opts_table[] = {
+    {.names = "-m, --model", .arg = "FILE", .help = "GGUF model", .kind = CLI_STR, CLI_AT(ppl_opts, model),
+     .def_doc = "the bundled model"},
+    {.names = "-f, --file", .arg = "TEXT", .help = "text file to score (required)", .kind = CLI_STR,
+     CLI_AT(ppl_opts, text)},
+    {.names = "-c, --ctx", .arg = "N", .help = "window length in tokens, BOS included (default 128, or the\n"
+                                             "model's training context if smaller; at most that context)",
+     .kind = CLI_INT, CLI_AT(ppl_opts, n_ctx), .min = 2, .max = 1 << 24},
+    {.names = "-b, --batch", .arg = "N", .help = "tokens per forward pass", .kind = CLI_INT,
+     CLI_AT(ppl_opts, n_batch), .min = 1, .max = 1 << 24, .def_doc = "a whole window"},
+    {.names = "-t, --threads", .arg = "N", .help = "worker threads", .kind = CLI_INT, CLI_AT(ppl_opts, n_threads),
+     .min = 1, .max = 1024, .def_doc = "all CPUs"},
+    CLI_OPT_KV_TYPE(ppl_opts, kv_type, "KV cache type: f32, f16, q8_0 or q4_0 (compare\n"
+                                       "with --kld-base against an f32 run)"),
+    {.names = "--half", .help = "score only the second half of each full window (llama.cpp)", .kind = CLI_FLAG,
+     CLI_AT(ppl_opts, half)},
+    {.names = "--docs", .arg = "SEP",
+     .help = "split the text on the string SEP into documents (each\n"
+             "stripped of surrounding whitespace, empty ones skipped);\n"
+             "one window per document, truncated to CTX tokens",
+     .kind = CLI_STR, CLI_AT(ppl_opts, docs), .fn = check_docs, .example = "==="},
+    {.names = "--save-logits", .arg = "F",
+     .help = "write the log-probabilities of the scored positions to F\n(binary, format in docs/eval.md)",
+     .kind = CLI_STR, CLI_AT(ppl_opts, save)},
+    {.names = "--kld-base", .arg = "F",
+     .help = "compare with F (written by --save-logits, normally from\n"
+             "the F32 model, on the same text with the same options):\n"
+             "mean KL(base || this), its standard error, top-1 agreement\n"
+             "and the ppl difference",
+     .kind = CLI_STR, CLI_AT(ppl_opts, base)},
+    {.names = "--json", .help = "end stdout with one line {\"ppl\", \"nll\", \"tokens\", \"kld\", \"top1\"}",
+     .kind = CLI_FLAG, CLI_AT(ppl_opts, json)},
+    {.names = "-q, --quiet", .help = "no per-window progress lines", .kind = CLI_FLAG, CLI_AT(ppl_opts, quiet)},
+};
+
+const cli_spec cli_spec_ppl = {
+    .cmd = "ppl",
+    .usage = "usage: kite ppl [-m MODEL] -f TEXT [options]\n"
+             "\n"
+             "Perplexity of MODEL on the text file TEXT ('-' = standard input).  The text is\n"
+             "tokenized once and cut into consecutive, non-overlapping windows of CTX tokens;\n"
+             "each window starts with BOS when the model has one (BOS + CTX-1 text tokens).\n"
+             "Scoring: every token after the first of each window is scored (each text token\n"
+             "exactly once), as in shared/golden/stories260K-ppl.json; --half scores only the\n"
+             "second half of full windows, like llama.cpp's perplexity tool.  Log-softmax and\n"
+             "sums are in double precision.  See docs/eval.md.\n",
+    .opts = ppl_opts_table,
+    .n_opts = CLI_N(ppl_opts_table),
+    .state_size = sizeof(ppl_opts),
+    .unknown = "unknown argument",
+};
 
 /* Reads a whole file ('-' = stdin) into a malloc'd buffer. NULL on error. */
 static char *read_all(const char *path, size_t *len) {
@@ -138,47 +169,15 @@ static void on_window(void *user, int32_t w, int32_t n_windows, const eval_stats
 }
 
 int cmd_ppl(int argc, char **argv) {
-    const char *model_path = NULL, *text_path = NULL, *save_path = NULL, *base_path = NULL, *docs_sep = NULL;
-    int64_t n_ctx = 0, n_batch = 0, n_threads = 0;
-    bool json = false, half = false, quiet = false;
-    int32_t kv_type = KITE_KV_F32; /* --kv-type */
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            fputs(ppl_usage, stdout);
-            return 0;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!(model_path = cli_value("ppl", argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
-            if (!(text_path = cli_value("ppl", argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) {
-            if (!(v = cli_value("ppl", argc, argv, &i)) || !cli_parse_i64("ppl", a, v, 2, 1 << 24, &n_ctx)) return 2;
-        } else if (!strcmp(a, "-b") || !strcmp(a, "--batch")) {
-            if (!(v = cli_value("ppl", argc, argv, &i)) || !cli_parse_i64("ppl", a, v, 1, 1 << 24, &n_batch)) return 2;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!(v = cli_value("ppl", argc, argv, &i)) || !cli_parse_i64("ppl", a, v, 1, 1024, &n_threads)) return 2;
-        } else if (!strcmp(a, "--kv-type")) {
-            if (!(v = cli_value("ppl", argc, argv, &i))) return 2;
-            kv_type = (int32_t)dtype_from_name(v);
-            if (kv_type != KITE_KV_F32 && kv_type != KITE_KV_F16 && kv_type != KITE_KV_Q8_0 && kv_type != KITE_KV_Q4_0)
-                return cli_usage_error("ppl", "--kv-type: expected f32, f16, q8_0 or q4_0, got '%s'", v);
-        } else if (!strcmp(a, "--save-logits")) {
-            if (!(save_path = cli_value("ppl", argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--kld-base")) {
-            if (!(base_path = cli_value("ppl", argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--docs")) {
-            if (!(docs_sep = cli_value("ppl", argc, argv, &i))) return 2;
-            if (!*docs_sep) return cli_usage_error("ppl", "--docs needs a non-empty separator");
-        } else if (!strcmp(a, "--half")) {
-            half = true;
-        } else if (!strcmp(a, "--json")) {
-            json = true;
-        } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
-            quiet = true;
-        } else {
-            return cli_usage_error("ppl", "unknown argument '%s'", a);
-        }
-    }
+    ppl_opts args = {0};
+    int prc = cli_parse(&cli_spec_ppl, argc, argv, &args);
+    if (prc >= 0) return prc;
+    const char *model_path = args.model, *text_path = args.text, *save_path = args.save, *base_path = args.base;
+    const char *docs_sep = args.docs;
+    int64_t n_ctx = args.n_ctx, n_batch = args.n_batch;
+    const int64_t n_threads = args.n_threads;
+    const int32_t kv_type = args.kv_type;
+    const bool json = args.json, half = args.half, quiet = args.quiet;
     if (!text_path) return cli_usage_error("ppl", "missing -f TEXT");
     if (half && docs_sep) return cli_usage_error("ppl", "--half and --docs cannot be combined");
     if (!model_path) model_path = cli_default_model(argv[0]);

@@ -61,40 +61,57 @@
 #define MAX_CAND 16
 #define MAX_ROUNDS 64
 #define MIN_ROUNDS 3          /* timed rounds at least (--quick: 1) */
-#define BUDGET_MS 300.0       /* per (shape, n_tok class), all candidates together */
-#define QUICK_BUDGET_MS 5.0
+#define BUDGET_MS 300        /* ms per (shape, n_tok class), all candidates together */
+#define QUICK_BUDGET_MS 5
 #define MARGIN 0.03           /* a variant must beat the default by 3% to be chosen */
 #define AVAIL_MIN 0.70        /* below this share of the expected FMA rate a measurement is redone */
 #define CHECK_MS 5.0          /* one availability check */
 #define MAX_REDO 2
 #define OPT_ROUNDS 5          /* kernel option rounds (--quick: 1) */
-#define MIN_MIB 256           /* decode-prefetch is timed on models at least this large */
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: kite tune [-m MODEL] [-t THREADS] [--out FILE] [--quick] [--budget-ms MS] [--no-check]\n"
-            "                 [--no-options] [--min-mib N]\n"
-            "\n"
-            "Times kern_matmul's variants (flat or tiled GEMM, flat row tile, 1 / auto / all threads;\n"
-            "all give bit-identical results) for every matrix shape of MODEL at batch sizes 1, 4, 8, 16,\n"
-            "32 and 128, and writes the fastest per shape class to the tune table that kite reads at run\n"
-            "time (docs/kernels.md, \"Tuning\").  Then times the machine-wide kernel options that apply to\n"
-            "MODEL (decode-prefetch, bf16-fma, f16-widen; never a change of results) off and on over\n"
-            "whole-model prefill and decode, and records the faster setting.\n"
-            "\n"
-            "  -m, --model FILE   GGUF model (default: the bundled stories260K)\n"
-            "  -t, --threads N    pool threads to tune for (default: all online CPUs)\n"
-            "      --out FILE     table to write (default: $KITE_TUNE_FILE, else\n"
-            "                     $XDG_CACHE_HOME/kite/tune-<level>.txt or ~/.cache/kite/...)\n"
-            "      --quick        a few milliseconds per shape (tests; the choices are noisy)\n"
-            "      --budget-ms MS time per shape and batch size (default 300)\n"
-            "      --no-check     skip the core-availability check around each measurement\n"
-            "      --no-options   time the matmul variants only, not the kernel options\n"
-            "      --min-mib N    time decode-prefetch only on models of at least N MiB (default %d:\n"
-            "                     smaller ones stay in the caches)\n"
-            "  -h, --help         show this help\n",
-            MIN_MIB);
-}
+typedef struct tune_opts {
+    const char *model, *out;
+    int64_t threads, budget_ms, min_mib;
+    bool quick, no_check, no_options;
+} tune_opts;
+
+static const cli_opt tune_opts_table[] = {
+    {.names = "-m, --model", .arg = "FILE", .help = "GGUF model", .kind = CLI_STR, CLI_AT(tune_opts, model),
+     .def_doc = "the bundled stories260K"},
+    {.names = "-t, --threads", .arg = "N", .help = "pool threads to tune for", .kind = CLI_INT,
+     CLI_AT(tune_opts, threads), .min = 1, .max = 256, .def_doc = "all online CPUs"},
+    {.names = "--out", .arg = "FILE",
+     .help = "table to write (default: $KITE_TUNE_FILE, else\n$XDG_CACHE_HOME/kite/tune-<level>.txt or ~/.cache/kite/...)",
+     .kind = CLI_STR, CLI_AT(tune_opts, out)},
+    {.names = "--quick", .help = "a few milliseconds per shape (tests; the choices are noisy)", .kind = CLI_FLAG,
+     CLI_AT(tune_opts, quick)},
+    {.names = "--budget-ms", .arg = "MS", .help = "time per shape and batch size", .kind = CLI_INT,
+     CLI_AT(tune_opts, budget_ms), .min = 0, .max = 600000, .def_doc = CLI_XSTR(BUDGET_MS) " ms, --quick "
+     CLI_XSTR(QUICK_BUDGET_MS)},
+    {.names = "--no-check", .help = "skip the core-availability check around each measurement", .kind = CLI_FLAG,
+     CLI_AT(tune_opts, no_check)},
+    {.names = "--no-options", .help = "time the matmul variants only, not the kernel options", .kind = CLI_FLAG,
+     CLI_AT(tune_opts, no_options)},
+    {.names = "--min-mib", .arg = "N",
+     .help = "time decode-prefetch only on models of at least N MiB\n(smaller ones stay in the caches)",
+     .kind = CLI_INT, CLI_AT(tune_opts, min_mib), .min = 0, .max = (int64_t)1 << 30, .def = "256"},
+};
+
+const cli_spec cli_spec_tune = {
+    .cmd = CMD,
+    .usage = "usage: kite tune [-m MODEL] [-t THREADS] [--out FILE] [--quick] [--budget-ms MS] [--no-check]\n"
+             "                 [--no-options] [--min-mib N]\n"
+             "\n"
+             "Times kern_matmul's variants (flat or tiled GEMM, flat row tile, 1 / auto / all threads;\n"
+             "all give bit-identical results) for every matrix shape of MODEL at batch sizes 1, 4, 8, 16,\n"
+             "32 and 128, and writes the fastest per shape class to the tune table that kite reads at run\n"
+             "time (docs/kernels.md, \"Tuning\").  Then times the machine-wide kernel options that apply to\n"
+             "MODEL (decode-prefetch, bf16-fma, f16-widen; never a change of results) off and on over\n"
+             "whole-model prefill and decode, and records the faster setting.\n",
+    .opts = tune_opts_table,
+    .n_opts = CLI_N(tune_opts_table),
+    .state_size = sizeof(tune_opts),
+};
 
 typedef struct shape {
     weight w;       /* the file's tensor (first of its shape), or a repacked copy */
@@ -260,38 +277,14 @@ static int write_table(const char *path, const kern_tune_table *t, const char *m
 }
 
 int cmd_tune(int argc, char **argv) {
-    const char *model = NULL, *out = NULL;
-    int64_t threads = 0;
-    double budget_ms = -1.0;
-    bool quick = false, check = true, options = true;
-    int64_t min_mib = MIN_MIB;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        int64_t iv;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!(model = cli_value(CMD, argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 1, 256, &threads)) return 2;
-        } else if (!strcmp(a, "--out")) {
-            if (!(out = cli_value(CMD, argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--budget-ms")) {
-            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 0, 600000, &iv)) return 2;
-            budget_ms = (double)iv;
-        } else if (!strcmp(a, "--quick")) {
-            quick = true;
-        } else if (!strcmp(a, "--no-check")) {
-            check = false;
-        } else if (!strcmp(a, "--no-options")) {
-            options = false;
-        } else if (!strcmp(a, "--min-mib")) {
-            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 0, (int64_t)1 << 30, &min_mib)) return 2;
-        } else {
-            return cli_usage_error(CMD, "unknown option '%s'", a);
-        }
-    }
+    tune_opts args = {.budget_ms = -1};
+    int rc = cli_parse(&cli_spec_tune, argc, argv, &args);
+    if (rc >= 0) return rc;
+    const char *model = args.model, *out = args.out;
+    int64_t threads = args.threads;
+    double budget_ms = (double)args.budget_ms;
+    const bool quick = args.quick, check = !args.no_check, options = !args.no_options;
+    const int64_t min_mib = args.min_mib;
     if (!model) model = cli_default_model(argv[0]);
     if (threads == 0) {
         const long nc = sysconf(_SC_NPROCESSORS_ONLN);
