@@ -377,10 +377,6 @@ static void put_row(FILE *f, const cli_opt *o, const void *defaults) {
         return;
     }
     const bool short_first = o->names[0] == '-' && o->names[1] != '-' && (o->names[2] == ',' || !o->names[2]);
-    int col = fprintf(f, "  %s%s%s%s", short_first ? "" : "    ", o->names, o->arg ? " " : "", o->arg ? o->arg : "");
-    col += fprintf(f, "%*s", col < HELP_COL - 1 ? HELP_COL - col : 2, "");
-    const char *h = o->help ? o->help : "";
-    col = put_help(f, o, h, col);
     char def[160] = "", val[128];
     if (o->def)
         snprintf(def, sizeof def, "(default %s)", o->def);
@@ -389,6 +385,10 @@ static void put_row(FILE *f, const cli_opt *o, const void *defaults) {
                  o->def_doc);
     else if (o->show_default && defaults && default_text(o, defaults, val, sizeof val))
         snprintf(def, sizeof def, "(default %s)", val);
+    const char *h = o->help ? o->help : "";
+    int col = fprintf(f, "  %s%s%s%s", short_first ? "" : "    ", o->names, o->arg ? " " : "", o->arg ? o->arg : "");
+    if (*h || *def) col += fprintf(f, "%*s", col < HELP_COL - 1 ? HELP_COL - col : 2, "");
+    col = put_help(f, o, h, col);
     if (*def && *h && col + 1 + (int)strlen(def) > HELP_WIDTH)
         fprintf(f, "\n%*s%s", HELP_COL, "", def);
     else if (*def)

@@ -125,8 +125,10 @@ static int plan_text(eval_plan *p, const kite_model *m, const char *text, size_t
     return rc;
 }
 
-/* --docs: one plan_text per stripped, non-empty piece between separators. */
+/* --docs: one plan_text per stripped, non-empty piece between separators;
+ * sep NULL: the whole text. */
 static int plan_docs(eval_plan *p, const kite_model *m, const char *text, size_t len, const char *sep) {
+    if (!sep) return plan_text(p, m, text, len);
     const size_t sl = strlen(sep);
     size_t pos = 0;
     while (pos <= len) {
@@ -168,19 +170,69 @@ static void on_window(void *user, int32_t w, int32_t n_windows, const eval_stats
     fputc('\n', stderr);
 }
 
+/* --kld-base: opens the reference and checks it matches this run; --save-logits:
+ * creates the output.  Returns 0, or 1 after printing the error. */
+static int open_logits(const ppl_opts *o, const kite_model_info *info, int64_t n_ctx, uint32_t flags,
+                       const eval_plan *plan, const kite_token *targets, eval_logits_reader **base,
+                       eval_logits_writer **save) {
+    if (o->base && (eval_logits_read_open(o->base, base) != KITE_OK ||
+                    eval_logits_read_match(*base, (uint32_t)info->n_vocab, (uint32_t)n_ctx, flags, targets,
+                                           (uint64_t)plan->n_scored) != KITE_OK)) {
+        fprintf(stderr, "kite ppl: %s\n", kite_last_error());
+        return 1;
+    }
+    if (o->save) {
+        eval_logits_header h = {.n_vocab = (uint32_t)info->n_vocab, .n_ctx = (uint32_t)n_ctx, .flags = flags,
+                                .n_tokens = (uint64_t)plan->n_scored};
+        if (eval_logits_write_open(o->save, &h, targets, save) != KITE_OK) {
+            fprintf(stderr, "kite ppl: %s\n", kite_last_error());
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The summary on stdout (and the --json line). */
+static void report(const ppl_opts *o, const kite_model_info *info, const eval_plan *plan, const eval_stats *s,
+                   int n_threads, int64_t n_ctx, bool has_base) {
+    const double ppl = eval_stats_ppl(s), nll = eval_stats_mean_nll(s);
+    printf("model: %s (%s, %d threads)\n", o->model, info->name, n_threads);
+    printf("text: %s: %lld tokens, %d windows of %lld, %lld scored (%s)", o->text, (long long)plan->n_text,
+           plan->n_windows, (long long)n_ctx, (long long)plan->n_scored,
+           o->half ? "second half of each full window" : "every token after the first of each window");
+    if (plan->n_truncated) printf(", %lld cut by --docs truncation", (long long)plan->n_truncated);
+    printf("\nppl = %.6f +/- %.6f   (mean NLL %.6f nats)\n", ppl, eval_stats_ppl_err(s), nll);
+    if (has_base) {
+        const double bppl = eval_stats_base_ppl(s);
+        printf("base ppl = %.6f   delta ppl = %+.6f (%+.4f%%)\n", bppl, ppl - bppl, 100.0 * (ppl - bppl) / bppl);
+        printf("KLD(base || this) = %.6g +/- %.6g nats   top-1 agreement = %.3f%%\n", eval_stats_kld_mean(s),
+               eval_stats_kld_err(s), eval_stats_top1(s));
+    }
+    if (o->save) printf("saved: %s (%lld rows x %d)\n", o->save, (long long)plan->n_scored, info->n_vocab);
+    if (o->json) {
+        fputs("{\"ppl\": ", stdout);
+        json_num(ppl);
+        fputs(", \"nll\": ", stdout);
+        json_num(nll);
+        printf(", \"tokens\": %lld, \"kld\": ", (long long)s->n);
+        json_num(has_base ? eval_stats_kld_mean(s) : NAN);
+        fputs(", \"top1\": ", stdout);
+        json_num(has_base ? eval_stats_top1(s) : NAN);
+        fputs("}\n", stdout);
+    }
+}
+
 int cmd_ppl(int argc, char **argv) {
     ppl_opts args = {0};
     int prc = cli_parse(&cli_spec_ppl, argc, argv, &args);
     if (prc >= 0) return prc;
-    const char *model_path = args.model, *text_path = args.text, *save_path = args.save, *base_path = args.base;
+    const char *model_path = args.model, *text_path = args.text;
     const char *docs_sep = args.docs;
     int64_t n_ctx = args.n_ctx, n_batch = args.n_batch;
-    const int64_t n_threads = args.n_threads;
-    const int32_t kv_type = args.kv_type;
-    const bool json = args.json, half = args.half, quiet = args.quiet;
+    const bool half = args.half;
     if (!text_path) return cli_usage_error("ppl", "missing -f TEXT");
     if (half && docs_sep) return cli_usage_error("ppl", "--half and --docs cannot be combined");
-    if (!model_path) model_path = cli_default_model(argv[0]);
+    if (!model_path) model_path = args.model = cli_default_model(argv[0]);
 
     int status = 1;
     kite_model *model = NULL;
@@ -214,8 +266,7 @@ int cmd_ppl(int argc, char **argv) {
     const uint32_t flags = (bos >= 0 ? EVAL_PLAN_BOS : 0u) | (half ? EVAL_PLAN_HALF : 0u) |
                            (docs_sep ? EVAL_PLAN_DOCS : 0u);
     int rc = eval_plan_init(&plan, (int32_t)n_ctx, flags, bos);
-    if (rc == KITE_OK)
-        rc = docs_sep ? plan_docs(&plan, model, text, text_len, docs_sep) : plan_text(&plan, model, text, text_len);
+    if (rc == KITE_OK) rc = plan_docs(&plan, model, text, text_len, docs_sep);
     if (rc != KITE_OK) {
         fprintf(stderr, "kite ppl: %s\n", kite_last_error());
         goto done;
@@ -230,25 +281,11 @@ int cmd_ppl(int argc, char **argv) {
         goto done;
     }
     eval_plan_targets(&plan, targets);
-    if (base_path &&
-        ((rc = eval_logits_read_open(base_path, &base)) != KITE_OK ||
-         (rc = eval_logits_read_match(base, (uint32_t)info.n_vocab, (uint32_t)n_ctx, flags, targets,
-                                      (uint64_t)plan.n_scored)) != KITE_OK)) {
-        fprintf(stderr, "kite ppl: %s\n", kite_last_error());
-        goto done;
-    }
-    if (save_path) {
-        eval_logits_header h = {.n_vocab = (uint32_t)info.n_vocab, .n_ctx = (uint32_t)n_ctx, .flags = flags,
-                                .n_tokens = (uint64_t)plan.n_scored};
-        if (eval_logits_write_open(save_path, &h, targets, &save) != KITE_OK) {
-            fprintf(stderr, "kite ppl: %s\n", kite_last_error());
-            goto done;
-        }
-    }
+    if (open_logits(&args, &info, n_ctx, flags, &plan, targets, &base, &save)) goto done;
     kite_ctx_params cp = kite_ctx_default_params();
     cp.n_ctx = (int32_t)n_ctx;
-    cp.n_threads = (int32_t)n_threads;
-    cp.kv_type = kv_type;
+    cp.n_threads = (int32_t)args.n_threads;
+    cp.kv_type = args.kv_type;
     if (kite_ctx_new(model, &cp, &ctx) != KITE_OK) {
         fprintf(stderr, "kite ppl: %s\n", kite_last_error());
         goto done;
@@ -256,7 +293,7 @@ int cmd_ppl(int argc, char **argv) {
     fprintf(stderr, "kite ppl: %s: %lld tokens, %d windows of %lld (%s), %lld scored%s\n", text_path,
             (long long)plan.n_text, plan.n_windows, (long long)n_ctx, bos >= 0 ? "BOS first" : "no BOS",
             (long long)plan.n_scored, half ? " (second halves)" : "");
-    progress pr = {.quiet = quiet, .kld = base != NULL};
+    progress pr = {.quiet = args.quiet, .kld = base != NULL};
     eval_ppl_opts o = {.n_vocab = info.n_vocab, .n_batch = (int32_t)n_batch, .save = save, .base = base,
                        .on_window = on_window, .user = &pr};
     eval_stats s;
@@ -273,31 +310,7 @@ int cmd_ppl(int argc, char **argv) {
         }
     }
 
-    const double ppl = eval_stats_ppl(&s), nll = eval_stats_mean_nll(&s);
-    printf("model: %s (%s, %d threads)\n", model_path, info.name, kite_ctx_n_threads(ctx));
-    printf("text: %s: %lld tokens, %d windows of %lld, %lld scored (%s)", text_path, (long long)plan.n_text,
-           plan.n_windows, (long long)n_ctx, (long long)plan.n_scored,
-           half ? "second half of each full window" : "every token after the first of each window");
-    if (plan.n_truncated) printf(", %lld cut by --docs truncation", (long long)plan.n_truncated);
-    printf("\nppl = %.6f +/- %.6f   (mean NLL %.6f nats)\n", ppl, eval_stats_ppl_err(&s), nll);
-    if (base) {
-        const double bppl = eval_stats_base_ppl(&s);
-        printf("base ppl = %.6f   delta ppl = %+.6f (%+.4f%%)\n", bppl, ppl - bppl, 100.0 * (ppl - bppl) / bppl);
-        printf("KLD(base || this) = %.6g +/- %.6g nats   top-1 agreement = %.3f%%\n", eval_stats_kld_mean(&s),
-               eval_stats_kld_err(&s), eval_stats_top1(&s));
-    }
-    if (save_path) printf("saved: %s (%lld rows x %d)\n", save_path, (long long)plan.n_scored, info.n_vocab);
-    if (json) {
-        fputs("{\"ppl\": ", stdout);
-        json_num(ppl);
-        fputs(", \"nll\": ", stdout);
-        json_num(nll);
-        printf(", \"tokens\": %lld, \"kld\": ", (long long)s.n);
-        json_num(base ? eval_stats_kld_mean(&s) : NAN);
-        fputs(", \"top1\": ", stdout);
-        json_num(base ? eval_stats_top1(&s) : NAN);
-        fputs("}\n", stdout);
-    }
+    report(&args, &info, &plan, &s, kite_ctx_n_threads(ctx), n_ctx, base != NULL);
     status = fflush(stdout) == 0 ? 0 : 1;
 done:
     eval_logits_write_abort(save);

@@ -276,6 +276,123 @@ static int write_table(const char *path, const kern_tune_table *t, const char *m
     return 0;
 }
 
+/* Replaces the matrices kite_model_load repacks (q4_0, q8_0, q4_K and q6_K
+ * where it pays, gemm_x16.h) by repacked copies, so that tune times what a
+ * run computes.  Returns 0, or 1 after printing an out-of-memory error. */
+static int repack_shapes(const kern_ops_table *kt, shape *shapes, int n_shapes) {
+    for (int s = 0; s < n_shapes; s++) {
+        weight *w = &shapes[s].w;
+        const int64_t group = X16_ROWS;
+        if (!(kern_x16_type(w->type) && kern_x16_pays(kt->level)) || w->ne[1] < group) continue;
+        const size_t bytes = w->row_bytes * (size_t)w->ne[1];
+        void *copy = aligned_alloc(64, (bytes + 63) & ~(size_t)63), *tmp = malloc(kern_x16_pack_tmp_bytes(w->type, w->ne[1], w->ne[0]));
+        if (!copy || !tmp) {
+            free(copy);
+            free(tmp);
+            fprintf(stderr, "kite %s: out of memory\n", CMD);
+            return 1;
+        }
+        memcpy(copy, w->data, bytes);
+        kern_x16_pack(w->type, copy, w->ne[1], w->ne[0], tmp);
+        free(tmp);
+        shapes[s].copy = copy;
+        w->data = copy;
+        w->layout = WEIGHT_LAYOUT_X16;
+    }
+    return 0;
+}
+
+/* How the shape classes are timed. */
+typedef struct tune_run {
+    int threads;
+    double expect;   /* FMA GFLOP/s all threads should reach; 0: no availability checks */
+    double budget_s; /* per shape and batch size */
+    int min_rounds;
+} tune_run;
+
+/* Times every candidate of every (shape, n_tok class), adding the times of
+ * shapes that share a class into acc[0..*n_classes).  Returns 0 or 1. */
+static int measure(const kern_ops_table *kt, threadpool *tp, const shape *shapes, int n_shapes, const tune_run *r,
+                   class_acc *acc, int *n_classes) {
+    for (int s = 0; s < n_shapes; s++) {
+        const weight *w = &shapes[s].w;
+        for (int nc = 0; nc < KERN_TUNE_N_NTOK; nc++) {
+            const int64_t n_tok = kern_tune_ntok_rep(nc);
+            const uint32_t key = kern_tune_key(w->type, w->ne[1], w->ne[0], n_tok, r->threads);
+            int ci = 0;
+            while (ci < *n_classes && acc[ci].key != key) ci++;
+            class_acc *a = &acc[ci];
+            if (ci == *n_classes) {
+                (*n_classes)++;
+                a->key = key;
+                a->ntok_cls = nc;
+                a->type = w->type;
+                a->rows = w->ne[1];
+                a->k = w->ne[0];
+                a->n_cand = candidates(kt, w->type, n_tok, r->threads, a->cand);
+                a->avail = 1.0;
+            }
+            double t[MAX_CAND], best_t[MAX_CAND], best_av = -1.0;
+            for (int attempt = 0; attempt <= MAX_REDO; attempt++) {
+                const double a0 = r->expect > 0 ? probe_fma_check(r->threads, CHECK_MS) / r->expect : 1.0;
+                if (time_shape(kt, tp, w, n_tok, a->cand, a->n_cand, r->budget_s, r->min_rounds, t)) return 1;
+                const double a1 = r->expect > 0 ? probe_fma_check(r->threads, CHECK_MS) / r->expect : 1.0;
+                const double av = a0 < a1 ? a0 : a1;
+                if (av > best_av) {
+                    best_av = av;
+                    memcpy(best_t, t, sizeof t);
+                }
+                if (av >= AVAIL_MIN) break;
+            }
+            for (int i = 0; i < a->n_cand; i++) a->t[i] += best_t[i];
+            if (best_av < a->avail) a->avail = best_av;
+            a->n_shapes++;
+        }
+    }
+    return 0;
+}
+
+/* Picks each class's variant (the default unless another is MARGIN faster),
+ * puts it in table and prints the summary table.  Returns 0 or 1. */
+static int pick(const class_acc *acc, int n_classes, double expect, kern_tune_table *table, int *n_changed) {
+    int n_noisy = 0;
+    printf("| %-6s | %6s | %6s | %5s | %10s | %-15s | %9s | %7s | %5s |\n", "type", "rows", "k", "n_tok",
+           "default us", "picked", "picked us", "speedup", "avail");
+    printf("|--------|-------:|-------:|------:|-----------:|-----------------|----------:|--------:|------:|\n");
+    for (int ci = 0; ci < n_classes; ci++) {
+        const class_acc *a = &acc[ci];
+        int best = 0;
+        for (int i = 1; i < a->n_cand; i++)
+            if (a->t[i] < a->t[best]) best = i;
+        if (a->t[best] > a->t[0] * (1.0 - MARGIN)) best = 0;
+        kern_tune_choice c = a->cand[best];
+        c.tuned = 1;
+        if (!kern_tune_table_put(table, a->key, &c)) {
+            fprintf(stderr, "kite %s: the table is full (%d classes)\n", CMD, KERN_TUNE_MAX_ENTRIES);
+            return 1;
+        }
+        *n_changed += best != 0;
+        char rows[32];
+        snprintf(rows, sizeof rows, "%lld%s", (long long)a->rows, a->n_shapes > 1 ? "*" : "");
+        char avail[16];
+        if (expect > 0)
+            snprintf(avail, sizeof avail, "%.0f%%%s", 100.0 * a->avail, a->avail < AVAIL_MIN ? "*" : "");
+        else
+            snprintf(avail, sizeof avail, "-");
+        n_noisy += a->avail < AVAIL_MIN;
+        printf("| %-6s | %6s | %6lld | %5s | %10.1f | %-15s | %9.1f | %6.2fx | %5s |\n", dtype_name(a->type), rows,
+               (long long)a->k, kern_tune_ntok_label(a->ntok_cls), a->t[0] * 1e6, kern_tune_choice_name(&c),
+               a->t[best] * 1e6, a->t[best] > 0 ? a->t[0] / a->t[best] : 1.0, avail);
+    }
+    printf("(rows*: several shapes share the class; times are summed.  avail: the lowest share of the FMA rate the\n"
+           " machine gave around the measurements; * below %.0f%% after %d retries: a noisy choice)\n",
+           100.0 * AVAIL_MIN, MAX_REDO);
+    if (n_noisy)
+        fprintf(stderr, "kite %s: %d of %d classes were measured on a busy machine (avail *): run again when it is idle\n",
+                CMD, n_noisy, n_classes);
+    return 0;
+}
+
 int cmd_tune(int argc, char **argv) {
     tune_opts args = {.budget_ms = -1};
     int rc = cli_parse(&cli_spec_tune, argc, argv, &args);
@@ -291,7 +408,6 @@ int cmd_tune(int argc, char **argv) {
         threads = nc > 0 ? nc : 1;
     }
     if (budget_ms < 0) budget_ms = quick ? QUICK_BUDGET_MS : BUDGET_MS;
-    const int min_rounds = quick ? 1 : MIN_ROUNDS;
     double expect = 0.0; /* FMA GFLOP/s all threads should reach; 0: no availability checks */
 
     int status = 1, n_classes = 0;
@@ -322,25 +438,7 @@ int cmd_tune(int argc, char **argv) {
     /* time what a run computes: kite_model_load repacks q4_0, q8_0, q4_K and q6_K (gemm_x16.h)
      * where it pays */
     const char *repack_env = getenv("KITE_REPACK");
-    for (int s = 0; s < n_shapes && !(repack_env && !strcmp(repack_env, "0")); s++) {
-        weight *w = &shapes[s].w;
-        const int64_t group = X16_ROWS;
-        if (!(kern_x16_type(w->type) && kern_x16_pays(kt->level)) || w->ne[1] < group) continue;
-        const size_t bytes = w->row_bytes * (size_t)w->ne[1];
-        void *copy = aligned_alloc(64, (bytes + 63) & ~(size_t)63), *tmp = malloc(kern_x16_pack_tmp_bytes(w->type, w->ne[1], w->ne[0]));
-        if (!copy || !tmp) {
-            free(copy);
-            free(tmp);
-            fprintf(stderr, "kite %s: out of memory\n", CMD);
-            goto done;
-        }
-        memcpy(copy, w->data, bytes);
-        kern_x16_pack(w->type, copy, w->ne[1], w->ne[0], tmp);
-        free(tmp);
-        shapes[s].copy = copy;
-        w->data = copy;
-        w->layout = WEIGHT_LAYOUT_X16;
-    }
+    if (!(repack_env && !strcmp(repack_env, "0")) && repack_shapes(kt, shapes, n_shapes)) goto done;
     probe_result pr;
     if (check && !quick) {
         if (probe_get(&pr, NULL) == KITE_OK)
@@ -364,80 +462,15 @@ int cmd_tune(int argc, char **argv) {
             model, n_shapes, kt->name, (int)threads, budget_ms);
 
     const double t_start = time_now_s();
-    for (int s = 0; s < n_shapes; s++) {
-        const weight *w = &shapes[s].w;
-        for (int nc = 0; nc < KERN_TUNE_N_NTOK; nc++) {
-            const int64_t n_tok = kern_tune_ntok_rep(nc);
-            const uint32_t key = kern_tune_key(w->type, w->ne[1], w->ne[0], n_tok, (int)threads);
-            int ci = 0;
-            while (ci < n_classes && acc[ci].key != key) ci++;
-            class_acc *a = &acc[ci];
-            if (ci == n_classes) {
-                n_classes++;
-                a->key = key;
-                a->ntok_cls = nc;
-                a->type = w->type;
-                a->rows = w->ne[1];
-                a->k = w->ne[0];
-                a->n_cand = candidates(kt, w->type, n_tok, (int)threads, a->cand);
-                a->avail = 1.0;
-            }
-            double t[MAX_CAND], best_t[MAX_CAND], best_av = -1.0;
-            for (int attempt = 0; attempt <= MAX_REDO; attempt++) {
-                const double a0 = expect > 0 ? probe_fma_check((int)threads, CHECK_MS) / expect : 1.0;
-                if (time_shape(kt, tp, w, n_tok, a->cand, a->n_cand, budget_ms * 1e-3, min_rounds, t)) goto done;
-                const double a1 = expect > 0 ? probe_fma_check((int)threads, CHECK_MS) / expect : 1.0;
-                const double av = a0 < a1 ? a0 : a1;
-                if (av > best_av) {
-                    best_av = av;
-                    memcpy(best_t, t, sizeof t);
-                }
-                if (av >= AVAIL_MIN) break;
-            }
-            for (int i = 0; i < a->n_cand; i++) a->t[i] += best_t[i];
-            if (best_av < a->avail) a->avail = best_av;
-            a->n_shapes++;
-        }
-    }
+    const tune_run run = {.threads = (int)threads, .expect = expect, .budget_s = budget_ms * 1e-3,
+                          .min_rounds = quick ? 1 : MIN_ROUNDS};
+    if (measure(kt, tp, shapes, n_shapes, &run, acc, &n_classes)) goto done;
 
     kern_tune_table_init(table);
     merge_existing(path, (int)kt->level, table);
     table->level = (int)kt->level;
-    int n_changed = 0, n_noisy = 0;
-    printf("| %-6s | %6s | %6s | %5s | %10s | %-15s | %9s | %7s | %5s |\n", "type", "rows", "k", "n_tok",
-           "default us", "picked", "picked us", "speedup", "avail");
-    printf("|--------|-------:|-------:|------:|-----------:|-----------------|----------:|--------:|------:|\n");
-    for (int ci = 0; ci < n_classes; ci++) {
-        class_acc *a = &acc[ci];
-        int best = 0;
-        for (int i = 1; i < a->n_cand; i++)
-            if (a->t[i] < a->t[best]) best = i;
-        if (a->t[best] > a->t[0] * (1.0 - MARGIN)) best = 0;
-        kern_tune_choice c = a->cand[best];
-        c.tuned = 1;
-        if (!kern_tune_table_put(table, a->key, &c)) {
-            fprintf(stderr, "kite %s: the table is full (%d classes)\n", CMD, KERN_TUNE_MAX_ENTRIES);
-            goto done;
-        }
-        n_changed += best != 0;
-        char rows[32];
-        snprintf(rows, sizeof rows, "%lld%s", (long long)a->rows, a->n_shapes > 1 ? "*" : "");
-        char avail[16];
-        if (expect > 0)
-            snprintf(avail, sizeof avail, "%.0f%%%s", 100.0 * a->avail, a->avail < AVAIL_MIN ? "*" : "");
-        else
-            snprintf(avail, sizeof avail, "-");
-        n_noisy += a->avail < AVAIL_MIN;
-        printf("| %-6s | %6s | %6lld | %5s | %10.1f | %-15s | %9.1f | %6.2fx | %5s |\n", dtype_name(a->type), rows,
-               (long long)a->k, kern_tune_ntok_label(a->ntok_cls), a->t[0] * 1e6, kern_tune_choice_name(&c),
-               a->t[best] * 1e6, a->t[best] > 0 ? a->t[0] / a->t[best] : 1.0, avail);
-    }
-    printf("(rows*: several shapes share the class; times are summed.  avail: the lowest share of the FMA rate the\n"
-           " machine gave around the measurements; * below %.0f%% after %d retries: a noisy choice)\n",
-           100.0 * AVAIL_MIN, MAX_REDO);
-    if (n_noisy)
-        fprintf(stderr, "kite %s: %d of %d classes were measured on a busy machine (avail *): run again when it is idle\n",
-                CMD, n_noisy, n_classes);
+    int n_changed = 0;
+    if (pick(acc, n_classes, expect, table, &n_changed)) goto done;
     if (options) {
         uint32_t types[MAX_SHAPES];
         for (int i = 0; i < n_shapes; i++) types[i] = shapes[i].w.type;
