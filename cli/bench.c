@@ -103,9 +103,7 @@ const cli_spec cli_spec_bench = {
              "time) in tokens/s: median and min-max over the repetitions, with decode's weight traffic\n"
              "in GB/s against the measured read bandwidth and prefill's GFLOP/s against the measured\n"
              "FP32 FMA peak (see docs/bench.md).\n",
-    .opts = bench_opts_table,
-    .n_opts = CLI_N(bench_opts_table),
-    .state_size = sizeof(bench_opts),
+    CLI_TABLE(bench_opts_table, bench_opts),
 };
 
 /* ---- model facts from the file ----------------------------------------------- */

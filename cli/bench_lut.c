@@ -46,9 +46,7 @@ const cli_spec cli_spec_bench_lut = {
              "\n"
              "LUT-GEMM against dequantize-then-multiply on binary-coded (BCQ) weights, one thread: for\n"
              "each number of planes q, y = W x timed both ways and as a dense FP32 GEMV (us per GEMV).\n",
-    .opts = lut_opts_table,
-    .n_opts = CLI_N(lut_opts_table),
-    .state_size = sizeof(lut_opts),
+    CLI_TABLE(lut_opts_table, lut_opts),
     .unknown = "--lut-gemm: unknown option",
     .unknown_tail = " (--rows --cols --group --bits -r --json)",
 };

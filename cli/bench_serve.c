@@ -247,9 +247,7 @@ const cli_spec cli_spec_bench_serve = {
              "Serving throughput: for each concurrency C in LIST, C requests (BOS + N_PROMPT random ids,\n"
              "N_GEN greedy tokens, EOS ignored) submitted at once to the serving engine, against the\n"
              "first min(C, --seq) of them served one at a time; and KV-cache waste under load.\n",
-    .opts = bench_serve_opts_table,
-    .n_opts = CLI_N(bench_serve_opts_table),
-    .state_size = sizeof(serve_opts),
+    CLI_TABLE(bench_serve_opts_table, serve_opts),
     .unknown = "unknown argument",
     .unknown_tail = " (with --parallel; see kite bench --parallel 1 -h)",
 };

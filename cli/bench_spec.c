@@ -109,9 +109,7 @@ const cli_spec cli_spec_bench_spec = {
              "--spec: plain vs speculative greedy decoding of the same prompt: tok/s of both, ratio,\n"
              "acceptance and tokens per verification pass.  DRAFTER ARG is one of\n"
              "  lookup N | lookahead W,N,G | skip LIST | draft FILE\n",
-    .opts = bench_spec_opts_table,
-    .n_opts = CLI_N(bench_spec_opts_table),
-    .state_size = sizeof(spec_bench_opts),
+    CLI_TABLE(bench_spec_opts_table, spec_bench_opts),
     .unknown_tail = " (with --spec-verify / --spec)",
 };
 

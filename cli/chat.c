@@ -83,9 +83,7 @@ const cli_spec cli_spec_chat = {
              "Chats with a model: each line of standard input is a user message, the\n"
              "reply is printed as it is generated; end with Ctrl-D (EOF).  Without -m,\n"
              "uses the bundled model (models/stories260K.gguf, not a chat model).\n",
-    .opts = chat_opts_table,
-    .n_opts = CLI_N(chat_opts_table),
-    .state_size = sizeof(chat_opts),
+    CLI_TABLE(chat_opts_table, chat_opts),
 };
 
 /* The conversation: messages with owned copies of their text. */

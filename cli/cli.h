@@ -135,6 +135,8 @@ struct cli_opt {
 #define CLI_XSTR_(x) #x
 #define CLI_XSTR(x) CLI_XSTR_(x) /* a numeric macro as a string, for help texts and defaults */
 #define CLI_N(a) (sizeof(a) / sizeof((a)[0]))
+/* In a cli_spec: the rows and the state type they fill. */
+#define CLI_TABLE(rows, T) .opts = rows, .n_opts = CLI_N(rows), .state_size = sizeof(T)
 
 typedef struct cli_spec {
     const char *cmd;           /* "run": messages say "kite run: ..." */

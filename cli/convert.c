@@ -111,9 +111,7 @@ const cli_spec cli_spec_convert = {
              "tokenizer .bin to a GGUF file for architecture \"llama\", following llama.cpp's\n"
              "conventions (so llama.cpp can run it too).  Sizes are checked exactly against the file.\n"
              "MODEL.bin is the llama2.c model; omit it to write a vocab-only GGUF.\n",
-    .opts = convert_opts_table,
-    .n_opts = CLI_N(convert_opts_table),
-    .state_size = sizeof(convert_opts),
+    CLI_TABLE(convert_opts_table, convert_opts),
     .other = convert_arg,
 };
 

@@ -47,9 +47,7 @@ const cli_spec cli_spec_eval = {
              "context (endings normally start with a space); acc counts items whose best\n"
              "ending is the label, acc_norm does the same after dividing each score by the\n"
              "ending's length in characters (as lm-evaluation-harness does).  See docs/eval.md.\n",
-    .opts = eval_opts_table,
-    .n_opts = CLI_N(eval_opts_table),
-    .state_size = sizeof(eval_opts),
+    CLI_TABLE(eval_opts_table, eval_opts),
     .unknown = "unknown argument",
 };
 

@@ -49,9 +49,7 @@ const cli_spec cli_spec_info = {
              "Validates a GGUF file and prints its version, counts, alignment, every\n"
              "metadata key with type and value, and the tensor table (name, type,\n"
              "shape, offset, bytes) with totals.\n",
-    .opts = info_opts_table,
-    .n_opts = CLI_N(info_opts_table),
-    .state_size = sizeof(info_opts),
+    CLI_TABLE(info_opts_table, info_opts),
     .other = info_arg,
 };
 

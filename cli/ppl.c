@@ -77,9 +77,7 @@ const cli_spec cli_spec_ppl = {
              "exactly once), as in shared/golden/stories260K-ppl.json; --half scores only the\n"
              "second half of full windows, like llama.cpp's perplexity tool.  Log-softmax and\n"
              "sums are in double precision.  See docs/eval.md.\n",
-    .opts = ppl_opts_table,
-    .n_opts = CLI_N(ppl_opts_table),
-    .state_size = sizeof(ppl_opts),
+    CLI_TABLE(ppl_opts_table, ppl_opts),
     .unknown = "unknown argument",
 };
 

@@ -96,9 +96,7 @@ const cli_spec cli_spec_quantize = {
     .epilog = "Rows whose length is not a multiple of the type's block fall back to a type that fits\n"
               "(llama.cpp's rules: q4_k->q5_0, q5_k->q5_1, q6_k->q8_0, ..., else f16); each fallback is\n"
               "printed.  docs/quantize.md has the tables; docs/quantization.md the methods.\n",
-    .opts = quantize_opts_table,
-    .n_opts = CLI_N(quantize_opts_table),
-    .state_size = sizeof(quantize_opts),
+    CLI_TABLE(quantize_opts_table, quantize_opts),
 };
 
 int cmd_quantize(int argc, char **argv) {

@@ -67,9 +67,7 @@ const cli_spec cli_spec_quantize_w8 = {
              "outliers: writes a function-preserving F32 copy of IN whose normed activations have outlier\n"
              "  channels (N channels of every attn/ffn input scaled up by F, and\n"
              "  the weight columns reading them scaled down by F): a test model for W8A8 methods.\n",
-    .opts = w8_opts_table,
-    .n_opts = CLI_N(w8_opts_table),
-    .state_size = sizeof(w8_opts),
+    CLI_TABLE(w8_opts_table, w8_opts),
     .other = w8_unknown,
 };
 

@@ -331,9 +331,7 @@ const cli_spec cli_spec_roofline = {
              "\n"
              "Per-op FLOPs, bytes, arithmetic intensity, bound and predicted time for prefill and decode\n"
              "(docs/roofline.md).\n",
-    .opts = roofline_opts_table,
-    .n_opts = CLI_N(roofline_opts_table),
-    .state_size = sizeof(roofline_opts),
+    CLI_TABLE(roofline_opts_table, roofline_opts),
     .unknown_tail = " (see --help)",
 };
 

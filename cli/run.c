@@ -109,9 +109,7 @@ const cli_spec cli_spec_run = {
     .usage = "usage: kite run [-m MODEL] [-p PROMPT | -f FILE] [options]\n"
              "\n"
              "Generates text.  Without -m, uses the bundled model (models/stories260K.gguf).\n",
-    .opts = run_opts_table,
-    .n_opts = CLI_N(run_opts_table),
-    .state_size = sizeof(run_opts),
+    CLI_TABLE(run_opts_table, run_opts),
 };
 
 /* cli_parse, then the checks across options; -1: go on, else the exit status. */

@@ -62,9 +62,7 @@ const cli_spec cli_spec_serve = {
              "\n"
              "OpenAI-compatible HTTP server with a chat page at /.  Without -m, serves the\n"
              "bundled model (models/stories260K.gguf).  See docs/server.md.\n",
-    .opts = serve_opts_table,
-    .n_opts = CLI_N(serve_opts_table),
-    .state_size = sizeof(serve_opts),
+    CLI_TABLE(serve_opts_table, serve_opts),
 };
 
 static const char *base_name(const char *path) {

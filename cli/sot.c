@@ -67,9 +67,7 @@ const cli_spec cli_spec_sot = {
              "point is expanded at the same time (one batched sequence per point) and the\n"
              "answer is assembled in order.  If the outline does not parse (fewer than 2\n"
              "numbered points), the question is answered by plain decoding (router).\n",
-    .opts = sot_opts_table,
-    .n_opts = CLI_N(sot_opts_table),
-    .state_size = sizeof(sot_opts),
+    CLI_TABLE(sot_opts_table, sot_opts),
 };
 
 /* Plain decoding of the question with exactly n_tokens generated (EOS

@@ -53,9 +53,7 @@ const cli_spec cli_spec_synth = {
              "size of a real model and deterministic random weights, scaled so that activations stay\n"
              "finite and logits are O(1): for benchmarks and tests without downloads.  tiny-* shapes\n"
              "are 2-layer test models.  llama.cpp loads them too (its Feb 2025 snapshot: not qwen3*).\n",
-    .opts = synth_opts_table,
-    .n_opts = CLI_N(synth_opts_table),
-    .state_size = sizeof(synth_opts),
+    CLI_TABLE(synth_opts_table, synth_opts),
 };
 
 int cmd_synth(int argc, char **argv) {

@@ -51,9 +51,7 @@ const cli_spec cli_spec_tokenize = {
              "TEXT is taken verbatim; '-' reads all of standard input (including any final\n"
              "newline); put -- before a TEXT that starts with '-'.  Special-token text such\n"
              "as <s> is not parsed.\n",
-    .opts = tokenize_opts_table,
-    .n_opts = CLI_N(tokenize_opts_table),
-    .state_size = sizeof(tokenize_opts),
+    CLI_TABLE(tokenize_opts_table, tokenize_opts),
     .other = tokenize_arg,
 };
 

@@ -108,9 +108,7 @@ const cli_spec cli_spec_tune = {
              "time (docs/kernels.md, \"Tuning\").  Then times the machine-wide kernel options that apply to\n"
              "MODEL (decode-prefetch, bf16-fma, f16-widen; never a change of results) off and on over\n"
              "whole-model prefill and decode, and records the faster setting.\n",
-    .opts = tune_opts_table,
-    .n_opts = CLI_N(tune_opts_table),
-    .state_size = sizeof(tune_opts),
+    CLI_TABLE(tune_opts_table, tune_opts),
 };
 
 typedef struct shape {
