@@ -25,7 +25,6 @@
 #include "core/timing.h"
 #include "kite.h"
 #include "spec/spec.h"
-#include "tensor/dtype.h"
 
 typedef struct run_opts {
     const char *model;
