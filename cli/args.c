@@ -152,6 +152,12 @@ int cli_opt_lookahead(const cli_opt *o, void *state, const char *cmd, const char
 
 #define HELP_COL 26 /* --help: where the option descriptions start */
 
+int cli_find_arg(int argc, char **argv, const char *name) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], name)) return i;
+    return 0;
+}
+
 bool cli_is_option(const char *arg) { return arg[0] == '-' && arg[1] != '\0'; }
 
 /* True if arg is one of the ", "-separated spellings in names. */

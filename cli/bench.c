@@ -477,13 +477,10 @@ static void print_probe(const probe_result *pr, bool measured, bool json) {
 }
 
 int cmd_bench(int argc, char **argv) {
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--lut-gemm")) return bench_lut_gemm(argc, argv); /* cli/bench_lut.c */
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--parallel")) return bench_serve(argc, argv); /* cli/bench_serve.c */
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--spec-verify") || !strcmp(argv[i], "--spec"))
-            return bench_spec(argc, argv); /* cli/bench_spec.c */
+    if (cli_find_arg(argc, argv, "--lut-gemm")) return bench_lut_gemm(argc, argv); /* cli/bench_lut.c */
+    if (cli_find_arg(argc, argv, "--parallel")) return bench_serve(argc, argv);   /* cli/bench_serve.c */
+    if (cli_find_arg(argc, argv, "--spec-verify") || cli_find_arg(argc, argv, "--spec"))
+        return bench_spec(argc, argv); /* cli/bench_spec.c */
     bench_opts o = {0};
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     o.threads[0] = ncpu > 0 ? (int)(ncpu < PROBE_MAX_THREADS ? ncpu : PROBE_MAX_THREADS) : 1;

@@ -161,6 +161,10 @@ int cli_parse(const cli_spec *s, int argc, char **argv, void *state);
  * and the rows' .def) gives the show_default values, NULL omits them. */
 void cli_usage(FILE *f, const cli_spec *s, const void *defaults);
 
+/* The index of the first argv[1..argc) equal to name, else 0: how a command
+ * finds the flag that hands the arguments to another table's mode. */
+int cli_find_arg(int argc, char **argv, const char *name);
+
 /* True if arg is spelled like an option ("-x...", not "-" alone). */
 bool cli_is_option(const char *arg);
 
