@@ -109,6 +109,16 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libkite-tools.a $(BUILD)/libkite.a tes
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Itests $(CFLAGS) -MMD -MP $< -o $@ $(BUILD)/libkite-tools.a $(BUILD)/libkite.a $(LDFLAGS) $(TOOLS_LDLIBS) $(LDLIBS)
 
+# The option-table test walks the CLI's tables: it links the CLI without main.o.
+CLI_LIB_OBJ := $(filter-out $(BUILD)/obj/cli/main.o,$(CLI_OBJ))
+$(BUILD)/libkite-cli.a: $(CLI_LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@
+	ar rcs $@ $^
+$(BUILD)/tests/test_cli_opts: tests/unit/test_cli_opts.c $(BUILD)/libkite-cli.a $(BUILD)/libkite-tools.a $(BUILD)/libkite.a tests/harness.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Itests $(CFLAGS) -MMD -MP $< -o $@ $(BUILD)/libkite-cli.a $(BUILD)/libkite-tools.a $(BUILD)/libkite.a $(LDFLAGS) $(TOOLS_LDLIBS) $(LDLIBS)
+
 # The bundled model, greedy, with the prompt of the first golden case:
 # 196 new tokens = run.c's 200 positions minus BOS and the 4 prompt tokens.
 run: deps $(BUILD)/kite

@@ -53,44 +53,60 @@
 #define AVAIL_MIN 0.70   /* below this fraction of the expected FMA rate a repetition is redone */
 #define CHECK_MS 10.0    /* length of one availability check */
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: kite bench -m FILE [-p N] [-n N] [-t LIST] [-r N] [--json] [--mmap] [--no-check] [--profile]\n"
-            "       kite bench --probe [--json]\n"
-            "       kite bench --lut-gemm [--rows N] [--cols N] [--group G] [--bits Q] [-r N] [--json]\n"
-            "       kite bench -m FILE --spec-verify | --spec DRAFTER ...   (kite bench --spec-verify -h)\n"
-            "\n"
-            "Measures prefill (ppN: N random tokens as one batch) and decode (tgN: N tokens one at a\n"
-            "time) in tokens/s: median and min-max over the repetitions, with decode's weight traffic\n"
-            "in GB/s against the measured read bandwidth and prefill's GFLOP/s against the measured\n"
-            "FP32 FMA peak (see docs/bench.md).\n"
-            "\n"
-            "  -m, --model FILE   GGUF model\n"
-            "  -p, --n-prompt N   prefill test size (default 128; 0 = skip)\n"
-            "  -n, --n-gen N      decode test size (default 32; 0 = skip)\n"
-            "  -t, --threads LIST threads, e.g. 2 or 1,2 (default: all online CPUs)\n"
-            "  -r, --repetitions N  repetitions per test (default 5)\n"
-            "      --kv-type T    KV cache type: f32 (default), f16, q8_0, q4_0\n"
-            "      --seed S       seed of the random token ids (default 1)\n"
-            "      --mmap         map the file instead of reading it into memory\n"
-            "      --no-check     skip the core-availability check around each repetition\n"
-            "      --json         one JSON line per test on stdout instead of the table\n"
-            "      --profile      time every op type of the forward pass (per token, per test; with\n"
-            "                     --json an \"ops\" object of seconds per token)\n"
-            "      --probe        measure the machine's read bandwidth (1..nproc threads) and FMA peak\n"
-            "                     again, store them in the cache, and print them\n"
-            "  -h, --help         show this help\n");
-}
-
 typedef struct bench_opts {
     const char *model;
     int64_t n_prompt, n_gen, reps;
     int threads[MAX_THREAD_LIST];
     int n_threads_list;
     uint64_t seed;
-    bool json, use_mmap, probe, check, profile;
+    bool json, use_mmap, probe, no_check, profile;
     int32_t kv_type; /* --kv-type, enum kite_kv_type */
 } bench_opts;
+
+static const cli_opt bench_opts_table[] = {
+    {.names = "-m, --model", .arg = "FILE", .help = "GGUF model", .kind = CLI_STR, CLI_AT(bench_opts, model)},
+    {.names = "-p, --n-prompt", .arg = "N", .help = "prefill test size (0 = skip)", .kind = CLI_INT,
+     CLI_AT(bench_opts, n_prompt), .min = 0, .max = 1 << 16, .def = "128"},
+    {.names = "-n, --n-gen", .arg = "N", .help = "decode test size (0 = skip)", .kind = CLI_INT,
+     CLI_AT(bench_opts, n_gen), .min = 0, .max = 1 << 16, .def = "32"},
+    {.names = "-t, --threads", .arg = "LIST", .help = "threads, e.g. 2 or 1,2", .kind = CLI_LIST,
+     CLI_AT(bench_opts, threads), CLI_COUNT(bench_opts, n_threads_list), .min = 1, .max = PROBE_MAX_THREADS,
+     .def_doc = "all online CPUs"},
+    {.names = "-r, --repetitions", .arg = "N", .help = "repetitions per test", .kind = CLI_INT,
+     CLI_AT(bench_opts, reps), .min = 1, .max = MAX_REPS / 2, .def = "5"},
+    CLI_OPT_KV_TYPE(bench_opts, kv_type, "KV cache type: f32, f16, q8_0 or q4_0"),
+    {.names = "--seed", .arg = "S", .help = "seed of the random token ids", .kind = CLI_U64,
+     CLI_AT(bench_opts, seed), .def = "1"},
+    {.names = "--mmap", .help = "map the file instead of reading it into memory", .kind = CLI_FLAG,
+     CLI_AT(bench_opts, use_mmap)},
+    {.names = "--no-check", .help = "skip the core-availability check around each repetition", .kind = CLI_FLAG,
+     CLI_AT(bench_opts, no_check)},
+    {.names = "--json", .help = "one JSON line per test on stdout instead of the table", .kind = CLI_FLAG,
+     CLI_AT(bench_opts, json)},
+    {.names = "--profile",
+     .help = "time every op type of the forward pass (per token, per test; with\n"
+             "--json an \"ops\" object of seconds per token)",
+     .kind = CLI_FLAG, CLI_AT(bench_opts, profile)},
+    {.names = "--probe",
+     .help = "measure the machine's read bandwidth (1..nproc threads) and FMA peak\n"
+             "again, store them in the cache, and print them",
+     .kind = CLI_FLAG, CLI_AT(bench_opts, probe)},
+};
+
+const cli_spec cli_spec_bench = {
+    .cmd = CMD,
+    .usage = "usage: kite bench -m FILE [-p N] [-n N] [-t LIST] [-r N] [--json] [--mmap] [--no-check] [--profile]\n"
+             "       kite bench --probe [--json]\n"
+             "       kite bench --lut-gemm [--rows N] [--cols N] [--group G] [--bits Q] [-r N] [--json]\n"
+             "       kite bench --parallel LIST ...                          (kite bench --parallel 1 -h)\n"
+             "       kite bench -m FILE --spec-verify | --spec DRAFTER ...   (kite bench --spec-verify -h)\n"
+             "\n"
+             "Measures prefill (ppN: N random tokens as one batch) and decode (tgN: N tokens one at a\n"
+             "time) in tokens/s: median and min-max over the repetitions, with decode's weight traffic\n"
+             "in GB/s against the measured read bandwidth and prefill's GFLOP/s against the measured\n"
+             "FP32 FMA peak (see docs/bench.md).\n",
+    CLI_TABLE(bench_opts_table, bench_opts),
+};
 
 /* ---- model facts from the file ----------------------------------------------- */
 
@@ -225,13 +241,13 @@ static int run_test(const bench_opts *o, kite_ctx *ctx, kite_token *ids, int32_t
     double prof_good[KITE_PROFILE_N_OPS] = {0}, prof_bad[KITE_PROFILE_N_OPS] = {0}, prof_try[KITE_PROFILE_N_OPS];
     while (nv < o->reps && tries < 2 * o->reps) {
         tries++;
-        double a0 = o->check ? probe_fma_check(threads, CHECK_MS) / expect : 1.0;
+        double a0 = !o->no_check ? probe_fma_check(threads, CHECK_MS) / expect : 1.0;
         memset(prof_try, 0, sizeof prof_try);
         double ts = run_once(ctx, ids, n_vocab, prefill, n, o->seed + (uint64_t)tries, o->profile ? prof_try : NULL);
         if (ts < 0) return 1;
-        double a1 = o->check ? probe_fma_check(threads, CHECK_MS) / expect : 1.0;
+        double a1 = !o->no_check ? probe_fma_check(threads, CHECK_MS) / expect : 1.0;
         double a = a0 < a1 ? a0 : a1;
-        if (o->check) av[na++] = a;
+        if (!o->no_check) av[na++] = a;
         for (int i = 0; i < KITE_PROFILE_N_OPS; i++) (a < AVAIL_MIN ? prof_bad : prof_good)[i] += prof_try[i];
         if (a < AVAIL_MIN) {
             tr->redone++;
@@ -461,73 +477,18 @@ static void print_probe(const probe_result *pr, bool measured, bool json) {
     if (config_get()->have_probe_path) printf("%s: %s\n", measured ? "saved to" : "cached in", config_get()->probe_path);
 }
 
-/* ---- arguments ------------------------------------------------------------------ */
-
-static bool parse_threads(const char *s, bench_opts *o) {
-    int64_t t[MAX_THREAD_LIST];
-    const int n = cli_parse_i64_list(CMD, "-t", s, 1, PROBE_MAX_THREADS, t, MAX_THREAD_LIST);
-    if (n < 0) return false;
-    for (int i = 0; i < n; i++) o->threads[i] = (int)t[i];
-    o->n_threads_list = n;
-    return true;
-}
-
-static int parse_args(int argc, char **argv, bench_opts *o) {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return -1;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!(o->model = cli_value(CMD, argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "-p") || !strcmp(a, "--n-prompt")) {
-            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 0, 1 << 16, &o->n_prompt)) return 2;
-        } else if (!strcmp(a, "-n") || !strcmp(a, "--n-gen")) {
-            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 0, 1 << 16, &o->n_gen)) return 2;
-        } else if (!strcmp(a, "-r") || !strcmp(a, "--repetitions")) {
-            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 1, MAX_REPS / 2, &o->reps)) return 2;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!(v = cli_value(CMD, argc, argv, &i)) || !parse_threads(v, o)) return 2;
-        } else if (!strcmp(a, "--seed")) {
-            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_u64(CMD, a, v, &o->seed)) return 2;
-        } else if (!strcmp(a, "--kv-type")) {
-            if (!(v = cli_value(CMD, argc, argv, &i))) return 2;
-            o->kv_type = (int32_t)dtype_from_name(v);
-            if (o->kv_type != KITE_KV_F32 && o->kv_type != KITE_KV_F16 && o->kv_type != KITE_KV_Q8_0 &&
-                o->kv_type != KITE_KV_Q4_0)
-                return cli_usage_error(CMD, "--kv-type: expected f32, f16, q8_0 or q4_0, got '%s'", v);
-        } else if (!strcmp(a, "--json")) {
-            o->json = true;
-        } else if (!strcmp(a, "--mmap")) {
-            o->use_mmap = true;
-        } else if (!strcmp(a, "--probe")) {
-            o->probe = true;
-        } else if (!strcmp(a, "--profile")) {
-            o->profile = true;
-        } else if (!strcmp(a, "--no-check")) {
-            o->check = false;
-        } else {
-            return cli_usage_error(CMD, "unknown option '%s'", a);
-        }
-    }
-    if (!o->model && !o->probe) return cli_usage_error(CMD, "-m FILE is required (or --probe)");
-    return 0;
-}
-
 int cmd_bench(int argc, char **argv) {
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--lut-gemm")) return bench_lut_gemm(argc, argv); /* cli/bench_lut.c */
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--parallel")) return bench_serve(argc, argv); /* cli/bench_serve.c */
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--spec-verify") || !strcmp(argv[i], "--spec"))
-            return bench_spec(argc, argv); /* cli/bench_spec.c */
-    bench_opts o = {.n_prompt = 128, .n_gen = 32, .reps = 5, .seed = 1, .check = true};
+    if (cli_find_arg(argc, argv, "--lut-gemm")) return bench_lut_gemm(argc, argv); /* cli/bench_lut.c */
+    if (cli_find_arg(argc, argv, "--parallel")) return bench_serve(argc, argv);   /* cli/bench_serve.c */
+    if (cli_find_arg(argc, argv, "--spec-verify") || cli_find_arg(argc, argv, "--spec"))
+        return bench_spec(argc, argv); /* cli/bench_spec.c */
+    bench_opts o = {0};
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     o.threads[0] = ncpu > 0 ? (int)(ncpu < PROBE_MAX_THREADS ? ncpu : PROBE_MAX_THREADS) : 1;
     o.n_threads_list = 1;
-    int rc = parse_args(argc, argv, &o);
-    if (rc) return rc < 0 ? 0 : rc;
+    int rc = cli_parse(&cli_spec_bench, argc, argv, &o);
+    if (rc >= 0) return rc;
+    if (!o.model && !o.probe) return cli_usage_error(CMD, "-m FILE is required (or --probe)");
 
     probe_result pr;
     bool measured = false;

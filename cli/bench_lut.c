@@ -20,27 +20,45 @@
 #include "quant/bcq.h"
 
 
+typedef struct lut_opts {
+    int64_t rows, cols, group, reps, max_bits;
+    bool json, lut_gemm;
+} lut_opts;
+
+static const cli_opt lut_opts_table[] = {
+    {.names = "--lut-gemm", .help = "this benchmark", .kind = CLI_FLAG, CLI_AT(lut_opts, lut_gemm)},
+    {.names = "--rows", .arg = "N", .help = "matrix rows", .kind = CLI_INT, CLI_AT(lut_opts, rows), .min = 1,
+     .max = 1 << 16, .def = "4096"},
+    {.names = "--cols", .arg = "N", .help = "matrix columns", .kind = CLI_INT, CLI_AT(lut_opts, cols), .min = 1,
+     .max = 1 << 16, .def = "4096"},
+    {.names = "--group", .arg = "G", .help = "weights per scale: a multiple of 8 up to 512", .kind = CLI_INT,
+     CLI_AT(lut_opts, group), .min = 1, .max = 1 << 16, .def = "128"},
+    {.names = "--bits", .arg = "Q", .help = "planes 1..Q are measured (Q at most 4)", .kind = CLI_INT,
+     CLI_AT(lut_opts, max_bits), .min = 1, .max = 1 << 16, .def = "4"},
+    {.names = "-r, --repetitions", .arg = "N", .help = "repetitions (medians; at most 101 are run)",
+     .kind = CLI_INT, CLI_AT(lut_opts, reps), .min = 1, .max = 1 << 16, .def = "7"},
+    {.names = "--json", .help = "one JSON line per number of planes", .kind = CLI_FLAG, CLI_AT(lut_opts, json)},
+};
+
+const cli_spec cli_spec_bench_lut = {
+    .cmd = "bench",
+    .usage = "usage: kite bench --lut-gemm [--rows N] [--cols N] [--group G] [--bits Q] [-r N] [--json]\n"
+             "\n"
+             "LUT-GEMM against dequantize-then-multiply on binary-coded (BCQ) weights, one thread: for\n"
+             "each number of planes q, y = W x timed both ways and as a dense FP32 GEMV (us per GEMV).\n",
+    CLI_TABLE(lut_opts_table, lut_opts),
+    .unknown = "--lut-gemm: unknown option",
+    .unknown_tail = " (--rows --cols --group --bits -r --json)",
+};
+
 int bench_lut_gemm(int argc, char **argv) {
     const char *cmd = "bench";
-    int64_t rows = 4096, cols = 4096, group = 128, reps = 7, max_bits = 4;
-    bool json = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if (!strcmp(a, "--lut-gemm")) continue;
-        if (!strcmp(a, "--json")) {
-            json = true;
-            continue;
-        }
-        int64_t *dst = !strcmp(a, "--rows") ? &rows
-                       : !strcmp(a, "--cols") ? &cols
-                       : !strcmp(a, "--group") ? &group
-                       : (!strcmp(a, "-r") || !strcmp(a, "--repetitions")) ? &reps
-                       : !strcmp(a, "--bits") ? &max_bits
-                                              : NULL;
-        if (!dst) return cli_usage_error(cmd, "--lut-gemm: unknown option '%s' (--rows --cols --group --bits -r --json)", a);
-        if (!(v = cli_value(cmd, argc, argv, &i))) return 2;
-        if (!cli_parse_i64(cmd, a, v, 1, 1 << 16, dst)) return 2;
-    }
+    lut_opts o = {0};
+    int rc = cli_parse(&cli_spec_bench_lut, argc, argv, &o);
+    if (rc >= 0) return rc;
+    const int64_t rows = o.rows, cols = o.cols, group = o.group, max_bits = o.max_bits;
+    int64_t reps = o.reps;
+    const bool json = o.json;
     if (group % 8 || group > 512 || max_bits > 4) return cli_usage_error(cmd, "--lut-gemm: group must be a multiple of 8 up to 512, bits at most 4");
     if (reps > 101) reps = 101;
 

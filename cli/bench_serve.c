@@ -209,105 +209,63 @@ static engine *new_engine(kite_model *m, const serve_opts *o, int32_t n_parallel
     return e;
 }
 
-static bool parse_levels(const char *s, serve_opts *o) {
-    int64_t v[MAX_LEVELS];
-    const int n = cli_parse_i64_list(CMD, "--parallel", s, 1, 1024, v, MAX_LEVELS);
-    if (n < 0) return false;
-    for (int i = 0; i < n; i++) o->levels[i] = (int32_t)v[i];
-    o->n_levels = n;
-    return true;
-}
+static const cli_opt bench_serve_opts_table[] = {
+    {.names = "--parallel", .arg = "LIST", .help = "concurrency levels, e.g. 1,4,16,32", .kind = CLI_LIST,
+     CLI_AT(serve_opts, levels), CLI_COUNT(serve_opts, n_levels), .min = 1, .max = 1024},
+    {.names = "-m, --model", .arg = "F", .help = "model", .kind = CLI_STR, CLI_AT(serve_opts, model),
+     .def_doc = "the bundled stories260K"},
+    {.names = "-p, --n-prompt", .arg = "N", .help = "prompt tokens per request", .kind = CLI_INT,
+     CLI_AT(serve_opts, n_prompt), .min = 1, .max = 100000, .def = "64"},
+    {.names = "-n, --n-gen", .arg = "N", .help = "generated tokens per request", .kind = CLI_INT,
+     CLI_AT(serve_opts, n_gen), .min = 1, .max = 100000, .def = "64"},
+    {.names = "-t, --threads", .arg = "N", .help = "engine threads", .kind = CLI_INT, CLI_AT(serve_opts, n_threads),
+     .min = 1, .max = 1024, .def_doc = "all online CPUs"},
+    {.names = "--seq", .arg = "N", .help = "requests served one at a time for the baseline", .kind = CLI_INT,
+     CLI_AT(serve_opts, n_seq), .min = 1, .max = 1024, .def = "4"},
+    {.names = "--block", .arg = "N", .help = "KV block size in positions", .kind = CLI_INT, CLI_AT(serve_opts, block),
+     .min = 1, .max = 4096, .def = "16"},
+    {.names = "--step", .arg = "N", .help = "token budget of one engine step", .kind = CLI_INT,
+     CLI_AT(serve_opts, step), .min = 1, .max = 65536, .def = "512"},
+    {.names = "--seed", .arg = "S", .help = "seed of the random prompts", .kind = CLI_U64, CLI_AT(serve_opts, seed),
+     .def = "1"},
+    {.names = "--json", .help = "one JSON line per level instead of the table", .kind = CLI_FLAG,
+     CLI_AT(serve_opts, json)},
+    {.names = "--prompt", .arg = "TEXT", .help = "every request is BOS + TEXT instead of random ids (-p is ignored)",
+     .kind = CLI_STR, CLI_AT(serve_opts, prompt_text)},
+    {.kind = CLI_SECTION, .help = "Speculative decoding: each level without and with the drafter, medians of --reps R\n"
+                                  "alternated runs (random prompts give lookup little to copy; see --prompt):"},
+    CLI_OPTS_DRAFT(serve_opts, draft_path, skip_list, lookup, la_spec, draft_max),
+    {.names = "--reps", .arg = "R", .help = "alternated runs", .kind = CLI_INT, CLI_AT(serve_opts, reps), .min = 1,
+     .max = 100, .def = "3"},
+};
 
-static void usage(FILE *f) {
-    fprintf(f, "usage: kite bench --parallel LIST [-m FILE] [-p N_PROMPT] [-n N_GEN] [-t THREADS]\n"
-               "                  [--seq N] [--block N] [--step N] [--seed S] [--json]\n"
-               "                  [--lookup N | --draft-model F | --draft-skip-layers LIST | --lookahead W,N,G]\n"
-               "                  [--draft-max K] [--reps R] [--prompt TEXT]\n\n"
-               "Serving throughput: for each concurrency C in LIST, C requests (BOS + N_PROMPT random ids,\n"
-               "N_GEN greedy tokens, EOS ignored) submitted at once to the serving engine, against the\n"
-               "first min(C, --seq) of them served one at a time; and KV-cache waste under load.\n\n"
-               "  --parallel LIST  concurrency levels, e.g. 1,4,16,32\n"
-               "  -m, --model F    model (default: the bundled stories260K)\n"
-               "  -p, --n-prompt N prompt tokens per request (default 64)\n"
-               "  -n, --n-gen N    generated tokens per request (default 64)\n"
-               "  -t, --threads N  engine threads (default: all online CPUs)\n"
-               "  --seq N          requests served one at a time for the baseline (default 4)\n"
-               "  --block N        KV block size in positions (default 16)\n"
-               "  --step N         token budget of one engine step (default 512)\n"
-               "  --seed S         seed of the random prompts (default 1)\n"
-               "  --json           one JSON line per level instead of the table\n"
-               "  --lookup N       compare each level without / with speculative decoding by n-gram\n"
-               "                   prompt lookup (n <= N), medians of --reps R alternated runs (default 3)\n"
-               "  --draft-model F  the same comparison, drafting with model F (same vocabulary)\n"
-               "  --draft-skip-layers LIST  the same comparison, drafting with the model itself\n"
-               "                   with layers LIST skipped (e.g. 3 or 1-2)\n"
-               "  --lookahead W,N,G  the same comparison with lookahead drafting (e.g. 8,4,8)\n"
-               "  --draft-max K    longest draft, 1..16 (default 8)\n"
-               "  --prompt TEXT    every request is BOS + TEXT instead of random ids (-p is ignored)\n");
-}
+const cli_spec cli_spec_bench_serve = {
+    .cmd = CMD,
+    .usage = "usage: kite bench --parallel LIST [-m FILE] [-p N_PROMPT] [-n N_GEN] [-t THREADS]\n"
+             "                  [--seq N] [--block N] [--step N] [--seed S] [--json]\n"
+             "                  [--lookup N | --draft-model F | --draft-skip-layers LIST | --lookahead W,N,G]\n"
+             "                  [--draft-max K] [--reps R] [--prompt TEXT]\n\n"
+             "Serving throughput: for each concurrency C in LIST, C requests (BOS + N_PROMPT random ids,\n"
+             "N_GEN greedy tokens, EOS ignored) submitted at once to the serving engine, against the\n"
+             "first min(C, --seq) of them served one at a time; and KV-cache waste under load.\n",
+    CLI_TABLE(bench_serve_opts_table, serve_opts),
+    .unknown = "unknown argument",
+    .unknown_tail = " (with --parallel; see kite bench --parallel 1 -h)",
+};
 
 static int parse_args(int argc, char **argv, serve_opts *o) {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        int64_t x;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return -1;
-        } else if (!strcmp(a, "--parallel")) {
-            if (!(v = cli_value(CMD, argc, argv, &i)) || !parse_levels(v, o)) return 2;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!(o->model = cli_value(CMD, argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "-p") || !strcmp(a, "--n-prompt")) {
-            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 1, 100000, &x)) return 2;
-            o->n_prompt = (int32_t)x;
-        } else if (!strcmp(a, "-n") || !strcmp(a, "--n-gen")) {
-            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 1, 100000, &x)) return 2;
-            o->n_gen = (int32_t)x;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 1, 1024, &x)) return 2;
-            o->n_threads = (int32_t)x;
-        } else if (!strcmp(a, "--seq")) {
-            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 1, 1024, &x)) return 2;
-            o->n_seq = (int32_t)x;
-        } else if (!strcmp(a, "--block")) {
-            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 1, 4096, &x)) return 2;
-            o->block = (int32_t)x;
-        } else if (!strcmp(a, "--step")) {
-            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 1, 65536, &x)) return 2;
-            o->step = (int32_t)x;
-        } else if (!strcmp(a, "--seed")) {
-            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_u64(CMD, a, v, &o->seed)) return 2;
-        } else if (!strcmp(a, "--json")) {
-            o->json = true;
-        } else if (!strcmp(a, "--lookup")) {
-            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 1, 64, &x)) return 2;
-            o->lookup = (int32_t)x;
-        } else if (!strcmp(a, "--draft-model")) {
-            if (!(o->draft_path = cli_value(CMD, argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--draft-skip-layers")) {
-            if (!(o->skip_list = cli_value(CMD, argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--lookahead")) {
-            if (!(o->la_spec = cli_value(CMD, argc, argv, &i))) return 2;
-            spec_params la = spec_default_params();
-            if (spec_parse_lookahead(o->la_spec, &la) != KITE_OK) return cli_usage_error(CMD, "%s", kite_last_error());
-            o->la_w = la.la_window;
-            o->la_n = la.la_ngram;
-            o->la_g = la.la_pool;
-        } else if (!strcmp(a, "--draft-max")) {
-            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 1, 16, &x)) return 2;
-            o->draft_max = (int32_t)x;
-        } else if (!strcmp(a, "--reps")) {
-            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 1, 100, &x)) return 2;
-            o->reps = (int32_t)x;
-        } else if (!strcmp(a, "--prompt")) {
-            if (!(o->prompt_text = cli_value(CMD, argc, argv, &i))) return 2;
-        } else {
-            return cli_usage_error(CMD, "unknown argument '%s' (with --parallel; see kite bench --parallel 1 -h)", a);
-        }
+    int rc = cli_parse(&cli_spec_bench_serve, argc, argv, o);
+    if (rc >= 0) return rc;
+    if (o->la_spec) { /* checked by cli_parse */
+        spec_params la = spec_default_params();
+        spec_parse_lookahead(o->la_spec, &la);
+        o->la_w = la.la_window;
+        o->la_n = la.la_ngram;
+        o->la_g = la.la_pool;
     }
     if ((o->lookup > 0) + (o->draft_path != NULL) + (o->skip_list != NULL) + (o->la_w > 0) > 1)
         return cli_usage_error(CMD, "give at most one of --lookup, --draft-model, --draft-skip-layers and --lookahead");
-    return 0;
+    return -1;
 }
 
 static uint64_t xorshift(uint64_t *s) {
@@ -390,9 +348,9 @@ static int spec_level(kite_model *m, kite_token *const *prompts, int32_t c, cons
 }
 
 int bench_serve(int argc, char **argv) {
-    serve_opts o = {.n_prompt = 64, .n_gen = 64, .n_seq = 4, .block = 16, .step = 512, .seed = 1, .reps = 3};
+    serve_opts o = {0};
     int rc = parse_args(argc, argv, &o);
-    if (rc) return rc < 0 ? 0 : rc;
+    if (rc >= 0) return rc;
     if (!o.model) o.model = cli_default_model(argv[0]);
     int status = 1;
     int32_t max_c = 0;

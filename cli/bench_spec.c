@@ -60,84 +60,68 @@ typedef struct spec_bench_opts {
     int32_t k_list[MAX_K_LIST];
     int n_k;
     uint64_t seed;
+    bool reps_set;
 } spec_bench_opts;
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: kite bench -m FILE --spec-verify [--n-past N] [--k LIST] [-r N] [-t N] [--seed S]\n"
-            "       kite bench [-m FILE] --spec DRAFTER [-f FILE | --prompt TEXT] [-n N] [--draft-max K] [-r N] [-t N]\n"
-            "\n"
-            "--spec-verify: cost of one verification pass over k drafted tokens (an eval of k+1 tokens\n"
-            "after n_past cached positions) relative to one decode step, interleaved, medians.\n"
-            "--spec: plain vs speculative greedy decoding of the same prompt: tok/s of both, ratio,\n"
-            "acceptance and tokens per verification pass.  DRAFTER is one of\n"
-            "  lookup N | lookahead W,N,G | skip LIST | draft FILE\n"
-            "\n"
-            "  -m, --model FILE   GGUF model (--spec default: the bundled model)\n"
-            "      --n-past N     cached positions before the step (default 64)\n"
-            "      --k LIST       draft lengths (default 1,2,4,8,16; each 1..%d)\n"
-            "  -f, --file FILE    prompt file (--spec; default: a built-in input-copying prompt)\n"
-            "      --prompt TEXT  prompt text (--spec)\n"
-            "  -n, --n-gen N      tokens to generate (--spec, default 128)\n"
-            "      --draft-max K  longest draft, 1..%d (--spec, default 8)\n"
-            "  -r, --repetitions N  repetitions (default 5 for --spec-verify, 3 for --spec)\n"
-            "  -t, --threads N    threads (default: all online CPUs)\n"
-            "      --seed S       seed of the random token ids (--spec-verify, default 1)\n",
-            SPEC_MAX_DRAFT, SPEC_MAX_DRAFT);
+static int opt_spec(const cli_opt *o, void *state, const char *cmd, const char *flag, char **vals, int n) {
+    spec_bench_opts *b = state;
+    (void)o, (void)cmd, (void)flag, (void)n;
+    b->drafter = vals[0];
+    b->drafter_arg = vals[1];
+    return 2;
 }
 
-static bool parse_k_list(const char *s, spec_bench_opts *o) {
-    int64_t k[MAX_K_LIST];
-    const int n = cli_parse_i64_list(CMD, "--k", s, 1, SPEC_MAX_DRAFT, k, MAX_K_LIST);
-    if (n < 0) return false;
-    for (int i = 0; i < n; i++) o->k_list[i] = (int32_t)k[i];
-    o->n_k = n;
-    return true;
-}
+static const cli_opt bench_spec_opts_table[] = {
+    {.names = "--spec-verify", .help = "the cost of verification passes", .kind = CLI_FLAG,
+     CLI_AT(spec_bench_opts, verify)},
+    {.names = "--spec", .arg = "DRAFTER ARG", .help = "plain vs speculative decoding with DRAFTER", .kind = CLI_FN,
+     .nargs = 2, .fn = opt_spec, .example = "lookup 3"},
+    {.names = "-m, --model", .arg = "FILE", .help = "GGUF model (--spec default: the bundled model)", .kind = CLI_STR,
+     CLI_AT(spec_bench_opts, model)},
+    {.names = "--n-past", .arg = "N", .help = "cached positions before the step", .kind = CLI_INT,
+     CLI_AT(spec_bench_opts, n_past), .min = 1, .max = 1 << 16, .def = "64"},
+    {.names = "--k", .arg = "LIST", .help = "draft lengths (each 1.." CLI_XSTR(SPEC_MAX_DRAFT) ")", .kind = CLI_LIST,
+     CLI_AT(spec_bench_opts, k_list), CLI_COUNT(spec_bench_opts, n_k), .min = 1, .max = SPEC_MAX_DRAFT,
+     .def = "1,2,4,8,16"},
+    {.names = "-f, --file", .arg = "FILE", .help = "prompt file (--spec)", .kind = CLI_STR,
+     CLI_AT(spec_bench_opts, prompt_file), .def_doc = "a built-in input-copying prompt"},
+    {.names = "--prompt", .arg = "TEXT", .help = "prompt text (--spec)", .kind = CLI_STR,
+     CLI_AT(spec_bench_opts, prompt)},
+    {.names = "-n, --n-gen", .arg = "N", .help = "tokens to generate (--spec)", .kind = CLI_INT,
+     CLI_AT(spec_bench_opts, n_gen), .min = 1, .max = 1 << 16, .def = "128"},
+    {.names = "--draft-max", .arg = "K", .help = "longest draft, 1.." CLI_XSTR(SPEC_MAX_DRAFT) " (--spec)",
+     .kind = CLI_INT, CLI_AT(spec_bench_opts, draft_max), .min = 1, .max = SPEC_MAX_DRAFT, .def_doc = "8"},
+    {.names = "-r, --repetitions", .arg = "N", .help = "repetitions", .kind = CLI_INT, CLI_AT(spec_bench_opts, reps),
+     .min = 1, .max = MAX_REPS, CLI_SEEN(spec_bench_opts, reps_set), .def_doc = "5 for --spec-verify, 3 for --spec"},
+    {.names = "-t, --threads", .arg = "N", .help = "threads", .kind = CLI_INT, CLI_AT(spec_bench_opts, threads),
+     .min = 1, .max = 256, .def_doc = "all online CPUs"},
+    {.names = "--seed", .arg = "S", .help = "seed of the random token ids (--spec-verify)", .kind = CLI_U64,
+     CLI_AT(spec_bench_opts, seed), .def = "1"},
+};
+
+const cli_spec cli_spec_bench_spec = {
+    .cmd = CMD,
+    .usage = "usage: kite bench -m FILE --spec-verify [--n-past N] [--k LIST] [-r N] [-t N] [--seed S]\n"
+             "       kite bench [-m FILE] --spec DRAFTER ARG [-f FILE | --prompt TEXT] [-n N] [--draft-max K]\n"
+             "                  [-r N] [-t N]\n"
+             "\n"
+             "--spec-verify: cost of one verification pass over k drafted tokens (an eval of k+1 tokens\n"
+             "after n_past cached positions) relative to one decode step, interleaved, medians.\n"
+             "--spec: plain vs speculative greedy decoding of the same prompt: tok/s of both, ratio,\n"
+             "acceptance and tokens per verification pass.  DRAFTER ARG is one of\n"
+             "  lookup N | lookahead W,N,G | skip LIST | draft FILE\n",
+    CLI_TABLE(bench_spec_opts_table, spec_bench_opts),
+    .unknown_tail = " (with --spec-verify / --spec)",
+};
 
 static int parse_args(int argc, char **argv, spec_bench_opts *o) {
-    bool reps_set = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return -1;
-        } else if (!strcmp(a, "--spec-verify")) {
-            o->verify = true;
-        } else if (!strcmp(a, "--spec")) {
-            if (!(o->drafter = cli_value(CMD, argc, argv, &i))) return 2;
-            if (!(o->drafter_arg = cli_value(CMD, argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!(o->model = cli_value(CMD, argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
-            if (!(o->prompt_file = cli_value(CMD, argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--prompt")) {
-            if (!(o->prompt = cli_value(CMD, argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--n-past")) {
-            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 1, 1 << 16, &o->n_past)) return 2;
-        } else if (!strcmp(a, "--k")) {
-            if (!(v = cli_value(CMD, argc, argv, &i)) || !parse_k_list(v, o)) return 2;
-        } else if (!strcmp(a, "-n") || !strcmp(a, "--n-gen")) {
-            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 1, 1 << 16, &o->n_gen)) return 2;
-        } else if (!strcmp(a, "--draft-max")) {
-            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 1, SPEC_MAX_DRAFT, &o->draft_max))
-                return 2;
-        } else if (!strcmp(a, "-r") || !strcmp(a, "--repetitions")) {
-            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 1, MAX_REPS, &o->reps)) return 2;
-            reps_set = true;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 1, 256, &o->threads)) return 2;
-        } else if (!strcmp(a, "--seed")) {
-            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_u64(CMD, a, v, &o->seed)) return 2;
-        } else {
-            return cli_usage_error(CMD, "unknown option '%s' (with --spec-verify / --spec)", a);
-        }
-    }
+    int rc = cli_parse(&cli_spec_bench_spec, argc, argv, o);
+    if (rc >= 0) return rc;
     if (o->verify == (o->drafter != NULL)) return cli_usage_error(CMD, "give either --spec-verify or --spec DRAFTER");
     if (o->verify && !o->model) return cli_usage_error(CMD, "--spec-verify: -m FILE is required");
     if (o->prompt && o->prompt_file) return cli_usage_error(CMD, "give at most one of -f and --prompt");
-    if (!reps_set) o->reps = o->verify ? 5 : 3;
-    return 0;
+    if (!o->reps_set) o->reps = o->verify ? 5 : 3;
+    return -1;
 }
 
 /* ---- helpers ---------------------------------------------------------------- */
@@ -465,11 +449,11 @@ done:
 }
 
 int bench_spec(int argc, char **argv) {
-    spec_bench_opts o = {.n_past = 64, .n_gen = 128, .seed = 1, .k_list = {1, 2, 4, 8, 16}, .n_k = 5};
+    spec_bench_opts o = {0};
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     o.threads = ncpu > 0 ? ncpu : 1;
     int rc = parse_args(argc, argv, &o);
-    if (rc) return rc < 0 ? 0 : rc;
+    if (rc >= 0) return rc;
     if (!o.model) o.model = cli_default_model(argv[0]);
     kite_model *model = NULL;
     kite_model_params mp = config_model_params();

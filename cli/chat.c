@@ -36,28 +36,6 @@
 #include "core/timing.h"
 #include "kite.h"
 
-static const char *const chat_usage =
-    "usage: kite chat [-m MODEL] [--chat-template NAME] [-s SYSTEM] [options]\n"
-    "\n"
-    "Chats with a model: each line of standard input is a user message, the\n"
-    "reply is printed as it is generated; end with Ctrl-D (EOF).  Without -m,\n"
-    "uses the bundled model (models/stories260K.gguf, not a chat model).\n"
-    "\n"
-    "  -m, --model FILE        GGUF model\n"
-    "      --chat-template NAME  llama2, llama3, chatml, mistral, zephyr or gemma\n"
-    "                          (default: detected from the model, else chatml)\n"
-    "  -s, --system TEXT       system message\n"
-    "  -n, --n-predict N       longest reply in tokens (default 256)\n"
-    "  -c, --ctx-size N        context length (default: the model's, at most 4096)\n"
-    "  -t, --threads N         threads (default: all online CPUs)\n"
-    "      --temp T            temperature; 0 = greedy (default 0.8)\n"
-    "      --seed S            random seed (default: from the clock); also --top-k, --top-p,\n"
-    "                          --min-p, --repeat-penalty ... as in kite run\n"
-    "  -v, --verbose           after each reply, a line on stderr: prompt tokens (reused\n"
-    "                          from the KV cache / evaluated), reply tokens, stop reason\n"
-    "      --no-cache          evaluate the whole conversation every turn (for testing)\n"
-    "  -h, --help              this text\n";
-
 typedef struct chat_opts {
     const char *model;
     const char *tmpl;
@@ -71,52 +49,43 @@ typedef struct chat_opts {
     bool no_cache;
 } chat_opts;
 
-static int parse_args(int argc, char **argv, chat_opts *o) {
-    const char *cmd = "chat";
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        int rc;
-#define VALUE()                                                                \
-    do {                                                                       \
-        if (!(v = cli_value(cmd, argc, argv, &i))) return 2;                   \
-    } while (0)
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            fputs(chat_usage, stdout);
-            return -1;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            VALUE();
-            o->model = v;
-        } else if (!strcmp(a, "--chat-template")) {
-            VALUE();
-            if (chat_family_from_name(v) == CHAT_UNKNOWN)
-                return cli_usage_error(cmd, "--chat-template: unknown template '%s' (expected one of %s)", v,
-                                       chat_family_names());
-            o->tmpl = v;
-        } else if (!strcmp(a, "-s") || !strcmp(a, "--system")) {
-            VALUE();
-            o->system = v;
-        } else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
-            VALUE();
-            if (!cli_parse_i64(cmd, a, v, 1, 1 << 24, &o->n_predict)) return 2;
-        } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) {
-            VALUE();
-            if (!cli_parse_i64(cmd, a, v, 0, 1 << 20, &o->n_ctx)) return 2;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            VALUE();
-            if (!cli_parse_i64(cmd, a, v, 0, 1024, &o->n_threads)) return 2;
-        } else if ((rc = cli_sampler_option(cmd, argc, argv, &i, &o->sp, &o->seed_set)) != 0) {
-            if (rc == 2) return 2;
-        } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
-            o->verbose = true;
-        } else if (!strcmp(a, "--no-cache")) {
-            o->no_cache = true;
-        } else {
-            return cli_usage_error(cmd, "unknown option '%s'", a);
-        }
-#undef VALUE
-    }
-    return 0;
+static int check_template(const cli_opt *o, void *state, const char *cmd, const char *flag, char **vals, int n) {
+    (void)o, (void)state, (void)n;
+    if (chat_family_from_name(vals[0]) != CHAT_UNKNOWN) return 1;
+    cli_usage_error(cmd, "%s: unknown template '%s' (expected one of %s)", flag, vals[0], chat_family_names());
+    return -1;
 }
+
+static const cli_opt chat_opts_table[] = {
+    {.names = "-m, --model", .arg = "FILE", .help = "GGUF model", .kind = CLI_STR, CLI_AT(chat_opts, model)},
+    {.names = "--chat-template", .arg = "NAME", .help = "llama2, llama3, chatml, mistral, zephyr or gemma",
+     .kind = CLI_STR, CLI_AT(chat_opts, tmpl), .fn = check_template, .example = "chatml",
+     .def_doc = "detected from the model, else chatml"},
+    {.names = "-s, --system", .arg = "TEXT", .help = "system message", .kind = CLI_STR, CLI_AT(chat_opts, system)},
+    {.names = "-n, --n-predict", .arg = "N", .help = "longest reply in tokens", .kind = CLI_INT,
+     CLI_AT(chat_opts, n_predict), .min = 1, .max = 1 << 24, .def = "256"},
+    {.names = "-c, --ctx-size", .arg = "N", .help = "context length", .kind = CLI_INT, CLI_AT(chat_opts, n_ctx),
+     .min = 0, .max = 1 << 20, .def_doc = "the model's, at most 4096"},
+    {.names = "-t, --threads", .arg = "N", .help = "threads", .kind = CLI_INT, CLI_AT(chat_opts, n_threads),
+     .min = 0, .max = 1024, .def_doc = "all online CPUs"},
+    CLI_OPTS_SAMPLER(chat_opts, sp, seed_set),
+    {.names = "-v, --verbose",
+     .help = "after each reply, a line on stderr: prompt tokens (reused\n"
+             "from the KV cache / evaluated), reply tokens, stop reason",
+     .kind = CLI_FLAG, CLI_AT(chat_opts, verbose)},
+    {.names = "--no-cache", .help = "evaluate the whole conversation every turn (for testing)", .kind = CLI_FLAG,
+     CLI_AT(chat_opts, no_cache)},
+};
+
+const cli_spec cli_spec_chat = {
+    .cmd = "chat",
+    .usage = "usage: kite chat [-m MODEL] [--chat-template NAME] [-s SYSTEM] [options]\n"
+             "\n"
+             "Chats with a model: each line of standard input is a user message, the\n"
+             "reply is printed as it is generated; end with Ctrl-D (EOF).  Without -m,\n"
+             "uses the bundled model (models/stories260K.gguf, not a chat model).\n",
+    CLI_TABLE(chat_opts_table, chat_opts),
+};
 
 /* The conversation: messages with owned copies of their text. */
 typedef struct conversation {
@@ -205,9 +174,9 @@ static size_t oldest_exchange_end(const conversation *c, size_t *start) {
 }
 
 int cmd_chat(int argc, char **argv) {
-    chat_opts o = {.n_predict = 256, .sp = kite_sampler_default_params()};
-    int rc = parse_args(argc, argv, &o);
-    if (rc) return rc < 0 ? 0 : rc;
+    chat_opts o = {.sp = kite_sampler_default_params()};
+    int rc = cli_parse(&cli_spec_chat, argc, argv, &o);
+    if (rc >= 0) return rc;
     if (!o.seed_set) o.sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
     if (!o.model) o.model = cli_default_model(argv[0]);
 

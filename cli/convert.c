@@ -20,31 +20,6 @@
 
 #define CMD "convert"
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: kite convert MODEL.bin --tokenizer TOK.bin -o OUT.gguf [--type f32|f16|bf16] [--name NAME]\n"
-            "       kite convert --tokenizer TOK.bin -o OUT.gguf [--vocab-size N] [--hparams SPEC] [--name NAME]\n"
-            "       kite convert --hf DIR -o OUT.gguf [--type f32|f16|bf16|q8_0] [--name NAME]   (see --hf --help)\n"
-            "\n"
-            "Converts a llama2.c checkpoint (legacy v0, v1 fp32 or v2 int8, auto-detected) and its\n"
-            "tokenizer .bin to a GGUF file for architecture \"llama\", following llama.cpp's\n"
-            "conventions (so llama.cpp can run it too).  Sizes are checked exactly against the file.\n"
-            "\n"
-            "  MODEL.bin            llama2.c model; omit it to write a vocab-only GGUF\n"
-            "  -z, --tokenizer TOK  llama2.c tokenizer .bin (required); in model mode it must have\n"
-            "                       exactly the model's vocab_size tokens\n"
-            "  -o, --output OUT     output GGUF path (written to a temporary file, then renamed)\n"
-            "  --type T             f32 (default), f16 or bf16 for the matrices; norm vectors stay f32\n"
-            "  --name NAME          general.name (default: the input file name without .bin)\n"
-            "\n"
-            "vocab-only mode (no MODEL.bin):\n"
-            "  --vocab-size N       read the first N tokens (default: read to the end of the file)\n"
-            "  --hparams SPEC       also write llama.* hyperparameters, which llama.cpp needs to load\n"
-            "                       a vocab-only file: DIM,HIDDEN,LAYERS,HEADS,KV_HEADS,CONTEXT or the\n"
-            "                       preset llama2-7b (= 4096,11008,32,32,32,4096)\n"
-            "  -h, --help           show this help\n");
-}
-
 static bool parse_hparams(const char *s, llama2c_hparams *h) {
     if (!strcmp(s, "llama2-7b")) {
         *h = (llama2c_hparams){4096, 11008, 32, 32, 32, 4096};
@@ -75,50 +50,80 @@ bad:
     return false;
 }
 
+typedef struct convert_opts {
+    llama2c_convert_params p;
+    llama2c_hparams hp;
+    const char *out;
+    bool have_vocab_size;
+} convert_opts;
+
+static int convert_hparams(const cli_opt *o, void *state, const char *cmd, const char *flag, char **vals, int n) {
+    convert_opts *c = state;
+    (void)o, (void)cmd, (void)flag, (void)n;
+    if (!parse_hparams(vals[0], &c->hp)) return -1;
+    c->p.hparams = &c->hp;
+    return 1;
+}
+
+/* MODEL.bin, at most once. */
+static int convert_arg(void *state, const char *cmd, int argc, char **argv, int *i) {
+    convert_opts *c = state;
+    const char *a = argv[*i];
+    (void)argc;
+    if (cli_is_option(a)) return cli_usage_error(cmd, "unknown option '%s'", a);
+    if (c->p.model_path) return cli_usage_error(cmd, "more than one MODEL.bin ('%s' and '%s')", c->p.model_path, a);
+    c->p.model_path = a;
+    return 0;
+}
+
+static const char *const out_type_names[] = {"f32", "f16", "bf16", NULL};
+static const int32_t out_type_values[] = {KITE_DTYPE_F32, KITE_DTYPE_F16, KITE_DTYPE_BF16};
+
+static const cli_opt convert_opts_table[] = {
+    {.names = "-z, --tokenizer", .arg = "TOK",
+     .help = "llama2.c tokenizer .bin (required); in model mode it must have\nexactly the model's vocab_size tokens",
+     .kind = CLI_STR, CLI_AT(convert_opts, p.tokenizer_path)},
+    {.names = "-o, --output", .arg = "OUT", .help = "output GGUF path (written to a temporary file, then renamed)",
+     .kind = CLI_STR, CLI_AT(convert_opts, out)},
+    {.names = "--type", .arg = "T", .help = "f32, f16 or bf16 for the matrices; norm vectors stay f32",
+     .kind = CLI_ENUM, CLI_AT(convert_opts, p.out_type), .choices = out_type_names, .values = out_type_values,
+     .def = "f32"},
+    {.names = "--name", .arg = "NAME", .help = "general.name", .kind = CLI_STR, CLI_AT(convert_opts, p.name),
+     .def_doc = "the input file name without .bin"},
+    {.kind = CLI_SECTION, .help = "vocab-only mode (no MODEL.bin):"},
+    {.names = "--vocab-size", .arg = "N", .help = "read the first N tokens", .kind = CLI_INT,
+     CLI_AT(convert_opts, p.vocab_size), .min = 1, .max = INT32_MAX - 1, CLI_SEEN(convert_opts, have_vocab_size),
+     .def_doc = "read to the end of the file"},
+    {.names = "--hparams", .arg = "SPEC",
+     .help = "also write llama.* hyperparameters, which llama.cpp needs to load\n"
+             "a vocab-only file: DIM,HIDDEN,LAYERS,HEADS,KV_HEADS,CONTEXT or the\n"
+             "preset llama2-7b (= 4096,11008,32,32,32,4096)",
+     .kind = CLI_FN, .nargs = 1, .fn = convert_hparams, .example = "llama2-7b"},
+};
+
+const cli_spec cli_spec_convert = {
+    .cmd = CMD,
+    .usage = "usage: kite convert MODEL.bin --tokenizer TOK.bin -o OUT.gguf [--type f32|f16|bf16] [--name NAME]\n"
+             "       kite convert --tokenizer TOK.bin -o OUT.gguf [--vocab-size N] [--hparams SPEC] [--name NAME]\n"
+             "       kite convert --hf DIR -o OUT.gguf [--type f32|f16|bf16|q8_0] [--name NAME]   (see --hf --help)\n"
+             "\n"
+             "Converts a llama2.c checkpoint (legacy v0, v1 fp32 or v2 int8, auto-detected) and its\n"
+             "tokenizer .bin to a GGUF file for architecture \"llama\", following llama.cpp's\n"
+             "conventions (so llama.cpp can run it too).  Sizes are checked exactly against the file.\n"
+             "MODEL.bin is the llama2.c model; omit it to write a vocab-only GGUF.\n",
+    CLI_TABLE(convert_opts_table, convert_opts),
+    .other = convert_arg,
+};
+
 int cmd_convert(int argc, char **argv) {
     /* Hugging Face directories: tools/convert/hf_cli.c parses its own flags. */
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--hf")) return hf_convert_cli(argc, argv);
-    llama2c_convert_params p = {.out_type = KITE_DTYPE_F32};
-    llama2c_hparams hp;
-    const char *out = NULL;
-    bool have_vocab_size = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "-z") || !strcmp(a, "--tokenizer")) {
-            if (!(p.tokenizer_path = cli_value(CMD, argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
-            if (!(out = cli_value(CMD, argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--name")) {
-            if (!(p.name = cli_value(CMD, argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--type")) {
-            const char *t = cli_value(CMD, argc, argv, &i);
-            if (!t) return 2;
-            if (!strcmp(t, "f32")) p.out_type = KITE_DTYPE_F32;
-            else if (!strcmp(t, "f16")) p.out_type = KITE_DTYPE_F16;
-            else if (!strcmp(t, "bf16")) p.out_type = KITE_DTYPE_BF16;
-            else return cli_usage_error(CMD, "--type: expected f32, f16 or bf16, got '%s'", t);
-        } else if (!strcmp(a, "--vocab-size")) {
-            const char *v = cli_value(CMD, argc, argv, &i);
-            int64_t n;
-            if (!v || !cli_parse_i64(CMD, "--vocab-size", v, 1, INT32_MAX - 1, &n)) return 2;
-            p.vocab_size = (int32_t)n;
-            have_vocab_size = true;
-        } else if (!strcmp(a, "--hparams")) {
-            const char *v = cli_value(CMD, argc, argv, &i);
-            if (!v || !parse_hparams(v, &hp)) return 2;
-            p.hparams = &hp;
-        } else if (a[0] == '-' && a[1] != '\0') {
-            return cli_usage_error(CMD, "unknown option '%s'", a);
-        } else if (!p.model_path) {
-            p.model_path = a;
-        } else {
-            return cli_usage_error(CMD, "more than one MODEL.bin ('%s' and '%s')", p.model_path, a);
-        }
-    }
+    if (cli_find_arg(argc, argv, "--hf")) return hf_convert_cli(argc, argv);
+    convert_opts o = {0};
+    int prc = cli_parse(&cli_spec_convert, argc, argv, &o);
+    if (prc >= 0) return prc;
+    llama2c_convert_params p = o.p;
+    const char *out = o.out;
+    const bool have_vocab_size = o.have_vocab_size;
     if (!p.tokenizer_path) return cli_usage_error(CMD, "--tokenizer TOK.bin is required");
     if (!out) return cli_usage_error(CMD, "-o OUT.gguf is required");
     if (p.model_path && (have_vocab_size || p.hparams))

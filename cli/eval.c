@@ -18,54 +18,51 @@
 #include "eval/eval.h"
 #include "kite.h"
 
-static const char *const eval_usage =
-    "usage: kite eval [-m MODEL] --task FILE.jsonl [options]\n"
-    "\n"
-    "Multiple-choice evaluation by log-likelihood.  Each line of FILE is a JSON\n"
-    "object {\"context\": \"...\", \"endings\": [\"...\", ...], \"label\": K}.  Every ending\n"
-    "is scored by the sum of the log-probabilities of its tokens given BOS + the\n"
-    "context (endings normally start with a space); acc counts items whose best\n"
-    "ending is the label, acc_norm does the same after dividing each score by the\n"
-    "ending's length in characters (as lm-evaluation-harness does).  See docs/eval.md.\n"
-    "\n"
-    "  -m, --model FILE   GGUF model (default: the bundled model)\n"
-    "      --task FILE    JSON-lines task file (required)\n"
-    "  -c, --ctx N        context window (default: the model's training context)\n"
-    "  -t, --threads N    worker threads (default: all CPUs)\n"
-    "      --json         end stdout with one line {\"items\", \"acc\", \"acc_norm\", ...}\n"
-    "  -q, --quiet        no per-item lines on stderr\n"
-    "  -h, --help         this text\n";
+typedef struct eval_opts {
+    const char *model, *task;
+    int64_t n_ctx, n_threads;
+    bool json, quiet;
+} eval_opts;
+
+static const cli_opt eval_opts_table[] = {
+    {.names = "-m, --model", .arg = "FILE", .help = "GGUF model", .kind = CLI_STR, CLI_AT(eval_opts, model),
+     .def_doc = "the bundled model"},
+    {.names = "--task", .arg = "FILE", .help = "JSON-lines task file (required)", .kind = CLI_STR,
+     CLI_AT(eval_opts, task)},
+    {.names = "-c, --ctx", .arg = "N", .help = "context window", .kind = CLI_INT, CLI_AT(eval_opts, n_ctx), .min = 2,
+     .max = 1 << 24, .def_doc = "the model's training context"},
+    {.names = "-t, --threads", .arg = "N", .help = "worker threads", .kind = CLI_INT, CLI_AT(eval_opts, n_threads),
+     .min = 1, .max = 1024, .def_doc = "all CPUs"},
+    {.names = "--json", .help = "end stdout with one line {\"items\", \"acc\", \"acc_norm\", ...}", .kind = CLI_FLAG,
+     CLI_AT(eval_opts, json)},
+    {.names = "-q, --quiet", .help = "no per-item lines on stderr", .kind = CLI_FLAG, CLI_AT(eval_opts, quiet)},
+};
+
+const cli_spec cli_spec_eval = {
+    .cmd = "eval",
+    .usage = "usage: kite eval [-m MODEL] --task FILE.jsonl [options]\n"
+             "\n"
+             "Multiple-choice evaluation by log-likelihood.  Each line of FILE is a JSON\n"
+             "object {\"context\": \"...\", \"endings\": [\"...\", ...], \"label\": K}.  Every ending\n"
+             "is scored by the sum of the log-probabilities of its tokens given BOS + the\n"
+             "context (endings normally start with a space); acc counts items whose best\n"
+             "ending is the label, acc_norm does the same after dividing each score by the\n"
+             "ending's length in characters (as lm-evaluation-harness does).  See docs/eval.md.\n",
+    CLI_TABLE(eval_opts_table, eval_opts),
+    .unknown = "unknown argument",
+};
 
 /* Standard error of an accuracy p over n items (binomial). */
 static double acc_err(double p, int32_t n) { return n > 1 ? sqrt(p * (1.0 - p) / (double)(n - 1)) : 0.0; }
 
 int cmd_eval(int argc, char **argv) {
-    const char *model_path = NULL, *task_path = NULL;
-    int64_t n_ctx = 0, n_threads = 0;
-    bool json = false, quiet = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            fputs(eval_usage, stdout);
-            return 0;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!(model_path = cli_value("eval", argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--task")) {
-            if (!(task_path = cli_value("eval", argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) {
-            if (!(v = cli_value("eval", argc, argv, &i)) || !cli_parse_i64("eval", a, v, 2, 1 << 24, &n_ctx)) return 2;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!(v = cli_value("eval", argc, argv, &i)) || !cli_parse_i64("eval", a, v, 1, 1024, &n_threads)) return 2;
-        } else if (!strcmp(a, "--json")) {
-            json = true;
-        } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
-            quiet = true;
-        } else {
-            return cli_usage_error("eval", "unknown argument '%s'", a);
-        }
-    }
-    if (!task_path) return cli_usage_error("eval", "missing --task FILE");
-    if (!model_path) model_path = cli_default_model(argv[0]);
+    eval_opts o = {0};
+    int rc = cli_parse(&cli_spec_eval, argc, argv, &o);
+    if (rc >= 0) return rc;
+    if (!o.task) return cli_usage_error("eval", "missing --task FILE");
+    const char *model_path = o.model ? o.model : cli_default_model(argv[0]), *task_path = o.task;
+    const int64_t n_ctx = o.n_ctx, n_threads = o.n_threads;
+    const bool json = o.json, quiet = o.quiet;
 
     int status = 1;
     eval_mc_task task = {0};

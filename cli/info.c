@@ -23,17 +23,35 @@
 #define INFO_SHORT_ARRAY 8 /* arrays up to this length are shown whole */
 #define INFO_ARRAY_HEAD 3  /* elements shown of longer arrays */
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: kite info FILE [--no-tensors]\n"
-            "\n"
-            "Validates a GGUF file and prints its version, counts, alignment, every\n"
-            "metadata key with type and value, and the tensor table (name, type,\n"
-            "shape, offset, bytes) with totals.\n"
-            "\n"
-            "  --no-tensors   omit the tensor table (totals are still printed)\n"
-            "  -h, --help     show this help\n");
+typedef struct info_opts {
+    const char *path;
+    bool no_tensors;
+} info_opts;
+
+static int info_arg(void *state, const char *cmd, int argc, char **argv, int *i) {
+    info_opts *o = state;
+    (void)argc;
+    if (cli_is_option(argv[*i])) return cli_usage_error(cmd, "unknown option '%s'", argv[*i]);
+    if (o->path) return cli_usage_error(cmd, "more than one FILE given");
+    o->path = argv[*i];
+    return 0;
 }
+
+static const cli_opt info_opts_table[] = {
+    {.names = "--no-tensors", .help = "omit the tensor table (totals are still printed)", .kind = CLI_FLAG,
+     CLI_AT(info_opts, no_tensors)},
+};
+
+const cli_spec cli_spec_info = {
+    .cmd = "info",
+    .usage = "usage: kite info FILE [--no-tensors]\n"
+             "\n"
+             "Validates a GGUF file and prints its version, counts, alignment, every\n"
+             "metadata key with type and value, and the tensor table (name, type,\n"
+             "shape, offset, bytes) with totals.\n",
+    CLI_TABLE(info_opts_table, info_opts),
+    .other = info_arg,
+};
 
 /* Prints s quoted and escaped, at most max bytes (cut at a UTF-8 boundary). */
 static void print_str(gguf_str s, uint64_t max) {
@@ -145,23 +163,12 @@ static void print_tensor(uint64_t i, const gguf_tensor *t, int name_w) {
 }
 
 int cmd_info(int argc, char **argv) {
-    const char *path = NULL;
-    bool tensors = true;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "--no-tensors")) {
-            tensors = false;
-        } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
-            return cli_usage_error("info", "unknown option '%s'", argv[i]);
-        } else if (path) {
-            return cli_usage_error("info", "more than one FILE given");
-        } else {
-            path = argv[i];
-        }
-    }
-    if (!path) return cli_usage_error("info", "missing FILE");
+    info_opts o = {0};
+    int rc = cli_parse(&cli_spec_info, argc, argv, &o);
+    if (rc >= 0) return rc;
+    if (!o.path) return cli_usage_error("info", "missing FILE");
+    const char *path = o.path;
+    const bool tensors = !o.no_tensors;
 
     gguf_ctx *g = NULL;
     if (gguf_open(path, NULL, &g) != KITE_OK) {

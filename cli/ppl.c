@@ -18,40 +18,69 @@
 #include "config/config.h"
 #include "eval/eval.h"
 #include "kite.h"
-#include "tensor/dtype.h"
 
-static const char *const ppl_usage =
-    "usage: kite ppl [-m MODEL] -f TEXT [options]\n"
-    "\n"
-    "Perplexity of MODEL on the text file TEXT ('-' = standard input).  The text is\n"
-    "tokenized once and cut into consecutive, non-overlapping windows of CTX tokens;\n"
-    "each window starts with BOS when the model has one (BOS + CTX-1 text tokens).\n"
-    "Scoring: every token after the first of each window is scored (each text token\n"
-    "exactly once), as in shared/golden/stories260K-ppl.json; --half scores only the\n"
-    "second half of full windows, like llama.cpp's perplexity tool.  Log-softmax and\n"
-    "sums are in double precision.  See docs/eval.md.\n"
-    "\n"
-    "  -m, --model FILE      GGUF model (default: the bundled model)\n"
-    "  -f, --file TEXT       text file to score (required)\n"
-    "  -c, --ctx N           window length in tokens, BOS included (default 128, or the\n"
-    "                        model's training context if smaller; at most that context)\n"
-    "  -b, --batch N         tokens per forward pass (default: a whole window)\n"
-    "  -t, --threads N       worker threads (default: all CPUs)\n"
-    "      --kv-type T       KV cache type: f32 (default), f16, q8_0, q4_0 (compare\n"
-    "                        with --kld-base against an f32 run)\n"
-    "      --half            score only the second half of each full window (llama.cpp)\n"
-    "      --docs SEP        split the text on the string SEP into documents (each\n"
-    "                        stripped of surrounding whitespace, empty ones skipped);\n"
-    "                        one window per document, truncated to CTX tokens\n"
-    "      --save-logits F   write the log-probabilities of the scored positions to F\n"
-    "                        (binary, format in docs/eval.md)\n"
-    "      --kld-base F      compare with F (written by --save-logits, normally from\n"
-    "                        the F32 model, on the same text with the same options):\n"
-    "                        mean KL(base || this), its standard error, top-1 agreement\n"
-    "                        and the ppl difference\n"
-    "      --json            end stdout with one line {\"ppl\", \"nll\", \"tokens\", \"kld\", \"top1\"}\n"
-    "  -q, --quiet           no per-window progress lines\n"
-    "  -h, --help            this text\n";
+typedef struct ppl_opts {
+    const char *model, *text, *save, *base, *docs;
+    int64_t n_ctx, n_batch, n_threads;
+    int32_t kv_type; /* enum kite_kv_type */
+    bool json, half, quiet;
+} ppl_opts;
+
+static int check_docs(const cli_opt *o, void *state, const char *cmd, const char *flag, char **vals, int n) {
+    (void)o, (void)state, (void)flag, (void)n;
+    if (!*vals[0]) return cli_usage_error(cmd, "--docs needs a non-empty separator"), -1;
+    return 1;
+}
+
+static const cli_opt ppl_opts_table[] = {
+    {.names = "-m, --model", .arg = "FILE", .help = "GGUF model", .kind = CLI_STR, CLI_AT(ppl_opts, model),
+     .def_doc = "the bundled model"},
+    {.names = "-f, --file", .arg = "TEXT", .help = "text file to score (required)", .kind = CLI_STR,
+     CLI_AT(ppl_opts, text)},
+    {.names = "-c, --ctx", .arg = "N", .help = "window length in tokens, BOS included (default 128, or the\n"
+                                             "model's training context if smaller; at most that context)",
+     .kind = CLI_INT, CLI_AT(ppl_opts, n_ctx), .min = 2, .max = 1 << 24},
+    {.names = "-b, --batch", .arg = "N", .help = "tokens per forward pass", .kind = CLI_INT,
+     CLI_AT(ppl_opts, n_batch), .min = 1, .max = 1 << 24, .def_doc = "a whole window"},
+    {.names = "-t, --threads", .arg = "N", .help = "worker threads", .kind = CLI_INT, CLI_AT(ppl_opts, n_threads),
+     .min = 1, .max = 1024, .def_doc = "all CPUs"},
+    CLI_OPT_KV_TYPE(ppl_opts, kv_type, "KV cache type: f32, f16, q8_0 or q4_0 (compare\n"
+                                       "with --kld-base against an f32 run)"),
+    {.names = "--half", .help = "score only the second half of each full window (llama.cpp)", .kind = CLI_FLAG,
+     CLI_AT(ppl_opts, half)},
+    {.names = "--docs", .arg = "SEP",
+     .help = "split the text on the string SEP into documents (each\n"
+             "stripped of surrounding whitespace, empty ones skipped);\n"
+             "one window per document, truncated to CTX tokens",
+     .kind = CLI_STR, CLI_AT(ppl_opts, docs), .fn = check_docs, .example = "==="},
+    {.names = "--save-logits", .arg = "F",
+     .help = "write the log-probabilities of the scored positions to F\n(binary, format in docs/eval.md)",
+     .kind = CLI_STR, CLI_AT(ppl_opts, save)},
+    {.names = "--kld-base", .arg = "F",
+     .help = "compare with F (written by --save-logits, normally from\n"
+             "the F32 model, on the same text with the same options):\n"
+             "mean KL(base || this), its standard error, top-1 agreement\n"
+             "and the ppl difference",
+     .kind = CLI_STR, CLI_AT(ppl_opts, base)},
+    {.names = "--json", .help = "end stdout with one line {\"ppl\", \"nll\", \"tokens\", \"kld\", \"top1\"}",
+     .kind = CLI_FLAG, CLI_AT(ppl_opts, json)},
+    {.names = "-q, --quiet", .help = "no per-window progress lines", .kind = CLI_FLAG, CLI_AT(ppl_opts, quiet)},
+};
+
+const cli_spec cli_spec_ppl = {
+    .cmd = "ppl",
+    .usage = "usage: kite ppl [-m MODEL] -f TEXT [options]\n"
+             "\n"
+             "Perplexity of MODEL on the text file TEXT ('-' = standard input).  The text is\n"
+             "tokenized once and cut into consecutive, non-overlapping windows of CTX tokens;\n"
+             "each window starts with BOS when the model has one (BOS + CTX-1 text tokens).\n"
+             "Scoring: every token after the first of each window is scored (each text token\n"
+             "exactly once), as in shared/golden/stories260K-ppl.json; --half scores only the\n"
+             "second half of full windows, like llama.cpp's perplexity tool.  Log-softmax and\n"
+             "sums are in double precision.  See docs/eval.md.\n",
+    CLI_TABLE(ppl_opts_table, ppl_opts),
+    .unknown = "unknown argument",
+};
 
 /* Reads a whole file ('-' = stdin) into a malloc'd buffer. NULL on error. */
 static char *read_all(const char *path, size_t *len) {
@@ -95,8 +124,10 @@ static int plan_text(eval_plan *p, const kite_model *m, const char *text, size_t
     return rc;
 }
 
-/* --docs: one plan_text per stripped, non-empty piece between separators. */
+/* --docs: one plan_text per stripped, non-empty piece between separators;
+ * sep NULL: the whole text. */
 static int plan_docs(eval_plan *p, const kite_model *m, const char *text, size_t len, const char *sep) {
+    if (!sep) return plan_text(p, m, text, len);
     const size_t sl = strlen(sep);
     size_t pos = 0;
     while (pos <= len) {
@@ -138,51 +169,69 @@ static void on_window(void *user, int32_t w, int32_t n_windows, const eval_stats
     fputc('\n', stderr);
 }
 
-int cmd_ppl(int argc, char **argv) {
-    const char *model_path = NULL, *text_path = NULL, *save_path = NULL, *base_path = NULL, *docs_sep = NULL;
-    int64_t n_ctx = 0, n_batch = 0, n_threads = 0;
-    bool json = false, half = false, quiet = false;
-    int32_t kv_type = KITE_KV_F32; /* --kv-type */
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            fputs(ppl_usage, stdout);
-            return 0;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!(model_path = cli_value("ppl", argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
-            if (!(text_path = cli_value("ppl", argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) {
-            if (!(v = cli_value("ppl", argc, argv, &i)) || !cli_parse_i64("ppl", a, v, 2, 1 << 24, &n_ctx)) return 2;
-        } else if (!strcmp(a, "-b") || !strcmp(a, "--batch")) {
-            if (!(v = cli_value("ppl", argc, argv, &i)) || !cli_parse_i64("ppl", a, v, 1, 1 << 24, &n_batch)) return 2;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!(v = cli_value("ppl", argc, argv, &i)) || !cli_parse_i64("ppl", a, v, 1, 1024, &n_threads)) return 2;
-        } else if (!strcmp(a, "--kv-type")) {
-            if (!(v = cli_value("ppl", argc, argv, &i))) return 2;
-            kv_type = (int32_t)dtype_from_name(v);
-            if (kv_type != KITE_KV_F32 && kv_type != KITE_KV_F16 && kv_type != KITE_KV_Q8_0 && kv_type != KITE_KV_Q4_0)
-                return cli_usage_error("ppl", "--kv-type: expected f32, f16, q8_0 or q4_0, got '%s'", v);
-        } else if (!strcmp(a, "--save-logits")) {
-            if (!(save_path = cli_value("ppl", argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--kld-base")) {
-            if (!(base_path = cli_value("ppl", argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--docs")) {
-            if (!(docs_sep = cli_value("ppl", argc, argv, &i))) return 2;
-            if (!*docs_sep) return cli_usage_error("ppl", "--docs needs a non-empty separator");
-        } else if (!strcmp(a, "--half")) {
-            half = true;
-        } else if (!strcmp(a, "--json")) {
-            json = true;
-        } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
-            quiet = true;
-        } else {
-            return cli_usage_error("ppl", "unknown argument '%s'", a);
+/* --kld-base: opens the reference and checks it matches this run; --save-logits:
+ * creates the output.  Returns 0, or 1 after printing the error. */
+static int open_logits(const ppl_opts *o, const kite_model_info *info, int64_t n_ctx, uint32_t flags,
+                       const eval_plan *plan, const kite_token *targets, eval_logits_reader **base,
+                       eval_logits_writer **save) {
+    if (o->base && (eval_logits_read_open(o->base, base) != KITE_OK ||
+                    eval_logits_read_match(*base, (uint32_t)info->n_vocab, (uint32_t)n_ctx, flags, targets,
+                                           (uint64_t)plan->n_scored) != KITE_OK)) {
+        fprintf(stderr, "kite ppl: %s\n", kite_last_error());
+        return 1;
+    }
+    if (o->save) {
+        eval_logits_header h = {.n_vocab = (uint32_t)info->n_vocab, .n_ctx = (uint32_t)n_ctx, .flags = flags,
+                                .n_tokens = (uint64_t)plan->n_scored};
+        if (eval_logits_write_open(o->save, &h, targets, save) != KITE_OK) {
+            fprintf(stderr, "kite ppl: %s\n", kite_last_error());
+            return 1;
         }
     }
+    return 0;
+}
+
+/* The summary on stdout (and the --json line). */
+static void report(const ppl_opts *o, const kite_model_info *info, const eval_plan *plan, const eval_stats *s,
+                   int n_threads, int64_t n_ctx, bool has_base) {
+    const double ppl = eval_stats_ppl(s), nll = eval_stats_mean_nll(s);
+    printf("model: %s (%s, %d threads)\n", o->model, info->name, n_threads);
+    printf("text: %s: %lld tokens, %d windows of %lld, %lld scored (%s)", o->text, (long long)plan->n_text,
+           plan->n_windows, (long long)n_ctx, (long long)plan->n_scored,
+           o->half ? "second half of each full window" : "every token after the first of each window");
+    if (plan->n_truncated) printf(", %lld cut by --docs truncation", (long long)plan->n_truncated);
+    printf("\nppl = %.6f +/- %.6f   (mean NLL %.6f nats)\n", ppl, eval_stats_ppl_err(s), nll);
+    if (has_base) {
+        const double bppl = eval_stats_base_ppl(s);
+        printf("base ppl = %.6f   delta ppl = %+.6f (%+.4f%%)\n", bppl, ppl - bppl, 100.0 * (ppl - bppl) / bppl);
+        printf("KLD(base || this) = %.6g +/- %.6g nats   top-1 agreement = %.3f%%\n", eval_stats_kld_mean(s),
+               eval_stats_kld_err(s), eval_stats_top1(s));
+    }
+    if (o->save) printf("saved: %s (%lld rows x %d)\n", o->save, (long long)plan->n_scored, info->n_vocab);
+    if (o->json) {
+        fputs("{\"ppl\": ", stdout);
+        json_num(ppl);
+        fputs(", \"nll\": ", stdout);
+        json_num(nll);
+        printf(", \"tokens\": %lld, \"kld\": ", (long long)s->n);
+        json_num(has_base ? eval_stats_kld_mean(s) : NAN);
+        fputs(", \"top1\": ", stdout);
+        json_num(has_base ? eval_stats_top1(s) : NAN);
+        fputs("}\n", stdout);
+    }
+}
+
+int cmd_ppl(int argc, char **argv) {
+    ppl_opts args = {0};
+    int prc = cli_parse(&cli_spec_ppl, argc, argv, &args);
+    if (prc >= 0) return prc;
+    const char *model_path = args.model, *text_path = args.text;
+    const char *docs_sep = args.docs;
+    int64_t n_ctx = args.n_ctx, n_batch = args.n_batch;
+    const bool half = args.half;
     if (!text_path) return cli_usage_error("ppl", "missing -f TEXT");
     if (half && docs_sep) return cli_usage_error("ppl", "--half and --docs cannot be combined");
-    if (!model_path) model_path = cli_default_model(argv[0]);
+    if (!model_path) model_path = args.model = cli_default_model(argv[0]);
 
     int status = 1;
     kite_model *model = NULL;
@@ -216,8 +265,7 @@ int cmd_ppl(int argc, char **argv) {
     const uint32_t flags = (bos >= 0 ? EVAL_PLAN_BOS : 0u) | (half ? EVAL_PLAN_HALF : 0u) |
                            (docs_sep ? EVAL_PLAN_DOCS : 0u);
     int rc = eval_plan_init(&plan, (int32_t)n_ctx, flags, bos);
-    if (rc == KITE_OK)
-        rc = docs_sep ? plan_docs(&plan, model, text, text_len, docs_sep) : plan_text(&plan, model, text, text_len);
+    if (rc == KITE_OK) rc = plan_docs(&plan, model, text, text_len, docs_sep);
     if (rc != KITE_OK) {
         fprintf(stderr, "kite ppl: %s\n", kite_last_error());
         goto done;
@@ -232,25 +280,11 @@ int cmd_ppl(int argc, char **argv) {
         goto done;
     }
     eval_plan_targets(&plan, targets);
-    if (base_path &&
-        ((rc = eval_logits_read_open(base_path, &base)) != KITE_OK ||
-         (rc = eval_logits_read_match(base, (uint32_t)info.n_vocab, (uint32_t)n_ctx, flags, targets,
-                                      (uint64_t)plan.n_scored)) != KITE_OK)) {
-        fprintf(stderr, "kite ppl: %s\n", kite_last_error());
-        goto done;
-    }
-    if (save_path) {
-        eval_logits_header h = {.n_vocab = (uint32_t)info.n_vocab, .n_ctx = (uint32_t)n_ctx, .flags = flags,
-                                .n_tokens = (uint64_t)plan.n_scored};
-        if (eval_logits_write_open(save_path, &h, targets, &save) != KITE_OK) {
-            fprintf(stderr, "kite ppl: %s\n", kite_last_error());
-            goto done;
-        }
-    }
+    if (open_logits(&args, &info, n_ctx, flags, &plan, targets, &base, &save)) goto done;
     kite_ctx_params cp = kite_ctx_default_params();
     cp.n_ctx = (int32_t)n_ctx;
-    cp.n_threads = (int32_t)n_threads;
-    cp.kv_type = kv_type;
+    cp.n_threads = (int32_t)args.n_threads;
+    cp.kv_type = args.kv_type;
     if (kite_ctx_new(model, &cp, &ctx) != KITE_OK) {
         fprintf(stderr, "kite ppl: %s\n", kite_last_error());
         goto done;
@@ -258,7 +292,7 @@ int cmd_ppl(int argc, char **argv) {
     fprintf(stderr, "kite ppl: %s: %lld tokens, %d windows of %lld (%s), %lld scored%s\n", text_path,
             (long long)plan.n_text, plan.n_windows, (long long)n_ctx, bos >= 0 ? "BOS first" : "no BOS",
             (long long)plan.n_scored, half ? " (second halves)" : "");
-    progress pr = {.quiet = quiet, .kld = base != NULL};
+    progress pr = {.quiet = args.quiet, .kld = base != NULL};
     eval_ppl_opts o = {.n_vocab = info.n_vocab, .n_batch = (int32_t)n_batch, .save = save, .base = base,
                        .on_window = on_window, .user = &pr};
     eval_stats s;
@@ -275,31 +309,7 @@ int cmd_ppl(int argc, char **argv) {
         }
     }
 
-    const double ppl = eval_stats_ppl(&s), nll = eval_stats_mean_nll(&s);
-    printf("model: %s (%s, %d threads)\n", model_path, info.name, kite_ctx_n_threads(ctx));
-    printf("text: %s: %lld tokens, %d windows of %lld, %lld scored (%s)", text_path, (long long)plan.n_text,
-           plan.n_windows, (long long)n_ctx, (long long)plan.n_scored,
-           half ? "second half of each full window" : "every token after the first of each window");
-    if (plan.n_truncated) printf(", %lld cut by --docs truncation", (long long)plan.n_truncated);
-    printf("\nppl = %.6f +/- %.6f   (mean NLL %.6f nats)\n", ppl, eval_stats_ppl_err(&s), nll);
-    if (base) {
-        const double bppl = eval_stats_base_ppl(&s);
-        printf("base ppl = %.6f   delta ppl = %+.6f (%+.4f%%)\n", bppl, ppl - bppl, 100.0 * (ppl - bppl) / bppl);
-        printf("KLD(base || this) = %.6g +/- %.6g nats   top-1 agreement = %.3f%%\n", eval_stats_kld_mean(&s),
-               eval_stats_kld_err(&s), eval_stats_top1(&s));
-    }
-    if (save_path) printf("saved: %s (%lld rows x %d)\n", save_path, (long long)plan.n_scored, info.n_vocab);
-    if (json) {
-        fputs("{\"ppl\": ", stdout);
-        json_num(ppl);
-        fputs(", \"nll\": ", stdout);
-        json_num(nll);
-        printf(", \"tokens\": %lld, \"kld\": ", (long long)s.n);
-        json_num(base ? eval_stats_kld_mean(&s) : NAN);
-        fputs(", \"top1\": ", stdout);
-        json_num(base ? eval_stats_top1(&s) : NAN);
-        fputs("}\n", stdout);
-    }
+    report(&args, &info, &plan, &s, kite_ctx_n_threads(ctx), n_ctx, base != NULL);
     status = fflush(stdout) == 0 ? 0 : 1;
 done:
     eval_logits_write_abort(save);

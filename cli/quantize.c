@@ -25,93 +25,94 @@
 
 #define CMD "quantize"
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: kite quantize -m IN.gguf -o OUT.gguf --type TYPE [--method rtn|gptq|awq] [--mix MIX]\n"
-            "                     [--calib TEXT] [--calib-tokens N] [--group 32|64|128] [--bits N]\n"
-            "                     [--act-order] [--damp F] [--allow-requantize] [-t THREADS]\n"
-            "\n"
-            "Re-encodes the weight matrices of a GGUF model.  rtn (default): round to nearest with\n"
-            "kite's reference quantizers, byte-identical to llama.cpp's; norms and metadata are copied.\n"
-            "gptq / awq: calibrated on TEXT, results stored in the same standard block types.\n"
-            "\n"
-            "  -m, --model F      input model (f32/f16/bf16; quantized input needs --allow-requantize)\n"
-            "  -o, --output F     output path (written to a temporary file, then renamed)\n"
-            "  --type TYPE        every matrix gets TYPE: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k\n"
-            "                     q3_k q4_k q5_k q6_k iq4_nl iq4_xs tq1_0 tq2_0; or a mix name (below)\n"
-            "  --mix MIX          llama.cpp's per-tensor recipe of that ftype (attn_v, ffn_down and\n"
-            "                     output get more bits): %s\n"
-            "  --method M         rtn (default); gptq: error compensation with calibration Hessians\n"
-            "                     (q4_0 q4_1 q5_0 q5_1 q8_0 q3_k matrices; others rtn); awq: activation-aware\n"
-            "                     scales folded into the norms / wv / w_up, then rtn (any type)\n"
-            "                     smoothquant | outliers: W8A8 paths, see --method smoothquant --help\n"
-            "                     (kite types w8a8, llm_int8: docs/quantization-w8a8.md)\n"
-            "  --calib TEXT       calibration text file (required by gptq and awq)\n"
-            "  --calib-tokens N   calibration tokens used (default %d)\n"
-            "  --group G          q4_0..q8_0: one scale per G = 32 (default), 64 or 128 weights (the\n"
-            "                     same scale stored in each 32-block: standard file, block-type size)\n"
-            "  --bits N           q4_0/q4_1 (2..3) and q5_0/q5_1 (2..4): a grid of 2^N levels in the\n"
-            "                     standard blocks (quality of N bits, size of the container type)\n"
-            "  --act-order        gptq: quantize columns by descending Hessian diagonal\n"
-            "  --damp F           gptq: dampening, fraction of the mean Hessian diagonal (default 0.01)\n"
-            "  --allow-requantize accept already-quantized input (loses quality)\n"
-            "  -t, --threads N    worker threads (default: all online CPUs); no effect on the output\n"
-            "  -h, --help         show this help\n"
-            "\n"
-            "Rows whose length is not a multiple of the type's block fall back to a type that fits\n"
-            "(llama.cpp's rules: q4_k->q5_0, q5_k->q5_1, q6_k->q8_0, ..., else f16); each fallback is\n"
-            "printed.  docs/quantize.md has the tables; docs/quantization.md the methods.\n",
-            quant_recipe_list(), QUANT_CALIB_TOKENS_DEFAULT);
+typedef struct quantize_opts {
+    const char *in, *out, *type, *mix, *method, *calib;
+    int64_t threads, calib_tokens, group, bits;
+    float damp;
+    bool allow_requant, act_order;
+} quantize_opts;
+
+static int check_group(const cli_opt *o, void *state, const char *cmd, const char *flag, char **vals, int n) {
+    const int64_t group = ((const quantize_opts *)state)->group;
+    (void)o, (void)flag, (void)vals, (void)n;
+    if (group != 32 && group != 64 && group != 128) {
+        cli_usage_error(cmd, "--group: %" PRId64 " is not 32, 64 or 128", group);
+        return -1;
+    }
+    return 1;
 }
 
+static const cli_opt quantize_opts_table[] = {
+    {.names = "-m, --model", .arg = "F", .help = "input model (f32/f16/bf16; quantized input needs --allow-requantize)",
+     .kind = CLI_STR, CLI_AT(quantize_opts, in)},
+    {.names = "-o, --output", .arg = "F", .help = "output path (written to a temporary file, then renamed)",
+     .kind = CLI_STR, CLI_AT(quantize_opts, out)},
+    {.names = "--type", .arg = "TYPE",
+     .help = "every matrix gets TYPE: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k\n"
+             "q3_k q4_k q5_k q6_k iq4_nl iq4_xs tq1_0 tq2_0; or a mix name (--mix)",
+     .kind = CLI_STR, CLI_AT(quantize_opts, type)},
+    {.names = "--mix", .arg = "MIX",
+     .help = "llama.cpp's per-tensor recipe of that ftype (attn_v, ffn_down and\noutput get more bits): %s",
+     .choices_fn = quant_recipe_list, .kind = CLI_STR, CLI_AT(quantize_opts, mix)},
+    {.names = "--method", .arg = "M",
+     .help = "rtn; gptq: error compensation with calibration Hessians\n"
+             "(q4_0 q4_1 q5_0 q5_1 q8_0 q3_k matrices; others rtn); awq: activation-aware\n"
+             "scales folded into the norms / wv / w_up, then rtn (any type)\n"
+             "smoothquant | outliers: W8A8 paths, see --method smoothquant --help\n"
+             "(kite types w8a8, llm_int8: docs/quantization-w8a8.md)",
+     .kind = CLI_STR, CLI_AT(quantize_opts, method), .def = "rtn"},
+    {.names = "--calib", .arg = "TEXT", .help = "calibration text file (required by gptq and awq)", .kind = CLI_STR,
+     CLI_AT(quantize_opts, calib)},
+    {.names = "--calib-tokens", .arg = "N", .help = "calibration tokens used", .kind = CLI_INT,
+     CLI_AT(quantize_opts, calib_tokens), .min = 1, .max = INT64_C(1) << 32,
+     .def_doc = CLI_XSTR(QUANT_CALIB_TOKENS_DEFAULT)},
+    {.names = "--group", .arg = "G",
+     .help = "q4_0..q8_0: one scale per G = 32, 64 or 128 weights (the\n"
+             "same scale stored in each 32-block: standard file, block-type size)",
+     .kind = CLI_INT, CLI_AT(quantize_opts, group), .min = 32, .max = 128, .fn = check_group, .example = "64",
+     .def_doc = "32"},
+    {.names = "--bits", .arg = "N",
+     .help = "q4_0/q4_1 (2..3) and q5_0/q5_1 (2..4): a grid of 2^N levels in the\n"
+             "standard blocks (quality of N bits, size of the container type)",
+     .kind = CLI_INT, CLI_AT(quantize_opts, bits), .min = 2, .max = 8},
+    {.names = "--act-order", .help = "gptq: quantize columns by descending Hessian diagonal", .kind = CLI_FLAG,
+     CLI_AT(quantize_opts, act_order)},
+    {.names = "--damp", .arg = "F", .help = "gptq: dampening, fraction of the mean Hessian diagonal",
+     .kind = CLI_FLOAT, CLI_AT(quantize_opts, damp), .fmin = 1e-6f, .fmax = 10.0f, .def_doc = "0.01"},
+    {.names = "--allow-requantize", .help = "accept already-quantized input (loses quality)", .kind = CLI_FLAG,
+     CLI_AT(quantize_opts, allow_requant)},
+    {.names = "-t, --threads", .arg = "N", .help = "worker threads; no effect on the output", .kind = CLI_INT,
+     CLI_AT(quantize_opts, threads), .min = 0, .max = 1024, .def_doc = "all online CPUs"},
+};
+
+const cli_spec cli_spec_quantize = {
+    .cmd = CMD,
+    .usage = "usage: kite quantize -m IN.gguf -o OUT.gguf --type TYPE [--method rtn|gptq|awq] [--mix MIX]\n"
+             "                     [--calib TEXT] [--calib-tokens N] [--group 32|64|128] [--bits N]\n"
+             "                     [--act-order] [--damp F] [--allow-requantize] [-t THREADS]\n"
+             "\n"
+             "Re-encodes the weight matrices of a GGUF model.  rtn (default): round to nearest with\n"
+             "kite's reference quantizers, byte-identical to llama.cpp's; norms and metadata are copied.\n"
+             "gptq / awq: calibrated on TEXT, results stored in the same standard block types.\n",
+    .epilog = "Rows whose length is not a multiple of the type's block fall back to a type that fits\n"
+              "(llama.cpp's rules: q4_k->q5_0, q5_k->q5_1, q6_k->q8_0, ..., else f16); each fallback is\n"
+              "printed.  docs/quantize.md has the tables; docs/quantization.md the methods.\n",
+    CLI_TABLE(quantize_opts_table, quantize_opts),
+};
+
 int cmd_quantize(int argc, char **argv) {
-    const char *in = NULL, *out = NULL, *type = NULL, *mix = NULL, *method = "rtn", *calib = NULL;
-    int64_t threads = 0, calib_tokens = 0, group = 0, bits = 0;
-    float damp = 0.0f;
-    bool allow_requant = false, act_order = false;
     /* --- W8A8 hook (quantize_w8.c): SmoothQuant and the outlier test model --- */
     for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--method") && (!strcmp(argv[i + 1], "smoothquant") || !strcmp(argv[i + 1], "outliers")))
             return cmd_quantize_w8(argc, argv);
     /* --- end W8A8 hook --- */
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!(in = cli_value(CMD, argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
-            if (!(out = cli_value(CMD, argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--type")) {
-            if (!(type = cli_value(CMD, argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--mix")) {
-            if (!(mix = cli_value(CMD, argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--method")) {
-            if (!(method = cli_value(CMD, argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--calib")) {
-            if (!(calib = cli_value(CMD, argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--calib-tokens")) {
-            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 1, INT64_C(1) << 32, &calib_tokens))
-                return 2;
-        } else if (!strcmp(a, "--group")) {
-            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 32, 128, &group)) return 2;
-            if (group != 32 && group != 64 && group != 128)
-                return cli_usage_error(CMD, "--group: %" PRId64 " is not 32, 64 or 128", group);
-        } else if (!strcmp(a, "--bits")) {
-            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 2, 8, &bits)) return 2;
-        } else if (!strcmp(a, "--act-order")) {
-            act_order = true;
-        } else if (!strcmp(a, "--damp")) {
-            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_f32(CMD, a, v, 1e-6f, 10.0f, &damp)) return 2;
-        } else if (!strcmp(a, "--allow-requantize")) {
-            allow_requant = true;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 0, 1024, &threads)) return 2;
-        } else {
-            return cli_usage_error(CMD, "unknown option '%s'", a);
-        }
-    }
+    quantize_opts o = {0};
+    int rc = cli_parse(&cli_spec_quantize, argc, argv, &o);
+    if (rc >= 0) return rc;
+    const char *in = o.in, *out = o.out, *type = o.type, *mix = o.mix, *method = o.method, *calib = o.calib;
+    const int64_t threads = o.threads, calib_tokens = o.calib_tokens, group = o.group, bits = o.bits;
+    const float damp = o.damp;
+    const bool allow_requant = o.allow_requant, act_order = o.act_order;
     if (!in) return cli_usage_error(CMD, "-m IN.gguf is required");
     if (!out) return cli_usage_error(CMD, "-o OUT.gguf is required");
     if (!type && !mix) return cli_usage_error(CMD, "--type TYPE (or --mix MIX) is required");

@@ -23,54 +23,62 @@
 
 #define CMD "quantize"
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: kite quantize -m IN.gguf -o OUT.gguf --method smoothquant --calib TEXT [--alpha A]\n"
-            "                     [--type w8a8|llm_int8|...] [--calib-tokens N] [-t N]\n"
-            "       kite quantize -m IN.gguf -o OUT.gguf --method outliers [--factor F] [--channels N]\n\n"
-            "smoothquant: per-input-channel scales s = max|x|^A / max|w|^(1-A) (A default %.2f) from a\n"
-            "  calibration run, folded into the norms / wv / w_up, then every matrix quantized to TYPE\n"
-            "  (default w8a8: per-row int8 weights, per-token int8 activations; a kite type).\n"
-            "outliers: writes a function-preserving F32 copy of IN whose normed activations have outlier\n"
-            "  channels (N channels, default 4, of every attn/ffn input scaled up by F, default 30, and\n"
-            "  the weight columns reading them scaled down by F): a test model for W8A8 methods.\n",
-            (double)SQ_ALPHA_DEFAULT);
+typedef struct w8_opts {
+    const char *in, *out, *type, *method, *calib;
+    float alpha, factor;
+    int64_t threads, calib_tokens, channels;
+} w8_opts;
+
+static int w8_unknown(void *state, const char *cmd, int argc, char **argv, int *i) {
+    const char *method = ((const w8_opts *)state)->method;
+    (void)argc;
+    return cli_usage_error(cmd, "unknown option '%s' for --method %s", argv[*i], method ? method : "?");
 }
 
+static const cli_opt w8_opts_table[] = {
+    {.names = "-m, --model", .arg = "IN", .help = "input model", .kind = CLI_STR, CLI_AT(w8_opts, in)},
+    {.names = "-o, --output", .arg = "OUT", .help = "output path", .kind = CLI_STR, CLI_AT(w8_opts, out)},
+    {.names = "--method", .arg = "M", .help = "smoothquant or outliers", .kind = CLI_STR, CLI_AT(w8_opts, method)},
+    {.kind = CLI_SECTION, .help = "smoothquant:"},
+    {.names = "--calib", .arg = "TEXT", .help = "calibration text file (required)", .kind = CLI_STR,
+     CLI_AT(w8_opts, calib)},
+    {.names = "--alpha", .arg = "A", .help = "migration strength A of the scales", .kind = CLI_FLOAT,
+     CLI_AT(w8_opts, alpha), .fmin = 0.0f, .fmax = 1.0f, .show_default = true},
+    {.names = "--type", .arg = "TYPE", .help = "matrix type (w8a8, llm_int8, or any type with a quantizer)",
+     .kind = CLI_STR, CLI_AT(w8_opts, type), .def = "w8a8"},
+    {.names = "--calib-tokens", .arg = "N", .help = "calibration tokens used", .kind = CLI_INT,
+     CLI_AT(w8_opts, calib_tokens), .min = 1, .max = INT64_C(1) << 32},
+    {.names = "-t, --threads", .arg = "N", .help = "worker threads", .kind = CLI_INT, CLI_AT(w8_opts, threads),
+     .min = 0, .max = 1024, .def_doc = "all online CPUs"},
+    {.kind = CLI_SECTION, .help = "outliers:"},
+    {.names = "--factor", .arg = "F", .help = "scale of the outlier channels", .kind = CLI_FLOAT,
+     CLI_AT(w8_opts, factor), .fmin = 1e-3f, .fmax = 1e4f, .def = "30"},
+    {.names = "--channels", .arg = "N", .help = "outlier channels per input", .kind = CLI_INT,
+     CLI_AT(w8_opts, channels), .min = 0, .max = 1 << 20, .def = "4"},
+};
+
+const cli_spec cli_spec_quantize_w8 = {
+    .cmd = CMD,
+    .usage = "usage: kite quantize -m IN.gguf -o OUT.gguf --method smoothquant --calib TEXT [--alpha A]\n"
+             "                     [--type w8a8|llm_int8|...] [--calib-tokens N] [-t N]\n"
+             "       kite quantize -m IN.gguf -o OUT.gguf --method outliers [--factor F] [--channels N]\n\n"
+             "smoothquant: per-input-channel scales s = max|x|^A / max|w|^(1-A) from a\n"
+             "  calibration run, folded into the norms / wv / w_up, then every matrix quantized to TYPE\n"
+             "  (default w8a8: per-row int8 weights, per-token int8 activations; a kite type).\n"
+             "outliers: writes a function-preserving F32 copy of IN whose normed activations have outlier\n"
+             "  channels (N channels of every attn/ffn input scaled up by F, and\n"
+             "  the weight columns reading them scaled down by F): a test model for W8A8 methods.\n",
+    CLI_TABLE(w8_opts_table, w8_opts),
+    .other = w8_unknown,
+};
+
 int cmd_quantize_w8(int argc, char **argv) {
-    const char *in = NULL, *out = NULL, *type = "w8a8", *method = NULL, *calib = NULL;
-    float alpha = SQ_ALPHA_DEFAULT, factor = 30.0f;
-    int64_t threads = 0, calib_tokens = 0, channels = 4;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!(in = cli_value(CMD, argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
-            if (!(out = cli_value(CMD, argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--type")) {
-            if (!(type = cli_value(CMD, argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--method")) {
-            if (!(method = cli_value(CMD, argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--calib")) {
-            if (!(calib = cli_value(CMD, argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--alpha")) {
-            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_f32(CMD, a, v, 0.0f, 1.0f, &alpha)) return 2;
-        } else if (!strcmp(a, "--factor")) {
-            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_f32(CMD, a, v, 1e-3f, 1e4f, &factor)) return 2;
-        } else if (!strcmp(a, "--channels")) {
-            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 0, 1 << 20, &channels)) return 2;
-        } else if (!strcmp(a, "--calib-tokens")) {
-            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 1, INT64_C(1) << 32, &calib_tokens))
-                return 2;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 0, 1024, &threads)) return 2;
-        } else {
-            return cli_usage_error(CMD, "unknown option '%s' for --method %s", a, method ? method : "?");
-        }
-    }
+    w8_opts o = {.alpha = SQ_ALPHA_DEFAULT};
+    int prc = cli_parse(&cli_spec_quantize_w8, argc, argv, &o);
+    if (prc >= 0) return prc;
+    const char *in = o.in, *out = o.out, *type = o.type, *method = o.method, *calib = o.calib;
+    const float alpha = o.alpha, factor = o.factor;
+    const int64_t threads = o.threads, calib_tokens = o.calib_tokens, channels = o.channels;
     if (!in || !out) return cli_usage_error(CMD, "-m IN and -o OUT are required");
     const bool smooth = method && !strcmp(method, "smoothquant");
     if (!smooth && !(method && !strcmp(method, "outliers")))

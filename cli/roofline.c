@@ -19,41 +19,6 @@
 
 #define CMD "roofline"
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: kite roofline [-m MODEL | --shape NAME] [--hw NAME|FILE|probe] [--batch B] [--prompt L]\n"
-            "                     [--gen N] [--wtype T] [--atype T] [--kvtype T] [--layers N] [-t THREADS]\n"
-            "                     [--json] [--sweep batch=A..B prompt=C..D] [--svg FILE] [--png FILE]\n"
-            "                     [--compare] [--reprobe]\n"
-            "\n"
-            "Per-op FLOPs, bytes, arithmetic intensity, bound and predicted time for prefill and decode\n"
-            "(docs/roofline.md).\n"
-            "\n"
-            "  -m, --model FILE  GGUF model: hyperparameters and weight types from the file\n"
-            "  --shape NAME      %s (default tinyllama-1.1b)\n"
-            "  --layers N        override the layer count (compare with `kite synth --layers N`)\n"
-            "  --hw X            %s, a profile file, or probe (this machine,\n"
-            "                    measured once and cached; default probe)\n"
-            "  -t N              threads for probe and --compare (default: online CPUs)\n"
-            "  --batch B         sequences per batch (default 1)\n"
-            "  --prompt L        prompt tokens (default 128)\n"
-            "  --gen N           generated tokens; decode is costed at context L + N/2 (default 32)\n"
-            "  --wtype T         weight type (default: the file's, else f16): any GGUF type name\n"
-            "  --atype T         f32|bf16|int8: activation bytes and matmul peak (default int8 for\n"
-            "                    q4_0/q8_0/q4_K/q6_K, which kite runs on int8 dot kernels, bf16 for\n"
-            "                    f16/bf16 weights, else f32)\n"
-            "  --kvtype T        f32|f16|q8_0 KV cache (default f32, what kite stores)\n"
-            "  --json            end with one JSON line (prefill_tok_s, decode_tok_s, ttft_s, ops)\n"
-            "  --sweep A [B]     batch=LO..HI and/or prompt=LO..HI (doubling): bound regimes, crossovers\n"
-            "                    and the effect of W4A16 vs W8A8 quantization\n"
-            "  --svg FILE        write the roofline chart as SVG\n"
-            "  --png FILE        the chart through gnuplot (skipped if gnuplot is not installed)\n"
-            "  --compare         run -m MODEL here with per-op profiling (batch 1); print predicted vs\n"
-            "                    measured per op type and in total\n"
-            "  --reprobe         measure the probe profile again\n",
-            "tinyllama-1.1b|llama2-7b|llama3-8b|mistral-7b|stories260k", rl_hw_builtin_list());
-}
-
 static bool parse_range(const char *s, const char *key, int64_t *lo, int64_t *hi) {
     size_t n = strlen(key);
     if (strncmp(s, key, n) || s[n] != '=') return false;
@@ -294,62 +259,93 @@ static int write_png(const char *png, const rl_hw *hw, const rl_result *r) {
     return rc != 0;
 }
 
+typedef struct roofline_opts {
+    const char *model, *shape, *hwname, *wtype, *atype, *kvtype, *svg, *png;
+    int64_t batch, prompt, gen, layers, threads;
+    int64_t blo, bhi, plo, phi;
+    bool json, cmp, reprobe, sweep;
+} roofline_opts;
+
+/* --sweep [batch=LO..HI] [prompt=LO..HI]: takes the following arguments that hold '='. */
+static int opt_sweep(const cli_opt *o, void *state, const char *cmd, const char *flag, char **vals, int n) {
+    roofline_opts *r = state;
+    (void)o, (void)flag;
+    int k = 0;
+    r->sweep = true;
+    for (; k < n && strchr(vals[k], '='); k++)
+        if (!parse_range(vals[k], "batch", &r->blo, &r->bhi) && !parse_range(vals[k], "prompt", &r->plo, &r->phi))
+            return cli_usage_error(cmd, "--sweep: '%s' is not batch=LO..HI or prompt=LO..HI", vals[k]), -1;
+    if (!r->bhi && !r->phi) r->blo = 1, r->bhi = 256, r->plo = 128, r->phi = 32768;
+    return k;
+}
+
+static const cli_opt roofline_opts_table[] = {
+    {.names = "-m, --model", .arg = "FILE", .help = "GGUF model: hyperparameters and weight types from the file",
+     .kind = CLI_STR, CLI_AT(roofline_opts, model)},
+    {.names = "--shape", .arg = "NAME", .help = "tinyllama-1.1b|llama2-7b|llama3-8b|mistral-7b|stories260k",
+     .kind = CLI_STR, CLI_AT(roofline_opts, shape), .def_doc = "tinyllama-1.1b"},
+    {.names = "--layers", .arg = "N", .help = "override the layer count (compare with `kite synth --layers N`)",
+     .kind = CLI_INT, CLI_AT(roofline_opts, layers), .min = 1, .max = 4096},
+    {.names = "--hw", .arg = "X",
+     .help = "%s, a profile file, or probe (this machine,\nmeasured once and cached)",
+     .choices_fn = rl_hw_builtin_list, .kind = CLI_STR, CLI_AT(roofline_opts, hwname), .def = "probe"},
+    {.names = "-t, --threads", .arg = "N", .help = "threads for probe and --compare", .kind = CLI_INT,
+     CLI_AT(roofline_opts, threads), .min = 1, .max = 256, .def_doc = "online CPUs"},
+    {.names = "--batch", .arg = "B", .help = "sequences per batch", .kind = CLI_INT, CLI_AT(roofline_opts, batch),
+     .min = 1, .max = 1 << 20, .def = "1"},
+    {.names = "--prompt", .arg = "L", .help = "prompt tokens", .kind = CLI_INT, CLI_AT(roofline_opts, prompt),
+     .min = 1, .max = 1 << 24, .def = "128"},
+    {.names = "--gen", .arg = "N", .help = "generated tokens; decode is costed at context L + N/2", .kind = CLI_INT,
+     CLI_AT(roofline_opts, gen), .min = 0, .max = 1 << 24, .def = "32"},
+    {.names = "--wtype", .arg = "T", .help = "weight type: any GGUF type name", .kind = CLI_STR,
+     CLI_AT(roofline_opts, wtype), .def_doc = "the file's, else f16"},
+    {.names = "--atype", .arg = "T",
+     .help = "f32|bf16|int8: activation bytes and matmul peak (default int8 for\n"
+             "q4_0/q8_0/q4_K/q6_K, which kite runs on int8 dot kernels, bf16 for\n"
+             "f16/bf16 weights, else f32)",
+     .kind = CLI_STR, CLI_AT(roofline_opts, atype)},
+    {.names = "--kvtype", .arg = "T", .help = "f32|f16|q8_0 KV cache (f32 is what kite stores)", .kind = CLI_STR,
+     CLI_AT(roofline_opts, kvtype), .def = "f32"},
+    {.names = "--json", .help = "end with one JSON line (prefill_tok_s, decode_tok_s, ttft_s, ops)",
+     .kind = CLI_FLAG, CLI_AT(roofline_opts, json)},
+    {.names = "--sweep", .arg = "A [B]",
+     .help = "batch=LO..HI and/or prompt=LO..HI (doubling): bound regimes, crossovers\n"
+             "and the effect of W4A16 vs W8A8 quantization (default batch=1..256 prompt=128..32768)",
+     .kind = CLI_FN, .nargs = CLI_NARGS_REST, .fn = opt_sweep, .example = "batch=1..4"},
+    {.names = "--svg", .arg = "FILE", .help = "write the roofline chart as SVG", .kind = CLI_STR,
+     CLI_AT(roofline_opts, svg)},
+    {.names = "--png", .arg = "FILE", .help = "the chart through gnuplot (skipped if gnuplot is not installed)",
+     .kind = CLI_STR, CLI_AT(roofline_opts, png)},
+    {.names = "--compare",
+     .help = "run -m MODEL here with per-op profiling (batch 1); print predicted vs\nmeasured per op type and in total",
+     .kind = CLI_FLAG, CLI_AT(roofline_opts, cmp)},
+    {.names = "--reprobe", .help = "measure the probe profile again", .kind = CLI_FLAG,
+     CLI_AT(roofline_opts, reprobe)},
+};
+
+const cli_spec cli_spec_roofline = {
+    .cmd = CMD,
+    .usage = "usage: kite roofline [-m MODEL | --shape NAME] [--hw NAME|FILE|probe] [--batch B] [--prompt L]\n"
+             "                     [--gen N] [--wtype T] [--atype T] [--kvtype T] [--layers N] [-t THREADS]\n"
+             "                     [--json] [--sweep batch=A..B prompt=C..D] [--svg FILE] [--png FILE]\n"
+             "                     [--compare] [--reprobe]\n"
+             "\n"
+             "Per-op FLOPs, bytes, arithmetic intensity, bound and predicted time for prefill and decode\n"
+             "(docs/roofline.md).\n",
+    CLI_TABLE(roofline_opts_table, roofline_opts),
+    .unknown_tail = " (see --help)",
+};
+
 int cmd_roofline(int argc, char **argv) {
-    const char *model = NULL, *shape = NULL, *hwname = "probe", *wtype = NULL, *atype = NULL, *kvtype = "f32";
-    const char *svg = NULL, *png = NULL, *v;
-    int64_t batch = 1, prompt = 128, gen = 32, layers = 0, threads = sysconf(_SC_NPROCESSORS_ONLN);
-    int64_t blo = 0, bhi = 0, plo = 0, phi = 0;
-    bool json = false, cmp = false, reprobe = false, sweep = false;
-    if (threads < 1) threads = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!(model = cli_value(CMD, argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--shape")) {
-            if (!(shape = cli_value(CMD, argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--hw")) {
-            if (!(hwname = cli_value(CMD, argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--wtype")) {
-            if (!(wtype = cli_value(CMD, argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--atype")) {
-            if (!(atype = cli_value(CMD, argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--kvtype")) {
-            if (!(kvtype = cli_value(CMD, argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--svg")) {
-            if (!(svg = cli_value(CMD, argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--png")) {
-            if (!(png = cli_value(CMD, argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--batch")) {
-            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 1, 1 << 20, &batch)) return 2;
-        } else if (!strcmp(a, "--prompt")) {
-            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 1, 1 << 24, &prompt)) return 2;
-        } else if (!strcmp(a, "--gen")) {
-            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 0, 1 << 24, &gen)) return 2;
-        } else if (!strcmp(a, "--layers")) {
-            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 1, 4096, &layers)) return 2;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 1, 256, &threads)) return 2;
-        } else if (!strcmp(a, "--json")) {
-            json = true;
-        } else if (!strcmp(a, "--compare")) {
-            cmp = true;
-        } else if (!strcmp(a, "--reprobe")) {
-            reprobe = true;
-        } else if (!strcmp(a, "--sweep")) {
-            sweep = true;
-            while (i + 1 < argc && strchr(argv[i + 1], '=')) {
-                const char *s = argv[++i];
-                if (!parse_range(s, "batch", &blo, &bhi) && !parse_range(s, "prompt", &plo, &phi))
-                    return cli_usage_error(CMD, "--sweep: '%s' is not batch=LO..HI or prompt=LO..HI", s);
-            }
-            if (!bhi && !phi) blo = 1, bhi = 256, plo = 128, phi = 32768;
-        } else {
-            return cli_usage_error(CMD, "unknown option '%s' (see --help)", a);
-        }
-    }
+    roofline_opts o = {.threads = sysconf(_SC_NPROCESSORS_ONLN)};
+    if (o.threads < 1) o.threads = 1;
+    int prc = cli_parse(&cli_spec_roofline, argc, argv, &o);
+    if (prc >= 0) return prc;
+    const char *model = o.model, *shape = o.shape, *hwname = o.hwname, *wtype = o.wtype, *atype = o.atype;
+    const char *kvtype = o.kvtype, *svg = o.svg, *png = o.png;
+    const int64_t batch = o.batch, prompt = o.prompt, gen = o.gen, layers = o.layers, threads = o.threads;
+    const int64_t blo = o.blo, bhi = o.bhi, plo = o.plo, phi = o.phi;
+    const bool json = o.json, cmp = o.cmp, reprobe = o.reprobe, sweep = o.sweep;
     if (model && shape) return cli_usage_error(CMD, "-m and --shape exclude each other");
     if (cmp && !model)
         return cli_usage_error(CMD, "--compare runs a model: give -m FILE (e.g. one made by `kite synth --shape NAME`)");

@@ -26,50 +26,6 @@
 #include "core/timing.h"
 #include "kite.h"
 #include "spec/spec.h"
-#include "tensor/dtype.h"
-
-static const char *const run_usage =
-    "usage: kite run [-m MODEL] [-p PROMPT | -f FILE] [options]\n"
-    "\n"
-    "Generates text.  Without -m, uses the bundled model (models/stories260K.gguf).\n"
-    "\n"
-    "  -m, --model FILE        GGUF model\n"
-    "  -p, --prompt TEXT       prompt (default: empty, i.e. only BOS)\n"
-    "  -f, --file FILE         read the prompt from FILE\n"
-    "  -n, --n-predict N       tokens to generate (default 256)\n"
-    "  -c, --ctx-size N        context length (default: the model's, at most 4096)\n"
-    "  -t, --threads N         threads (default: all online CPUs)\n"
-    "      --kv-type T         KV cache type: f32 (default), f16, q8_0, q4_0\n"
-    "                          (q8_0/q4_0 need head_dim % 32 == 0)\n"
-    "      --temp T            temperature; 0 = greedy (default 0.8)\n"
-    "      --top-k K           keep the K most likely tokens; 0 = off (default 40)\n"
-    "      --top-p P           nucleus sampling; 1 = off (default 0.95)\n"
-    "      --min-p P           drop tokens below P * max probability; 0 = off (default 0.05)\n"
-    "      --repeat-penalty R  penalise repeated tokens; 1 = off (default 1)\n"
-    "      --repeat-last-n N   window for the penalties; -1 = whole context (default 64)\n"
-    "      --frequency-penalty F  (default 0)\n"
-    "      --presence-penalty P   (default 0)\n"
-    "      --seed S            random seed (default: from the clock, printed on stderr)\n"
-    "      --no-bos            do not prepend BOS\n"
-    "      --ignore-eos        keep generating after end-of-generation tokens\n"
-    "      --mmap              map the model file instead of reading it into memory\n"
-    "      --json              end the output with one JSON line: prompt_ids, ids, text,\n"
-    "                          prefill_tok_s, decode_tok_s\n"
-    "      --dump-logits FILE  write float32 logits of every evaluated position\n"
-    "                          (row-major [positions x vocab])\n"
-    "\n"
-    "Speculative decoding (lossless: same output at --temp 0, same distribution otherwise):\n"
-    "      --draft-model FILE  draft with a smaller model of the same vocabulary\n"
-    "      --draft-skip-layers LIST  self-speculative: draft with the model itself,\n"
-    "                          skipping layers LIST (e.g. 2,3 or 1-3)\n"
-    "      --lookup N          draft by n-gram lookup (n <= N) in the prompt and output\n"
-    "      --lookahead W,N,G   lookahead (Jacobi) decoding: a window of W guesses refined\n"
-    "                          by each pass, N-grams from the passes, G kept per token\n"
-    "                          (e.g. 8,4,8; no draft model)\n"
-    "      --draft-max K       longest draft, 1..16 (default 8; adaptive below it)\n"
-    "      --spec-compare      decode plainly first (not printed), then speculatively;\n"
-    "                          print both speeds and the speedup\n"
-    "  -h, --help              this text\n";
 
 typedef struct run_opts {
     const char *model;
@@ -115,79 +71,52 @@ static bool text_append(text_buf *b, const char *s, size_t n) {
     return true;
 }
 
+static const cli_opt run_opts_table[] = {
+    {.names = "-m, --model", .arg = "FILE", .help = "GGUF model", .kind = CLI_STR, CLI_AT(run_opts, model)},
+    {.names = "-p, --prompt", .arg = "TEXT", .help = "prompt", .kind = CLI_STR, CLI_AT(run_opts, prompt),
+     .def_doc = "empty, i.e. only BOS"},
+    {.names = "-f, --file", .arg = "FILE", .help = "read the prompt from FILE", .kind = CLI_STR,
+     CLI_AT(run_opts, prompt_file)},
+    {.names = "-n, --n-predict", .arg = "N", .help = "tokens to generate", .kind = CLI_INT,
+     CLI_AT(run_opts, n_predict), .min = 0, .max = 1 << 24, .def = "256"},
+    {.names = "-c, --ctx-size", .arg = "N", .help = "context length", .kind = CLI_INT, CLI_AT(run_opts, n_ctx),
+     .min = 0, .max = 1 << 20, .def_doc = "the model's, at most 4096"},
+    {.names = "-t, --threads", .arg = "N", .help = "threads", .kind = CLI_INT, CLI_AT(run_opts, n_threads),
+     .min = 0, .max = 1024, .def_doc = "all online CPUs"},
+    CLI_OPT_KV_TYPE(run_opts, kv_type, "KV cache type: f32, f16, q8_0 or q4_0\n(q8_0/q4_0 need head_dim % 32 == 0)"),
+    CLI_OPTS_SAMPLER(run_opts, sp, seed_set),
+    {.names = "--no-bos", .help = "do not prepend BOS", .kind = CLI_FLAG, CLI_AT(run_opts, no_bos)},
+    {.names = "--ignore-eos", .help = "keep generating after end-of-generation tokens", .kind = CLI_FLAG,
+     CLI_AT(run_opts, ignore_eos)},
+    {.names = "--mmap", .help = "map the model file instead of reading it into memory", .kind = CLI_FLAG,
+     CLI_AT(run_opts, use_mmap)},
+    {.names = "--json",
+     .help = "end the output with one JSON line: prompt_ids, ids, text,\nprefill_tok_s, decode_tok_s",
+     .kind = CLI_FLAG, CLI_AT(run_opts, json)},
+    {.names = "--dump-logits", .arg = "FILE",
+     .help = "write float32 logits of every evaluated position\n(row-major [positions x vocab])", .kind = CLI_STR,
+     CLI_AT(run_opts, dump_logits)},
+    {.kind = CLI_SECTION,
+     .help = "Speculative decoding (lossless: same output at --temp 0, same distribution otherwise):"},
+    CLI_OPTS_DRAFT(run_opts, draft_model, draft_skip, lookup_n, lookahead, draft_max),
+    {.names = "--spec-compare",
+     .help = "decode plainly first (not printed), then speculatively;\nprint both speeds and the speedup",
+     .kind = CLI_FLAG, CLI_AT(run_opts, spec_compare)},
+};
+
+const cli_spec cli_spec_run = {
+    .cmd = "run",
+    .usage = "usage: kite run [-m MODEL] [-p PROMPT | -f FILE] [options]\n"
+             "\n"
+             "Generates text.  Without -m, uses the bundled model (models/stories260K.gguf).\n",
+    CLI_TABLE(run_opts_table, run_opts),
+};
+
+/* cli_parse, then the checks across options; -1: go on, else the exit status. */
 static int parse_args(int argc, char **argv, run_opts *o) {
     const char *cmd = "run";
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        int rc;
-#define VALUE()                                                                \
-    do {                                                                       \
-        if (!(v = cli_value(cmd, argc, argv, &i))) return 2;                   \
-    } while (0)
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            fputs(run_usage, stdout);
-            return -1;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            VALUE();
-            o->model = v;
-        } else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
-            VALUE();
-            o->prompt = v;
-        } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
-            VALUE();
-            o->prompt_file = v;
-        } else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
-            VALUE();
-            if (!cli_parse_i64(cmd, a, v, 0, 1 << 24, &o->n_predict)) return 2;
-        } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) {
-            VALUE();
-            if (!cli_parse_i64(cmd, a, v, 0, 1 << 20, &o->n_ctx)) return 2;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            VALUE();
-            if (!cli_parse_i64(cmd, a, v, 0, 1024, &o->n_threads)) return 2;
-        } else if (!strcmp(a, "--kv-type")) {
-            VALUE();
-            o->kv_type = (int32_t)dtype_from_name(v);
-            if (o->kv_type != KITE_KV_F32 && o->kv_type != KITE_KV_F16 && o->kv_type != KITE_KV_Q8_0 &&
-                o->kv_type != KITE_KV_Q4_0)
-                return cli_usage_error(cmd, "--kv-type: expected f32, f16, q8_0 or q4_0, got '%s'", v);
-        } else if ((rc = cli_sampler_option(cmd, argc, argv, &i, &o->sp, &o->seed_set)) != 0) {
-            if (rc == 2) return 2;
-        } else if (!strcmp(a, "--no-bos")) {
-            o->no_bos = true;
-        } else if (!strcmp(a, "--ignore-eos")) {
-            o->ignore_eos = true;
-        } else if (!strcmp(a, "--mmap")) {
-            o->use_mmap = true;
-        } else if (!strcmp(a, "--json")) {
-            o->json = true;
-        } else if (!strcmp(a, "--dump-logits")) {
-            VALUE();
-            o->dump_logits = v;
-        } else if (!strcmp(a, "--draft-model")) {
-            VALUE();
-            o->draft_model = v;
-        } else if (!strcmp(a, "--draft-skip-layers")) {
-            VALUE();
-            o->draft_skip = v;
-        } else if (!strcmp(a, "--lookahead")) {
-            VALUE();
-            spec_params tmp = spec_default_params();
-            if (spec_parse_lookahead(v, &tmp) != KITE_OK) return cli_usage_error(cmd, "%s", kite_last_error());
-            o->lookahead = v;
-        } else if (!strcmp(a, "--lookup")) {
-            VALUE();
-            if (!cli_parse_i64(cmd, a, v, 1, 64, &o->lookup_n)) return 2;
-        } else if (!strcmp(a, "--draft-max")) {
-            VALUE();
-            if (!cli_parse_i64(cmd, a, v, 1, SPEC_MAX_DRAFT, &o->draft_max)) return 2;
-        } else if (!strcmp(a, "--spec-compare")) {
-            o->spec_compare = true;
-        } else {
-            return cli_usage_error(cmd, "unknown option '%s'", a);
-        }
-#undef VALUE
-    }
+    int rc = cli_parse(&cli_spec_run, argc, argv, o);
+    if (rc >= 0) return rc;
     if (o->prompt && o->prompt_file) return cli_usage_error(cmd, "give either -p or -f, not both");
     const int n_drafters =
         (o->draft_model != NULL) + (o->draft_skip != NULL) + (o->lookup_n > 0) + (o->lookahead != NULL);
@@ -198,7 +127,7 @@ static int parse_args(int argc, char **argv, run_opts *o) {
                                     "--draft-skip-layers, --lookup or --lookahead)");
     if (n_drafters && o->dump_logits)
         return cli_usage_error(cmd, "--dump-logits is not available with speculative decoding");
-    return 0;
+    return -1;
 }
 
 static char *read_all(const char *path, size_t *len) {
@@ -300,9 +229,9 @@ fail:
 }
 
 int cmd_run(int argc, char **argv) {
-    run_opts o = {.n_predict = 256, .sp = kite_sampler_default_params()};
+    run_opts o = {.sp = kite_sampler_default_params()};
     int rc = parse_args(argc, argv, &o);
-    if (rc) return rc < 0 ? 0 : rc;
+    if (rc >= 0) return rc;
     if (!o.seed_set) o.sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
     if (!o.model) o.model = cli_default_model(argv[0]);
 

@@ -19,38 +19,52 @@
 #include "http/server.h"
 #include "spec/spec.h"
 
-static const char *const serve_usage =
-    "usage: kite serve [-m MODEL] [options]\n"
-    "\n"
-    "OpenAI-compatible HTTP server with a chat page at /.  Without -m, serves the\n"
-    "bundled model (models/stories260K.gguf).  See docs/server.md.\n"
-    "\n"
-    "  -m, --model FILE        GGUF model\n"
-    "      --host ADDR         address to bind (default 127.0.0.1, loopback only)\n"
-    "      --port N            TCP port; 0 = any free port (default 8080)\n"
-    "      --parallel N        sequences decoded together (default 4)\n"
-    "  -c, --ctx N             positions per sequence (default: the model's context)\n"
-    "      --kv-mem MIB        KV cache pool in MiB (default: ctx x parallel positions)\n"
-    "      --api-key KEY       require 'Authorization: Bearer KEY' (also $KITE_API_KEY)\n"
-    "      --chat-template NAME  llama2, llama3, chatml, mistral, zephyr, gemma\n"
-    "                          (default: detected from the model, else chatml)\n"
-    "  -t, --threads N         engine threads (default: all online CPUs)\n"
-    "      --timeout S         idle connection timeout in seconds (default 30)\n"
-    "      --max-body BYTES    request body limit (default 1048576)\n"
-    "      --no-prefix-cache   do not share KV blocks between common prompt prefixes\n"
-    "      --lookup N          speculative decoding: draft by n-gram lookup (n <= N) in\n"
-    "                          each request's prompt and output (lossless; docs/serve.md)\n"
-    "      --draft-model FILE  speculative decoding: draft with a smaller model of the same\n"
-    "                          vocabulary (lossless; docs/serve.md)\n"
-    "      --draft-skip-layers LIST  self-speculative: draft with the model itself, skipping\n"
-    "                          layers LIST (e.g. 3 or 1-2)\n"
-    "      --lookahead W,N,G   lookahead (Jacobi) drafting: W guesses per pass, N-grams,\n"
-    "                          G kept per token (e.g. 8,4,8)\n"
-    "      --draft-max K       longest draft per sequence and step, 1..16 (default 8;\n"
-    "                          adaptive below it)\n"
-    "      --mmap              map the model file instead of reading it into memory\n"
-    "  -q, --quiet             no per-request log lines\n"
-    "  -h, --help              this text\n";
+typedef struct serve_opts {
+    server_params sp;
+    const char *model, *draft, *skip, *lookahead;
+    int64_t kv_mem_mib; /* --kv-mem; 0: the engine's default */
+    bool use_mmap;
+} serve_opts;
+
+static const cli_opt serve_opts_table[] = {
+    {.names = "-m, --model", .arg = "FILE", .help = "GGUF model", .kind = CLI_STR, CLI_AT(serve_opts, model)},
+    {.names = "--host", .arg = "ADDR", .help = "address to bind (the default is loopback only)", .kind = CLI_STR,
+     CLI_AT(serve_opts, sp.host), .show_default = true},
+    {.names = "--port", .arg = "N", .help = "TCP port; 0 = any free port", .kind = CLI_INT,
+     CLI_AT(serve_opts, sp.port), .min = 0, .max = 65535, .show_default = true},
+    {.names = "--parallel, -np", .arg = "N", .help = "sequences decoded together", .kind = CLI_INT,
+     CLI_AT(serve_opts, sp.engine.n_parallel), .min = 1, .max = 1024, .def_doc = "4"},
+    {.names = "-c, --ctx, --ctx-size", .arg = "N", .help = "positions per sequence", .kind = CLI_INT,
+     CLI_AT(serve_opts, sp.engine.n_ctx), .min = 0, .max = 1 << 20, .def_doc = "the model's context"},
+    {.names = "--kv-mem", .arg = "MIB", .help = "KV cache pool in MiB", .kind = CLI_INT,
+     CLI_AT(serve_opts, kv_mem_mib), .min = 1, .max = 1 << 20, .def_doc = "ctx x parallel positions"},
+    {.names = "--api-key", .arg = "KEY", .help = "require 'Authorization: Bearer KEY' (also $KITE_API_KEY)",
+     .kind = CLI_STR, CLI_AT(serve_opts, sp.api_key)},
+    {.names = "--chat-template", .arg = "NAME", .help = "llama2, llama3, chatml, mistral, zephyr, gemma",
+     .kind = CLI_STR, CLI_AT(serve_opts, sp.chat_template), .def_doc = "detected from the model, else chatml"},
+    {.names = "-t, --threads", .arg = "N", .help = "engine threads", .kind = CLI_INT,
+     CLI_AT(serve_opts, sp.engine.n_threads), .min = 0, .max = 1024, .def_doc = "all online CPUs"},
+    {.names = "--timeout", .arg = "S", .help = "idle connection timeout in seconds", .kind = CLI_INT,
+     CLI_AT(serve_opts, sp.timeout_s), .min = 1, .max = 86400, .show_default = true},
+    {.names = "--max-body", .arg = "BYTES", .help = "request body limit", .kind = CLI_INT,
+     CLI_AT(serve_opts, sp.max_body), .min = 1024, .max = (int64_t)1 << 30, .show_default = true},
+    {.names = "--no-prefix-cache", .help = "do not share KV blocks between common prompt prefixes",
+     .kind = CLI_FLAG, CLI_AT(serve_opts, sp.engine.no_prefix_cache)},
+    {.names = "--mmap", .help = "map the model file instead of reading it into memory", .kind = CLI_FLAG,
+     CLI_AT(serve_opts, use_mmap)},
+    {.names = "-q, --quiet", .help = "no per-request log lines", .kind = CLI_FLAG, CLI_AT(serve_opts, sp.quiet)},
+    {.kind = CLI_SECTION, .help = "Speculative decoding, per request (lossless; docs/serve.md):"},
+    CLI_OPTS_DRAFT(serve_opts, draft, skip, sp.engine.spec_lookup_n, lookahead, sp.engine.spec_draft_max),
+};
+
+const cli_spec cli_spec_serve = {
+    .cmd = "serve",
+    .usage = "usage: kite serve [-m MODEL] [options]\n"
+             "\n"
+             "OpenAI-compatible HTTP server with a chat page at /.  Without -m, serves the\n"
+             "bundled model (models/stories260K.gguf).  See docs/server.md.\n",
+    CLI_TABLE(serve_opts_table, serve_opts),
+};
 
 static const char *base_name(const char *path) {
     const char *s = strrchr(path, '/');
@@ -58,96 +72,24 @@ static const char *base_name(const char *path) {
 }
 
 int cmd_serve(int argc, char **argv) {
-    const char *cmd = "serve";
-    const char *model_path = NULL, *draft_path = NULL, *skip_list = NULL;
-    bool use_mmap = false;
-    server_params sp = server_default_params();
+    serve_opts o = {.sp = server_default_params()};
     const char *env_key = getenv("KITE_API_KEY");
-    if (env_key && *env_key) sp.api_key = env_key;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        int64_t iv;
-#define VALUE()                                                                \
-    do {                                                                       \
-        if (!(v = cli_value(cmd, argc, argv, &i))) return 2;                   \
-    } while (0)
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            fputs(serve_usage, stdout);
-            return 0;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            VALUE();
-            model_path = v;
-        } else if (!strcmp(a, "--host")) {
-            VALUE();
-            sp.host = v;
-        } else if (!strcmp(a, "--port")) {
-            VALUE();
-            if (!cli_parse_i64(cmd, a, v, 0, 65535, &iv)) return 2;
-            sp.port = (int32_t)iv;
-        } else if (!strcmp(a, "--parallel") || !strcmp(a, "-np")) {
-            VALUE();
-            if (!cli_parse_i64(cmd, a, v, 1, 1024, &iv)) return 2;
-            sp.engine.n_parallel = (int32_t)iv;
-        } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx") || !strcmp(a, "--ctx-size")) {
-            VALUE();
-            if (!cli_parse_i64(cmd, a, v, 0, 1 << 20, &iv)) return 2;
-            sp.engine.n_ctx = (int32_t)iv;
-        } else if (!strcmp(a, "--kv-mem")) {
-            VALUE();
-            if (!cli_parse_i64(cmd, a, v, 1, 1 << 20, &iv)) return 2;
-            sp.engine.kv_mem_bytes = iv << 20;
-        } else if (!strcmp(a, "--api-key")) {
-            VALUE();
-            sp.api_key = v;
-        } else if (!strcmp(a, "--chat-template")) {
-            VALUE();
-            sp.chat_template = v;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            VALUE();
-            if (!cli_parse_i64(cmd, a, v, 0, 1024, &iv)) return 2;
-            sp.engine.n_threads = (int32_t)iv;
-        } else if (!strcmp(a, "--timeout")) {
-            VALUE();
-            if (!cli_parse_i64(cmd, a, v, 1, 86400, &iv)) return 2;
-            sp.timeout_s = (int32_t)iv;
-        } else if (!strcmp(a, "--max-body")) {
-            VALUE();
-            if (!cli_parse_i64(cmd, a, v, 1024, (int64_t)1 << 30, &iv)) return 2;
-            sp.max_body = iv;
-        } else if (!strcmp(a, "--no-prefix-cache")) {
-            sp.engine.no_prefix_cache = true;
-        } else if (!strcmp(a, "--lookup")) {
-            VALUE();
-            if (!cli_parse_i64(cmd, a, v, 1, 64, &iv)) return 2;
-            sp.engine.spec_lookup_n = (int32_t)iv;
-        } else if (!strcmp(a, "--draft-model")) {
-            VALUE();
-            draft_path = v;
-        } else if (!strcmp(a, "--draft-skip-layers")) {
-            VALUE();
-            skip_list = v;
-        } else if (!strcmp(a, "--lookahead")) {
-            VALUE();
-            spec_params la = spec_default_params();
-            if (spec_parse_lookahead(v, &la) != KITE_OK) return cli_usage_error(cmd, "%s", kite_last_error());
-            sp.engine.spec_la_window = la.la_window;
-            sp.engine.spec_la_ngram = la.la_ngram;
-            sp.engine.spec_la_pool = la.la_pool;
-        } else if (!strcmp(a, "--draft-max")) {
-            VALUE();
-            if (!cli_parse_i64(cmd, a, v, 1, 16, &iv)) return 2;
-            sp.engine.spec_draft_max = (int32_t)iv;
-        } else if (!strcmp(a, "--mmap")) {
-            use_mmap = true;
-        } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
-            sp.quiet = true;
-        } else {
-            return cli_usage_error(cmd, "unknown option '%s'", a);
-        }
-#undef VALUE
+    if (env_key && *env_key) o.sp.api_key = env_key;
+    int prc = cli_parse(&cli_spec_serve, argc, argv, &o);
+    if (prc >= 0) return prc;
+    server_params sp = o.sp;
+    const char *model_path = o.model, *draft_path = o.draft, *skip_list = o.skip;
+    const bool use_mmap = o.use_mmap;
+    if (o.kv_mem_mib) sp.engine.kv_mem_bytes = o.kv_mem_mib << 20;
+    if (o.lookahead) { /* checked by cli_parse */
+        spec_params la = spec_default_params();
+        spec_parse_lookahead(o.lookahead, &la);
+        sp.engine.spec_la_window = la.la_window;
+        sp.engine.spec_la_ngram = la.la_ngram;
+        sp.engine.spec_la_pool = la.la_pool;
     }
-    if ((sp.engine.spec_lookup_n > 0) + (draft_path != NULL) + (skip_list != NULL) + (sp.engine.spec_la_window > 0) > 1)
-        return cli_usage_error(cmd, "give at most one of --lookup, --draft-model, --draft-skip-layers and --lookahead");
+    if ((sp.engine.spec_lookup_n > 0) + (draft_path != NULL) + (skip_list != NULL) + (o.lookahead != NULL) > 1)
+        return cli_usage_error("serve", "give at most one of --lookup, --draft-model, --draft-skip-layers and --lookahead");
     if (!model_path) model_path = cli_default_model(argv[0]);
     sp.model_id = base_name(model_path);
 

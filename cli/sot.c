@@ -21,101 +21,55 @@
 #include "engine/engine.h"
 #include "sot/sot.h"
 
-static const char *const sot_usage =
-    "usage: kite sot [-m MODEL] -p QUESTION [options]\n"
-    "\n"
-    "Skeleton-of-Thought: the model first writes a numbered outline, then every\n"
-    "point is expanded at the same time (one batched sequence per point) and the\n"
-    "answer is assembled in order.  If the outline does not parse (fewer than 2\n"
-    "numbered points), the question is answered by plain decoding (router).\n"
-    "\n"
-    "  -m, --model FILE          GGUF model (default: the bundled one)\n"
-    "  -p, --prompt QUESTION     the question\n"
-    "  -t, --threads N           threads (default: all online CPUs)\n"
-    "  -c, --ctx-size N          positions per sequence (default: the model's, at most 4096)\n"
-    "      --max-points N        expand at most N points (default 10, at most 15)\n"
-    "      --skeleton-tokens N   token limit of the outline (default 200)\n"
-    "      --point-tokens N      token limit of each point (default 128)\n"
-    "      --skeleton TEXT       use TEXT as the outline instead of generating one\n"
-    "      --skeleton-prompt T   override the outline prompt ({question})\n"
-    "      --point-prompt T      override the point prompt ({question} {skeleton} {index} {point})\n"
-    "      --chat-template NAME  wrap prompts as a chat turn in NAME's format (default: the\n"
-    "                            model's template if it has one, else raw text)\n"
-    "      --temp T              temperature (default 0: greedy); also --top-k, --top-p,\n"
-    "                            --min-p, --repeat-penalty, --seed ... as in kite run\n"
-    "      --compare             also time plain decoding of the same number of tokens\n"
-    "      --json                end with one JSON line: fallback, points, answer, times\n";
-
 typedef struct sot_opts {
     const char *model, *question, *chat_template;
     int64_t n_threads, n_ctx;
-    bool compare, json;
+    bool compare, json, seed_set;
     sot_params sp;
 } sot_opts;
 
-static int parse_args(int argc, char **argv, sot_opts *o) {
-    const char *cmd = "sot";
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        int64_t iv;
-        int rc;
-#define VALUE()                                                                \
-    do {                                                                       \
-        if (!(v = cli_value(cmd, argc, argv, &i))) return 2;                   \
-    } while (0)
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            fputs(sot_usage, stdout);
-            return -1;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            VALUE();
-            o->model = v;
-        } else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
-            VALUE();
-            o->question = v;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            VALUE();
-            if (!cli_parse_i64(cmd, a, v, 0, 1024, &o->n_threads)) return 2;
-        } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) {
-            VALUE();
-            if (!cli_parse_i64(cmd, a, v, 16, 1 << 20, &o->n_ctx)) return 2;
-        } else if (!strcmp(a, "--max-points")) {
-            VALUE();
-            if (!cli_parse_i64(cmd, a, v, 1, SOT_MAX_POINTS - 1, &iv)) return 2;
-            o->sp.max_points = (int32_t)iv;
-        } else if (!strcmp(a, "--skeleton-tokens")) {
-            VALUE();
-            if (!cli_parse_i64(cmd, a, v, 1, 1 << 16, &iv)) return 2;
-            o->sp.skeleton_tokens = (int32_t)iv;
-        } else if (!strcmp(a, "--point-tokens")) {
-            VALUE();
-            if (!cli_parse_i64(cmd, a, v, 1, 1 << 16, &iv)) return 2;
-            o->sp.point_tokens = (int32_t)iv;
-        } else if (!strcmp(a, "--skeleton")) {
-            VALUE();
-            o->sp.skeleton_text = v;
-        } else if (!strcmp(a, "--skeleton-prompt")) {
-            VALUE();
-            o->sp.skeleton_prompt = v;
-        } else if (!strcmp(a, "--point-prompt")) {
-            VALUE();
-            o->sp.point_prompt = v;
-        } else if (!strcmp(a, "--chat-template")) {
-            VALUE();
-            o->chat_template = v;
-        } else if ((rc = cli_sampler_option(cmd, argc, argv, &i, &o->sp.sampling, NULL)) != 0) {
-            if (rc == 2) return 2;
-        } else if (!strcmp(a, "--compare")) {
-            o->compare = true;
-        } else if (!strcmp(a, "--json")) {
-            o->json = true;
-        } else {
-            return cli_usage_error(cmd, "unknown option '%s'", a);
-        }
-#undef VALUE
-    }
-    if (!o->question) return cli_usage_error(cmd, "-p QUESTION is required");
-    return 0;
-}
+static const cli_opt sot_opts_table[] = {
+    {.names = "-m, --model", .arg = "FILE", .help = "GGUF model", .kind = CLI_STR, CLI_AT(sot_opts, model),
+     .def_doc = "the bundled one"},
+    {.names = "-p, --prompt", .arg = "QUESTION", .help = "the question", .kind = CLI_STR,
+     CLI_AT(sot_opts, question)},
+    {.names = "-t, --threads", .arg = "N", .help = "threads", .kind = CLI_INT, CLI_AT(sot_opts, n_threads),
+     .min = 0, .max = 1024, .def_doc = "all online CPUs"},
+    {.names = "-c, --ctx-size", .arg = "N", .help = "positions per sequence", .kind = CLI_INT,
+     CLI_AT(sot_opts, n_ctx), .min = 16, .max = 1 << 20, .def_doc = "the model's, at most 4096"},
+    {.names = "--max-points", .arg = "N", .help = "expand at most N points (at most 15)", .kind = CLI_INT,
+     CLI_AT(sot_opts, sp.max_points), .min = 1, .max = SOT_MAX_POINTS - 1, .def_doc = "10"},
+    {.names = "--skeleton-tokens", .arg = "N", .help = "token limit of the outline", .kind = CLI_INT,
+     CLI_AT(sot_opts, sp.skeleton_tokens), .min = 1, .max = 1 << 16, .def_doc = "200"},
+    {.names = "--point-tokens", .arg = "N", .help = "token limit of each point", .kind = CLI_INT,
+     CLI_AT(sot_opts, sp.point_tokens), .min = 1, .max = 1 << 16, .def_doc = "128"},
+    {.names = "--skeleton", .arg = "TEXT", .help = "use TEXT as the outline instead of generating one",
+     .kind = CLI_STR, CLI_AT(sot_opts, sp.skeleton_text)},
+    {.names = "--skeleton-prompt", .arg = "T", .help = "override the outline prompt ({question})", .kind = CLI_STR,
+     CLI_AT(sot_opts, sp.skeleton_prompt)},
+    {.names = "--point-prompt", .arg = "T", .help = "override the point prompt ({question} {skeleton} {index} {point})",
+     .kind = CLI_STR, CLI_AT(sot_opts, sp.point_prompt)},
+    {.names = "--chat-template", .arg = "NAME", .help = "wrap prompts as a chat turn in NAME's format",
+     .kind = CLI_STR, CLI_AT(sot_opts, chat_template),
+     .def_doc = "the model's template if it has one, else raw text"},
+    {.names = "--compare", .help = "also time plain decoding of the same number of tokens", .kind = CLI_FLAG,
+     CLI_AT(sot_opts, compare)},
+    {.names = "--json", .help = "end with one JSON line: fallback, points, answer, times", .kind = CLI_FLAG,
+     CLI_AT(sot_opts, json)},
+    {.kind = CLI_SECTION, .help = "Sampling (the outline and every point):"},
+    CLI_OPTS_SAMPLER(sot_opts, sp.sampling, seed_set),
+};
+
+const cli_spec cli_spec_sot = {
+    .cmd = "sot",
+    .usage = "usage: kite sot [-m MODEL] -p QUESTION [options]\n"
+             "\n"
+             "Skeleton-of-Thought: the model first writes a numbered outline, then every\n"
+             "point is expanded at the same time (one batched sequence per point) and the\n"
+             "answer is assembled in order.  If the outline does not parse (fewer than 2\n"
+             "numbered points), the question is answered by plain decoding (router).\n",
+    CLI_TABLE(sot_opts_table, sot_opts),
+};
 
 /* Plain decoding of the question with exactly n_tokens generated (EOS
  * ignored), for --compare; returns seconds or a negative value. */
@@ -157,8 +111,9 @@ static double time_plain(engine *e, const kite_model *m, const char *question, i
 
 int cmd_sot(int argc, char **argv) {
     sot_opts o = {.sp = sot_default_params()};
-    int rc = parse_args(argc, argv, &o);
-    if (rc) return rc < 0 ? 0 : rc;
+    int rc = cli_parse(&cli_spec_sot, argc, argv, &o);
+    if (rc >= 0) return rc;
+    if (!o.question) return cli_usage_error("sot", "-p QUESTION is required");
     if (!o.model) o.model = cli_default_model(argv[0]);
 
     kite_model *m = NULL;

@@ -20,53 +20,49 @@
 
 #define CMD "synth"
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: kite synth --shape NAME --type TYPE -o OUT.gguf [--layers N] [--seed S] [-t THREADS]\n"
-            "\n"
-            "Writes a GGUF model with the architecture (llama, qwen2, qwen3, qwen3moe, gpt2; Mixtral\n"
-            "experts, Mistral sliding window, Llama 3 rope factors), hyperparameters and vocabulary\n"
-            "size of a real model and deterministic random weights, scaled so that activations stay\n"
-            "finite and logits are O(1): for benchmarks and tests without downloads.  tiny-* shapes\n"
-            "are 2-layer test models.  llama.cpp loads them too (its Feb 2025 snapshot: not qwen3*).\n"
-            "\n"
-            "  --shape NAME     %s\n"
-            "  --type TYPE      matrix type: any type kite can quantize to (f32, f16, bf16, and the\n"
-            "                   block formats once they have a reference quantizer), or q4_k_m\n"
-            "                   (llama.cpp's Q4_K_M mix of q4_K and q6_K); norm vectors stay f32\n"
-            "  -o, --output F   output path (written to a temporary file, then renamed)\n"
-            "  --layers N       override the layer count (smaller files for quick benchmarks)\n"
-            "  --seed S         PRNG seed (default 1); same seed and flags -> same bytes\n"
-            "  -t, --threads N  generator threads (default: all online CPUs); no effect on the output\n"
-            "  -h, --help       show this help\n",
-            synth_shape_list());
-}
+typedef struct synth_opts {
+    const char *shape, *type, *out;
+    int64_t layers, threads;
+    uint64_t seed;
+} synth_opts;
+
+static const cli_opt synth_opts_table[] = {
+    {.names = "--shape", .arg = "NAME", .help = "%s", .choices_fn = synth_shape_list, .kind = CLI_STR,
+     CLI_AT(synth_opts, shape)},
+    {.names = "--type", .arg = "TYPE",
+     .help = "matrix type: any type kite can quantize to (f32, f16, bf16, and the\n"
+             "block formats once they have a reference quantizer), or q4_k_m\n"
+             "(llama.cpp's Q4_K_M mix of q4_K and q6_K); norm vectors stay f32",
+     .kind = CLI_STR, CLI_AT(synth_opts, type)},
+    {.names = "-o, --output", .arg = "F", .help = "output path (written to a temporary file, then renamed)",
+     .kind = CLI_STR, CLI_AT(synth_opts, out)},
+    {.names = "--layers", .arg = "N", .help = "override the layer count (smaller files for quick benchmarks)",
+     .kind = CLI_INT, CLI_AT(synth_opts, layers), .min = 1, .max = 4096},
+    {.names = "--seed", .arg = "S", .help = "PRNG seed; same seed and flags -> same bytes", .kind = CLI_U64,
+     CLI_AT(synth_opts, seed), .def = "1"},
+    {.names = "-t, --threads", .arg = "N", .help = "generator threads; no effect on the output", .kind = CLI_INT,
+     CLI_AT(synth_opts, threads), .min = 0, .max = 1024, .def_doc = "all online CPUs"},
+};
+
+const cli_spec cli_spec_synth = {
+    .cmd = CMD,
+    .usage = "usage: kite synth --shape NAME --type TYPE -o OUT.gguf [--layers N] [--seed S] [-t THREADS]\n"
+             "\n"
+             "Writes a GGUF model with the architecture (llama, qwen2, qwen3, qwen3moe, gpt2; Mixtral\n"
+             "experts, Mistral sliding window, Llama 3 rope factors), hyperparameters and vocabulary\n"
+             "size of a real model and deterministic random weights, scaled so that activations stay\n"
+             "finite and logits are O(1): for benchmarks and tests without downloads.  tiny-* shapes\n"
+             "are 2-layer test models.  llama.cpp loads them too (its Feb 2025 snapshot: not qwen3*).\n",
+    CLI_TABLE(synth_opts_table, synth_opts),
+};
 
 int cmd_synth(int argc, char **argv) {
-    const char *shape = NULL, *type = NULL, *out = NULL;
-    int64_t layers = 0, threads = 0;
-    uint64_t seed = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--shape")) {
-            if (!(shape = cli_value(CMD, argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--type")) {
-            if (!(type = cli_value(CMD, argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
-            if (!(out = cli_value(CMD, argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--layers")) {
-            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 1, 4096, &layers)) return 2;
-        } else if (!strcmp(a, "--seed")) {
-            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_u64(CMD, a, v, &seed)) return 2;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 0, 1024, &threads)) return 2;
-        } else {
-            return cli_usage_error(CMD, "unknown option '%s'", a);
-        }
-    }
+    synth_opts o = {0};
+    int rc = cli_parse(&cli_spec_synth, argc, argv, &o);
+    if (rc >= 0) return rc;
+    const char *shape = o.shape, *type = o.type, *out = o.out;
+    const int64_t layers = o.layers, threads = o.threads;
+    const uint64_t seed = o.seed;
     if (!shape) return cli_usage_error(CMD, "--shape NAME is required (%s)", synth_shape_list());
     if (!type) return cli_usage_error(CMD, "--type TYPE is required");
     if (!out) return cli_usage_error(CMD, "-o OUT.gguf is required");

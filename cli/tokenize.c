@@ -15,17 +15,46 @@
 #include "config/config.h"
 #include "kite.h"
 
-static const char *const tokenize_usage =
-    "usage: kite tokenize [-m MODEL] [--bos] TEXT\n"
-    "\n"
-    "Prints the token ids of TEXT as a JSON array on one line, e.g. [15043, 3186].\n"
-    "TEXT is taken verbatim; '-' reads all of standard input (including any final\n"
-    "newline); put -- before a TEXT that starts with '-'.  Special-token text such\n"
-    "as <s> is not parsed.\n"
-    "\n"
-    "  -m, --model FILE   GGUF model or vocab-only GGUF (default: the bundled model)\n"
-    "      --bos          prepend the BOS token\n"
-    "  -h, --help         this text\n";
+typedef struct tokenize_opts {
+    const char *model;
+    const char *text;
+    bool text_set;
+    bool bos;
+} tokenize_opts;
+
+/* TEXT, or "--" before a TEXT that starts with '-'. */
+static int tokenize_arg(void *state, const char *cmd, int argc, char **argv, int *i) {
+    tokenize_opts *o = state;
+    const char *a = argv[*i];
+    if (!strcmp(a, "--") && *i + 1 < argc && !o->text_set) {
+        o->text = argv[++*i];
+        o->text_set = true;
+        return 0;
+    }
+    if (cli_is_option(a)) return cli_usage_error(cmd, "unknown option '%s'", a);
+    if (o->text_set) return cli_usage_error(cmd, "unexpected argument '%s' (quote the text)", a);
+    o->text = a;
+    o->text_set = true;
+    return 0;
+}
+
+static const cli_opt tokenize_opts_table[] = {
+    {.names = "-m, --model", .arg = "FILE", .help = "GGUF model or vocab-only GGUF", .kind = CLI_STR,
+     CLI_AT(tokenize_opts, model), .def_doc = "the bundled model"},
+    {.names = "--bos", .help = "prepend the BOS token", .kind = CLI_FLAG, CLI_AT(tokenize_opts, bos)},
+};
+
+const cli_spec cli_spec_tokenize = {
+    .cmd = "tokenize",
+    .usage = "usage: kite tokenize [-m MODEL] [--bos] TEXT\n"
+             "\n"
+             "Prints the token ids of TEXT as a JSON array on one line, e.g. [15043, 3186].\n"
+             "TEXT is taken verbatim; '-' reads all of standard input (including any final\n"
+             "newline); put -- before a TEXT that starts with '-'.  Special-token text such\n"
+             "as <s> is not parsed.\n",
+    CLI_TABLE(tokenize_opts_table, tokenize_opts),
+    .other = tokenize_arg,
+};
 
 /* Reads all of stdin into a malloc'd buffer. NULL on error. */
 static char *read_stdin(size_t *len) {
@@ -55,31 +84,12 @@ static char *read_stdin(size_t *len) {
 }
 
 int cmd_tokenize(int argc, char **argv) {
-    const char *model_path = NULL, *text = NULL;
-    bool bos = false, text_set = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            fputs(tokenize_usage, stdout);
-            return 0;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!(model_path = cli_value("tokenize", argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--bos")) {
-            bos = true;
-        } else if (!strcmp(a, "--") && i + 1 < argc && !text_set) {
-            text = argv[++i];
-            text_set = true;
-        } else if (a[0] == '-' && a[1] != '\0') {
-            return cli_usage_error("tokenize", "unknown option '%s'", a);
-        } else if (!text_set) {
-            text = a;
-            text_set = true;
-        } else {
-            return cli_usage_error("tokenize", "unexpected argument '%s' (quote the text)", a);
-        }
-    }
-    if (!text_set) return cli_usage_error("tokenize", "missing TEXT");
-    if (!model_path) model_path = cli_default_model(argv[0]);
+    tokenize_opts o = {0};
+    int prc = cli_parse(&cli_spec_tokenize, argc, argv, &o);
+    if (prc >= 0) return prc;
+    if (!o.text_set) return cli_usage_error("tokenize", "missing TEXT");
+    const char *model_path = o.model ? o.model : cli_default_model(argv[0]), *text = o.text;
+    const bool bos = o.bos;
 
     int status = 1;
     kite_model *model = NULL;

@@ -63,40 +63,55 @@
 #define MAX_CAND 16
 #define MAX_ROUNDS 64
 #define MIN_ROUNDS 3          /* timed rounds at least (--quick: 1) */
-#define BUDGET_MS 300.0       /* per (shape, n_tok class), all candidates together */
-#define QUICK_BUDGET_MS 5.0
+#define BUDGET_MS 300        /* ms per (shape, n_tok class), all candidates together */
+#define QUICK_BUDGET_MS 5
 #define MARGIN 0.03           /* a variant must beat the default by 3% to be chosen */
 #define AVAIL_MIN 0.70        /* below this share of the expected FMA rate a measurement is redone */
 #define CHECK_MS 5.0          /* one availability check */
 #define MAX_REDO 2
 #define OPT_ROUNDS 5          /* kernel option rounds (--quick: 1) */
-#define MIN_MIB 256           /* decode-prefetch is timed on models at least this large */
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: kite tune [-m MODEL] [-t THREADS] [--out FILE] [--quick] [--budget-ms MS] [--no-check]\n"
-            "                 [--no-options] [--min-mib N]\n"
-            "\n"
-            "Times kern_matmul's variants (flat or tiled GEMM, flat row tile, 1 / auto / all threads;\n"
-            "all give bit-identical results) for every matrix shape of MODEL at batch sizes 1, 4, 8, 16,\n"
-            "32 and 128, and writes the fastest per shape class to the tune table that kite reads at run\n"
-            "time (docs/kernels.md, \"Tuning\").  Then times the machine-wide kernel options that apply to\n"
-            "MODEL (decode-prefetch, bf16-fma, f16-widen; never a change of results) off and on over\n"
-            "whole-model prefill and decode, and records the faster setting.\n"
-            "\n"
-            "  -m, --model FILE   GGUF model (default: the bundled stories260K)\n"
-            "  -t, --threads N    pool threads to tune for (default: all online CPUs)\n"
-            "      --out FILE     table to write (default: $KITE_TUNE_FILE, else\n"
-            "                     $XDG_CACHE_HOME/kite/tune-<level>.txt or ~/.cache/kite/...)\n"
-            "      --quick        a few milliseconds per shape (tests; the choices are noisy)\n"
-            "      --budget-ms MS time per shape and batch size (default 300)\n"
-            "      --no-check     skip the core-availability check around each measurement\n"
-            "      --no-options   time the matmul variants only, not the kernel options\n"
-            "      --min-mib N    time decode-prefetch only on models of at least N MiB (default %d:\n"
-            "                     smaller ones stay in the caches)\n"
-            "  -h, --help         show this help\n",
-            MIN_MIB);
-}
+typedef struct tune_opts {
+    const char *model, *out;
+    int64_t threads, budget_ms, min_mib;
+    bool quick, no_check, no_options;
+} tune_opts;
+
+static const cli_opt tune_opts_table[] = {
+    {.names = "-m, --model", .arg = "FILE", .help = "GGUF model", .kind = CLI_STR, CLI_AT(tune_opts, model),
+     .def_doc = "the bundled stories260K"},
+    {.names = "-t, --threads", .arg = "N", .help = "pool threads to tune for", .kind = CLI_INT,
+     CLI_AT(tune_opts, threads), .min = 1, .max = 256, .def_doc = "all online CPUs"},
+    {.names = "--out", .arg = "FILE",
+     .help = "table to write (default: $KITE_TUNE_FILE, else\n$XDG_CACHE_HOME/kite/tune-<level>.txt or ~/.cache/kite/...)",
+     .kind = CLI_STR, CLI_AT(tune_opts, out)},
+    {.names = "--quick", .help = "a few milliseconds per shape (tests; the choices are noisy)", .kind = CLI_FLAG,
+     CLI_AT(tune_opts, quick)},
+    {.names = "--budget-ms", .arg = "MS", .help = "time per shape and batch size", .kind = CLI_INT,
+     CLI_AT(tune_opts, budget_ms), .min = 0, .max = 600000, .def_doc = CLI_XSTR(BUDGET_MS) " ms, --quick "
+     CLI_XSTR(QUICK_BUDGET_MS)},
+    {.names = "--no-check", .help = "skip the core-availability check around each measurement", .kind = CLI_FLAG,
+     CLI_AT(tune_opts, no_check)},
+    {.names = "--no-options", .help = "time the matmul variants only, not the kernel options", .kind = CLI_FLAG,
+     CLI_AT(tune_opts, no_options)},
+    {.names = "--min-mib", .arg = "N",
+     .help = "time decode-prefetch only on models of at least N MiB\n(smaller ones stay in the caches)",
+     .kind = CLI_INT, CLI_AT(tune_opts, min_mib), .min = 0, .max = (int64_t)1 << 30, .def = "256"},
+};
+
+const cli_spec cli_spec_tune = {
+    .cmd = CMD,
+    .usage = "usage: kite tune [-m MODEL] [-t THREADS] [--out FILE] [--quick] [--budget-ms MS] [--no-check]\n"
+             "                 [--no-options] [--min-mib N]\n"
+             "\n"
+             "Times kern_matmul's variants (flat or tiled GEMM, flat row tile, 1 / auto / all threads;\n"
+             "all give bit-identical results) for every matrix shape of MODEL at batch sizes 1, 4, 8, 16,\n"
+             "32 and 128, and writes the fastest per shape class to the tune table that kite reads at run\n"
+             "time (docs/kernels.md, \"Tuning\").  Then times the machine-wide kernel options that apply to\n"
+             "MODEL (decode-prefetch, bf16-fma, f16-widen; never a change of results) off and on over\n"
+             "whole-model prefill and decode, and records the faster setting.\n",
+    CLI_TABLE(tune_opts_table, tune_opts),
+};
 
 typedef struct shape {
     weight w;       /* the file's tensor (first of its shape), or a repacked copy */
@@ -261,46 +276,138 @@ static int write_table(const char *path, const kern_tune_table *t, const char *m
     return 0;
 }
 
-int cmd_tune(int argc, char **argv) {
-    const char *model = NULL, *out = NULL;
-    int64_t threads = 0;
-    double budget_ms = -1.0;
-    bool quick = false, check = true, options = true;
-    int64_t min_mib = MIN_MIB;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        int64_t iv;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!(model = cli_value(CMD, argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 1, 256, &threads)) return 2;
-        } else if (!strcmp(a, "--out")) {
-            if (!(out = cli_value(CMD, argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--budget-ms")) {
-            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 0, 600000, &iv)) return 2;
-            budget_ms = (double)iv;
-        } else if (!strcmp(a, "--quick")) {
-            quick = true;
-        } else if (!strcmp(a, "--no-check")) {
-            check = false;
-        } else if (!strcmp(a, "--no-options")) {
-            options = false;
-        } else if (!strcmp(a, "--min-mib")) {
-            if (!(v = cli_value(CMD, argc, argv, &i)) || !cli_parse_i64(CMD, a, v, 0, (int64_t)1 << 30, &min_mib)) return 2;
-        } else {
-            return cli_usage_error(CMD, "unknown option '%s'", a);
+/* Replaces the matrices kite_model_load repacks (q4_0, q8_0, q4_K and q6_K
+ * where it pays, gemm_x16.h) by repacked copies, so that tune times what a
+ * run computes.  Returns 0, or 1 after printing an out-of-memory error. */
+static int repack_shapes(const kern_ops_table *kt, shape *shapes, int n_shapes) {
+    for (int s = 0; s < n_shapes; s++) {
+        weight *w = &shapes[s].w;
+        const int64_t group = X16_ROWS;
+        if (!(kern_x16_type(w->type) && kern_x16_pays(kt->level)) || w->ne[1] < group) continue;
+        const size_t bytes = w->row_bytes * (size_t)w->ne[1];
+        void *copy = aligned_alloc(64, (bytes + 63) & ~(size_t)63), *tmp = malloc(kern_x16_pack_tmp_bytes(w->type, w->ne[1], w->ne[0]));
+        if (!copy || !tmp) {
+            free(copy);
+            free(tmp);
+            fprintf(stderr, "kite %s: out of memory\n", CMD);
+            return 1;
+        }
+        memcpy(copy, w->data, bytes);
+        kern_x16_pack(w->type, copy, w->ne[1], w->ne[0], tmp);
+        free(tmp);
+        shapes[s].copy = copy;
+        w->data = copy;
+        w->layout = WEIGHT_LAYOUT_X16;
+    }
+    return 0;
+}
+
+/* How the shape classes are timed. */
+typedef struct tune_run {
+    int threads;
+    double expect;   /* FMA GFLOP/s all threads should reach; 0: no availability checks */
+    double budget_s; /* per shape and batch size */
+    int min_rounds;
+} tune_run;
+
+/* Times every candidate of every (shape, n_tok class), adding the times of
+ * shapes that share a class into acc[0..*n_classes).  Returns 0 or 1. */
+static int measure(const kern_ops_table *kt, threadpool *tp, const shape *shapes, int n_shapes, const tune_run *r,
+                   class_acc *acc, int *n_classes) {
+    for (int s = 0; s < n_shapes; s++) {
+        const weight *w = &shapes[s].w;
+        for (int nc = 0; nc < KERN_TUNE_N_NTOK; nc++) {
+            const int64_t n_tok = kern_tune_ntok_rep(nc);
+            const uint32_t key = kern_tune_key(w->type, w->ne[1], w->ne[0], n_tok, r->threads);
+            int ci = 0;
+            while (ci < *n_classes && acc[ci].key != key) ci++;
+            class_acc *a = &acc[ci];
+            if (ci == *n_classes) {
+                (*n_classes)++;
+                a->key = key;
+                a->ntok_cls = nc;
+                a->type = w->type;
+                a->rows = w->ne[1];
+                a->k = w->ne[0];
+                a->n_cand = candidates(kt, w->type, n_tok, r->threads, a->cand);
+                a->avail = 1.0;
+            }
+            double t[MAX_CAND], best_t[MAX_CAND], best_av = -1.0;
+            for (int attempt = 0; attempt <= MAX_REDO; attempt++) {
+                const double a0 = r->expect > 0 ? probe_fma_check(r->threads, CHECK_MS) / r->expect : 1.0;
+                if (time_shape(kt, tp, w, n_tok, a->cand, a->n_cand, r->budget_s, r->min_rounds, t)) return 1;
+                const double a1 = r->expect > 0 ? probe_fma_check(r->threads, CHECK_MS) / r->expect : 1.0;
+                const double av = a0 < a1 ? a0 : a1;
+                if (av > best_av) {
+                    best_av = av;
+                    memcpy(best_t, t, sizeof t);
+                }
+                if (av >= AVAIL_MIN) break;
+            }
+            for (int i = 0; i < a->n_cand; i++) a->t[i] += best_t[i];
+            if (best_av < a->avail) a->avail = best_av;
+            a->n_shapes++;
         }
     }
+    return 0;
+}
+
+/* Picks each class's variant (the default unless another is MARGIN faster),
+ * puts it in table and prints the summary table.  Returns 0 or 1. */
+static int pick(const class_acc *acc, int n_classes, double expect, kern_tune_table *table, int *n_changed) {
+    int n_noisy = 0;
+    printf("| %-6s | %6s | %6s | %5s | %10s | %-15s | %9s | %7s | %5s |\n", "type", "rows", "k", "n_tok",
+           "default us", "picked", "picked us", "speedup", "avail");
+    printf("|--------|-------:|-------:|------:|-----------:|-----------------|----------:|--------:|------:|\n");
+    for (int ci = 0; ci < n_classes; ci++) {
+        const class_acc *a = &acc[ci];
+        int best = 0;
+        for (int i = 1; i < a->n_cand; i++)
+            if (a->t[i] < a->t[best]) best = i;
+        if (a->t[best] > a->t[0] * (1.0 - MARGIN)) best = 0;
+        kern_tune_choice c = a->cand[best];
+        c.tuned = 1;
+        if (!kern_tune_table_put(table, a->key, &c)) {
+            fprintf(stderr, "kite %s: the table is full (%d classes)\n", CMD, KERN_TUNE_MAX_ENTRIES);
+            return 1;
+        }
+        *n_changed += best != 0;
+        char rows[32];
+        snprintf(rows, sizeof rows, "%lld%s", (long long)a->rows, a->n_shapes > 1 ? "*" : "");
+        char avail[16];
+        if (expect > 0)
+            snprintf(avail, sizeof avail, "%.0f%%%s", 100.0 * a->avail, a->avail < AVAIL_MIN ? "*" : "");
+        else
+            snprintf(avail, sizeof avail, "-");
+        n_noisy += a->avail < AVAIL_MIN;
+        printf("| %-6s | %6s | %6lld | %5s | %10.1f | %-15s | %9.1f | %6.2fx | %5s |\n", dtype_name(a->type), rows,
+               (long long)a->k, kern_tune_ntok_label(a->ntok_cls), a->t[0] * 1e6, kern_tune_choice_name(&c),
+               a->t[best] * 1e6, a->t[best] > 0 ? a->t[0] / a->t[best] : 1.0, avail);
+    }
+    printf("(rows*: several shapes share the class; times are summed.  avail: the lowest share of the FMA rate the\n"
+           " machine gave around the measurements; * below %.0f%% after %d retries: a noisy choice)\n",
+           100.0 * AVAIL_MIN, MAX_REDO);
+    if (n_noisy)
+        fprintf(stderr, "kite %s: %d of %d classes were measured on a busy machine (avail *): run again when it is idle\n",
+                CMD, n_noisy, n_classes);
+    return 0;
+}
+
+int cmd_tune(int argc, char **argv) {
+    tune_opts args = {.budget_ms = -1};
+    int rc = cli_parse(&cli_spec_tune, argc, argv, &args);
+    if (rc >= 0) return rc;
+    const char *model = args.model, *out = args.out;
+    int64_t threads = args.threads;
+    double budget_ms = (double)args.budget_ms;
+    const bool quick = args.quick, check = !args.no_check, options = !args.no_options;
+    const int64_t min_mib = args.min_mib;
     if (!model) model = cli_default_model(argv[0]);
     if (threads == 0) {
         const long nc = sysconf(_SC_NPROCESSORS_ONLN);
         threads = nc > 0 ? nc : 1;
     }
     if (budget_ms < 0) budget_ms = quick ? QUICK_BUDGET_MS : BUDGET_MS;
-    const int min_rounds = quick ? 1 : MIN_ROUNDS;
     double expect = 0.0; /* FMA GFLOP/s all threads should reach; 0: no availability checks */
 
     int status = 1, n_classes = 0;
@@ -330,25 +437,7 @@ int cmd_tune(int argc, char **argv) {
     }
     /* time what a run computes: kite_model_load repacks q4_0, q8_0, q4_K and q6_K (gemm_x16.h)
      * where it pays */
-    for (int s = 0; s < n_shapes && !config_get()->no_repack; s++) {
-        weight *w = &shapes[s].w;
-        const int64_t group = X16_ROWS;
-        if (!(kern_x16_type(w->type) && kern_x16_pays(kt->level)) || w->ne[1] < group) continue;
-        const size_t bytes = w->row_bytes * (size_t)w->ne[1];
-        void *copy = aligned_alloc(64, (bytes + 63) & ~(size_t)63), *tmp = malloc(kern_x16_pack_tmp_bytes(w->type, w->ne[1], w->ne[0]));
-        if (!copy || !tmp) {
-            free(copy);
-            free(tmp);
-            fprintf(stderr, "kite %s: out of memory\n", CMD);
-            goto done;
-        }
-        memcpy(copy, w->data, bytes);
-        kern_x16_pack(w->type, copy, w->ne[1], w->ne[0], tmp);
-        free(tmp);
-        shapes[s].copy = copy;
-        w->data = copy;
-        w->layout = WEIGHT_LAYOUT_X16;
-    }
+    if (!config_get()->no_repack && repack_shapes(kt, shapes, n_shapes)) goto done;
     probe_result pr;
     if (check && !quick) {
         if (config_probe_get(&pr, NULL) == KITE_OK)
@@ -370,80 +459,15 @@ int cmd_tune(int argc, char **argv) {
             model, n_shapes, kt->name, (int)threads, budget_ms);
 
     const double t_start = time_now_s();
-    for (int s = 0; s < n_shapes; s++) {
-        const weight *w = &shapes[s].w;
-        for (int nc = 0; nc < KERN_TUNE_N_NTOK; nc++) {
-            const int64_t n_tok = kern_tune_ntok_rep(nc);
-            const uint32_t key = kern_tune_key(w->type, w->ne[1], w->ne[0], n_tok, (int)threads);
-            int ci = 0;
-            while (ci < n_classes && acc[ci].key != key) ci++;
-            class_acc *a = &acc[ci];
-            if (ci == n_classes) {
-                n_classes++;
-                a->key = key;
-                a->ntok_cls = nc;
-                a->type = w->type;
-                a->rows = w->ne[1];
-                a->k = w->ne[0];
-                a->n_cand = candidates(kt, w->type, n_tok, (int)threads, a->cand);
-                a->avail = 1.0;
-            }
-            double t[MAX_CAND], best_t[MAX_CAND], best_av = -1.0;
-            for (int attempt = 0; attempt <= MAX_REDO; attempt++) {
-                const double a0 = expect > 0 ? probe_fma_check((int)threads, CHECK_MS) / expect : 1.0;
-                if (time_shape(kt, tp, w, n_tok, a->cand, a->n_cand, budget_ms * 1e-3, min_rounds, t)) goto done;
-                const double a1 = expect > 0 ? probe_fma_check((int)threads, CHECK_MS) / expect : 1.0;
-                const double av = a0 < a1 ? a0 : a1;
-                if (av > best_av) {
-                    best_av = av;
-                    memcpy(best_t, t, sizeof t);
-                }
-                if (av >= AVAIL_MIN) break;
-            }
-            for (int i = 0; i < a->n_cand; i++) a->t[i] += best_t[i];
-            if (best_av < a->avail) a->avail = best_av;
-            a->n_shapes++;
-        }
-    }
+    const tune_run run = {.threads = (int)threads, .expect = expect, .budget_s = budget_ms * 1e-3,
+                          .min_rounds = quick ? 1 : MIN_ROUNDS};
+    if (measure(kt, tp, shapes, n_shapes, &run, acc, &n_classes)) goto done;
 
     kern_tune_table_init(table);
     merge_existing(path, (int)kt->level, table);
     table->level = (int)kt->level;
-    int n_changed = 0, n_noisy = 0;
-    printf("| %-6s | %6s | %6s | %5s | %10s | %-15s | %9s | %7s | %5s |\n", "type", "rows", "k", "n_tok",
-           "default us", "picked", "picked us", "speedup", "avail");
-    printf("|--------|-------:|-------:|------:|-----------:|-----------------|----------:|--------:|------:|\n");
-    for (int ci = 0; ci < n_classes; ci++) {
-        class_acc *a = &acc[ci];
-        int best = 0;
-        for (int i = 1; i < a->n_cand; i++)
-            if (a->t[i] < a->t[best]) best = i;
-        if (a->t[best] > a->t[0] * (1.0 - MARGIN)) best = 0;
-        kern_tune_choice c = a->cand[best];
-        c.tuned = 1;
-        if (!kern_tune_table_put(table, a->key, &c)) {
-            fprintf(stderr, "kite %s: the table is full (%d classes)\n", CMD, KERN_TUNE_MAX_ENTRIES);
-            goto done;
-        }
-        n_changed += best != 0;
-        char rows[32];
-        snprintf(rows, sizeof rows, "%lld%s", (long long)a->rows, a->n_shapes > 1 ? "*" : "");
-        char avail[16];
-        if (expect > 0)
-            snprintf(avail, sizeof avail, "%.0f%%%s", 100.0 * a->avail, a->avail < AVAIL_MIN ? "*" : "");
-        else
-            snprintf(avail, sizeof avail, "-");
-        n_noisy += a->avail < AVAIL_MIN;
-        printf("| %-6s | %6s | %6lld | %5s | %10.1f | %-15s | %9.1f | %6.2fx | %5s |\n", dtype_name(a->type), rows,
-               (long long)a->k, kern_tune_ntok_label(a->ntok_cls), a->t[0] * 1e6, kern_tune_choice_name(&c),
-               a->t[best] * 1e6, a->t[best] > 0 ? a->t[0] / a->t[best] : 1.0, avail);
-    }
-    printf("(rows*: several shapes share the class; times are summed.  avail: the lowest share of the FMA rate the\n"
-           " machine gave around the measurements; * below %.0f%% after %d retries: a noisy choice)\n",
-           100.0 * AVAIL_MIN, MAX_REDO);
-    if (n_noisy)
-        fprintf(stderr, "kite %s: %d of %d classes were measured on a busy machine (avail *): run again when it is idle\n",
-                CMD, n_noisy, n_classes);
+    int n_changed = 0;
+    if (pick(acc, n_classes, expect, table, &n_changed)) goto done;
     if (options) {
         uint32_t types[MAX_SHAPES];
         for (int i = 0; i < n_shapes; i++) types[i] = shapes[i].w.type;
