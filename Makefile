@@ -17,6 +17,20 @@
 
 CC ?= cc
 
+# Every core by default (a first build takes about a minute on 2 cores, most of
+# it the AVX-512 kernel files); an explicit -jN on the command line wins.
+ifeq ($(filter -j%,$(MAKEFLAGS)),)
+  MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 2)
+endif
+# One short line per step ("CC src/x.c"); V=1 prints the full commands.
+ifeq ($(V),1)
+  Q :=
+  say := @true
+else
+  Q := @
+  say := @printf '  %-5s %s\n'
+endif
+
 SAN ?=
 ifeq ($(SAN),1)
   BUILD ?= build-san
@@ -71,7 +85,8 @@ $(LIB_OBJ) $(TOOLS_OBJ) $(CLI_OBJ) $(TEST_BIN): | deps
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+	$(say) CC $<
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
 # The CLI finds the bundled model next to the binary (build/../models) or,
 # for builds elsewhere (BUILD=/tmp/x), in this source tree.
@@ -94,30 +109,36 @@ endif
 
 $(BUILD)/libkite.a: $(LIB_OBJ)
 	@mkdir -p $(dir $@)
-	rm -f $@
-	ar rcs $@ $^
+	$(say) AR $@
+	$(Q)rm -f $@
+	$(Q)ar rcs $@ $^
 
 $(BUILD)/libkite-tools.a: $(TOOLS_OBJ)
 	@mkdir -p $(dir $@)
-	rm -f $@
-	ar rcs $@ $^
+	$(say) AR $@
+	$(Q)rm -f $@
+	$(Q)ar rcs $@ $^
 
 $(BUILD)/kite: $(CLI_OBJ) $(BUILD)/libkite-tools.a $(BUILD)/libkite.a
-	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libkite-tools.a $(BUILD)/libkite.a $(TOOLS_LDLIBS) $(LDLIBS)
+	$(say) LD $@
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libkite-tools.a $(BUILD)/libkite.a $(TOOLS_LDLIBS) $(LDLIBS)
 
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libkite-tools.a $(BUILD)/libkite.a tests/harness.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Itests $(CFLAGS) -MMD -MP $< -o $@ $(BUILD)/libkite-tools.a $(BUILD)/libkite.a $(LDFLAGS) $(TOOLS_LDLIBS) $(LDLIBS)
+	$(say) CCLD $@
+	$(Q)$(CC) $(CPPFLAGS) -Itests $(CFLAGS) -MMD -MP $< -o $@ $(BUILD)/libkite-tools.a $(BUILD)/libkite.a $(LDFLAGS) $(TOOLS_LDLIBS) $(LDLIBS)
 
 # The option-table test walks the CLI's tables: it links the CLI without main.o.
 CLI_LIB_OBJ := $(filter-out $(BUILD)/obj/cli/main.o,$(CLI_OBJ))
 $(BUILD)/libkite-cli.a: $(CLI_LIB_OBJ)
 	@mkdir -p $(dir $@)
-	rm -f $@
-	ar rcs $@ $^
+	$(say) AR $@
+	$(Q)rm -f $@
+	$(Q)ar rcs $@ $^
 $(BUILD)/tests/test_cli_opts: tests/unit/test_cli_opts.c $(BUILD)/libkite-cli.a $(BUILD)/libkite-tools.a $(BUILD)/libkite.a tests/harness.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Itests $(CFLAGS) -MMD -MP $< -o $@ $(BUILD)/libkite-cli.a $(BUILD)/libkite-tools.a $(BUILD)/libkite.a $(LDFLAGS) $(TOOLS_LDLIBS) $(LDLIBS)
+	$(say) CCLD $@
+	$(Q)$(CC) $(CPPFLAGS) -Itests $(CFLAGS) -MMD -MP $< -o $@ $(BUILD)/libkite-cli.a $(BUILD)/libkite-tools.a $(BUILD)/libkite.a $(LDFLAGS) $(TOOLS_LDLIBS) $(LDLIBS)
 
 # The bundled model, greedy, with the prompt of the first golden case:
 # 196 new tokens = run.c's 200 positions minus BOS and the 4 prompt tokens.
@@ -134,10 +155,12 @@ WEB_FILES := $(sort $(wildcard tools/http/web/*))
 WEB_OBJ := $(BUILD)/obj/gen/web_assets.o
 $(BUILD)/gen/web_assets.c: $(WEB_FILES) tools/http/gen_web_assets.sh
 	@mkdir -p $(dir $@)
-	sh tools/http/gen_web_assets.sh $@ $(WEB_FILES)
+	$(say) GEN $@
+	$(Q)sh tools/http/gen_web_assets.sh $@ $(WEB_FILES)
 $(WEB_OBJ): $(BUILD)/gen/web_assets.c tools/http/web_assets.h | deps
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+	$(say) CC $<
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 $(BUILD)/libkite-tools.a: $(WEB_OBJ)
 
 # ---- loadtest: a bounded load on a `kite serve` started on 127.0.0.1 (loopback
