@@ -62,7 +62,7 @@
 #include "engine/engine_draft.h"
 #include "engine/kv_blocks.h"
 #include "engine/scheduler.h"
-#include "engine/stop.h"
+#include "generate/stop.h"
 #include "spec/accept.h"
 #include "spec/adapt.h"
 #include "spec/lookahead.h"
