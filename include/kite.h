@@ -262,7 +262,7 @@ void kite_sampler_reset(kite_sampler *s); /* forget history, reseed */
  *   1. unless ignore_eos: a generated BOS ends the generation (a new document
  *      would begin; llama2.c stops there too), then an end-of-generation
  *      token (kite_token_is_eog); a token that is both counts as BOS;
- *   2. one of the caller's stop tokens ends it;
+ *   2. one of the caller's stop tokens ends it (ignore_eos or not);
  *      such a token is not output: not counted, not recorded, not detokenized;
  *   3. otherwise the token is output; then n_predict output tokens end the
  *      generation (LENGTH), else a full context does (CONTEXT: the token would
@@ -294,8 +294,8 @@ typedef struct kite_gen_params {
     int64_t n_predict;       /* tokens to output at most; <= 0: none (the generation is over at once) */
     int32_t n_ctx;           /* context positions for the CONTEXT rule; 0: no such rule */
     bool ignore_eos;         /* BOS and end-of-generation tokens are output like any other */
-    const kite_token *stop_tokens; /* [n_stop_tokens] tokens that end the generation; borrowed until
-                                      the next kite_gen_begin */
+    const kite_token *stop_tokens; /* [n_stop_tokens] tokens that end the generation; borrowed: valid
+                                      until the generation ends or the next kite_gen_begin */
     int32_t n_stop_tokens;
 } kite_gen_params;
 
