@@ -184,7 +184,7 @@ int cmd_chat(int argc, char **argv) {
     kite_model *model = NULL;
     kite_ctx *ctx = NULL;
     kite_sampler *smp = NULL;
-    kite_detok *dt = NULL;
+    kite_gen *gen = NULL;
     chat_tokenizer *ct = NULL;
     conversation conv = {0};
     kite_token *ids = NULL;   /* the formatted conversation's tokens */
@@ -200,7 +200,7 @@ int cmd_chat(int argc, char **argv) {
     cp.n_ctx = o.n_ctx ? (int32_t)o.n_ctx : (info.n_ctx_train < 4096 ? info.n_ctx_train : 4096);
     cp.n_threads = (int32_t)o.n_threads;
     if (kite_ctx_new(model, &cp, &ctx) != KITE_OK || kite_sampler_new(&o.sp, info.n_vocab, &smp) != KITE_OK ||
-        kite_detok_new(model, &dt) != KITE_OK || chat_tokenizer_new(model, &ct) != KITE_OK)
+        kite_gen_new(model, &gen) != KITE_OK || chat_tokenizer_new(model, &ct) != KITE_OK)
         goto api_err;
     int family = CHAT_CHATML, source = CHAT_SRC_NO_TEMPLATE;
     if (chat_family_for_model_src(model, o.tmpl, &family, &source) != KITE_OK) goto api_err;
@@ -221,7 +221,12 @@ int cmd_chat(int argc, char **argv) {
 
     const bool tty = isatty(STDIN_FILENO);
     size_t turn = 0;
-    const kite_token bos = kite_token_bos(model);
+    kite_gen_params gp = kite_gen_default_params(); /* BOS / EOG, stop tokens, -n, the context */
+    gp.sampler = smp;
+    gp.n_predict = o.n_predict;
+    gp.n_ctx = n_ctx;
+    gp.stop_tokens = stop_ids;
+    gp.n_stop_tokens = n_stop_ids;
     for (;;) {
         if (tty) {
             fputs("> ", stdout);
@@ -270,31 +275,24 @@ int cmd_chat(int argc, char **argv) {
         /* 3. generate */
         size_t r_len = 0, shown = 0;
         if (!reply_append(&reply, &r_len, &reply_cap, "", 0)) goto oom;
-        bool stopped = false, at_stop_string = false, ctx_full = false;
+        bool at_stop_string = false, ctx_full = false;
         const char *why = "length";
         int64_t n_gen = 0;
         double t0 = time_now_s();
-        char piece[1024];
-        for (int64_t k = 0; k < o.n_predict && !stopped; k++) {
-            kite_token t = kite_sampler_sample(smp, kite_ctx_logits(ctx, -1));
-            if (kite_token_is_eog(model, t) || (t == bos && bos >= 0)) {
-                why = "eog";
+        if (kite_gen_begin(gen, &gp, (int32_t)n_cache) != KITE_OK) goto api_err;
+        while (kite_gen_stopped(gen) == KITE_STOP_NONE) {
+            kite_gen_step st;
+            if (kite_gen_sample(gen, kite_ctx_logits(ctx, -1), &st) != KITE_OK) goto api_err;
+            if (!st.output) { /* a generated BOS is reported as "eog" here */
+                why = st.stop == KITE_STOP_TOKEN ? "stop token" : "eog";
                 break;
             }
-            for (int s = 0; s < n_stop_ids; s++)
-                if (t == stop_ids[s]) stopped = true;
-            if (stopped) {
-                why = "stop token";
-                break;
-            }
-            kite_sampler_accept(smp, t);
-            n_gen++;
-            int np = kite_detok_push(dt, t, piece, sizeof piece);
-            if (np < 0) goto api_err;
-            const char *pc = piece;
+            n_gen = st.n_gen;
+            const char *pc = st.text;
+            size_t np = st.len;
             if (!r_len) /* the reply starts at its first visible character (SentencePiece's leading space) */
                 while (np > 0 && (*pc == ' ' || *pc == '\n')) pc++, np--;
-            if (!reply_append(&reply, &r_len, &reply_cap, pc, (size_t)np)) goto oom;
+            if (!reply_append(&reply, &r_len, &reply_cap, pc, np)) goto oom;
             bool hit = false;
             size_t safe = chat_stop_scan(reply + shown, r_len - shown, stops, &hit) + shown;
             fwrite(reply + shown, 1, safe - shown, stdout);
@@ -303,26 +301,24 @@ int cmd_chat(int argc, char **argv) {
             if (hit) {
                 r_len = shown; /* the reply ends before the stop string */
                 reply[r_len] = '\0';
-                stopped = at_stop_string = true;
+                at_stop_string = true;
                 why = "stop string";
                 break;
             }
-            if (k + 1 == o.n_predict) break; /* the last token is not evaluated */
-            if (n_cache >= (size_t)n_ctx) {
-                ctx_full = true;
-                why = "context";
+            if (st.stop != KITE_STOP_NONE) { /* the last token is not evaluated */
+                why = kite_stop_name(st.stop);
+                ctx_full = st.stop == KITE_STOP_CONTEXT;
                 break;
             }
-            if (kite_ctx_eval(ctx, &t, 1, false) != KITE_OK) goto api_err;
-            cache[n_cache++] = t;
+            if (kite_ctx_eval(ctx, &st.token, 1, false) != KITE_OK) goto api_err;
+            cache[n_cache++] = st.token;
         }
+        const char *tail;
+        size_t n_tail;
+        if (kite_gen_flush(gen, &tail, &n_tail) != KITE_OK) goto api_err; /* also resets the detokenizer */
         if (!at_stop_string) { /* show what was held back */
-            int np = kite_detok_flush(dt, piece, sizeof piece);
-            if (np > 0 && !reply_append(&reply, &r_len, &reply_cap, piece, (size_t)np)) goto oom;
+            if (n_tail > 0 && !reply_append(&reply, &r_len, &reply_cap, tail, n_tail)) goto oom;
             fwrite(reply + shown, 1, r_len - shown, stdout);
-        } else {
-            char tmp[64];
-            kite_detok_flush(dt, tmp, sizeof tmp); /* reset the decoder's held bytes */
         }
         fputc('\n', stdout);
         fflush(stdout);
@@ -351,7 +347,7 @@ done:
     free(cache);
     conv_free(&conv);
     chat_tokenizer_free(ct);
-    kite_detok_free(dt);
+    kite_gen_free(gen);
     kite_sampler_free(smp);
     kite_ctx_free(ctx);
     kite_model_free(model);

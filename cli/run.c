@@ -163,26 +163,33 @@ static bool dump_rows(FILE *f, const kite_ctx *ctx, int32_t n, int32_t n_vocab) 
 
 /* Plain decoding of up to n_predict tokens after the prompt, printing
  * nothing: the reference speed of --spec-compare (tokens per second from
- * the end of prefill to the last token).  Leaves ctx empty and smp reset. */
-static int plain_reference(kite_ctx *ctx, kite_sampler *smp, const kite_model *model, const kite_token *prompt,
+ * the end of prefill to the last token).  Leaves ctx empty, smp reset and
+ * gen's detokenizer as new. */
+static int plain_reference(kite_ctx *ctx, kite_sampler *smp, kite_gen *gen, const kite_token *prompt,
                            size_t n_prompt, int64_t n_predict, bool ignore_eos, double *tok_s, int64_t *n_out) {
-    const kite_token bos = kite_token_bos(model);
-    const int32_t n_ctx = kite_ctx_n_ctx(ctx);
+    kite_gen_params gp = kite_gen_default_params();
+    gp.sampler = smp;
+    gp.n_predict = n_predict;
+    gp.n_ctx = kite_ctx_n_ctx(ctx);
+    gp.ignore_eos = ignore_eos;
+    int rc = kite_gen_begin(gen, &gp, (int32_t)n_prompt);
     int64_t n = 0;
     for (size_t i = 0; i < n_prompt; i++) kite_sampler_accept(smp, prompt[i]);
-    int rc = kite_ctx_eval(ctx, prompt, (int32_t)n_prompt, false);
+    if (rc == KITE_OK) rc = kite_ctx_eval(ctx, prompt, (int32_t)n_prompt, false);
     double t0 = time_now_s();
-    while (rc == KITE_OK && n < n_predict) {
-        kite_token t = kite_sampler_sample(smp, kite_ctx_logits(ctx, -1));
-        if (!ignore_eos && (kite_token_is_eog(model, t) || (t == bos && bos >= 0))) break;
-        kite_sampler_accept(smp, t);
-        n++;
-        if (n == n_predict || kite_ctx_n_past(ctx) >= n_ctx) break;
-        rc = kite_ctx_eval(ctx, &t, 1, false);
+    while (rc == KITE_OK && kite_gen_stopped(gen) == KITE_STOP_NONE) {
+        kite_gen_step st;
+        if ((rc = kite_gen_sample(gen, kite_ctx_logits(ctx, -1), &st)) != KITE_OK) break;
+        n = st.n_gen;
+        if (st.stop != KITE_STOP_NONE) break;
+        rc = kite_ctx_eval(ctx, &st.token, 1, false);
     }
     double dt = time_now_s() - t0;
     *tok_s = dt > 0 ? (double)n / dt : 0.0;
     *n_out = n;
+    const char *tail;
+    size_t n_tail;
+    kite_gen_flush(gen, &tail, &n_tail);
     kite_ctx_truncate(ctx, 0);
     kite_sampler_reset(smp);
     return rc;
@@ -239,7 +246,7 @@ int cmd_run(int argc, char **argv) {
     kite_model *model = NULL;
     kite_ctx *ctx = NULL;
     kite_sampler *smp = NULL;
-    kite_detok *dt = NULL;
+    kite_gen *gen = NULL;
     kite_model *draft = NULL;
     spec_decoder *sd = NULL;
     kite_token *ids = NULL;
@@ -273,7 +280,7 @@ int cmd_run(int argc, char **argv) {
     cp.n_threads = (int32_t)o.n_threads;
     cp.kv_type = o.kv_type;
     if (kite_ctx_new(model, &cp, &ctx) != KITE_OK || kite_sampler_new(&o.sp, info.n_vocab, &smp) != KITE_OK ||
-        kite_detok_new(model, &dt) != KITE_OK) {
+        kite_gen_new(model, &gen) != KITE_OK) {
         fprintf(stderr, "kite run: %s\n", kite_last_error());
         goto done;
     }
@@ -309,17 +316,16 @@ int cmd_run(int argc, char **argv) {
     double ref_tok_s = 0.0;
     int64_t ref_tokens = 0;
     if (use_spec && spec_setup(&o, model, ctx, &draft, &sd)) goto done;
-    if (o.spec_compare && plain_reference(ctx, smp, model, ids, n_prompt, o.n_predict, o.ignore_eos, &ref_tok_s,
+    if (o.spec_compare && plain_reference(ctx, smp, gen, ids, n_prompt, o.n_predict, o.ignore_eos, &ref_tok_s,
                                           &ref_tokens) != KITE_OK) {
         fprintf(stderr, "kite run: %s\n", kite_last_error());
         goto done;
     }
 
     /* print the prompt as the detokenizer renders it */
-    char piece[8192];
+    kite_gen_step step;
     for (size_t i = 0; i < n_prompt; i++) {
-        int n = kite_detok_push(dt, ids[i], piece, sizeof piece);
-        if (n > 0) fwrite(piece, 1, (size_t)n, stdout);
+        if (kite_gen_echo(gen, ids[i], &step) == KITE_OK) fwrite(step.text, 1, step.len, stdout);
         kite_sampler_accept(smp, ids[i]);
     }
     fflush(stdout);
@@ -335,17 +341,21 @@ int cmd_run(int argc, char **argv) {
     double t_prefill = time_now_s() - t1;
     if (dump && !dump_rows(dump, ctx, (int32_t)n_prompt, info.n_vocab)) goto dump_err;
 
-    /* decode */
-    const kite_token bos = kite_token_bos(model);
+    /* decode: the stop rules are kite_gen's (the speculative decoder keeps
+     * its own sampler, so the generator records nothing there) */
+    kite_gen_params gp = kite_gen_default_params();
+    gp.sampler = sd ? NULL : smp;
+    gp.n_predict = o.n_predict;
+    gp.n_ctx = n_ctx;
+    gp.ignore_eos = o.ignore_eos;
+    if (kite_gen_begin(gen, &gp, (int32_t)n_prompt) != KITE_OK) {
+        fprintf(stderr, "kite run: %s\n", kite_last_error());
+        goto done;
+    }
     size_t n_gen = 0;
     int64_t n_decode_evals = 0;
     double t_decode = 0.0;
-    const char *stop_reason = "length";
-    while (sd && (int64_t)n_gen < o.n_predict) {
-        if ((int64_t)(n_prompt + n_gen) > n_ctx) { /* the pending token has no position left */
-            stop_reason = "context";
-            break;
-        }
+    while (sd && kite_gen_stopped(gen) == KITE_STOP_NONE) {
         kite_token out[SPEC_MAX_DRAFT + 1];
         int32_t got = 0;
         double td = time_now_s();
@@ -354,45 +364,33 @@ int cmd_run(int argc, char **argv) {
             goto done;
         }
         t_decode += time_now_s() - td;
-        bool stop = false;
-        for (int32_t i = 0; i < got && !stop; i++) {
-            kite_token t = out[i];
-            if (!o.ignore_eos && (kite_token_is_eog(model, t) || (t == bos && bos >= 0))) {
-                stop_reason = t == bos ? "bos" : "eog";
-                stop = true;
-                break;
+        for (int32_t i = 0; i < got && kite_gen_stopped(gen) == KITE_STOP_NONE; i++) {
+            if (kite_gen_push(gen, out[i], &step) != KITE_OK) {
+                fprintf(stderr, "kite run: %s\n", kite_last_error());
+                goto done;
             }
-            ids[n_prompt + n_gen++] = t;
-            int n = kite_detok_push(dt, t, piece, sizeof piece);
-            if (n > 0) {
-                fwrite(piece, 1, (size_t)n, stdout);
-                if (o.json && !text_append(&gen_text, piece, (size_t)n)) goto oom;
-            }
+            if (!step.output) break;
+            ids[n_prompt + n_gen++] = step.token;
+            fwrite(step.text, 1, step.len, stdout);
+            if (o.json && !text_append(&gen_text, step.text, step.len)) goto oom;
         }
         fflush(stdout);
-        if (stop) break;
     }
-    while (!sd && (int64_t)n_gen < o.n_predict) {
-        kite_token t = kite_sampler_sample(smp, kite_ctx_logits(ctx, -1));
-        if (!o.ignore_eos && (kite_token_is_eog(model, t) || (t == bos && bos >= 0))) {
-            stop_reason = t == bos ? "bos" : "eog";
-            break;
+    while (!sd && kite_gen_stopped(gen) == KITE_STOP_NONE) {
+        if (kite_gen_sample(gen, kite_ctx_logits(ctx, -1), &step) != KITE_OK) {
+            fprintf(stderr, "kite run: %s\n", kite_last_error());
+            goto done;
         }
-        kite_sampler_accept(smp, t);
-        ids[n_prompt + n_gen++] = t;
-        int n = kite_detok_push(dt, t, piece, sizeof piece);
-        if (n > 0) {
-            fwrite(piece, 1, (size_t)n, stdout);
+        if (!step.output) break;
+        ids[n_prompt + n_gen++] = step.token;
+        if (step.len > 0) {
+            fwrite(step.text, 1, step.len, stdout);
             fflush(stdout);
-            if (o.json && !text_append(&gen_text, piece, (size_t)n)) goto oom;
+            if (o.json && !text_append(&gen_text, step.text, step.len)) goto oom;
         }
-        if ((int64_t)n_gen == o.n_predict) break;
-        if (kite_ctx_n_past(ctx) >= n_ctx) {
-            stop_reason = "context";
-            break;
-        }
+        if (step.stop != KITE_STOP_NONE) break; /* the last token is not evaluated */
         double td = time_now_s();
-        if (kite_ctx_eval(ctx, &t, 1, dump != NULL) != KITE_OK) {
+        if (kite_ctx_eval(ctx, &step.token, 1, dump != NULL) != KITE_OK) {
             fprintf(stderr, "kite run: %s\n", kite_last_error());
             goto done;
         }
@@ -400,11 +398,13 @@ int cmd_run(int argc, char **argv) {
         n_decode_evals++;
         if (dump && !dump_rows(dump, ctx, 1, info.n_vocab)) goto dump_err;
     }
+    const char *stop_reason = kite_stop_name(kite_gen_stopped(gen));
     {
-        int n = kite_detok_flush(dt, piece, sizeof piece);
-        if (n > 0) {
-            fwrite(piece, 1, (size_t)n, stdout);
-            if (o.json && !text_append(&gen_text, piece, (size_t)n)) goto oom;
+        const char *tail;
+        size_t n_tail = 0;
+        if (kite_gen_flush(gen, &tail, &n_tail) == KITE_OK && n_tail > 0) {
+            fwrite(tail, 1, n_tail, stdout);
+            if (o.json && !text_append(&gen_text, tail, n_tail)) goto oom;
         }
     }
     fputc('\n', stdout);
@@ -473,7 +473,7 @@ done:
     free(gen_text.p);
     free(ids);
     free(prompt_buf);
-    kite_detok_free(dt);
+    kite_gen_free(gen);
     kite_sampler_free(smp);
     spec_free(sd);
     kite_ctx_free(ctx);

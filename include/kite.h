@@ -250,6 +250,112 @@ kite_token kite_sampler_sample(kite_sampler *s, const float *logits);
 void kite_sampler_accept(kite_sampler *s, kite_token t);
 void kite_sampler_reset(kite_sampler *s); /* forget history, reseed */
 
+/* ---- generation step --------------------------------------------------- */
+
+/* A kite_gen holds the rules of one generation step, written once for
+ * `kite run` (plain and speculative), `kite chat` and the serving engine:
+ *
+ *   sample (or take a token chosen elsewhere) -> stop rules -> record the
+ *   token in the sampler -> streaming detokenize.
+ *
+ * Stop rules, in this order:
+ *   1. unless ignore_eos: a generated BOS ends the generation (a new document
+ *      would begin; llama2.c stops there too), then an end-of-generation
+ *      token (kite_token_is_eog); a token that is both counts as BOS;
+ *   2. one of the caller's stop tokens ends it (ignore_eos or not);
+ *      such a token is not output: not counted, not recorded, not detokenized;
+ *   3. otherwise the token is output; then n_predict output tokens end the
+ *      generation (LENGTH), else a full context does (CONTEXT: the token would
+ *      need position n_ctx or later to be evaluated).
+ * The caller evaluates a token only while the generation goes on, so the
+ * last output token is never evaluated.  Stop strings are the caller's
+ * (they act on text: kite chat, the serving engine's stop filter).
+ *
+ * The detokenizer and its output buffer are allocated by kite_gen_new, so a
+ * step allocates nothing.  One thread at a time per kite_gen. */
+typedef enum kite_stop {
+    KITE_STOP_NONE = 0,  /* the generation goes on */
+    KITE_STOP_LENGTH,    /* n_predict tokens were output */
+    KITE_STOP_EOG,       /* the model produced an end-of-generation token */
+    KITE_STOP_BOS,       /* the model produced BOS */
+    KITE_STOP_CONTEXT,   /* the last output token has no position left in the context */
+    KITE_STOP_TOKEN      /* the model produced one of the caller's stop tokens */
+} kite_stop;
+
+/* "", "length", "eog", "bos", "context", "stop token" (static; "" for an unknown value). */
+const char *kite_stop_name(int stop);
+
+typedef struct kite_gen kite_gen;
+
+typedef struct kite_gen_params {
+    kite_sampler *sampler;   /* borrowed: samples in kite_gen_sample and records every output token;
+                                NULL: only kite_gen_push, nothing recorded (a speculative decoder that
+                                keeps its own sampler) */
+    int64_t n_predict;       /* tokens to output at most; <= 0: none (the generation is over at once) */
+    int32_t n_ctx;           /* context positions for the CONTEXT rule; 0: no such rule */
+    bool ignore_eos;         /* BOS and end-of-generation tokens are output like any other */
+    const kite_token *stop_tokens; /* [n_stop_tokens] tokens that end the generation; borrowed: valid
+                                      until the generation ends or the next kite_gen_begin */
+    int32_t n_stop_tokens;
+} kite_gen_params;
+
+/* Defaults: no sampler, n_predict 256, no context rule, no stop tokens. */
+kite_gen_params kite_gen_default_params(void);
+
+/* What a step did with one token. */
+typedef struct kite_gen_step {
+    kite_token token;   /* the token judged */
+    int stop;           /* enum kite_stop: KITE_STOP_NONE while the generation goes on (evaluate token
+                           next), else why it ended with this token */
+    bool output;        /* the token is part of the output (counted, recorded, detokenized) */
+    const char *text;   /* the text it completed: whole UTF-8 characters, NUL-terminated, "" if none;
+                           owned by the kite_gen, valid until its next call */
+    size_t len;         /* bytes of text */
+    int64_t n_gen;      /* tokens output since kite_gen_begin, this one included */
+} kite_gen_step;
+
+/* Creates a generator for model's vocabulary (borrowed: it must outlive the
+ * generator).  It starts stopped (KITE_STOP_LENGTH): call kite_gen_begin.
+ * Returns KITE_OK, KITE_E_ARG or KITE_E_NOMEM (*out unchanged). */
+int kite_gen_new(const kite_model *model, kite_gen **out /* OUT */);
+void kite_gen_free(kite_gen *g); /* NULL is a no-op */
+
+/* Starts a generation after n_past context positions (the prompt) with the
+ * rules of p (copied; the arrays it points to are borrowed).  The
+ * detokenizer keeps its state (call kite_gen_flush to end a text).
+ * Returns KITE_OK or KITE_E_ARG (state unchanged). */
+int kite_gen_begin(kite_gen *g, const kite_gen_params *p, int32_t n_past);
+
+/* Detokenizes a prompt token: no rules, not counted, not recorded (record
+ * prompt tokens with kite_sampler_accept).  For echoing the prompt, and so
+ * that the first generated token is rendered after it (SentencePiece's
+ * space after BOS).  out->output is false; stop and n_gen are the current
+ * values.
+ * Returns KITE_OK or the detokenizer's status (KITE_E_RANGE: token outside
+ * the vocabulary). */
+int kite_gen_echo(kite_gen *g, kite_token t, kite_gen_step *out /* OUT */);
+
+/* One step from a logits row (n_vocab floats): samples with p.sampler, then
+ * as kite_gen_push.  Returns KITE_OK, KITE_E_STATE (no sampler, or the
+ * generation is over: nothing done) or the detokenizer's status. */
+int kite_gen_sample(kite_gen *g, const float *logits, kite_gen_step *out /* OUT */);
+
+/* One step with token t chosen elsewhere (a speculative verification):
+ * applies the stop rules, records an output token in p.sampler (if any) and
+ * detokenizes it.  Returns KITE_OK, KITE_E_STATE (the generation is over:
+ * nothing done) or the detokenizer's status (KITE_E_RANGE: t outside the
+ * vocabulary). */
+int kite_gen_push(kite_gen *g, kite_token t, kite_gen_step *out /* OUT */);
+
+/* The stop reason so far (enum kite_stop; KITE_STOP_NONE while it goes on). */
+int kite_gen_stopped(const kite_gen *g);
+
+/* Ends the text: *text receives the held-back bytes of an incomplete
+ * character (as U+FFFD) or "", *len their count (owned by g, valid until
+ * its next call).  The detokenizer is then as new.  Returns KITE_OK or
+ * KITE_E_ARG. */
+int kite_gen_flush(kite_gen *g, const char **text /* OUT */, size_t *len /* OUT */);
+
 #ifdef __cplusplus
 }
 #endif

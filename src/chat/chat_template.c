@@ -38,6 +38,7 @@
 
 #include "core/error.h"
 #include "model/model.h"
+#include "generate/stop.h"
 
 static const char *const family_names[CHAT_FAMILY_COUNT] = {
     [CHAT_LLAMA2] = "llama2", [CHAT_LLAMA3] = "llama3", [CHAT_CHATML] = "chatml",
@@ -115,13 +116,13 @@ int chat_family_for_model(const kite_model *model, const char *override, int *fa
 
 /* ---- formatting -------------------------------------------------------------- */
 
-typedef struct sbuf {
+typedef struct tbuf {
     char *p;
     size_t len, cap;
     bool oom;
-} sbuf;
+} tbuf;
 
-static void sb_putn(sbuf *b, const char *s, size_t n) {
+static void sb_putn(tbuf *b, const char *s, size_t n) {
     if (b->oom) return;
     if (b->len + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 256;
@@ -139,12 +140,12 @@ static void sb_putn(sbuf *b, const char *s, size_t n) {
     b->p[b->len] = '\0';
 }
 
-static void sb_put(sbuf *b, const char *s) { sb_putn(b, s, strlen(s)); }
+static void sb_put(tbuf *b, const char *s) { sb_putn(b, s, strlen(s)); }
 
 static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
 
 /* Appends s without its leading and trailing ASCII whitespace. */
-static void sb_put_trim(sbuf *b, const char *s) {
+static void sb_put_trim(tbuf *b, const char *s) {
     size_t n = strlen(s), i = 0;
     while (i < n && is_space(s[i])) i++;
     while (n > i && is_space(s[n - 1])) n--;
@@ -161,7 +162,7 @@ static int role_of(const char *r) {
 }
 
 /* chatml: <|im_start|>role\ncontent<|im_end|>\n */
-static void fmt_chatml(sbuf *b, const chat_msg *m, size_t n, bool gen) {
+static void fmt_chatml(tbuf *b, const chat_msg *m, size_t n, bool gen) {
     for (size_t i = 0; i < n; i++) {
         sb_put(b, "<|im_start|>");
         sb_put(b, m[i].role);
@@ -173,7 +174,7 @@ static void fmt_chatml(sbuf *b, const chat_msg *m, size_t n, bool gen) {
 }
 
 /* llama3: <|start_header_id|>role<|end_header_id|>\n\ntrim(content)<|eot_id|> */
-static void fmt_llama3(sbuf *b, const chat_msg *m, size_t n, bool gen) {
+static void fmt_llama3(tbuf *b, const chat_msg *m, size_t n, bool gen) {
     for (size_t i = 0; i < n; i++) {
         sb_put(b, "<|start_header_id|>");
         sb_put(b, m[i].role);
@@ -185,7 +186,7 @@ static void fmt_llama3(sbuf *b, const chat_msg *m, size_t n, bool gen) {
 }
 
 /* zephyr: <|role|>\ncontent</s>\n */
-static void fmt_zephyr(sbuf *b, const chat_msg *m, size_t n, bool gen) {
+static void fmt_zephyr(tbuf *b, const chat_msg *m, size_t n, bool gen) {
     for (size_t i = 0; i < n; i++) {
         sb_put(b, "<|");
         sb_put(b, m[i].role);
@@ -202,8 +203,8 @@ static void fmt_zephyr(sbuf *b, const chat_msg *m, size_t n, bool gen) {
  * turn but a leading one starts with "<s>"; assistant turns are
  * " " + strip(content) + " </s>".  System text with no user turn after it
  * opens a turn: "[INST] " + sys. */
-static void fmt_llama2(sbuf *b, const chat_msg *m, size_t n) {
-    sbuf sys = {0}, turn = {0};
+static void fmt_llama2(tbuf *b, const chat_msg *m, size_t n) {
+    tbuf sys = {0}, turn = {0};
     for (size_t i = 0; i < n && !sys.oom && !turn.oom; i++) {
         int r = role_of(m[i].role);
         if (r == ROLE_SYSTEM) {
@@ -240,7 +241,7 @@ static void fmt_llama2(sbuf *b, const chat_msg *m, size_t n) {
 
 /* mistral (v0.1/v0.2): "[INST] " + [system + "\n"] + user + " [/INST]",
  * assistant content + "</s>"; no stripping. */
-static void fmt_mistral(sbuf *b, const chat_msg *m, size_t n) {
+static void fmt_mistral(tbuf *b, const chat_msg *m, size_t n) {
     bool open = false; /* "[INST] " written, user text not yet */
     for (size_t i = 0; i < n; i++) {
         int r = role_of(m[i].role);
@@ -267,7 +268,7 @@ static void fmt_mistral(sbuf *b, const chat_msg *m, size_t n) {
 
 /* gemma: <start_of_turn>user|model\ntrim(content)<end_of_turn>\n; pending
  * system text (trimmed, joined with "\n\n") + "\n\n" opens the next user turn. */
-static void fmt_gemma(sbuf *b, const chat_msg *m, size_t n, bool gen) {
+static void fmt_gemma(tbuf *b, const chat_msg *m, size_t n, bool gen) {
     size_t sys_from = 0;
     bool have_sys = false;
     for (size_t i = 0; i < n; i++) {
@@ -306,7 +307,7 @@ int chat_apply(int family, const chat_msg *msgs, size_t n, bool gen, char **out)
             return err_set(KITE_E_ARG, "chat_apply: message %zu: unknown role '%s' (expected system, user or assistant)",
                            i, msgs[i].role);
     }
-    sbuf b = {0};
+    tbuf b = {0};
     sb_put(&b, ""); /* an empty conversation still gives "" */
     switch (family) {
     case CHAT_LLAMA2: fmt_llama2(&b, msgs, n); break;
@@ -348,26 +349,10 @@ const char *const *chat_stop_strings(int family) {
 }
 
 size_t chat_stop_scan(const char *text, size_t len, const char *const *stops, bool *hit) {
-    bool h = false;
-    size_t best = len; /* earliest full match */
-    size_t hold = 0;   /* longest tail that is a proper prefix of a stop string */
-    for (size_t k = 0; stops && stops[k]; k++) {
-        const char *s = stops[k];
-        size_t sl = strlen(s);
-        if (!sl) continue;
-        for (size_t i = 0; i + sl <= len && i < best; i++)
-            if (text[i] == s[0] && !memcmp(text + i, s, sl)) {
-                best = i;
-                h = true;
-                break;
-            }
-        size_t max_tail = sl - 1 < len ? sl - 1 : len;
-        for (size_t t = max_tail; t > hold; t--)
-            if (!memcmp(text + len - t, s, t)) {
-                hold = t;
-                break;
-            }
-    }
+    int32_t n = 0;
+    while (stops && stops[n]) n++;
+    bool h;
+    const size_t at = stop_scan(text, len, stops, NULL, n, &h);
     if (hit) *hit = h;
-    return h ? best : len - hold;
+    return at;
 }

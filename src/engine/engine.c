@@ -29,10 +29,11 @@
  *   first draft): make_drafts takes its window as the draft, and verify_draft feeds the pass's argmax
  *   rows back (spec_la_update) and adds the accepted text to the pool.
  *
- *   Output text per request: token -> kite_detok (whole UTF-8 characters) ->
- *   stop_filter (holds back what may start a stop string) -> TEXT event.  A
- *   request finishes on EOS/EOG or BOS (unless ignore_eos: "stop"), a stop
- *   string ("stop"), max_tokens or the context ("length").  The EOS token
+ *   Output text per request: token -> kite_gen (the stop rules of kite.h,
+ *   then whole UTF-8 characters) -> stop_filter (holds back what may start a
+ *   stop string) -> TEXT event.  A request finishes on EOS/EOG or BOS (unless
+ *   ignore_eos: "stop"), a stop string ("stop"), max_tokens or the context
+ *   ("length": max_gen is max_tokens clipped to the context).  The EOS token
  *   itself is not output.
  *
  * THREADS / LOCKS
@@ -61,14 +62,11 @@
 #include "engine/engine_draft.h"
 #include "engine/kv_blocks.h"
 #include "engine/scheduler.h"
-#include "engine/stop.h"
+#include "generate/stop.h"
 #include "spec/accept.h"
 #include "spec/adapt.h"
 #include "spec/lookahead.h"
 #include "spec/lookup.h"
-
-/* Longest detokenized piece of one token we accept (bytes, with NUL). */
-#define ENGINE_PIECE_CAP 1024
 
 typedef struct ereq {
     sched_seq s;                 /* first member: scheduler items point here */
@@ -76,11 +74,10 @@ typedef struct ereq {
     engine_cb cb;
     void *user;
     kite_sampler *smp;
-    kite_detok *dt;
+    kite_gen *gen;               /* stop rules (EOG/BOS, max_gen) and detokenizer */
     stop_filter stop;
     int32_t max_gen;             /* generated-token limit after clipping to the context */
-    int32_t n_gen;               /* generated tokens (EOS excluded) */
-    bool ignore_eos;
+    int32_t n_gen;               /* generated tokens (EOS excluded), as counted by gen */
     bool greedy;                 /* temperature <= 0 */
     spec_adapt adapt;            /* speculative: this sequence's draft length */
     sampler_rng rng_accept;      /* speculative acceptance draws (temperature > 0) */
@@ -98,7 +95,6 @@ struct engine {
     kv_pool *kv;
     sched sched;
     int32_t n_vocab, n_ctx, n_parallel, block_size, n_blocks, step_tokens;
-    kite_token bos;
     int32_t spec_n;              /* prompt-lookup n-gram size; 0 = no speculation */
     int32_t draft_max;           /* upper bound of a draft */
     edrafter *drafter;           /* model drafter (draft model or skipped layers), or NULL */
@@ -131,7 +127,6 @@ struct engine {
     float *resid;                /* [n_vocab] residual distribution (speculative sampling) */
     int32_t *scratch;            /* [n_blocks] for sched_kv_usage */
     sbuf text;                   /* text of the event being built */
-    char piece[ENGINE_PIECE_CAP];
     int64_t tokens_out, requests_done, steps;
     int64_t spec_drafted, spec_accepted, spec_passes, spec_pool_drafts;
 };
@@ -159,7 +154,7 @@ static void req_free(ereq *r) {
     spec_la_free(&r->la);
     free(r->s.toks);
     kite_sampler_free(r->smp);
-    kite_detok_free(r->dt);
+    kite_gen_free(r->gen);
     stop_filter_free(&r->stop);
     free(r);
 }
@@ -193,7 +188,9 @@ static void finish(engine *e, ereq *r, const char *reason, int status, const cha
 }
 
 /* Appends token t, sampled or accepted, to r's output and streams its text
- * (one TEXT event per token, as plain decoding).  Returns true when r has
+ * (one TEXT event per token, as plain decoding).  The stop rules are
+ * kite_gen's (EOG or BOS unless ignore_eos: "stop"; max_gen: "length"); a
+ * stop string is the stop filter's ("stop").  Returns true when r has
  * finished: it has then been removed and freed. */
 static bool push_token(engine *e, ereq *r, kite_token t) {
     const char *reason = NULL;
@@ -201,26 +198,27 @@ static bool push_token(engine *e, ereq *r, kite_token t) {
     int32_t n_new = 0;
     e->text.n = 0;
     if (e->text.p) e->text.p[0] = '\0';
-    if (!r->ignore_eos && (kite_token_is_eog(e->model, t) || (t == e->bos && e->bos >= 0))) {
-        reason = "stop";
-    } else {
-        kite_sampler_accept(r->smp, t);
+    kite_gen_step st;
+    const int rc = kite_gen_push(r->gen, t, &st);
+    KITE_ASSERT(rc == KITE_OK); /* t was sampled from the vocabulary and r is still generating */
+    if (st.output) {
         KITE_ASSERT(r->s.n_toks < r->s.n_prompt + r->max_gen);
         r->s.toks[r->s.n_toks++] = t;
-        r->n_gen++;
+        r->n_gen = (int32_t)st.n_gen;
         e->tokens_out++;
         n_new = 1;
-        const int k = kite_detok_push(r->dt, t, e->piece, sizeof e->piece);
-        if (k > 0 && stop_filter_push(&r->stop, e->piece, (size_t)k, &e->text) == 1) {
+        if (st.len > 0 && stop_filter_push(&r->stop, st.text, st.len, &e->text) == 1) {
             reason = "stop";
             stop_string = true;
         }
-        if (!reason && r->n_gen >= r->max_gen) reason = "length";
     }
+    if (!reason && st.stop != KITE_STOP_NONE) reason = st.stop == KITE_STOP_LENGTH ? "length" : "stop";
     if (reason && !stop_string) {
         /* end of text: an incomplete character, then whatever was held back */
-        const int k = kite_detok_flush(r->dt, e->piece, sizeof e->piece);
-        if (k > 0 && stop_filter_push(&r->stop, e->piece, (size_t)k, &e->text) == 1) {
+        const char *tail;
+        size_t n_tail = 0;
+        kite_gen_flush(r->gen, &tail, &n_tail);
+        if (n_tail > 0 && stop_filter_push(&r->stop, tail, n_tail, &e->text) == 1) {
             reason = "stop";
         } else {
             stop_filter_finish(&r->stop, &e->text);
@@ -531,7 +529,6 @@ int engine_new(kite_model *model, const engine_params *params, engine **out) {
     e->block_size = bs;
     e->n_blocks = (int32_t)n_blocks;
     e->step_tokens = step;
-    e->bos = kite_token_bos(model);
     e->spec_n = p.spec_lookup_n;
     e->draft_max = p.spec_draft_max ? p.spec_draft_max : 8;
     e->la_w = p.spec_la_window;
@@ -651,7 +648,6 @@ int engine_submit(engine *e, const engine_req *req, engine_cb cb, void *user, ui
     r->max_gen = req->max_tokens < room ? req->max_tokens : room;
     r->cb = cb;
     r->user = user;
-    r->ignore_eos = req->ignore_eos;
     r->greedy = req->sampling.temperature <= 0.0f;
     spec_adapt_init(&r->adapt, e->la_w > 0 ? e->la_w : 1, e->draft_max, e->la_w > 0);
     sampler_rng_seed(&r->rng_accept, req->sampling.seed ^ 0x5EC0ACCE97ull);
@@ -667,10 +663,16 @@ int engine_submit(engine *e, const engine_req *req, engine_cb cb, void *user, ui
     memcpy(r->s.toks, req->prompt, (size_t)req->n_prompt * sizeof *r->s.toks);
     if ((rc = kite_sampler_new(&req->sampling, e->n_vocab, &r->smp)) != KITE_OK) goto fail;
     for (int32_t i = 0; i < req->n_prompt; i++) kite_sampler_accept(r->smp, req->prompt[i]);
-    if ((rc = kite_detok_new(e->model, &r->dt)) != KITE_OK) goto fail;
-    if (req->prompt[req->n_prompt - 1] == e->bos && e->bos >= 0) {
-        char sink[ENGINE_PIECE_CAP]; /* only sets the detokenizer's after-BOS state */
-        kite_detok_push(r->dt, e->bos, sink, sizeof sink);
+    kite_gen_params gp = kite_gen_default_params();
+    gp.sampler = r->smp;
+    gp.n_predict = r->max_gen; /* already clipped to the context */
+    gp.ignore_eos = req->ignore_eos;
+    if ((rc = kite_gen_new(e->model, &r->gen)) != KITE_OK) goto fail;
+    if ((rc = kite_gen_begin(r->gen, &gp, req->n_prompt)) != KITE_OK) goto fail;
+    const kite_token bos = kite_token_bos(e->model);
+    if (req->prompt[req->n_prompt - 1] == bos && bos >= 0) {
+        kite_gen_step st; /* only sets the detokenizer's after-BOS state */
+        kite_gen_echo(r->gen, bos, &st);
     }
     if ((rc = stop_filter_init(&r->stop, req->stop, req->n_stop)) != KITE_OK) goto fail;
     if (e->drafter && (rc = edraft_seq_init(e->drafter, &r->ds, &req->sampling)) != KITE_OK) goto fail;

@@ -64,6 +64,9 @@ nomem:
     return err_set(KITE_E_NOMEM, "kite_detok_new: out of memory");
 }
 
+/* A push emits at most 3 bytes (U+FFFD) per input byte of in[0..in_cap). */
+size_t vocab_detok_out_cap(const kite_detok *d) { return 3 * d->in_cap + 1; }
+
 void kite_detok_free(kite_detok *d) {
     if (!d) return;
     free(d->res);

@@ -43,5 +43,8 @@ int vocab_token_to_piece(const vocab *v, kite_token t, const char **piece, char 
 /* A streaming detokenizer over v (see kite_detok_new() in kite.h; v must
  * outlive it). */
 int vocab_detok_new(const vocab *v, kite_detok **out /* OUT */);
+/* Output buffer size (bytes, NUL included) with which no kite_detok_push or
+ * kite_detok_flush on d fails for lack of room. */
+size_t vocab_detok_out_cap(const kite_detok *d);
 
 #endif

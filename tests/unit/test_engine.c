@@ -27,7 +27,7 @@
 #include "harness.h"
 #include "kite.h"
 #include "engine/engine.h"
-#include "engine/stop.h"
+#include "generate/stop.h"
 
 #include "engine_harness.h"
 

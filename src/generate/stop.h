@@ -1,6 +1,7 @@
 /*
- * stop.h - stop strings over streamed text, with hold-back (issue 5;
- * docs/engine.md).
+ * stop.h - stop strings over streamed text, with hold-back (docs/engine.md).
+ * stop_scan is the one matcher: the serving engine's filter below and
+ * kite chat (chat_stop_scan) use it.
  *
  * DESIGN
  *   Generated text arrives in pieces.  The filter keeps the not yet emitted
@@ -17,12 +18,22 @@
  * OWNERSHIP / THREADS
  *   The filter copies the stop strings.  One thread at a time.
  */
-#ifndef KITE_SERVE_STOP_H
-#define KITE_SERVE_STOP_H
+#ifndef KITE_GENERATE_STOP_H
+#define KITE_GENERATE_STOP_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* Of text[0..len) (generated and not yet released), how many leading bytes
+ * may be released now.  If a stop string occurs, *hit is set and the offset
+ * of its earliest occurrence is returned (the text before it is the output).
+ * Otherwise *hit is false and the result is len minus the longest tail that
+ * is a proper prefix of a stop string (it may become one with more text).
+ * stops[0..n) with their lengths lens[0..n) (lens NULL: strlen); empty
+ * strings never match.  Cost: O(len * total stop length). */
+size_t stop_scan(const char *text, size_t len, const char *const *stops, const size_t *lens, int32_t n,
+                 bool *hit /* OUT */);
 
 /* A growable byte buffer (NUL-terminated when p != NULL). */
 typedef struct sbuf {

@@ -1,5 +1,6 @@
-/* stop.c - stop strings with hold-back over streamed text (see stop.h). */
-#include "engine/stop.h"
+/* stop.c - stop strings with hold-back over streamed text (see stop.h):
+ * stop_scan, the one matcher, and the filter of the serving engine. */
+#include "generate/stop.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -53,32 +54,35 @@ void stop_filter_free(stop_filter *f) {
     memset(f, 0, sizeof *f);
 }
 
-/* Earliest start of any stop string in h[0..n), or n if none. */
-static size_t first_stop(const stop_filter *f, const char *h, size_t n) {
-    size_t best = n;
-    for (int32_t i = 0; i < f->n_stop; i++) {
-        const size_t l = f->lens[i];
-        for (size_t s = 0; s + l <= n && s < best; s++)
-            if (memcmp(h + s, f->stops[i], l) == 0) {
+/* Length of stop string i (lens NULL: strlen). */
+static size_t stop_len(const char *const *stops, const size_t *lens, int32_t i) {
+    return lens ? lens[i] : strlen(stops[i]);
+}
+
+size_t stop_scan(const char *text, size_t len, const char *const *stops, const size_t *lens, int32_t n, bool *hit) {
+    size_t best = len; /* earliest start of a full match */
+    for (int32_t i = 0; i < n; i++) {
+        const size_t l = stop_len(stops, lens, i);
+        if (l == 0) continue;
+        for (size_t s = 0; s + l <= len && s < best; s++)
+            if (text[s] == stops[i][0] && memcmp(text + s, stops[i], l) == 0) {
                 best = s;
                 break;
             }
     }
-    return best;
-}
-
-/* Length of the longest suffix of h[0..n) that is a proper prefix of a stop. */
-static size_t held_suffix(const stop_filter *f, const char *h, size_t n) {
-    size_t best = 0;
-    for (int32_t i = 0; i < f->n_stop; i++) {
-        const size_t l = f->lens[i];
-        for (size_t k = (l - 1 < n ? l - 1 : n); k > best; k--)
-            if (memcmp(h + n - k, f->stops[i], k) == 0) {
-                best = k;
+    *hit = best < len;
+    if (*hit) return best;
+    size_t hold = 0; /* longest tail that is a proper prefix of a stop string */
+    for (int32_t i = 0; i < n; i++) {
+        const size_t l = stop_len(stops, lens, i);
+        if (l == 0) continue;
+        for (size_t k = (l - 1 < len ? l - 1 : len); k > hold; k--)
+            if (memcmp(text + len - k, stops[i], k) == 0) {
+                hold = k;
                 break;
             }
     }
-    return best;
+    return len - hold;
 }
 
 int stop_filter_push(stop_filter *f, const char *text, size_t len, sbuf *out) {
@@ -87,8 +91,9 @@ int stop_filter_push(stop_filter *f, const char *text, size_t len, sbuf *out) {
     int rc = sbuf_append(&f->held, text, len);
     if (rc != KITE_OK) return rc;
     sbuf *h = &f->held;
-    const size_t at = first_stop(f, h->p, h->n);
-    if (at < h->n) {
+    bool hit;
+    const size_t at = stop_scan(h->p, h->n, (const char *const *)f->stops, f->lens, f->n_stop, &hit);
+    if (hit) {
         rc = sbuf_append(out, h->p, at);
         if (rc != KITE_OK) return rc;
         h->n = 0;
@@ -96,8 +101,7 @@ int stop_filter_push(stop_filter *f, const char *text, size_t len, sbuf *out) {
         f->stopped = true;
         return 1;
     }
-    const size_t keep = held_suffix(f, h->p, h->n);
-    const size_t release = h->n - keep;
+    const size_t release = at, keep = h->n - at;
     rc = sbuf_append(out, h->p, release);
     if (rc != KITE_OK) return rc;
     memmove(h->p, h->p + release, keep);

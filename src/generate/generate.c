@@ -1,0 +1,171 @@
+/*
+ * generate.c - the generation step (kite_gen_* in kite.h): sample -> stop
+ * rules -> record -> streaming detokenize, for every decoding loop of kite
+ * (`kite run` plain and speculative, `kite chat`, the serving engine).
+ *
+ * DESIGN
+ *   The stop rules of kite.h are written here and nowhere else: a generated
+ *   BOS or end-of-generation token (unless ignore_eos), a caller's stop
+ *   token, the token limit, a full context.  A step judges one token; what
+ *   the caller does between steps (one kite_ctx_eval, a batched forward pass,
+ *   a speculative verification) is not its business, so the same rules serve
+ *   a loop that samples from its own logits and one that pushes tokens a
+ *   verifier accepted.  Stop strings act on text and stay with the callers
+ *   that have them (kite chat, engine/stop.c).
+ *
+ * INVARIANTS
+ *   stop != KITE_STOP_NONE  <=>  no further token is taken until the next
+ *   kite_gen_begin.  n_gen counts output tokens only.  piece has
+ *   vocab_detok_out_cap bytes, so no detokenizer call fails for room.
+ *
+ * OWNERSHIP / THREADS
+ *   The generator borrows the model and the sampler of its params; it owns
+ *   the detokenizer and the piece buffer, allocated once in kite_gen_new.
+ *   One thread at a time.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "model/model.h"
+#include "tokenizer/vocab.h"
+
+struct kite_gen {
+    const vocab *v;      /* the model's vocabulary (borrowed) */
+    kite_token bos;      /* -1 if none */
+    int32_t n_vocab;
+    kite_detok *dt;      /* owned */
+    char *piece;         /* [piece_cap] text of the last call */
+    size_t piece_cap;
+    kite_gen_params p;   /* rules of the current generation */
+    int32_t n_past;      /* positions before the first generated token */
+    int64_t n_gen;       /* output tokens since kite_gen_begin */
+    int stop;            /* enum kite_stop */
+};
+
+const char *kite_stop_name(int stop) {
+    switch (stop) {
+    case KITE_STOP_NONE: return "";
+    case KITE_STOP_LENGTH: return "length";
+    case KITE_STOP_EOG: return "eog";
+    case KITE_STOP_BOS: return "bos";
+    case KITE_STOP_CONTEXT: return "context";
+    case KITE_STOP_TOKEN: return "stop token";
+    default: return "";
+    }
+}
+
+kite_gen_params kite_gen_default_params(void) {
+    kite_gen_params p = {.n_predict = 256};
+    return p;
+}
+
+int kite_gen_new(const kite_model *model, kite_gen **out) {
+    if (!model || !model->vocab || !out) return err_set(KITE_E_ARG, "kite_gen_new: model and out are required");
+    kite_gen *g = calloc(1, sizeof *g);
+    if (!g) return err_set(KITE_E_NOMEM, "kite_gen_new: out of memory");
+    g->v = model->vocab;
+    g->bos = vocab_bos(g->v);
+    g->n_vocab = vocab_n_tokens(g->v);
+    g->stop = KITE_STOP_LENGTH;
+    int rc = vocab_detok_new(g->v, &g->dt);
+    if (rc != KITE_OK) goto fail;
+    g->piece_cap = vocab_detok_out_cap(g->dt);
+    g->piece = malloc(g->piece_cap);
+    if (!g->piece) {
+        rc = err_set(KITE_E_NOMEM, "kite_gen_new: out of memory");
+        goto fail;
+    }
+    g->piece[0] = '\0';
+    *out = g;
+    return KITE_OK;
+fail:
+    kite_gen_free(g);
+    return rc;
+}
+
+void kite_gen_free(kite_gen *g) {
+    if (!g) return;
+    kite_detok_free(g->dt);
+    free(g->piece);
+    free(g);
+}
+
+int kite_gen_begin(kite_gen *g, const kite_gen_params *p, int32_t n_past) {
+    if (!g || !p || n_past < 0 || p->n_ctx < 0 || p->n_stop_tokens < 0 || (p->n_stop_tokens > 0 && !p->stop_tokens))
+        return err_set(KITE_E_ARG, "kite_gen_begin: bad arguments");
+    g->p = *p;
+    g->n_past = n_past;
+    g->n_gen = 0;
+    g->stop = p->n_predict > 0 ? KITE_STOP_NONE : KITE_STOP_LENGTH;
+    return KITE_OK;
+}
+
+/* Fills out for token t with n bytes of text in g->piece. */
+static void step_out(const kite_gen *g, kite_token t, bool output, int n, kite_gen_step *out) {
+    out->token = t;
+    out->stop = g->stop;
+    out->output = output;
+    out->text = g->piece;
+    out->len = (size_t)n;
+    out->n_gen = g->n_gen;
+}
+
+int kite_gen_echo(kite_gen *g, kite_token t, kite_gen_step *out) {
+    if (!g || !out) return err_set(KITE_E_ARG, "kite_gen_echo: NULL argument");
+    const int n = kite_detok_push(g->dt, t, g->piece, g->piece_cap);
+    if (n < 0) return n;
+    step_out(g, t, false, n, out);
+    return KITE_OK;
+}
+
+/* The rules of kite.h, in their order: what ends the generation before t is
+ * output (BOS, EOG, a stop token), or KITE_STOP_NONE. */
+static int stop_before(const kite_gen *g, kite_token t) {
+    if (!g->p.ignore_eos) {
+        if (t == g->bos && g->bos >= 0) return KITE_STOP_BOS;
+        if (vocab_is_eog(g->v, t)) return KITE_STOP_EOG;
+    }
+    for (int32_t i = 0; i < g->p.n_stop_tokens; i++)
+        if (t == g->p.stop_tokens[i]) return KITE_STOP_TOKEN;
+    return KITE_STOP_NONE;
+}
+
+int kite_gen_push(kite_gen *g, kite_token t, kite_gen_step *out) {
+    if (!g || !out) return err_set(KITE_E_ARG, "kite_gen_push: NULL argument");
+    if (g->stop != KITE_STOP_NONE) return err_set(KITE_E_STATE, "kite_gen_push: the generation is over");
+    if (t < 0 || t >= g->n_vocab)
+        return err_set(KITE_E_RANGE, "kite_gen_push: token %d is outside the vocabulary (%d tokens)", t, g->n_vocab);
+    g->stop = stop_before(g, t);
+    if (g->stop != KITE_STOP_NONE) {
+        g->piece[0] = '\0';
+        step_out(g, t, false, 0, out);
+        return KITE_OK;
+    }
+    if (g->p.sampler) kite_sampler_accept(g->p.sampler, t);
+    g->n_gen++;
+    const int n = kite_detok_push(g->dt, t, g->piece, g->piece_cap); /* cannot fail: t in range, room */
+    KITE_ASSERT(n >= 0);
+    if (g->n_gen >= g->p.n_predict) g->stop = KITE_STOP_LENGTH;
+    else if (g->p.n_ctx > 0 && (int64_t)g->n_past + g->n_gen > g->p.n_ctx) g->stop = KITE_STOP_CONTEXT;
+    step_out(g, t, true, n, out);
+    return KITE_OK;
+}
+
+int kite_gen_sample(kite_gen *g, const float *logits, kite_gen_step *out) {
+    if (!g || !logits || !out) return err_set(KITE_E_ARG, "kite_gen_sample: NULL argument");
+    if (!g->p.sampler) return err_set(KITE_E_STATE, "kite_gen_sample: the generation has no sampler");
+    if (g->stop != KITE_STOP_NONE) return err_set(KITE_E_STATE, "kite_gen_sample: the generation is over");
+    return kite_gen_push(g, kite_sampler_sample(g->p.sampler, logits), out);
+}
+
+int kite_gen_stopped(const kite_gen *g) { return g ? g->stop : KITE_STOP_LENGTH; }
+
+int kite_gen_flush(kite_gen *g, const char **text, size_t *len) {
+    if (!g || !text || !len) return err_set(KITE_E_ARG, "kite_gen_flush: NULL argument");
+    const int n = kite_detok_flush(g->dt, g->piece, g->piece_cap);
+    if (n < 0) return n;
+    *text = g->piece;
+    *len = (size_t)n;
+    return KITE_OK;
+}
