@@ -18,7 +18,7 @@
  *   operations in the same order; the avx2 file keeps 16 virtual lanes as two
  *   ymm halves where an order matters), and differ from the references only
  *   by rounding (tests/unit/test_ops.c states the budgets):
- *     - exp is ops_exp (below), not libm expf: <= 2 ulp from expf;
+ *     - exp is ops_exp (kernels/exp_poly.h), not libm expf: <= 2 ulp from expf;
  *     - silu(g) = g * (1 / (1 + exp(-g))) as in the reference;
  *     - gelu(v) = v / (1 + exp(-2u)), u = sqrt(2/pi) v (1 + 0.044715 v^2),
  *       which equals 0.5 v (1 + tanh u) in real arithmetic without the
@@ -43,6 +43,7 @@
 #include <stdint.h>
 
 #include "kernels/dispatch.h"
+#include "kernels/exp_poly.h"
 
 typedef struct kern_elt_ops {
     const char *name; /* "scalar", "avx2" or "avx512" */
@@ -63,10 +64,7 @@ const kern_elt_ops *kern_elt_ops_active(void);
  * CPU/build cannot run that level. */
 const kern_elt_ops *kern_elt_ops_for_level(kern_level level);
 
-/* ops_exp's range: inputs are clamped to [OPS_EXP_LO, OPS_EXP_HI] first
- * (NaN passes through), which already gives 0 and +inf at the ends. */
-#define OPS_EXP_LO -105.0f
-#define OPS_EXP_HI 89.0f
+/* ops_exp's range OPS_EXP_LO, OPS_EXP_HI and its polynomial: kernels/exp_poly.h */
 
 /* References (src/kernels/ref/ops_ref.c): the contracts of kernels.h. */
 void kern_rmsnorm_ref(float *out, const float *x, const float *gain, int64_t n, float eps);
