@@ -161,8 +161,8 @@ static AI void q8_0_kernel(int64_t nb, float *y, int64_t ldy, const unsigned cha
 
 /* rows in fours (then singles) as the outer loop, tokens in groups of 2
  * (q4_0) or 1 (q8_0) inside, single rows one token at a time */
-KERN_GEMM_DRIVER(gemm_q4_0_q8_0_avxvnni, q4_0_kernel, QK8_0, 4, 2, KERN_GEMM_ROWS_OUTER, KERN_GEMM_TAIL_SINGLE)
-KERN_GEMM_DRIVER(gemm_q8_0_q8_0_avxvnni, q8_0_kernel, QK8_0, 4, 1, KERN_GEMM_ROWS_OUTER, KERN_GEMM_TAIL_SINGLE)
+KERN_GEMM_DRIVER(gemm_q4_0_q8_0_avxvnni, q4_0_kernel, QK8_0, 4, 2, ROWS_OUTER, KERN_GEMM_TAIL_SINGLE)
+KERN_GEMM_DRIVER(gemm_q8_0_q8_0_avxvnni, q8_0_kernel, QK8_0, 4, 1, ROWS_OUTER, KERN_GEMM_TAIL_SINGLE)
 
 void vec_dot_q4_0_q8_0_avxvnni(int64_t n, float *out, const void *w, const void *a) {
     q4_0_kernel(n / QK8_0, out, 1, w, 0, a, 0, 1, 1);
