@@ -1,6 +1,7 @@
 /*
- * dispatch.h - the kernel table: per weight type, the activation format it
- * wants and its dot-product kernels, selected once at run time from the CPU.
+ * dispatch.h - the kernel registry: one table per CPU level holding every
+ * kernel that is chosen by level and weight type, built once at run time;
+ * the active table is the best level the CPU supports.
  *
  * DESIGN
  *   Levels, each a superset of the one before:
@@ -11,14 +12,27 @@
  *     avx512      + AVX-512 F/BW/DQ/VL (src/kernels/x86_avx512/; integer kernels from avx2)
  *     avx512vnni  + AVX512_VNNI: vpdpbusd integer kernels
  *     avx512bf16  + AVX512_BF16: bf16 weights with bf16 activations (vdpbf16ps)
- *   Only the x86_* folders are compiled with ISA flags; everything else, this
- *   file's users included, runs on any x86-64 (and any other CPU, where only
- *   the scalar level exists).
+ *   Only the x86_* folders are compiled with ISA flags (except their
+ *   register.c); everything else, this file's users included, runs on any
+ *   x86-64 (and any other CPU, where only the scalar level exists).
+ *
+ *   The registry (kern_ops_table, below) is built by kern_tables_build:
+ *   level 0 from kern_register_scalar, each higher level as a copy of the
+ *   one below overridden by its ISA folder's registration function, so a
+ *   type without a kernel at some level keeps the best lower one.  One table
+ *   holds, per weight type (kern_type_ops): the activation format, vec_dot
+ *   and flat GEMM, the tiled prefill GEMM, the x16/x32 repacked-layout
+ *   kernels, their option variants and whether repacking pays; per level:
+ *   the activation converters, the element-wise ops (ops_simd.h) and the
+ *   attention loops (attention_simd.h).  Callers read it once per call
+ *   (kern_matmul, kern_attention) or cache a pointer (the element-wise ops);
+ *   no inner loop looks anything up.
  *
  *   kern_table() is built once (pthread_once) for the highest level the CPU
  *   and OS support (core/cpu.h), capped by kern_config.level_cap (a cap
  *   never raises the level; the kite CLI sets it from KITE_CPU_LEVEL).
- *   kern_table_for_level() gives any supported level's table, for tests.
+ *   kern_table_for_level() gives any supported level's table, for tests;
+ *   kern_table_of_level() any level's, supported or not (what it would pick).
  *
  *   Configuration is passed, not discovered: nothing under src/kernels reads
  *   the environment or a file.  The caller fills a kern_config (level cap,
@@ -46,6 +60,28 @@
  *   exactly, so the only rounding is the float dot's), except bf16 -> bf16
  *   at avx512bf16 (activations rounded to 8 significant bits); q4_0, q8_0 -> q8_0;
  *   q4_K, q6_K -> q8_K (as in ggml).  See docs/kernels.md for accuracy.
+ *
+ *   Options (kern_opt, below) never change the table: where a kernel depends
+ *   on one, the table holds both variants (x32 and x32_bf16_fma,
+ *   x32_f16_widen) and kern_matmul reads the option once per call.
+ *
+ * HOW TO ADD A KERNEL
+ *   1. Write it in one file of the level's folder (src/kernels/ref/ for a
+ *      scalar reference, x86_avx2/ or x86_avx512/ for SIMD), with the
+ *      signature of its slot (kern_vec_dot_fn, kern_gemm_fn via
+ *      KERN_DEFINE_GEMM or KERN_GEMM_DRIVER of gemm_driver.h,
+ *      kern_gemm_tiled_fn, kern_gemm_x16_fn, ...), and declare it in the
+ *      folder's header.
+ *   2. Add one line to the folder's register.c, in the function of its
+ *      level: kern_set_dot(t, TYPE, ACT, vec_dot, gemm) or
+ *      t->ops[TYPE].tiled = ...;  a variant of a CPU sub-feature goes under
+ *      its cpu_features() test there (as AVX-VNNI in x86_avx2/register.c).
+ *   tests/unit/test_registry.c then compares it with its scalar twin at
+ *   every level this CPU runs; if it fills an entry that was a documented
+ *   fallback, remove that fallback from the test's expected_null().  A new
+ *   weight type also needs its scalar entries (ref/register.c) and its
+ *   dtype traits; a new ISA level a kern_level, a detect_max() rule and a
+ *   level_register[] entry in dispatch.c.
  *
  * THREAD SAFETY
  *   Tables are immutable after the first call; kernels are reentrant.
