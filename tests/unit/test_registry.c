@@ -155,24 +155,6 @@ static void fill_weights(uint32_t t, int64_t n, int nr, unsigned char *w, size_t
     free(tmp);
 }
 
-static double row_magnitude(uint32_t wt, uint32_t at, int64_t n, const void *w, const void *a) {
-    float *wf = malloc((size_t)n * sizeof(float)), *af = malloc((size_t)n * sizeof(float));
-    const size_t wb = dtype_row_size(wt, n), ab = kern_act_row_bytes(at, n);
-    void *wc = malloc(wb), *ac = malloc(ab);
-    memcpy(wc, w, wb);
-    memcpy(ac, a, ab);
-    dtype_get(wt)->to_float(wc, wf, n);
-    if (at == KITE_DTYPE_F32) memcpy(af, ac, (size_t)n * sizeof(float));
-    else dtype_get(at)->to_float(ac, af, n);
-    double m = 0;
-    for (int64_t i = 0; i < n; i++) m += fabs((double)wf[i] * af[i]);
-    free(wf);
-    free(af);
-    free(wc);
-    free(ac);
-    return m;
-}
-
 /* The scalar twin of a dot of weight type t with act_type at. */
 static kern_vec_dot_fn scalar_dot(const kern_ops_table *ref, uint32_t t, uint32_t at) {
     if (ref->ops[t].act_type == at) return ref->ops[t].vec_dot;
@@ -183,8 +165,9 @@ static kern_vec_dot_fn scalar_dot(const kern_ops_table *ref, uint32_t t, uint32_
 static void check_dot_entries(const kern_ops_table *kt, const kern_ops_table *ref, uint32_t t) {
     const kern_type_ops *op = &kt->ops[t], *rop = &ref->ops[t];
     if (!op->vec_dot) return;
-    const int bs = dtype_get(t)->block_size, abs_ = op->act_type == KITE_DTYPE_F32 ? 1 : dtype_get(op->act_type)->block_size;
-    const int blk = bs > abs_ ? bs : abs_;
+    const int bs = dtype_get(t)->block_size;
+    const int act_bs = op->act_type == KITE_DTYPE_F32 ? 1 : dtype_get(op->act_type)->block_size;
+    const int blk = bs > act_bs ? bs : act_bs;
     const bool exact = t == KITE_DTYPE_W8A8 || t == KITE_DTYPE_LLM_INT8 || op->act_type == KITE_DTYPE_BF16;
     const double budget = bs == 1 ? FLOAT_BUDGET : INT_BUDGET;
     static const int64_t mults[] = {1, 3, 7, 37};
@@ -204,8 +187,9 @@ static void check_dot_entries(const kern_ops_table *kt, const kern_ops_table *re
             kt->act_from_f32[op->act_type](x, a + k * ab, n);
             ref->act_from_f32[op->act_type](x, a_ref + k * ab, n);
             if (kt->act_from_f32[op->act_type] != ref->act_from_f32[op->act_type]) {
-                CHECK_MSG(memcmp(a + k * ab, a_ref + k * ab, ab) == 0, "%s act_from_f32[%s] n=%lld: not the scalar bytes",
-                          kt->name, dtype_name(op->act_type), (long long)n);
+                CHECK_MSG(memcmp(a + k * ab, a_ref + k * ab, ab) == 0,
+                          "%s act_from_f32[%s] n=%lld: not the scalar bytes", kt->name, dtype_name(op->act_type),
+                          (long long)n);
                 n_twins[kt->level]++;
             }
         }
@@ -217,7 +201,7 @@ static void check_dot_entries(const kern_ops_table *kt, const kern_ops_table *re
                 float v, vr;
                 op->vec_dot(n, &v, w + r * wb, a + r * ab);
                 twin(n, &vr, w + r * wb, a + r * ab);
-                const double tol = exact ? 0.0 : budget * row_magnitude(t, op->act_type, n, w + r * wb, a + r * ab) + 1e-30;
+                const double tol = exact ? 0.0 : budget * magnitude(t, op->act_type, n, w + r * wb, a + r * ab) + 1e-30;
                 CHECK_MSG(fabs((double)v - vr) <= tol && (!exact || memcmp(&v, &vr, sizeof v) == 0),
                           "%s %s vec_dot n=%lld row %d: %.9g vs scalar %.9g", kt->name, dtype_name(t), (long long)n, r,
                           v, vr);
@@ -237,8 +221,8 @@ static void check_dot_entries(const kern_ops_table *kt, const kern_ops_table *re
                     for (int r = 0; r < rows; r++) {
                         float v;
                         op->vec_dot(n, &v, w + r * wb, a + k * ab);
-                        CHECK_MSG(memcmp(&v, &y[k * nr + r], sizeof v) == 0, "%s %s %s n=%lld %dx%d (%d,%d): %.9g vs %.9g",
-                                  kt->name, dtype_name(t), tiled ? "tiled" : "gemm", (long long)n, rows, toks, r, k,
+                        CHECK_MSG(memcmp(&v, &y[k * nr + r], sizeof v) == 0,
+                                  "%s %s %s n=%lld %dx%d (%d,%d): %.9g vs %.9g", kt->name, dtype_name(t), tiled ? "tiled" : "gemm", (long long)n, rows, toks, r, k,
                                   y[k * nr + r], v);
                     }
             }
@@ -271,15 +255,16 @@ static void check_x16_entry(const kern_ops_table *kt, const kern_ops_table *ref,
         for (int k = 0; k < X16_MAX_TOK; k++) {
             for (int64_t j = 0; j < n; j++) x[j] = frand();
             ref->act_from_f32[at](x, a + k * ab, n);
-            if (at == KITE_DTYPE_Q8_0) kern_x16_act_prep(a + k * ab, cs, kern_x16_offset(t), corr + k * cs, da + k * cs);
+            if (at == KITE_DTYPE_Q8_0)
+                kern_x16_act_prep(a + k * ab, cs, kern_x16_offset(t), corr + k * cs, da + k * cs);
         }
         for (int nt = 1; nt <= X16_MAX_TOK; nt += 5)
             for (int acc = 0; acc < 2; acc++) {
                 for (int q = 0; q < X16_MAX_TOK * X16_ROWS; q++) y0[q] = y1[q] = (float)(q % 5);
                 fr(nb, y0, X16_ROWS, w, a, ab, corr, da, cs, nt, acc);
                 f(nb, y1, X16_ROWS, w, a, ab, corr, da, cs, nt, acc);
-                CHECK_MSG(memcmp(y0, y1, sizeof(float) * (size_t)(nt * X16_ROWS)) == 0, "%s %s x16 nb=%lld nt=%d acc=%d",
-                          kt->name, dtype_name(t), (long long)nb, nt, acc);
+                CHECK_MSG(memcmp(y0, y1, sizeof(float) * (size_t)(nt * X16_ROWS)) == 0,
+                          "%s %s x16 nb=%lld nt=%d acc=%d", kt->name, dtype_name(t), (long long)nb, nt, acc);
             }
         n_twins[kt->level]++;
         free(w);
