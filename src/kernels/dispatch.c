@@ -202,7 +202,7 @@ kern_level kern_level_max(void) {
     return g_max;
 }
 
-const kern_ops_table *kern_table_of_level(kern_level level) {
+const kern_ops_table *kern_table_unchecked(kern_level level) {
     pthread_once(&g_once, init);
     return (unsigned)level < KERN_LEVEL_COUNT ? &g_tables[level] : NULL;
 }
@@ -210,44 +210,44 @@ const kern_ops_table *kern_table_of_level(kern_level level) {
 /* ---- lookups under the names the selectors had (tools and tests) ---- */
 
 kern_gemm_tiled_fn kern_gemm_tiled_get(kern_level level, uint32_t type) {
-    const kern_ops_table *t = kern_table_of_level(level);
+    const kern_ops_table *t = kern_table_unchecked(level);
     return t && type < KITE_DTYPE_COUNT ? t->ops[type].tiled : NULL;
 }
 
 kern_gemm_x16_fn kern_gemm_x16_get(kern_level level, uint32_t type) {
-    const kern_ops_table *t = kern_table_of_level(level);
+    const kern_ops_table *t = kern_table_unchecked(level);
     return t && type < KITE_DTYPE_COUNT ? t->ops[type].x16 : NULL;
 }
 
 bool kern_x16_pays(kern_level level) {
-    const kern_ops_table *t = kern_table_of_level(level);
+    const kern_ops_table *t = kern_table_unchecked(level);
     for (uint32_t ty = 0; t && ty < KITE_DTYPE_COUNT; ty++)
         if (t->ops[ty].x16 && t->ops[ty].repack) return true;
     return false;
 }
 
 bool kern_x32_pays(kern_level level, uint32_t type, int64_t ne0, int64_t nr) {
-    const kern_ops_table *t = kern_table_of_level(level);
+    const kern_ops_table *t = kern_table_unchecked(level);
     if (!t || type >= KITE_DTYPE_COUNT || !t->ops[type].x32 || !t->ops[type].repack || nr < X32_ROWS) return false;
     return type != KITE_DTYPE_BF16 || ne0 % 2 == 0; /* bf16 pairs need an even K */
 }
 
 bool kern_x32_bf16_wide(kern_level level) {
-    const kern_ops_table *t = kern_table_of_level(level);
+    const kern_ops_table *t = kern_table_unchecked(level);
     if (!t) return false;
     const kern_type_ops *op = &t->ops[KITE_DTYPE_BF16];
     return (op->x32_bf16_fma && kern_opt_on(KERN_OPT_BF16_FMA)) || op->x32_wide;
 }
 
 kern_gemm_x32_fn kern_gemm_x32_get(kern_level level, uint32_t type) {
-    const kern_ops_table *t = kern_table_of_level(level);
+    const kern_ops_table *t = kern_table_unchecked(level);
     if (!t || type >= KITE_DTYPE_COUNT) return NULL;
     const kern_type_ops *op = &t->ops[type];
     return op->x32_bf16_fma && kern_opt_on(KERN_OPT_BF16_FMA) ? op->x32_bf16_fma : op->x32;
 }
 
 kern_x32_f16_widened_fn kern_x32_f16_widen(kern_level level) {
-    const kern_ops_table *t = kern_table_of_level(level);
+    const kern_ops_table *t = kern_table_unchecked(level);
     const kern_type_ops *op = t ? &t->ops[KITE_DTYPE_F16] : NULL;
     return op && op->x32_f16_widen && kern_opt_on(KERN_OPT_F16_WIDEN) ? op->x32_f16_widen : NULL;
 }

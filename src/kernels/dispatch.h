@@ -32,7 +32,7 @@
  *   and OS support (core/cpu.h), capped by kern_config.level_cap (a cap
  *   never raises the level; the kite CLI sets it from KITE_CPU_LEVEL).
  *   kern_table_for_level() gives any supported level's table, for tests;
- *   kern_table_of_level() any level's, supported or not (what it would pick).
+ *   kern_table_unchecked() any level's, supported or not (what it would pick).
  *
  *   Configuration is passed, not discovered: nothing under src/kernels reads
  *   the environment or a file.  The caller fills a kern_config (level cap,
@@ -194,7 +194,7 @@ void kern_tables_build(kern_ops_table tables[KERN_LEVEL_COUNT]);
 /* A level's table whether or not this CPU can run it (tests and tools that
  * ask what a level would select; never call its kernels above
  * kern_level_max()). */
-const kern_ops_table *kern_table_of_level(kern_level level);
+const kern_ops_table *kern_table_unchecked(kern_level level);
 
 /* The active table (capped by kern_config.level_cap), built on first use. */
 const kern_ops_table *kern_table(void);
