@@ -101,8 +101,11 @@ ifneq ($(filter x86_64% i386% i486% i586% i686% amd64%,$(KITE_TARGET)),)
   KITE_X86 := 1
   AVX2_FLAGS := -mavx2 -mfma -mf16c
   AVX512_FLAGS := -mavx512f -mavx512bw -mavx512dq -mavx512vl -mavx512vnni -mavx512bf16 -mfma -mf16c
-$(BUILD)/obj/src/kernels/x86_avx2/%.o: CFLAGS += $(AVX2_FLAGS)
-$(BUILD)/obj/src/kernels/x86_avx512/%.o: CFLAGS += $(AVX512_FLAGS)
+# (each folder's register.c only stores kernel addresses and runs on any
+# CPU: it gets no ISA flags)
+ISA_OBJ = $(filter-out %/register.o,$(filter $(1)/src/kernels/$(2)/%,$(3)))
+$(call ISA_OBJ,$(BUILD)/obj,x86_avx2,$(LIB_OBJ)): CFLAGS += $(AVX2_FLAGS)
+$(call ISA_OBJ,$(BUILD)/obj,x86_avx512,$(LIB_OBJ)): CFLAGS += $(AVX512_FLAGS)
 # AVX-VNNI (VEX vpdpbusd) q4_0/q8_0 kernels: a run-time variant of the avx2 level
 $(BUILD)/obj/src/kernels/x86_avx2/vec_dot_quant_avxvnni.o: CFLAGS += -mavxvnni
 endif
@@ -205,8 +208,8 @@ FUZZ_LIB_OBJ := $(LIB_SRC:%.c=build-fuzz/obj/%.o)
 FUZZ_CFLAGS := -std=c11 -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -pthread -ffp-contract=off
 
 ifeq ($(KITE_X86),1)
-build-fuzz/obj/src/kernels/x86_avx2/%.o: FUZZ_CFLAGS += $(AVX2_FLAGS)
-build-fuzz/obj/src/kernels/x86_avx512/%.o: FUZZ_CFLAGS += $(AVX512_FLAGS)
+$(call ISA_OBJ,build-fuzz/obj,x86_avx2,$(FUZZ_LIB_OBJ)): FUZZ_CFLAGS += $(AVX2_FLAGS)
+$(call ISA_OBJ,build-fuzz/obj,x86_avx512,$(FUZZ_LIB_OBJ)): FUZZ_CFLAGS += $(AVX512_FLAGS)
 build-fuzz/obj/src/kernels/x86_avx2/vec_dot_quant_avxvnni.o: FUZZ_CFLAGS += -mavxvnni
 endif
 

@@ -1,7 +1,7 @@
 /*
- * kernel_helpers.h - what the kernel tests (test_kernels.c, test_gemm.c)
- * share: the error budgets against the reference and a small xorshift
- * generator of test data.
+ * kernel_helpers.h - what the kernel tests (test_kernels.c, test_gemm.c,
+ * test_registry.c, ...) share: the error budgets against the reference, the
+ * magnitude they scale by, and a small xorshift generator of test data.
  *
  * The includer defines KERNEL_TEST_SEED (a nonzero uint64 constant) before
  * including, so each test keeps its own reproducible sequence.  The state is
@@ -10,7 +10,13 @@
 #ifndef KITE_TEST_KERNEL_HELPERS_H
 #define KITE_TEST_KERNEL_HELPERS_H
 
+#include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/dispatch.h"
+#include "tensor/dtype.h"
 
 #ifndef KERNEL_TEST_SEED
 #error "define KERNEL_TEST_SEED before including kernel_helpers.h"
@@ -28,5 +34,25 @@ static inline uint32_t rnd(void) {
 }
 /* Uniform in [-1, 1] on a grid of 1e-6. */
 static inline float frand(void) { return (float)((int32_t)(rnd() % 2000001) - 1000000) / 1000000.0f; }
+
+/* sum |w_i * a_i| over the dequantized weight and activation rows */
+static inline double magnitude(uint32_t wt, uint32_t at, int64_t n, const void *w, const void *a) {
+    float *wf = malloc((size_t)n * sizeof(float)), *af = malloc((size_t)n * sizeof(float));
+    /* aligned copies: the dequantizers need not accept odd addresses */
+    const size_t wb = dtype_row_size(wt, n), ab = kern_act_row_bytes(at, n);
+    void *wc = malloc(wb), *ac = malloc(ab);
+    memcpy(wc, w, wb);
+    memcpy(ac, a, ab);
+    dtype_get(wt)->to_float(wc, wf, n);
+    if (at == KITE_DTYPE_F32) memcpy(af, ac, (size_t)n * sizeof(float));
+    else dtype_get(at)->to_float(ac, af, n);
+    free(wc);
+    free(ac);
+    double m = 0;
+    for (int64_t i = 0; i < n; i++) m += fabs((double)wf[i] * af[i]);
+    free(wf);
+    free(af);
+    return m;
+}
 
 #endif

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "kernels/attention_simd.h"
+#include "kernels/exp_poly.h"
 #include "kernels/kernels.h"
 #include "tensor/dtype.h"
 
@@ -182,7 +183,8 @@ static inline void attn_scale(float *restrict y, float w, int32_t n) {
  * expf call does not).  x = n*ln2 + r with |r| <= ln2/2 (n by the
  * 1.5*2^23 rounding trick, ln2 split in two so n*ln2_hi is exact), e^r by its
  * Taylor series to r^7 (truncation < 6e-9 relative), times 2^n built in the
- * exponent bits.  Against double exp over [ATTN_EXP_FLUSH, 88]: 1.2 ulp at
+ * exponent bits (the contract of kernels/exp_poly.h, unfused; ATTN_EXP_FLUSH
+ * and the clamp are defined there).  Against double exp over [ATTN_EXP_FLUSH, 88]: 1.2 ulp at
  * most (measured); test_exp in tests/unit/test_attention.c checks <= 2 ulp.
  * Below ATTN_EXP_FLUSH the result is +0: callers only add it to sums whose
  * largest term is >= e^-40 (split-KV's phi window; the running maximum's
@@ -194,13 +196,12 @@ static inline void attn_scale(float *restrict y, float w, int32_t n) {
  * (callers never keep such values: split-KV falls back beyond
  * phi + ATTN_PHI_RANGE).  NaN stays NaN.  No float-to-int conversion, so
  * no undefined behaviour for any input. */
-#define ATTN_EXP_FLUSH (-80.0f)
 static inline float attn_exp(float x) {
     /* clamp by bit selection (below, only to keep the steps finite: those results are
      * flushed): gcc 12 -O2 does not if-convert `x < lo ? lo : x`
      * inside a vectorised loop, but does vectorise masks; NaN compares false
      * both ways and passes through */
-    const float lo = -87.33f, hi = 88.0f;
+    const float lo = KERN_EXP_ATTN_LO, hi = KERN_EXP_ATTN_HI;
     int32_t xb, lob, hib;
     memcpy(&xb, &x, sizeof xb);
     memcpy(&lob, &lo, sizeof lob);
@@ -210,18 +211,11 @@ static inline float attn_exp(float x) {
     xb = (xb & ~(below | above)) | (lob & below) | (hib & above);
     memcpy(&x, &xb, sizeof x);
     const float round = 12582912.0f; /* 1.5 * 2^23 */
-    const float t = x * 1.44269504088896341f + round;
+    const float t = x * KERN_EXP_LOG2E + round;
     const float n = t - round;
-    float r = x - n * 0.693359375f;  /* ln2_hi: 9 significant bits, n*ln2_hi exact */
-    r = r + n * 2.12194440e-4f;      /* ln2 = ln2_hi - 2.12194440e-4 */
-    float p = 1.0f / 5040.0f;
-    p = p * r + 1.0f / 720.0f;
-    p = p * r + 1.0f / 120.0f;
-    p = p * r + 1.0f / 24.0f;
-    p = p * r + 1.0f / 6.0f;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
+    float r = x - n * KERN_EXP_LN2_HI; /* n*ln2_hi exact */
+    r = r + n * KERN_EXP_LN2_LO;
+    const float p = kern_exp_poly(r); /* the unfused polynomial (exp_poly.h) */
     uint32_t tb, sb;
     memcpy(&tb, &t, sizeof tb);
     /* the low bits of t hold n: (n + 127) << 23, n in [-126, 127] (unsigned:

@@ -1,12 +1,14 @@
 /*
  * attention_simd.h - the attention kernels' inner loops as a small table of
- * function pointers, chosen once per kern_attention call by CPU level.
+ * function pointers, one per CPU level in the registry (kern_ops_table.attn,
+ * dispatch.h), read once per kern_attention call.
  *
  * DESIGN
- *   The scalar table (attention_simd.c) wraps the inline loops of
- *   attention_impl.h, which are the specification.  The avx2 table
- *   (src/kernels/x86_avx2/attention_avx2.c; at the avx512 levels the same
- *   table with exp_sum from src/kernels/x86_avx512/attention_avx512.c)
+ *   The scalar table (ref/register.c over ref/attention_ref.c) wraps the
+ *   inline loops of attention_impl.h, which are the specification.  The avx2
+ *   table (x86_avx2/register.c over attention_avx2.c; at the avx512 levels
+ *   the same table with exp_sum and the axpy_rows entries from
+ *   x86_avx512/attention_avx512.c, x86_avx512/register.c)
  *   computes the same operations in the same order: every 8-lane partial
  *   sum lives in its own vector lane, products and sums are separate
  *   instructions (no FMA; the Makefile builds with -ffp-contract=off), the
@@ -66,11 +68,27 @@ typedef struct attn_ops {
     void (*deq_q4_0)(const unsigned char *x, float *y, int32_t n);
 } attn_ops;
 
-/* Table for the active kernel level (kern_table()->level, so KITE_CPU_LEVEL
- * caps it too). */
+/* The active level's table (kern_table()->attn, so KITE_CPU_LEVEL caps it
+ * too). */
 const attn_ops *attn_ops_active(void);
-/* Table of a level, or NULL if this CPU/build cannot run that level. */
+/* A level's table (kern_table_for_level(level)->attn), or NULL if this
+ * CPU/build cannot run that level. */
 const attn_ops *attn_ops_for_level(kern_level level);
+
+/* The scalar entries (ref/attention_ref.c): attention_impl.h's loops. */
+float attn_dot_ref(const float *a, const float *b, int32_t n);
+void attn_dot_rows_ref(const float *q, const float *k, size_t ldk, int32_t n_rows, int32_t n, float *s);
+void attn_axpy_ref(float *y, float w, const float *x, int32_t n);
+void attn_axpy_rows_ref(float *y, const float *w, const float *x, size_t ldx, int32_t n_rows, int32_t n);
+void attn_axpy_rows_multi_ref(float *y, size_t ldy, const float *w, size_t ldw, const int32_t *lo, const int32_t *hi,
+                              int32_t n_q, const float *x, size_t ldx, int32_t n);
+void attn_scale_ref(float *y, float w, int32_t n);
+float attn_exp_sum_ref(float *x, float sub, int32_t n);
+float attn_max_ref(const float *x, int32_t n);
+void attn_transpose_ref(const float *x, size_t ldx, int32_t n_rows, int32_t n, float *t, size_t ldt);
+void attn_deq_f16_ref(const uint16_t *x, float *y, int32_t n);
+void attn_deq_q8_0_ref(const unsigned char *x, float *y, int32_t n);
+void attn_deq_q4_0_ref(const unsigned char *x, float *y, int32_t n);
 
 /* kern_attention with an explicit table (tests compare levels bit for bit). */
 void kern_attention_with(const attn_ops *ops, threadpool *tp, const attn_args *a);

@@ -1,10 +1,12 @@
 /*
- * dispatch.c - builds the kernel table of every level once and picks the
- * active one (see dispatch.h).
+ * dispatch.c - the kernel registry: builds the table of every level once
+ * from the ISA folders' registration functions and picks the active one
+ * (see dispatch.h); the kernel options; the lookups tools and tests use.
  *
- * Each level starts as a copy of the level below and overrides the entries
- * it has kernels for, so a type without an ISA kernel silently uses the best
- * lower one.  The x86 kernels are referenced only on x86 builds.
+ * Each level starts as a copy of the level below and its registration
+ * overrides the entries it has kernels for, so a type without an ISA kernel
+ * uses the best lower one.  The x86 registrations are called only on x86
+ * builds.
  */
 #include "kernels/dispatch.h"
 
@@ -13,18 +15,17 @@
 #include <strings.h>
 
 #include "core/cpu.h"
+#include "kernels/attention_simd.h"
+#include "kernels/gemm_tiled.h"
+#include "kernels/gemm_x16.h"
+#include "kernels/gemm_x32.h"
 #include "kernels/int8_gemm.h"
-#include "kernels/ref/ref.h"
+#include "kernels/ops_simd.h"
 #include "kernels/tune.h"
 #include "tensor/blocks.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #define KITE_X86 1
-#include "kernels/x86_avx2/avx2.h"
-#include "kernels/x86_avx2/avxvnni.h"
-#include "kernels/x86_avx512/avx512.h"
-#include "kernels/x86_avx512/avx512bf16.h"
-#include "kernels/x86_avx512/kquant_vnni.h"
 #endif
 
 static kern_ops_table g_tables[KERN_LEVEL_COUNT];
@@ -60,70 +61,6 @@ size_t kern_act_row_bytes(uint32_t act_type, int64_t n) {
     if (act_type == KITE_DTYPE_F32) return (size_t)n * sizeof(float);
     return dtype_row_size(act_type, n);
 }
-
-static void set(kern_ops_table *t, uint32_t type, uint32_t act, kern_vec_dot_fn dot, kern_gemm_fn gemm) {
-    t->ops[type] = (kern_type_ops){.act_type = act, .vec_dot = dot, .gemm = gemm};
-}
-
-static void build_scalar(kern_ops_table *t) {
-    memset(t, 0, sizeof *t);
-    for (int i = 0; i < KITE_DTYPE_COUNT; i++) t->ops[i].act_type = KITE_DTYPE_F32; /* generic path */
-    set(t, KITE_DTYPE_F32, KITE_DTYPE_F32, vec_dot_f32_ref, gemm_f32_ref);
-    set(t, KITE_DTYPE_F16, KITE_DTYPE_F32, vec_dot_f16_f32_ref, gemm_f16_f32_ref);
-    set(t, KITE_DTYPE_BF16, KITE_DTYPE_F32, vec_dot_bf16_f32_ref, gemm_bf16_f32_ref);
-    set(t, KITE_DTYPE_Q4_0, KITE_DTYPE_Q8_0, vec_dot_q4_0_q8_0_ref, gemm_q4_0_q8_0_ref);
-    set(t, KITE_DTYPE_Q8_0, KITE_DTYPE_Q8_0, vec_dot_q8_0_q8_0_ref, gemm_q8_0_q8_0_ref);
-    set(t, KITE_DTYPE_Q4_K, KITE_DTYPE_Q8_K, vec_dot_q4_K_q8_K_ref, gemm_q4_K_q8_K_ref);
-    set(t, KITE_DTYPE_Q6_K, KITE_DTYPE_Q8_K, vec_dot_q6_K_q8_K_ref, gemm_q6_K_q8_K_ref);
-    t->act_from_f32[KITE_DTYPE_Q8_0] = act_quantize_q8_0_ref;
-    t->act_from_f32[KITE_DTYPE_Q8_K] = act_quantize_q8_K_ref;
-    /* W8A8 (int8_gemm.h): per-token int8 activations in the weight's own row format */
-    set(t, KITE_DTYPE_W8A8, KITE_DTYPE_W8A8, vec_dot_w8a8_ref, gemm_w8a8_ref);
-    set(t, KITE_DTYPE_LLM_INT8, KITE_DTYPE_W8A8, vec_dot_w8a8_ref, gemm_w8a8_ref); /* its int8 half; kern_matmul adds the outliers */
-    t->act_from_f32[KITE_DTYPE_W8A8] = act_quantize_w8a8;
-    t->act_from_f32[KITE_DTYPE_BF16] = act_bf16_from_f32_ref; /* unused below avx512bf16 (bf16 weights take f32) */
-}
-
-#ifdef KITE_X86
-static void build_avx2(kern_ops_table *t) {
-    set(t, KITE_DTYPE_F32, KITE_DTYPE_F32, vec_dot_f32_avx2, gemm_f32_avx2);
-    set(t, KITE_DTYPE_F16, KITE_DTYPE_F32, vec_dot_f16_f32_avx2, gemm_f16_f32_avx2);
-    set(t, KITE_DTYPE_BF16, KITE_DTYPE_F32, vec_dot_bf16_f32_avx2, gemm_bf16_f32_avx2);
-    set(t, KITE_DTYPE_Q4_0, KITE_DTYPE_Q8_0, vec_dot_q4_0_q8_0_avx2, gemm_q4_0_q8_0_avx2);
-    set(t, KITE_DTYPE_Q8_0, KITE_DTYPE_Q8_0, vec_dot_q8_0_q8_0_avx2, gemm_q8_0_q8_0_avx2);
-    set(t, KITE_DTYPE_Q4_K, KITE_DTYPE_Q8_K, vec_dot_q4_K_q8_K_avx2, gemm_q4_K_q8_K_avx2);
-    set(t, KITE_DTYPE_Q6_K, KITE_DTYPE_Q8_K, vec_dot_q6_K_q8_K_avx2, gemm_q6_K_q8_K_avx2);
-    set(t, KITE_DTYPE_W8A8, KITE_DTYPE_W8A8, vec_dot_w8a8_avx2, gemm_w8a8_avx2);
-    set(t, KITE_DTYPE_LLM_INT8, KITE_DTYPE_W8A8, vec_dot_w8a8_avx2, gemm_w8a8_avx2); /* its int8 half; kern_matmul adds the outliers */
-    t->act_from_f32[KITE_DTYPE_Q8_0] = act_quantize_q8_0_avx2; /* same bytes as the reference */
-    if (cpu_features()->avxvnni) { /* variant: VEX vpdpbusd instead of vpmaddubsw + vpmaddwd */
-        set(t, KITE_DTYPE_Q4_0, KITE_DTYPE_Q8_0, vec_dot_q4_0_q8_0_avxvnni, gemm_q4_0_q8_0_avxvnni);
-        set(t, KITE_DTYPE_Q8_0, KITE_DTYPE_Q8_0, vec_dot_q8_0_q8_0_avxvnni, gemm_q8_0_q8_0_avxvnni);
-    }
-}
-
-static void build_avx512(kern_ops_table *t) {
-    set(t, KITE_DTYPE_F32, KITE_DTYPE_F32, vec_dot_f32_avx512, gemm_f32_avx512);
-    set(t, KITE_DTYPE_F16, KITE_DTYPE_F32, vec_dot_f16_f32_avx512, gemm_f16_f32_avx512);
-    set(t, KITE_DTYPE_BF16, KITE_DTYPE_F32, vec_dot_bf16_f32_avx512, gemm_bf16_f32_avx512);
-    t->act_from_f32[KITE_DTYPE_Q8_0] = act_quantize_q8_0_avx512; /* same bytes as the reference */
-}
-
-static void build_vnni(kern_ops_table *t) {
-    set(t, KITE_DTYPE_Q4_0, KITE_DTYPE_Q8_0, vec_dot_q4_0_q8_0_vnni, gemm_q4_0_q8_0_vnni);
-    set(t, KITE_DTYPE_Q8_0, KITE_DTYPE_Q8_0, vec_dot_q8_0_q8_0_vnni, gemm_q8_0_q8_0_vnni);
-    set(t, KITE_DTYPE_Q4_K, KITE_DTYPE_Q8_K, vec_dot_q4_K_q8_K_vnni, gemm_q4_K_q8_K_vnni);
-    set(t, KITE_DTYPE_Q6_K, KITE_DTYPE_Q8_K, vec_dot_q6_K_q8_K_vnni, gemm_q6_K_q8_K_vnni);
-    set(t, KITE_DTYPE_W8A8, KITE_DTYPE_W8A8, vec_dot_w8a8_vnni, gemm_w8a8_vnni);
-    set(t, KITE_DTYPE_LLM_INT8, KITE_DTYPE_W8A8, vec_dot_w8a8_vnni, gemm_w8a8_vnni); /* its int8 half; kern_matmul adds the outliers */
-}
-
-/* bf16 weights with bf16 activations (vdpbf16ps); f32/f16 keep f32 activations */
-static void build_bf16(kern_ops_table *t) {
-    set(t, KITE_DTYPE_BF16, KITE_DTYPE_BF16, vec_dot_bf16_bf16_avx512bf16, gemm_bf16_bf16_avx512bf16);
-    t->act_from_f32[KITE_DTYPE_BF16] = act_bf16_from_f32_avx512bf16; /* same bytes as the reference */
-}
-#endif
 
 static kern_level detect_max(void) {
     const cpu_info *c = cpu_features();
@@ -216,21 +153,29 @@ kern_opt_source kern_opt_source_of(kern_opt o) {
 bool kern_decode_prefetch(void) { return kern_opt_on(KERN_OPT_DECODE_PREFETCH); }
 void kern_decode_prefetch_set(bool on) { kern_opt_set(KERN_OPT_DECODE_PREFETCH, on); }
 
-static void init(void) {
-    g_max = detect_max();
-    for (int l = 0; l < KERN_LEVEL_COUNT; l++) {
-        kern_ops_table *t = &g_tables[l];
-        if (l == 0) build_scalar(t);
-        else *t = g_tables[l - 1];
+/* Registration of each level over the one below (dispatch.h). */
+typedef void (*kern_register_fn)(kern_ops_table *t);
+static const kern_register_fn level_register[KERN_LEVEL_COUNT] = {
+    kern_register_scalar,
 #ifdef KITE_X86
-        if (l == KERN_LEVEL_AVX2) build_avx2(t);
-        if (l == KERN_LEVEL_AVX512) build_avx512(t);
-        if (l == KERN_LEVEL_AVX512VNNI) build_vnni(t);
-        if (l == KERN_LEVEL_AVX512BF16) build_bf16(t);
+    kern_register_avx2, kern_register_avx512, kern_register_avx512vnni, kern_register_avx512bf16,
 #endif
+};
+
+void kern_tables_build(kern_ops_table tables[KERN_LEVEL_COUNT]) {
+    for (int l = 0; l < KERN_LEVEL_COUNT; l++) {
+        kern_ops_table *t = &tables[l];
+        if (l == 0) memset(t, 0, sizeof *t);
+        else *t = tables[l - 1];
+        if (level_register[l]) level_register[l](t);
         t->level = (kern_level)l;
         t->name = level_names[l];
     }
+}
+
+static void init(void) {
+    g_max = detect_max();
+    kern_tables_build(g_tables);
     g_active = g_max;
 }
 
@@ -256,3 +201,65 @@ kern_level kern_level_max(void) {
     pthread_once(&g_once, init);
     return g_max;
 }
+
+const kern_ops_table *kern_table_unchecked(kern_level level) {
+    pthread_once(&g_once, init);
+    return (unsigned)level < KERN_LEVEL_COUNT ? &g_tables[level] : NULL;
+}
+
+/* ---- lookups under the names the selectors had (tools and tests) ---- */
+
+kern_gemm_tiled_fn kern_gemm_tiled_get(kern_level level, uint32_t type) {
+    const kern_ops_table *t = kern_table_unchecked(level);
+    return t && type < KITE_DTYPE_COUNT ? t->ops[type].tiled : NULL;
+}
+
+kern_gemm_x16_fn kern_gemm_x16_get(kern_level level, uint32_t type) {
+    const kern_ops_table *t = kern_table_unchecked(level);
+    return t && type < KITE_DTYPE_COUNT ? t->ops[type].x16 : NULL;
+}
+
+bool kern_x16_pays(kern_level level) {
+    const kern_ops_table *t = kern_table_unchecked(level);
+    for (uint32_t ty = 0; t && ty < KITE_DTYPE_COUNT; ty++)
+        if (t->ops[ty].x16 && t->ops[ty].repack) return true;
+    return false;
+}
+
+bool kern_x32_pays(kern_level level, uint32_t type, int64_t ne0, int64_t nr) {
+    const kern_ops_table *t = kern_table_unchecked(level);
+    if (!t || type >= KITE_DTYPE_COUNT || !t->ops[type].x32 || !t->ops[type].repack || nr < X32_ROWS) return false;
+    return type != KITE_DTYPE_BF16 || ne0 % 2 == 0; /* bf16 pairs need an even K */
+}
+
+bool kern_x32_bf16_wide(kern_level level) {
+    const kern_ops_table *t = kern_table_unchecked(level);
+    if (!t) return false;
+    const kern_type_ops *op = &t->ops[KITE_DTYPE_BF16];
+    return (op->x32_bf16_fma && kern_opt_on(KERN_OPT_BF16_FMA)) || op->x32_wide;
+}
+
+kern_gemm_x32_fn kern_gemm_x32_get(kern_level level, uint32_t type) {
+    const kern_ops_table *t = kern_table_unchecked(level);
+    if (!t || type >= KITE_DTYPE_COUNT) return NULL;
+    const kern_type_ops *op = &t->ops[type];
+    return op->x32_bf16_fma && kern_opt_on(KERN_OPT_BF16_FMA) ? op->x32_bf16_fma : op->x32;
+}
+
+kern_x32_f16_widened_fn kern_x32_f16_widen(kern_level level) {
+    const kern_ops_table *t = kern_table_unchecked(level);
+    const kern_type_ops *op = t ? &t->ops[KITE_DTYPE_F16] : NULL;
+    return op && op->x32_f16_widen && kern_opt_on(KERN_OPT_F16_WIDEN) ? op->x32_f16_widen : NULL;
+}
+
+const kern_elt_ops *kern_elt_ops_for_level(kern_level level) {
+    const kern_ops_table *t = kern_table_for_level(level);
+    return t ? t->elt : NULL;
+}
+
+const attn_ops *attn_ops_for_level(kern_level level) {
+    const kern_ops_table *t = kern_table_for_level(level);
+    return t ? t->attn : NULL;
+}
+
+const attn_ops *attn_ops_active(void) { return kern_table()->attn; }

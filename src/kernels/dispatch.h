@@ -1,6 +1,7 @@
 /*
- * dispatch.h - the kernel table: per weight type, the activation format it
- * wants and its dot-product kernels, selected once at run time from the CPU.
+ * dispatch.h - the kernel registry: one table per CPU level holding every
+ * kernel that is chosen by level and weight type, built once at run time;
+ * the active table is the best level the CPU supports.
  *
  * DESIGN
  *   Levels, each a superset of the one before:
@@ -11,14 +12,27 @@
  *     avx512      + AVX-512 F/BW/DQ/VL (src/kernels/x86_avx512/; integer kernels from avx2)
  *     avx512vnni  + AVX512_VNNI: vpdpbusd integer kernels
  *     avx512bf16  + AVX512_BF16: bf16 weights with bf16 activations (vdpbf16ps)
- *   Only the x86_* folders are compiled with ISA flags; everything else, this
- *   file's users included, runs on any x86-64 (and any other CPU, where only
- *   the scalar level exists).
+ *   Only the x86_* folders are compiled with ISA flags (except their
+ *   register.c); everything else, this file's users included, runs on any
+ *   x86-64 (and any other CPU, where only the scalar level exists).
+ *
+ *   The registry (kern_ops_table, below) is built by kern_tables_build:
+ *   level 0 from kern_register_scalar, each higher level as a copy of the
+ *   one below overridden by its ISA folder's registration function, so a
+ *   type without a kernel at some level keeps the best lower one.  One table
+ *   holds, per weight type (kern_type_ops): the activation format, vec_dot
+ *   and flat GEMM, the tiled prefill GEMM, the x16/x32 repacked-layout
+ *   kernels, their option variants and whether repacking pays; per level:
+ *   the activation converters, the element-wise ops (ops_simd.h) and the
+ *   attention loops (attention_simd.h).  Callers read it once per call
+ *   (kern_matmul, kern_attention) or cache a pointer (the element-wise ops);
+ *   no inner loop looks anything up.
  *
  *   kern_table() is built once (pthread_once) for the highest level the CPU
  *   and OS support (core/cpu.h), capped by kern_config.level_cap (a cap
  *   never raises the level; the kite CLI sets it from KITE_CPU_LEVEL).
- *   kern_table_for_level() gives any supported level's table, for tests.
+ *   kern_table_for_level() gives any supported level's table, for tests;
+ *   kern_table_unchecked() any level's, supported or not (what it would pick).
  *
  *   Configuration is passed, not discovered: nothing under src/kernels reads
  *   the environment or a file.  The caller fills a kern_config (level cap,
@@ -46,6 +60,28 @@
  *   exactly, so the only rounding is the float dot's), except bf16 -> bf16
  *   at avx512bf16 (activations rounded to 8 significant bits); q4_0, q8_0 -> q8_0;
  *   q4_K, q6_K -> q8_K (as in ggml).  See docs/kernels.md for accuracy.
+ *
+ *   Options (kern_opt, below) never change the table: where a kernel depends
+ *   on one, the table holds both variants (x32 and x32_bf16_fma,
+ *   x32_f16_widen) and kern_matmul reads the option once per call.
+ *
+ * HOW TO ADD A KERNEL
+ *   1. Write it in one file of the level's folder (src/kernels/ref/ for a
+ *      scalar reference, x86_avx2/ or x86_avx512/ for SIMD), with the
+ *      signature of its slot (kern_vec_dot_fn, kern_gemm_fn via
+ *      KERN_DEFINE_GEMM or KERN_GEMM_DRIVER of gemm_driver.h,
+ *      kern_gemm_tiled_fn, kern_gemm_x16_fn, ...), and declare it in the
+ *      folder's header.
+ *   2. Add one line to the folder's register.c, in the function of its
+ *      level: kern_set_dot(t, TYPE, ACT, vec_dot, gemm) or
+ *      t->ops[TYPE].tiled = ...;  a variant of a CPU sub-feature goes under
+ *      its cpu_features() test there (as AVX-VNNI in x86_avx2/register.c).
+ *   tests/unit/test_registry.c then compares it with its scalar twin at
+ *   every level this CPU runs; if it fills an entry that was a documented
+ *   fallback, remove that fallback from the test's expected_null().  A new
+ *   weight type also needs its scalar entries (ref/register.c) and its
+ *   dtype traits; a new ISA level a kern_level, a detect_max() rule and a
+ *   level_register[] entry in dispatch.c.
  *
  * THREAD SAFETY
  *   Tables are immutable after the first call; kernels are reentrant.
@@ -85,18 +121,80 @@ typedef void (*kern_gemm_fn)(int64_t n, float *y, int64_t ldy, const void *w, si
  * the block size). */
 typedef void (*kern_act_fn)(const float *x, void *dst, int64_t n);
 
+/* The prefill GEMM (gemm_tiled.h): kern_gemm_fn's contract with nt >= 1
+ * unbounded and nr >= 1 any count. */
+typedef void (*kern_gemm_tiled_fn)(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr,
+                                   const void *a, size_t a_stride, int nt);
+/* The 16-row interleaved layout's kernel (gemm_x16.h gives the contract). */
+typedef void (*kern_gemm_x16_fn)(int64_t nb, float *y, int64_t ldy, const void *grp, const void *a,
+                                 size_t a_stride, const int32_t *corr, const float *da, int64_t c_stride, int nt,
+                                 int acc);
+/* The 32-row interleaved f16/bf16 layout's kernel and its widened f16
+ * prefill (gemm_x32.h). */
+typedef void (*kern_gemm_x32_fn)(int64_t K, const uint16_t *w, int64_t ng, const void *xp, int nt, float *y,
+                                 int64_t ldy);
+typedef void (*kern_x32_f16_widened_fn)(int64_t K, const uint16_t *w, int64_t ng, const void *xp, size_t xp_row,
+                                        int64_t n_tok, float *y, int64_t ldy, float *buf);
+
+/* Everything kern_matmul selects by weight type.  NULL means "none at this
+ * level"; what runs instead is said per field. */
 typedef struct kern_type_ops {
     uint32_t act_type;       /* enum kite_dtype of the activation row */
     kern_vec_dot_fn vec_dot; /* NULL: generic to_float + f32 path */
     kern_gemm_fn gemm;       /* NULL iff vec_dot is NULL */
+    kern_gemm_tiled_fn tiled; /* prefill GEMM for plain rows (gemm_tiled.h); NULL: the flat gemm */
+    kern_gemm_x16_fn x16;    /* WEIGHT_LAYOUT_X16 groups (gemm_x16.h); NULL: type without the layout */
+    kern_gemm_x32_fn x32;    /* WEIGHT_LAYOUT_X32 groups (gemm_x32.h); NULL: type without the layout */
+    bool x32_wide;           /* x32 takes bf16 pairs widened to floats (kern_x32_pack_act_wide) */
+    /* Option-dependent variants (kern_opt below), resolved by kern_matmul once
+     * per call, where the option is read: */
+    kern_gemm_x32_fn x32_bf16_fma; /* KERN_OPT_BF16_FMA on: replaces x32, taking widened pairs */
+    kern_x32_f16_widened_fn x32_f16_widen; /* KERN_OPT_F16_WIDEN on: f16 prefill over widened blocks */
+    bool repack;             /* load-time repacking into the type's layout (x16 or x32) pays at this level */
 } kern_type_ops;
 
+struct kern_elt_ops; /* ops_simd.h */
+struct attn_ops;     /* attention_simd.h */
+
+/* The registry: one table per level holds every kernel chosen by level and
+ * type (see HOW TO ADD A KERNEL below). */
 typedef struct kern_ops_table {
     kern_level level;
     const char *name;                       /* "scalar", "avx2", "avx512", "avx512vnni", "avx512bf16" */
     kern_type_ops ops[KITE_DTYPE_COUNT];    /* by weight type */
-    kern_act_fn act_from_f32[KITE_DTYPE_COUNT]; /* by act_type (Q8_0, Q8_K, BF16); NULL for F32 */
+    kern_act_fn act_from_f32[KITE_DTYPE_COUNT]; /* by act_type (Q8_0, Q8_K, BF16, W8A8); NULL for F32 */
+    const struct kern_elt_ops *elt;         /* element-wise ops: rmsnorm, softmax, swiglu, ... (ops_simd.h) */
+    const struct attn_ops *attn;            /* attention inner loops (attention_simd.h) */
 } kern_ops_table;
+
+/* Registration: each fills its level's entries over a copy of the level
+ * below (kern_register_scalar fills the base).  Called once per level by the
+ * table builder; they take addresses only and run on any CPU (the
+ * register.c files get no ISA flags), so every level's table exists even
+ * where the CPU cannot run it. */
+void kern_register_scalar(kern_ops_table *t);     /* ref/register.c */
+void kern_register_avx2(kern_ops_table *t);       /* x86_avx2/register.c (with AVX-VNNI variants) */
+void kern_register_avx512(kern_ops_table *t);     /* x86_avx512/register.c */
+void kern_register_avx512vnni(kern_ops_table *t); /* x86_avx512/register.c */
+void kern_register_avx512bf16(kern_ops_table *t); /* x86_avx512/register.c */
+
+/* One registration line: a type's activation format, dot and flat GEMM. */
+static inline void kern_set_dot(kern_ops_table *t, uint32_t type, uint32_t act_type, kern_vec_dot_fn vec_dot,
+                                kern_gemm_fn gemm) {
+    t->ops[type].act_type = act_type;
+    t->ops[type].vec_dot = vec_dot;
+    t->ops[type].gemm = gemm;
+}
+
+/* Builds the table of every level into tables[KERN_LEVEL_COUNT] (each level
+ * a copy of the one below, then its registration).  Pure: the same result on
+ * every call and CPU except the AVX-VNNI variant of level avx2, which asks
+ * core/cpu.h.  kern_table() calls it once. */
+void kern_tables_build(kern_ops_table tables[KERN_LEVEL_COUNT]);
+/* A level's table whether or not this CPU can run it (tests and tools that
+ * ask what a level would select; never call its kernels above
+ * kern_level_max()). */
+const kern_ops_table *kern_table_unchecked(kern_level level);
 
 /* The active table (capped by kern_config.level_cap), built on first use. */
 const kern_ops_table *kern_table(void);

@@ -50,14 +50,14 @@
  * (medians of 7 and 4 alternated pairs; docs/notes/kernels-history.md, "Row blocks"). */
 #define GEMM_TILED_FLOAT_BYTES (512 << 10)
 
-/* Same contract as kern_gemm_fn (dispatch.h) except that nt >= 1 is
- * unbounded and nr >= 1 any count.  n is a multiple of the weight type's
- * block size (1 for float types).  Strides in bytes. */
-typedef void (*kern_gemm_tiled_fn)(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr,
-                                   const void *a, size_t a_stride, int nt);
+/* kern_gemm_tiled_fn (dispatch.h): kern_gemm_fn's contract except that
+ * nt >= 1 is unbounded and nr >= 1 any count.  n is a multiple of the
+ * weight type's block size (1 for float types).  Strides in bytes.
+ * The registry (kern_type_ops.tiled) holds each level's kernels. */
 
-/* The tiled kernel for weight `type` at `level`, or NULL where there is none
- * (the scalar level never has one: kern_matmul keeps the flat path there). */
+/* The level's tiled kernel for weight `type` (its registry entry), or NULL
+ * where there is none (the scalar level never has one: kern_matmul keeps the
+ * flat path there). */
 kern_gemm_tiled_fn kern_gemm_tiled_get(kern_level level, uint32_t type);
 
 #define KERN_GEMM_TILED_DECL(NAME)                                                                      \

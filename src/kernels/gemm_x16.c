@@ -1,7 +1,8 @@
 /*
- * gemm_x16.c - the 16-row interleaved layout: repacking, row extraction,
- * activation side data and kernel selection (layout and arithmetic in
- * gemm_x16.h; the k-quant block formats in gemm_x16_kquant.c).
+ * gemm_x16.c - the 16-row interleaved layout: repacking, row extraction
+ * and activation side data (layout and arithmetic in gemm_x16.h, the
+ * kernels in the registry, dispatch.h; the k-quant block formats in
+ * gemm_x16_kquant.c).
  */
 #include "kernels/gemm_x16.h"
 
@@ -14,15 +15,6 @@
 
 bool kern_x16_type(uint32_t type) {
     return type == KITE_DTYPE_Q4_0 || type == KITE_DTYPE_Q8_0 || type == KITE_DTYPE_Q4_K || type == KITE_DTYPE_Q6_K;
-}
-
-bool kern_x16_pays(kern_level level) {
-#if defined(__x86_64__) || defined(__i386__)
-    return level >= KERN_LEVEL_AVX512VNNI;
-#else
-    (void)level;
-    return false;
-#endif
 }
 
 int64_t kern_x16_rows(const weight *w) {
@@ -187,21 +179,5 @@ void kern_x16_act_prep(const void *q8row, int64_t nb, int32_t off, int32_t *corr
         uint16_t h;
         memcpy(&h, x + offsetof(block_q8_0, d), sizeof h);
         da[b] = fp16_to_fp32_inline(h);
-    }
-}
-
-kern_gemm_x16_fn kern_gemm_x16_get(kern_level level, uint32_t type) {
-    if (!kern_x16_type(type)) return NULL;
-#if defined(__x86_64__) || defined(__i386__)
-    const bool vnni = level >= KERN_LEVEL_AVX512VNNI;
-#else
-    const bool vnni = false;
-    (void)level;
-#endif
-    switch (type) {
-    case KITE_DTYPE_Q4_0: return vnni ? gemm_x16_q4_0_vnni : gemm_x16_q4_0_ref;
-    case KITE_DTYPE_Q8_0: return vnni ? gemm_x16_q8_0_vnni : gemm_x16_q8_0_ref;
-    case KITE_DTYPE_Q4_K: return vnni ? gemm_x16_q4_K_vnni : gemm_x16_q4_K_ref;
-    default: return vnni ? gemm_x16_q6_K_vnni : gemm_x16_q6_K_ref;
     }
 }

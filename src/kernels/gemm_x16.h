@@ -159,8 +159,9 @@ static inline size_t kern_x16_quant_offset(size_t qb, int64_t nb, int64_t b) {
 
 /* True for weight types that have the layout (q4_0, q8_0, q4_K, q6_K). */
 bool kern_x16_type(uint32_t type);
-/* Whether load-time repacking pays at a level (it does where the VNNI
- * kernel exists; lower levels would only run the scalar reference). */
+/* Whether load-time repacking pays at a level (the registry's repack flag:
+ * set where the VNNI kernel exists; lower levels would only run the scalar
+ * reference). */
 bool kern_x16_pays(kern_level level);
 /* Rows of w held in interleaved groups: ne[1] rounded down to 16 for an
  * X16 weight, 0 for a plain one. */
@@ -204,12 +205,11 @@ void kern_x16_act_prep(const void *q8row, int64_t nb, int32_t off, int32_t *corr
  * the panel at a + t*a_stride, their corr/da at corr + t*c_stride,
  * da + t*c_stride (q4_0, q8_0; the k-quant kernels ignore corr and da).
  * acc: continue the sums already in y (every panel but a row's first). */
-typedef void (*kern_gemm_x16_fn)(int64_t nb, float *y, int64_t ldy, const void *grp, const void *a,
-                                 size_t a_stride, const int32_t *corr, const float *da, int64_t c_stride, int nt,
-                                 int acc);
+/* (kern_gemm_x16_fn, dispatch.h) */
 
-/* The kernel of a type at a level: the VNNI one where the level has it,
- * else the scalar reference; NULL for a type without the layout. */
+/* The kernel of a type at a level (its registry entry): the VNNI one where
+ * the level has it, else the scalar reference; NULL for a type without the
+ * layout. */
 kern_gemm_x16_fn kern_gemm_x16_get(kern_level level, uint32_t type);
 
 #define KERN_GEMM_X16_DECL(NAME)                                                                           \

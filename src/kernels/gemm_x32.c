@@ -1,26 +1,13 @@
 /*
  * gemm_x32.c - the 32-row interleaved f16 / bf16 layout (gemm_x32.h):
- * repacking, reading rows back, packing activations, and the kernel choice.
+ * repacking, reading rows back, packing activations (the kernels are in
+ * the registry, dispatch.h).
  */
 #include "kernels/gemm_x32.h"
 
 #include <string.h>
 
 #include "tensor/dtype.h"
-
-bool kern_x32_pays(kern_level level, uint32_t type, int64_t ne0, int64_t nr) {
-#if defined(__x86_64__) || defined(__i386__)
-    if (nr < X32_ROWS) return false;
-    if (type == KITE_DTYPE_F16) return level >= KERN_LEVEL_AVX512;
-    if (type == KITE_DTYPE_BF16) return level >= KERN_LEVEL_AVX512BF16 && ne0 % 2 == 0;
-#else
-    (void)level;
-    (void)type;
-    (void)ne0;
-    (void)nr;
-#endif
-    return false;
-}
 
 int64_t kern_x32_rows(const weight *w) { return w->layout == WEIGHT_LAYOUT_X32 ? w->ne[1] / X32_ROWS * X32_ROWS : 0; }
 
@@ -82,24 +69,6 @@ void kern_x32_pack_act_wide(const void *src, size_t src_stride, int64_t n_units,
     }
 }
 
-bool kern_x32_bf16_wide(kern_level level) {
-#if defined(__x86_64__) || defined(__i386__)
-    return level >= KERN_LEVEL_AVX512 && (level < KERN_LEVEL_AVX512BF16 || kern_opt_on(KERN_OPT_BF16_FMA));
-#else
-    (void)level;
-    return false;
-#endif
-}
-
-kern_x32_f16_widened_fn kern_x32_f16_widen(kern_level level) {
-#if defined(__x86_64__) || defined(__i386__)
-    return level >= KERN_LEVEL_AVX512 && kern_opt_on(KERN_OPT_F16_WIDEN) ? gemm_x32_f16_widened_avx512 : NULL;
-#else
-    (void)level;
-    return NULL;
-#endif
-}
-
 #define X32_WIDEN_BYTES ((int64_t)256 << 10) /* 1 MiB ran about 2 % slower: the activations want L2 too */
 
 int64_t kern_x32_widen_groups(int64_t ne0) {
@@ -110,16 +79,4 @@ int64_t kern_x32_widen_groups(int64_t ne0) {
 size_t kern_x32_widen_floats(int64_t ne0) {
     const int64_t one = ne0 * X32_ROWS, cap = X32_WIDEN_BYTES / (int64_t)sizeof(float);
     return (size_t)(one > cap ? one : cap); /* >= kern_x32_widen_groups(k) * 32 * k for every k <= ne0 */
-}
-
-kern_gemm_x32_fn kern_gemm_x32_get(kern_level level, uint32_t type) {
-    if (type != KITE_DTYPE_F16 && type != KITE_DTYPE_BF16) return NULL;
-#if defined(__x86_64__) || defined(__i386__)
-    if (type == KITE_DTYPE_F16 && level >= KERN_LEVEL_AVX512) return gemm_x32_f16_avx512;
-    if (type == KITE_DTYPE_BF16 && kern_x32_bf16_wide(level)) return gemm_x32_bf16f_avx512;
-    if (type == KITE_DTYPE_BF16 && level >= KERN_LEVEL_AVX512BF16) return gemm_x32_bf16_avx512bf16;
-#else
-    (void)level;
-#endif
-    return type == KITE_DTYPE_BF16 ? gemm_x32_bf16_ref : gemm_x32_f16_ref;
 }

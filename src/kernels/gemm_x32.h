@@ -81,9 +81,10 @@
 /* Elements per unit: 1 for f16, 2 for bf16. */
 static inline int64_t kern_x32_unit(uint32_t type) { return type == KITE_DTYPE_BF16 ? 2 : 1; }
 
-/* The type and shape can have the layout, and a level gains from it: f16
- * from avx512 on, bf16 (even K) at avx512bf16, where the SIMD kernels exist
- * (lower levels would only run the scalar references). */
+/* The type and shape can have the layout, and a level gains from it (the
+ * registry's repack flag): f16 from avx512 on, bf16 (even K) at avx512bf16,
+ * where the SIMD kernels exist (lower levels would only run the scalar
+ * references). */
 bool kern_x32_pays(kern_level level, uint32_t type, int64_t ne0, int64_t nr);
 /* Rows of w held in 32-row groups: ne[1] rounded down to 32 for an X32
  * weight, 0 for any other. */
@@ -113,11 +114,12 @@ bool kern_x32_bf16_wide(kern_level level);
 /* y[t*ldy + 32g + i] for ng consecutive groups g of the matrix at w (each
  * K * 32 halves), rows i < 32, tokens t < nt (1 <= nt <= X32_TOK), from the
  * packed activations xp ([K / u][nt] units). */
-typedef void (*kern_gemm_x32_fn)(int64_t K, const uint16_t *w, int64_t ng, const void *xp, int nt, float *y,
-                                 int64_t ldy);
+/* (kern_gemm_x32_fn, dispatch.h) */
 
-/* The kernel of a type at a level: the SIMD one where the level has it,
- * else the scalar reference; NULL for a type without the layout. */
+/* The kernel of a type at a level, with the options applied (the registry's
+ * x32, or x32_bf16_fma while KERN_OPT_BF16_FMA is on): the SIMD one where
+ * the level has it, else the scalar reference; NULL for a type without the
+ * layout. */
 kern_gemm_x32_fn kern_gemm_x32_get(kern_level level, uint32_t type);
 
 void gemm_x32_f16_ref(int64_t K, const uint16_t *w, int64_t ng, const void *xp, int nt, float *y, int64_t ldy);
@@ -132,8 +134,6 @@ void gemm_x32_bf16_avx512bf16(int64_t K, const uint16_t *w, int64_t ng, const vo
  * the same bits, as gemm_x32_f16_avx512 (kern_x32_f16_widen). */
 void gemm_x32_f16_widened_avx512(int64_t K, const uint16_t *w, int64_t ng, const void *xp, size_t xp_row,
                                  int64_t n_tok, float *y, int64_t ldy, float *buf);
-typedef void (*kern_x32_f16_widened_fn)(int64_t K, const uint16_t *w, int64_t ng, const void *xp, size_t xp_row,
-                                        int64_t n_tok, float *y, int64_t ldy, float *buf);
 /* The level's widened f16 prefill, or NULL where the plain f16 kernel runs:
  * at avx512 and above where KERN_OPT_F16_WIDEN is on (see ARITHMETIC). */
 kern_x32_f16_widened_fn kern_x32_f16_widen(kern_level level);

@@ -136,8 +136,8 @@ typedef struct matmul_task {
     kern_gemm_x32_fn x32;     /* 32-row f16/bf16 kernel (gemm_x32.h) or NULL */
     const void *xp;           /* x32: activations packed in token groups (the row itself for one token) */
     size_t xp_row;            /* x32: packed bytes per token (4 per unit, 8 widened) */
-    bool x32_wide;            /* x32 bf16: the kernel takes widened pairs (kern_x32_bf16_wide) */
-    kern_x32_f16_widened_fn x32_widen; /* x32 f16 prefill: blocks widened first (kern_x32_f16_widen) or NULL */
+    bool x32_wide;            /* x32 bf16: the kernel takes widened pairs (kern_type_ops.x32_wide) */
+    kern_x32_f16_widened_fn x32_widen; /* x32 f16 prefill: blocks widened first (x32_f16_widen) or NULL */
     float *widen;             /* its per-thread blocks, widen_floats apart */
     size_t widen_floats;
     int32_t *corr;            /* x16: [n_tok][nb] activation corrections */
@@ -325,10 +325,16 @@ static int mm_setup(const kern_ops_table *kt, threadpool *tp, const weight *w, c
     t->act_type = op->act_type;
     char *rows = sc + round64((size_t)nth * (size_t)ne0 * sizeof(float)); /* converted activations */
     if (w->layout == WEIGHT_LAYOUT_X32) { /* gemm_x32.h, ACTIVATIONS; packed by convert_act */
-        t->x32 = kern_gemm_x32_get(kt->level, w->type);
+        /* the registry's kernel, or its option variants (dispatch.h kern_opt, read here once per call) */
+        t->x32 = op->x32;
+        t->x32_wide = op->x32_wide;
+        if (op->x32_bf16_fma && kern_opt_on(KERN_OPT_BF16_FMA)) {
+            t->x32 = op->x32_bf16_fma;
+            t->x32_wide = true;
+        }
         KITE_ASSERT(t->x32);
-        t->x32_wide = w->type == KITE_DTYPE_BF16 && kern_x32_bf16_wide(kt->level);
-        if (w->type == KITE_DTYPE_F16 && n_tok > X32_TOK && (t->x32_widen = kern_x32_f16_widen(kt->level))) {
+        if (op->x32_f16_widen && n_tok > X32_TOK && kern_opt_on(KERN_OPT_F16_WIDEN)) {
+            t->x32_widen = op->x32_f16_widen;
             t->widen = widen;
             t->widen_floats = round64(kern_x32_widen_floats(ne0) * sizeof(float)) / sizeof(float);
         }
@@ -354,7 +360,7 @@ static int mm_setup(const kern_ops_table *kt, threadpool *tp, const weight *w, c
         t->a_stride = kern_act_row_bytes(op->act_type, ne0);
         KITE_ASSERT(t->a_stride > 0 && kt->act_from_f32[op->act_type]);
         if (w->layout == WEIGHT_LAYOUT_X16) {
-            t->x16 = kern_gemm_x16_get(kt->level, w->type);
+            t->x16 = op->x16;
             const uint32_t act = kern_x16_block_elems(w->type) == QK_K ? KITE_DTYPE_Q8_K : KITE_DTYPE_Q8_0;
             KITE_ASSERT(t->x16 && op->act_type == act);
             char *side = (char *)t->act + round64((size_t)n_tok * t->a_stride);
@@ -366,7 +372,7 @@ static int mm_setup(const kern_ops_table *kt, threadpool *tp, const weight *w, c
     /* (tune hook: or as the variant's regime says) */
     if (op->vec_dot && w->layout == WEIGHT_LAYOUT_PLAIN &&
         (vc->regime == KERN_TUNE_TILED || (vc->regime == KERN_TUNE_DEFAULT && n_tok > KERN_GEMM_MAX_TOK)))
-        t->tiled = kern_gemm_tiled_get(kt->level, w->type);
+        t->tiled = op->tiled;
     /* --- end prefill hook --- */
     /* --- tune hook: count the variant that runs (kite bench prints them) --- */
     const int regime = t->x16 ? KERN_TUNE_X16 : t->x32 ? KERN_TUNE_X32 : t->tiled ? KERN_TUNE_TILED

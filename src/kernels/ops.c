@@ -1,11 +1,25 @@
 /* ops.c - the element-wise and per-row kernels of kernels.h (RMSNorm,
- * LayerNorm, softmax, SwiGLU, GELU, bias add) through the run-time selected
- * table of ops_simd.h (references in ref/ops_ref.c, SIMD versions in the
+ * LayerNorm, softmax, SwiGLU, GELU, bias add) through the active level's
+ * table of ops_simd.h (the registry's elt entry) (references in ref/ops_ref.c, SIMD versions in the
  * x86_* folders), and RoPE (scalar: one head vector per call). */
 #include <math.h>
+#include <stdatomic.h>
 
 #include "kernels/kernels.h"
 #include "kernels/ops_simd.h"
+
+/* kern_table()->elt, cached in an atomic pointer after the first call (every
+ * thread computes the same value, so a race only repeats the lookup): these
+ * kernels run once per row. */
+static _Atomic(const kern_elt_ops *) g_active;
+
+const kern_elt_ops *kern_elt_ops_active(void) {
+    const kern_elt_ops *o = atomic_load_explicit(&g_active, memory_order_acquire);
+    if (o) return o;
+    o = kern_table()->elt;
+    atomic_store_explicit(&g_active, o, memory_order_release);
+    return o;
+}
 
 void kern_rmsnorm(float *out, const float *x, const float *gain, int64_t n, float eps) {
     kern_elt_ops_active()->rmsnorm(out, x, gain, n, eps);

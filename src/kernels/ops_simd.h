@@ -5,18 +5,20 @@
  *
  * DESIGN
  *   kern_rmsnorm, kern_swiglu, ... (ops.c) call the active table
- *   (kern_elt_ops_active(): the kernel level of kern_table(), so
- *   KITE_CPU_LEVEL caps it too).  Tables (ops_dispatch.c):
+ *   (kern_elt_ops_active(): kern_table()->elt, so KITE_CPU_LEVEL caps it
+ *   too).  Tables (the registry, dispatch.h; each ISA folder's register.c):
  *     scalar        the *_ref functions (src/kernels/ref/ops_ref.c): the
  *                   specification, libm expf/tanhf, sequential sums;
  *     avx2          src/kernels/x86_avx2/ops_avx2.c (levels avx2 and up to
  *                   but not including avx512);
  *     avx512 and up src/kernels/x86_avx512/ops_avx512.c.
+ *   Building with -DKITE_ELT_OPS_REF pins every level to the references
+ *   (A/B benchmarks of docs/kernels.md, "Element-wise ops").
  *   The avx2 and avx512 versions compute the same bits as each other (same
  *   operations in the same order; the avx2 file keeps 16 virtual lanes as two
  *   ymm halves where an order matters), and differ from the references only
  *   by rounding (tests/unit/test_ops.c states the budgets):
- *     - exp is ops_exp (below), not libm expf: <= 2 ulp from expf;
+ *     - exp is ops_exp (kernels/exp_poly.h), not libm expf: <= 2 ulp from expf;
  *     - silu(g) = g * (1 / (1 + exp(-g))) as in the reference;
  *     - gelu(v) = v / (1 + exp(-2u)), u = sqrt(2/pi) v (1 + 0.044715 v^2),
  *       which equals 0.5 v (1 + tanh u) in real arithmetic without the
@@ -41,6 +43,7 @@
 #include <stdint.h>
 
 #include "kernels/dispatch.h"
+#include "kernels/exp_poly.h"
 
 typedef struct kern_elt_ops {
     const char *name; /* "scalar", "avx2" or "avx512" */
@@ -57,13 +60,11 @@ typedef struct kern_elt_ops {
 
 /* The table of the active kernel level (cached after the first call). */
 const kern_elt_ops *kern_elt_ops_active(void);
-/* The table of a level, or NULL if this CPU/build cannot run that level. */
+/* The table of a level (kern_table_for_level(level)->elt), or NULL if this
+ * CPU/build cannot run that level. */
 const kern_elt_ops *kern_elt_ops_for_level(kern_level level);
 
-/* ops_exp's range: inputs are clamped to [OPS_EXP_LO, OPS_EXP_HI] first
- * (NaN passes through), which already gives 0 and +inf at the ends. */
-#define OPS_EXP_LO -105.0f
-#define OPS_EXP_HI 89.0f
+/* ops_exp's range OPS_EXP_LO, OPS_EXP_HI and its polynomial: kernels/exp_poly.h */
 
 /* References (src/kernels/ref/ops_ref.c): the contracts of kernels.h. */
 void kern_rmsnorm_ref(float *out, const float *x, const float *gain, int64_t n, float eps);

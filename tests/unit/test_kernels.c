@@ -99,26 +99,6 @@ static void make_row(uint32_t t, int64_t n, unsigned char *dst, float *x, int ed
     free(wf);
 }
 
-/* sum |w_i * a_i| over the dequantized weight and activation rows */
-static double magnitude(uint32_t wt, uint32_t at, int64_t n, const void *w, const void *a) {
-    float *wf = malloc((size_t)n * sizeof(float)), *af = malloc((size_t)n * sizeof(float));
-    /* aligned copies: the dequantizers need not accept odd addresses */
-    const size_t wb = dtype_row_size(wt, n), ab = kern_act_row_bytes(at, n);
-    void *wc = malloc(wb), *ac = malloc(ab);
-    memcpy(wc, w, wb);
-    memcpy(ac, a, ab);
-    dtype_get(wt)->to_float(wc, wf, n);
-    if (at == KITE_DTYPE_F32) memcpy(af, ac, (size_t)n * sizeof(float));
-    else dtype_get(at)->to_float(ac, af, n);
-    free(wc);
-    free(ac);
-    double m = 0;
-    for (int64_t i = 0; i < n; i++) m += fabs((double)wf[i] * af[i]);
-    free(wf);
-    free(af);
-    return m;
-}
-
 static int n_levels_tested;
 static int n_kernel_checks[KERN_LEVEL_COUNT];
 

@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/gemm_driver.h"
+
 void vec_dot_f32_ref(int64_t n, float *out, const void *w, const void *a);
 void vec_dot_f16_f32_ref(int64_t n, float *out, const void *w, const void *a);
 void vec_dot_bf16_f32_ref(int64_t n, float *out, const void *w, const void *a);
@@ -55,18 +57,8 @@ static inline void ref_scale_min_k4(int j, const uint8_t *q, int *sc, int *m) {
     }
 }
 
-/* Defines a flat GEMM (kern_gemm_fn) named NAME from the vec_dot DOT: each
- * weight row is used for all nt activation rows while it sits in L1. */
-#define KERN_DEFINE_GEMM(NAME, DOT)                                                                  \
-    void NAME(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr, const void *a, \
-              size_t a_stride, int nt) {                                                             \
-        for (int r = 0; r < nr; r++) {                                                               \
-            const char *wr = (const char *)w + (size_t)r * w_stride;                                   \
-            for (int t = 0; t < nt; t++)                                                              \
-                DOT(n, y + (int64_t)t * ldy + r, wr, (const char *)a + (size_t)t * a_stride);        \
-        }                                                                                            \
-    }
-
+/* (flat GEMMs are defined from their vec_dot with KERN_DEFINE_GEMM,
+ * gemm_driver.h: the one driver of every level) */
 void gemm_f32_ref(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr, const void *a,
                   size_t a_stride, int nt);
 void gemm_f16_f32_ref(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr, const void *a,

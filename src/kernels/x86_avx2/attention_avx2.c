@@ -8,7 +8,7 @@
  * compiled with -mfma but -ffp-contract=off, and only mul/add intrinsics are
  * used).  hsum8 reduces in the scalar order ((a0+a4)+(a1+a5))+((a2+a6)+(a3+a7)),
  * and the tails run the scalar code.  Element-wise loops (axpy, scale) have
- * no order to keep.  exp8 is attn_exp's operation sequence lane by lane;
+ * no order to keep.  attn_exp8 (exp_avx2.h) is attn_exp's operation sequence lane by lane;
  * the dequantizers do fp16_to_fp32_inline's integer moves and the same
  * int-to-float conversions and single multiplications.
  */
@@ -18,6 +18,7 @@
 
 #include "kernels/attention_impl.h"
 #include "kernels/x86_avx2/attention_avx2.h"
+#include "kernels/x86_avx2/exp_avx2.h"
 
 /* ((a0+a4)+(a1+a5))+((a2+a6)+(a3+a7)) */
 static inline float hsum8(__m256 v) {
@@ -230,37 +231,13 @@ void attn_scale_avx2(float *y, float w, int32_t n) {
     for (; i < n; i++) y[i] *= w;
 }
 
-/* attn_exp on 8 lanes: the same float operations in the same order. */
-static inline __m256 exp8(__m256 x) {
-    const __m256 lo = _mm256_set1_ps(-87.33f), hi = _mm256_set1_ps(88.0f);
-    const __m256 flush = _mm256_cmp_ps(x, _mm256_set1_ps(ATTN_EXP_FLUSH), _CMP_LT_OQ); /* result +0 there */
-    /* clamp; NaN compares false both ways and passes through */
-    x = _mm256_blendv_ps(x, lo, _mm256_cmp_ps(x, lo, _CMP_LT_OQ));
-    x = _mm256_blendv_ps(x, hi, _mm256_cmp_ps(x, hi, _CMP_GT_OQ));
-    const __m256 round = _mm256_set1_ps(12582912.0f);
-    const __m256 t = _mm256_add_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)), round);
-    const __m256 nn = _mm256_sub_ps(t, round);
-    __m256 r = _mm256_sub_ps(x, _mm256_mul_ps(nn, _mm256_set1_ps(0.693359375f)));
-    r = _mm256_add_ps(r, _mm256_mul_ps(nn, _mm256_set1_ps(2.12194440e-4f)));
-    __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f / 720.0f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f / 120.0f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f / 24.0f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f / 6.0f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(0.5f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f));
-    __m256i sb = _mm256_sub_epi32(_mm256_castps_si256(t), _mm256_set1_epi32(0x4b400000));
-    sb = _mm256_slli_epi32(_mm256_add_epi32(sb, _mm256_set1_epi32(127)), 23);
-    return _mm256_andnot_ps(flush, _mm256_mul_ps(p, _mm256_castsi256_ps(sb)));
-}
 
 float attn_exp_sum_avx2(float *x, float sub, int32_t n) {
     const __m256 sv = _mm256_set1_ps(sub);
     __m256 acc = _mm256_setzero_ps();
     int32_t i = 0;
     for (; i + 8 <= n; i += 8) {
-        const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), sv));
+        const __m256 e = attn_exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), sv));
         _mm256_storeu_ps(x + i, e);
         acc = _mm256_add_ps(acc, e);
     }

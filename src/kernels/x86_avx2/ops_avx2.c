@@ -2,8 +2,9 @@
  * ops_avx2.c - the element-wise / per-row kernels of ops_simd.h on 256-bit
  * vectors, giving the same bits as x86_avx512/ops_avx512.c.
  *
- * How the bits stay the same: exp8, swiglu8 and gelu8 are the avx512 file's
- * exp16/swiglu16/gelu16 instruction for instruction (8 lanes instead of 16;
+ * How the bits stay the same: ops_exp8 (exp_avx2.h), swiglu8 and gelu8 are
+ * the avx512 files' ops_exp16/swiglu16/gelu16 instruction for instruction
+ * (8 lanes instead of 16;
  * FMA where it uses FMA); element-wise tails run the same code under a
  * vmaskmov mask.  Sums keep 16 virtual lanes as two ymm halves (lo: lanes
  * 0-7, hi: lanes 8-15), element i in lane i % 16, and hsum16 adds lo + hi
@@ -15,6 +16,7 @@
 #include <math.h>
 
 #include "kernels/ops_simd.h"
+#include "kernels/x86_avx2/exp_avx2.h"
 
 /* lanes j < r set (r may be <= 0 or >= 8) */
 static inline __m256i mask8(int64_t r) {
@@ -22,28 +24,6 @@ static inline __m256i mask8(int64_t r) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(ri), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-static inline __m256 exp8(__m256 x) {
-    x = _mm256_min_ps(_mm256_set1_ps(OPS_EXP_HI), x); /* NaN in the second operand is returned */
-    x = _mm256_max_ps(_mm256_set1_ps(OPS_EXP_LO), x);
-    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fmadd_ps(n, _mm256_set1_ps(2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    const __m256i ni = _mm256_cvtps_epi32(n);
-    const __m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
-    const __m256i bias = _mm256_set1_epi32(127);
-    const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
-    const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
-    return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
-}
 
 /* 16 virtual lanes (lo = 0-7, hi = 8-15) in the avx512 file's hsum16 order */
 static inline float hsum16(__m256 lo, __m256 hi) {
@@ -55,7 +35,7 @@ static inline float hsum16(__m256 lo, __m256 hi) {
 
 static inline __m256 swiglu8(__m256 g, __m256 u) {
     const __m256 one = _mm256_set1_ps(1.0f);
-    const __m256 e = exp8(_mm256_xor_ps(g, _mm256_set1_ps(-0.0f)));
+    const __m256 e = ops_exp8(_mm256_xor_ps(g, _mm256_set1_ps(-0.0f)));
     return _mm256_mul_ps(_mm256_mul_ps(g, _mm256_div_ps(one, _mm256_add_ps(one, e))), u);
 }
 
@@ -63,7 +43,7 @@ static inline __m256 gelu8(__m256 v) {
     const __m256 one = _mm256_set1_ps(1.0f);
     const __m256 w = _mm256_add_ps(one, _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.044715f), v), v));
     const __m256 u = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.79788456080286535588f), v), w);
-    const __m256 e = exp8(_mm256_mul_ps(u, _mm256_set1_ps(-2.0f)));
+    const __m256 e = ops_exp8(_mm256_mul_ps(u, _mm256_set1_ps(-2.0f)));
     return _mm256_div_ps(v, _mm256_add_ps(one, e));
 }
 
@@ -87,10 +67,10 @@ void kern_gelu_avx2(float *x, int64_t n) {
 
 void kern_exp_avx2(float *y, const float *x, int64_t n) {
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, exp8(_mm256_loadu_ps(x + i)));
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, ops_exp8(_mm256_loadu_ps(x + i)));
     if (i < n) {
         const __m256i m = mask8(n - i);
-        _mm256_maskstore_ps(y + i, m, exp8(_mm256_maskload_ps(x + i, m)));
+        _mm256_maskstore_ps(y + i, m, ops_exp8(_mm256_maskload_ps(x + i, m)));
     }
 }
 
@@ -187,13 +167,13 @@ void kern_softmax_avx2(float *x, int64_t n) {
     __m256 lo = _mm256_setzero_ps(), hi = lo;
     for (int64_t i = 0; i < n; i += 16) {
         const __m256i ma = mask8(n - i);
-        const __m256 a = _mm256_and_ps(exp8(_mm256_sub_ps(_mm256_maskload_ps(x + i, ma), mv)), _mm256_castsi256_ps(ma));
+        const __m256 a = _mm256_and_ps(ops_exp8(_mm256_sub_ps(_mm256_maskload_ps(x + i, ma), mv)), _mm256_castsi256_ps(ma));
         _mm256_maskstore_ps(x + i, ma, a);
         lo = _mm256_add_ps(lo, a);
         if (n - i > 8) {
             const __m256i mb = mask8(n - i - 8);
             const __m256 b =
-                _mm256_and_ps(exp8(_mm256_sub_ps(_mm256_maskload_ps(x + i + 8, mb), mv)), _mm256_castsi256_ps(mb));
+                _mm256_and_ps(ops_exp8(_mm256_sub_ps(_mm256_maskload_ps(x + i + 8, mb), mv)), _mm256_castsi256_ps(mb));
             _mm256_maskstore_ps(x + i + 8, mb, b);
             hi = _mm256_add_ps(hi, b);
         }

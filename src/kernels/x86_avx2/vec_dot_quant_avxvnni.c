@@ -38,6 +38,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "kernels/gemm_driver.h"
 #include "kernels/x86_avx2/avxvnni.h"
 #include "tensor/blocks.h"
 
@@ -158,33 +159,10 @@ static AI void q8_0_kernel(int64_t nb, float *y, int64_t ldy, const unsigned cha
     store_sums(y, ldy, NR, NT, acc);
 }
 
-/* kern_gemm_fn NAME over KERNEL: rows in fours (then singles) as the outer
- * loop, tokens in groups of NTMAX (1 or 2) inside. */
-#define AVXVNNI_DEFINE_GEMM(NAME, KERNEL, NTMAX)                                                         \
-    void NAME(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr, const void *a,   \
-              size_t a_stride, int nt) {                                                                 \
-        const int64_t nb = n / QK8_0;                                                                    \
-        const unsigned char *wp = w, *ap = a;                                                            \
-        int r = 0;                                                                                       \
-        for (; r + 4 <= nr; r += 4) {                                                                    \
-            const unsigned char *wr = wp + (size_t)r * w_stride;                                         \
-            int t = 0;                                                                                   \
-            if ((NTMAX) == 2)                                                                            \
-                for (; t + 2 <= nt; t += 2)                                                              \
-                    KERNEL(nb, y + (int64_t)t * ldy + r, ldy, wr, w_stride, ap + (size_t)t * a_stride,   \
-                           a_stride, 4, 2);                                                              \
-            for (; t < nt; t++)                                                                          \
-                KERNEL(nb, y + (int64_t)t * ldy + r, ldy, wr, w_stride, ap + (size_t)t * a_stride,       \
-                       a_stride, 4, 1);                                                                  \
-        }                                                                                                \
-        for (; r < nr; r++)                                                                              \
-            for (int t = 0; t < nt; t++)                                                                 \
-                KERNEL(nb, y + (int64_t)t * ldy + r, ldy, wp + (size_t)r * w_stride, w_stride,           \
-                       ap + (size_t)t * a_stride, a_stride, 1, 1);                                       \
-    }
-
-AVXVNNI_DEFINE_GEMM(gemm_q4_0_q8_0_avxvnni, q4_0_kernel, 2)
-AVXVNNI_DEFINE_GEMM(gemm_q8_0_q8_0_avxvnni, q8_0_kernel, 1)
+/* rows in fours (then singles) as the outer loop, tokens in groups of 2
+ * (q4_0) or 1 (q8_0) inside, single rows one token at a time */
+KERN_GEMM_DRIVER(gemm_q4_0_q8_0_avxvnni, q4_0_kernel, QK8_0, 4, 2, ROWS_OUTER, KERN_GEMM_TAIL_SINGLE)
+KERN_GEMM_DRIVER(gemm_q8_0_q8_0_avxvnni, q8_0_kernel, QK8_0, 4, 1, ROWS_OUTER, KERN_GEMM_TAIL_SINGLE)
 
 void vec_dot_q4_0_q8_0_avxvnni(int64_t n, float *out, const void *w, const void *a) {
     q4_0_kernel(n / QK8_0, out, 1, w, 0, a, 0, 1, 1);

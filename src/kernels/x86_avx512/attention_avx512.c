@@ -3,7 +3,7 @@
  * (attention_simd.h), bit-identical to attention_impl.h's attn_exp_sum and
  * row-by-row attn_axpy.
  *
- * exp16 is attn_exp's operation sequence lane by lane (separate multiplies
+ * attn_exp16 (exp_avx512.h) is attn_exp's operation sequence lane by lane (separate multiplies
  * and adds, no FMA; the clamp as maxps/minps with x second, which passes a
  * NaN through like the reference's compare-and-select; below ATTN_EXP_FLUSH
  * a zeroing mask, NaN kept by the unordered compare).  The sum keeps the
@@ -26,28 +26,8 @@
 
 #include "kernels/attention_impl.h"
 #include "kernels/x86_avx2/attention_avx2.h"
+#include "kernels/x86_avx512/exp_avx512.h"
 
-static inline __m512 exp16(__m512 x) {
-    const __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(ATTN_EXP_FLUSH), _CMP_NLT_UQ); /* else +0 */
-    x = _mm512_max_ps(_mm512_set1_ps(-87.33f), x);
-    x = _mm512_min_ps(_mm512_set1_ps(88.0f), x);
-    const __m512 round = _mm512_set1_ps(12582912.0f);
-    const __m512 t = _mm512_add_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), round);
-    const __m512 nn = _mm512_sub_ps(t, round);
-    __m512 r = _mm512_sub_ps(x, _mm512_mul_ps(nn, _mm512_set1_ps(0.693359375f)));
-    r = _mm512_add_ps(r, _mm512_mul_ps(nn, _mm512_set1_ps(2.12194440e-4f)));
-    __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
-    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(1.0f / 720.0f));
-    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(1.0f / 120.0f));
-    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(1.0f / 24.0f));
-    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(1.0f / 6.0f));
-    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(0.5f));
-    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(1.0f));
-    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(1.0f));
-    __m512i sb = _mm512_sub_epi32(_mm512_castps_si512(t), _mm512_set1_epi32(0x4b400000));
-    sb = _mm512_slli_epi32(_mm512_add_epi32(sb, _mm512_set1_epi32(127)), 23);
-    return _mm512_maskz_mul_ps(keep, p, _mm512_castsi512_ps(sb));
-}
 
 /* ((a0+a4)+(a1+a5))+((a2+a6)+(a3+a7)), as attention_avx2.c's hsum8 */
 static inline float hsum8(__m256 v) {
@@ -61,7 +41,7 @@ float attn_exp_sum_avx512(float *x, float sub, int32_t n) {
     __m256 acc = _mm256_setzero_ps();
     int32_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), sv));
+        const __m512 e = attn_exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), sv));
         _mm512_storeu_ps(x + i, e);
         acc = _mm256_add_ps(acc, _mm512_castps512_ps256(e));
         acc = _mm256_add_ps(acc, _mm512_extractf32x8_ps(e, 1));
@@ -69,7 +49,7 @@ float attn_exp_sum_avx512(float *x, float sub, int32_t n) {
     float tail = 0.0f;
     if (i < n) { /* the last n - i < 16 values in one masked vector; 8 of them into acc if there are 8 */
         const __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
-        const __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), sv));
+        const __m512 e = attn_exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), sv));
         _mm512_mask_storeu_ps(x + i, m, e);
         if (i + 8 <= n) {
             acc = _mm256_add_ps(acc, _mm512_castps512_ps256(e));

@@ -9,45 +9,19 @@
  * element's result never depends on its index or on n.  Sums keep element i
  * in lane i % 16 and reduce in the fixed tree of hsum16.
  *
- * exp16 (ops_exp): x clamped to [OPS_EXP_LO, OPS_EXP_HI] (minps/maxps with x
- * second, so a NaN passes through); n = round-to-nearest-even(x log2 e);
- * r = x - n ln2 (Cody-Waite, ln2 in two parts, fused); e^r by its Taylor
- * polynomial to r^7 in Horner form with FMAs (truncation < 6e-9 relative on
- * |r| <= 0.35); times 2^n as two exact power-of-two factors 2^(n>>1) and
- * 2^(n - (n>>1)), so the only rounding of the scaling is the last multiply:
- * overflow gives +inf, deep underflow 0, and subnormal results are rounded
- * once.  Accuracy: tests/unit/test_ops.c (test_exp_accuracy).
+ * ops_exp16 (ops_exp, x86_avx512/exp_avx512.h; the contract in
+ * kernels/exp_poly.h): the fused polynomial, clamped to [OPS_EXP_LO,
+ * OPS_EXP_HI].  Accuracy: tests/unit/test_ops.c (test_exp_accuracy).
  */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #include <math.h>
 
 #include "kernels/ops_simd.h"
+#include "kernels/x86_avx512/exp_avx512.h"
 
 static inline __mmask16 tail_mask(int64_t r) { return (__mmask16)((1u << r) - 1u); } /* 0 < r < 16 */
 
-static inline __m512 exp16(__m512 x) {
-    x = _mm512_min_ps(_mm512_set1_ps(OPS_EXP_HI), x); /* NaN in the second operand is returned */
-    x = _mm512_max_ps(_mm512_set1_ps(OPS_EXP_LO), x);
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x); /* x - n ln2_hi */
-    r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), r);      /* ln2 = ln2_hi - 2.12194440e-4 */
-    __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    const __m512i ni = _mm512_cvtps_epi32(n); /* |n| <= 152 (NaN: garbage lanes, p is NaN anyway) */
-    const __m512i n1 = _mm512_srai_epi32(ni, 1), n2 = _mm512_sub_epi32(ni, n1);
-    const __m512i bias = _mm512_set1_epi32(127);
-    const __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, bias), 23));
-    const __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, bias), 23));
-    return _mm512_mul_ps(_mm512_mul_ps(p, s1), s2);
-}
 
 /* ((l_j + l_{j+8}) then (j, j+4), (j, j+2), (0, 1)) */
 static inline float hsum16(__m512 v) {
@@ -60,7 +34,7 @@ static inline float hsum16(__m512 v) {
 /* silu(g) * u = g * (1 / (1 + exp(-g))) * u */
 static inline __m512 swiglu16(__m512 g, __m512 u) {
     const __m512 one = _mm512_set1_ps(1.0f);
-    const __m512 e = exp16(_mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(g), _mm512_set1_epi32(INT32_MIN))));
+    const __m512 e = ops_exp16(_mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(g), _mm512_set1_epi32(INT32_MIN))));
     return _mm512_mul_ps(_mm512_mul_ps(g, _mm512_div_ps(one, _mm512_add_ps(one, e))), u);
 }
 
@@ -69,7 +43,7 @@ static inline __m512 gelu16(__m512 v) {
     const __m512 one = _mm512_set1_ps(1.0f);
     const __m512 w = _mm512_add_ps(one, _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.044715f), v), v));
     const __m512 u = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.79788456080286535588f), v), w);
-    const __m512 e = exp16(_mm512_mul_ps(u, _mm512_set1_ps(-2.0f)));
+    const __m512 e = ops_exp16(_mm512_mul_ps(u, _mm512_set1_ps(-2.0f)));
     return _mm512_div_ps(v, _mm512_add_ps(one, e));
 }
 
@@ -94,10 +68,10 @@ void kern_gelu_avx512(float *x, int64_t n) {
 
 void kern_exp_avx512(float *y, const float *x, int64_t n) {
     int64_t i = 0;
-    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, exp16(_mm512_loadu_ps(x + i)));
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, ops_exp16(_mm512_loadu_ps(x + i)));
     if (i < n) {
         const __mmask16 m = tail_mask(n - i);
-        _mm512_mask_storeu_ps(y + i, m, exp16(_mm512_maskz_loadu_ps(m, x + i)));
+        _mm512_mask_storeu_ps(y + i, m, ops_exp16(_mm512_maskz_loadu_ps(m, x + i)));
     }
 }
 
@@ -174,7 +148,7 @@ void kern_softmax_avx512(float *x, int64_t n) {
     __m512 acc = _mm512_setzero_ps();
     for (int64_t i = 0; i < n; i += 16) {
         const __mmask16 m = i + 16 <= n ? (__mmask16)0xffff : tail_mask(n - i);
-        const __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), mv));
+        const __m512 e = ops_exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), mv));
         _mm512_mask_storeu_ps(x + i, m, e);
         acc = _mm512_mask_add_ps(acc, m, acc, e);
     }

@@ -271,8 +271,8 @@ static ALWAYS_INLINE void q6_K_kernel(int64_t nb, float *y, int64_t ldy, const u
 
 /* Rows in fours (then singles), tokens in groups of up to 4 (one call per
  * token for the single rows). */
-VNNI_DEFINE_GEMM(gemm_q4_K_q8_K_vnni, q4_K_kernel, QK_K, VNNI_GEMM_TAIL_SINGLE)
-VNNI_DEFINE_GEMM(gemm_q6_K_q8_K_vnni, q6_K_kernel, QK_K, VNNI_GEMM_TAIL_SINGLE)
+KERN_GEMM_DRIVER(gemm_q4_K_q8_K_vnni, q4_K_kernel, QK_K, 4, 4, TOKENS_OUTER, KERN_GEMM_TAIL_SINGLE)
+KERN_GEMM_DRIVER(gemm_q6_K_q8_K_vnni, q6_K_kernel, QK_K, 4, 4, TOKENS_OUTER, KERN_GEMM_TAIL_SINGLE)
 
 void vec_dot_q4_K_q8_K_vnni(int64_t n, float *out, const void *w, const void *a) {
     q4_K_kernel(n / QK_K, out, 1, w, 0, a, 0, 1, 1);

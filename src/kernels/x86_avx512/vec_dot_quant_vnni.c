@@ -188,8 +188,8 @@ static ALWAYS_INLINE void q8_0_kernel(int64_t nb, float *y, int64_t ldy, const u
 /* The flat GEMM over micro-kernels: rows in fours (then singles), tokens in
  * groups of up to 4.  Every output goes through the same per-output
  * instruction sequence whatever NR/NT, so it equals vec_dot bit for bit. */
-VNNI_DEFINE_GEMM(gemm_q4_0_q8_0_vnni, q4_0_kernel, QK8_0, VNNI_GEMM_TAIL_GROUPED)
-VNNI_DEFINE_GEMM(gemm_q8_0_q8_0_vnni, q8_0_kernel, QK8_0, VNNI_GEMM_TAIL_GROUPED)
+KERN_GEMM_DRIVER(gemm_q4_0_q8_0_vnni, q4_0_kernel, QK8_0, 4, 4, TOKENS_OUTER, KERN_GEMM_TAIL_GROUPED)
+KERN_GEMM_DRIVER(gemm_q8_0_q8_0_vnni, q8_0_kernel, QK8_0, 4, 4, TOKENS_OUTER, KERN_GEMM_TAIL_GROUPED)
 
 void vec_dot_q4_0_q8_0_vnni(int64_t n, float *out, const void *w, const void *a) {
     q4_0_kernel(n / QK8_0, out, 1, w, 0, a, 0, 1, 1);
