@@ -47,7 +47,7 @@ const cli_spec cli_spec_eval = {
              "is scored by the sum of the log-probabilities of its tokens given BOS + the\n"
              "context (endings normally start with a space); acc counts items whose best\n"
              "ending is the label, acc_norm does the same after dividing each score by the\n"
-             "ending's length in characters (as lm-evaluation-harness does).  See docs/eval.md.\n",
+             "ending's length in characters (as lm-evaluation-harness does).  See docs/quantization/evaluation.md.\n",
     CLI_TABLE(eval_opts_table, eval_opts),
     .unknown = "unknown argument",
 };

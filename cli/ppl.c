@@ -54,7 +54,7 @@ static const cli_opt ppl_opts_table[] = {
              "one window per document, truncated to CTX tokens",
      .kind = CLI_STR, CLI_AT(ppl_opts, docs), .fn = check_docs, .example = "==="},
     {.names = "--save-logits", .arg = "F",
-     .help = "write the log-probabilities of the scored positions to F\n(binary, format in docs/eval.md)",
+     .help = "write the log-probabilities of the scored positions to F\n(binary, format in docs/quantization/evaluation.md)",
      .kind = CLI_STR, CLI_AT(ppl_opts, save)},
     {.names = "--kld-base", .arg = "F",
      .help = "compare with F (written by --save-logits, normally from\n"
@@ -77,7 +77,7 @@ const cli_spec cli_spec_ppl = {
              "Scoring: every token after the first of each window is scored (each text token\n"
              "exactly once), as in shared/golden/stories260K-ppl.json; --half scores only the\n"
              "second half of full windows, like llama.cpp's perplexity tool.  Log-softmax and\n"
-             "sums are in double precision.  See docs/eval.md.\n",
+             "sums are in double precision.  See docs/quantization/evaluation.md.\n",
     CLI_TABLE(ppl_opts_table, ppl_opts),
     .unknown = "unknown argument",
 };

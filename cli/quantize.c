@@ -59,7 +59,7 @@ static const cli_opt quantize_opts_table[] = {
              "(q4_0 q4_1 q5_0 q5_1 q8_0 q3_k matrices; others rtn); awq: activation-aware\n"
              "scales folded into the norms / wv / w_up, then rtn (any type)\n"
              "smoothquant | outliers: W8A8 paths, see --method smoothquant --help\n"
-             "(kite types w8a8, llm_int8: docs/quantization-w8a8.md)",
+             "(kite types w8a8, llm_int8: docs/quantization/w8a8.md)",
      .kind = CLI_STR, CLI_AT(quantize_opts, method), .def = "rtn"},
     {.names = "--calib", .arg = "TEXT", .help = "calibration text file (required by gptq and awq)", .kind = CLI_STR,
      CLI_AT(quantize_opts, calib)},
@@ -96,7 +96,7 @@ const cli_spec cli_spec_quantize = {
              "gptq / awq: calibrated on TEXT, results stored in the same standard block types.\n",
     .epilog = "Rows whose length is not a multiple of the type's block fall back to a type that fits\n"
               "(llama.cpp's rules: q4_k->q5_0, q5_k->q5_1, q6_k->q8_0, ..., else f16); each fallback is\n"
-              "printed.  docs/quantize.md has the tables; docs/quantization.md the methods.\n",
+              "printed.  docs/quantization/rtn.md has the tables; docs/quantization/calibrated.md the methods.\n",
     CLI_TABLE(quantize_opts_table, quantize_opts),
 };
 

@@ -53,7 +53,7 @@ static const cli_opt serve_opts_table[] = {
     {.names = "--mmap", .help = "map the model file instead of reading it into memory", .kind = CLI_FLAG,
      CLI_AT(serve_opts, use_mmap)},
     {.names = "-q, --quiet", .help = "no per-request log lines", .kind = CLI_FLAG, CLI_AT(serve_opts, sp.quiet)},
-    {.kind = CLI_SECTION, .help = "Speculative decoding, per request (lossless; docs/serve.md):"},
+    {.kind = CLI_SECTION, .help = "Speculative decoding, per request (lossless; docs/engine.md):"},
     CLI_OPTS_DRAFT(serve_opts, draft, skip, sp.engine.spec_lookup_n, lookahead, sp.engine.spec_draft_max),
 };
 
@@ -62,7 +62,7 @@ const cli_spec cli_spec_serve = {
     .usage = "usage: kite serve [-m MODEL] [options]\n"
              "\n"
              "OpenAI-compatible HTTP server with a chat page at /.  Without -m, serves the\n"
-             "bundled model (models/stories260K.gguf).  See docs/server.md.\n",
+             "bundled model (models/stories260K.gguf).  See docs/http.md.\n",
     CLI_TABLE(serve_opts_table, serve_opts),
 };
 
