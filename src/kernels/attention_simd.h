@@ -68,7 +68,7 @@ typedef struct attn_ops {
     void (*deq_q4_0)(const unsigned char *x, float *y, int32_t n);
 } attn_ops;
 
-/* The active level's table (kern_table()->attn, so KITE_CPU_LEVEL caps it
+/* The active level's table (kern_table()->attn, so the level cap of kern_config caps it
  * too). */
 const attn_ops *attn_ops_active(void);
 /* A level's table (kern_table_for_level(level)->attn), or NULL if this

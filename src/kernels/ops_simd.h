@@ -5,7 +5,7 @@
  *
  * DESIGN
  *   kern_rmsnorm, kern_swiglu, ... (ops.c) call the active table
- *   (kern_elt_ops_active(): kern_table()->elt, so KITE_CPU_LEVEL caps it
+ *   (kern_elt_ops_active(): kern_table()->elt, so the level cap of kern_config caps it
  *   too).  Tables (the registry, dispatch.h; each ISA folder's register.c):
  *     scalar        the *_ref functions (src/kernels/ref/ops_ref.c): the
  *                   specification, libm expf/tanhf, sequential sums;
