@@ -235,249 +235,277 @@ fail:
     return rc != KITE_OK;
 }
 
+/* One `kite run`: the handles and figures its stages share (run_open,
+ * run_prefill, run_decode, run_report, run_close). */
+typedef struct run_session {
+    run_opts *o;
+    kite_model *model;
+    kite_ctx *ctx;
+    kite_sampler *smp;
+    kite_gen *gen;
+    kite_model *draft;   /* --draft-model */
+    spec_decoder *sd;    /* NULL: plain decoding */
+    kite_model_info info;
+    int32_t n_ctx;
+    kite_token *ids;     /* [n_prompt + n_predict + 1]: the prompt, then the generated ids */
+    size_t n_prompt, n_gen;
+    char *prompt_buf;    /* -f FILE */
+    FILE *dump;          /* --dump-logits */
+    text_buf text;       /* the generated text, for --json */
+    int64_t n_decode_evals;
+    double t_load, t_prefill, t_decode; /* seconds */
+    double ref_tok_s;    /* --spec-compare: plain decoding's speed and tokens */
+    int64_t ref_tokens;
+} run_session;
+
+/* Prints the library's last error; returns 1 (the exit status). */
+static int run_fail(void) {
+    fprintf(stderr, "kite run: %s\n", kite_last_error());
+    return 1;
+}
+
+/* Reads the prompt, loads the model and its context, sampler and generator,
+ * tokenizes BOS + prompt, opens --dump-logits and sets up speculation.
+ * Returns 0, or 1 after printing the error. */
+static int run_open(run_session *s) {
+    run_opts *o = s->o;
+    const char *prompt = o->prompt ? o->prompt : "";
+    size_t prompt_len = strlen(prompt);
+    if (o->prompt_file) {
+        s->prompt_buf = read_all(o->prompt_file, &prompt_len);
+        if (!s->prompt_buf) {
+            fprintf(stderr, "kite run: cannot read prompt file '%s'\n", o->prompt_file);
+            return 1;
+        }
+        prompt = s->prompt_buf;
+    }
+    const double t0 = time_now_s();
+    kite_model_params mp = config_model_params();
+    mp.use_mmap = o->use_mmap;
+    if (kite_model_load(o->model, &mp, &s->model) != KITE_OK) return run_fail();
+    kite_model_get_info(s->model, &s->info);
+    kite_ctx_params cp = kite_ctx_default_params();
+    cp.n_ctx = o->n_ctx ? (int32_t)o->n_ctx : (s->info.n_ctx_train < 4096 ? s->info.n_ctx_train : 4096);
+    cp.n_threads = (int32_t)o->n_threads;
+    cp.kv_type = o->kv_type;
+    if (kite_ctx_new(s->model, &cp, &s->ctx) != KITE_OK ||
+        kite_sampler_new(&o->sp, s->info.n_vocab, &s->smp) != KITE_OK || kite_gen_new(s->model, &s->gen) != KITE_OK)
+        return run_fail();
+    s->t_load = time_now_s() - t0;
+    s->n_ctx = kite_ctx_n_ctx(s->ctx);
+
+    const size_t cap = prompt_len + 8;
+    s->ids = malloc(sizeof *s->ids * (cap + (size_t)o->n_predict + 1));
+    if (!s->ids) {
+        fprintf(stderr, "kite run: out of memory\n");
+        return 1;
+    }
+    if (kite_tokenize(s->model, prompt, prompt_len, !o->no_bos, s->ids, cap, &s->n_prompt) != KITE_OK)
+        return run_fail();
+    if (s->n_prompt == 0) {
+        fprintf(stderr, "kite run: empty prompt and --no-bos: nothing to evaluate\n");
+        return 1;
+    }
+    if ((int64_t)s->n_prompt > s->n_ctx) {
+        fprintf(stderr, "kite run: the prompt has %zu tokens but the context holds only %d (raise -c)\n", s->n_prompt,
+                s->n_ctx);
+        return 1;
+    }
+    if (o->dump_logits && !(s->dump = fopen(o->dump_logits, "wb"))) {
+        fprintf(stderr, "kite run: cannot open '%s' for writing\n", o->dump_logits);
+        return 1;
+    }
+    const bool use_spec = o->draft_model || o->draft_skip || o->lookup_n > 0 || o->lookahead;
+    if (use_spec && spec_setup(o, s->model, s->ctx, &s->draft, &s->sd)) return 1;
+    if (o->spec_compare && plain_reference(s->ctx, s->smp, s->gen, s->ids, s->n_prompt, o->n_predict, o->ignore_eos,
+                                           &s->ref_tok_s, &s->ref_tokens) != KITE_OK)
+        return run_fail();
+    return 0;
+}
+
+/* Prints the prompt as the detokenizer renders it, then evaluates it
+ * (speculative: all but the last prompt token, which the first
+ * verification pass evaluates).  Returns 0 or 1. */
+static int run_prefill(run_session *s) {
+    kite_gen_step step;
+    for (size_t i = 0; i < s->n_prompt; i++) {
+        if (kite_gen_echo(s->gen, s->ids[i], &step) == KITE_OK) fwrite(step.text, 1, step.len, stdout);
+        kite_sampler_accept(s->smp, s->ids[i]);
+    }
+    fflush(stdout);
+    const double t1 = time_now_s();
+    if (s->sd ? spec_begin(s->sd, s->ids, (int32_t)s->n_prompt) != KITE_OK
+              : kite_ctx_eval(s->ctx, s->ids, (int32_t)s->n_prompt, s->dump != NULL) != KITE_OK)
+        return run_fail();
+    s->t_prefill = time_now_s() - t1;
+    if (s->dump && !dump_rows(s->dump, s->ctx, (int32_t)s->n_prompt, s->info.n_vocab)) {
+        fprintf(stderr, "kite run: writing '%s' failed\n", s->o->dump_logits);
+        return 1;
+    }
+    return 0;
+}
+
+/* run_decode_* results besides the library's statuses (which are <= 0). */
+enum { RUN_E_TEXT = 1 /* out of memory for the --json text */, RUN_E_DUMP = 2 /* --dump-logits write failed */ };
+
+/* Writes an output token's text to stdout (and to the --json text). */
+static bool run_emit(run_session *s, const kite_gen_step *step) {
+    s->ids[s->n_prompt + s->n_gen++] = step->token;
+    if (step->len == 0) return true;
+    fwrite(step->text, 1, step->len, stdout);
+    return !s->o->json || text_append(&s->text, step->text, step->len);
+}
+
+/* Speculative decoding: every verification pass's tokens through kite_gen's
+ * stop rules (the decoder keeps its own sampler).  Returns KITE_OK,
+ * RUN_E_TEXT or the library's status. */
+static int run_decode_spec(run_session *s) {
+    kite_gen_step step;
+    while (kite_gen_stopped(s->gen) == KITE_STOP_NONE) {
+        kite_token out[SPEC_MAX_DRAFT + 1];
+        int32_t got = 0;
+        const double td = time_now_s();
+        int rc = spec_step(s->sd, (int32_t)(s->o->n_predict - (int64_t)s->n_gen), out, &got);
+        if (rc != KITE_OK) return rc;
+        s->t_decode += time_now_s() - td;
+        for (int32_t i = 0; i < got && kite_gen_stopped(s->gen) == KITE_STOP_NONE; i++) {
+            if ((rc = kite_gen_push(s->gen, out[i], &step)) != KITE_OK) return rc;
+            if (!step.output) break;
+            if (!run_emit(s, &step)) return RUN_E_TEXT;
+        }
+        fflush(stdout);
+    }
+    return KITE_OK;
+}
+
+/* Plain decoding: sample, output, evaluate the token, until a stop rule
+ * (the last token is not evaluated).  Returns as run_decode_spec. */
+static int run_decode_plain(run_session *s) {
+    kite_gen_step step;
+    while (kite_gen_stopped(s->gen) == KITE_STOP_NONE) {
+        int rc = kite_gen_sample(s->gen, kite_ctx_logits(s->ctx, -1), &step);
+        if (rc != KITE_OK) return rc;
+        if (!step.output) break;
+        if (!run_emit(s, &step)) return RUN_E_TEXT;
+        if (step.len > 0) fflush(stdout);
+        if (step.stop != KITE_STOP_NONE) break;
+        const double td = time_now_s();
+        if ((rc = kite_ctx_eval(s->ctx, &step.token, 1, s->dump != NULL)) != KITE_OK) return rc;
+        s->t_decode += time_now_s() - td;
+        s->n_decode_evals++;
+        if (s->dump && !dump_rows(s->dump, s->ctx, 1, s->info.n_vocab)) return RUN_E_DUMP;
+    }
+    return KITE_OK;
+}
+
+/* Generates under kite_gen's stop rules, then the detokenizer's tail and a
+ * newline.  Returns 0 or 1 after printing the error. */
+static int run_decode(run_session *s) {
+    kite_gen_params gp = kite_gen_default_params();
+    gp.sampler = s->sd ? NULL : s->smp;
+    gp.n_predict = s->o->n_predict;
+    gp.n_ctx = s->n_ctx;
+    gp.ignore_eos = s->o->ignore_eos;
+    if (kite_gen_begin(s->gen, &gp, (int32_t)s->n_prompt) != KITE_OK) return run_fail();
+    int rc = s->sd ? run_decode_spec(s) : run_decode_plain(s);
+    const char *tail;
+    size_t n_tail = 0;
+    if (rc == KITE_OK && kite_gen_flush(s->gen, &tail, &n_tail) == KITE_OK && n_tail > 0) {
+        fwrite(tail, 1, n_tail, stdout);
+        if (s->o->json && !text_append(&s->text, tail, n_tail)) rc = RUN_E_TEXT;
+    }
+    if (rc == RUN_E_TEXT) fprintf(stderr, "kite run: out of memory\n");
+    else if (rc == RUN_E_DUMP) fprintf(stderr, "kite run: writing '%s' failed\n", s->o->dump_logits);
+    else if (rc != KITE_OK) run_fail();
+    if (rc != KITE_OK) return 1;
+    fputc('\n', stdout);
+    fflush(stdout);
+    return 0;
+}
+
+/* The statistics lines on stderr and the --json line on stdout. */
+static void run_report(run_session *s) {
+    const run_opts *o = s->o;
+    const char *stop_reason = kite_stop_name(kite_gen_stopped(s->gen));
+    const double prefill_tok_s = s->t_prefill > 0 ? (double)s->n_prompt / s->t_prefill : 0.0;
+    /* speculative: every generated token came out of a timed step */
+    const double decode_tok_s =
+        s->t_decode > 0 ? (double)(s->sd ? (int64_t)s->n_gen : s->n_decode_evals) / s->t_decode : 0.0;
+    if (s->sd) s->n_decode_evals = spec_get_stats(s->sd)->n_steps;
+    char repacked[64] = "";
+    if (s->info.n_repacked > 0)
+        snprintf(repacked, sizeof repacked, " (%d matrices repacked, %.0f ms)", s->info.n_repacked,
+                 s->info.repack_ms);
+    fprintf(stderr,
+            "kite run: load %.1f ms, weights %s%s | prompt %zu tokens, %.1f ms, %.1f tok/s | generated %zu tokens (%" PRId64
+            " decode steps, %.1f ms, %.1f tok/s) | stop: %s | threads %d | seed %" PRIu64 "\n",
+            s->t_load * 1e3, s->info.residency, repacked, s->n_prompt, s->t_prefill * 1e3, prefill_tok_s, s->n_gen,
+            s->n_decode_evals, s->t_decode * 1e3, decode_tok_s, stop_reason, kite_ctx_n_threads(s->ctx), o->sp.seed);
+    double accept_rate = 0.0, tok_per_pass = 0.0;
+    if (s->sd) {
+        const spec_stats *st = spec_get_stats(s->sd);
+        accept_rate = st->n_drafted ? (double)st->n_accepted / (double)st->n_drafted : 0.0;
+        tok_per_pass = st->n_steps ? (double)st->n_generated / (double)st->n_steps : 0.0;
+        fprintf(stderr,
+                "kite run: speculative (%s): %" PRId64 " verification passes, %.2f tokens/pass | acceptance %.1f%% "
+                "(%" PRId64 " of %" PRId64 " drafted) | draft %.1f ms, verify %.1f ms | %.1f tok/s\n",
+                o->draft_model  ? "draft model"
+                : o->draft_skip ? "self, layers skipped"
+                : o->lookahead  ? "lookahead"
+                                : "prompt lookup",
+                st->n_steps, tok_per_pass, 100.0 * accept_rate, st->n_accepted, st->n_drafted, st->t_draft_s * 1e3,
+                st->t_verify_s * 1e3, decode_tok_s);
+        if (o->spec_compare)
+            fprintf(stderr,
+                    "kite run: spec-compare: plain %.1f tok/s (%" PRId64 " tokens), speculative %.1f tok/s (%zu tokens), "
+                    "speedup %.2fx\n",
+                    s->ref_tok_s, s->ref_tokens, decode_tok_s, s->n_gen,
+                    s->ref_tok_s > 0 ? decode_tok_s / s->ref_tok_s : 0.0);
+    }
+    if (!o->json) return;
+    printf("{\"prompt_ids\": ");
+    cli_json_ids(stdout, s->ids, s->n_prompt);
+    printf(", \"ids\": ");
+    cli_json_ids(stdout, s->ids + s->n_prompt, s->n_gen);
+    printf(", \"text\": ");
+    cli_json_string(stdout, s->text.p ? s->text.p : "", s->text.len);
+    printf(", \"prefill_tok_s\": %.3f, \"decode_tok_s\": %.3f, \"load_ms\": %.3f, \"stop\": \"%s\"", prefill_tok_s,
+           decode_tok_s, s->t_load * 1e3, stop_reason);
+    if (s->sd) printf(", \"spec_accept_rate\": %.4f, \"spec_tokens_per_pass\": %.4f", accept_rate, tok_per_pass);
+    if (o->spec_compare) printf(", \"plain_decode_tok_s\": %.3f", s->ref_tok_s);
+    printf("}\n");
+}
+
+static void run_close(run_session *s) {
+    if (s->dump) fclose(s->dump);
+    free(s->text.p);
+    free(s->ids);
+    free(s->prompt_buf);
+    kite_gen_free(s->gen);
+    kite_sampler_free(s->smp);
+    spec_free(s->sd);
+    kite_ctx_free(s->ctx);
+    kite_model_free(s->draft);
+    kite_model_free(s->model);
+}
+
 int cmd_run(int argc, char **argv) {
     run_opts o = {.sp = kite_sampler_default_params()};
     int rc = parse_args(argc, argv, &o);
     if (rc >= 0) return rc;
     if (!o.seed_set) o.sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
     if (!o.model) o.model = cli_default_model(argv[0]);
-
-    int status = 1;
-    kite_model *model = NULL;
-    kite_ctx *ctx = NULL;
-    kite_sampler *smp = NULL;
-    kite_gen *gen = NULL;
-    kite_model *draft = NULL;
-    spec_decoder *sd = NULL;
-    kite_token *ids = NULL;
-    char *prompt_buf = NULL;
-    FILE *dump = NULL;
-    text_buf gen_text = {0};
-
-    size_t prompt_len = 0;
-    const char *prompt = o.prompt ? o.prompt : "";
-    prompt_len = strlen(prompt);
-    if (o.prompt_file) {
-        prompt_buf = read_all(o.prompt_file, &prompt_len);
-        if (!prompt_buf) {
-            fprintf(stderr, "kite run: cannot read prompt file '%s'\n", o.prompt_file);
-            goto done;
-        }
-        prompt = prompt_buf;
-    }
-
-    double t0 = time_now_s();
-    kite_model_params mp = config_model_params();
-    mp.use_mmap = o.use_mmap;
-    if (kite_model_load(o.model, &mp, &model) != KITE_OK) {
-        fprintf(stderr, "kite run: %s\n", kite_last_error());
-        goto done;
-    }
-    kite_model_info info;
-    kite_model_get_info(model, &info);
-    kite_ctx_params cp = kite_ctx_default_params();
-    cp.n_ctx = o.n_ctx ? (int32_t)o.n_ctx : (info.n_ctx_train < 4096 ? info.n_ctx_train : 4096);
-    cp.n_threads = (int32_t)o.n_threads;
-    cp.kv_type = o.kv_type;
-    if (kite_ctx_new(model, &cp, &ctx) != KITE_OK || kite_sampler_new(&o.sp, info.n_vocab, &smp) != KITE_OK ||
-        kite_gen_new(model, &gen) != KITE_OK) {
-        fprintf(stderr, "kite run: %s\n", kite_last_error());
-        goto done;
-    }
-    double t_load = time_now_s() - t0;
-    const int32_t n_ctx = kite_ctx_n_ctx(ctx);
-
-    /* tokenize: BOS + prompt */
-    size_t n_prompt = 0;
-    size_t cap = prompt_len + 8;
-    ids = malloc(sizeof *ids * (cap + (size_t)o.n_predict + 1));
-    if (!ids) {
-        fprintf(stderr, "kite run: out of memory\n");
-        goto done;
-    }
-    if (kite_tokenize(model, prompt, prompt_len, !o.no_bos, ids, cap, &n_prompt) != KITE_OK) {
-        fprintf(stderr, "kite run: %s\n", kite_last_error());
-        goto done;
-    }
-    if (n_prompt == 0) {
-        fprintf(stderr, "kite run: empty prompt and --no-bos: nothing to evaluate\n");
-        goto done;
-    }
-    if ((int64_t)n_prompt > n_ctx) {
-        fprintf(stderr, "kite run: the prompt has %zu tokens but the context holds only %d (raise -c)\n", n_prompt,
-                n_ctx);
-        goto done;
-    }
-    if (o.dump_logits && !(dump = fopen(o.dump_logits, "wb"))) {
-        fprintf(stderr, "kite run: cannot open '%s' for writing\n", o.dump_logits);
-        goto done;
-    }
-    const bool use_spec = o.draft_model || o.draft_skip || o.lookup_n > 0 || o.lookahead;
-    double ref_tok_s = 0.0;
-    int64_t ref_tokens = 0;
-    if (use_spec && spec_setup(&o, model, ctx, &draft, &sd)) goto done;
-    if (o.spec_compare && plain_reference(ctx, smp, gen, ids, n_prompt, o.n_predict, o.ignore_eos, &ref_tok_s,
-                                          &ref_tokens) != KITE_OK) {
-        fprintf(stderr, "kite run: %s\n", kite_last_error());
-        goto done;
-    }
-
-    /* print the prompt as the detokenizer renders it */
-    kite_gen_step step;
-    for (size_t i = 0; i < n_prompt; i++) {
-        if (kite_gen_echo(gen, ids[i], &step) == KITE_OK) fwrite(step.text, 1, step.len, stdout);
-        kite_sampler_accept(smp, ids[i]);
-    }
-    fflush(stdout);
-
-    /* prefill (speculative: all but the last prompt token, which the first
-     * verification pass evaluates) */
-    double t1 = time_now_s();
-    if (sd ? spec_begin(sd, ids, (int32_t)n_prompt) != KITE_OK
-           : kite_ctx_eval(ctx, ids, (int32_t)n_prompt, dump != NULL) != KITE_OK) {
-        fprintf(stderr, "kite run: %s\n", kite_last_error());
-        goto done;
-    }
-    double t_prefill = time_now_s() - t1;
-    if (dump && !dump_rows(dump, ctx, (int32_t)n_prompt, info.n_vocab)) goto dump_err;
-
-    /* decode: the stop rules are kite_gen's (the speculative decoder keeps
-     * its own sampler, so the generator records nothing there) */
-    kite_gen_params gp = kite_gen_default_params();
-    gp.sampler = sd ? NULL : smp;
-    gp.n_predict = o.n_predict;
-    gp.n_ctx = n_ctx;
-    gp.ignore_eos = o.ignore_eos;
-    if (kite_gen_begin(gen, &gp, (int32_t)n_prompt) != KITE_OK) {
-        fprintf(stderr, "kite run: %s\n", kite_last_error());
-        goto done;
-    }
-    size_t n_gen = 0;
-    int64_t n_decode_evals = 0;
-    double t_decode = 0.0;
-    while (sd && kite_gen_stopped(gen) == KITE_STOP_NONE) {
-        kite_token out[SPEC_MAX_DRAFT + 1];
-        int32_t got = 0;
-        double td = time_now_s();
-        if (spec_step(sd, (int32_t)(o.n_predict - (int64_t)n_gen), out, &got) != KITE_OK) {
-            fprintf(stderr, "kite run: %s\n", kite_last_error());
-            goto done;
-        }
-        t_decode += time_now_s() - td;
-        for (int32_t i = 0; i < got && kite_gen_stopped(gen) == KITE_STOP_NONE; i++) {
-            if (kite_gen_push(gen, out[i], &step) != KITE_OK) {
-                fprintf(stderr, "kite run: %s\n", kite_last_error());
-                goto done;
-            }
-            if (!step.output) break;
-            ids[n_prompt + n_gen++] = step.token;
-            fwrite(step.text, 1, step.len, stdout);
-            if (o.json && !text_append(&gen_text, step.text, step.len)) goto oom;
-        }
-        fflush(stdout);
-    }
-    while (!sd && kite_gen_stopped(gen) == KITE_STOP_NONE) {
-        if (kite_gen_sample(gen, kite_ctx_logits(ctx, -1), &step) != KITE_OK) {
-            fprintf(stderr, "kite run: %s\n", kite_last_error());
-            goto done;
-        }
-        if (!step.output) break;
-        ids[n_prompt + n_gen++] = step.token;
-        if (step.len > 0) {
-            fwrite(step.text, 1, step.len, stdout);
-            fflush(stdout);
-            if (o.json && !text_append(&gen_text, step.text, step.len)) goto oom;
-        }
-        if (step.stop != KITE_STOP_NONE) break; /* the last token is not evaluated */
-        double td = time_now_s();
-        if (kite_ctx_eval(ctx, &step.token, 1, dump != NULL) != KITE_OK) {
-            fprintf(stderr, "kite run: %s\n", kite_last_error());
-            goto done;
-        }
-        t_decode += time_now_s() - td;
-        n_decode_evals++;
-        if (dump && !dump_rows(dump, ctx, 1, info.n_vocab)) goto dump_err;
-    }
-    const char *stop_reason = kite_stop_name(kite_gen_stopped(gen));
-    {
-        const char *tail;
-        size_t n_tail = 0;
-        if (kite_gen_flush(gen, &tail, &n_tail) == KITE_OK && n_tail > 0) {
-            fwrite(tail, 1, n_tail, stdout);
-            if (o.json && !text_append(&gen_text, tail, n_tail)) goto oom;
+    run_session s = {.o = &o};
+    int status = run_open(&s) || run_prefill(&s) || run_decode(&s);
+    if (!status) {
+        run_report(&s);
+        FILE *dump = s.dump;
+        s.dump = NULL;
+        if (dump && fclose(dump) != 0) {
+            fprintf(stderr, "kite run: writing '%s' failed\n", o.dump_logits);
+            status = 1;
         }
     }
-    fputc('\n', stdout);
-    fflush(stdout);
-
-    const double prefill_tok_s = t_prefill > 0 ? (double)n_prompt / t_prefill : 0.0;
-    /* speculative: every generated token came out of a timed step */
-    const double decode_tok_s = t_decode > 0 ? (double)(sd ? (int64_t)n_gen : n_decode_evals) / t_decode : 0.0;
-    if (sd) n_decode_evals = spec_get_stats(sd)->n_steps;
-    char repacked[64] = "";
-    if (info.n_repacked > 0)
-        snprintf(repacked, sizeof repacked, " (%d matrices repacked, %.0f ms)", info.n_repacked, info.repack_ms);
-    fprintf(stderr,
-            "kite run: load %.1f ms, weights %s%s | prompt %zu tokens, %.1f ms, %.1f tok/s | generated %zu tokens (%" PRId64
-            " decode steps, %.1f ms, %.1f tok/s) | stop: %s | threads %d | seed %" PRIu64 "\n",
-            t_load * 1e3, info.residency, repacked, n_prompt, t_prefill * 1e3, prefill_tok_s, n_gen, n_decode_evals, t_decode * 1e3,
-            decode_tok_s, stop_reason, kite_ctx_n_threads(ctx), o.sp.seed);
-    double accept_rate = 0.0, tok_per_pass = 0.0;
-    if (sd) {
-        const spec_stats *st = spec_get_stats(sd);
-        accept_rate = st->n_drafted ? (double)st->n_accepted / (double)st->n_drafted : 0.0;
-        tok_per_pass = st->n_steps ? (double)st->n_generated / (double)st->n_steps : 0.0;
-        fprintf(stderr,
-                "kite run: speculative (%s): %" PRId64 " verification passes, %.2f tokens/pass | acceptance %.1f%% "
-                "(%" PRId64 " of %" PRId64 " drafted) | draft %.1f ms, verify %.1f ms | %.1f tok/s\n",
-                o.draft_model  ? "draft model"
-                : o.draft_skip ? "self, layers skipped"
-                : o.lookahead  ? "lookahead"
-                               : "prompt lookup",
-                st->n_steps, tok_per_pass, 100.0 * accept_rate, st->n_accepted, st->n_drafted, st->t_draft_s * 1e3,
-                st->t_verify_s * 1e3, decode_tok_s);
-        if (o.spec_compare)
-            fprintf(stderr,
-                    "kite run: spec-compare: plain %.1f tok/s (%" PRId64 " tokens), speculative %.1f tok/s (%zu tokens), "
-                    "speedup %.2fx\n",
-                    ref_tok_s, ref_tokens, decode_tok_s, n_gen, ref_tok_s > 0 ? decode_tok_s / ref_tok_s : 0.0);
-    }
-    if (o.json) {
-        printf("{\"prompt_ids\": ");
-        cli_json_ids(stdout, ids, n_prompt);
-        printf(", \"ids\": ");
-        cli_json_ids(stdout, ids + n_prompt, n_gen);
-        printf(", \"text\": ");
-        cli_json_string(stdout, gen_text.p ? gen_text.p : "", gen_text.len);
-        printf(", \"prefill_tok_s\": %.3f, \"decode_tok_s\": %.3f, \"load_ms\": %.3f, \"stop\": \"%s\"",
-               prefill_tok_s, decode_tok_s, t_load * 1e3, stop_reason);
-        if (sd)
-            printf(", \"spec_accept_rate\": %.4f, \"spec_tokens_per_pass\": %.4f", accept_rate, tok_per_pass);
-        if (o.spec_compare) printf(", \"plain_decode_tok_s\": %.3f", ref_tok_s);
-        printf("}\n");
-    }
-    if (dump && fclose(dump) != 0) {
-        dump = NULL;
-        goto dump_err;
-    }
-    dump = NULL;
-    status = 0;
-    goto done;
-dump_err:
-    fprintf(stderr, "kite run: writing '%s' failed\n", o.dump_logits);
-    goto done;
-oom:
-    fprintf(stderr, "kite run: out of memory\n");
-done:
-    if (dump) fclose(dump);
-    free(gen_text.p);
-    free(ids);
-    free(prompt_buf);
-    kite_gen_free(gen);
-    kite_sampler_free(smp);
-    spec_free(sd);
-    kite_ctx_free(ctx);
-    kite_model_free(draft);
-    kite_model_free(model);
+    run_close(&s);
     return status;
 }
