@@ -173,6 +173,186 @@ static size_t oldest_exchange_end(const conversation *c, size_t *start) {
     return e < c->n ? e : 0; /* the last user message must stay */
 }
 
+/* One `kite chat`: the handles and buffers its stages share. */
+typedef struct chat_session {
+    chat_opts *o;
+    kite_model *model;
+    kite_ctx *ctx;
+    kite_sampler *smp;
+    kite_gen *gen;
+    chat_tokenizer *ct;
+    int family;                /* enum chat_family */
+    int32_t n_ctx;
+    size_t reserve;            /* room kept for a reply when deciding whether the conversation fits */
+    const char *const *stops;  /* the template's stop strings */
+    kite_token stop_ids[8];    /* stop strings that are single special tokens */
+    kite_gen_params gp;        /* BOS / EOG, stop tokens, -n, the context */
+    conversation conv;
+    kite_token *ids;           /* the formatted conversation's tokens, [n_ids] */
+    size_t n_ids, ids_cap;
+    kite_token *cache;         /* tokens in the KV cache, [n_cache] */
+    size_t n_cache, keep;      /* keep: prompt tokens reused from the cache this turn */
+    char *reply;
+    size_t reply_cap;
+    size_t turn;
+} chat_session;
+
+/* What a stage failed on: the library (its last error) or memory. */
+enum { CHAT_OK = 0, CHAT_E_API = 1, CHAT_E_NOMEM = 2 };
+
+/* Loads the model, its context, sampler, generator and chat tokenizer, picks
+ * the template and prints the banner line. */
+static int chat_open(chat_session *s) {
+    chat_opts *o = s->o;
+    kite_model_params mp = config_model_params();
+    if (kite_model_load(o->model, &mp, &s->model) != KITE_OK) return CHAT_E_API;
+    kite_model_info info;
+    kite_model_get_info(s->model, &info);
+    kite_ctx_params cp = kite_ctx_default_params();
+    cp.n_ctx = o->n_ctx ? (int32_t)o->n_ctx : (info.n_ctx_train < 4096 ? info.n_ctx_train : 4096);
+    cp.n_threads = (int32_t)o->n_threads;
+    if (kite_ctx_new(s->model, &cp, &s->ctx) != KITE_OK || kite_sampler_new(&o->sp, info.n_vocab, &s->smp) != KITE_OK ||
+        kite_gen_new(s->model, &s->gen) != KITE_OK || chat_tokenizer_new(s->model, &s->ct) != KITE_OK)
+        return CHAT_E_API;
+    int source = CHAT_SRC_NO_TEMPLATE;
+    s->family = CHAT_CHATML;
+    if (chat_family_for_model_src(s->model, o->tmpl, &s->family, &source) != KITE_OK) return CHAT_E_API;
+    s->n_ctx = kite_ctx_n_ctx(s->ctx);
+    s->reserve = (size_t)(o->n_predict < s->n_ctx / 4 ? o->n_predict : s->n_ctx / 4);
+    s->stops = chat_stop_strings(s->family);
+    int n_stop_ids = 0;
+    for (int k = 0; s->stops[k] && n_stop_ids < 8; k++) {
+        kite_token t = chat_tokenizer_special_id(s->ct, s->stops[k]);
+        if (t >= 0) s->stop_ids[n_stop_ids++] = t;
+    }
+    if (!(s->cache = malloc((size_t)s->n_ctx * sizeof *s->cache))) return CHAT_E_NOMEM;
+    fprintf(stderr, "kite chat: %s, template %s (%s), context %d tokens, seed %" PRIu64 "\n", o->model,
+            chat_family_name(s->family), chat_family_source_str(source), s->n_ctx, o->sp.seed);
+    if (o->system && !conv_add(&s->conv, "system", o->system, strlen(o->system))) return CHAT_E_NOMEM;
+    s->gp = kite_gen_default_params();
+    s->gp.sampler = s->smp;
+    s->gp.n_predict = o->n_predict;
+    s->gp.n_ctx = s->n_ctx;
+    s->gp.stop_tokens = s->stop_ids;
+    s->gp.n_stop_tokens = n_stop_ids;
+    return CHAT_OK;
+}
+
+/* 1. The prompt of the conversation, dropping old exchanges until it fits.
+ * *fits is false (and the user's message taken back) when even the last
+ * message alone does not fit. */
+static int chat_fit(chat_session *s, bool *fits) {
+    for (;;) {
+        int rc = tokenize_conv(s->ct, s->family, &s->conv, &s->ids, &s->ids_cap, &s->n_ids);
+        if (rc != KITE_OK) return rc == KITE_E_NOMEM ? CHAT_E_NOMEM : CHAT_E_API;
+        if (s->n_ids + s->reserve <= (size_t)s->n_ctx) break;
+        size_t from, to = oldest_exchange_end(&s->conv, &from);
+        if (!to) break;
+        conv_erase(&s->conv, from, to);
+        fprintf(stderr, "kite chat: context full: dropped the oldest exchange (the conversation needs %zu "
+                        "tokens plus %zu for the reply, the context holds %d)\n", s->n_ids, s->reserve, s->n_ctx);
+    }
+    *fits = s->n_ids < (size_t)s->n_ctx;
+    if (!*fits) {
+        fprintf(stderr, "kite chat: message not sent: the prompt needs %zu tokens, the context holds %d "
+                        "(raise -c or send a shorter message)\n", s->n_ids, s->n_ctx);
+        conv_erase(&s->conv, s->conv.n - 1, s->conv.n);
+    }
+    return CHAT_OK;
+}
+
+/* 2. Reuses the cached prefix and evaluates the rest (at least one token,
+ * for logits). */
+static int chat_prefill(chat_session *s) {
+    size_t keep = 0;
+    while (!s->o->no_cache && keep < s->n_cache && keep < s->n_ids && s->cache[keep] == s->ids[keep]) keep++;
+    if (keep == s->n_ids) keep--;
+    if (kite_ctx_truncate(s->ctx, (int32_t)keep) != KITE_OK) return CHAT_E_API;
+    s->n_cache = s->keep = keep;
+    if (kite_ctx_eval(s->ctx, s->ids + keep, (int32_t)(s->n_ids - keep), false) != KITE_OK) return CHAT_E_API;
+    for (size_t i = keep; i < s->n_ids; i++) {
+        s->cache[s->n_cache++] = s->ids[i];
+        kite_sampler_accept(s->smp, s->ids[i]);
+    }
+    return CHAT_OK;
+}
+
+/* 3. Generates the reply under kite_gen's rules and the template's stop
+ * strings, streaming what is safe to show, and adds it to the conversation. */
+static int chat_reply(chat_session *s) {
+    size_t r_len = 0, shown = 0;
+    if (!reply_append(&s->reply, &r_len, &s->reply_cap, "", 0)) return CHAT_E_NOMEM;
+    bool at_stop_string = false, ctx_full = false;
+    const char *why = "length";
+    int64_t n_gen = 0;
+    const double t0 = time_now_s();
+    if (kite_gen_begin(s->gen, &s->gp, (int32_t)s->n_cache) != KITE_OK) return CHAT_E_API;
+    while (kite_gen_stopped(s->gen) == KITE_STOP_NONE) {
+        kite_gen_step st;
+        if (kite_gen_sample(s->gen, kite_ctx_logits(s->ctx, -1), &st) != KITE_OK) return CHAT_E_API;
+        if (!st.output) { /* a generated BOS is reported as "eog" here */
+            why = st.stop == KITE_STOP_TOKEN ? "stop token" : "eog";
+            break;
+        }
+        n_gen = st.n_gen;
+        const char *pc = st.text;
+        size_t np = st.len;
+        if (!r_len) /* the reply starts at its first visible character (SentencePiece's leading space) */
+            while (np > 0 && (*pc == ' ' || *pc == '\n')) pc++, np--;
+        if (!reply_append(&s->reply, &r_len, &s->reply_cap, pc, np)) return CHAT_E_NOMEM;
+        bool hit = false;
+        size_t safe = chat_stop_scan(s->reply + shown, r_len - shown, s->stops, &hit) + shown;
+        fwrite(s->reply + shown, 1, safe - shown, stdout);
+        fflush(stdout);
+        shown = safe;
+        if (hit) {
+            r_len = shown; /* the reply ends before the stop string */
+            s->reply[r_len] = '\0';
+            at_stop_string = true;
+            why = "stop string";
+            break;
+        }
+        if (st.stop != KITE_STOP_NONE) { /* the last token is not evaluated */
+            why = kite_stop_name(st.stop);
+            ctx_full = st.stop == KITE_STOP_CONTEXT;
+            break;
+        }
+        if (kite_ctx_eval(s->ctx, &st.token, 1, false) != KITE_OK) return CHAT_E_API;
+        s->cache[s->n_cache++] = st.token;
+    }
+    const char *tail;
+    size_t n_tail;
+    if (kite_gen_flush(s->gen, &tail, &n_tail) != KITE_OK) return CHAT_E_API; /* also resets the detokenizer */
+    if (!at_stop_string) { /* show what was held back */
+        if (n_tail > 0 && !reply_append(&s->reply, &r_len, &s->reply_cap, tail, n_tail)) return CHAT_E_NOMEM;
+        fwrite(s->reply + shown, 1, r_len - shown, stdout);
+    }
+    fputc('\n', stdout);
+    fflush(stdout);
+    if (s->o->verbose) {
+        const double dt_s = time_now_s() - t0;
+        fprintf(stderr, "kite chat: turn %zu: prompt %zu tokens (%zu reused from the cache, %zu evaluated), "
+                        "reply %" PRId64 " tokens (%.1f tok/s), stop: %s\n", ++s->turn, s->n_ids, s->keep,
+                s->n_ids - s->keep, n_gen, dt_s > 0 ? (double)n_gen / dt_s : 0.0, why);
+    }
+    if (ctx_full)
+        fprintf(stderr, "kite chat: context full (%d tokens): reply cut; older exchanges will be dropped "
+                        "from the next prompt\n", s->n_ctx);
+    return conv_add(&s->conv, "assistant", s->reply, r_len) ? CHAT_OK : CHAT_E_NOMEM;
+}
+
+static void chat_close(chat_session *s) {
+    free(s->reply);
+    free(s->ids);
+    free(s->cache);
+    conv_free(&s->conv);
+    chat_tokenizer_free(s->ct);
+    kite_gen_free(s->gen);
+    kite_sampler_free(s->smp);
+    kite_ctx_free(s->ctx);
+    kite_model_free(s->model);
+}
+
 int cmd_chat(int argc, char **argv) {
     chat_opts o = {.sp = kite_sampler_default_params()};
     int rc = cli_parse(&cli_spec_chat, argc, argv, &o);
@@ -180,54 +360,12 @@ int cmd_chat(int argc, char **argv) {
     if (!o.seed_set) o.sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
     if (!o.model) o.model = cli_default_model(argv[0]);
 
-    int status = 1;
-    kite_model *model = NULL;
-    kite_ctx *ctx = NULL;
-    kite_sampler *smp = NULL;
-    kite_gen *gen = NULL;
-    chat_tokenizer *ct = NULL;
-    conversation conv = {0};
-    kite_token *ids = NULL;   /* the formatted conversation's tokens */
-    kite_token *cache = NULL; /* tokens in the KV cache, [n_cache] */
-    char *reply = NULL, *line = NULL;
-    size_t ids_cap = 0, line_cap = 0, n_cache = 0, reply_cap = 0;
-
-    kite_model_params mp = config_model_params();
-    if (kite_model_load(o.model, &mp, &model) != KITE_OK) goto api_err;
-    kite_model_info info;
-    kite_model_get_info(model, &info);
-    kite_ctx_params cp = kite_ctx_default_params();
-    cp.n_ctx = o.n_ctx ? (int32_t)o.n_ctx : (info.n_ctx_train < 4096 ? info.n_ctx_train : 4096);
-    cp.n_threads = (int32_t)o.n_threads;
-    if (kite_ctx_new(model, &cp, &ctx) != KITE_OK || kite_sampler_new(&o.sp, info.n_vocab, &smp) != KITE_OK ||
-        kite_gen_new(model, &gen) != KITE_OK || chat_tokenizer_new(model, &ct) != KITE_OK)
-        goto api_err;
-    int family = CHAT_CHATML, source = CHAT_SRC_NO_TEMPLATE;
-    if (chat_family_for_model_src(model, o.tmpl, &family, &source) != KITE_OK) goto api_err;
-    const int32_t n_ctx = kite_ctx_n_ctx(ctx);
-    /* room kept for a reply when deciding whether the conversation fits */
-    const size_t reserve = (size_t)(o.n_predict < n_ctx / 4 ? o.n_predict : n_ctx / 4);
-    const char *const *stops = chat_stop_strings(family);
-    kite_token stop_ids[8]; /* stop strings that are single special tokens */
-    int n_stop_ids = 0;
-    for (int k = 0; stops[k] && n_stop_ids < 8; k++) {
-        kite_token t = chat_tokenizer_special_id(ct, stops[k]);
-        if (t >= 0) stop_ids[n_stop_ids++] = t;
-    }
-    if (!(cache = malloc((size_t)n_ctx * sizeof *cache))) goto oom;
-    fprintf(stderr, "kite chat: %s, template %s (%s), context %d tokens, seed %" PRIu64 "\n", o.model,
-            chat_family_name(family), chat_family_source_str(source), n_ctx, o.sp.seed);
-    if (o.system && !conv_add(&conv, "system", o.system, strlen(o.system))) goto oom;
-
+    chat_session s = {.o = &o};
+    char *line = NULL;
+    size_t line_cap = 0;
     const bool tty = isatty(STDIN_FILENO);
-    size_t turn = 0;
-    kite_gen_params gp = kite_gen_default_params(); /* BOS / EOG, stop tokens, -n, the context */
-    gp.sampler = smp;
-    gp.n_predict = o.n_predict;
-    gp.n_ctx = n_ctx;
-    gp.stop_tokens = stop_ids;
-    gp.n_stop_tokens = n_stop_ids;
-    for (;;) {
+    rc = chat_open(&s);
+    while (rc == CHAT_OK) {
         if (tty) {
             fputs("> ", stdout);
             fflush(stdout);
@@ -237,119 +375,17 @@ int cmd_chat(int argc, char **argv) {
         size_t len = (size_t)got;
         while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) len--;
         if (!len) continue;
-        if (!conv_add(&conv, "user", line, len)) goto oom;
-
-        /* 1. the prompt, dropping old exchanges until it fits */
-        size_t n_ids = 0;
-        for (;;) {
-            if ((rc = tokenize_conv(ct, family, &conv, &ids, &ids_cap, &n_ids)) != KITE_OK) {
-                if (rc == KITE_E_NOMEM) goto oom;
-                goto api_err;
-            }
-            if (n_ids + reserve <= (size_t)n_ctx) break;
-            size_t s, e = oldest_exchange_end(&conv, &s);
-            if (!e) break;
-            conv_erase(&conv, s, e);
-            fprintf(stderr, "kite chat: context full: dropped the oldest exchange (the conversation needs %zu "
-                            "tokens plus %zu for the reply, the context holds %d)\n", n_ids, reserve, n_ctx);
+        if (!conv_add(&s.conv, "user", line, len)) {
+            rc = CHAT_E_NOMEM;
+            break;
         }
-        if (n_ids >= (size_t)n_ctx) {
-            fprintf(stderr, "kite chat: message not sent: the prompt needs %zu tokens, the context holds %d "
-                            "(raise -c or send a shorter message)\n", n_ids, n_ctx);
-            conv_erase(&conv, conv.n - 1, conv.n);
-            continue;
-        }
-
-        /* 2. reuse the cached prefix, evaluate the rest (at least one token, for logits) */
-        size_t keep = 0;
-        while (!o.no_cache && keep < n_cache && keep < n_ids && cache[keep] == ids[keep]) keep++;
-        if (keep == n_ids) keep--;
-        if (kite_ctx_truncate(ctx, (int32_t)keep) != KITE_OK) goto api_err;
-        n_cache = keep;
-        if (kite_ctx_eval(ctx, ids + keep, (int32_t)(n_ids - keep), false) != KITE_OK) goto api_err;
-        for (size_t i = keep; i < n_ids; i++) {
-            cache[n_cache++] = ids[i];
-            kite_sampler_accept(smp, ids[i]);
-        }
-
-        /* 3. generate */
-        size_t r_len = 0, shown = 0;
-        if (!reply_append(&reply, &r_len, &reply_cap, "", 0)) goto oom;
-        bool at_stop_string = false, ctx_full = false;
-        const char *why = "length";
-        int64_t n_gen = 0;
-        double t0 = time_now_s();
-        if (kite_gen_begin(gen, &gp, (int32_t)n_cache) != KITE_OK) goto api_err;
-        while (kite_gen_stopped(gen) == KITE_STOP_NONE) {
-            kite_gen_step st;
-            if (kite_gen_sample(gen, kite_ctx_logits(ctx, -1), &st) != KITE_OK) goto api_err;
-            if (!st.output) { /* a generated BOS is reported as "eog" here */
-                why = st.stop == KITE_STOP_TOKEN ? "stop token" : "eog";
-                break;
-            }
-            n_gen = st.n_gen;
-            const char *pc = st.text;
-            size_t np = st.len;
-            if (!r_len) /* the reply starts at its first visible character (SentencePiece's leading space) */
-                while (np > 0 && (*pc == ' ' || *pc == '\n')) pc++, np--;
-            if (!reply_append(&reply, &r_len, &reply_cap, pc, np)) goto oom;
-            bool hit = false;
-            size_t safe = chat_stop_scan(reply + shown, r_len - shown, stops, &hit) + shown;
-            fwrite(reply + shown, 1, safe - shown, stdout);
-            fflush(stdout);
-            shown = safe;
-            if (hit) {
-                r_len = shown; /* the reply ends before the stop string */
-                reply[r_len] = '\0';
-                at_stop_string = true;
-                why = "stop string";
-                break;
-            }
-            if (st.stop != KITE_STOP_NONE) { /* the last token is not evaluated */
-                why = kite_stop_name(st.stop);
-                ctx_full = st.stop == KITE_STOP_CONTEXT;
-                break;
-            }
-            if (kite_ctx_eval(ctx, &st.token, 1, false) != KITE_OK) goto api_err;
-            cache[n_cache++] = st.token;
-        }
-        const char *tail;
-        size_t n_tail;
-        if (kite_gen_flush(gen, &tail, &n_tail) != KITE_OK) goto api_err; /* also resets the detokenizer */
-        if (!at_stop_string) { /* show what was held back */
-            if (n_tail > 0 && !reply_append(&reply, &r_len, &reply_cap, tail, n_tail)) goto oom;
-            fwrite(reply + shown, 1, r_len - shown, stdout);
-        }
-        fputc('\n', stdout);
-        fflush(stdout);
-        if (o.verbose) {
-            double dt_s = time_now_s() - t0;
-            fprintf(stderr, "kite chat: turn %zu: prompt %zu tokens (%zu reused from the cache, %zu evaluated), "
-                            "reply %" PRId64 " tokens (%.1f tok/s), stop: %s\n", ++turn, n_ids, keep, n_ids - keep,
-                    n_gen, dt_s > 0 ? (double)n_gen / dt_s : 0.0, why);
-        }
-        if (ctx_full)
-            fprintf(stderr, "kite chat: context full (%d tokens): reply cut; older exchanges will be dropped "
-                            "from the next prompt\n", n_ctx);
-        if (!conv_add(&conv, "assistant", reply, r_len)) goto oom;
+        bool fits = false;
+        if ((rc = chat_fit(&s, &fits)) != CHAT_OK || !fits) continue;
+        if ((rc = chat_prefill(&s)) == CHAT_OK) rc = chat_reply(&s);
     }
-    status = 0;
-    goto done;
-oom:
-    fprintf(stderr, "kite chat: out of memory\n");
-    goto done;
-api_err:
-    fprintf(stderr, "kite chat: %s\n", kite_last_error());
-done:
+    if (rc == CHAT_E_NOMEM) fprintf(stderr, "kite chat: out of memory\n");
+    if (rc == CHAT_E_API) fprintf(stderr, "kite chat: %s\n", kite_last_error());
     free(line);
-    free(reply);
-    free(ids);
-    free(cache);
-    conv_free(&conv);
-    chat_tokenizer_free(ct);
-    kite_gen_free(gen);
-    kite_sampler_free(smp);
-    kite_ctx_free(ctx);
-    kite_model_free(model);
-    return status;
+    chat_close(&s);
+    return rc == CHAT_OK ? 0 : 1;
 }
