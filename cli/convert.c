@@ -116,8 +116,8 @@ const cli_spec cli_spec_convert = {
 };
 
 int cmd_convert(int argc, char **argv) {
-    /* Hugging Face directories: tools/convert/hf_cli.c parses its own flags. */
-    if (cli_find_arg(argc, argv, "--hf")) return hf_convert_cli(argc, argv);
+    /* Hugging Face directories: their own option table (convert_hf.c) */
+    if (cli_find_arg(argc, argv, "--hf")) return convert_hf(argc, argv);
     convert_opts o = {0};
     int prc = cli_parse(&cli_spec_convert, argc, argv, &o);
     if (prc >= 0) return prc;

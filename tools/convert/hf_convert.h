@@ -52,8 +52,4 @@ typedef struct hf_convert_info {
  * error status with kite_last_error() set; on error no output file is left. */
 int hf_convert(const hf_convert_params *p, hf_convert_info *info /* OUT */);
 
-/* `kite convert --hf DIR -o OUT.gguf [--type T] [--name NAME]`; argv[0] is
- * "convert".  Returns the process exit code (0, 1 runtime error, 2 usage). */
-int hf_convert_cli(int argc, char **argv);
-
 #endif

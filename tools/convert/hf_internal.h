@@ -6,7 +6,7 @@
  *   hf_vocab.c   tokenizer.json (+ tokenizer_config.json) -> tokenizer.ggml.*
  *   hf_tensors.c tensor name mapping, q/k permutation, expert stacking, and
  *                the streaming row callbacks
- *   hf_convert.c the driver; hf_cli.c the `kite convert --hf` flags
+ *   hf_convert.c the driver (the `kite convert --hf` flags are cli/convert_hf.c)
  */
 #ifndef KITE_TOOLS_HF_INTERNAL_H
 #define KITE_TOOLS_HF_INTERNAL_H
