@@ -228,10 +228,16 @@ static char *final_json(const gen_req *g) {
 }
 
 /* Appends "data: <json>\n\n" to the SSE output (takes the cJSON). */
+static bool sse_emit_json(gen_req *g, char *s);
 static bool sse_emit(gen_req *g, cJSON *o) {
     char *s = o ? cJSON_PrintUnformatted(o) : NULL;
     cJSON_Delete(o);
-    if (!s) return false;
+    return sse_emit_json(g, s);
+}
+
+/* Appends "data: <s>\n\n" (takes the malloc'd s, made valid UTF-8). */
+static bool sse_emit_json(gen_req *g, char *s) {
+    if (!(s = srv_json_utf8(s))) return false;
     bool ok = buf_append(&g->out, &g->out_len, &g->out_cap, "data: ", 6) &&
               buf_append(&g->out, &g->out_len, &g->out_cap, s, strlen(s)) &&
               buf_append(&g->out, &g->out_len, &g->out_cap, "\n\n", 2);
@@ -278,12 +284,7 @@ static bool sse_end(gen_req *g, bool failed, const char *errmsg) {
     if (failed) {
         oai_error e;
         oai_error_set(&e, 500, "server_error", NULL, NULL, "Generation failed: %s", errmsg);
-        char *s = oai_error_json(&e);
-        bool ok = s && buf_append(&g->out, &g->out_len, &g->out_cap, "data: ", 6) &&
-                  buf_append(&g->out, &g->out_len, &g->out_cap, s, strlen(s)) &&
-                  buf_append(&g->out, &g->out_len, &g->out_cap, "\n\n", 2);
-        free(s);
-        if (!ok) return false;
+        if (!sse_emit_json(g, oai_error_json(&e))) return false;
     } else {
         if (!sse_chunk(g, g->req.chat ? NULL : "", 0, g->finish, false)) return false;
         if (g->req.include_usage) {

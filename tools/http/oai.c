@@ -20,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "http/http_check.h"
 #include "server_internal.h"
 
 #define INVALID "invalid_request_error"
@@ -32,8 +33,13 @@ void oai_error_set(oai_error *e, int status, const char *type, const char *code,
     e->code = code;
     snprintf(e->param, sizeof e->param, "%s", param ? param : "");
     va_start(ap, fmt);
-    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    int n = vsnprintf(e->message, sizeof e->message, fmt, ap);
     va_end(ap);
+    /* a message cut at the buffer's end must not end inside a character */
+    if (n >= (int)sizeof e->message) {
+        size_t k = http_utf8_prefix(e->message, strlen(e->message), sizeof e->message - 1);
+        e->message[k] = '\0';
+    }
 }
 
 char *oai_error_json(const oai_error *e) {
@@ -151,10 +157,16 @@ static bool parse_prompt(const cJSON *root, oai_request *r, oai_error *err) {
     return parse_ids(p, "prompt", r, err);
 }
 
-/* content: "text" | null | [{"type": "text", "text": "..."}, ...] */
-static char *message_content(const cJSON *m, oai_error *err) {
-    const cJSON *c = oai_member(m, "content");
-    if (!c) return dup_str("", err);
+/* content: "text" | [{"type": "text", "text": "..."}, ...]; null only for
+ * an assistant message (OpenAI allows it there, next to tool calls). */
+static char *message_content(const cJSON *m, const char *role, size_t i, oai_error *err) {
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "content");
+    if (!c || (cJSON_IsNull(c) && strcmp(role, "assistant"))) {
+        oai_error_set(err, 400, INVALID, "missing_required_parameter", "messages",
+                      "Missing required parameter: 'messages[%zu].content' (a %s message needs content).", i, role);
+        return NULL;
+    }
+    if (cJSON_IsNull(c)) return dup_str("", err);
     if (cJSON_IsString(c)) return dup_str(c->valuestring, err);
     if (!cJSON_IsArray(c)) {
         bad_type(err, "messages", "message content as a string or an array of text parts");
@@ -203,8 +215,10 @@ static bool parse_messages(const cJSON *root, oai_request *r, oai_error *err) {
         const char *rs = role->valuestring;
         if (!strcmp(rs, "developer")) rs = "system"; /* OpenAI's newer name for the system role */
         if (strcmp(rs, "system") && strcmp(rs, "user") && strcmp(rs, "assistant")) {
-            char what[96];
-            snprintf(what, sizeof what, "unsupported role '%.40s' (system, user, assistant)", rs);
+            char shown[41], what[128];
+            http_utf8_copy(shown, sizeof shown, rs);
+            snprintf(what, sizeof what, "unsupported role '%s' in messages[%zu] (system, user, assistant)", shown,
+                     r->n_msgs);
             return bad_value(err, "messages", what);
         }
         chat_msg *cm = &r->msgs[r->n_msgs];
@@ -212,7 +226,7 @@ static bool parse_messages(const cJSON *root, oai_request *r, oai_error *err) {
         if (!role_copy) return false;
         cm->role = role_copy;
         r->n_msgs++;
-        if (!(cm->content = message_content(m, err))) return false;
+        if (!(cm->content = message_content(m, rs, r->n_msgs - 1, err))) return false;
     }
     return true;
 }
@@ -307,6 +321,13 @@ bool oai_request_parse(const char *body, size_t len, bool chat, oai_request *r, 
 
     if (len == 0) {
         oai_error_set(err, 400, INVALID, "invalid_json", NULL, "The request body is empty; expected a JSON object.");
+        return false;
+    }
+    /* cJSON would end the C string at an escaped NUL and silently drop the
+     * rest of a prompt or message */
+    if (http_json_has_nul(body, len)) {
+        oai_error_set(err, 400, INVALID, "invalid_value", NULL,
+                      "Strings in the request may not contain U+0000 (\\u0000).");
         return false;
     }
     const char *end = NULL;

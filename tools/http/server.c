@@ -36,6 +36,7 @@
 
 #include "core/error.h"
 #include "core/timing.h"
+#include "http/http_check.h"
 #include "http/web_assets.h"
 #include "server_internal.h"
 
@@ -79,8 +80,16 @@ static enum MHD_Result reply(struct MHD_Connection *c, int status, const char *c
     return ret;
 }
 
+char *srv_json_utf8(char *json) {
+    if (!json || http_utf8_valid(json, strlen(json))) return json;
+    size_t n;
+    char *fixed = http_utf8_sanitize(json, strlen(json), &n);
+    free(json);
+    return fixed;
+}
+
 enum MHD_Result srv_reply_json(struct MHD_Connection *c, int status, char *json) {
-    if (!json) return MHD_NO;
+    if (!(json = srv_json_utf8(json))) return MHD_NO;
     return reply(c, status, "application/json", json, strlen(json), MHD_RESPMEM_MUST_FREE);
 }
 
@@ -185,6 +194,11 @@ static enum MHD_Result handle_models(server *s, struct MHD_Connection *c) {
 
 /* Parses body as a JSON object for /tokenize and /detokenize. */
 static cJSON *parse_object(const char *body, size_t len, oai_error *err) {
+    if (http_json_has_nul(body, len)) {
+        oai_error_set(err, 400, "invalid_request_error", "invalid_value", NULL,
+                      "Strings in the request may not contain U+0000 (\\u0000).");
+        return NULL;
+    }
     cJSON *root = len ? cJSON_ParseWithLength(body, len) : NULL;
     if (!root) {
         oai_error_set(err, 400, "invalid_request_error", "invalid_json", NULL,
@@ -358,6 +372,7 @@ static enum route route_of(const char *url, bool *post) {
 }
 
 static enum MHD_Result handle_page(struct MHD_Connection *c, const char *url, int *status) {
+    oai_error err;
     const char *path = strcmp(url, "/") ? url : "/index.html";
     for (size_t i = 0; i < web_assets_count; i++)
         if (!strcmp(path, web_assets[i].path)) {
@@ -373,8 +388,9 @@ static enum MHD_Result handle_page(struct MHD_Connection *c, const char *url, in
             *status = 200;
             return ret;
         }
+    oai_error_set(&err, 404, "invalid_request_error", "unknown_url", NULL, "Unknown request URL: GET %s", url);
     *status = 404;
-    return reply(c, 404, "text/plain", (void *)"not found\n", 10, MHD_RESPMEM_PERSISTENT);
+    return srv_reply_error(c, &err);
 }
 
 static enum MHD_Result dispatch(server *s, struct MHD_Connection *c, srv_conn *k) {
@@ -384,13 +400,13 @@ static enum MHD_Result dispatch(server *s, struct MHD_Connection *c, srv_conn *k
     bool is_post = !strcmp(k->method, "POST");
     oai_error err;
     if (r == R_NONE) {
-        oai_error_set(&err, 404, "invalid_request_error", "unknown_url", NULL, "Unknown request URL: %s %.100s",
+        oai_error_set(&err, 404, "invalid_request_error", "unknown_url", NULL, "Unknown request URL: %s %s",
                       k->method, k->url);
         goto fail;
     }
     if (post ? !is_post : !is_get) {
         oai_error_set(&err, 405, "invalid_request_error", "method_not_allowed", NULL,
-                      "Method %s is not allowed for %.100s (use %s).", k->method, k->url, post ? "POST" : "GET");
+                      "Method %s is not allowed for %s (use %s).", k->method, k->url, post ? "POST" : "GET");
         goto fail;
     }
     const char *body = k->body ? k->body : "";
@@ -429,8 +445,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!k) return MHD_NO;
         *con_cls = k;
         k->t0 = time_now_s();
-        snprintf(k->method, sizeof k->method, "%s", method);
-        snprintf(k->url, sizeof k->url, "%s", url);
+        /* copies for the log and error messages: cut without splitting a
+         * character (MHD has percent-decoded the URL: any bytes at all) */
+        http_utf8_copy(k->method, sizeof k->method, method);
+        http_utf8_copy(k->url, sizeof k->url, url);
         if (!is_public(method, url) && !authorized(s, c)) {
             oai_error_set(&err, 401, "invalid_request_error", "invalid_api_key", NULL,
                           "Incorrect or missing API key: send 'Authorization: Bearer KEY'.");

@@ -116,6 +116,12 @@ void gen_req_log_info(gen_req *g, int32_t *n_prompt, int32_t *n_gen, const char 
 
 /* ---- helpers in server.c ---- */
 
+/* Makes a serialized JSON text valid UTF-8: returns json itself when it is,
+ * else a copy with every ill-formed sequence replaced by U+FFFD (json is
+ * freed).  cJSON copies bytes >= 0x80 verbatim and escapes the rest, so
+ * such bytes only occur inside strings and the result is still JSON.  NULL
+ * in or out of memory gives NULL.  Every response body passes here. */
+char *srv_json_utf8(char *json);
 /* Queues a JSON response (takes ownership of the malloc'd json).  */
 enum MHD_Result srv_reply_json(struct MHD_Connection *c, int status, char *json);
 /* Queues an OpenAI error. */

@@ -1,0 +1,82 @@
+#!/bin/sh
+# tests/e2e/test_serve_hostile.sh - `kite serve` against hostile clients
+# (issue 23): strict UTF-8 JSON output, libmicrohttpd's own errors, methods
+# and authentication headers, Content-Type / Host / CORS checks, half-closed
+# requests, early rejection of prompts that cannot fit.
+#
+# Run from the repository root with KITE_BUILD=<build dir> (tests/run.sh does
+# this).  Starts two servers on 127.0.0.1 (--port 0, the bundled model) and
+# runs tests/e2e/serve_hostile.mjs (node, no packages) against them over raw
+# sockets; each of its "ok"/"FAIL" lines is one check here.  Loopback only;
+# every request and the whole script are bounded in time.
+#
+# The last line is "tests/e2e/test_serve_hostile.sh: N passed, M failed".
+
+set -u
+. tests/e2e/lib.sh
+e2e_init
+
+T=$E2E_TMP
+KEY=hostile-key-1
+PIDS=
+
+stop_servers() {
+    for p in $PIDS; do
+        kill "$p" 2>/dev/null
+        wait "$p" 2>/dev/null
+    done
+    PIDS=
+}
+trap 'stop_servers; rm -rf "$E2E_TMP"' EXIT
+trap 'stop_servers; rm -rf "$E2E_TMP"; exit 130' INT TERM
+
+if ! command -v node >/dev/null 2>&1; then
+    printf '  skip  hostile clients: node is not installed\n'
+    e2e_summary
+    exit 0
+fi
+
+# start NAME ARGS...: starts a server, sets $port (empty on failure).
+start() {
+    name=$1
+    shift
+    "$KITE" serve --port 0 -t 1 --parallel 4 --ctx 256 --timeout 3 "$@" </dev/null >"$T/$name.out" 2>"$T/$name.log" &
+    spid=$!
+    PIDS="$PIDS $spid"
+    port=
+    i=0
+    while [ $i -lt 100 ]; do
+        port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$T/$name.log")
+        [ -n "$port" ] && break
+        kill -0 "$spid" 2>/dev/null || break
+        sleep 0.1
+        i=$((i + 1))
+    done
+}
+
+start a --api-key "$KEY" --max-body 65536
+PORT=$port
+start b --max-body 65536
+PORT2=$port
+if [ -z "$PORT" ] || [ -z "$PORT2" ]; then
+    e2e_fail "servers start" "$(e2e_first_line "$T/a.log") / $(e2e_first_line "$T/b.log")"
+    e2e_summary
+    exit 1
+fi
+e2e_ok "two servers start on 127.0.0.1 (ports $PORT, $PORT2)"
+
+KITE_PORT=$PORT KITE_PORT2=$PORT2 KITE_KEY=$KEY timeout 120 node tests/e2e/serve_hostile.mjs >"$T/node.out" 2>&1
+rc=$?
+cat "$T/node.out"
+E2E_PASS=$((E2E_PASS + $(grep -c '^  ok    ' "$T/node.out")))
+E2E_FAIL=$((E2E_FAIL + $(grep -c '^  FAIL  ' "$T/node.out")))
+[ "$rc" = 0 ] || e2e_fail "serve_hostile.mjs" "exit $rc: $(tail -n 2 "$T/node.out" | tr '\n' ' ')"
+
+# both servers are still up and shut down cleanly
+for p in $PIDS; do
+    if kill "$p" 2>/dev/null && wait "$p"; then e2e_ok "server $p survives and exits 0 on SIGTERM"
+    else e2e_fail "server $p" "not running or bad exit at the end: $(tail -n 2 "$T"/*.log | tr '\n' ' ')"; fi
+done
+PIDS=
+
+e2e_summary

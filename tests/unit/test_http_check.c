@@ -1,0 +1,134 @@
+/*
+ * test_http_check.c - the server's pure checks of untrusted HTTP bytes
+ * (tools/http/http_check.h): UTF-8 repair and character-safe truncation, the
+ * JSON \u0000 scan, Content-Type, list, Host and Origin matching.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "http/http_check.h"
+
+static void check_sanitize(const char *in, size_t n, const char *want) {
+    size_t len = 0;
+    char *out = http_utf8_sanitize(in, n, &len);
+    CHECK(out != NULL);
+    if (!out) return;
+    CHECK_EQ_INT((long long)len, (long long)strlen(want));
+    CHECK_STR_EQ(out, want);
+    CHECK(http_utf8_valid(out, len));
+    free(out);
+}
+
+TEST(test_utf8_valid) {
+    CHECK(http_utf8_valid("", 0));
+    CHECK(http_utf8_valid("plain ascii", 11));
+    CHECK(http_utf8_valid("caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80", 14));
+    CHECK(!http_utf8_valid("\xFF", 1));
+    CHECK(!http_utf8_valid("\xC0\xAF", 2));         /* overlong '/' */
+    CHECK(!http_utf8_valid("\xED\xA0\x80", 3));     /* surrogate U+D800 */
+    CHECK(!http_utf8_valid("\xF4\x90\x80\x80", 4)); /* above U+10FFFF */
+    CHECK(!http_utf8_valid("\xE2\x82", 2));         /* truncated */
+}
+
+TEST(test_utf8_sanitize) {
+    check_sanitize("ok", 2, "ok");
+    check_sanitize("a\xFF" "b", 3, "a\xEF\xBF\xBD" "b");
+    /* a truncated 3-byte character is one maximal subpart: one U+FFFD */
+    check_sanitize("\xE2\x82" "x", 3, "\xEF\xBF\xBD" "x");
+    /* overlong: each byte is its own subpart */
+    check_sanitize("\xC0\xAF", 2, "\xEF\xBF\xBD\xEF\xBF\xBD");
+    check_sanitize("\xE2\x82\xAC", 3, "\xE2\x82\xAC");
+    check_sanitize("\xF0\x9F\x98", 3, "\xEF\xBF\xBD");
+}
+
+TEST(test_utf8_prefix) {
+    const char *s = "a\xE2\x82\xAC" "b"; /* a € b: 5 bytes */
+    CHECK_EQ_INT((long long)http_utf8_prefix(s, 5, 5), 5);
+    CHECK_EQ_INT((long long)http_utf8_prefix(s, 5, 4), 4);
+    CHECK_EQ_INT((long long)http_utf8_prefix(s, 5, 3), 1);
+    CHECK_EQ_INT((long long)http_utf8_prefix(s, 5, 2), 1);
+    CHECK_EQ_INT((long long)http_utf8_prefix(s, 5, 0), 0);
+    CHECK_EQ_INT((long long)http_utf8_prefix("\xFF\xFF", 2, 1), 1);
+    char buf[4];
+    http_utf8_copy(buf, sizeof buf, "\xF0\x9F\x98\x80");
+    CHECK_STR_EQ(buf, "");
+    http_utf8_copy(buf, sizeof buf, "ab\xC3\xA9");
+    CHECK_STR_EQ(buf, "ab");
+    http_utf8_copy(buf, sizeof buf, "abc");
+    CHECK_STR_EQ(buf, "abc");
+}
+
+TEST(test_json_nul) {
+    const char *yes[] = {"{\"a\":\"x\\u0000y\"}", "[\"\\u0000\"]", "{\"\\u0000\":1}"};
+    const char *no[] = {"{\"a\":\"\\\\u0000\"}", "{\"a\":\"\\u0001\"}", "{\"a\":1}", "\"\\u00", "u0000",
+                        "{\"a\":\"\\\"\\u0041\"}"};
+    for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++) CHECK_MSG(http_json_has_nul(yes[i], strlen(yes[i])), "%s", yes[i]);
+    for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) CHECK_MSG(!http_json_has_nul(no[i], strlen(no[i])), "%s", no[i]);
+}
+
+TEST(test_ctype) {
+    CHECK(http_ctype_is_json("application/json"));
+    CHECK(http_ctype_is_json("Application/JSON"));
+    CHECK(http_ctype_is_json("application/json; charset=utf-8"));
+    CHECK(http_ctype_is_json("application/json;charset=UTF-8"));
+    CHECK(http_ctype_is_json(" application/json "));
+    CHECK(!http_ctype_is_json(NULL));
+    CHECK(!http_ctype_is_json(""));
+    CHECK(!http_ctype_is_json("text/plain"));
+    CHECK(!http_ctype_is_json("application/jsonp"));
+    CHECK(!http_ctype_is_json("application/x-www-form-urlencoded"));
+    CHECK(!http_ctype_is_json("multipart/form-data; boundary=x"));
+}
+
+TEST(test_list) {
+    CHECK(http_list_has("a.example, b.example", "B.example", 9));
+    CHECK(http_list_has("a.example,b.example", "a.example", 9));
+    CHECK(!http_list_has("a.example", "a.exampl", 8));
+    CHECK(!http_list_has("a.example", "a.example.evil", 14));
+    CHECK(http_list_has("*", "anything", 8));
+    CHECK(!http_list_has("", "x", 1));
+    CHECK(!http_list_has(NULL, "x", 1));
+    CHECK(!http_list_has(",,", "", 0));
+    CHECK(http_list_has("http://localhost:3000", "http://localhost:3000", 21));
+}
+
+TEST(test_host) {
+    size_t n = 0;
+    CHECK(http_host_name("localhost:8080", &n) && n == 9);
+    CHECK(http_host_name("[::1]:8080", &n) && n == 5);
+    CHECK(http_host_name("[::1]", &n) && n == 5);
+    CHECK(http_host_name("example.com", &n) && n == 11);
+    CHECK(!http_host_name("", &n));
+    CHECK(!http_host_name(":80", &n));
+    CHECK(!http_host_name("a b", &n));
+    CHECK(!http_host_name("h:8x", &n));
+    CHECK(!http_host_name("[::1]x", &n));
+    CHECK(!http_host_name("user@h", &n));
+
+    CHECK(http_host_allowed("localhost", "127.0.0.1", NULL));
+    CHECK(http_host_allowed("LOCALHOST:1234", "127.0.0.1", NULL));
+    CHECK(http_host_allowed("127.0.0.1:8080", "127.0.0.1", NULL));
+    CHECK(http_host_allowed("[::1]:8080", "127.0.0.1", NULL));
+    CHECK(http_host_allowed("10.1.2.3:80", "10.1.2.3", NULL));
+    CHECK(http_host_allowed("[fe80::1]:80", "fe80::1", NULL));
+    CHECK(http_host_allowed("myhost", "myhost", NULL));
+    CHECK(!http_host_allowed("evil.example", "127.0.0.1", NULL));
+    CHECK(!http_host_allowed("localhost.evil.example", "127.0.0.1", NULL));
+    CHECK(!http_host_allowed("127.0.0.1.evil", "127.0.0.1", NULL));
+    CHECK(http_host_allowed("api.example:443", "127.0.0.1", "api.example,other"));
+    CHECK(!http_host_allowed("x.example", "127.0.0.1", "api.example"));
+    CHECK(http_host_allowed("x.example", "127.0.0.1", "*"));
+    CHECK(!http_host_allowed("bad host", "127.0.0.1", "*"));
+}
+
+int main(void) {
+    RUN(test_utf8_valid);
+    RUN(test_utf8_sanitize);
+    RUN(test_utf8_prefix);
+    RUN(test_json_nul);
+    RUN(test_ctype);
+    RUN(test_list);
+    RUN(test_host);
+    return harness_summary(__FILE__);
+}

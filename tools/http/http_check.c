@@ -1,0 +1,154 @@
+/*
+ * http_check.c - UTF-8 repair, JSON NUL scan, Content-Type / Host / Origin
+ * matching (contracts in http_check.h).
+ *
+ * DESIGN
+ *   Character classification is the tokenizer's utf8_check (Unicode's
+ *   well-formedness table, maximal subparts), so the server and the
+ *   detokenizer agree on what one U+FFFD stands for.
+ */
+#include "http/http_check.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "tokenizer/vocab_internal.h"
+
+bool http_utf8_valid(const char *s, size_t n) {
+    const uint8_t *p = (const uint8_t *)s;
+    for (size_t i = 0; i < n;) {
+        if (p[i] < 0x80) {
+            i++;
+            continue;
+        }
+        size_t l;
+        if (utf8_check(p + i, n - i, &l) != UTF8_OK) return false;
+        i += l;
+    }
+    return true;
+}
+
+char *http_utf8_sanitize(const char *s, size_t n, size_t *out_len) {
+    const uint8_t *p = (const uint8_t *)s;
+    /* each ill-formed byte becomes at most 3 bytes */
+    if (n > (SIZE_MAX - 1) / 3) return NULL;
+    char *out = malloc(3 * n + 1), *o = out;
+    if (!out) return NULL;
+    for (size_t i = 0; i < n;) {
+        size_t l = 1;
+        int st = p[i] < 0x80 ? UTF8_OK : utf8_check(p + i, n - i, &l);
+        if (st == UTF8_OK) {
+            memcpy(o, p + i, l);
+            o += l;
+        } else {
+            memcpy(o, "\xEF\xBF\xBD", 3);
+            o += 3;
+        }
+        i += l;
+    }
+    *o = '\0';
+    *out_len = (size_t)(o - out);
+    return out;
+}
+
+size_t http_utf8_prefix(const char *s, size_t n, size_t max) {
+    const uint8_t *p = (const uint8_t *)s;
+    size_t i = 0;
+    while (i < n) {
+        size_t l = 1;
+        if (p[i] >= 0x80 && utf8_check(p + i, n - i, &l) != UTF8_OK) l = 1;
+        if (i + l > max) break;
+        i += l;
+    }
+    return i;
+}
+
+void http_utf8_copy(char *dst, size_t cap, const char *src) {
+    size_t k = http_utf8_prefix(src, strlen(src), cap - 1);
+    memcpy(dst, src, k);
+    dst[k] = '\0';
+}
+
+bool http_json_has_nul(const char *s, size_t n) {
+    bool in_str = false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!in_str) {
+            if (c == '"') in_str = true;
+            continue;
+        }
+        if (c == '"') {
+            in_str = false;
+        } else if (c == '\\') {
+            if (i + 1 >= n) return false;
+            if (s[i + 1] == 'u' && i + 5 < n && !memcmp(s + i + 2, "0000", 4)) return true;
+            i++; /* skip the escaped character (a 'u' escape's hex digits are plain bytes) */
+        }
+    }
+    return false;
+}
+
+static bool is_ows(char c) { return c == ' ' || c == '\t'; }
+
+bool http_ctype_is_json(const char *ctype) {
+    if (!ctype) return false;
+    while (is_ows(*ctype)) ctype++;
+    if (strncasecmp(ctype, "application/json", 16)) return false;
+    const char *q = ctype + 16;
+    while (is_ows(*q)) q++;
+    return *q == '\0' || *q == ';';
+}
+
+bool http_list_has(const char *list, const char *name, size_t name_len) {
+    if (!list) return false;
+    for (const char *p = list; *p;) {
+        while (*p == ',' || is_ows(*p)) p++;
+        const char *e = p;
+        while (*e && *e != ',') e++;
+        const char *t = e;
+        while (t > p && is_ows(t[-1])) t--;
+        size_t l = (size_t)(t - p);
+        if ((l == 1 && *p == '*') || (l == name_len && l && !strncasecmp(p, name, l))) return true;
+        p = e;
+    }
+    return false;
+}
+
+bool http_host_name(const char *host, size_t *len) {
+    if (!host) return false;
+    size_t n = strlen(host), h;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)host[i] <= ' ' || host[i] == 0x7f || host[i] == '/' || host[i] == '@') return false;
+    if (n && host[0] == '[') {
+        const char *rb = memchr(host, ']', n);
+        if (!rb) return false;
+        h = (size_t)(rb - host) + 1;
+        if (h == 2) return false;
+    } else {
+        const char *colon = memchr(host, ':', n);
+        h = colon ? (size_t)(colon - host) : n;
+    }
+    if (h == 0) return false;
+    if (h < n) {
+        /* ":port", digits only (an empty port is allowed by RFC 3986) */
+        if (host[h] != ':' || n - h - 1 > 5) return false;
+        for (size_t i = h + 1; i < n; i++)
+            if (host[i] < '0' || host[i] > '9') return false;
+    }
+    *len = h;
+    return true;
+}
+
+bool http_host_allowed(const char *host, const char *bound, const char *extra) {
+    size_t h;
+    if (!http_host_name(host, &h)) return false;
+    if (http_list_has("localhost,127.0.0.1,[::1]", host, h)) return true;
+    if (http_list_has(extra, host, h)) return true;
+    if (!bound || !bound[0]) return false;
+    size_t bl = strlen(bound);
+    if (h == bl && !strncasecmp(host, bound, h)) return true;
+    /* an IPv6 address is bound as "::1" but sent as "[::1]" */
+    return h == bl + 2 && host[0] == '[' && !strncasecmp(host + 1, bound, bl);
+}
