@@ -198,7 +198,42 @@ async function strictOutput() {
     check('an escaped backslash before u0000 is plain text (200)', r.status === 200, r.text);
 }
 
-const sections = { strictOutput };
+// ---- 2. every error is OpenAI JSON with the right status and headers -------
+
+async function errors() {
+    let r = await ask('414', get('/v1/models?x=' + 'a'.repeat(20000)));
+    check('a 20 KB URI -> 414 JSON (not libmicrohttpd HTML)', r.status === 414 && errCode(r) === 'uri_too_long', r.status + ' ' + r.text.slice(0, 100));
+    r = await ask('431', get('/v1/models', { extra: 'X-Big: ' + 'b'.repeat(40000) + '\r\n' }));
+    check('40 KB of headers -> 431 JSON', r.status === 431 && errCode(r) === 'request_header_fields_too_large', r.status + ' ' + r.text.slice(0, 100));
+    r = await ask('431 many', get('/v1/models', { extra: 'X-Many: 0123456789012345678901234567890123\r\n'.repeat(1000) }));
+    check('1000 header lines (40 KB) -> 431 JSON', r.status === 431, r.status + ' ' + r.text.slice(0, 100));
+    r = await ask('413', post('/v1/completions', '{}', { extra: '' }).toString('latin1').replace('Content-Length: 2', 'Content-Length: 99999999'));
+    check('a Content-Length over --max-body -> 413 JSON', r.status === 413 && errCode(r) === 'request_too_large', r.text);
+    r = await ask('405', get('/v1/completions'));
+    check('GET on a POST route -> 405 with Allow: POST', r.status === 405 && /POST/.test(r.headers.allow || '') && errCode(r) === 'method_not_allowed', JSON.stringify(r.headers));
+    r = await ask('405 get', get('/health', { method: 'DELETE' }));
+    check('DELETE /health -> 405 with Allow: GET, HEAD', r.status === 405 && /GET/.test(r.headers.allow || ''), JSON.stringify(r.headers));
+    r = await ask('401', get('/v1/models', { key: null }));
+    check('no key -> 401 with WWW-Authenticate: Bearer', r.status === 401 && /^Bearer/.test(r.headers['www-authenticate'] || '') && errCode(r) === 'invalid_api_key', JSON.stringify(r.headers));
+    r = await ask('401 wrong', get('/v1/models', { key: 'wrong' }));
+    check('a wrong key -> 401 with WWW-Authenticate', r.status === 401 && r.headers['www-authenticate'], r.text);
+    r = await ask('bad json', post('/v1/completions', '{"prompt": '));
+    check('truncated JSON -> 400 invalid_json', r.status === 400 && errCode(r) === 'invalid_json', r.text);
+    // libmicrohttpd 0.9.75 answers these itself, before any callback runs
+    // (HTML bodies; a malformed Content-Length even gets its status line
+    // twice).  Not fixable without owning the socket reads or a newer MHD:
+    // listed, not counted.
+    for (const [what, bytes] of [
+        ['malformed Content-Length', 'POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: abc\r\n\r\n'],
+        ['malformed chunked body', post('/v1/completions', '').toString('latin1').replace('Content-Length: 0', 'Transfer-Encoding: chunked') + 'ZZ\r\n'],
+    ]) {
+        const b = await raw(PORT, bytes, { ms: 3000, untilComplete: false });
+        const lines = (b.toString('latin1').match(/^HTTP\/1\.1 \d+/gm) || []).join(', ');
+        console.log(`  skip  ${what}: answered by libmicrohttpd 0.9.75 itself (${lines || 'nothing'})`);
+    }
+}
+
+const sections = { strictOutput, errors };
 
 for (const [name, fn] of Object.entries(sections)) {
     try {

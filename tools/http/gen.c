@@ -500,6 +500,7 @@ answer:
         MHD_add_response_header(resp, "Content-Type", "text/event-stream; charset=utf-8");
         MHD_add_response_header(resp, "Cache-Control", "no-cache");
         MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+        srv_add_headers(s, c, resp);
         ret = MHD_queue_response(c, MHD_HTTP_OK, resp);
         MHD_destroy_response(resp);
         *status = 200;
@@ -531,11 +532,11 @@ answer:
     }
     *status = 200;
     *keep = g;
-    return srv_reply_json(c, 200, json);
+    return srv_reply_json(s, c, 200, json);
 
 fail:
     free(toks);
     if (g) gen_req_release(g);
     *status = err.status;
-    return srv_reply_error(c, &err);
+    return srv_reply_error(s, c, &err);
 }

@@ -67,17 +67,37 @@ server_params server_default_params(void) {
 
 /* ---- responses ---- */
 
-static enum MHD_Result reply(struct MHD_Connection *c, int status, const char *ctype, void *data, size_t len,
-                             enum MHD_ResponseMemoryMode mode) {
+void srv_add_headers(server *s, struct MHD_Connection *c, struct MHD_Response *r) {
+    (void)s;
+    (void)c;
+    (void)r;
+}
+
+/* Queues r with the common headers plus extra (name, value pairs, NULL
+ * ended, or NULL); r stays the caller's to destroy. */
+static enum MHD_Result queue(server *s, struct MHD_Connection *c, int status, struct MHD_Response *r,
+                             const char *const *extra) {
+    srv_add_headers(s, c, r);
+    for (; extra && extra[0]; extra += 2) MHD_add_response_header(r, extra[0], extra[1]);
+    return MHD_queue_response(c, (unsigned)status, r);
+}
+
+static enum MHD_Result reply_hdrs(server *s, struct MHD_Connection *c, int status, const char *ctype, void *data,
+                                  size_t len, enum MHD_ResponseMemoryMode mode, const char *const *extra) {
     struct MHD_Response *r = MHD_create_response_from_buffer(len, data, mode);
     if (!r) {
         if (mode == MHD_RESPMEM_MUST_FREE) free(data);
         return MHD_NO;
     }
     MHD_add_response_header(r, "Content-Type", ctype);
-    enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
+    enum MHD_Result ret = queue(s, c, status, r, extra);
     MHD_destroy_response(r);
     return ret;
+}
+
+static enum MHD_Result reply(server *s, struct MHD_Connection *c, int status, const char *ctype, void *data,
+                             size_t len, enum MHD_ResponseMemoryMode mode) {
+    return reply_hdrs(s, c, status, ctype, data, len, mode, NULL);
 }
 
 char *srv_json_utf8(char *json) {
@@ -88,19 +108,27 @@ char *srv_json_utf8(char *json) {
     return fixed;
 }
 
-enum MHD_Result srv_reply_json(struct MHD_Connection *c, int status, char *json) {
+enum MHD_Result srv_reply_json(server *s, struct MHD_Connection *c, int status, char *json) {
     if (!(json = srv_json_utf8(json))) return MHD_NO;
-    return reply(c, status, "application/json", json, strlen(json), MHD_RESPMEM_MUST_FREE);
+    return reply(s, c, status, "application/json", json, strlen(json), MHD_RESPMEM_MUST_FREE);
 }
 
-enum MHD_Result srv_reply_error(struct MHD_Connection *c, const oai_error *e) {
-    return srv_reply_json(c, e->status, oai_error_json(e));
+/* An OpenAI error with extra headers (Allow, WWW-Authenticate, ...). */
+static enum MHD_Result reply_error_hdrs(server *s, struct MHD_Connection *c, const oai_error *e,
+                                        const char *const *extra) {
+    char *json = srv_json_utf8(oai_error_json(e));
+    if (!json) return MHD_NO;
+    return reply_hdrs(s, c, e->status, "application/json", json, strlen(json), MHD_RESPMEM_MUST_FREE, extra);
 }
 
-static enum MHD_Result reply_cjson(struct MHD_Connection *c, cJSON *o) {
-    char *s = o ? cJSON_PrintUnformatted(o) : NULL;
+enum MHD_Result srv_reply_error(server *s, struct MHD_Connection *c, const oai_error *e) {
+    return reply_error_hdrs(s, c, e, NULL);
+}
+
+static enum MHD_Result reply_cjson(server *s, struct MHD_Connection *c, cJSON *o) {
+    char *str = o ? cJSON_PrintUnformatted(o) : NULL;
     cJSON_Delete(o);
-    return srv_reply_json(c, 200, s);
+    return srv_reply_json(s, c, 200, str);
 }
 
 bool srv_client_alive(struct MHD_Connection *c) {
@@ -189,7 +217,7 @@ static enum MHD_Result handle_models(server *s, struct MHD_Connection *c) {
     cJSON_AddNumberToObject(meta, "n_params", (double)info.n_params);
     cJSON_AddStringToObject(meta, "chat_template", chat_family_name(s->chat_family));
     cJSON_AddItemToArray(data, m);
-    return reply_cjson(c, o);
+    return reply_cjson(s, c, o);
 }
 
 /* Parses body as a JSON object for /tokenize and /detokenize. */
@@ -259,14 +287,14 @@ static enum MHD_Result handle_tokenize(server *s, struct MHD_Connection *c, cons
     free(toks);
     cJSON_Delete(root);
     *status = 200;
-    return reply_cjson(c, o);
+    return reply_cjson(s, c, o);
 oom:
     oai_error_set(&err, 500, "server_error", NULL, NULL, "Out of memory.");
 fail:
     free(toks);
     cJSON_Delete(root);
     *status = err.status;
-    return srv_reply_error(c, &err);
+    return srv_reply_error(s, c, &err);
 }
 
 static enum MHD_Result handle_detokenize(server *s, struct MHD_Connection *c, const char *body, size_t len,
@@ -323,7 +351,7 @@ static enum MHD_Result handle_detokenize(server *s, struct MHD_Connection *c, co
     kite_detok_free(d);
     cJSON_Delete(root);
     *status = 200;
-    return reply_cjson(c, o);
+    return reply_cjson(s, c, o);
 bad_type:
     oai_error_set(&err, 400, "invalid_request_error", "invalid_type", "tokens",
                   "Invalid type for 'tokens': expected an array of integers.");
@@ -335,7 +363,7 @@ fail:
     kite_detok_free(d);
     cJSON_Delete(root);
     *status = err.status;
-    return srv_reply_error(c, &err);
+    return srv_reply_error(s, c, &err);
 }
 
 /* ---- routing ---- */
@@ -371,7 +399,7 @@ static enum route route_of(const char *url, bool *post) {
     return R_NONE;
 }
 
-static enum MHD_Result handle_page(struct MHD_Connection *c, const char *url, int *status) {
+static enum MHD_Result handle_page(server *s, struct MHD_Connection *c, const char *url, int *status) {
     oai_error err;
     const char *path = strcmp(url, "/") ? url : "/index.html";
     for (size_t i = 0; i < web_assets_count; i++)
@@ -383,14 +411,14 @@ static enum MHD_Result handle_page(struct MHD_Connection *c, const char *url, in
             MHD_add_response_header(r, "Cache-Control", "no-cache");
             MHD_add_response_header(r, "Content-Security-Policy",
                                     "default-src 'self'; style-src 'self'; script-src 'self'");
-            enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+            enum MHD_Result ret = queue(s, c, 200, r, NULL);
             MHD_destroy_response(r);
             *status = 200;
             return ret;
         }
     oai_error_set(&err, 404, "invalid_request_error", "unknown_url", NULL, "Unknown request URL: GET %s", url);
     *status = 404;
-    return srv_reply_error(c, &err);
+    return srv_reply_error(s, c, &err);
 }
 
 static enum MHD_Result dispatch(server *s, struct MHD_Connection *c, srv_conn *k) {
@@ -405,22 +433,25 @@ static enum MHD_Result dispatch(server *s, struct MHD_Connection *c, srv_conn *k
         goto fail;
     }
     if (post ? !is_post : !is_get) {
+        static const char *const allow_post[] = {"Allow", "POST, OPTIONS", NULL};
+        static const char *const allow_get[] = {"Allow", "GET, HEAD, OPTIONS", NULL};
         oai_error_set(&err, 405, "invalid_request_error", "method_not_allowed", NULL,
                       "Method %s is not allowed for %s (use %s).", k->method, k->url, post ? "POST" : "GET");
-        goto fail;
+        k->status = err.status;
+        return reply_error_hdrs(s, c, &err, post ? allow_post : allow_get);
     }
     const char *body = k->body ? k->body : "";
     switch (r) {
-    case R_PAGE: return handle_page(c, k->url, &k->status);
+    case R_PAGE: return handle_page(s, c, k->url, &k->status);
     case R_HEALTH:
         k->status = 200;
-        return srv_reply_json(c, 200, strdup("{\"status\":\"ok\"}"));
+        return srv_reply_json(s, c, 200, strdup("{\"status\":\"ok\"}"));
     case R_MODELS: k->status = 200; return handle_models(s, c);
     case R_METRICS: {
         char *t = metrics_text(s);
         k->status = t ? 200 : 500;
         if (!t) return MHD_NO;
-        return reply(c, 200, "text/plain; version=0.0.4", t, strlen(t), MHD_RESPMEM_MUST_FREE);
+        return reply(s, c, 200, "text/plain; version=0.0.4", t, strlen(t), MHD_RESPMEM_MUST_FREE);
     }
     case R_COMPLETIONS:
     case R_CHAT: return gen_handle(s, c, body, k->len, r == R_CHAT, &k->status, &k->gen);
@@ -431,7 +462,14 @@ static enum MHD_Result dispatch(server *s, struct MHD_Connection *c, srv_conn *k
     oai_error_set(&err, 500, "server_error", NULL, NULL, "unreachable");
 fail:
     k->status = err.status;
-    return srv_reply_error(c, &err);
+    return srv_reply_error(s, c, &err);
+}
+
+/* MHD_get_connection_values iterator: adds the bytes of one header line. */
+static enum MHD_Result count_bytes(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    (void)kind;
+    *(size_t *)cls += strlen(key) + (value ? strlen(value) : 0) + 4;
+    return MHD_YES;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
@@ -439,6 +477,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     server *s = cls;
     srv_conn *k = *con_cls;
     oai_error err;
+    const char *const *extra = NULL;
     (void)version;
     if (!k) {
         k = calloc(1, sizeof *k);
@@ -449,9 +488,27 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
          * character (MHD has percent-decoded the URL: any bytes at all) */
         http_utf8_copy(k->method, sizeof k->method, method);
         http_utf8_copy(k->url, sizeof k->url, url);
+        /* our own head limits, far below the MHD memory pool (see
+         * server_start), so that an oversized head gets these JSON answers
+         * instead of libmicrohttpd's HTML 414/431 */
+        size_t uri_bytes = strlen(url), head_bytes = 0;
+        MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, count_bytes, &uri_bytes);
+        MHD_get_connection_values(c, MHD_HEADER_KIND, count_bytes, &head_bytes);
+        if (uri_bytes > SERVER_MAX_URI) {
+            oai_error_set(&err, 414, "invalid_request_error", "uri_too_long", NULL,
+                          "The request URI is %zu bytes; the limit is %d bytes.", uri_bytes, SERVER_MAX_URI);
+            goto early;
+        }
+        if (head_bytes > SERVER_MAX_HEADERS) {
+            oai_error_set(&err, 431, "invalid_request_error", "request_header_fields_too_large", NULL,
+                          "The request headers are %zu bytes; the limit is %d bytes.", head_bytes, SERVER_MAX_HEADERS);
+            goto early;
+        }
         if (!is_public(method, url) && !authorized(s, c)) {
+            static const char *const www_auth[] = {"WWW-Authenticate", "Bearer realm=\"kite\"", NULL};
             oai_error_set(&err, 401, "invalid_request_error", "invalid_api_key", NULL,
                           "Incorrect or missing API key: send 'Authorization: Bearer KEY'.");
+            extra = www_auth;
             goto early;
         }
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -492,14 +549,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         oai_error_set(&err, 413, "invalid_request_error", "request_too_large", NULL,
                       "The request body is larger than the limit of %lld bytes.", (long long)s->p.max_body);
         k->status = 413;
-        return srv_reply_error(c, &err);
+        return srv_reply_error(s, c, &err);
     }
     return dispatch(s, c, k);
 
 early:
     k->answered = true;
     k->status = err.status;
-    return srv_reply_error(c, &err);
+    return reply_error_hdrs(s, c, &err, extra);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
@@ -622,6 +679,7 @@ int server_start(kite_model *model, const server_params *params, server **out) {
                                  MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
                                  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->p.timeout_s,
                                  MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->p.max_connections,
+                                 MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)SERVER_MHD_MEMORY,
                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
                                  MHD_OPTION_END);
     if (!s->daemon) {

@@ -32,6 +32,14 @@
 
 #define SERVER_POLL_MS 100      /* how often a waiting thread checks that its client is still there */
 #define SERVER_MAX_STOP 16      /* stop strings per request */
+#define SERVER_MAX_URI 8192     /* request path + query bytes (414 above; nginx's large header buffer) */
+#define SERVER_MAX_HEADERS 32768 /* header bytes (431 above; nginx's 4 x 8 KiB) */
+/* Per-connection memory pool of libmicrohttpd (its default is 32 KiB).  The
+ * request head must fit in it; a head that does not gets MHD's own HTML 414
+ * or 431, which no callback can replace in 0.9.75.  Sized well above the two
+ * limits above so that those are what a client meets: 256 connections x
+ * 128 KiB = 32 MiB at most. */
+#define SERVER_MHD_MEMORY (128 * 1024)
 
 struct server {
     kite_model *model;          /* borrowed */
@@ -123,9 +131,11 @@ void gen_req_log_info(gen_req *g, int32_t *n_prompt, int32_t *n_gen, const char 
  * in or out of memory gives NULL.  Every response body passes here. */
 char *srv_json_utf8(char *json);
 /* Queues a JSON response (takes ownership of the malloc'd json).  */
-enum MHD_Result srv_reply_json(struct MHD_Connection *c, int status, char *json);
+enum MHD_Result srv_reply_json(server *s, struct MHD_Connection *c, int status, char *json);
 /* Queues an OpenAI error. */
-enum MHD_Result srv_reply_error(struct MHD_Connection *c, const oai_error *e);
+enum MHD_Result srv_reply_error(server *s, struct MHD_Connection *c, const oai_error *e);
+/* Adds the headers every response of c gets (CORS for an allowed Origin). */
+void srv_add_headers(server *s, struct MHD_Connection *c, struct MHD_Response *r);
 /* true while the peer of c has not closed its end. */
 bool srv_client_alive(struct MHD_Connection *c);
 
