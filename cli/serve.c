@@ -40,6 +40,13 @@ static const cli_opt serve_opts_table[] = {
      CLI_AT(serve_opts, kv_mem_mib), .min = 1, .max = 1 << 20, .def_doc = "ctx x parallel positions"},
     {.names = "--api-key", .arg = "KEY", .help = "require 'Authorization: Bearer KEY' (also $KITE_API_KEY)",
      .kind = CLI_STR, CLI_AT(serve_opts, sp.api_key)},
+    {.names = "--allowed-hosts", .arg = "LIST",
+     .help = "Host names accepted besides the bound address, localhost, 127.0.0.1 and [::1] (comma-separated; "
+             "* = any; guards against DNS rebinding)",
+     .kind = CLI_STR, CLI_AT(serve_opts, sp.allowed_hosts), .def_doc = "none"},
+    {.names = "--cors", .arg = "ORIGINS",
+     .help = "browser origins allowed cross-origin (comma-separated, e.g. http://localhost:3000; * = any)",
+     .kind = CLI_STR, CLI_AT(serve_opts, sp.cors), .def_doc = "no CORS"},
     {.names = "--chat-template", .arg = "NAME", .help = "llama2, llama3, chatml, mistral, zephyr, gemma",
      .kind = CLI_STR, CLI_AT(serve_opts, sp.chat_template), .def_doc = "detected from the model, else chatml"},
     {.names = "-t, --threads", .arg = "N", .help = "engine threads", .kind = CLI_INT,

@@ -233,7 +233,69 @@ async function errors() {
     }
 }
 
-const sections = { strictOutput, errors };
+// ---- 3. browser-facing safety ------------------------------------------------
+
+async function browser() {
+    const done = '{"prompt":"Once","max_tokens":1}';
+    let r;
+    for (const ct of ['text/plain', 'multipart/form-data; boundary=x', 'application/jsonx', 'text/json']) {
+        r = await ask('415 ' + ct, post('/v1/completions', done, { ctype: ct }));
+        check(`Content-Type ${ct} -> 415`, r.status === 415 && errCode(r) === 'unsupported_media_type', r.text);
+    }
+    r = await ask('415 form origin', post('/v1/completions', done, { ctype: 'application/x-www-form-urlencoded', extra: 'Origin: http://evil.example\r\n' }));
+    check('a form-encoded POST from a page (Origin) -> 415', r.status === 415, r.text);
+    r = await ask('415 blob', post('/v1/completions', done, { ctype: null, extra: 'Sec-Fetch-Mode: no-cors\r\n' }));
+    check('a typeless POST from a browser (Sec-Fetch-Mode) -> 415', r.status === 415, r.text);
+    r = await ask('415 tokenize', post('/tokenize', '{"content":"x"}', { ctype: 'text/plain' }));
+    check('/tokenize with text/plain -> 415', r.status === 415, r.text);
+    for (const ct of ['application/json; charset=utf-8', 'Application/JSON', 'application/json;charset=UTF-8']) {
+        r = await ask('json ' + ct, post('/v1/completions', done, { ctype: ct }));
+        check(`Content-Type ${ct} is accepted`, r.status === 200, r.text);
+    }
+    r = await ask('curl -d', post('/v1/completions', done, { ctype: 'application/x-www-form-urlencoded' }));
+    check('curl -d (form type, no Origin) is still accepted', r.status === 200, r.text);
+
+    // Host allowlist (DNS rebinding)
+    for (const h of ['evil.example', 'evil.example:' + PORT, 'localhost.evil.example', '127.0.0.1.nip.io']) {
+        r = await ask('host ' + h, get('/health', { host: h }));
+        check(`Host ${h} -> 403`, r.status === 403 && errCode(r) === 'host_not_allowed', r.status + ' ' + r.text);
+    }
+    r = await ask('host page', get('/', { host: 'evil.example' }));
+    check('the chat page is refused to a foreign Host too', r.status === 403, r.status);
+    for (const h of ['localhost', 'localhost:' + PORT, '127.0.0.1:' + PORT, '[::1]:' + PORT, 'LocalHost', 'api.example', 'API.example:443']) {
+        r = await ask('host ok ' + h, get('/v1/models', { host: h }));
+        check(`Host ${h} is accepted`, r.status === 200, r.status + ' ' + r.text);
+    }
+    r = strict('host star', await raw(PORT2, get('/v1/models', { host: 'evil.example', key: null })));
+    check('--allowed-hosts * accepts any Host', r.status === 200, r.status + ' ' + r.text);
+
+    // CORS (server 1: --cors http://good.example; server 2: none)
+    const pre = (origin, port = PORT) => `OPTIONS /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nOrigin: ${origin}\r\n` +
+        'Access-Control-Request-Method: POST\r\nAccess-Control-Request-Headers: authorization, content-type\r\n\r\n';
+    r = await ask('preflight good', pre('http://good.example'));
+    check('preflight from an allowed Origin: 204, that Origin, POST, Authorization and Content-Type, no key needed',
+        r.status === 204 && r.headers['access-control-allow-origin'] === 'http://good.example' &&
+        /POST/.test(r.headers['access-control-allow-methods'] || '') &&
+        /Authorization/i.test(r.headers['access-control-allow-headers'] || '') &&
+        /Content-Type/i.test(r.headers['access-control-allow-headers'] || '') && /Origin/.test(r.headers.vary || ''), JSON.stringify(r.headers));
+    r = await ask('preflight bad', pre('http://evil.example'));
+    check('preflight from another Origin gets no CORS headers', r.status === 204 && !r.headers['access-control-allow-origin'] && !r.headers['access-control-allow-methods'], JSON.stringify(r.headers));
+    r = await ask('cors get', get('/v1/models', { extra: 'Origin: http://good.example\r\n' }));
+    check('a request from the allowed Origin gets Access-Control-Allow-Origin', r.status === 200 && r.headers['access-control-allow-origin'] === 'http://good.example', JSON.stringify(r.headers));
+    r = await ask('cors error', get('/v1/models', { key: null, extra: 'Origin: http://good.example\r\n' }));
+    check('... also on its errors (401)', r.status === 401 && r.headers['access-control-allow-origin'] === 'http://good.example', JSON.stringify(r.headers));
+    r = await ask('cors stream', post('/v1/completions', '{"prompt":"Once","max_tokens":2,"stream":true}', { extra: 'Origin: http://good.example\r\n' }));
+    check('... and on streams', r.status === 200 && r.headers['access-control-allow-origin'] === 'http://good.example' && r.events.at(-1) === '[DONE]', JSON.stringify(r.headers));
+    r = await ask('cors other', get('/v1/models', { extra: 'Origin: http://evil.example\r\n' }));
+    check('another Origin gets no Access-Control-Allow-Origin', r.status === 200 && !r.headers['access-control-allow-origin'], JSON.stringify(r.headers));
+    r = strict('no cors', await raw(PORT2, pre('http://good.example')));
+    const r2 = strict('no cors get', await raw(PORT2, get('/v1/models', { key: null, extra: 'Origin: http://good.example\r\n' })));
+    check('without --cors: no CORS headers at all (preflight 204 with Allow only)',
+        r.status === 204 && /POST/.test(r.headers.allow || '') && !Object.keys(r.headers).some((h) => h.startsWith('access-control')) &&
+        r2.status === 200 && !Object.keys(r2.headers).some((h) => h.startsWith('access-control') || h === 'vary'), JSON.stringify([r.headers, r2.headers]));
+}
+
+const sections = { strictOutput, errors, browser };
 
 for (const [name, fn] of Object.entries(sections)) {
     try {

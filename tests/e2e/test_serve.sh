@@ -343,7 +343,7 @@ else e2e_fail "wrong API key" "status $code: $(e2e_first_line "$T/body")"; fi
 
 # a slow client: the headers arrive, the body never does; the server drops
 # it after the 2 s idle timeout (logged "(timeout)") and serves others meanwhile
-(printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: 100\r\n\r\n{"pro' "$KEY"
+(printf 'POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nContent-Length: 100\r\n\r\n{"pro' "$KEY"
     sleep 8) | curl -s -m 9 "telnet://127.0.0.1:$PORT" >/dev/null 2>&1 &
 slow=$!
 sleep 0.3

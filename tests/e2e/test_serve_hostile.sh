@@ -54,9 +54,9 @@ start() {
     done
 }
 
-start a --api-key "$KEY" --max-body 65536
+start a --api-key "$KEY" --max-body 65536 --cors http://good.example --allowed-hosts api.example
 PORT=$port
-start b --max-body 65536
+start b --max-body 65536 --allowed-hosts '*'
 PORT2=$port
 if [ -z "$PORT" ] || [ -z "$PORT2" ]; then
     e2e_fail "servers start" "$(e2e_first_line "$T/a.log") / $(e2e_first_line "$T/b.log")"
@@ -71,6 +71,21 @@ cat "$T/node.out"
 E2E_PASS=$((E2E_PASS + $(grep -c '^  ok    ' "$T/node.out")))
 E2E_FAIL=$((E2E_FAIL + $(grep -c '^  FAIL  ' "$T/node.out")))
 [ "$rc" = 0 ] || e2e_fail "serve_hostile.mjs" "exit $rc: $(tail -n 2 "$T/node.out" | tr '\n' ' ')"
+
+# a non-loopback address without --api-key warns (192.0.2.1 is TEST-NET-1:
+# never local, so the bind fails and nothing is exposed)
+"$KITE" serve --host 192.0.2.1 --port 0 -t 1 </dev/null >/dev/null 2>"$T/warn.log"
+if grep -q "warning: 192.0.2.1 is not a loopback address and no --api-key" "$T/warn.log"; then
+    e2e_ok "a non-loopback --host without --api-key prints a warning"
+else
+    e2e_fail "non-loopback warning" "$(head -c 300 "$T/warn.log")"
+fi
+"$KITE" serve --host 192.0.2.1 --port 0 -t 1 --api-key k </dev/null >/dev/null 2>"$T/warn2.log"
+if ! grep -q "warning" "$T/warn2.log" && "$KITE" serve --help | grep -q -- "--allowed-hosts" && "$KITE" serve --help | grep -q -- "--cors"; then
+    e2e_ok "no warning with --api-key; --help lists --allowed-hosts and --cors"
+else
+    e2e_fail "warning with --api-key / --help" "$(head -c 300 "$T/warn2.log")"
+fi
 
 # both servers are still up and shut down cleanly
 for p in $PIDS; do

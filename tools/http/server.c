@@ -67,10 +67,18 @@ server_params server_default_params(void) {
 
 /* ---- responses ---- */
 
+/* The request's Origin if CORS is on and allows it, else NULL. */
+static const char *cors_origin(server *s, struct MHD_Connection *c) {
+    if (!s->cors) return NULL;
+    const char *o = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+    return o && o[0] && http_list_has(s->cors, o, strlen(o)) ? o : NULL;
+}
+
 void srv_add_headers(server *s, struct MHD_Connection *c, struct MHD_Response *r) {
-    (void)s;
-    (void)c;
-    (void)r;
+    const char *o = cors_origin(s, c);
+    if (!s->cors) return;
+    MHD_add_response_header(r, "Vary", "Origin");
+    if (o) MHD_add_response_header(r, "Access-Control-Allow-Origin", o);
 }
 
 /* Queues r with the common headers plus extra (name, value pairs, NULL
@@ -465,6 +473,52 @@ fail:
     return srv_reply_error(s, c, &err);
 }
 
+/* OPTIONS: a CORS preflight from an allowed Origin gets the methods and
+ * headers it may use; any other OPTIONS gets 204 with Allow only. */
+static enum MHD_Result reply_options(server *s, struct MHD_Connection *c, const char *url) {
+    bool post;
+    enum route r = route_of(url, &post);
+    const char *allow = r == R_NONE ? "GET, HEAD, POST, OPTIONS" : post ? "POST, OPTIONS" : "GET, HEAD, OPTIONS";
+    const char *hdrs[12] = {"Allow", allow, NULL};
+    const char *origin = cors_origin(s, c);
+    if (origin && MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Method")) {
+        hdrs[2] = "Access-Control-Allow-Methods";
+        hdrs[3] = allow;
+        hdrs[4] = "Access-Control-Allow-Headers";
+        hdrs[5] = "Authorization, Content-Type";
+        hdrs[6] = "Access-Control-Max-Age";
+        hdrs[7] = "600";
+        hdrs[8] = NULL;
+    }
+    struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    if (!resp) return MHD_NO;
+    enum MHD_Result ret = queue(s, c, 204, resp, hdrs);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+/* 415 for a POST body that is not JSON; returns the status set in *err or 0.
+ * application/json (any parameters) always passes.  Bodies a page can send
+ * cross-site without a preflight (forms, text/plain, a typeless Blob) are
+ * refused whenever the request comes from a browser (Origin or Sec-Fetch-*
+ * present).  Non-browser clients keep what they send today: curl -d labels
+ * JSON application/x-www-form-urlencoded, and some HTTP libraries send no
+ * type at all; every other type is refused. */
+static int content_type_error(struct MHD_Connection *c, oai_error *err) {
+    const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    if (http_ctype_is_json(ct)) return 0;
+    bool browser = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin") ||
+                   MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Sec-Fetch-Mode") ||
+                   MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Sec-Fetch-Site");
+    bool legacy = !ct || !strncasecmp(ct, "application/x-www-form-urlencoded", 33);
+    if (legacy && !browser) return 0;
+    char shown[64];
+    http_utf8_copy(shown, sizeof shown, ct ? ct : "(none)");
+    oai_error_set(err, 415, "invalid_request_error", "unsupported_media_type", NULL,
+                  "Content-Type '%s' is not supported: send the body as application/json.", shown);
+    return 415;
+}
+
 /* MHD_get_connection_values iterator: adds the bytes of one header line. */
 static enum MHD_Result count_bytes(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
     (void)kind;
@@ -504,6 +558,28 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                           "The request headers are %zu bytes; the limit is %d bytes.", head_bytes, SERVER_MAX_HEADERS);
             goto early;
         }
+        /* DNS rebinding: a page of evil.example resolving to 127.0.0.1 still
+         * sends "Host: evil.example" (requests without Host are HTTP/1.0
+         * clients, never browsers) */
+        const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+        if (host && !http_host_allowed(host, s->host, s->allowed_hosts)) {
+            char shown[96];
+            http_utf8_copy(shown, sizeof shown, host);
+            oai_error_set(&err, 403, "invalid_request_error", "host_not_allowed", NULL,
+                          "Host '%s' is not allowed (start the server with --allowed-hosts to add it).", shown);
+            goto early;
+        }
+        /* OPTIONS before authentication: browsers send CORS preflights
+         * without credentials */
+        if (!strcmp(method, "OPTIONS")) {
+            k->answered = true;
+            k->status = 204;
+            return reply_options(s, c, url);
+        }
+        bool post_route;
+        if (!strcmp(method, "POST") && route_of(url, &post_route) != R_NONE && post_route &&
+            content_type_error(c, &err))
+            goto early;
         if (!is_public(method, url) && !authorized(s, c)) {
             static const char *const www_auth[] = {"WWW-Authenticate", "Bearer realm=\"kite\"", NULL};
             oai_error_set(&err, 401, "invalid_request_error", "invalid_api_key", NULL,
@@ -617,6 +693,17 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
 
 /* ---- life cycle ---- */
 
+static bool addr_is_loopback(const struct sockaddr_storage *a) {
+    if (a->ss_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)(const void *)a)->sin_addr.s_addr) >> 24) == 127;
+    if (a->ss_family == AF_INET6) {
+        const struct in6_addr *a6 = &((const struct sockaddr_in6 *)(const void *)a)->sin6_addr;
+        if (IN6_IS_ADDR_LOOPBACK(a6)) return true;
+        return IN6_IS_ADDR_V4MAPPED(a6) && a6->s6_addr[12] == 127;
+    }
+    return false;
+}
+
 int server_start(kite_model *model, const server_params *params, server **out) {
     int st;
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
@@ -638,8 +725,17 @@ int server_start(kite_model *model, const server_params *params, server **out) {
         st = err_set(KITE_E_NOMEM, "out of memory");
         goto fail;
     }
+    if (!(s->host = strdup(params->host && params->host[0] ? params->host : "127.0.0.1")) ||
+        (params->allowed_hosts && params->allowed_hosts[0] && !(s->allowed_hosts = strdup(params->allowed_hosts))) ||
+        (params->cors && params->cors[0] && !(s->cors = strdup(params->cors)))) {
+        st = err_set(KITE_E_NOMEM, "out of memory");
+        goto fail;
+    }
     s->p.api_key = s->api_key;
     s->p.model_id = s->model_id;
+    s->p.host = s->host;
+    s->p.allowed_hosts = s->allowed_hosts;
+    s->p.cors = s->cors;
     s->p.chat_template = NULL;
     if ((st = chat_family_for_model(model, params->chat_template, &s->chat_family)) != KITE_OK) goto fail;
     if ((st = chat_tokenizer_new(model, &s->ctok)) != KITE_OK) goto fail;
@@ -674,6 +770,10 @@ int server_start(kite_model *model, const server_params *params, server **out) {
     }
     freeaddrinfo(ai);
     ai = NULL;
+    if (!s->api_key && !addr_is_loopback(&addr))
+        fprintf(stderr, "kite serve: warning: %s is not a loopback address and no --api-key is set: anyone who "
+                        "can reach it can use the server%s\n",
+                s->host, s->allowed_hosts ? "" : " (add the names clients use with --allowed-hosts)");
     s->daemon = MHD_start_daemon(flags, (uint16_t)params->port, NULL, NULL, on_request, s,
                                  MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
                                  MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
@@ -711,5 +811,8 @@ void server_stop(server *s) {
     chat_tokenizer_free(s->ctok);
     free(s->api_key);
     free(s->model_id);
+    free(s->host);
+    free(s->allowed_hosts);
+    free(s->cors);
     free(s);
 }

@@ -45,6 +45,10 @@ typedef struct server_params {
     int64_t max_body;          /* request body limit in bytes; 0 = 1 MiB */
     int32_t max_connections;   /* 0 = 256 */
     bool quiet;                /* no per-request log lines */
+    const char *allowed_hosts; /* extra Host names allowed besides the bound address and loopback names,
+                                  comma-separated; "*" = any Host (no DNS-rebinding check); NULL = none */
+    const char *cors;          /* Origins allowed cross-origin (CORS), comma-separated, "*" = any; NULL = no
+                                  CORS headers at all */
     engine_params engine;      /* passed to engine_new */
 } server_params;
 

@@ -49,6 +49,9 @@ struct server {
     server_params p;            /* strings below are owned copies */
     char *api_key;              /* NULL = no authentication */
     char *model_id;
+    char *host;                 /* bound address as given (Host allowlist) */
+    char *allowed_hosts;        /* NULL = none */
+    char *cors;                 /* NULL = CORS off */
     int chat_family;            /* enum chat_family */
     int32_t n_ctx;              /* positions per sequence */
     int32_t n_vocab;
