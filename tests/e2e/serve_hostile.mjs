@@ -295,7 +295,50 @@ async function browser() {
         r2.status === 200 && !Object.keys(r2.headers).some((h) => h.startsWith('access-control') || h === 'vary'), JSON.stringify([r.headers, r2.headers]));
 }
 
-const sections = { strictOutput, errors, browser };
+// ---- 4. half-closed requests ------------------------------------------------
+
+async function metric(name) {
+    const r = parseResponse(await raw(PORT2, get('/metrics', { key: null })));
+    const m = new RegExp('^' + name + ' (\\S+)$', 'm').exec(r && r.body ? r.body.toString() : '');
+    return m ? +m[1] : NaN;
+}
+
+async function halfClose() {
+    // server 2 decodes one sequence at a time: 48 long requests queue the
+    // half-closed ones for a while (past the first FIN checks and probes)
+    const long = '{"prompt":"Once upon a time","max_tokens":200,"ignore_eos":true,"temperature":0}';
+    const req = (body, port = PORT2) => post('/v1/completions', body, { key: null });
+    const solo = strict('solo', await raw(PORT2, req('{"prompt":"Once upon a time","max_tokens":40,"temperature":0}')));
+    const fillers = [];
+    for (let i = 0; i < 48; i++) fillers.push(raw(PORT2, req(long)));
+    await new Promise((r) => setTimeout(r, 50));
+    const c0 = await metric('kite_http_cancelled_total');
+    // one client that really leaves (close) while queued: cancelled, not served
+    const gone = net.connect(PORT2, '127.0.0.1', () => { gone.write(req(long)); setTimeout(() => gone.destroy(), 300); });
+    gone.on('error', () => {});
+    const t0 = Date.now();
+    const [hc, hcs] = await Promise.all([
+        raw(PORT2, req('{"prompt":"Once upon a time","max_tokens":40,"temperature":0}'), { halfClose: true }),
+        raw(PORT2, req('{"prompt":"Once upon a time","max_tokens":40,"temperature":0,"stream":true}'), { halfClose: true }),
+    ]);
+    const ms = Date.now() - t0;
+    const a = strict('half-close', hc), b = strict('half-close stream', hcs);
+    const probes = a.text ? a.text.length - a.text.trimStart().length : 0;
+    check(`a half-closed non-streaming request is served in full (${ms} ms queued and running, ${probes} probe spaces)`,
+        a.status === 200 && a.json && solo.json && a.json.choices[0].text === solo.json.choices[0].text, a.text.slice(0, 200));
+    const text = b.events ? b.events.filter((e) => e !== '[DONE]').map((e) => e.choices[0] ? e.choices[0].text : '').join('') : '';
+    check('a half-closed streaming request is served in full, ending with [DONE]',
+        b.status === 200 && b.events.at(-1) === '[DONE]' && text === solo.json.choices[0].text, b.text.slice(-200));
+    for (const f of await Promise.all(fillers)) strict('filler', f);
+    let c1 = c0;
+    for (let i = 0; i < 50 && c1 === c0; i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        c1 = await metric('kite_http_cancelled_total');
+    }
+    check('a client that closed (not half-closed) while waiting is still cancelled', c1 > c0, `kite_http_cancelled_total ${c0} -> ${c1}`);
+}
+
+const sections = { strictOutput, errors, browser, halfClose };
 
 for (const [name, fn] of Object.entries(sections)) {
     try {

@@ -13,6 +13,12 @@
  *   Both wait in SERVER_POLL_MS slices and check that the client is still
  *   connected; if it is not (or a write fails), the request is cancelled
  *   when its last reference goes (gen_req_release), freeing its KV blocks.
+ *   A FIN from the client is not a disconnect by itself: clients that
+ *   shutdown(SHUT_WR) after the request still read the answer.  After a FIN
+ *   a stream sends its keep-alive comment every SERVER_PROBE_MS, and a
+ *   non-streaming request turns into a 200 whose body is white space every
+ *   SERVER_PROBE_MS and then the JSON (json_read); a peer that really closed
+ *   answers such a write with RST, which srv_client_state reports as gone.
  *   A stream with nothing to send for half the idle timeout (queued behind
  *   others, a long prefill) sends an SSE comment line so that it is not
  *   dropped as idle; clients ignore comments.
@@ -323,12 +329,16 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
             wait_slice(g);
             waited_ms += SERVER_POLL_MS;
             if (g->len || g->done) break;
-            if (!srv_client_alive(g->conn)) {
+            int peer = srv_client_state(g->conn);
+            if (peer == SRV_CLIENT_GONE) {
                 pthread_mutex_unlock(&g->mu);
                 g->client_gone = true;
                 return MHD_CONTENT_READER_END_WITH_ERROR;
             }
-            if (waited_ms >= keepalive_ms) {
+            /* after a FIN the stream goes on (a half-closed client still
+             * reads); the comment doubles as the probe that makes a closed
+             * peer answer RST, seen as GONE at the next check */
+            if (waited_ms >= (peer == SRV_CLIENT_EOF && keepalive_ms > SERVER_PROBE_MS ? SERVER_PROBE_MS : keepalive_ms)) {
                 pthread_mutex_unlock(&g->mu);
                 static const char ping[] = ": keep-alive\n\n";
                 if (max < sizeof ping - 1) return 0;
@@ -358,6 +368,75 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
 }
 
 static void sse_free(void *cls) { gen_req_release(cls); }
+
+/* MHD content reader of a non-streaming answer to a client that sent FIN
+ * (see gen_handle): a space every SERVER_PROBE_MS while the generation
+ * runs - JSON allows leading white space, and a closed peer answers the
+ * write with RST, which ends the wait - then the JSON body. */
+static ssize_t json_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    gen_req *g = cls;
+    (void)pos;
+    for (;;) {
+        if (g->out_pos < g->out_len) {
+            size_t n = g->out_len - g->out_pos;
+            if (n > max) n = max;
+            memcpy(buf, g->out + g->out_pos, n);
+            g->out_pos += n;
+            return (ssize_t)n;
+        }
+        if (g->ended) return MHD_CONTENT_READER_END_OF_STREAM;
+        int64_t waited_ms = 0;
+        pthread_mutex_lock(&g->mu);
+        while (!g->done && waited_ms < SERVER_PROBE_MS) {
+            wait_slice(g);
+            waited_ms += SERVER_POLL_MS;
+            if (!g->done && srv_client_state(g->conn) == SRV_CLIENT_GONE) {
+                pthread_mutex_unlock(&g->mu);
+                g->client_gone = true;
+                return MHD_CONTENT_READER_END_WITH_ERROR;
+            }
+        }
+        bool done = g->done;
+        pthread_mutex_unlock(&g->mu);
+        if (!done) {
+            buf[0] = ' ';
+            return 1;
+        }
+        char *json;
+        if (g->failed) {
+            /* the status line (200) is out already: the error goes in the body */
+            oai_error e;
+            oai_error_set(&e, 500, "server_error", NULL, NULL, "Generation failed: %s", g->errmsg);
+            json = oai_error_json(&e);
+        } else {
+            json = final_json(g);
+        }
+        if (!(json = srv_json_utf8(json))) return MHD_CONTENT_READER_END_WITH_ERROR;
+        bool ok = buf_append(&g->out, &g->out_len, &g->out_cap, json, strlen(json));
+        free(json);
+        if (!ok) return MHD_CONTENT_READER_END_WITH_ERROR;
+        g->ended = true;
+    }
+}
+
+/* Answers a non-streaming request whose client sent FIN while it waited:
+ * the rest goes out through json_read (status 200 now, the body when done). */
+static enum MHD_Result answer_after_fin(server *s, struct MHD_Connection *c, gen_req *g, int *status, gen_req **keep) {
+    struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, json_read, g, sse_free);
+    if (!resp) {
+        gen_req_release(g);
+        *status = 500;
+        return MHD_NO;
+    }
+    atomic_fetch_add(&g->refs, 1); /* the response's reference, dropped by sse_free */
+    MHD_add_response_header(resp, "Content-Type", "application/json");
+    srv_add_headers(s, c, resp);
+    enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, resp);
+    MHD_destroy_response(resp);
+    *status = 200;
+    *keep = g;
+    return ret;
+}
 
 /* ---- Skeleton-of-Thought ("sot": true, docs/http.md) ---- */
 
@@ -512,7 +591,14 @@ answer:
     pthread_mutex_lock(&g->mu);
     while (!g->done) {
         wait_slice(g);
-        if (!g->done && !srv_client_alive(c)) {
+        int peer = g->done ? SRV_CLIENT_OPEN : srv_client_state(c);
+        if (peer == SRV_CLIENT_EOF) {
+            /* a half-close (shutdown(SHUT_WR) after the request) or a close:
+             * serve on, probing with white space (answer_after_fin) */
+            pthread_mutex_unlock(&g->mu);
+            return answer_after_fin(s, c, g, status, keep);
+        }
+        if (peer == SRV_CLIENT_GONE) {
             pthread_mutex_unlock(&g->mu);
             *status = 499; /* client closed request (nginx's code), for the log only */
             g->client_gone = true;

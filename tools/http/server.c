@@ -139,14 +139,17 @@ static enum MHD_Result reply_cjson(server *s, struct MHD_Connection *c, cJSON *o
     return srv_reply_json(s, c, 200, str);
 }
 
-bool srv_client_alive(struct MHD_Connection *c) {
+int srv_client_state(struct MHD_Connection *c) {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-    if (!ci) return true;
+    if (!ci) return SRV_CLIENT_OPEN;
     char b;
     ssize_t n = recv(ci->connect_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n > 0) return true;
-    if (n == 0) return false; /* orderly shutdown by the peer */
-    return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+    if (n > 0) return SRV_CLIENT_OPEN;
+    /* EOF: the peer sent FIN.  That is shutdown(SHUT_WR) after a complete
+     * request as often as a close(); only a write can tell them apart (a
+     * closed peer answers it with RST, and recv then fails) */
+    if (n == 0) return SRV_CLIENT_EOF;
+    return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? SRV_CLIENT_OPEN : SRV_CLIENT_GONE;
 }
 
 /* ---- authentication ---- */

@@ -31,6 +31,7 @@
 #include "server.h"
 
 #define SERVER_POLL_MS 100      /* how often a waiting thread checks that its client is still there */
+#define SERVER_PROBE_MS 1000    /* after a FIN, how often a wait writes a probe (SSE comment / JSON space) */
 #define SERVER_MAX_STOP 16      /* stop strings per request */
 #define SERVER_MAX_URI 8192     /* request path + query bytes (414 above; nginx's large header buffer) */
 #define SERVER_MAX_HEADERS 32768 /* header bytes (431 above; nginx's 4 x 8 KiB) */
@@ -139,8 +140,13 @@ enum MHD_Result srv_reply_json(server *s, struct MHD_Connection *c, int status, 
 enum MHD_Result srv_reply_error(server *s, struct MHD_Connection *c, const oai_error *e);
 /* Adds the headers every response of c gets (CORS for an allowed Origin). */
 void srv_add_headers(server *s, struct MHD_Connection *c, struct MHD_Response *r);
-/* true while the peer of c has not closed its end. */
-bool srv_client_alive(struct MHD_Connection *c);
+/* What the peer of c has done to its end, without blocking or reading. */
+enum srv_client {
+    SRV_CLIENT_OPEN, /* nothing seen (or more bytes pending) */
+    SRV_CLIENT_EOF,  /* FIN: half-closed (shutdown(SHUT_WR)) or closed - unknown until we write */
+    SRV_CLIENT_GONE  /* reset or error: a write failed or would fail */
+};
+int srv_client_state(struct MHD_Connection *c);
 
 /* ---- metrics ---- */
 
