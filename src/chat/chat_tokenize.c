@@ -101,6 +101,13 @@ void chat_tokenizer_free(chat_tokenizer *ct) {
 
 size_t chat_tokenizer_n_special(const chat_tokenizer *ct) { return ct ? ct->n_sp : 0; }
 
+size_t chat_tokenizer_max_special_len(const chat_tokenizer *ct) {
+    size_t m = 0;
+    for (size_t i = 0; ct && i < ct->n_sp; i++)
+        if (ct->sp[i].len > m) m = ct->sp[i].len;
+    return m;
+}
+
 /* The longest special token starting at text[0] (len bytes left), or NULL. */
 static const special *match_at(const chat_tokenizer *ct, const char *text, size_t len) {
     unsigned char c = (unsigned char)text[0];

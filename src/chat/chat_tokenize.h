@@ -40,6 +40,8 @@ void chat_tokenizer_free(chat_tokenizer *ct); /* NULL is a no-op */
 
 /* Number of special token texts it matches. */
 size_t chat_tokenizer_n_special(const chat_tokenizer *ct);
+/* Length in bytes of the longest special token text (0 if none). */
+size_t chat_tokenizer_max_special_len(const chat_tokenizer *ct);
 
 /* kite_tokenize's contract (add_bos, cap, *n_out, KITE_E_RANGE when the
  * output does not fit), but special token texts in text become their ids. */

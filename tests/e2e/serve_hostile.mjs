@@ -304,17 +304,17 @@ async function metric(name) {
 }
 
 async function halfClose() {
-    // server 2 decodes one sequence at a time: 48 long requests queue the
+    // server 2 decodes one sequence at a time: 64 long requests queue the
     // half-closed ones for a while (past the first FIN checks and probes)
-    const long = '{"prompt":"Once upon a time","max_tokens":200,"ignore_eos":true,"temperature":0}';
+    const long = '{"prompt":"Once upon a time","max_tokens":240,"ignore_eos":true,"temperature":0}';
     const req = (body, port = PORT2) => post('/v1/completions', body, { key: null });
     const solo = strict('solo', await raw(PORT2, req('{"prompt":"Once upon a time","max_tokens":40,"temperature":0}')));
     const fillers = [];
-    for (let i = 0; i < 48; i++) fillers.push(raw(PORT2, req(long)));
+    for (let i = 0; i < 64; i++) fillers.push(raw(PORT2, req(long)));
     await new Promise((r) => setTimeout(r, 50));
     const c0 = await metric('kite_http_cancelled_total');
     // one client that really leaves (close) while queued: cancelled, not served
-    const gone = net.connect(PORT2, '127.0.0.1', () => { gone.write(req(long)); setTimeout(() => gone.destroy(), 300); });
+    const gone = net.connect(PORT2, '127.0.0.1', () => { gone.write(req(long)); setTimeout(() => gone.destroy(), 100); });
     gone.on('error', () => {});
     const t0 = Date.now();
     const [hc, hcs] = await Promise.all([
@@ -338,7 +338,26 @@ async function halfClose() {
     check('a client that closed (not half-closed) while waiting is still cancelled', c1 > c0, `kite_http_cancelled_total ${c0} -> ${c1}`);
 }
 
-const sections = { strictOutput, errors, browser, halfClose };
+// ---- 5. early rejection of prompts that cannot fit -----------------------------
+
+async function early() {
+    const big = 'Once upon a time '.repeat(3500); // 59.5 KB, under --max-body 64 KiB
+    let t0 = Date.now();
+    let r = await ask('early', post('/v1/completions', Buffer.from(JSON.stringify({ prompt: big, max_tokens: 1 }))));
+    check(`a 60 KB prompt -> 400 context_length_exceeded before tokenization (${Date.now() - t0} ms)`,
+        r.status === 400 && errCode(r) === 'context_length_exceeded' && /before tokenization/.test(r.json.error.message), r.text);
+    t0 = Date.now();
+    r = await ask('early chat', post('/v1/chat/completions', Buffer.from(JSON.stringify({ messages: [{ role: 'user', content: big }] }))));
+    check('... also as a chat message', r.status === 400 && errCode(r) === 'context_length_exceeded' && /before tokenization/.test(r.json.error.message), r.text);
+    // just over the context but short in bytes: tokenized, then refused
+    r = await ask('late', post('/v1/completions', Buffer.from(JSON.stringify({ prompt: 'Once upon a time '.repeat(70) }))));
+    check('a prompt a little over the context is refused after tokenization', r.status === 400 && errCode(r) === 'context_length_exceeded' && !/before tokenization/.test(r.json.error.message), r.text);
+    // the longest prompt that fits is still served
+    r = await ask('fits', post('/v1/completions', Buffer.from(JSON.stringify({ prompt: 'Once upon a time '.repeat(40), max_tokens: 2 }))));
+    check('a long prompt that fits is served', r.status === 200 && r.json.usage.prompt_tokens < 256, r.text.slice(0, 200));
+}
+
+const sections = { strictOutput, errors, browser, halfClose, early };
 
 for (const [name, fn] of Object.entries(sections)) {
     try {

@@ -142,6 +142,17 @@ static void wait_slice(gen_req *g) {
 
 /* ---- prompt ---- */
 
+/* true (and a 400 in *err) if a text of len bytes cannot fit the context
+ * (server.c, prompt_bytes_bound): refused before tokenization. */
+static bool too_long_to_tokenize(server *s, size_t len, bool chat, oai_error *err) {
+    if ((int64_t)len <= s->max_prompt_bytes) return false;
+    oai_error_set(err, 400, "invalid_request_error", "context_length_exceeded", chat ? "messages" : "prompt",
+                  "This model's maximum context length is %d tokens, but the prompt is %zu bytes, which is more "
+                  "than %d tokens for this vocabulary (refused before tokenization).",
+                  (int)s->n_ctx, len, (int)s->n_ctx);
+    return true;
+}
+
 /* Builds the prompt tokens of r into *toks (malloc'd). */
 static bool build_prompt(server *s, oai_request *r, kite_token **toks, int32_t *n, oai_error *err) {
     int st;
@@ -153,9 +164,14 @@ static bool build_prompt(server *s, oai_request *r, kite_token **toks, int32_t *
                           kite_last_error()[0] ? kite_last_error() : "invalid messages");
             return false;
         }
+        if (too_long_to_tokenize(s, strlen(text), true, err)) {
+            free(text);
+            return false;
+        }
         st = srv_tokenize(s, text, strlen(text), kite_token_bos(s->model) >= 0, true, toks, n);
         free(text);
     } else if (r->prompt_text) {
+        if (too_long_to_tokenize(s, strlen(r->prompt_text), false, err)) return false;
         st = srv_tokenize(s, r->prompt_text, strlen(r->prompt_text), kite_token_bos(s->model) >= 0, true, toks, n);
     } else {
         for (int32_t i = 0; i < r->n_prompt_ids; i++)
@@ -370,12 +386,16 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
 static void sse_free(void *cls) { gen_req_release(cls); }
 
 /* MHD content reader of a non-streaming answer to a client that sent FIN
- * (see gen_handle): a space every SERVER_PROBE_MS while the generation
+ * (see gen_handle): a space at once and every SERVER_PROBE_MS while the generation
  * runs - JSON allows leading white space, and a closed peer answers the
  * write with RST, which ends the wait - then the JSON body. */
 static ssize_t json_read(void *cls, uint64_t pos, char *buf, size_t max) {
     gen_req *g = cls;
-    (void)pos;
+    if (pos == 0) {
+        /* the first probe at once: a closed peer is found within a poll */
+        buf[0] = ' ';
+        return 1;
+    }
     for (;;) {
         if (g->out_pos < g->out_len) {
             size_t n = g->out_len - g->out_pos;
@@ -385,11 +405,10 @@ static ssize_t json_read(void *cls, uint64_t pos, char *buf, size_t max) {
             return (ssize_t)n;
         }
         if (g->ended) return MHD_CONTENT_READER_END_OF_STREAM;
-        int64_t waited_ms = 0;
+        double t0 = time_now_s();
         pthread_mutex_lock(&g->mu);
-        while (!g->done && waited_ms < SERVER_PROBE_MS) {
+        while (!g->done && time_now_s() - t0 < SERVER_PROBE_MS * 1e-3) {
             wait_slice(g);
-            waited_ms += SERVER_POLL_MS;
             if (!g->done && srv_client_state(g->conn) == SRV_CLIENT_GONE) {
                 pthread_mutex_unlock(&g->mu);
                 g->client_gone = true;

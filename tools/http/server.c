@@ -696,6 +696,37 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
 
 /* ---- life cycle ---- */
 
+/* Early rejection (issue 23): the byte length above which a text cannot
+ * tokenize to fewer than n_ctx tokens, so it can be refused before the
+ * tokenizer runs (a 1 MB prompt costs seconds of CPU).  Safe - it never
+ * refuses a prompt that fits - because:
+ *   - every token covers at most L bytes of the text the tokenizer sees,
+ *     with L the longest token in input bytes: the longest piece
+ *     (kite_token_to_piece: SentencePiece's U+2581 counted as the one space
+ *     it stands for, byte tokens as one byte), the longest special token
+ *     text (chat_tokenize matches those in the text), and at least 4 (an
+ *     unknown-character token covers one character, at most 4 bytes);
+ *   - the text the tokenizer sees is the prompt itself, or longer
+ *     (SentencePiece adds a space per segment), or its NFC form (byte-level
+ *     BPE pre-normalisation), which is never shorter than a third of it:
+ *     the extremes are Hangul L+V+T jamo (9 bytes -> one 3-byte syllable)
+ *     and U+0390's decomposition (6 bytes -> 2); we allow 4x;
+ *   so a text of B bytes has at least B / (4 L) tokens, and B > 4 L n_ctx
+ *   means more than n_ctx tokens: the context_length_exceeded answer it
+ *   would get after tokenization anyway.  Cost: O(n_vocab), at start. */
+static int64_t prompt_bytes_bound(server *s) {
+    int64_t l = 4;
+    char buf[8];
+    for (int32_t t = 0; t < s->n_vocab; t++) {
+        const char *piece;
+        int n = kite_token_to_piece(s->model, t, &piece, buf);
+        if (n > l) l = n;
+    }
+    int64_t sp = (int64_t)chat_tokenizer_max_special_len(s->ctok);
+    if (sp > l) l = sp;
+    return 4 * l * (int64_t)s->n_ctx;
+}
+
 static bool addr_is_loopback(const struct sockaddr_storage *a) {
     if (a->ss_family == AF_INET)
         return (ntohl(((const struct sockaddr_in *)(const void *)a)->sin_addr.s_addr) >> 24) == 127;
@@ -751,6 +782,7 @@ int server_start(kite_model *model, const server_params *params, server **out) {
         st = err_set(KITE_E_ARG, "context length %d is too small", (int)s->n_ctx);
         goto fail;
     }
+    s->max_prompt_bytes = prompt_bytes_bound(s);
     engine_params ep = params->engine;
     ep.n_ctx = s->n_ctx;
     if ((st = engine_new(model, &ep, &s->eng)) != KITE_OK) goto fail;

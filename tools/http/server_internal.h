@@ -56,6 +56,7 @@ struct server {
     int chat_family;            /* enum chat_family */
     int32_t n_ctx;              /* positions per sequence */
     int32_t n_vocab;
+    int64_t max_prompt_bytes;   /* a text to tokenize longer than this cannot fit n_ctx (server_start) */
     int32_t port;
     int64_t started;            /* unix seconds */
     atomic_uint_fast64_t next_id;            /* response ids */
