@@ -15,7 +15,16 @@
  *
  *   Public without the API key: GET / (the chat page and its files) and
  *   /health.  Everything else needs "Authorization: Bearer KEY" when a key
- *   is set.
+ *   is set.  Checks at the headers, in this order: head size (414/431,
+ *   below MHD's pool so MHD's HTML versions are not reached), Host
+ *   allowlist (403), OPTIONS (answered, before authentication, as CORS
+ *   preflights are sent without credentials), Content-Type of POST routes
+ *   (415), API key (401), Content-Length (413).  Every response passes
+ *   queue(), which adds the CORS headers, and every JSON body
+ *   srv_json_utf8.  What libmicrohttpd 0.9.75 answers itself before any
+ *   callback (malformed Content-Length - with a duplicated status line, an
+ *   MHD bug -, malformed chunks, bad HTTP versions, heads over the pool)
+ *   stays HTML: no option or callback of 0.9.75 reaches those paths.
  *
  * THREADS
  *   One thread per connection; srv_conn is private to it.  Shared counters
