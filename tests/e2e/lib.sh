@@ -154,3 +154,29 @@ sse_text() {
             printf "%s", out
         }' "$1"
 }
+
+# e2e_serve_port LOG PID: waits (at most 10 s) for the "listening on
+# http://127.0.0.1:PORT" line of a `kite serve` started with --port 0 and
+# logging to LOG; sets $PORT to the port, or to "" if PID exits first or the
+# time runs out.
+e2e_serve_port() {
+    PORT=
+    _w=0
+    while [ $_w -lt 100 ]; do
+        PORT=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$1")
+        [ -n "$PORT" ] && break
+        kill -0 "$2" 2>/dev/null || break
+        sleep 0.1
+        _w=$((_w + 1))
+    done
+}
+
+# e2e_stop_servers: SIGTERM to every process id in $PIDS, waits for each,
+# empties $PIDS.
+e2e_stop_servers() {
+    for _p in $PIDS; do
+        kill "$_p" 2>/dev/null
+        wait "$_p" 2>/dev/null
+    done
+    PIDS=
+}

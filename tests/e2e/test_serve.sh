@@ -68,15 +68,7 @@ fi
 "$KITE" serve --port 0 -t 1 --parallel 8 --ctx 256 --api-key "$KEY" --timeout 2 --max-body 65536 \
     </dev/null >"$T/server.out" 2>"$T/server.log" &
 PID=$!
-PORT=
-i=0
-while [ $i -lt 100 ]; do
-    PORT=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$T/server.log")
-    [ -n "$PORT" ] && break
-    kill -0 "$PID" 2>/dev/null || break
-    sleep 0.1
-    i=$((i + 1))
-done
+e2e_serve_port "$T/server.log" "$PID"
 if [ -z "$PORT" ]; then
     e2e_fail "server starts" "no 'listening on' line: $(e2e_first_line "$T/server.log")"
     e2e_summary

@@ -20,15 +20,8 @@ T=$E2E_TMP
 KEY=hostile-key-1
 PIDS=
 
-stop_servers() {
-    for p in $PIDS; do
-        kill "$p" 2>/dev/null
-        wait "$p" 2>/dev/null
-    done
-    PIDS=
-}
-trap 'stop_servers; rm -rf "$E2E_TMP"' EXIT
-trap 'stop_servers; rm -rf "$E2E_TMP"; exit 130' INT TERM
+trap 'e2e_stop_servers; rm -rf "$E2E_TMP"' EXIT
+trap 'e2e_stop_servers; rm -rf "$E2E_TMP"; exit 130' INT TERM
 
 if ! command -v node >/dev/null 2>&1; then
     printf '  skip  hostile clients: node is not installed\n'
@@ -36,28 +29,21 @@ if ! command -v node >/dev/null 2>&1; then
     exit 0
 fi
 
-# start NAME ARGS...: starts a server, sets $port (empty on failure).
+# start NAME ARGS...: starts a server (its log is $T/NAME.log), sets $PORT
+# ("" on failure).
 start() {
-    name=$1
+    _n=$1
     shift
-    "$KITE" serve --port 0 -t 1 --ctx 256 --timeout 3 "$@" </dev/null >"$T/$name.out" 2>"$T/$name.log" &
-    spid=$!
-    PIDS="$PIDS $spid"
-    port=
-    i=0
-    while [ $i -lt 100 ]; do
-        port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$T/$name.log")
-        [ -n "$port" ] && break
-        kill -0 "$spid" 2>/dev/null || break
-        sleep 0.1
-        i=$((i + 1))
-    done
+    "$KITE" serve --port 0 -t 1 --ctx 256 --timeout 3 "$@" </dev/null >"$T/$_n.out" 2>"$T/$_n.log" &
+    PIDS="$PIDS $!"
+    e2e_serve_port "$T/$_n.log" $!
 }
 
 start a --api-key "$KEY" --max-body 65536 --cors http://good.example --allowed-hosts api.example
-PORT=$port
+PORT1=$PORT
 start b --max-body 65536 --allowed-hosts '*' --parallel 1
-PORT2=$port
+PORT2=$PORT
+PORT=$PORT1
 if [ -z "$PORT" ] || [ -z "$PORT2" ]; then
     e2e_fail "servers start" "$(e2e_first_line "$T/a.log") / $(e2e_first_line "$T/b.log")"
     e2e_summary

@@ -37,15 +37,8 @@ PIDS=
 
 skip() { printf '  skip  %s: %s\n' "$1" "$2"; }
 
-stop_servers() {
-    for p in $PIDS; do
-        kill "$p" 2>/dev/null
-        wait "$p" 2>/dev/null
-    done
-    PIDS=
-}
-trap 'stop_servers; rm -rf "$E2E_TMP"' EXIT
-trap 'stop_servers; rm -rf "$E2E_TMP"; exit 130' INT TERM
+trap 'e2e_stop_servers; rm -rf "$E2E_TMP"' EXIT
+trap 'e2e_stop_servers; rm -rf "$E2E_TMP"; exit 130' INT TERM
 
 if ! command -v curl >/dev/null 2>&1; then
     skip "kite serve --lookup" "curl is not installed"
@@ -60,15 +53,7 @@ start() {
     "$KITE" serve --port 0 -t 1 --parallel 4 --ctx 256 -q "$@" </dev/null >"$T/$_name.out" 2>"$T/$_name.log" &
     _pid=$!
     PIDS="$PIDS $_pid"
-    PORT=
-    _i=0
-    while [ $_i -lt 100 ]; do
-        PORT=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$T/$_name.log")
-        [ -n "$PORT" ] && break
-        kill -0 "$_pid" 2>/dev/null || break
-        sleep 0.1
-        _i=$((_i + 1))
-    done
+    e2e_serve_port "$T/$_name.log" "$_pid"
 }
 
 start spec --lookup 3 --draft-max 6
@@ -199,7 +184,7 @@ if [ -n "$ds" ] && awk -v s="$ds" 'BEGIN { exit !(s > 0) }' && [ "$db" = 0 ]; th
 else
     e2e_fail "/metrics draft counters" "kite_spec_draft_seconds_total '$ds' kite_kv_draft_blocks_used '$db'"
 fi
-stop_servers
+e2e_stop_servers
 
 # kite bench --parallel ... --lookup: both runs in one invocation, acceptance and tokens/pass reported
 e2e_kite "$T/bench.out" "$T/bench.err" bench --parallel 2 -t 1 -n 24 --lookup 3 --reps 1 --json \

@@ -319,19 +319,22 @@ static bool sse_end(gen_req *g, bool failed, const char *errmsg) {
     return buf_append(&g->out, &g->out_len, &g->out_cap, "data: [DONE]\n\n", 14);
 }
 
+/* Hands up to max formatted bytes to MHD (out_pos < out_len). */
+static ssize_t out_take(gen_req *g, char *buf, size_t max) {
+    size_t n = g->out_len - g->out_pos;
+    if (n > max) n = max;
+    memcpy(buf, g->out + g->out_pos, n);
+    g->out_pos += n;
+    if (g->out_pos == g->out_len) g->out_pos = g->out_len = 0;
+    return (ssize_t)n;
+}
+
 /* MHD content reader: blocks (in slices) until there is something to send. */
 static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
     gen_req *g = cls;
     (void)pos;
     for (;;) {
-        if (g->out_pos < g->out_len) {
-            size_t n = g->out_len - g->out_pos;
-            if (n > max) n = max;
-            memcpy(buf, g->out + g->out_pos, n);
-            g->out_pos += n;
-            if (g->out_pos == g->out_len) g->out_pos = g->out_len = 0;
-            return (ssize_t)n;
-        }
+        if (g->out_pos < g->out_len) return out_take(g, buf, max);
         if (g->ended) return MHD_CONTENT_READER_END_OF_STREAM;
 
         /* a stream waiting longer than half the idle timeout (queued behind
@@ -397,13 +400,7 @@ static ssize_t json_read(void *cls, uint64_t pos, char *buf, size_t max) {
         return 1;
     }
     for (;;) {
-        if (g->out_pos < g->out_len) {
-            size_t n = g->out_len - g->out_pos;
-            if (n > max) n = max;
-            memcpy(buf, g->out + g->out_pos, n);
-            g->out_pos += n;
-            return (ssize_t)n;
-        }
+        if (g->out_pos < g->out_len) return out_take(g, buf, max);
         if (g->ended) return MHD_CONTENT_READER_END_OF_STREAM;
         double t0 = time_now_s();
         pthread_mutex_lock(&g->mu);
