@@ -79,5 +79,10 @@ for p in $PIDS; do
     else e2e_fail "server $p" "not running or bad exit at the end: $(tail -n 2 "$T"/*.log | tr '\n' ' ')"; fi
 done
 PIDS=
+if grep -l "runtime error\|AddressSanitizer\|LeakSanitizer" "$T"/a.log "$T"/b.log >/dev/null 2>&1; then
+    e2e_fail "sanitizers" "$(grep -h -m 3 "runtime error\|Sanitizer" "$T"/a.log "$T"/b.log | tr '\n' ' ')"
+else
+    e2e_ok "no sanitizer report in the server logs"
+fi
 
 e2e_summary
