@@ -86,6 +86,10 @@ int cmd_synth(int argc, char **argv) {
         fprintf(stderr, "kite %s: %s\n", CMD, kite_last_error());
         return 1;
     }
+    char fell[1024];
+    int n_fell = synth_fallbacks(&p, fell, sizeof fell);
+    if (n_fell > 0) /* like kite quantize: rows a block does not fit get llama.cpp's fallback type */
+        fprintf(stderr, "kite %s: %d tensors fell back to a type that fits their row length: %s\n", CMD, n_fell, fell);
     double t0 = time_now_s();
     if (synth_write(&p, out) != KITE_OK) {
         fprintf(stderr, "kite %s: %s\n", CMD, kite_last_error());
