@@ -398,6 +398,8 @@ e2e_expect_error "convert: pickle as model" 1 "kite convert:" "Python pickle" \
 printf '\012\011\012\005<unk>\025\000\000\000\000\030\002' >"$T/tokenizer.model"
 e2e_expect_error "convert: SentencePiece .model as tokenizer" 1 "kite convert: $T/tokenizer.model: not a llama2.c tokenizer" \
     "SentencePiece .model" convert "$C/stories260K.bin" --tokenizer "$T/tokenizer.model" -o "$T/bad.gguf"
+e2e_expect_error "convert --hf: a GGUF file, not a directory" 1 "kite convert: --hf $M is a file: it looks like a GGUF file" \
+    "not a Hugging Face model directory" convert --hf "$M" -o "$T/bad.gguf"
 e2e_expect_error "convert: text as tokenizer" 1 "kite convert:" "it looks like a text file" \
     convert "$C/stories260K.bin" --tokenizer "$T/text.gguf" -o "$T/bad.gguf"
 if [ -e "$T/bad.gguf" ]; then

@@ -179,6 +179,9 @@ static int parse_header(const char *path, const uint8_t *b, uint64_t size, llama
     if (kind != GGUF_SNIFF_UNKNOWN && kind != GGUF_SNIFF_LLAMA2C)
         return err_set(KITE_E_FORMAT, "%s: not a llama2.c checkpoint: it looks like %s%s", path, gguf_sniff_name(kind),
                        kind == GGUF_SNIFF_GGUF ? " (already converted: give it to -m as it is)" : "");
+    if (size < 28)
+        return err_set(KITE_E_FORMAT, "%s: file has %" PRIu64 " bytes, less than the 28-byte llama2.c header", path,
+                       size);
     if (size >= 4 && (uint32_t)rd_i32(b) == LLAMA2C_MAGIC) {
         if (size < LLAMA2C_HEADER_SIZE)
             return err_set(KITE_E_FORMAT, "%s: file has %" PRIu64 " bytes, less than the %d-byte llama2.c header",
