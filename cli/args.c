@@ -409,3 +409,9 @@ void cli_usage(FILE *f, const cli_spec *s, const void *defaults) {
     fprintf(f, "  -h, --help%*sthis text\n", HELP_COL - 12, "");
     if (s->epilog) fprintf(f, "\n%s", s->epilog);
 }
+
+void cli_warn_ctx(const char *cmd, int64_t n_ctx, int32_t n_ctx_train) {
+    if (n_ctx_train > 0 && n_ctx > n_ctx_train)
+        fprintf(stderr, "kite %s: warning: -c %lld is above the model's trained context (%d): past %d positions "
+                "the output is likely to degrade\n", cmd, (long long)n_ctx, (int)n_ctx_train, (int)n_ctx_train);
+}

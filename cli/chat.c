@@ -210,6 +210,7 @@ static int chat_open(chat_session *s) {
     kite_model_get_info(s->model, &info);
     kite_ctx_params cp = kite_ctx_default_params();
     cp.n_ctx = o->n_ctx ? (int32_t)o->n_ctx : (info.n_ctx_train < 4096 ? info.n_ctx_train : 4096);
+    cli_warn_ctx("chat", o->n_ctx, info.n_ctx_train);
     cp.n_threads = (int32_t)o->n_threads;
     if (kite_ctx_new(s->model, &cp, &s->ctx) != KITE_OK || kite_sampler_new(&o->sp, info.n_vocab, &s->smp) != KITE_OK ||
         kite_gen_new(s->model, &s->gen) != KITE_OK || chat_tokenizer_new(s->model, &s->ct) != KITE_OK)

@@ -251,6 +251,10 @@ int cli_opt_lookahead(const cli_opt *o, void *state, const char *cmd, const char
 void cli_json_string(FILE *f, const char *s, size_t len);
 void cli_json_ids(FILE *f, const int32_t *ids, size_t n);
 
+/* Warns on stderr (llama.cpp does too) when a -c of n_ctx positions is
+ * above the model's trained context n_ctx_train (0: unknown, no warning). */
+void cli_warn_ctx(const char *cmd, int64_t n_ctx, int32_t n_ctx_train);
+
 /* Prints the usage error line and returns 2. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

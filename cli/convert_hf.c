@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "convert/hf_convert.h"
+#include "gguf/gguf.h"
 #include "kite.h"
 #include "tensor/dtype.h"
 
@@ -89,6 +90,18 @@ int convert_hf(int argc, char **argv) {
     if (rc >= 0) return rc;
     if (!p.dir) return cli_usage_error(CMD, "--hf DIR is required");
     if (!p.out_path) return cli_usage_error(CMD, "-o OUT.gguf is required");
+    FILE *f = fopen(p.dir, "rb"); /* a file where the directory belongs: say what it looks like */
+    if (f) {
+        unsigned char head[256];
+        size_t n = fread(head, 1, sizeof head, f);
+        fclose(f);
+        if (n > 0) { /* fread fails on a directory */
+            const char *kind = gguf_sniff_name(gguf_sniff(head, n));
+            fprintf(stderr, "kite %s: --hf %s is a file%s%s, not a Hugging Face model directory (config.json, "
+                    "*.safetensors, tokenizer.json)\n", CMD, p.dir, *kind ? ": it looks like " : "", kind);
+            return 1;
+        }
+    }
     hf_convert_info info;
     if (hf_convert(&p, &info)) {
         fprintf(stderr, "kite %s: %s\n", CMD, kite_last_error());

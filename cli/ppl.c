@@ -221,6 +221,11 @@ static void report(const ppl_opts *o, const kite_model_info *info, const eval_pl
     }
 }
 
+/* Below this many scored tokens the result gets a warning (the standard
+ * error of a mean NLL over n tokens shrinks only as 1/sqrt(n)); a round
+ * number chosen by hand, not by a measurement. */
+#define PPL_FEW_TOKENS 200
+
 int cmd_ppl(int argc, char **argv) {
     ppl_opts args = {0};
     int prc = cli_parse(&cli_spec_ppl, argc, argv, &args);
@@ -310,6 +315,10 @@ int cmd_ppl(int argc, char **argv) {
     }
 
     report(&args, &info, &plan, &s, kite_ctx_n_threads(ctx), n_ctx, base != NULL);
+    if (plan.n_scored < PPL_FEW_TOKENS)
+        fprintf(stderr, "kite ppl: warning: only %lld tokens scored: too few for a reliable perplexity (the +/- is "
+                "itself a rough estimate); use a text of at least %d tokens\n", (long long)plan.n_scored,
+                PPL_FEW_TOKENS);
     status = fflush(stdout) == 0 ? 0 : 1;
 done:
     eval_logits_write_abort(save);

@@ -224,11 +224,9 @@ fail:
     return status;
 }
 
+static bool have_gnuplot(void) { return system("command -v gnuplot >/dev/null 2>&1") == 0; }
+
 static int write_png(const char *png, const rl_hw *hw, const rl_result *r) {
-    if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
-        fprintf(stderr, "kite %s: gnuplot not installed, --png %s skipped\n", CMD, png);
-        return 0;
-    }
     char dat[64], gp[64];
     snprintf(dat, sizeof dat, "/tmp/kite-roofline-%d.dat", (int)getpid());
     snprintf(gp, sizeof gp, "/tmp/kite-roofline-%d.gp", (int)getpid());
@@ -314,7 +312,7 @@ static const cli_opt roofline_opts_table[] = {
      .kind = CLI_FN, .nargs = CLI_NARGS_REST, .fn = opt_sweep, .example = "batch=1..4"},
     {.names = "--svg", .arg = "FILE", .help = "write the roofline chart as SVG", .kind = CLI_STR,
      CLI_AT(roofline_opts, svg)},
-    {.names = "--png", .arg = "FILE", .help = "the chart through gnuplot (skipped if gnuplot is not installed)",
+    {.names = "--png", .arg = "FILE", .help = "the chart through gnuplot (an error if gnuplot is not installed)",
      .kind = CLI_STR, CLI_AT(roofline_opts, png)},
     {.names = "--compare",
      .help = "run -m MODEL here with per-op profiling (batch 1); print predicted vs\nmeasured per op type and in total",
@@ -347,6 +345,11 @@ int cmd_roofline(int argc, char **argv) {
     const int64_t blo = o.blo, bhi = o.bhi, plo = o.plo, phi = o.phi;
     const bool json = o.json, cmp = o.cmp, reprobe = o.reprobe, sweep = o.sweep;
     if (model && shape) return cli_usage_error(CMD, "-m and --shape exclude each other");
+    if (png && !have_gnuplot()) { /* checked first: an error before any work, never a silent skip */
+        fprintf(stderr, "kite %s: --png %s needs gnuplot, which is not installed (apt-get install gnuplot; "
+                "--svg FILE needs nothing)\n", CMD, png);
+        return 1;
+    }
     if (cmp && !model)
         return cli_usage_error(CMD, "--compare runs a model: give -m FILE (e.g. one made by `kite synth --shape NAME`)");
 

@@ -286,6 +286,7 @@ static int run_open(run_session *s) {
     kite_model_get_info(s->model, &s->info);
     kite_ctx_params cp = kite_ctx_default_params();
     cp.n_ctx = o->n_ctx ? (int32_t)o->n_ctx : (s->info.n_ctx_train < 4096 ? s->info.n_ctx_train : 4096);
+    cli_warn_ctx("run", o->n_ctx, s->info.n_ctx_train);
     cp.n_threads = (int32_t)o->n_threads;
     cp.kv_type = o->kv_type;
     if (kite_ctx_new(s->model, &cp, &s->ctx) != KITE_OK ||

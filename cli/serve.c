@@ -116,6 +116,11 @@ int cmd_serve(int argc, char **argv) {
         fprintf(stderr, "kite serve: %s\n", kite_last_error());
         return 1;
     }
+    {
+        kite_model_info mi;
+        kite_model_get_info(model, &mi);
+        cli_warn_ctx("serve", sp.engine.n_ctx, mi.n_ctx_train);
+    }
     if (draft_path && (st = kite_model_load(draft_path, &mp, &draft)) != KITE_OK) {
         fprintf(stderr, "kite serve: --draft-model: %s\n", kite_last_error());
         kite_model_free(model);

@@ -136,6 +136,7 @@ int cmd_sot(int argc, char **argv) {
     ep.n_parallel = (o.sp.max_points > 0 ? o.sp.max_points : 10) + 1;
     ep.n_threads = (int32_t)o.n_threads;
     ep.n_ctx = (int32_t)(o.n_ctx ? o.n_ctx : (m->hp.n_ctx_train < 4096 ? m->hp.n_ctx_train : 4096));
+    cli_warn_ctx("sot", o.n_ctx, m->hp.n_ctx_train);
     if (engine_new(m, &ep, &e) != KITE_OK) {
         fprintf(stderr, "kite sot: %s\n", kite_last_error());
         goto done;

@@ -32,7 +32,9 @@ static const cli_opt synth_opts_table[] = {
     {.names = "--type", .arg = "TYPE",
      .help = "matrix type: any type kite can quantize to (f32, f16, bf16, and the\n"
              "block formats once they have a reference quantizer), or q4_k_m\n"
-             "(llama.cpp's Q4_K_M mix of q4_K and q6_K); norm vectors stay f32",
+             "(llama.cpp's Q4_K_M mix of q4_K and q6_K); norm vectors stay f32;\n"
+             "rows the type's block does not fit get kite quantize's fallback\n"
+             "type (q4_k->q5_0, q6_k->q8_0, ..., else f16), listed on stderr",
      .kind = CLI_STR, CLI_AT(synth_opts, type)},
     {.names = "-o, --output", .arg = "F", .help = "output path (written to a temporary file, then renamed)",
      .kind = CLI_STR, CLI_AT(synth_opts, out)},
@@ -86,6 +88,10 @@ int cmd_synth(int argc, char **argv) {
         fprintf(stderr, "kite %s: %s\n", CMD, kite_last_error());
         return 1;
     }
+    char fell[1024];
+    int n_fell = synth_fallbacks(&p, fell, sizeof fell);
+    if (n_fell > 0) /* like kite quantize: rows a block does not fit get llama.cpp's fallback type */
+        fprintf(stderr, "kite %s: %d tensors fell back to a type that fits their row length: %s\n", CMD, n_fell, fell);
     double t0 = time_now_s();
     if (synth_write(&p, out) != KITE_OK) {
         fprintf(stderr, "kite %s: %s\n", CMD, kite_last_error());

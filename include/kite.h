@@ -81,11 +81,13 @@ typedef struct kite_model_params {
 
 kite_model_params kite_model_default_params(void);
 
-/* Loads a GGUF model from path.  A file without tensors is accepted as a
- * vocab-only model (tokenizer functions work, kite_ctx_new fails).
+/* Loads a GGUF model from path.  With params->vocab_only only the tokenizer
+ * is loaded (tokenizer functions work, kite_ctx_new fails); without it a
+ * file with no tensors (a vocab-only GGUF) fails with KITE_E_STATE and
+ * "PATH is a vocab-only GGUF (a vocabulary, no weights)".
  * On success *out owns the model; free it with kite_model_free.
  * Returns KITE_OK, or KITE_E_IO / KITE_E_FORMAT / KITE_E_UNSUPPORTED /
- * KITE_E_NOT_FOUND / KITE_E_NOMEM with *out unchanged. */
+ * KITE_E_NOT_FOUND / KITE_E_STATE / KITE_E_NOMEM with *out unchanged. */
 int kite_model_load(const char *path, const kite_model_params *params,
                     kite_model **out /* OUT: new model */);
 void kite_model_free(kite_model *model); /* NULL is a no-op */

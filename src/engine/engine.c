@@ -479,7 +479,7 @@ static void *engine_main(void *arg) {
 int engine_new(kite_model *model, const engine_params *params, engine **out) {
     if (!model || !out) return err_set(KITE_E_ARG, "engine_new: model and out are required");
     engine_params p = params ? *params : engine_default_params();
-    if (model->vocab_only) return err_set(KITE_E_STATE, "engine_new: vocab-only model (no weights)");
+    if (model->vocab_only) return model_err_vocab_only(model->path);
     const model_hparams *hp = &model->hp;
     if (p.n_parallel < 0 || p.n_parallel > 4096 || p.n_ctx < 0 || p.kv_mem_bytes < 0 || p.block_size < 0 ||
         p.block_size > 4096 || p.step_tokens < 0 || p.step_tokens > 65536 || p.n_threads < 0)

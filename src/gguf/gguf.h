@@ -140,6 +140,25 @@ void gguf_close(gguf_ctx *ctx); /* NULL is a no-op */
  * (file mapping) or "memory" (gguf_open_memory).  Static string. */
 const char *gguf_residency(const gguf_ctx *ctx);
 
+/* What a model file looks like from its first bytes (gguf_sniff.c), for
+ * messages that say more than "bad magic": the reader's magic error and the
+ * llama2.c converter's header checks use it. */
+enum gguf_sniff_kind {
+    GGUF_SNIFF_UNKNOWN = 0,
+    GGUF_SNIFF_GGUF,         /* "GGUF" magic */
+    GGUF_SNIFF_TEXT,         /* printable ASCII / UTF-8 and whitespace only */
+    GGUF_SNIFF_SPM,          /* a SentencePiece .model (protobuf ModelProto) */
+    GGUF_SNIFF_ZIP,          /* a zip archive: PyTorch's .pt/.pth/.bin since 1.6 */
+    GGUF_SNIFF_PICKLE,       /* a Python pickle: older PyTorch checkpoints */
+    GGUF_SNIFF_SAFETENSORS,  /* u64 header length, then a JSON object */
+    GGUF_SNIFF_LLAMA2C,      /* a llama2.c checkpoint (v1/v2 magic "ak42", or a plausible v0 header) */
+    GGUF_SNIFF_LLAMA2C_TOK,  /* a llama2.c tokenizer.bin */
+};
+/* The kind of head[0..n) (the file's first bytes; 256 are plenty). */
+int gguf_sniff(const void *head, size_t n);
+/* "a text file", "a SentencePiece .model (protobuf)", ...; "" for UNKNOWN. */
+const char *gguf_sniff_name(int kind);
+
 /* ---- lookups (linear or hashed, O(1) amortised is not required) ---- */
 
 /* Index of key, or -1. */

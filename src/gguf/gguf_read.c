@@ -407,8 +407,15 @@ static int parse_header(parser *p, gguf_ctx *ctx) {
     if (rc) return rc;
     if (memcmp(p->base, GGUF_MAGIC, 4) != 0) {
         snprintf(p->field, sizeof p->field, "magic");
-        return perr(p, KITE_E_FORMAT, "not a GGUF file (expected \"GGUF\", found %02x %02x %02x %02x)", p->base[0],
-                    p->base[1], p->base[2], p->base[3]);
+        const int kind = gguf_sniff(p->base, p->size < 256 ? (size_t)p->size : 256);
+        const char *hint = kind == GGUF_SNIFF_LLAMA2C ? "; convert it first: kite convert MODEL.bin --tokenizer "
+                                                        "TOK.bin -o OUT.gguf"
+                           : kind == GGUF_SNIFF_SAFETENSORS || kind == GGUF_SNIFF_ZIP || kind == GGUF_SNIFF_PICKLE
+                               ? "; for a Hugging Face model directory: kite convert --hf DIR -o OUT.gguf"
+                               : "";
+        return perr(p, KITE_E_FORMAT, "not a GGUF file (expected \"GGUF\", found %02x %02x %02x %02x)%s%s%s",
+                    p->base[0], p->base[1], p->base[2], p->base[3], kind ? ": it looks like " : "",
+                    gguf_sniff_name(kind), hint);
     }
     p->pos = 4;
     snprintf(p->field, sizeof p->field, "version");

@@ -155,8 +155,7 @@ fail:
 
 static int check_model(const kite_model *model) {
     if (model->vocab_only)
-        return err_set(KITE_E_STATE, "%s: vocab-only model (no weights): cannot create an inference context",
-                       model->path);
+        return model_err_vocab_only(model->path); /* loaded with vocab_only */
     return KITE_OK;
 }
 

@@ -333,6 +333,10 @@ static char *str_or_empty(const gguf_ctx *g, const char *key) {
     return gguf_str_dup(s);
 }
 
+int model_err_vocab_only(const char *path) {
+    return err_set(KITE_E_STATE, "%s is a vocab-only GGUF (a vocabulary, no weights)", path ? path : "model");
+}
+
 int kite_model_load(const char *path, const kite_model_params *params, kite_model **out) {
     if (!path || !out) return err_set(KITE_E_ARG, "kite_model_load: path and out are required");
     kite_model_params p = params ? *params : kite_model_default_params();
@@ -347,7 +351,11 @@ int kite_model_load(const char *path, const kite_model_params *params, kite_mode
     if (!m->arch || !m->name) goto oom;
     if ((rc = vocab_load_gguf(m->gguf, &m->vocab))) goto fail;
 
-    if (p.vocab_only || m->gguf->n_tensors == 0) {
+    if (!p.vocab_only && m->gguf->n_tensors == 0) { /* every command that needs weights says so, from here */
+        rc = model_err_vocab_only(path);
+        goto fail;
+    }
+    if (p.vocab_only) {
         m->vocab_only = true;
         m->hp.n_vocab = vocab_n_tokens(m->vocab);
         *out = m;

@@ -128,4 +128,10 @@ struct kite_model {
  * writable memory (heap residency).  Returns a kite_status. */
 int model_repack(kite_model *m);
 
+/* The one message for a vocab-only file where weights are needed: records
+ * "PATH is a vocab-only GGUF (a vocabulary, no weights)" and returns
+ * KITE_E_STATE.  Used by the loader (a file without tensors, vocab_only not
+ * asked for), kite_ctx_new and engine_new. */
+int model_err_vocab_only(const char *path);
+
 #endif

@@ -180,17 +180,17 @@ static int read_text(const char *path, char **out, size_t *len) {
 int qm_new(const char *in_path, const gguf_ctx *in, const quant_choice *plan, const quant_params *p, threadpool *tp,
            qm_state **out) {
     if (p->group != 0 && p->group != 32 && p->group != 64 && p->group != 128)
-        return err_set(KITE_E_ARG, "quantize: --group %d: must be 32, 64 or 128", p->group);
+        return err_set(KITE_E_ARG, "--group %d: must be 32, 64 or 128", p->group);
     if (p->method != QUANT_RTN && p->method != QUANT_GPTQ && p->method != QUANT_AWQ)
-        return err_set(KITE_E_ARG, "quantize: unknown method %d", p->method);
+        return err_set(KITE_E_ARG, "unknown method %d", p->method);
     if (p->method != QUANT_RTN && !p->calib_path)
-        return err_set(KITE_E_ARG, "quantize: --method %s needs a calibration text (--calib FILE)",
+        return err_set(KITE_E_ARG, "--method %s needs a calibration text (--calib FILE)",
                        p->method == QUANT_GPTQ ? "gptq" : "awq");
     qm_state *s = calloc(1, sizeof *s);
     char *text = NULL;
     kite_token *toks = NULL;
     int rc = KITE_OK;
-    if (!s) return err_set(KITE_E_NOMEM, "quantize: out of memory");
+    if (!s) return err_set(KITE_E_NOMEM, "out of memory");
     s->in = in;
     s->plan = plan;
     s->p = *p;
@@ -205,7 +205,7 @@ int qm_new(const char *in_path, const gguf_ctx *in, const quant_choice *plan, co
     s->qtype = malloc((n ? n : 1) * sizeof *s->qtype);
     s->qconv = malloc((n ? n : 1) * sizeof *s->qconv);
     if (!s->t_layer || !s->t_role || !s->route || !s->qtype || !s->qconv) {
-        rc = err_set(KITE_E_NOMEM, "quantize: out of memory");
+        rc = err_set(KITE_E_NOMEM, "out of memory");
         goto fail;
     }
     if (p->method != QUANT_RTN) {
@@ -220,7 +220,7 @@ int qm_new(const char *in_path, const gguf_ctx *in, const quant_choice *plan, co
     }
     const size_t n_roles = (size_t)(s->n_layer + 1) * TR_COUNT;
     if (!(s->role_ix = malloc(n_roles * sizeof *s->role_ix))) {
-        rc = err_set(KITE_E_NOMEM, "quantize: out of memory");
+        rc = err_set(KITE_E_NOMEM, "out of memory");
         goto fail;
     }
     for (size_t k = 0; k < n_roles; k++) s->role_ix[k] = -1;
@@ -240,7 +240,7 @@ int qm_new(const char *in_path, const gguf_ctx *in, const quant_choice *plan, co
     /* per thread: GPTQ scratch, an input row and an output row of blocks */
     s->scratch_floats = gptq_scratch_floats((int)max_ne0) + 2 * (size_t)max_ne0 + 64;
     if (!(s->scratch = malloc((size_t)s->n_threads * s->scratch_floats * sizeof(float)))) {
-        rc = err_set(KITE_E_NOMEM, "quantize: out of memory for scratch");
+        rc = err_set(KITE_E_NOMEM, "out of memory for scratch");
         goto fail;
     }
     if (p->method != QUANT_RTN) {
@@ -574,6 +574,6 @@ int qm_fill(qm_state *s, uint64_t i, int64_t row0, int64_t n_rows, void *dst) {
     case QM_GPTQ: return gptq_fill(s, i, row0, n_rows, dst);
     case QM_AWQ: return awq_fill(s, i, row0, n_rows, dst);
     case QM_GRID: return run_rows(s, i, row0, n_rows, dst, NULL, NULL);
-    default: return err_set(KITE_E_STATE, "quantize: tensor %" PRIu64 " has no method route", i);
+    default: return err_set(KITE_E_STATE, "tensor %" PRIu64 " has no method route", i);
     }
 }

@@ -88,14 +88,14 @@ static void model_info(const gguf_ctx *in, char **names, const int32_t *layers, 
 
 static int check_target(uint32_t t, const char *what) {
     const dtype_traits *tr = dtype_get(t);
-    if (!tr || !tr->name) return err_set(KITE_E_ARG, "quantize: %s: unknown type id %" PRIu32, what, t);
+    if (!tr || !tr->name) return err_set(KITE_E_ARG, "%s: unknown type id %" PRIu32, what, t);
     if (!tr->from_float)
-        return err_set(KITE_E_ARG, "quantize: %s: type %s has no reference quantizer", what, tr->name);
+        return err_set(KITE_E_ARG, "%s: type %s has no reference quantizer", what, tr->name);
     return KITE_OK;
 }
 
 int quant_plan(const gguf_ctx *in, const quant_params *p, quant_choice *out, quant_model_info *mi_out) {
-    if (!in || !p || !out) return err_set(KITE_E_ARG, "quantize: NULL argument");
+    if (!in || !p || !out) return err_set(KITE_E_ARG, "quant_model: NULL argument");
     int rc = check_target(p->recipe ? p->recipe->base : p->type, "--type");
     if (rc) return rc;
     const uint64_t n = in->n_tensors;
@@ -104,12 +104,12 @@ int quant_plan(const gguf_ctx *in, const quant_params *p, quant_choice *out, qua
     quant_model_info mi;
     bool warned_requant = false;
     if (!names || !layers) {
-        rc = err_set(KITE_E_NOMEM, "quantize: out of memory");
+        rc = err_set(KITE_E_NOMEM, "out of memory");
         goto done;
     }
     for (uint64_t i = 0; i < n; i++) {
         if (!(names[i] = gguf_str_dup(in->tensors[i].name))) {
-            rc = err_set(KITE_E_NOMEM, "quantize: out of memory");
+            rc = err_set(KITE_E_NOMEM, "out of memory");
             goto done;
         }
         layers[i] = arch_name_layer(names[i]);
@@ -137,14 +137,14 @@ int quant_plan(const gguf_ctx *in, const quant_params *p, quant_choice *out, qua
         if (c.convert) {
             const dtype_traits *tr = dtype_get(t->type);
             if (!tr || !tr->to_float) {
-                rc = err_set(KITE_E_UNSUPPORTED, "quantize: %s: input type %s cannot be converted (no dequantizer)",
+                rc = err_set(KITE_E_UNSUPPORTED, "%s: input type %s cannot be converted (no dequantizer)",
                              name, dtype_name(t->type));
                 goto done;
             }
             if (!is_float_type(t->type)) {
                 if (!p->allow_requantize) {
                     rc = err_set(KITE_E_UNSUPPORTED,
-                                 "quantize: %s: input is already quantized (%s); requantizing loses quality, "
+                                 "%s: input is already quantized (%s); requantizing loses quality, "
                                  "pass --allow-requantize to do it anyway", name, dtype_name(t->type));
                     goto done;
                 }
@@ -253,7 +253,7 @@ static int fill_rows(void *user, int64_t row0, int64_t n_rows, void *dst) {
 static int copy_metadata(const gguf_ctx *in, gguf_writer *w, uint32_t ftype) {
     for (uint64_t i = 0; i < in->n_kv; i++) {
         char *key = gguf_str_dup(in->kv[i].key);
-        if (!key) return err_set(KITE_E_NOMEM, "quantize: out of memory");
+        if (!key) return err_set(KITE_E_NOMEM, "out of memory");
         int rc = gguf_writer_set_value(w, key, &in->kv[i].value);
         free(key);
         if (rc) return rc;
@@ -264,7 +264,7 @@ static int copy_metadata(const gguf_ctx *in, gguf_writer *w, uint32_t ftype) {
 }
 
 int quant_model(const char *in_path, const char *out_path, const quant_params *p, quant_stats *stats) {
-    if (!in_path || !out_path || !p) return err_set(KITE_E_ARG, "quantize: NULL argument");
+    if (!in_path || !out_path || !p) return err_set(KITE_E_ARG, "quant_model: NULL argument");
     gguf_ctx *in = NULL;
     gguf_writer *w = NULL;
     quant_choice *plan = NULL;
@@ -283,7 +283,7 @@ int quant_model(const char *in_path, const char *out_path, const quant_params *p
     plan = calloc(n ? n : 1, sizeof *plan);
     srcs = calloc(n ? n : 1, sizeof *srcs);
     if (!plan || !srcs) {
-        rc = err_set(KITE_E_NOMEM, "quantize: out of memory");
+        rc = err_set(KITE_E_NOMEM, "out of memory");
         goto done;
     }
     if ((rc = quant_plan(in, p, plan, NULL))) goto done;
@@ -298,7 +298,7 @@ int quant_model(const char *in_path, const char *out_path, const quant_params *p
     if (job.max_ne0 > 0) {
         job.scratch = malloc((size_t)n_threads * (size_t)job.max_ne0 * sizeof(float));
         if (!job.scratch) {
-            rc = err_set(KITE_E_NOMEM, "quantize: out of memory for %d scratch rows", n_threads);
+            rc = err_set(KITE_E_NOMEM, "out of memory for %d scratch rows", n_threads);
             goto done;
         }
     }
@@ -313,7 +313,7 @@ int quant_model(const char *in_path, const char *out_path, const quant_params *p
         for (uint64_t i = 0; i < n; i++)
             plan[i] = (quant_choice){.type = in->tensors[i].type, .wanted = in->tensors[i].type};
     if (!(w = gguf_writer_new())) {
-        rc = err_set(KITE_E_NOMEM, "quantize: out of memory");
+        rc = err_set(KITE_E_NOMEM, "out of memory");
         goto done;
     }
     if ((rc = copy_metadata(in, w, st.ftype))) goto done;
@@ -325,7 +325,7 @@ int quant_model(const char *in_path, const char *out_path, const quant_params *p
                          .out_row_bytes = dtype_row_size(plan[i].type, t->ne[0])};
         char *name = gguf_str_dup(t->name);
         if (!name) {
-            rc = err_set(KITE_E_NOMEM, "quantize: out of memory");
+            rc = err_set(KITE_E_NOMEM, "out of memory");
             goto done;
         }
         rc = gguf_writer_add_tensor_cb(w, name, plan[i].type, t->n_dims, t->ne, fill_rows, s);

@@ -21,7 +21,7 @@
 
 int rl_shape_from_name(const char *name, uint32_t wtype, rl_shape *sh) {
     const synth_shape *s = synth_shape_find(name);
-    if (!s) return err_set(KITE_E_NOT_FOUND, "roofline: unknown shape '%s' (%s)", name, synth_shape_list());
+    if (!s) return err_set(KITE_E_NOT_FOUND, "unknown shape '%s' (%s)", name, synth_shape_list());
     memset(sh, 0, sizeof *sh);
     snprintf(sh->name, sizeof sh->name, "%s", s->name);
     sh->n_embd = s->n_embd;
@@ -43,12 +43,8 @@ int rl_shape_from_file(const char *path, rl_shape *sh) {
     mp.use_mmap = true;
     int rc = kite_model_load(path, &mp, &m);
     if (rc != KITE_OK) goto done;
-    kite_model_info mi;
+    kite_model_info mi; /* a vocab-only file fails in the loader (model_err_vocab_only) */
     kite_model_get_info(m, &mi);
-    if (mi.vocab_only) {
-        rc = err_set(KITE_E_STATE, "%s: vocab-only model has no weights", path);
-        goto done;
-    }
     gguf_open_params gp = {.use_mmap = true};
     rc = gguf_open(path, &gp, &g);
     if (rc != KITE_OK) goto done;

@@ -11,6 +11,7 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #include "core/threadpool.h"
 #include "gguf/gguf.h"
 #include "model/arch.h"
+#include "quant/quantize.h"
 #include "tensor/dtype.h"
 
 /* ---- shapes ----------------------------------------------------------------- */
@@ -124,7 +126,8 @@ typedef struct synth_job synth_job;
 typedef struct synth_tensor {
     char name[ARCH_NAME_MAX];
     int role;          /* enum tensor_role */
-    uint32_t type;     /* enum kite_dtype */
+    uint32_t type;     /* enum kite_dtype written: `wanted` after quant_fallback */
+    uint32_t wanted;   /* what the type / mix asks for (== type unless the row length does not fit its block) */
     uint32_t index;    /* position in the file: part of the PRNG seed */
     int64_t ne[3];     /* ne[0] = row length (fan_in), ne[1] = rows, ne[2] = experts (1 otherwise) */
     float mean, std;   /* value distribution */
@@ -209,7 +212,8 @@ static size_t build_tensors(const synth_params *p, synth_tensor *t) {
             const char *name_ = arch_tensor_name(ai, (role_), (layer_), x->name, sizeof x->name);                 \
             KITE_ASSERT(name_); /* the row has the role */                                                         \
             x->role = (role_);                                                                                     \
-            x->type = (type_);                                                                                     \
+            x->wanted = (type_);                                                                                   \
+            x->type = quant_fallback(x->wanted, (ne0_)); /* kite quantize's rule for rows a block does not fit */  \
             x->index = (uint32_t)n;                                                                                \
             x->ne[0] = (ne0_);                                                                                     \
             x->ne[1] = (ne1_);                                                                                     \
@@ -281,45 +285,79 @@ static size_t build_tensors(const synth_params *p, synth_tensor *t) {
 
 static int check_type(uint32_t type, int64_t ne0, const char *what) {
     const dtype_traits *tr = dtype_get(type);
-    if (!tr || !tr->name) return err_set(KITE_E_ARG, "synth: unknown weight type id %" PRIu32, type);
+    if (!tr || !tr->name) return err_set(KITE_E_ARG, "unknown weight type id %" PRIu32, type);
     if (!tr->from_float)
-        return err_set(KITE_E_UNSUPPORTED, "synth: type %s has no reference quantizer (from_float) yet", tr->name);
+        return err_set(KITE_E_UNSUPPORTED, "type %s has no reference quantizer (from_float) yet", tr->name);
     if (ne0 % tr->block_size != 0)
-        return err_set(KITE_E_ARG, "synth: %s row length %" PRId64 " is not a multiple of the %s block size %" PRId32,
+        return err_set(KITE_E_ARG, "%s row length %" PRId64 " is not a multiple of the %s block size %" PRId32,
                        what, ne0, tr->name, tr->block_size);
     return KITE_OK;
 }
 
 int synth_check(const synth_params *p) {
-    if (!p) return err_set(KITE_E_ARG, "synth: NULL parameters");
+    if (!p) return err_set(KITE_E_ARG, "synth_check: NULL parameters");
     const synth_shape *s = &p->shape;
     if (s->n_embd <= 0 || s->n_ff <= 0 || s->n_layer <= 0 || s->n_head <= 0 || s->n_head_kv <= 0 ||
         s->n_ctx <= 0 || s->n_layer > 4096 || s->n_embd > (1 << 20) || s->n_ff > (1 << 22) || s->n_vocab > (1 << 24))
-        return err_set(KITE_E_ARG, "synth: shape '%s': sizes out of range", s->name ? s->name : "?");
+        return err_set(KITE_E_ARG, "shape '%s': sizes out of range", s->name ? s->name : "?");
     if (s->n_vocab < 259)
-        return err_set(KITE_E_ARG, "synth: n_vocab %d is below 259 (3 special + 256 byte tokens)", s->n_vocab);
+        return err_set(KITE_E_ARG, "n_vocab %d is below 259 (3 special + 256 byte tokens)", s->n_vocab);
     if ((s->head_dim <= 0 && s->n_embd % s->n_head != 0) || s->n_head % s->n_head_kv != 0 ||
         shape_head_dim(s) % 2 != 0 || shape_head_dim(s) / 2 > 1024)
-        return err_set(KITE_E_ARG, "synth: n_embd %d, n_head %d, n_head_kv %d: heads must divide evenly (even head size)",
+        return err_set(KITE_E_ARG, "n_embd %d, n_head %d, n_head_kv %d: heads must divide evenly (even head size)",
                        s->n_embd, s->n_head, s->n_head_kv);
     if (s->n_expert < 0 || s->n_expert > 4096 || (s->n_expert > 0 && (s->n_expert_used < 1 ||
         s->n_expert_used > s->n_expert)) || s->n_ff_exp < 0 || s->n_ff_exp > (1 << 22) || s->sliding_window < 0)
-        return err_set(KITE_E_ARG, "synth: shape '%s': expert counts (%d, top %d) or window out of range",
+        return err_set(KITE_E_ARG, "shape '%s': expert counts (%d, top %d) or window out of range",
                        s->name ? s->name : "?", s->n_expert, s->n_expert_used);
     const char *arch = shape_arch(s);
     const arch_info *ai = arch_find(arch);
     /* "mistral" is llama's graph under another name: synth writes Mistral shapes as llama, as their GGUFs are */
-    if (!ai || !strcmp(arch, "mistral")) return err_set(KITE_E_ARG, "synth: unknown architecture '%s'", arch);
+    if (!ai || !strcmp(arch, "mistral")) return err_set(KITE_E_ARG, "unknown architecture '%s'", arch);
     if ((ai->moe_required && s->n_expert == 0) || (s->n_expert > 0 && !arch_has_role(ai, TR_FFN_GATE_INP)))
-        return err_set(KITE_E_ARG, "synth: architecture '%s' with %d experts is not a kite model", arch, s->n_expert);
+        return err_set(KITE_E_ARG, "architecture '%s' with %d experts is not a kite model", arch, s->n_expert);
     size_t n = build_tensors(p, NULL);
     synth_tensor *t = malloc(n * sizeof *t);
-    if (!t) return err_set(KITE_E_NOMEM, "synth: out of memory");
+    if (!t) return err_set(KITE_E_NOMEM, "out of memory");
     build_tensors(p, t);
     int rc = KITE_OK;
     for (size_t i = 0; i < n && !rc; i++) rc = check_type(t[i].type, t[i].ne[0], t[i].name);
     free(t);
     return rc;
+}
+
+int synth_fallbacks(const synth_params *p, char *buf, size_t cap) {
+    if (cap) buf[0] = '\0';
+    size_t n = build_tensors(p, NULL);
+    synth_tensor *t = malloc(n * sizeof *t);
+    if (!t) return -1;
+    build_tensors(p, t);
+    /* one group per (role, wanted, type, row length), in file order of first appearance */
+    int n_fell = 0;
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (t[i].type == t[i].wanted) continue;
+        n_fell++;
+        bool seen = false;
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = t[j].type != t[j].wanted && t[j].role == t[i].role && t[j].wanted == t[i].wanted &&
+                   t[j].type == t[i].type && t[j].ne[0] == t[i].ne[0];
+        if (seen) continue;
+        int count = 0;
+        for (size_t j = i; j < n; j++)
+            count += t[j].role == t[i].role && t[j].wanted == t[i].wanted && t[j].type == t[i].type &&
+                     t[j].ne[0] == t[i].ne[0];
+        char times[16] = "";
+        if (count > 1) snprintf(times, sizeof times, " x%d", count);
+        if (len < cap) {
+            int w = snprintf(buf + len, cap - len, "%s%s %s->%s (row %" PRId64 ")%s", len ? ", " : "",
+                             arch_role_stem(t[i].role), dtype_name(t[i].wanted), dtype_name(t[i].type), t[i].ne[0],
+                             times);
+            len = w < 0 ? cap : len + (size_t)w;
+        }
+    }
+    free(t);
+    return n_fell;
 }
 
 uint64_t synth_data_bytes(const synth_params *p) {
@@ -361,7 +399,7 @@ static int vocab_build(int32_t n, synth_vocab *v) {
     v->tok = calloc((size_t)n, sizeof *v->tok);
     v->score = calloc((size_t)n, sizeof *v->score);
     v->type = calloc((size_t)n, sizeof *v->type);
-    if (!v->tok || !v->score || !v->type) return err_set(KITE_E_NOMEM, "synth: out of memory for the vocabulary");
+    if (!v->tok || !v->score || !v->type) return err_set(KITE_E_NOMEM, "out of memory for the vocabulary");
     for (int32_t i = 0; i < n; i++) {
         char buf[32];
         if (i < 3) {
@@ -389,7 +427,7 @@ static int vocab_build(int32_t n, synth_vocab *v) {
             v->type[i] = 1;
             v->score[i] = -(float)(k + 1);
         }
-        if (!(v->tok[i] = strdup(buf))) return err_set(KITE_E_NOMEM, "synth: out of memory for the vocabulary");
+        if (!(v->tok[i] = strdup(buf))) return err_set(KITE_E_NOMEM, "out of memory for the vocabulary");
     }
     return KITE_OK;
 }
@@ -473,13 +511,13 @@ done:
 }
 
 int synth_write(const synth_params *p, const char *path) {
-    if (!p || !path) return err_set(KITE_E_ARG, "synth: NULL argument");
+    if (!p || !path) return err_set(KITE_E_ARG, "synth_write: NULL argument");
     int rc = synth_check(p);
     if (rc) return rc;
     struct stat st;
     /* the file is renamed into place: never over a device such as /dev/null */
     if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
-        return err_set(KITE_E_ARG, "synth: %s exists and is not a regular file", path);
+        return err_set(KITE_E_ARG, "%s exists and is not a regular file", path);
     synth_vocab v = {0};
     synth_job job = {.seed = p->seed};
     gguf_writer *w = NULL;
@@ -489,7 +527,7 @@ int synth_write(const synth_params *p, const char *path) {
     job.t = calloc(job.n_t, sizeof *job.t);
     w = gguf_writer_new();
     if (!job.t || !w) {
-        rc = err_set(KITE_E_NOMEM, "synth: out of memory");
+        rc = err_set(KITE_E_NOMEM, "out of memory");
         goto done;
     }
     build_tensors(p, job.t);
@@ -497,7 +535,7 @@ int synth_write(const synth_params *p, const char *path) {
         if (job.t[i].ne[0] > job.scratch_n) job.scratch_n = job.t[i].ne[0];
     job.scratch = malloc(sizeof(float) * (size_t)job.scratch_n * (size_t)n_threads);
     if (!job.scratch) {
-        rc = err_set(KITE_E_NOMEM, "synth: out of memory");
+        rc = err_set(KITE_E_NOMEM, "out of memory");
         goto done;
     }
     if (p->shape.rope_llama3_ctx > 0) llama3_factors(&p->shape, job.rope_freqs);

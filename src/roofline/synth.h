@@ -33,6 +33,11 @@
  *   are generated as float rows and converted with the dtype traits'
  *   from_float, so any type with a reference quantizer works; a type
  *   without one fails with KITE_E_UNSUPPORTED before anything is written.
+ *   A matrix whose row length is not a multiple of its type's block size
+ *   gets the type `kite quantize` would give it (quant_fallback(), the one
+ *   rule both use: q4_K -> q5_0, q6_K -> q8_0, 32-element types -> f16,
+ *   ...); synth_fallbacks() lists them.  Files whose rows all fit are what
+ *   they were before the fallback existed, byte for byte.
  *
  *   Memory: tensors are streamed through gguf_writer_add_tensor_cb, a few
  *   MiB at a time, so a 27 GB F32 7B file needs no more than the vocabulary
@@ -45,6 +50,7 @@
 #ifndef KITE_MODEL_SYNTH_H
 #define KITE_MODEL_SYNTH_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct synth_shape {
@@ -93,10 +99,16 @@ typedef struct synth_params {
 } synth_params;
 
 /* Checks the shape (positive sizes, n_head a multiple of n_head_kv, n_embd a
- * multiple of n_head, n_vocab >= 259, row lengths multiples of the type's
- * block size) and that the matrix type(s) have from_float.  Returns KITE_OK
- * or KITE_E_ARG / KITE_E_UNSUPPORTED with a message. */
+ * multiple of n_head, n_vocab >= 259) and that the matrix type(s), after the
+ * fallback, have from_float.  Returns KITE_OK or KITE_E_ARG /
+ * KITE_E_UNSUPPORTED with a message. */
 int synth_check(const synth_params *p);
+
+/* The tensors that fall back to another type (see DESIGN): returns their
+ * count (0: none; -1: out of memory) and writes one line, without a newline,
+ * to buf[0..cap) (truncated to fit): groups "ROLE WANTED->TYPE (row N) xCOUNT"
+ * joined by ", ", e.g. "attn_q q4_K->q5_0 (row 896) x24". */
+int synth_fallbacks(const synth_params *p, char *buf /* OUT */, size_t cap);
 
 /* Writes the model to path (through "<path>.tmp.<pid>", renamed on success).
  * Returns KITE_OK, or the synth_check status, KITE_E_NOMEM or KITE_E_IO. */

@@ -242,7 +242,7 @@ static int reserve(bpe_state *st, size_t n) {
     if (h) st->heap = h;
     char *m = realloc(st->mapped, 2 * c);
     if (m) st->mapped = m;
-    if (!s || !h || !m) return err_set(KITE_E_NOMEM, "tokenize: out of memory (chunk of %zu bytes)", n);
+    if (!s || !h || !m) return err_set(KITE_E_NOMEM, "out of memory (chunk of %zu bytes)", n);
     st->cap_sym = c;
     return KITE_OK;
 }
@@ -286,7 +286,7 @@ static int encode_chunk(void *ctx, size_t off, size_t n) {
         int32_t id = st->sym[i].id;
         if (id < 0) {
             if (v->unk < 0)
-                return err_set(KITE_E_NOT_FOUND, "tokenize: byte 0x%02X has no token and there is no unknown token",
+                return err_set(KITE_E_NOT_FOUND, "cannot tokenize byte 0x%02X: no token and no unknown token",
                                s[i]);
             id = v->unk;
         }
@@ -349,7 +349,7 @@ int bpe_tokenize(const vocab *v, const char *text, size_t len, bool add_bos, kit
     st.cap = cap;
     int rc = KITE_OK;
     if (len > (size_t)INT32_MAX / 4)
-        return err_set(KITE_E_RANGE, "tokenize: text of %zu bytes is too long (max %d)", len, INT32_MAX / 4);
+        return err_set(KITE_E_RANGE, "text of %zu bytes is too long (max %d)", len, INT32_MAX / 4);
     if (add_bos && v->add_bos && v->bos >= 0) emit(&st, v->bos);
     size_t at = 0;
     while (at < len) {
@@ -362,7 +362,7 @@ int bpe_tokenize(const vocab *v, const char *text, size_t len, bool add_bos, kit
     }
     *n_out = st.n_out;
     if (st.n_out > cap)
-        rc = err_set(KITE_E_RANGE, "tokenize: %zu tokens do not fit in a buffer of %zu", st.n_out, cap);
+        rc = err_set(KITE_E_RANGE, "%zu tokens do not fit in a buffer of %zu", st.n_out, cap);
 done:
     free(st.sym);
     free(st.heap);

@@ -131,7 +131,7 @@ static int emit_bytes(spm_state *st, size_t off, uint32_t n) {
         return KITE_OK;
     }
     return err_set(KITE_E_NOT_FOUND,
-                   "tokenize: byte 0x%02X has no piece, no byte token <0x%02X> and the vocabulary has no unknown token",
+                   "cannot tokenize byte 0x%02X: no piece, no byte token <0x%02X> and the vocabulary has no unknown token",
                    s[0], s[0]);
 }
 
@@ -194,7 +194,7 @@ int spm_tokenize(const vocab *v, const char *text, size_t len, bool add_bos, kit
     for (size_t i = 0; i < len; i++) n_space += text[i] == ' ';
     const bool prefix = v->add_space_prefix;
     if (len > (size_t)INT32_MAX / 4) {
-        rc = err_set(KITE_E_RANGE, "tokenize: text of %zu bytes is too long (max %d)", len, INT32_MAX / 4);
+        rc = err_set(KITE_E_RANGE, "text of %zu bytes is too long (max %d)", len, INT32_MAX / 4);
         goto fail;
     }
     size_t elen = len + 2 * n_space + (prefix ? 3 : 0);
@@ -253,10 +253,10 @@ int spm_tokenize(const vocab *v, const char *text, size_t len, bool add_bos, kit
 done:
     *n_out = st.n_out;
     if (st.n_out > cap)
-        rc = err_set(KITE_E_RANGE, "tokenize: %zu tokens do not fit in a buffer of %zu", st.n_out, cap);
+        rc = err_set(KITE_E_RANGE, "%zu tokens do not fit in a buffer of %zu", st.n_out, cap);
     goto out;
 nomem:
-    rc = err_set(KITE_E_NOMEM, "tokenize: out of memory for a text of %zu bytes", len);
+    rc = err_set(KITE_E_NOMEM, "out of memory for a text of %zu bytes", len);
 fail:
 out:
     free(stack);

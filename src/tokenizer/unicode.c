@@ -135,7 +135,7 @@ int unicode_nfc(const char *s, size_t n, char **out, size_t *out_len) {
     }
     if (rc != KITE_OK) {
         free(buf);
-        return err_set(KITE_E_NOMEM, "tokenize: out of memory in NFC normalisation (%zu bytes)", n);
+        return err_set(KITE_E_NOMEM, "out of memory in NFC normalisation (%zu bytes)", n);
     }
     *out = buf;
     *out_len = len;

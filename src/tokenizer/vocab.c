@@ -459,12 +459,12 @@ bool vocab_is_eog(const vocab *v, kite_token t) {
 int vocab_tokenize(const vocab *v, const char *text, size_t len, bool add_bos, kite_token *out, size_t cap,
                    size_t *n_out) {
     if (!v || !n_out || (!text && len) || (!out && cap))
-        return err_set(KITE_E_ARG, "tokenize: NULL argument (text %p len %zu out %p cap %zu)", (const void *)text,
+        return err_set(KITE_E_ARG, "kite_tokenize: NULL argument (text %p len %zu out %p cap %zu)", (const void *)text,
                        len, (void *)out, cap);
     switch (v->model) {
     case VOCAB_MODEL_SPM: return spm_tokenize(v, text, len, add_bos, out, cap, n_out);
     case VOCAB_MODEL_BPE: return bpe_tokenize(v, text, len, add_bos, out, cap, n_out);
-    default: return err_set(KITE_E_UNSUPPORTED, "tokenize: tokenizer model %d not supported", v->model);
+    default: return err_set(KITE_E_UNSUPPORTED, "tokenizer model %d not supported", v->model);
     }
 }
 

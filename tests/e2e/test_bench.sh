@@ -92,12 +92,49 @@ expect_error "synth: unknown shape" 2 "gpt-9" synth --shape gpt-9 --type f32 -o 
 expect_error "synth: no -o" 2 "-o" synth --shape stories260k --type f32
 expect_error "synth: unknown type" 2 "zz9" synth --shape stories260k --type zz9 -o "$T/x.gguf"
 expect_error "synth: type without quantizer" 1 "from_float" synth --shape stories260k --type i8 -o "$T/x.gguf"
-expect_error "synth: block size" 1 "block size" synth --shape stories260k --type q4_0 -o "$T/x.gguf"
+# one prefix: library messages do not repeat the command's name
+e2e_expect_error "synth: one prefix" 1 "kite synth: type i8 " "from_float" synth --shape stories260k --type i8 -o "$T/x.gguf"
+e2e_expect_error "roofline: one prefix" 2 "kite roofline: unknown shape 'gpt-9'" "" roofline --shape gpt-9
 if [ -e "$T/x.gguf" ]; then
     e2e_fail "synth: failures leave no file" "$T/x.gguf exists"
 else
     e2e_ok "synth: failures leave no file"
 fi
+
+# rows a block does not fit: kite quantize's per-tensor fallback (quant_fallback), one summary line
+e2e_kite "$T/out" "$T/err" synth --shape stories260k --type q4_0 -o "$T/s-q4.gguf" -t 1
+if [ "$rc" -eq 0 ] && [ "$(grep -c 'fell back' "$T/err")" -eq 1 ] &&
+    grep -q '^kite synth: 5 tensors fell back to a type that fits their row length: ffn_down q4_0->f16 (row 172) x5$' "$T/err"; then
+    e2e_ok "synth: stories260k q4_0 falls back (ffn_down q4_0->f16), one line"
+else
+    e2e_fail "synth: stories260k q4_0 falls back" "exit $rc: $(e2e_first_line "$T/err")"
+fi
+e2e_kite "$T/out" "$T/err" run -m "$T/s-q4.gguf" -p "hello" -n 2 --temp 0 -t 1
+if [ "$rc" -eq 0 ]; then e2e_ok "synth: the fallback file runs"; else
+    e2e_fail "synth: the fallback file runs" "exit $rc: $(e2e_first_line "$T/err")"; fi
+# the same types as kite quantize gives the f32 synth file
+e2e_kite "$T/out" "$T/err" synth --shape stories260k --type f32 -o "$T/s-f32.gguf" -t 1
+e2e_kite "$T/out" "$T/err" quantize -m "$T/s-f32.gguf" -o "$T/s-q4q.gguf" --type q4_0 -t 1
+"$KITE" info "$T/s-q4.gguf" | awk '$2 ~ /weight$/ { print $2, $3 }' >"$T/types-synth"
+"$KITE" info "$T/s-q4q.gguf" | awk '$2 ~ /weight$/ { print $2, $3 }' >"$T/types-quant"
+if [ -s "$T/types-synth" ] && cmp -s "$T/types-synth" "$T/types-quant" && grep -q '^blk.0.ffn_down.weight f16$' "$T/types-synth"; then
+    e2e_ok "synth: per-tensor types equal kite quantize's (q4_0)"
+else
+    e2e_fail "synth: per-tensor types equal kite quantize's (q4_0)" "$(diff "$T/types-synth" "$T/types-quant" | head -n 2 | tr '\n' '|')"
+fi
+e2e_kite "$T/out" "$T/err" synth --shape tiny-qwen2 --type q4_k_m -o "$T/s-km.gguf" -t 1
+if [ "$rc" -eq 0 ] && grep -q '^kite synth: [0-9]* tensors fell back .*token_embd q4_K->q5_0 (row 64).*attn_v q6_K->q8_0 (row 64)' "$T/err"; then
+    e2e_ok "synth: tiny-qwen2 q4_k_m falls back (q4_K->q5_0, q6_K->q8_0)"
+else
+    e2e_fail "synth: tiny-qwen2 q4_k_m falls back" "exit $rc: $(e2e_first_line "$T/err")"
+fi
+e2e_kite "$T/out" "$T/err" synth --shape tiny-qwen2 --type f32 -o "$T/s-f32b.gguf" -t 1
+if [ "$rc" -eq 0 ] && [ ! -s "$T/err" ]; then e2e_ok "synth: no fallback, no line"; else
+    e2e_fail "synth: no fallback, no line" "exit $rc: $(e2e_first_line "$T/err")"; fi
+# one prefix for the quantizer's own messages (an already-quantized input)
+e2e_expect_error "quantize: one prefix" 1 "kite quantize: token_embd.weight: input is already quantized" "" \
+    quantize -m "$T/s-q4.gguf" -o "$T/s-rq.gguf" --type q8_0 -t 1
+rm -f "$T/s-q4.gguf" "$T/s-q4q.gguf" "$T/s-f32.gguf" "$T/s-km.gguf" "$T/s-f32b.gguf"
 
 # ---- bench --------------------------------------------------------------------
 
@@ -181,6 +218,17 @@ else
     e2e_fail "roofline --compare" "exit $rc: $(e2e_first_line "$T/err")"
 fi
 expect_error "roofline --compare without a model" 2 "--compare" roofline --shape stories260k --hw H200 --compare
+
+# --png without gnuplot is an error naming it (PATH without gnuplot: a wrapper)
+printf '#!/bin/sh\nPATH=/nonexistent exec "%s" "$@"\n' "$(pwd)/$KITE" >"$T/kite-nogp"
+chmod +x "$T/kite-nogp"
+KITE_REAL=$KITE
+KITE=$T/kite-nogp
+e2e_expect_error "roofline --png without gnuplot is an error" 1 "kite roofline: --png $T/r0.png needs gnuplot" \
+    "not installed" roofline --shape stories260k --hw H200 --png "$T/r0.png"
+KITE=$KITE_REAL
+if [ -e "$T/r0.png" ]; then e2e_fail "roofline --png without gnuplot: no file" "$T/r0.png exists"; else
+    e2e_ok "roofline --png without gnuplot: no file"; fi
 
 # --png needs gnuplot; without it the check is skipped (not counted)
 if command -v gnuplot >/dev/null 2>&1; then

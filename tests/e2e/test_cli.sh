@@ -264,6 +264,41 @@ else
     e2e_fail "bad file: run vocab-only says vocab-only" "$(e2e_first_line "$T/err")"
 fi
 
+# one message for a vocab-only file wherever weights are needed (the loader's)
+printf 'Once upon a time\n' >"$T/short.txt"
+e2e_expect_error "bad file: serve vocab-only" 1 "kite serve: $VOCAB is a vocab-only GGUF" "no weights" serve -m "$VOCAB"
+e2e_expect_error "bad file: chat vocab-only" 1 "kite chat: $VOCAB is a vocab-only GGUF" "no weights" chat -m "$VOCAB"
+e2e_expect_error "bad file: ppl vocab-only" 1 "kite ppl: $VOCAB is a vocab-only GGUF" "no weights" \
+    ppl -m "$VOCAB" -f "$T/short.txt"
+e2e_expect_error "bad file: run vocab-only (message)" 1 "kite run: $VOCAB is a vocab-only GGUF" "no weights" \
+    run -m "$VOCAB" -n 1 --temp 0
+# what a wrong -m file looks like; a llama2.c checkpoint gets the convert command
+e2e_expect_error "bad file: run llama2.c .bin suggests convert" 1 "kite run: $C/stories260K.bin: magic: not a GGUF file" \
+    "it looks like a llama2.c checkpoint; convert it first: kite convert" run -m "$C/stories260K.bin" -n 1
+e2e_expect_error "bad file: run text says text" 1 "kite run:" "it looks like a text file" run -m "$T/text.gguf" -n 1
+e2e_expect_error "bad file: run llama2.c tokenizer" 1 "kite run:" "it looks like a llama2.c tokenizer" \
+    run -m "$C/tok512.bin" -n 1
+
+# warnings: -c above the trained context (512), perplexity over a few tokens
+e2e_kite "$T/out" "$T/err" run -m "$M" -c 1024 -p "Once" -n 2 --temp 0
+if [ "$rc" -eq 0 ] && grep -q "^kite run: warning: -c 1024 is above the model's trained context (512)" "$T/err"; then
+    e2e_ok "run -c above the trained context warns"
+else
+    e2e_fail "run -c above the trained context warns" "exit $rc: $(e2e_first_line "$T/err")"
+fi
+e2e_kite "$T/out" "$T/err" run -m "$M" -c 512 -p "Once" -n 2 --temp 0
+if [ "$rc" -eq 0 ] && ! grep -q "warning" "$T/err"; then
+    e2e_ok "run -c at the trained context: no warning"
+else
+    e2e_fail "run -c at the trained context: no warning" "exit $rc: $(e2e_first_line "$T/err")"
+fi
+e2e_kite "$T/out" "$T/err" ppl -m "$M" -f "$T/short.txt"
+if [ "$rc" -eq 0 ] && grep -q "^kite ppl: warning: only [0-9]* tokens scored: too few" "$T/err"; then
+    e2e_ok "ppl over a few tokens warns"
+else
+    e2e_fail "ppl over a few tokens warns" "exit $rc: $(tail -n 1 "$T/err")"
+fi
+
 # ---- 7. info and tokenize -------------------------------------------------
 
 e2e_kite "$T/out" "$T/err" info "$M"
@@ -348,6 +383,25 @@ e2e_expect_error "convert: missing model" 1 "kite convert:" "$T/nonexistent.bin"
 e2e_expect_error "convert: text as model" 1 "kite convert:" "$T/text.gguf" convert "$T/text.gguf" --tokenizer "$C/tok512.bin" -o "$T/bad.gguf"
 e2e_expect_error "convert: truncated model" 1 "kite convert:" "$T/trunc1000.gguf" convert "$T/trunc1000.gguf" --tokenizer "$C/tok512.bin" -o "$T/bad.gguf"
 e2e_expect_error "convert: tokenizer too large" 1 "kite convert:" "$C/tokenizer.bin" convert "$C/stories260K.bin" --tokenizer "$C/tokenizer.bin" -o "$T/bad.gguf"
+# what a wrong file looks like (tools/convert/llama2c.c, src/gguf/gguf_sniff.c)
+e2e_expect_error "convert: text as model says text" 1 "kite convert: $T/text.gguf: not a llama2.c checkpoint" \
+    "it looks like a text file" convert "$T/text.gguf" --tokenizer "$C/tok512.bin" -o "$T/bad.gguf"
+e2e_expect_error "convert: GGUF as model" 1 "kite convert:" "it looks like a GGUF file" \
+    convert "$M" --tokenizer "$C/tok512.bin" -o "$T/bad.gguf"
+printf 'PK\003\004pytorch zip archive, not a model' >"$T/model.pt"
+e2e_expect_error "convert: PyTorch zip as model" 1 "kite convert:" "zip archive" \
+    convert "$T/model.pt" --tokenizer "$C/tok512.bin" -o "$T/bad.gguf"
+printf '\200\002}q\000(X\005\000\000\000modelq\001pickled, not a model' >"$T/pickle.bin"
+e2e_expect_error "convert: pickle as model" 1 "kite convert:" "Python pickle" \
+    convert "$T/pickle.bin" --tokenizer "$C/tok512.bin" -o "$T/bad.gguf"
+# a SentencePiece ModelProto: pieces { piece: "<unk>" score: 0 type: 2 }
+printf '\012\011\012\005<unk>\025\000\000\000\000\030\002' >"$T/tokenizer.model"
+e2e_expect_error "convert: SentencePiece .model as tokenizer" 1 "kite convert: $T/tokenizer.model: not a llama2.c tokenizer" \
+    "SentencePiece .model" convert "$C/stories260K.bin" --tokenizer "$T/tokenizer.model" -o "$T/bad.gguf"
+e2e_expect_error "convert --hf: a GGUF file, not a directory" 1 "kite convert: --hf $M is a file: it looks like a GGUF file" \
+    "not a Hugging Face model directory" convert --hf "$M" -o "$T/bad.gguf"
+e2e_expect_error "convert: text as tokenizer" 1 "kite convert:" "it looks like a text file" \
+    convert "$C/stories260K.bin" --tokenizer "$T/text.gguf" -o "$T/bad.gguf"
 if [ -e "$T/bad.gguf" ]; then
     e2e_fail "convert: no output left on failure" "$T/bad.gguf exists"
 else

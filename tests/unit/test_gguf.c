@@ -790,6 +790,37 @@ TEST(no_tensors_no_padding) {
     free(b.p);
 }
 
+/* What a wrong file looks like (gguf_sniff.c): each kind from a few bytes
+ * of its real layout, and the reader's magic error names it. */
+TEST(sniff_kinds) {
+    static const uint8_t spm[] = {0x0a, 0x09, 0x0a, 0x05, '<', 'u', 'n', 'k', '>', 0x15, 0, 0, 0, 0, 0x18, 0x02};
+    static const uint8_t v0[28] = {0x20, 0, 0, 0, 0x40, 0, 0, 0, 2, 0, 0, 0, 4, 0, 0, 0, 2, 0, 0, 0,
+                                   0, 2, 0, 0, 0x80, 0, 0, 0}; /* 32, 64, 2, 4, 2, 512, 128 */
+    static const uint8_t tok[] = {7, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, '<', 'u', 'n', 'k', '>',
+                                  0, 0, 0, 0, 3, 0, 0, 0, '<', 's', '>'};
+    static const uint8_t st[] = {2, 0, 0, 0, 0, 0, 0, 0, '{', '}'};
+    static const uint8_t pk[] = {0x80, 0x02, '}', 'q', 0, 'X'};
+    static const uint8_t bin[] = {0, 1, 2, 3, 0xff, 0xfe, 0x80, 0x81};
+    CHECK_EQ_INT(gguf_sniff("GGUF\3\0\0\0", 8), GGUF_SNIFF_GGUF);
+    CHECK_EQ_INT(gguf_sniff("hello world\n", 12), GGUF_SNIFF_TEXT);
+    CHECK_EQ_INT(gguf_sniff(spm, sizeof spm), GGUF_SNIFF_SPM);
+    CHECK_EQ_INT(gguf_sniff("PK\3\4archive", 11), GGUF_SNIFF_ZIP);
+    CHECK_EQ_INT(gguf_sniff(pk, sizeof pk), GGUF_SNIFF_PICKLE);
+    CHECK_EQ_INT(gguf_sniff(st, sizeof st), GGUF_SNIFF_SAFETENSORS);
+    CHECK_EQ_INT(gguf_sniff("24ka\1\0\0\0", 8), GGUF_SNIFF_LLAMA2C);
+    CHECK_EQ_INT(gguf_sniff(v0, sizeof v0), GGUF_SNIFF_LLAMA2C);
+    CHECK_EQ_INT(gguf_sniff(tok, sizeof tok), GGUF_SNIFF_LLAMA2C_TOK);
+    CHECK_EQ_INT(gguf_sniff(bin, sizeof bin), GGUF_SNIFF_UNKNOWN);
+    CHECK_EQ_INT(gguf_sniff("ab", 2), GGUF_SNIFF_UNKNOWN);
+    CHECK(!strcmp(gguf_sniff_name(GGUF_SNIFF_UNKNOWN), ""));
+    gguf_ctx *g = NULL;
+    CHECK_EQ_INT(gguf_open_memory(v0, sizeof v0, "m.bin", &g), KITE_E_FORMAT);
+    CHECK_CONTAINS(kite_last_error(), "m.bin: magic: not a GGUF file");
+    CHECK_CONTAINS(kite_last_error(), "it looks like a llama2.c checkpoint; convert it first: kite convert");
+    CHECK_EQ_INT(gguf_open_memory("just some text here", 19, "t.txt", &g), KITE_E_FORMAT);
+    CHECK_CONTAINS(kite_last_error(), "it looks like a text file");
+}
+
 /* Replays the fuzz corpus (seeds and any crash inputs added later): each file
  * must either open or fail with a one-line message, never crash. */
 TEST(fuzz_corpus_replay) {
@@ -839,6 +870,7 @@ int main(void) {
     RUN(truncated_everywhere);
     RUN(malformed_table);
     RUN(no_tensors_no_padding);
+    RUN(sniff_kinds);
     RUN(fuzz_corpus_replay);
     /* clean up the temp dir (only the files this test creates) */
     const char *files[] = {"full.gguf", "a.gguf", "b.gguf", "stories.gguf", "align.gguf", "trunc.gguf", "empty.gguf"};

@@ -711,9 +711,16 @@ TEST(test_unsupported_tensor_type_and_vocab_only) {
     CHECK_EQ_INT(kite_model_load(path, &p, &m), KITE_OK);
     kite_ctx *c = NULL;
     CHECK_EQ_INT(kite_ctx_new(m, NULL, &c), KITE_E_STATE);
-    CHECK_CONTAINS(kite_last_error(), "vocab-only");
+    CHECK_CONTAINS(kite_last_error(), "is a vocab-only GGUF (a vocabulary, no weights)");
     kite_model_free(m);
     unlink(path);
+    /* a file without tensors: loads only when a vocabulary is asked for; else the one message */
+    m = NULL;
+    CHECK_EQ_INT(kite_model_load("models/vocab-llama2.gguf", NULL, &m), KITE_E_STATE);
+    CHECK(m == NULL);
+    CHECK_CONTAINS(kite_last_error(), "models/vocab-llama2.gguf is a vocab-only GGUF (a vocabulary, no weights)");
+    CHECK_EQ_INT(kite_model_load("models/vocab-llama2.gguf", &p, &m), KITE_OK);
+    kite_model_free(m);
 }
 
 TEST(test_context_limits) {

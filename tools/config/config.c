@@ -189,6 +189,7 @@ int config_probe_get(probe_result *r, bool *measured) {
 
 int config_probe_save(const probe_result *r) {
     const config *c = config_get();
-    if (!c->have_probe_path) return err_set(KITE_E_IO, "probe: neither XDG_CACHE_HOME nor HOME is set");
+    if (!c->have_probe_path)
+        return err_set(KITE_E_IO, "no cache folder for the probe results: neither XDG_CACHE_HOME nor HOME is set");
     return probe_save(c->probe_path, r);
 }

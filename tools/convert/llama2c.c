@@ -175,6 +175,13 @@ static int parse_header(const char *path, const uint8_t *b, uint64_t size, llama
     llama2c_config c = {0};
     const uint8_t *p;
     int32_t vocab;
+    const int kind = gguf_sniff(b, size < 256 ? (size_t)size : 256);
+    if (kind != GGUF_SNIFF_UNKNOWN && kind != GGUF_SNIFF_LLAMA2C)
+        return err_set(KITE_E_FORMAT, "%s: not a llama2.c checkpoint: it looks like %s%s", path, gguf_sniff_name(kind),
+                       kind == GGUF_SNIFF_GGUF ? " (already converted: give it to -m as it is)" : "");
+    if (size < 28)
+        return err_set(KITE_E_FORMAT, "%s: file has %" PRIu64 " bytes, less than the 28-byte llama2.c header", path,
+                       size);
     if (size >= 4 && (uint32_t)rd_i32(b) == LLAMA2C_MAGIC) {
         if (size < LLAMA2C_HEADER_SIZE)
             return err_set(KITE_E_FORMAT, "%s: file has %" PRIu64 " bytes, less than the %d-byte llama2.c header",
@@ -271,7 +278,7 @@ static int map_file(const char *path, const uint8_t **map, size_t *size) {
         rc = err_set(KITE_E_IO, "%s: cannot stat: %s", path, strerror(errno));
         goto done;
     }
-    if (st.st_size < 28) {
+    if (st.st_size < 4) { /* parse_header checks the size (and what a short file looks like) */
         rc = err_set(KITE_E_FORMAT, "%s: file has %lld bytes, less than the 28-byte llama2.c header", path,
                      (long long)st.st_size);
         goto done;
@@ -327,6 +334,10 @@ static int parse_vocab(llama2c_conv *cv, const char *path, const uint8_t *b, uin
                        bool strict) {
     if (size < 4)
         return err_set(KITE_E_FORMAT, "%s: file has %" PRIu64 " bytes, too small for a llama2.c tokenizer", path, size);
+    const int kind = gguf_sniff(b, size < 256 ? (size_t)size : 256);
+    if (kind != GGUF_SNIFF_UNKNOWN && kind != GGUF_SNIFF_LLAMA2C_TOK)
+        return err_set(KITE_E_FORMAT, "%s: not a llama2.c tokenizer: it looks like %s%s", path, gguf_sniff_name(kind),
+                       kind == GGUF_SNIFF_SPM ? " (llama2.c's tokenizer.py exports it to tokenizer.bin)" : "");
     /* pass 1: count tokens and converted bytes */
     uint64_t pos = 4, text_bytes = 0;
     int64_t n = 0;
