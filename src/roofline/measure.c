@@ -305,8 +305,25 @@ int rl_hw_probe(int n_threads, bool force, const char *path, const char *probe_p
     } else if ((rc = probe_get(probe_path, &pr, NULL)) != KITE_OK) {
         return rc;
     }
+    if ((rc = rl_hw_measure(n_threads, &pr, NULL, 0, &hw)) != KITE_OK) return rc;
+    if (path) rl_hw_save(path, &hw); /* best effort: a read-only home only loses the cache */
+    *out = hw;
+    if (measured) *measured = true;
+    return KITE_OK;
+}
+
+int rl_hw_measure(int n_threads, const probe_result *probe, const uint32_t *types, int n_types, rl_hw *out) {
+    const probe_result pr = *probe;
+    if (!types) {
+        types = kern_types;
+        n_types = (int)(sizeof kern_types / sizeof kern_types[0]);
+    }
+    char cpu[128];
+    probe_cpu_name(cpu, sizeof cpu);
+    rl_hw hw;
+    int rc;
     memset(&hw, 0, sizeof hw);
-    snprintf(hw.name, sizeof hw.name, "%s", name);
+    snprintf(hw.name, sizeof hw.name, "%s: %.90s, %d threads", PROFILE_VERSION, cpu, n_threads);
     hw.threads = n_threads;
     hw.mem_bw_gbs = probe_read_gbs(&pr, n_threads);
     hw.fp32_gflops = pr.fma_gflops * n_threads;
@@ -329,8 +346,8 @@ int rl_hw_probe(int n_threads, bool force, const char *path, const char *probe_p
     }
     fill_rand(x, K * NT, 3);
     /* effective bandwidth and call cost of each weight type's decode matvec, in the loader's layout */
-    for (size_t i = 0; i < sizeof kern_types / sizeof kern_types[0]; i++) {
-        uint32_t t = kern_types[i];
+    for (int i = 0; i < n_types; i++) {
+        const uint32_t t = types[i];
         double rb = (double)dtype_row_size(t, K);
         double ts = time_pool(&wc, tp, t, MM_ROWS_SMALL, x, y, scratch);
         double tl = ts < 0 ? -1 : time_pool(&wc, tp, t, MM_ROWS_LARGE, x, y, scratch);
@@ -343,8 +360,8 @@ int rl_hw_probe(int n_threads, bool force, const char *path, const char *probe_p
     }
     /* prefill matmul rate of each type: GEMM_TOK tokens against a GEMM_ROWS x 2048 matrix in the
      * loader's layout (x16 / x32 kernels where it repacks, else the tiled / INT8 GEMM) */
-    for (size_t i = 0; i < sizeof kern_types / sizeof kern_types[0]; i++) {
-        const uint32_t t = kern_types[i];
+    for (int i = 0; i < n_types; i++) {
+        const uint32_t t = types[i];
         weight w;
         void *data = make_weight(t, K, GEMM_ROWS, &w);
         if (!data) continue;
@@ -363,9 +380,7 @@ int rl_hw_probe(int n_threads, bool force, const char *path, const char *probe_p
     hw.avail_pct = 100.0 * wc.min_avail;
     if (!(hw.avail_pct > 0)) hw.avail_pct = 0.1; /* measured, and with (next to) no core: busy, not unknown */
     rc = KITE_OK;
-    if (path) rl_hw_save(path, &hw); /* best effort: a read-only home only loses the cache */
     *out = hw;
-    if (measured) *measured = true;
 done:
     free(x);
     free(y);

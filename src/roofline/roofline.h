@@ -181,6 +181,15 @@ void rl_hw_write(FILE *f, const rl_hw *hw);
 int rl_hw_probe(int n_threads, bool force, const char *path, const char *probe_path, rl_hw *hw /* OUT */,
                 bool *measured /* OUT, may be NULL */);
 
+/* Measures the profile for n_threads threads now, without a cache: bandwidth
+ * and FP32 peak from `probe` (roofline/probe.h), the kernel rates of the
+ * n_types weight types at types (NULL: every type rl_hw_probe times) by
+ * timing kite's kernels on weights in the loader's layout.  KITE_OK or
+ * KITE_E_NOMEM. */
+struct probe_result;
+int rl_hw_measure(int n_threads, const struct probe_result *probe, const uint32_t *types, int n_types,
+                  rl_hw *out /* OUT */);
+
 /* ---- SVG chart (svg.c) ---- */
 int rl_svg_write(const char *path, const rl_shape *sh, const rl_hw *hw, const rl_setting *st, const rl_result *r);
 
