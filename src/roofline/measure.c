@@ -11,24 +11,35 @@
  *     matrices of 2048 columns cycled through a POOL_BYTES (256 MiB) pool, so
  *     every call streams its weights from DRAM as a forward pass does (the
  *     pool is 2 MiB-aligned anonymous memory advised MADV_HUGEPAGE, like the
- *     loaded model).  Two sizes, 256 rows (k/v-projection-like) and 4096
- *     rows; the straight line t = c + bytes / rate through them (rl_fit_line)
- *     gives kern_gbs[type] (the effective bandwidth of the type: the slope)
- *     and kern_call_us[type] (the intercept: activation quantization, pool
- *     wake-up, prefetch ramp);
+ *     loaded model).  Every matrix of the pool is first repacked exactly as
+ *     the loader repacks a model's matrices (model_repack_matrix: the x16
+ *     layout of q4_0/q8_0/q4_K/q6_K, the x32 layout of f16/bf16, where the
+ *     kernel level gains from it), so the kernels timed are the ones decode
+ *     runs (probe v2 timed the file's plain rows: 17.9 predicted against
+ *     56.3 measured decode tok/s on Q8_0 TinyLlama).  Two sizes, 256 rows
+ *     (k/v-projection-like) and 4096 rows; the straight line t = c + bytes /
+ *     rate through them (rl_fit_line) gives kern_gbs[type] (the effective
+ *     bandwidth of the type: the slope) and kern_call_us[type] (the
+ *     intercept: activation quantization, pool wake-up, prefetch ramp);
  *   - attention: kern_attention of one decode query (32 heads of 64, 4 KV
  *     heads) at contexts 256 and 1024, the same fit over the model's FLOPs:
  *     attn_gflops and attn_call_us; elem_gflops: kern_swiglu over 1 Mi floats;
- *   - bf16_gflops / int8_gops: kern_matmul of 128 tokens (the tiled prefill
- *     GEMM) with a 1024 x 2048 bf16 / q8_0 matrix (q8_0 runs the int8 dot
- *     kernels): kite's achievable prefill matmul rate, not the instruction
- *     peak;
+ *   - per weight type, the prefill matmul: kern_matmul of GEMM_TOK (128)
+ *     tokens with a 2048 x 2048 matrix in the loader's layout (the x16/x32
+ *     kernels where it repacks, else the tiled / INT8 GEMM kern_matmul picks
+ *     for that many tokens): gemm_gops[type], the rate prefill matmuls of
+ *     that type are charged at.  bf16_gflops / int8_gops are bf16's and
+ *     q8_0's figures (the atype peaks of types without their own);
  *   - launch_us: one thread-pool round trip (tp_run on all threads).
  *   Each timing is the median of 3 windows of >= 150 ms that passed the FMA
- *   availability check (time_windows).  The profile is cached as
+ *   availability check (time_windows); the lowest availability of the kept
+ *   windows (and of the bandwidth probe) is recorded as avail_pct, and the
+ *   time of the measurement as measured_at.  The profile is cached as
  *   ~/.cache/kite/roofline-t<N>.txt (text format of hw.c), keyed by the
- *   profile version, the CPU name and the thread count (name and `threads`).
- *
+ *   profile version, the CPU name and the thread count (name and `threads`);
+ *   a cached profile older than RL_MAX_AGE_S is measured again, one measured
+ *   under RL_AVAIL_MIN_PCT availability is used and flagged (rl_hw_suspect).
+
  *   (`kite roofline --compare` measures a real forward pass through the
  *   public API's per-op profile instead: cli/roofline.c.)
  *

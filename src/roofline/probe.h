@@ -35,6 +35,9 @@
  *   ~/.cache/kite/probe.txt; tools/config/config.h), keyed by the CPU model
  *   string and the online CPU count; a mismatch or a missing file means
  *   "measure again".
+ *   The file also records when it was measured and the availability of
+ *   each read probe; probe_get measures again when the entry is older than
+ *   PROBE_MAX_AGE_S or was measured busy (probe_suspect).
  *   The first line is the format version: "kite-probe 2" since the median
  *   pass replaced the best one, "kite-probe 3" since the wide loads; an
  *   older file is measured again.

@@ -23,6 +23,13 @@
  *   (FlashAttention) keeps scores in registers/cache: scores and softmax
  *   move no bytes.
  *
+ *   Architectures: llama-family ops by default; MoE layers (n_expert > 0:
+ *   mixtral, qwen3moe) cost a router and the top-k experts, reading at most
+ *   min(n_expert, tokens per call * k) distinct experts per forward call;
+ *   gpt2 has LayerNorm, learned positions, a fused QKV and a gate-less GELU
+ *   FFN (docs/roofline.md).  Prefill matmuls run at the probed GEMM rate of
+ *   their weight type (gemm_gops) where the profile has one.
+ *
  *   Phases: prefill = batch sequences of `prompt` tokens from an empty
  *   cache, weights read once per chunk of RL_CHUNK tokens (kite's n_batch);
  *   decode = one step of `batch` sequences at the mean context
