@@ -25,6 +25,7 @@
 #include "kite.h"
 #include "roofline/probe.h"
 #include "roofline/roofline.h"
+#include "roofline_helpers.h"
 #include "roofline/synth.h"
 
 static char tmpdir[] = "/tmp/kite-test-roofprobe-XXXXXX";
@@ -35,20 +36,6 @@ static const char *tmp_path(const char *name) {
     k = (k + 1) % 4;
     snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
     return buf[k];
-}
-
-static rl_hw synth_hw(void) {
-    rl_hw h;
-    memset(&h, 0, sizeof h);
-    snprintf(h.name, sizeof h.name, "synthetic");
-    h.mem_bw_gbs = 1, h.fp32_gflops = 10, h.bf16_gflops = 10, h.int8_gops = 10;
-    return h;
-}
-
-static const rl_op *find(const rl_phase_result *ph, const char *name) {
-    for (int i = 0; i < ph->n_ops; i++)
-        if (!strcmp(ph->ops[i].name, name)) return &ph->ops[i];
-    return NULL;
 }
 
 static rl_result predict(const rl_shape *s, int64_t batch, int64_t prompt, uint32_t kvtype) {
