@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -329,6 +330,17 @@ static void print_opts_json(void) {
     printf("}");
 }
 
+/* Why a test's roofline share is suspect, or NULL: a share above 100% means
+ * the reference (the probe's read bandwidth or FMA peak) reads low, e.g.
+ * because the host held back a core while it was measured; a probe measured
+ * busy is named too. */
+static const char *roofline_note(const probe_result *pr, const test_result *tr) {
+    if (!(tr->roofline_pct > 100.0)) return NULL;
+    return probe_suspect(pr, (long long)time(NULL)) & PROBE_BUSY
+               ? "above 100%: the reference is suspect (the probe was measured while cores were held back)"
+               : "above 100%: the reference is suspect (the probe read low); re-measure with kite bench --probe";
+}
+
 static void print_json(const bench_opts *o, const model_facts *mf, const kite_model_info *mi, const char *kernels,
                        const probe_result *pr, const test_result *tr, double load_ms) {
     const char *m = base_name(o->model);
@@ -345,6 +357,11 @@ static void print_json(const bench_opts *o, const model_facts *mf, const kite_mo
            mi->residency ? mi->residency : "?", load_ms, tr->n_runs, tr->noisy, tr->redone, 100.0 * tr->avail,
            mf->bytes_per_token, mi->n_layer, probe_read_gbs(pr, tr->threads), pr->fma_gflops * tr->threads);
     cli_json_string(stdout, pr->cpu, strlen(pr->cpu));
+    const char *note = roofline_note(pr, tr);
+    printf(", \"roofline_suspect\": %s, \"roofline_note\": ", note ? "true" : "false");
+    cli_json_string(stdout, note ? note : "", note ? strlen(note) : 0);
+    printf(", \"probe_measured_at\": %lld, \"probe_avail_pct\": %.1f", pr->measured_at,
+           100.0 * pr->read_avail[tr->threads <= pr->n_read ? tr->threads : pr->n_read]);
     /* matmul variants that ran (kernels/tune.h) and the tune table they came from */
     char tune_path[1024];
     config_tune_source(tune_path, sizeof tune_path, NULL);
@@ -381,7 +398,8 @@ static void print_row(const bench_opts *o, const model_facts *mf, const kite_mod
                       const test_result *tr) {
     char tps[48], roof[32], avail[16], size[16], params[16];
     snprintf(tps, sizeof tps, "%.2f (%.2f-%.2f)", tr->tok_s, tr->tok_s_min, tr->tok_s_max);
-    snprintf(roof, sizeof roof, "%.1f%% %s", tr->roofline_pct, tr->name[0] == 't' ? "bw" : "fma");
+    snprintf(roof, sizeof roof, "%.1f%% %s%s", tr->roofline_pct, tr->name[0] == 't' ? "bw" : "fma",
+             tr->roofline_pct > 100.0 ? " !" : "");
     if (tr->avail > 0)
         snprintf(avail, sizeof avail, "%.0f%%%s", 100.0 * tr->avail, tr->noisy ? " *" : "");
     else
@@ -569,6 +587,12 @@ int cmd_bench(int argc, char **argv) {
         }
         kite_ctx_free(ctx);
         ctx = NULL;
+    }
+    for (int i = 0; i < n_done && !o.json; i++) { /* "!" in the table: say why */
+        const char *note = roofline_note(&pr, &done_tr[i]);
+        if (note)
+            printf("note: %s t=%d reads %.1f%% of the %s roofline, %s\n", done_tr[i].name, done_tr[i].threads,
+                   done_tr[i].roofline_pct, done_tr[i].name[0] == 't' ? "bandwidth" : "FMA", note);
     }
     if (!o.json && n_done > 0) print_variants(done_tr, n_done);
     if (o.profile && !o.json && n_done > 0) print_profile(done_tr, n_done);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -112,6 +113,7 @@ static void print_sweep(const rl_shape *sh, const rl_hw *hw, const rl_setting *s
  * fused attention kernel covers attn_scores + softmax + attn_values. */
 static const char *profile_op_of(const char *name) {
     if (!strcmp(name, "attn_scores") || !strcmp(name, "softmax") || !strcmp(name, "attn_values")) return "attention";
+    if (!strcmp(name, "pos_embd")) return "embed"; /* gpt2's learned positions are added in the embedding step */
     return name;
 }
 
@@ -302,7 +304,7 @@ static const cli_opt roofline_opts_table[] = {
              "q4_0/q8_0/q4_K/q6_K, which kite runs on int8 dot kernels, bf16 for\n"
              "f16/bf16 weights, else f32)",
      .kind = CLI_STR, CLI_AT(roofline_opts, atype)},
-    {.names = "--kvtype", .arg = "T", .help = "f32|f16|q8_0 KV cache (f32 is what kite stores)", .kind = CLI_STR,
+    {.names = "--kvtype", .arg = "T", .help = "f32|f16|q8_0|q4_0 KV cache (f32 is kite's default)", .kind = CLI_STR,
      CLI_AT(roofline_opts, kvtype), .def = "f32"},
     {.names = "--json", .help = "end with one JSON line (prefill_tok_s, decode_tok_s, ttft_s, ops)",
      .kind = CLI_FLAG, CLI_AT(roofline_opts, json)},
@@ -374,8 +376,8 @@ int cmd_roofline(int argc, char **argv) {
     if (atype && (st.atype = rl_atype_from_name(atype)) < 0)
         return cli_usage_error(CMD, "--atype: '%s' is not f32, bf16 or int8", atype);
     int kt = dtype_from_name(kvtype);
-    if (kt != KITE_DTYPE_F32 && kt != KITE_DTYPE_F16 && kt != KITE_DTYPE_Q8_0)
-        return cli_usage_error(CMD, "--kvtype: '%s' is not f32, f16 or q8_0", kvtype);
+    if (kt != KITE_DTYPE_F32 && kt != KITE_DTYPE_F16 && kt != KITE_DTYPE_Q8_0 && kt != KITE_DTYPE_Q4_0)
+        return cli_usage_error(CMD, "--kvtype: '%s' is not f32, f16, q8_0 or q4_0", kvtype);
     st.kvtype = (uint32_t)kt;
 
     rl_hw hw;
@@ -392,6 +394,11 @@ int cmd_roofline(int argc, char **argv) {
             fprintf(stderr, "kite %s: probe: %s\n", CMD, kite_last_error());
             return 1;
         }
+        /* a profile measured while the host held back cores is used, and said to be suspect */
+        if (rl_hw_suspect(&hw, (double)time(NULL)) & RL_HW_BUSY)
+            fprintf(stderr, "kite %s: note: the probe saw %.0f%% core availability (under %.0f%%): its rates, and "
+                            "the predictions, may read low; measure again with --reprobe on a calmer machine\n",
+                    CMD, hw.avail_pct, RL_AVAIL_MIN_PCT);
     } else if ((rc = rl_hw_load(hwname, &hw)) != KITE_OK) {
         fprintf(stderr, "kite %s: --hw: %s (built-ins: %s, probe)\n", CMD, kite_last_error(), rl_hw_builtin_list());
         return 1;

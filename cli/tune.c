@@ -9,8 +9,9 @@
  *   Shapes: every distinct (type, rows, K) of the model's matrices (2-D
  *   tensors with more than one row; token_embd only when it is the tied
  *   classifier), using the file's own weights, in the layout a run uses:
- *   q4_0, q8_0, q4_K and q6_K matrices are repacked into a copy where
- *   kite_model_load repacks them (gemm_x16.h, where only the thread choice
+ *   q4_0, q8_0, q4_K and q6_K (gemm_x16.h) and f16 / bf16 (gemm_x32.h)
+ *   matrices are repacked into a copy where kite_model_load repacks them
+ *   (model_repack_matrix: the loader's choice; x16: only the thread choice
  *   matters).
  *   For each shape and each n_tok class, at the class's representative
  *   batch (1 4 8 16 32 128 tokens), the candidates are: the built-in
@@ -53,6 +54,7 @@
 #include "kernels/gemm_x16.h"
 #include "kernels/kernels.h"
 #include "kernels/tune.h"
+#include "model/model.h"
 #include "model/arch.h"
 #include "tensor/dtype.h"
 #include "tensor/weight.h"
@@ -277,27 +279,27 @@ static int write_table(const char *path, const kern_tune_table *t, const char *m
 }
 
 /* Replaces the matrices kite_model_load repacks (q4_0, q8_0, q4_K and q6_K
- * where it pays, gemm_x16.h) by repacked copies, so that tune times what a
+ * into gemm_x16.h's layout, f16 and bf16 into gemm_x32.h's, where it pays:
+ * model_repack_matrix makes the loader's choice) by repacked copies, so that tune times what a
  * run computes.  Returns 0, or 1 after printing an out-of-memory error. */
-static int repack_shapes(const kern_ops_table *kt, shape *shapes, int n_shapes) {
+static int repack_shapes(shape *shapes, int n_shapes) {
     for (int s = 0; s < n_shapes; s++) {
         weight *w = &shapes[s].w;
-        const int64_t group = X16_ROWS;
-        if (!(kern_x16_type(w->type) && kern_x16_pays(kt->level)) || w->ne[1] < group) continue;
         const size_t bytes = w->row_bytes * (size_t)w->ne[1];
-        void *copy = aligned_alloc(64, (bytes + 63) & ~(size_t)63), *tmp = malloc(kern_x16_pack_tmp_bytes(w->type, w->ne[1], w->ne[0]));
-        if (!copy || !tmp) {
-            free(copy);
-            free(tmp);
+        void *copy = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+        if (!copy) {
             fprintf(stderr, "kite %s: out of memory\n", CMD);
             return 1;
         }
         memcpy(copy, w->data, bytes);
-        kern_x16_pack(w->type, copy, w->ne[1], w->ne[0], tmp);
-        free(tmp);
+        weight c = *w;
+        c.data = copy;
+        if (model_repack_matrix(&c) == WEIGHT_LAYOUT_PLAIN) {
+            free(copy); /* the level gains nothing from a layout: the file's rows are timed */
+            continue;
+        }
         shapes[s].copy = copy;
-        w->data = copy;
-        w->layout = WEIGHT_LAYOUT_X16;
+        *w = c;
     }
     return 0;
 }
@@ -435,9 +437,8 @@ int cmd_tune(int argc, char **argv) {
         fprintf(stderr, "kite %s: %s: no matrices to tune\n", CMD, model);
         goto done;
     }
-    /* time what a run computes: kite_model_load repacks q4_0, q8_0, q4_K and q6_K (gemm_x16.h)
-     * where it pays */
-    if (!config_get()->no_repack && repack_shapes(kt, shapes, n_shapes)) goto done;
+    /* time what a run computes: the layouts kite_model_load repacks into (x16, x32) where they pay */
+    if (!config_get()->no_repack && repack_shapes(shapes, n_shapes)) goto done;
     probe_result pr;
     if (check && !quick) {
         if (config_probe_get(&pr, NULL) == KITE_OK)

@@ -127,6 +127,12 @@ struct kite_model {
  * skips it for kite_model_params.no_repack).  The file image must be private,
  * writable memory (heap residency).  Returns a kite_status. */
 int model_repack(kite_model *m);
+/* Repacks one plain matrix in place exactly as model_repack would (same
+ * layout choice for its type, shape and the active kernel level), for
+ * callers that time the kernels decode and prefill run (roofline probe,
+ * kite tune).  w->data must be writable.  Returns the layout w now has
+ * (WEIGHT_LAYOUT_PLAIN when the level gains nothing, or out of memory). */
+uint32_t model_repack_matrix(weight *w);
 
 /* The one message for a vocab-only file where weights are needed: records
  * "PATH is a vocab-only GGUF (a vocabulary, no weights)" and returns

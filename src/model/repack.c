@@ -90,6 +90,22 @@ static int repack_weight(kite_model *m, repack_state *s, weight *w, int n_views)
     return KITE_OK;
 }
 
+uint32_t model_repack_matrix(weight *w) {
+    const uint32_t layout = target_layout(w, kern_table()->level);
+    if (!w->data || layout == WEIGHT_LAYOUT_PLAIN || w->layout != WEIGHT_LAYOUT_PLAIN) return w->layout;
+    const bool x16 = layout == WEIGHT_LAYOUT_X16;
+    const size_t need =
+        x16 ? kern_x16_pack_tmp_bytes(w->type, w->ne[1], w->ne[0]) : kern_x32_pack_tmp_bytes(w->ne[0]);
+    void *tmp = malloc(need ? need : 1);
+    if (!tmp) return w->layout;
+    void *data = (void *)(uintptr_t)w->data;
+    if (x16) kern_x16_pack(w->type, data, w->ne[1], w->ne[0], tmp);
+    else kern_x32_pack(w->type, data, w->ne[1], w->ne[0], tmp);
+    free(tmp);
+    w->layout = layout;
+    return layout;
+}
+
 int model_repack(kite_model *m) {
     const kern_level level = kern_table()->level;
     if (!(kern_x16_pays(level) || kern_x32_pays(level, KITE_DTYPE_F16, 2, X32_ROWS))) return KITE_OK;

@@ -115,6 +115,12 @@ int rl_hw_parse(const char *text, const char *what, rl_hw *out) {
             hw.kern_gbs[dtype_from_name(key + 9)] = v;
         else if (!strncmp(key, "kern_call_us.", 13) && dtype_from_name(key + 13) >= 0)
             hw.kern_call_us[dtype_from_name(key + 13)] = v;
+        else if (!strncmp(key, "gemm_gops.", 10) && dtype_from_name(key + 10) >= 0)
+            hw.gemm_gops[dtype_from_name(key + 10)] = v;
+        else if (!strcmp(key, "measured_at"))
+            hw.measured_at = v;
+        else if (!strcmp(key, "avail_pct"))
+            hw.avail_pct = v;
         else
             return err_set(KITE_E_FORMAT, "%s:%d: unknown key '%s'", what, line_no, key);
     }
@@ -150,6 +156,10 @@ void rl_hw_write(FILE *f, const rl_hw *hw) {
     for (int t = 0; t < KITE_DTYPE_COUNT; t++)
         if (hw->kern_call_us[t] > 0)
             fprintf(f, "kern_call_us.%s = %.4g\n", dtype_name((uint32_t)t), hw->kern_call_us[t]);
+    for (int t = 0; t < KITE_DTYPE_COUNT; t++)
+        if (hw->gemm_gops[t] > 0) fprintf(f, "gemm_gops.%s = %.5g\n", dtype_name((uint32_t)t), hw->gemm_gops[t]);
+    if (hw->measured_at > 0) fprintf(f, "measured_at = %.0f\n", hw->measured_at);
+    if (hw->avail_pct > 0) fprintf(f, "avail_pct = %.1f\n", hw->avail_pct);
 }
 
 int rl_hw_save(const char *path, const rl_hw *hw) {

@@ -11,6 +11,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/error.h"
 #include "kite.h"
@@ -60,6 +61,7 @@ typedef struct builder {
     const rl_hw *hw;
     double peak_mm, peak_attn, peak_elem, bw;
     double calls;      /* forward calls of the phase: launches per op */
+    bool prefill;      /* the phase is prefill: matmuls run at the measured GEMM rate of their type */
 } builder;
 
 static void add_op(builder *b, const char *name, int64_t count, bool matmul, uint32_t wtype, double flops,
@@ -80,7 +82,10 @@ static void add_op(builder *b, const char *name, int64_t count, bool matmul, uin
     if (matmul && wtype < KITE_DTYPE_COUNT && b->hw->kern_gbs[wtype] > 0)
         wrate = fmin(wrate, b->hw->kern_gbs[wtype] * 1e9);
     bool attn = !strcmp(name, "attn_scores") || !strcmp(name, "softmax") || !strcmp(name, "attn_values");
-    o->t_compute = flops / (matmul ? b->peak_mm : attn ? b->peak_attn : b->peak_elem);
+    double peak_mm = b->peak_mm;
+    if (matmul && b->prefill && wtype < KITE_DTYPE_COUNT && b->hw->gemm_gops[wtype] > 0)
+        peak_mm = b->hw->gemm_gops[wtype] * 1e9; /* the measured prefill GEMM of the type and its layout */
+    o->t_compute = flops / (matmul ? peak_mm : attn ? b->peak_attn : b->peak_elem);
     o->t_memory = w_bytes / wrate + (act_bytes + kv_bytes) / b->bw;
     o->compute_bound = o->t_compute > o->t_memory;
     /* ops that go to the thread pool (matmuls, the fused attention kernel)
@@ -114,31 +119,70 @@ static void build_phase(builder *b, const rl_shape *s, const rl_setting *st, dou
     const double V = (double)s->n_vocab;
     const int64_t L = s->n_layer;
     const uint32_t w = s->wtype;
+    /* gpt2: LayerNorm (8 FLOPs per element: mean, centre, square-add, scale, gain, bias; gain and bias
+     * read) in place of RMSNorm (4; gain) */
+    const double nf = s->gpt2 ? 8 : 4, nw = s->gpt2 ? 8 : 4;
 
     add_op(b, "embed", 1, false, w, 0, T * d * wb, T * d * a, 0);
-    add_op(b, "attn_norm", L, false, w, 4 * T * d, d * 4 * wreads, 2 * T * d * a, 0);
-    add_op(b, "q_proj", L, true, w, 2 * T * d * dq, dq * d * wb * wreads, T * d * a + T * dq * a, 0);
-    add_op(b, "k_proj", L, true, w, 2 * T * d * dkv, dkv * d * wb * wreads, T * d * a, T * dkv * kb);
-    add_op(b, "v_proj", L, true, w, 2 * T * d * dkv, dkv * d * wb * wreads, T * d * a, T * dkv * kb);
-    add_op(b, "rope", L, false, w, 3 * T * (dq + dkv), 0, 2 * T * dq * a, 2 * T * dkv * kb);
+    if (s->gpt2) add_op(b, "pos_embd", 1, false, w, T * d, T * d * 4, 2 * T * d * a, 0); /* f32 rows, added */
+    add_op(b, "attn_norm", L, false, w, nf * T * d, d * nw * wreads, 2 * T * d * a, 0);
+    if (s->gpt2) { /* one fused q|k|v matrix, no RoPE */
+        add_op(b, "qkv_proj", L, true, w, 2 * T * d * (dq + 2 * dkv), (dq + 2 * dkv) * d * wb * wreads,
+               T * d * a + T * dq * a, 2 * T * dkv * kb);
+    } else {
+        add_op(b, "q_proj", L, true, w, 2 * T * d * dq, dq * d * wb * wreads, T * d * a + T * dq * a, 0);
+        add_op(b, "k_proj", L, true, w, 2 * T * d * dkv, dkv * d * wb * wreads, T * d * a, T * dkv * kb);
+        add_op(b, "v_proj", L, true, w, 2 * T * d * dkv, dkv * d * wb * wreads, T * d * a, T * dkv * kb);
+        add_op(b, "rope", L, false, w, 3 * T * (dq + dkv), 0, 2 * T * dq * a, 2 * T * dkv * kb);
+    }
     add_op(b, "attn_scores", L, false, w, 2 * pairs * nh * hd, 0, T * dq * a, kvpos * dkv * kb);
     add_op(b, "softmax", L, false, w, 5 * pairs * nh, 0, 0, 0);
     add_op(b, "attn_values", L, false, w, 2 * pairs * nh * hd, 0, T * dq * a, kvpos * dkv * kb);
     add_op(b, "o_proj", L, true, w, 2 * T * dq * d, d * dq * wb * wreads, T * dq * a + T * d * a, 0);
-    add_op(b, "ffn_norm", L, false, w, 4 * T * d, d * 4 * wreads, 2 * T * d * a, 0);
-    add_op(b, "ffn_gate", L, true, w, 2 * T * d * ff, ff * d * wb * wreads, T * d * a + T * ff * a, 0);
-    add_op(b, "ffn_up", L, true, w, 2 * T * d * ff, ff * d * wb * wreads, T * d * a + T * ff * a, 0);
-    add_op(b, "ffn_act", L, false, w, 5 * T * ff, 0, 3 * T * ff * a, 0);
-    add_op(b, "ffn_down", L, true, w, 2 * T * ff * d, d * ff * wb * wreads, T * ff * a + T * d * a, 0);
-    add_op(b, "out_norm", 1, false, w, 4 * rows * d, d * 4 * out_reads, 2 * rows * d * a, 0);
+    add_op(b, "ffn_norm", L, false, w, nf * T * d, d * nw * wreads, 2 * T * d * a, 0);
+    if (s->n_expert > 0) {
+        /* MoE: the router scores every expert for every token; each token then runs its top k
+         * experts.  A forward call of t = T / wreads tokens reads the weights of the distinct
+         * experts its tokens chose, at most min(n_expert, t * k) of them (the bound: tokens
+         * choosing different experts). */
+        const double E = (double)s->n_expert, k = (double)s->n_expert_used;
+        const double fe = (double)(s->n_ff_exp > 0 ? s->n_ff_exp : s->n_ff), rb = rl_dtype_bpe(s->router_type);
+        const double distinct = fmin(E, T / wreads * k) * wreads;
+        add_op(b, "ffn_router", L, true, s->router_type, 2 * T * d * E, E * d * (rb > 0 ? rb : wb) * wreads,
+               T * d * a + T * E * 4, 0);
+        add_op(b, "ffn_gate", L, true, w, 2 * T * k * d * fe, distinct * fe * d * wb, T * k * (d + fe) * a, 0);
+        add_op(b, "ffn_up", L, true, w, 2 * T * k * d * fe, distinct * fe * d * wb, T * k * (d + fe) * a, 0);
+        add_op(b, "ffn_act", L, false, w, 5 * T * k * fe, 0, 3 * T * k * fe * a, 0);
+        add_op(b, "ffn_down", L, true, w, 2 * T * k * fe * d, distinct * d * fe * wb, T * k * (fe + d) * a, 0);
+    } else if (s->gpt2) { /* up, GELU (8 FLOPs per element, tanh form), down: no gate */
+        add_op(b, "ffn_up", L, true, w, 2 * T * d * ff, ff * d * wb * wreads, T * d * a + T * ff * a, 0);
+        add_op(b, "ffn_act", L, false, w, 8 * T * ff, 0, 2 * T * ff * a, 0);
+        add_op(b, "ffn_down", L, true, w, 2 * T * ff * d, d * ff * wb * wreads, T * ff * a + T * d * a, 0);
+    } else {
+        add_op(b, "ffn_gate", L, true, w, 2 * T * d * ff, ff * d * wb * wreads, T * d * a + T * ff * a, 0);
+        add_op(b, "ffn_up", L, true, w, 2 * T * d * ff, ff * d * wb * wreads, T * d * a + T * ff * a, 0);
+        add_op(b, "ffn_act", L, false, w, 5 * T * ff, 0, 3 * T * ff * a, 0);
+        add_op(b, "ffn_down", L, true, w, 2 * T * ff * d, d * ff * wb * wreads, T * ff * a + T * d * a, 0);
+    }
+    add_op(b, "out_norm", 1, false, w, nf * rows * d, d * nw * out_reads, 2 * rows * d * a, 0);
     add_op(b, "output", 1, true, s->out_type, 2 * rows * d * V, V * d * ob * out_reads, rows * d * a + rows * V * a,
            0);
+}
+
+unsigned rl_hw_suspect(const rl_hw *hw, double now) {
+    if (hw->threads == 0 && hw->measured_at <= 0) return 0;
+    unsigned f = 0;
+    if (!(hw->measured_at > 0) || now - hw->measured_at > RL_MAX_AGE_S) f |= RL_HW_STALE;
+    if (hw->avail_pct > 0 && hw->avail_pct < RL_AVAIL_MIN_PCT) f |= RL_HW_BUSY;
+    return f;
 }
 
 int rl_predict(const rl_shape *s, const rl_hw *hw, const rl_setting *st, rl_result *r) {
     if (s->n_embd <= 0 || s->n_ff <= 0 || s->n_layer <= 0 || s->n_head <= 0 || s->n_head_kv <= 0 ||
         s->head_dim <= 0 || s->n_vocab <= 0 || rl_dtype_bpe(s->wtype) <= 0 || rl_dtype_bpe(s->out_type) <= 0)
         return err_set(KITE_E_ARG, "roofline: shape '%s': sizes must be positive and types known", s->name);
+    if (s->n_expert < 0 || (s->n_expert > 0 && (s->n_expert_used <= 0 || s->n_expert_used > s->n_expert)))
+        return err_set(KITE_E_ARG, "roofline: shape '%s': experts used must be in 1..n_expert", s->name);
     if (st->batch <= 0 || st->prompt <= 0 || st->gen < 0 || rl_dtype_bpe(st->kvtype) <= 0)
         return err_set(KITE_E_ARG, "roofline: batch and prompt must be positive, gen >= 0");
     if (hw->mem_bw_gbs <= 0 || hw->fp32_gflops <= 0)
@@ -159,6 +203,7 @@ int rl_predict(const rl_shape *s, const rl_hw *hw, const rl_setting *st, rl_resu
     }
     b.ph = &r->ph[RL_PREFILL];
     b.calls = B * chunks;
+    b.prefill = true;
     build_phase(&b, s, st, B * P, B * chunks, B * P * (P + 1) / 2, B * kvpos, B, B);
 
     /* decode: one step of B sequences at context prompt + gen/2 (the new
@@ -166,6 +211,7 @@ int rl_predict(const rl_shape *s, const rl_hw *hw, const rl_setting *st, rl_resu
     double ctx = P + (double)(st->gen / 2) + 1;
     b.ph = &r->ph[RL_DECODE];
     b.calls = 1;
+    b.prefill = false;
     build_phase(&b, s, st, B, 1, B * ctx, B * ctx, B, 1);
 
     for (int p = 0; p < 2; p++) r->ph[p].compute_bound = r->ph[p].t_compute > r->ph[p].t_memory;
@@ -245,6 +291,11 @@ void rl_print_table(FILE *f, const rl_shape *sh, const rl_hw *hw, const rl_setti
     fprintf(f, "\nTTFT %.4f s, prefill %.2f tok/s, decode %.2f tok/s\n", r->ttft_s, r->prefill_tok_s, r->decode_tok_s);
 }
 
+/* "", "stale", "busy" or "stale,busy" for rl_hw_suspect's flags. */
+static const char *suspect_name(unsigned f) {
+    return f == (RL_HW_STALE | RL_HW_BUSY) ? "stale,busy" : f == RL_HW_STALE ? "stale" : f == RL_HW_BUSY ? "busy" : "";
+}
+
 static void json_num(FILE *f, double v) {
     if (isfinite(v))
         fprintf(f, "%.6g", v);
@@ -256,7 +307,9 @@ void rl_print_json(FILE *f, const rl_shape *sh, const rl_hw *hw, const rl_settin
     fprintf(f, "{\"model\": \"%s\", \"hw\": \"", sh->name);
     for (const char *c = hw->name; *c; c++)
         if (*c != '"' && *c != '\\' && (unsigned char)*c >= 0x20) fputc(*c, f);
-    fprintf(f, "\", \"batch\": %" PRId64 ", \"prompt\": %" PRId64 ", \"gen\": %" PRId64
+    fprintf(f, "\", \"hw_measured_at\": %.0f, \"hw_avail_pct\": %.1f, \"hw_suspect\": \"%s\"", hw->measured_at,
+            hw->avail_pct, suspect_name(rl_hw_suspect(hw, (double)time(NULL))));
+    fprintf(f, ", \"batch\": %" PRId64 ", \"prompt\": %" PRId64 ", \"gen\": %" PRId64
                ", \"wtype\": \"%s\", \"atype\": \"%s\", \"kvtype\": \"%s\", \"ridge\": ",
             st->batch, st->prompt, st->gen, dtype_name(sh->wtype), rl_atype_name(st->atype), dtype_name(st->kvtype));
     json_num(f, r->ridge);

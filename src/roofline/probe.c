@@ -5,6 +5,7 @@
 #include "roofline/probe.h"
 
 #include <errno.h>
+#include <math.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/cpu.h"
@@ -390,6 +392,7 @@ int probe_measure(probe_result *r) {
     probe_cpu_name(r->cpu, sizeof r->cpu);
     r->n_cpu = online_cpus();
     r->n_read = r->n_cpu < PROBE_MAX_THREADS ? r->n_cpu : PROBE_MAX_THREADS;
+    r->measured_at = (long long)time(NULL);
 
     const char *isa;
     fma_loop_fn fma = fma_pick(&isa);
@@ -422,7 +425,7 @@ int probe_measure(probe_result *r) {
             const double a0 = expect > 0 ? probe_fma_check(t, READ_CHECK_MS) / expect : 1.0;
             const double gbs = read_probe(buf, READ_BYTES, t);
             const double a1 = expect > 0 ? probe_fma_check(t, READ_CHECK_MS) / expect : 1.0;
-            const double av = a0 < a1 ? a0 : a1;
+            const double av = fmax(a0 < a1 ? a0 : a1, 1e-3); /* > 0: measured (0 means unknown) */
             if (av > r->read_avail[t]) {
                 r->read_avail[t] = av;
                 r->read_gbs[t] = gbs;
@@ -471,6 +474,12 @@ int probe_load(const char *path, probe_result *out) {
         } else if (sscanf(line, "read_gbs %d %lf", &t, &v) == 2 && t >= 1 && t <= PROBE_MAX_THREADS) {
             r.read_gbs[t] = v;
             if (t > r.n_read) r.n_read = t;
+        } else if (sscanf(line, "read_avail %d %lf", &t, &v) == 2 && t >= 1 && t <= PROBE_MAX_THREADS) {
+            r.read_avail[t] = v;
+        } else if (sscanf(line, "read_busy %d %lf", &t, &v) == 2 && t >= 1 && t <= PROBE_MAX_THREADS) {
+            r.read_busy[t] = (int)v;
+        } else if (sscanf(line, "measured_at %lf", &v) == 1 && v >= 0) {
+            r.measured_at = (long long)v;
         }
     }
     fclose(f);
@@ -503,6 +512,9 @@ int probe_save(const char *path_in, const probe_result *r) {
     fprintf(f, "kite-probe 3\ncpu %s\nn_cpu %d\nisa %s\nfma_gflops_per_thread %.2f\n", r->cpu, r->n_cpu, r->isa,
             r->fma_gflops);
     for (int t = 1; t <= r->n_read; t++) fprintf(f, "read_gbs %d %.2f\n", t, r->read_gbs[t]);
+    for (int t = 1; t <= r->n_read; t++)
+        fprintf(f, "read_avail %d %.3f\nread_busy %d %d\n", t, r->read_avail[t], t, r->read_busy[t]);
+    fprintf(f, "measured_at %lld\n", r->measured_at);
     bool bad = ferror(f) != 0;
     if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
         unlink(tmp);
@@ -511,8 +523,18 @@ int probe_save(const char *path_in, const probe_result *r) {
     return KITE_OK;
 }
 
+unsigned probe_suspect(const probe_result *r, long long now) {
+    unsigned f = 0;
+    if (r->measured_at <= 0 || now - r->measured_at > PROBE_MAX_AGE_S) f |= PROBE_STALE;
+    for (int t = 1; t <= r->n_read; t++)
+        if (r->read_avail[t] > 0 && r->read_avail[t] < PROBE_AVAIL_MIN) f |= PROBE_BUSY;
+    return f;
+}
+
 int probe_get(const char *path, probe_result *r, bool *measured) {
-    if (probe_load(path, r) == KITE_OK) {
+    probe_result c;
+    if (probe_load(path, &c) == KITE_OK && !probe_suspect(&c, (long long)time(NULL))) {
+        *r = c;
         if (measured) *measured = false;
         return KITE_OK;
     }

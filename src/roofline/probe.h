@@ -35,6 +35,9 @@
  *   ~/.cache/kite/probe.txt; tools/config/config.h), keyed by the CPU model
  *   string and the online CPU count; a mismatch or a missing file means
  *   "measure again".
+ *   The file also records when it was measured and the availability of
+ *   each read probe; probe_get measures again when the entry is older than
+ *   PROBE_MAX_AGE_S or was measured busy (probe_suspect).
  *   The first line is the format version: "kite-probe 2" since the median
  *   pass replaced the best one, "kite-probe 3" since the wide loads; an
  *   older file is measured again.
@@ -63,12 +66,14 @@ typedef struct probe_result {
     int n_read;                               /* thread counts measured: 1..n_read */
     double read_gbs[PROBE_MAX_THREADS + 1];   /* [t]: read bandwidth with t threads, GB/s ([0] unused) */
     double fma_gflops;                        /* FP32 FMA peak of one thread, GFLOP/s */
-    /* Measured now only (0 when read from the cache): the core availability
-     * around the kept read probe with t threads (the lower of an FMA check
-     * before and after, as a share of t * fma_gflops), and how many tries saw
-     * under 70 % (PROBE_READ_TRIES: every try; the figure may read low). */
+    /* The core availability around the kept read probe with t threads (the
+     * lower of an FMA check before and after, as a share of t * fma_gflops),
+     * and how many tries saw under 70 % (PROBE_READ_TRIES: every try; the
+     * figure may read low).  Both are cached; 0 in a cache file older than
+     * these fields (unknown). */
     double read_avail[PROBE_MAX_THREADS + 1];
     int read_busy[PROBE_MAX_THREADS + 1];
+    long long measured_at;                    /* when measured, Unix seconds (0: unknown, an older file) */
     char isa[16];                             /* ISA of the FMA loop: "avx512", "avx2", "sse" */
 } probe_result;
 
@@ -88,9 +93,19 @@ int probe_load(const char *path, probe_result *r /* OUT */);
  * KITE_E_IO, or KITE_E_ARG when path is NULL. */
 int probe_save(const char *path, const probe_result *r);
 
+#define PROBE_MAX_AGE_S (7LL * 86400) /* a cached probe older than this is measured again */
+#define PROBE_AVAIL_MIN 0.70          /* ...and so is one whose read probes saw less core availability */
+enum { PROBE_STALE = 1, PROBE_BUSY = 2 };
+/* What is suspect about a probe result at Unix time now: PROBE_STALE
+ * (measured_at unknown or more than PROBE_MAX_AGE_S ago), PROBE_BUSY (some
+ * read probe's availability known and under PROBE_AVAIL_MIN); 0: fine. */
+unsigned probe_suspect(const probe_result *r, long long now);
+
 /* The result cached at path, or a fresh measurement that is then cached
- * there (path NULL: measured, not cached).  *measured (may be NULL) says
- * which.  KITE_OK or KITE_E_NOMEM. */
+ * there (path NULL: measured, not cached).  A cached result that is stale
+ * or was measured busy (probe_suspect) is measured again; the fresh one is
+ * kept even if it is busy too (the caller flags it with probe_suspect).
+ * *measured (may be NULL) says which.  KITE_OK or KITE_E_NOMEM. */
 int probe_get(const char *path, probe_result *r /* OUT */, bool *measured /* OUT */);
 
 /* Core-availability check: runs the FMA loop on n_threads threads at once

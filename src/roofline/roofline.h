@@ -23,6 +23,13 @@
  *   (FlashAttention) keeps scores in registers/cache: scores and softmax
  *   move no bytes.
  *
+ *   Architectures: llama-family ops by default; MoE layers (n_expert > 0:
+ *   mixtral, qwen3moe) cost a router and the top-k experts, reading at most
+ *   min(n_expert, tokens per call * k) distinct experts per forward call;
+ *   gpt2 has LayerNorm, learned positions, a fused QKV and a gate-less GELU
+ *   FFN (docs/roofline.md).  Prefill matmuls run at the probed GEMM rate of
+ *   their weight type (gemm_gops) where the profile has one.
+ *
  *   Phases: prefill = batch sequences of `prompt` tokens from an empty
  *   cache, weights read once per chunk of RL_CHUNK tokens (kite's n_batch);
  *   decode = one step of `batch` sequences at the mean context
@@ -42,7 +49,7 @@
 #include "tensor/dtype.h"
 
 #define RL_CHUNK 512     /* prefill tokens per forward call (kite's n_batch) */
-#define RL_MAX_OPS 24    /* ops per phase */
+#define RL_MAX_OPS 28    /* ops per phase */
 
 enum rl_atype { RL_A_F32 = 0, RL_A_BF16 = 1, RL_A_INT8 = 2 };
 enum rl_phase { RL_PREFILL = 0, RL_DECODE = 1 };
@@ -52,6 +59,13 @@ typedef struct rl_shape {
     int64_t n_embd, n_ff, n_layer, n_head, n_head_kv, head_dim, n_vocab;
     uint32_t wtype;       /* enum kite_dtype of the layer matrices */
     uint32_t out_type;    /* enum kite_dtype of the output head */
+    /* architecture features (all zero: a llama-family shape with RMSNorm, RoPE and a SwiGLU FFN) */
+    int64_t n_expert;      /* experts per MoE layer; 0 = dense FFN */
+    int64_t n_expert_used; /* experts each token is routed to (top-k) */
+    int64_t n_ff_exp;      /* an expert's FFN width; 0 = n_ff */
+    uint32_t router_type;  /* enum kite_dtype of the router (ffn_gate_inp) when n_expert > 0 */
+    bool gpt2;             /* LayerNorm (gain and bias), learned positions instead of RoPE, GELU FFN without
+                              gate, fused QKV projection (gpt2) */
 } rl_shape;
 
 typedef struct rl_hw {
@@ -68,13 +82,29 @@ typedef struct rl_hw {
     double elem_gflops;   /* rate of element-wise ops (norms, RoPE, SwiGLU), GFLOP/s; 0 = fp32_gflops */
     double launch_us;     /* fixed cost per pooled op launch, microseconds (thread-pool round trip); used where
                              kern_call_us / attn_call_us are 0 */
+    double gemm_gops[KITE_DTYPE_COUNT]; /* prefill matmul rate of a weight type: kern_matmul of RL_GEMM_TOK
+                                           tokens on a matrix in the loader's layout (x16/x32 repacked where
+                                           the loader repacks), GFLOP/s; 0 = the atype peak */
     int threads;          /* threads the numbers were measured with (0: n/a) */
+    double measured_at;   /* when the profile was measured, Unix seconds; 0 = unknown (not a probe) */
+    double avail_pct;     /* lowest core availability (% of threads x FMA peak) seen around the probe's
+                             timings; 0 = unknown */
 } rl_hw;
+
+#define RL_GEMM_TOK 128           /* tokens of the prefill matmul probe (kite bench's default prompt) */
+#define RL_MAX_AGE_S (7 * 86400.0) /* a probed profile older than this is measured again */
+#define RL_AVAIL_MIN_PCT 70.0     /* one measured under less core availability is flagged (busy) */
+enum { RL_HW_STALE = 1, RL_HW_BUSY = 2 };
+/* What is suspect about a probed profile at Unix time now: RL_HW_STALE
+ * (measured_at unknown or older than RL_MAX_AGE_S), RL_HW_BUSY (avail_pct
+ * known and under RL_AVAIL_MIN_PCT); 0 for a profile that is not a probe
+ * (threads == 0 and measured_at == 0: built-ins, hand-written files). */
+unsigned rl_hw_suspect(const rl_hw *hw, double now);
 
 typedef struct rl_setting {
     int64_t batch, prompt, gen;
     int atype;            /* enum rl_atype: activation bytes and matmul peak */
-    uint32_t kvtype;      /* enum kite_dtype of the KV cache: f32, f16, q8_0 */
+    uint32_t kvtype;      /* enum kite_dtype of the KV cache: f32, f16, q8_0, q4_0 */
 } rl_setting;
 
 typedef struct rl_op {
@@ -152,9 +182,20 @@ void rl_hw_write(FILE *f, const rl_hw *hw);
  * CLI passes ~/.cache/kite/roofline-tN.txt) unless force, else measured
  * (bandwidth and FP32 from roofline/probe.h, cached at probe_path; kernel
  * rates and the BF16/INT8 matmul rates by timing kite's kernels) and cached
- * at path.  path, probe_path: NULL for no cache. */
+ * at path.  A cached profile that is stale (rl_hw_suspect: RL_HW_STALE) is
+ * measured again; one measured busy is returned as it is, for the caller to
+ * flag.  path, probe_path: NULL for no cache. */
 int rl_hw_probe(int n_threads, bool force, const char *path, const char *probe_path, rl_hw *hw /* OUT */,
                 bool *measured /* OUT, may be NULL */);
+
+/* Measures the profile for n_threads threads now, without a cache: bandwidth
+ * and FP32 peak from `probe` (roofline/probe.h), the kernel rates of the
+ * n_types weight types at types (NULL: every type rl_hw_probe times) by
+ * timing kite's kernels on weights in the loader's layout.  KITE_OK or
+ * KITE_E_NOMEM. */
+struct probe_result;
+int rl_hw_measure(int n_threads, const struct probe_result *probe, const uint32_t *types, int n_types,
+                  rl_hw *out /* OUT */);
 
 /* ---- SVG chart (svg.c) ---- */
 int rl_svg_write(const char *path, const rl_shape *sh, const rl_hw *hw, const rl_setting *st, const rl_result *r);

@@ -29,10 +29,15 @@ int rl_shape_from_name(const char *name, uint32_t wtype, rl_shape *sh) {
     sh->n_layer = s->n_layer;
     sh->n_head = s->n_head;
     sh->n_head_kv = s->n_head_kv;
-    sh->head_dim = s->n_embd / s->n_head;
+    sh->head_dim = s->head_dim > 0 ? s->head_dim : s->n_embd / s->n_head;
     sh->n_vocab = s->n_vocab;
     sh->wtype = wtype;
     sh->out_type = wtype;
+    sh->n_expert = s->n_expert;
+    sh->n_expert_used = s->n_expert_used;
+    sh->n_ff_exp = s->n_ff_exp;
+    sh->router_type = wtype; /* synth writes the router as a matrix of the weight type */
+    sh->gpt2 = s->arch && !strcmp(s->arch, "gpt2");
     return KITE_OK;
 }
 
@@ -48,9 +53,12 @@ int rl_shape_from_file(const char *path, rl_shape *sh) {
     gguf_open_params gp = {.use_mmap = true};
     rc = gguf_open(path, &gp, &g);
     if (rc != KITE_OK) goto done;
+    /* gpt2 keeps q, k and v in one fused matrix */
+    const bool gpt2 = mi.arch && !strcmp(mi.arch, "gpt2");
     char q_name[ARCH_NAME_MAX] = "";
-    const gguf_tensor *tq =
-        arch_tensor_name(NULL, TR_ATTN_Q, 0, q_name, sizeof q_name) ? gguf_find_tensor(g, q_name) : NULL;
+    const gguf_tensor *tq = arch_tensor_name(NULL, gpt2 ? TR_ATTN_QKV : TR_ATTN_Q, 0, q_name, sizeof q_name)
+                                ? gguf_find_tensor(g, q_name)
+                                : NULL;
     const gguf_tensor *to = gguf_find_tensor(g, arch_role_base(TR_OUTPUT));
     if (!to) to = gguf_find_tensor(g, arch_role_base(TR_TOKEN_EMBD));
     if (!tq || !to) {
@@ -66,10 +74,26 @@ int rl_shape_from_file(const char *path, rl_shape *sh) {
     sh->n_layer = mi.n_layer;
     sh->n_head = mi.n_head;
     sh->n_head_kv = mi.n_head_kv;
-    sh->head_dim = tq->ne[1] / mi.n_head;
+    sh->head_dim = gpt2 ? mi.n_embd / mi.n_head : tq->ne[1] / mi.n_head;
     sh->n_vocab = mi.n_vocab;
     sh->wtype = tq->type;
     sh->out_type = to->type;
+    sh->gpt2 = gpt2;
+    /* MoE: experts stacked as (n_embd, n_ff_exp, n_expert); the router (n_embd, n_expert) */
+    char e_name[ARCH_NAME_MAX] = "", r_name[ARCH_NAME_MAX] = "";
+    const gguf_tensor *te =
+        arch_tensor_name(NULL, TR_FFN_GATE_EXPS, 0, e_name, sizeof e_name) ? gguf_find_tensor(g, e_name) : NULL;
+    const gguf_tensor *tr =
+        arch_tensor_name(NULL, TR_FFN_GATE_INP, 0, r_name, sizeof r_name) ? gguf_find_tensor(g, r_name) : NULL;
+    if (te && tr && te->n_dims == 3) {
+        char key[96];
+        uint32_t used = 0;
+        snprintf(key, sizeof key, "%s.expert_used_count", mi.arch ? mi.arch : "llama");
+        sh->n_expert = te->ne[2];
+        sh->n_ff_exp = te->ne[1];
+        sh->router_type = tr->type;
+        sh->n_expert_used = gguf_get_u32(g, key, &used) == KITE_OK ? used : 0;
+    }
 done:
     gguf_close(g);
     kite_model_free(m);

@@ -218,6 +218,27 @@ else
     e2e_fail "roofline --compare" "exit $rc: $(e2e_first_line "$T/err")"
 fi
 expect_error "roofline --compare without a model" 2 "--compare" roofline --shape stories260k --hw H200 --compare
+# every KV type kite stores is accepted, and priced: the JSON line names it
+kv_ok=yes
+for kv in f32 f16 q8_0 q4_0; do
+    e2e_kite "$T/out" "$T/err" roofline --shape stories260k --hw H200 --kvtype "$kv" --json
+    [ "$rc" -eq 0 ] && grep -q "\"kvtype\": \"$kv\"" "$T/out" || kv_ok="no ($kv: exit $rc)"
+done
+if [ "$kv_ok" = yes ]; then e2e_ok "roofline --kvtype f32|f16|q8_0|q4_0"; else e2e_fail "roofline --kvtype" "$kv_ok"; fi
+expect_error "roofline --kvtype q5_1 (not a KV type)" 2 "q4_0" roofline --shape stories260k --hw H200 --kvtype q5_1
+# gpt2 and the MoE shapes are costed (fused QKV, no RoPE; router and experts)
+e2e_kite "$T/out" "$T/err" roofline --shape gpt2-124m --hw H200 --json
+if [ "$rc" -eq 0 ] && grep -q '"name": "qkv_proj"' "$T/out" && ! grep -q '"name": "rope"' "$T/out"; then
+    e2e_ok "roofline --shape gpt2-124m"
+else
+    e2e_fail "roofline gpt2" "exit $rc: $(e2e_first_line "$T/err")"
+fi
+e2e_kite "$T/out" "$T/err" roofline --shape mixtral-8x7b --hw H200 --batch 4 --json
+if [ "$rc" -eq 0 ] && grep -q '"name": "ffn_router"' "$T/out"; then
+    e2e_ok "roofline --shape mixtral-8x7b (router and top-k experts)"
+else
+    e2e_fail "roofline mixtral" "exit $rc: $(e2e_first_line "$T/err")"
+fi
 
 # --png without gnuplot is an error naming it (PATH without gnuplot: a wrapper)
 printf '#!/bin/sh\nPATH=/nonexistent exec "%s" "$@"\n' "$(pwd)/$KITE" >"$T/kite-nogp"

@@ -13,6 +13,7 @@
 #include "harness.h"
 #include "kite.h"
 #include "roofline/roofline.h"
+#include "roofline_helpers.h"
 
 /* Hand-worked shape: n_embd d = 8, n_ff = 16, 2 layers, 2 heads of 4 (dq = 8),
  * 1 KV head (dkv = 4), vocab 32; layer weights q8_0 (34 bytes per 32
@@ -26,20 +27,6 @@ static rl_shape tiny_shape(void) {
     s.wtype = KITE_DTYPE_Q8_0;
     s.out_type = KITE_DTYPE_F32;
     return s;
-}
-
-static rl_hw synth_hw(void) {
-    rl_hw h;
-    memset(&h, 0, sizeof h);
-    snprintf(h.name, sizeof h.name, "synthetic");
-    h.mem_bw_gbs = 1, h.fp32_gflops = 10, h.bf16_gflops = 10, h.int8_gops = 10;
-    return h;
-}
-
-static const rl_op *find(const rl_phase_result *ph, const char *name) {
-    for (int i = 0; i < ph->n_ops; i++)
-        if (!strcmp(ph->ops[i].name, name)) return &ph->ops[i];
-    return NULL;
 }
 
 #define CHECK_OP(ph, nm, fl, wb, ab, kb)                                                  \
