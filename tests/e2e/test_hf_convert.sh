@@ -11,6 +11,10 @@
 #     naming the architecture, tokenizer and type; the output passes
 #     `kite info` and `kite run` generates from it;
 #   * f32 vs f16 outputs give close logits (--dump-logits);
+#   * TinyStories-656K as Hugging Face tools save it (tests/data/hf-tinystories656k,
+#     tied embeddings stored only as lm_head.weight), converted unchanged at the
+#     default type (f16) and f32: `kite run --temp 0` gives the golden prompt ids
+#     and 60 greedy ids of tests/data/golden/tinystories656k-greedy.jsonl;
 #   * errors: missing -o, a bad --type, --tokenizer with --hf, a stray
 #     positional argument exit 2; a missing directory, a truncated shard and
 #     an unsupported model_type exit 1; each with one stderr line
@@ -112,6 +116,44 @@ if [ -e "$T/x.gguf" ] || ls "$T"/x.gguf.tmp.* >/dev/null 2>&1; then
 else
     e2e_ok "no output after errors"
 fi
+
+# A real directory, unchanged: TinyStories-656K stores its tied embedding only
+# as lm_head.weight.  Golden ids from Hugging Face's tokenizers library and a
+# float64 forward pass (min top-2 margin 0.01, so f16 weights keep every argmax).
+R=tests/data/hf-tinystories656k
+G=tests/data/golden/tinystories656k-greedy.jsonl
+for ty in auto f32; do
+    if [ "$ty" = auto ]; then
+        e2e_kite "$T/out" "$T/err" convert --hf "$R" -o "$T/ts656.gguf"
+    else
+        e2e_kite "$T/out" "$T/err" convert --hf "$R" -o "$T/ts656.gguf" --type "$ty"
+    fi
+    if [ "$rc" -eq 0 ] && grep -qF "2 layers, 2048 tokens (llama), 20 tensors" "$T/out"; then
+        e2e_ok "convert tinystories656k ($ty)"
+    else
+        e2e_fail "convert tinystories656k ($ty)" "exit $rc: $(e2e_first_line "$T/err")$(e2e_first_line "$T/out")"
+        continue
+    fi
+    i=0
+    while IFS= read -r line; do
+        i=$((i + 1))
+        # the golden prompts hold no quote or backslash, so sed can take the fields
+        prompt=$(printf '%s\n' "$line" | sed -n 's/.*"prompt": "\([^"\\]*\)".*/\1/p')
+        pids=$(printf '%s\n' "$line" | sed -n 's/.*"prompt_ids": \(\[[^]]*\]\).*/\1/p')
+        nids=$(printf '%s\n' "$line" | sed -n 's/.*"new_ids": \(\[[^]]*\]\).*/\1/p')
+        if [ -z "$prompt" ] || [ -z "$pids" ] || [ -z "$nids" ]; then
+            e2e_fail "tinystories656k golden $i ($ty)" "cannot read the golden line"
+            continue
+        fi
+        e2e_kite "$T/out" "$T/err" run -m "$T/ts656.gguf" -p "$prompt" -n 60 --temp 0 -t 2 --json
+        got=$(tail -n 1 "$T/out")
+        case $got in
+        *"\"prompt_ids\": $pids, \"ids\": $nids, "*) e2e_ok "tinystories656k golden $i ($ty)" ;;
+        *) e2e_fail "tinystories656k golden $i ($ty)" "exit $rc: $(printf '%s' "$got" | cut -c 1-200)" ;;
+        esac
+    done <"$G"
+    [ "$i" -eq 2 ] || e2e_fail "tinystories656k golden ($ty)" "$i cases, expected 2"
+done
 
 e2e_kite "$T/out" "$T/err" convert --hf "$D" --help
 if [ "$rc" -eq 0 ] && grep -q "usage: kite convert --hf DIR" "$T/out"; then

@@ -780,6 +780,65 @@ TEST(test_llama_types) {
     }
 }
 
+/* ---- tied embeddings ---------------------------------------------------------- */
+
+/* Renames source tensor from -> to (the checkpoint then stores it under to). */
+static void rename_src(const char *from, const char *to) {
+    for (int i = 0; i < n_srcs; i++)
+        if (!strcmp(srcs[i].name, from)) snprintf(srcs[i].name, sizeof srcs[i].name, "%s", to);
+}
+
+/* tie_word_embeddings: the one matrix may be stored as model.embed_tokens
+ * or only as lm_head.weight (safetensors' save_model keeps one of two shared
+ * tensors; TinyStories-656K keeps lm_head).  Either way it becomes
+ * token_embd and no output.weight is written (llama.cpp's layout for tied
+ * models); both stored: both written.  Untied without embed_tokens: error. */
+TEST(test_tied_embeddings) {
+    shape s = llama_shape;
+    TPATH(out, "tied.gguf");
+    TPATH(ref, "tied_ref.gguf");
+    float *logits[2] = {NULL, NULL};
+    for (int k = 0; k < 4; k++) {
+        /* k 0: embed_tokens only; 1: lm_head only; 2: both; 3: lm_head only, untied */
+        clean_dir();
+        reset_srcs();
+        rng = 41; /* same values every time */
+        s.tie = true; /* no lm_head from add_llama_like */
+        add_llama_like(&s, NULL, NULL);
+        if (k == 2) add("lm_head.weight", KITE_DTYPE_F32, 2, s.V, s.E, 1, NULL);
+        if (k == 1 || k == 3) rename_src("model.embed_tokens.weight", "lm_head.weight");
+        s.tie = k != 3;
+        write_config(&s);
+        write_spm_tokenizer();
+        write_weights(k == 1);
+        const char *path = k == 0 ? ref : out;
+        unlink(path);
+        hf_convert_info info;
+        int rc = convert(KITE_DTYPE_F32, path, &info);
+        if (k == 3) {
+            CHECK_EQ_INT(rc, KITE_E_NOT_FOUND);
+            CHECK_MSG(strstr(kite_last_error(), "'model.embed_tokens.weight'") != NULL, "message: %s", kite_last_error());
+            CHECK(access(out, F_OK) != 0);
+            continue;
+        }
+        CHECK_MSG(rc == KITE_OK, "convert case %d: %s", k, kite_last_error());
+        if (rc) continue;
+        CHECK_EQ_INT(info.n_tensors, (k == 2 ? 3 : 2) + 9 * 2);
+        gguf_ctx *g = open_out(path);
+        if (!g) continue;
+        check_tensor(g, "token_embd.weight", k == 1 ? "lm_head.weight" : "model.embed_tokens.weight", 0, KITE_DTYPE_F32, 0);
+        if (k == 2) check_tensor(g, "output.weight", "lm_head.weight", 0, KITE_DTYPE_F32, 0);
+        else CHECK(gguf_find_tensor(g, "output.weight") == NULL);
+        gguf_close(g);
+        if (k < 2) logits[k] = run_logits(path);
+    }
+    /* the same matrix under either name: the same model */
+    if (logits[0] && logits[1]) CHECK(!memcmp(logits[0], logits[1], sizeof(float) * 6 * 265));
+    free(logits[0]), free(logits[1]);
+    unlink(out), unlink(ref);
+    clean_dir();
+}
+
 /* ---- qwen2, qwen3, MoE, gpt2 ------------------------------------------------ */
 
 TEST(test_qwen2) {
@@ -1199,6 +1258,7 @@ int main(int argc, char **argv) {
     RUN(test_llama_sharded_f32);
     RUN(test_llama_logits_match_direct_gguf);
     RUN(test_llama_types);
+    RUN(test_tied_embeddings);
     RUN(test_qwen2);
     RUN(test_qwen3_and_moe);
     RUN(test_gpt2);

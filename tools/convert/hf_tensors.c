@@ -257,6 +257,18 @@ static int map_experts(hf_plan *p, int role, const char *group, const char *leaf
     return KITE_OK;
 }
 
+/* The name the token embedding is read from.  With tie_word_embeddings one
+ * matrix is both the embedding and the classifier, and a checkpoint may
+ * store it under either name: safetensors' save_model keeps one of two
+ * shared tensors (TinyStories-656K keeps only lm_head.weight, and records
+ * the other in __metadata__).  A tied lm_head.weight then becomes
+ * token_embd and no output tensor is written - what llama.cpp's converter
+ * writes for such a file, and the loaders fall back to token_embd. */
+static const char *embd_source(const hf_plan *p, const char *embd, bool *from_head /* OUT */) {
+    *from_head = p->c->tie_embd && !st_model_find(p->st, embd) && st_model_find(p->st, "lm_head.weight");
+    return *from_head ? "lm_head.weight" : embd;
+}
+
 static int map_llama_like(hf_plan *p) {
     const hf_config *c = p->c;
     const int64_t E = c->n_embd, Q = c->n_head * c->head_dim, KV = c->n_head_kv * c->head_dim, F = c->n_ff,
@@ -265,7 +277,9 @@ static int map_llama_like(hf_plan *p) {
     const bool llama = c->family == HF_LLAMA, qk_norm = c->family == HF_QWEN3 || c->family == HF_QWEN3_MOE;
     const int qk_xf = llama ? XF_PERMUTE : XF_NONE;
     int rc;
-    if ((rc = map1(p, TR_TOKEN_EMBD, -1, "model.embed_tokens.weight", true, V, E, XF_NONE))) return rc;
+    bool embd_from_head;
+    const char *embd = embd_source(p, "model.embed_tokens.weight", &embd_from_head);
+    if ((rc = map1(p, TR_TOKEN_EMBD, -1, embd, true, V, E, XF_NONE))) return rc;
     for (int64_t l = 0; l < c->n_layer; l++) {
         char h[160];
 #define M(role, hh, req, d0, d1, xf)                                                                            \
@@ -308,7 +322,8 @@ static int map_llama_like(hf_plan *p) {
 #undef M
     }
     if ((rc = map1(p, TR_OUTPUT_NORM, -1, "model.norm.weight", true, E, VEC, XF_NONE))) return rc;
-    if ((rc = map1(p, TR_OUTPUT, -1, "lm_head.weight", !c->tie_embd, V, E, XF_NONE))) return rc;
+    if (!embd_from_head && (rc = map1(p, TR_OUTPUT, -1, "lm_head.weight", !c->tie_embd, V, E, XF_NONE)))
+        return rc;
     return KITE_OK;
 }
 
@@ -316,7 +331,9 @@ static int map_gpt2(hf_plan *p) {
     const hf_config *c = p->c;
     const int64_t E = c->n_embd, F = c->n_ff, V = c->n_vocab ? c->n_vocab : -1;
     const int VEC = -2;
-    const char *pre = st_model_find(p->st, "transformer.wte.weight") ? "transformer." : "";
+    const char *pre = st_model_find(p->st, "transformer.wte.weight") || st_model_find(p->st, "transformer.ln_f.weight")
+                          ? "transformer."
+                          : "";
     char h[160];
     int rc;
 #define G(role, hh, req, d0, d1, xf)                                                                            \
@@ -324,7 +341,12 @@ static int map_gpt2(hf_plan *p) {
         snprintf(h, sizeof h, "%s%s", pre, hh);                                                                 \
         if ((rc = map1(p, role, -1, h, req, d0, d1, xf))) return rc;                                            \
     } while (0)
-    G(TR_TOKEN_EMBD, "wte.weight", true, V, E, XF_NONE);
+    char wte[160];
+    bool embd_from_head;
+    snprintf(wte, sizeof wte, "%swte.weight", pre);
+    const char *embd = embd_source(p, wte, &embd_from_head); /* output is written from it either way */
+    (void)embd_from_head;
+    if ((rc = map1(p, TR_TOKEN_EMBD, -1, embd, true, V, E, XF_NONE))) return rc;
     G(TR_POS_EMBD, "wpe.weight", true, -1, E, XF_NONE);
     for (int64_t l = 0; l < c->n_layer; l++) {
 #define L(role, hh, d0, d1, xf)                                                                                 \
