@@ -201,6 +201,17 @@ extern const int32_t cli_kv_type_values[];
     {.names = "--kv-type", .arg = "T", .kind = CLI_ENUM, CLI_AT(T, f), .choices = cli_kv_type_names,          \
      .values = cli_kv_type_values, .icase = true, .def = "f32", .help = help_}
 
+/* kite_tokenize's contract (add_bos, cap, *n_out, KITE_E_RANGE with the full
+ * count when out is too small), but with parse_special the texts of the
+ * vocabulary's special tokens in text become their ids (chat_tokenize), as
+ * llama.cpp's tools do by default (cli/prompt.c). */
+int cli_tokenize_text(const kite_model *model, const char *text, size_t len, bool add_bos, bool parse_special,
+                      kite_token *out, size_t cap, size_t *n_out /* OUT */);
+/* --no-parse-special into a bool field (run, tokenize). */
+#define CLI_OPT_NO_PARSE_SPECIAL(T, f)                                                                         \
+    {.names = "--no-parse-special", .kind = CLI_FLAG, CLI_AT(T, f),                                           \
+     .help = "encode special-token text (<s>, <|im_start|>, ...) as plain\ntext instead of as the special tokens"}
+
 /* The sampler flags of run, chat and sot into a kite_sampler_params field sp
  * (its values before parsing, the library's or the command's defaults, are
  * shown as defaults); seen: a bool set when --seed is given. */

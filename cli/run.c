@@ -38,6 +38,7 @@ typedef struct run_opts {
     kite_sampler_params sp;
     bool seed_set;
     bool no_bos;
+    bool no_parse_special;   /* --no-parse-special: special-token text stays text */
     bool ignore_eos;
     bool use_mmap;
     bool json;
@@ -86,6 +87,7 @@ static const cli_opt run_opts_table[] = {
     CLI_OPT_KV_TYPE(run_opts, kv_type, "KV cache type: f32, f16, q8_0 or q4_0\n(q8_0/q4_0 need head_dim % 32 == 0)"),
     CLI_OPTS_SAMPLER(run_opts, sp, seed_set),
     {.names = "--no-bos", .help = "do not prepend BOS", .kind = CLI_FLAG, CLI_AT(run_opts, no_bos)},
+    CLI_OPT_NO_PARSE_SPECIAL(run_opts, no_parse_special),
     {.names = "--ignore-eos", .help = "keep generating after end-of-generation tokens", .kind = CLI_FLAG,
      CLI_AT(run_opts, ignore_eos)},
     {.names = "--mmap", .help = "map the model file instead of reading it into memory", .kind = CLI_FLAG,
@@ -301,7 +303,8 @@ static int run_open(run_session *s) {
         fprintf(stderr, "kite run: out of memory\n");
         return 1;
     }
-    if (kite_tokenize(s->model, prompt, prompt_len, !o->no_bos, s->ids, cap, &s->n_prompt) != KITE_OK)
+    if (cli_tokenize_text(s->model, prompt, prompt_len, !o->no_bos, !o->no_parse_special, s->ids, cap,
+                          &s->n_prompt) != KITE_OK)
         return run_fail();
     if (s->n_prompt == 0) {
         fprintf(stderr, "kite run: empty prompt and --no-bos: nothing to evaluate\n");

@@ -3,9 +3,10 @@
  *
  * Output: one line, ids separated by ", " (e.g. "[1, 15043, 3186]"; "[]" for
  * an empty text), the same spacing as Python's json.dumps.  The text is taken
- * verbatim (no special-token parsing; "-" reads all of stdin, NUL bytes and
- * a trailing newline included).  BOS only with --bos.  Only the vocabulary
- * of the model is loaded (vocab_only).
+ * verbatim ("-" reads all of stdin, NUL bytes and a trailing newline
+ * included); special-token text becomes the special tokens unless
+ * --no-parse-special, as llama-tokenize does.  BOS only with --bos.  Only the
+ * vocabulary of the model is loaded (vocab_only).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@ typedef struct tokenize_opts {
     const char *text;
     bool text_set;
     bool bos;
+    bool no_parse_special;
 } tokenize_opts;
 
 /* TEXT, or "--" before a TEXT that starts with '-'. */
@@ -42,16 +44,18 @@ static const cli_opt tokenize_opts_table[] = {
     {.names = "-m, --model", .arg = "FILE", .help = "GGUF model or vocab-only GGUF", .kind = CLI_STR,
      CLI_AT(tokenize_opts, model), .def_doc = "the bundled model"},
     {.names = "--bos", .help = "prepend the BOS token", .kind = CLI_FLAG, CLI_AT(tokenize_opts, bos)},
+    CLI_OPT_NO_PARSE_SPECIAL(tokenize_opts, no_parse_special),
 };
 
 const cli_spec cli_spec_tokenize = {
     .cmd = "tokenize",
-    .usage = "usage: kite tokenize [-m MODEL] [--bos] TEXT\n"
+    .usage = "usage: kite tokenize [-m MODEL] [--bos] [--no-parse-special] TEXT\n"
              "\n"
              "Prints the token ids of TEXT as a JSON array on one line, e.g. [15043, 3186].\n"
              "TEXT is taken verbatim; '-' reads all of standard input (including any final\n"
              "newline); put -- before a TEXT that starts with '-'.  Special-token text such\n"
-             "as <s> is not parsed.\n",
+             "as <s> becomes the special token, as llama-tokenize does, unless\n"
+             "--no-parse-special.\n",
     CLI_TABLE(tokenize_opts_table, tokenize_opts),
     .other = tokenize_arg,
 };
@@ -89,7 +93,7 @@ int cmd_tokenize(int argc, char **argv) {
     if (prc >= 0) return prc;
     if (!o.text_set) return cli_usage_error("tokenize", "missing TEXT");
     const char *model_path = o.model ? o.model : cli_default_model(argv[0]), *text = o.text;
-    const bool bos = o.bos;
+    const bool bos = o.bos, parse_special = !o.no_parse_special;
 
     int status = 1;
     kite_model *model = NULL;
@@ -114,13 +118,13 @@ int cmd_tokenize(int argc, char **argv) {
     }
     size_t n = 0, cap = len + 2;
     ids = malloc(cap * sizeof *ids);
-    int rc = ids ? kite_tokenize(model, text, len, bos, ids, cap, &n) : KITE_E_NOMEM;
+    int rc = ids ? cli_tokenize_text(model, text, len, bos, parse_special, ids, cap, &n) : KITE_E_NOMEM;
     if (rc == KITE_E_RANGE && n > cap) { /* rare: more than one token per byte */
         kite_token *bigger = realloc(ids, n * sizeof *ids);
         if (bigger) {
             ids = bigger;
             cap = n;
-            rc = kite_tokenize(model, text, len, bos, ids, cap, &n);
+            rc = cli_tokenize_text(model, text, len, bos, parse_special, ids, cap, &n);
         }
     }
     if (rc != KITE_OK) {

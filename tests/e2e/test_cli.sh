@@ -330,6 +330,23 @@ e2e_kite "$T/out" "$T/err" tokenize -m "$M" "Once upon a time"
 expect_stdout "tokenize" "[403, 407, 261, 378]"
 e2e_kite "$T/out" "$T/err" tokenize -m "$M" --bos "Once upon a time"
 expect_stdout "tokenize --bos" "[1, 403, 407, 261, 378]"
+# special-token text is parsed by default (llama-tokenize's behaviour), as text with --no-parse-special
+e2e_kite "$T/out" "$T/err" tokenize -m "$M" "<s>Once</s><unk>"
+expect_stdout "tokenize special text" "[1, 403, 2, 0]"
+e2e_kite "$T/out" "$T/err" tokenize -m "$M" --no-parse-special "<s>Once</s><unk>"
+expect_stdout "tokenize --no-parse-special" "[410, 504, 419, 505, 441, 416, 331, 504, 492, 419, 505, 504, 379, 433, 505]"
+for ps in "" --no-parse-special; do
+    e2e_kite "$T/out" "$T/err" run -m "$M" -p "Once</s>" -n 1 --temp 0 --json $ps
+    tail -n 1 "$T/out" >"$T/json"
+    got=$(json_array "$T/json" prompt_ids)
+    want=1,403,2
+    [ -n "$ps" ] && want=1,403,504,492,419,505 # as kite tokenize --bos --no-parse-special
+    if [ "$rc" -eq 0 ] && [ "$got" = "$want" ]; then
+        e2e_ok "run prompt with special text ${ps:-parsed}"
+    else
+        e2e_fail "run prompt with special text ${ps:-parsed}" "exit $rc, prompt_ids [$got], expected [$want]"
+    fi
+done
 printf 'Once upon a time' >"$T/in.txt"
 "$KITE" tokenize -m "$M" - <"$T/in.txt" >"$T/out" 2>"$T/err"
 rc=$?

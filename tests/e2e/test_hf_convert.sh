@@ -15,6 +15,8 @@
 #     tied embeddings stored only as lm_head.weight), converted unchanged at the
 #     default type (f16) and f32: `kite run --temp 0` gives the golden prompt ids
 #     and 60 greedy ids of tests/data/golden/tinystories656k-greedy.jsonl;
+#     `kite tokenize` parses its "<|start_story|>" text (and not with
+#     --no-parse-special);
 #   * errors: missing -o, a bad --type, --tokenizer with --hf, a stray
 #     positional argument exit 2; a missing directory, a truncated shard and
 #     an unsupported model_type exit 1; each with one stderr line
@@ -154,6 +156,21 @@ for ty in auto f32; do
     done <"$G"
     [ "$i" -eq 2 ] || e2e_fail "tinystories656k golden ($ty)" "$i cases, expected 2"
 done
+# Its model card's prompt writes BOS as text: parsed, "<|start_story|>" + the golden
+# prompt gives the golden prompt_ids (Hugging Face's post-processor adds that BOS);
+# as plain text the vocabulary has one piece for most of it.
+e2e_kite "$T/out" "$T/err" tokenize -m "$T/ts656.gguf" "<|start_story|>Once upon a time, there was"
+if [ "$rc" -eq 0 ] && [ "$(cat "$T/out")" = "[1, 80, 147, 201, 282, 215, 248, 197]" ]; then
+    e2e_ok "tinystories656k <|start_story|> parsed"
+else
+    e2e_fail "tinystories656k <|start_story|> parsed" "exit $rc: $(e2e_first_line "$T/out")"
+fi
+e2e_kite "$T/out" "$T/err" tokenize -m "$T/ts656.gguf" --no-parse-special "<|start_story|>Once upon a time, there was"
+if [ "$rc" -eq 0 ] && [ "$(cat "$T/out")" = "[296, 248, 197]" ]; then
+    e2e_ok "tinystories656k --no-parse-special"
+else
+    e2e_fail "tinystories656k --no-parse-special" "exit $rc: $(e2e_first_line "$T/out")"
+fi
 
 e2e_kite "$T/out" "$T/err" convert --hf "$D" --help
 if [ "$rc" -eq 0 ] && grep -q "usage: kite convert --hf DIR" "$T/out"; then

@@ -200,6 +200,10 @@ cp "$T/body" "$T/greedy.json"
 call POST /v1/completions '{"prompt": [1, 403, 407, 261, 378], "max_tokens": 20, "temperature": 0}'
 if [ "$code" = 200 ] && [ "$(json_str "$T/body" text)" = "$expected" ]; then e2e_ok "prompt as token ids"
 else e2e_fail "prompt as token ids" "status $code: $(e2e_first_line "$T/body")"; fi
+# special-token text in a prompt is the special token, as in llama-server and kite run: BOS + <unk> + 4
+call POST /v1/completions '{"prompt": "<unk>Once upon a time", "max_tokens": 1, "temperature": 0}'
+if [ "$code" = 200 ] && has "$T/body" '"prompt_tokens":6,'; then e2e_ok "special-token text in a prompt"
+else e2e_fail "special-token text in a prompt" "status $code: $(e2e_first_line "$T/body")"; fi
 
 curl -s -N -m 30 -H "Authorization: Bearer $KEY" -d '{"prompt": "Once upon a time", "max_tokens": 20, "temperature": 0, "stream": true}' \
     "$URL/v1/completions" >"$T/sse"
