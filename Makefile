@@ -185,6 +185,15 @@ bench: $(BUILD)/kite
 roofline-report: $(BUILD)/kite
 	sh scripts/roofline-report.sh $(BUILD)
 
+# ---- grammar mask benchmark: one JSON line per (vocabulary, grammar), the
+# per-step cost of the token mask (bench/grammar_bench.c, docs/grammar.md).
+GRAMMAR_BENCH_VOCABS ?= ../shared/models/vocab-llama2-spm.gguf ../shared/models/vocab-llama3.gguf ../shared/models/vocab-qwen3.gguf
+.PHONY: grammar-bench
+$(BUILD)/grammar_bench: bench/grammar_bench.c $(BUILD)/libkite.a
+	$(CC) $(CPPFLAGS) $(CFLAGS) $< -o $@ $(BUILD)/libkite.a $(LDFLAGS) $(LDLIBS)
+grammar-bench: $(BUILD)/grammar_bench
+	$(BUILD)/grammar_bench $(GRAMMAR_BENCH_VOCABS)
+
 # ---- acceptance: the slow checks of resolved issues (tests/acceptance/*.sh;
 # the fast ones are part of make test).  Each prints "N passed, N failed".
 .PHONY: acceptance

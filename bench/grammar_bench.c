@@ -1,0 +1,160 @@
+/*
+ * bench/grammar_bench.c - cost of the grammar token mask per decoding step
+ * (docs/grammar.md, "Measured cost").
+ *
+ * For each vocabulary GGUF given: build the trie (timed once), then for each
+ * grammar (generic JSON, and a hand-written schema-shaped grammar: a nested
+ * object with an enum, an array and strings), tokenize a document with the
+ * vocabulary's own tokenizer and walk it token by token: before each token,
+ * time grammar_matcher_fill_mask(), then accept the token's bytes.  The
+ * whole walk is repeated REPS times; one JSON line per (vocabulary, grammar)
+ * with the median, 90th percentile and max over all steps, in microseconds,
+ * and the accept cost, in thread CPU time.  Single-threaded.
+ *
+ *   make grammar-bench      (or: build/grammar_bench [--reps N] VOCAB.gguf ...)
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/error.h"
+#include "gguf/gguf.h"
+#include "grammar/grammar.h"
+#include "tokenizer/vocab.h"
+
+/* Thread CPU time: the build VM is shared, and wall time there mostly
+ * measures the other processes; the mask is single-threaded. */
+static double now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static const char json_gbnf[] =
+    "root   ::= ws value ws\n"
+    "value  ::= object | array | string | number | \"true\" | \"false\" | \"null\"\n"
+    "object ::= \"{\" ws ( member ( ws \",\" ws member )* ws )? \"}\"\n"
+    "member ::= string ws \":\" ws value\n"
+    "array  ::= \"[\" ws ( value ( ws \",\" ws value )* ws )? \"]\"\n"
+    "string ::= \"\\\"\" char* \"\\\"\"\n"
+    "char   ::= [^\"\\\\\\x00-\\x1F] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4} )\n"
+    "number ::= \"-\"? ( \"0\" | [1-9] [0-9]* ) ( \".\" [0-9]+ )? ( [eE] [-+]? [0-9]+ )?\n"
+    "ws     ::= [ \\t\\n\\r]*\n";
+
+static const char schema_gbnf[] =
+    "root    ::= ws ( \"{\" ws \"\\\"name\\\"\" ws \":\" ws string ws \",\" ws \"\\\"role\\\"\" ws \":\" ws role ws \",\" ws\n"
+    "            \"\\\"tags\\\"\" ws \":\" ws tags ws \",\" ws \"\\\"address\\\"\" ws \":\" ws address ws \"}\" )\n"
+    "role    ::= \"\\\"admin\\\"\" | \"\\\"user\\\"\" | \"\\\"guest\\\"\"\n"
+    "tags    ::= \"[\" ws ( string ( ws \",\" ws string ){0,7} ws )? \"]\"\n"
+    "address ::= \"{\" ws \"\\\"city\\\"\" ws \":\" ws string ws \",\" ws \"\\\"zip\\\"\" ws \":\" ws [0-9]{5} ws \"}\"\n"
+    "string  ::= \"\\\"\" char* \"\\\"\"\n"
+    "char    ::= [^\"\\\\\\x00-\\x1F] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4} )\n"
+    "ws      ::= [ \\t\\n]{0,4}\n";
+
+static const char doc[] = "{\"name\": \"Ada Lovelace\", \"role\": \"admin\", \"tags\": [\"math\", \"poetry\", "
+                          "\"engines\"], \"address\": {\"city\": \"London\", \"zip\": 12345}}";
+
+static int bench_one(const char *path, const char *gname, const char *gtext, const vocab *voc,
+                     const grammar_vocab *gv, const char *const *tok, const uint32_t *len, double trie_ms, int reps) {
+    grammar *g = NULL;
+    grammar_matcher *m = NULL;
+    uint32_t n = grammar_vocab_n_tokens(gv);
+    uint32_t *mask = calloc((n + 31) / 32, sizeof *mask);
+    kite_token ids[512];
+    size_t n_ids = 0;
+    int rc = grammar_parse(gtext, strlen(gtext), NULL, &g);
+    if (!rc) rc = vocab_tokenize(voc, doc, strlen(doc), false, ids, 512, &n_ids);
+    double *t_mask = calloc((size_t)reps * (n_ids + 1), sizeof *t_mask);
+    double t_acc = 0, allowed = 0;
+    size_t n_t = 0;
+    for (int r = 0; r < reps && !rc; r++) {
+        rc = grammar_matcher_new(g, NULL, &m);
+        for (size_t i = 0; i < n_ids && !rc; i++) {
+            double t0 = now_us();
+            rc = grammar_matcher_fill_mask(m, gv, mask);
+            double t1 = now_us();
+            t_mask[n_t++] = t1 - t0;
+            uint32_t t = (uint32_t)ids[i];
+            if (!rc && !((mask[t >> 5] >> (t & 31)) & 1u)) {
+                /* the tokenizer's split may not be a grammar-valid token path only with a leading space (SPM) */
+                rc = len[t] ? KITE_E_STATE : KITE_OK;
+                if (rc) fprintf(stderr, "%s: token %u of the document not in the mask\n", gname, (unsigned)i);
+            }
+            if (r == 0)
+                for (uint32_t w = 0; w < (n + 31) / 32; w++) allowed += __builtin_popcount(mask[w]);
+            double t2 = now_us();
+            if (!rc) rc = grammar_matcher_accept_bytes(m, tok[t], len[t]);
+            t_acc += now_us() - t2;
+        }
+        if (!rc && !grammar_matcher_is_accepting(m)) rc = err_set(KITE_E_STATE, "document not complete");
+        grammar_matcher_free(m);
+        m = NULL;
+    }
+    if (rc) {
+        fprintf(stderr, "grammar_bench: %s %s: %s\n", path, gname, kite_last_error());
+    } else {
+        double mean = 0;
+        for (size_t i = 0; i < n_t; i++) mean += t_mask[i] / (double)n_t;
+        qsort(t_mask, n_t, sizeof *t_mask, cmp_double);
+        printf("{\"vocab\": \"%s\", \"grammar\": \"%s\", \"n_tokens\": %u, \"trie_nodes\": %u, \"trie_build_ms\": %.1f, "
+               "\"steps\": %zu, \"reps\": %d, \"mask_us_median\": %.1f, \"mask_us_p90\": %.1f, \"mask_us_max\": %.1f, "
+               "\"mask_us_mean\": %.1f, \"accept_us_mean\": %.2f, \"allowed_mean\": %.0f}\n",
+               path, gname, n, grammar_vocab_n_nodes(gv), trie_ms, n_ids, reps, t_mask[n_t / 2],
+               t_mask[(n_t * 9) / 10], t_mask[n_t - 1],
+               mean,
+               t_acc / (double)n_t, allowed / (double)n_ids);
+    }
+    free(t_mask);
+    free(mask);
+    grammar_free(g);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    int reps = 5, status = 0;
+    for (int a = 1; a < argc; a++) {
+        if (!strcmp(argv[a], "--reps") && a + 1 < argc) {
+            reps = atoi(argv[++a]);
+            if (reps < 1) reps = 1;
+            continue;
+        }
+        gguf_ctx *gg = NULL;
+        vocab *voc = NULL;
+        if (gguf_open(argv[a], NULL, &gg) || vocab_load_gguf(gg, &voc)) {
+            fprintf(stderr, "grammar_bench: %s: %s\n", argv[a], kite_last_error());
+            gguf_close(gg);
+            status = 1;
+            continue;
+        }
+        uint32_t n = (uint32_t)vocab_n_tokens(voc);
+        const char **tok = calloc(n, sizeof *tok);
+        uint32_t *len = calloc(n, sizeof *len);
+        for (uint32_t t = 0; t < n; t++) {
+            char buf[8];
+            int l = vocab_token_to_piece(voc, (kite_token)t, &tok[t], buf);
+            len[t] = l > 0 ? (uint32_t)l : 0;
+        }
+        grammar_vocab *gv = NULL;
+        double t0 = now_us();
+        int rc = grammar_vocab_new(tok, len, n, &gv);
+        double trie_ms = (now_us() - t0) / 1e3;
+        if (!rc) {
+            status |= bench_one(argv[a], "json", json_gbnf, voc, gv, tok, len, trie_ms, reps) != 0;
+            status |= bench_one(argv[a], "schema", schema_gbnf, voc, gv, tok, len, trie_ms, reps) != 0;
+        } else {
+            status = 1;
+        }
+        grammar_vocab_free(gv);
+        free(tok);
+        free(len);
+        vocab_free(voc);
+        gguf_close(gg);
+    }
+    return status;
+}
