@@ -135,9 +135,9 @@ int main(int argc, char **argv) {
         uint32_t n = (uint32_t)vocab_n_tokens(voc);
         const char **tok = calloc(n, sizeof *tok);
         uint32_t *len = calloc(n, sizeof *len);
-        for (uint32_t t = 0; t < n; t++) {
-            char buf[8];
-            int l = vocab_token_to_piece(voc, (kite_token)t, &tok[t], buf);
+        char *bufs = calloc(n, 8); /* a byte token's piece is written here: it must outlive the loop */
+        for (uint32_t t = 0; tok && len && bufs && t < n; t++) {
+            int l = vocab_token_to_piece(voc, (kite_token)t, &tok[t], bufs + (size_t)t * 8);
             len[t] = l > 0 ? (uint32_t)l : 0;
         }
         grammar_vocab *gv = NULL;
@@ -152,6 +152,7 @@ int main(int argc, char **argv) {
         }
         grammar_vocab_free(gv);
         free(tok);
+        free(bufs);
         free(len);
         vocab_free(voc);
         gguf_close(gg);

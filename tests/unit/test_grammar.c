@@ -416,9 +416,9 @@ TEST(mask_llama2_vocab) {
     uint32_t n = (uint32_t)vocab_n_tokens(voc);
     const char **tok = calloc(n, sizeof *tok);
     uint32_t *len = calloc(n, sizeof *len);
-    for (uint32_t t = 0; t < n; t++) {
-        char buf[8];
-        int l = vocab_token_to_piece(voc, (kite_token)t, &tok[t], buf);
+    char *bufs = calloc(n, 8); /* a byte token's piece is written here: it must outlive the loop */
+    for (uint32_t t = 0; tok && len && bufs && t < n; t++) {
+        int l = vocab_token_to_piece(voc, (kite_token)t, &tok[t], bufs + (size_t)t * 8);
         len[t] = l > 0 ? (uint32_t)l : 0;
     }
     grammar_vocab *v = NULL;
@@ -441,6 +441,7 @@ TEST(mask_llama2_vocab) {
     grammar_free(g);
     grammar_vocab_free(v);
     free(tok);
+    free(bufs);
     free(len);
     vocab_free(voc);
     gguf_close(gg);
