@@ -136,7 +136,14 @@ done
 echo "== files"
 same "convert llama2.c stories260K" convert "$here/tests/data/convert/stories260K.bin" --tokenizer "$SHARED/tok512.bin" -o @OUT@
 same "convert llama2.c babyllama105" convert "$SHARED/babyllama105/babyllama105.bin" --tokenizer "$SHARED/babyllama105/tok105.bin" -o @OUT@
-[ -f "$T/ts656k.gguf" ] && same "convert --hf tinystories656k" convert --hf "$SHARED/tinystories656k-hf" -o @OUT@
+# The baseline predates issue 22's import of lm_head-only tied embeddings:
+# where it cannot convert the directory there is nothing to compare (the
+# converted file is checked by its golden ids in tests/e2e/test_hf_convert.sh).
+if [ -f "$T/ts656k.gguf" ] && "$base" convert --hf "$SHARED/tinystories656k-hf" -o "$T/ts656k-base.gguf" >/dev/null 2>&1; then
+    same "convert --hf tinystories656k" convert --hf "$SHARED/tinystories656k-hf" -o @OUT@
+else
+    echo "  note  the baseline cannot import tinystories656k-hf (a later fix): not compared"
+fi
 for t in q4_0 q4_1 q5_0 q8_0 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs tq2_0 bf16; do
     same "quantize --type $t" quantize -m "$M" -o @OUT@ --type "$t" -t 2
 done
