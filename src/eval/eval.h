@@ -99,7 +99,21 @@ double eval_stats_base_ppl(const eval_stats *s); /* exp(base mean NLL); NaN if n
  *  24  u64      n_tokens (scored positions)
  *  32  i32      ids[n_tokens]: the target token of each scored position
  *      f32      logp[n_tokens][n_vocab]: natural-log probabilities
- * The file size must be exactly 32 + 4*n_tokens*(1 + n_vocab). */
+ * The file size must be exactly 32 + 4*n_tokens*(1 + n_vocab).
+ *
+ * The reader also takes the file llama.cpp's `llama-perplexity
+ * --kl-divergence-base` writes and reads (EVAL_LOGITS_LLAMACPP), and the
+ * writer can write one (llama.cpp build 4748's layout, little-endian):
+ *   0  char[8]  "_logits_"
+ *   8  u32      n_ctx;  12 i32 n_vocab;  16 i32 n_chunk
+ *  20  i32      tokens[n_chunk * n_ctx]: the text tokens, chunk after chunk
+ *               (the reader puts BOS over each chunk's first, as llama.cpp does)
+ *      then per chunk, per scored position (n_ctx - 1 - n_ctx/2 of them, the
+ *      second half of the chunk), nv = 2*((n_vocab + 1)/2) + 4 u16 words:
+ *      f32 scale, f32 min_logp, then u16 q[n_vocab] (+ padding to even):
+ *      logp[i] = min_logp + scale * q[i]; q = 0 means "at or below the floor"
+ *      (16 nats below the maximum).  Such a file is scored with the plan flag
+ *      EVAL_PLAN_LLAMACPP. */
 #define EVAL_LOGITS_MAGIC "KITELOGP"
 #define EVAL_LOGITS_VERSION 1u
 #define EVAL_LOGITS_HEADER_BYTES 32u
@@ -113,6 +127,11 @@ typedef struct eval_logits_header {
     uint64_t n_tokens; /* rows */
 } eval_logits_header;
 
+enum eval_logits_format {
+    EVAL_LOGITS_KITE = 0,    /* "KITELOGP": float32 rows of every scored position */
+    EVAL_LOGITS_LLAMACPP = 1 /* "_logits_": llama-perplexity's 16-bit rows */
+};
+
 typedef struct eval_logits_writer eval_logits_writer;
 typedef struct eval_logits_reader eval_logits_reader;
 
@@ -120,6 +139,13 @@ typedef struct eval_logits_reader eval_logits_reader;
  * (each in [0, n_vocab)).  Returns KITE_OK, KITE_E_ARG or KITE_E_IO. */
 int eval_logits_write_open(const char *path, const eval_logits_header *h, const kite_token *ids,
                            eval_logits_writer **out /* OUT */);
+/* The llama.cpp layout: tokens[n_chunk * n_ctx] are the text tokens the
+ * chunks were cut from (as in the plan, but with each chunk's first text token
+ * where the plan has BOS), h->n_tokens must be n_chunk * (n_ctx - 1 - n_ctx/2)
+ * and h->flags must hold EVAL_PLAN_LLAMACPP.  Rows are encoded as
+ * llama-perplexity encodes them (16 bits per entry, a 16-nat range). */
+int eval_logits_write_open_llamacpp(const char *path, const eval_logits_header *h, const kite_token *tokens,
+                                    int32_t n_chunk, eval_logits_writer **out /* OUT */);
 /* Appends one row of n_vocab log-probs.  KITE_E_STATE past n_tokens rows. */
 int eval_logits_write_row(eval_logits_writer *w, const float *logp);
 /* Checks that n_tokens rows were written, flushes and renames the file over
@@ -133,13 +159,22 @@ void eval_logits_write_abort(eval_logits_writer *w);
  * Returns KITE_OK, KITE_E_IO (cannot open/read) or KITE_E_FORMAT. */
 int eval_logits_read_open(const char *path, eval_logits_reader **out /* OUT */);
 const eval_logits_header *eval_logits_read_header(const eval_logits_reader *r);
+int eval_logits_read_format(const eval_logits_reader *r); /* enum eval_logits_format */
+/* llama.cpp files: the text tokens of the chunks ([*n_chunk * n_ctx]); NULL
+ * (and *n_chunk 0) for kite files. */
+const kite_token *eval_logits_read_chunks(const eval_logits_reader *r, int32_t *n_chunk /* OUT */);
 const kite_token *eval_logits_read_ids(const eval_logits_reader *r); /* [n_tokens] */
 /* Reads the next row into out[n_vocab]; KITE_E_FORMAT if a value is NaN or
  * above 1e-3 (not a log-probability), KITE_E_IO on a short read,
- * KITE_E_STATE past the last row. */
+ * KITE_E_STATE past the last row.  A llama.cpp row is decoded to
+ * min_logp + scale*q; entries at or below -16 nats other than the row's
+ * target become -inf, so that the KLD leaves them out as llama-perplexity
+ * does (their probability is under 1.2e-7 each). */
 int eval_logits_read_row(eval_logits_reader *r, float *out /* OUT: [n_vocab] */);
 /* Checks that the file describes the same run: n_vocab, n_ctx, flags and the
- * n target ids.  KITE_E_FORMAT with a message naming the first difference. */
+ * n target ids.  KITE_E_FORMAT with a message naming the first difference.
+ * For a llama.cpp file, whose header records no flags, only the
+ * EVAL_PLAN_LLAMACPP bit of flags is compared. */
 int eval_logits_read_match(const eval_logits_reader *r, uint32_t n_vocab, uint32_t n_ctx, uint32_t flags,
                            const kite_token *ids, uint64_t n);
 void eval_logits_read_close(eval_logits_reader *r); /* NULL is a no-op */
@@ -149,9 +184,14 @@ void eval_logits_read_close(eval_logits_reader *r); /* NULL is a no-op */
 enum eval_plan_flags {
     EVAL_PLAN_BOS = 1u,  /* windows start with BOS */
     EVAL_PLAN_HALF = 2u, /* score only the second half of full windows (llama.cpp) */
-    EVAL_PLAN_DOCS = 4u  /* one window per document, truncated to n_ctx (golden protocol) */
+    EVAL_PLAN_DOCS = 4u, /* one window per document, truncated to n_ctx (golden protocol) */
+    /* llama-perplexity's windows: n_ctx consecutive text tokens, BOS (with
+     * EVAL_PLAN_BOS) written over the first; the second half is scored
+     * (targets n_ctx/2 + 1 .. n_ctx - 1); partial windows are skipped.  Not
+     * combinable with HALF or DOCS. */
+    EVAL_PLAN_LLAMACPP = 8u
 };
-#define EVAL_PLAN_KNOWN_FLAGS 7u
+#define EVAL_PLAN_KNOWN_FLAGS 15u
 
 /* Which tokens each forward pass sees and which of them are scored. */
 typedef struct eval_plan {
@@ -177,7 +217,8 @@ typedef struct eval_plan {
 int eval_plan_init(eval_plan *p, int32_t n_ctx, uint32_t flags, kite_token bos);
 /* Appends the windows of text[0..n) (text tokens, no BOS): consecutive
  * windows of n_ctx - (BOS ? 1 : 0) text tokens, or with EVAL_PLAN_DOCS one
- * window holding the first of them (the rest is counted in n_truncated).
+ * window holding the first of them (the rest is counted in n_truncated),
+ * or with EVAL_PLAN_LLAMACPP windows of n_ctx text tokens.
  * Returns KITE_OK or KITE_E_NOMEM (plan unchanged). */
 int eval_plan_add(eval_plan *p, const kite_token *text, int64_t n);
 /* Writes the n_scored target ids in scoring order to out. */

@@ -14,6 +14,10 @@
  *   first half is context only; partial windows are skipped).  EVAL_PLAN_DOCS
  *   makes one window per eval_plan_add call, truncated to n_ctx (the golden
  *   stories260K protocol: one story per sequence, cut at seq_len).
+ *   EVAL_PLAN_LLAMACPP cuts the text exactly as llama-perplexity does (n_ctx
+ *   text tokens per window, BOS written over the first, the HALF targets), so
+ *   that a logits file written by either tool scores the same tokens in the
+ *   other.
  *
  *   The run uses only the public API: kite_ctx_truncate(ctx, 0), then
  *   kite_ctx_eval(all_logits) over the window in n_batch chunks, then
@@ -36,6 +40,8 @@ int eval_plan_init(eval_plan *p, int32_t n_ctx, uint32_t flags, kite_token bos) 
     const int32_t min_ctx = (flags & EVAL_PLAN_BOS) ? 3 : 2;
     if (n_ctx < min_ctx) return err_set(KITE_E_ARG, "context of %d tokens is too short (need >= %d)", n_ctx, min_ctx);
     if ((flags & EVAL_PLAN_BOS) && bos < 0) return err_set(KITE_E_ARG, "eval_plan_init: BOS requested but bos < 0");
+    if ((flags & EVAL_PLAN_LLAMACPP) && (flags & (EVAL_PLAN_HALF | EVAL_PLAN_DOCS)))
+        return err_set(KITE_E_ARG, "eval_plan_init: llama.cpp windows cannot be combined with HALF or DOCS");
     memset(p, 0, sizeof *p);
     p->n_ctx = n_ctx;
     p->flags = flags;
@@ -72,16 +78,19 @@ static int plan_reserve(eval_plan *p, int32_t n_win) {
 int eval_plan_add(eval_plan *p, const kite_token *text, int64_t n) {
     if (!p || (!text && n > 0) || n < 0) return err_set(KITE_E_ARG, "eval_plan_add: bad arguments");
     const bool bos = (p->flags & EVAL_PLAN_BOS) != 0;
-    const bool half = (p->flags & EVAL_PLAN_HALF) != 0;
+    bool half = (p->flags & EVAL_PLAN_HALF) != 0;
     const bool docs = (p->flags & EVAL_PLAN_DOCS) != 0;
-    const int64_t per_win = p->n_ctx - (bos ? 1 : 0); /* text tokens per window */
+    const bool lcpp = (p->flags & EVAL_PLAN_LLAMACPP) != 0;
+    if (lcpp) half = true; /* the same scored half, but BOS overwrites a text token */
+    const int64_t per_win = p->n_ctx - (bos && !lcpp ? 1 : 0); /* text tokens per window */
+    const int lead = bos && !lcpp; /* BOS tokens inserted before the text of a window */
     /* Work on copies of the counters so that the plan is unchanged on error. */
     int32_t n_windows = p->n_windows;
     int64_t n_scored = p->n_scored, n_unscored = p->n_unscored, n_truncated = p->n_truncated;
     int64_t pos = 0;
     while (pos < n) {
         int64_t take = n - pos < per_win ? n - pos : per_win;
-        const int64_t len = take + (bos ? 1 : 0);
+        const int64_t len = take + lead;
         const int32_t first = half ? p->n_ctx / 2 + 1 : 1;
         if (half && len < p->n_ctx) { /* partial window: llama.cpp skips it */
             n_unscored += n - pos;
@@ -95,14 +104,15 @@ int eval_plan_add(eval_plan *p, const kite_token *text, int64_t n) {
             int rc = plan_reserve(p, n_windows);
             if (rc != KITE_OK) return rc;
             kite_token *dst = p->tokens + p->win_off[n_windows];
-            if (bos) *dst++ = p->bos;
+            if (lead) *dst++ = p->bos;
             memcpy(dst, text + pos, sizeof *dst * (size_t)take);
+            if (lcpp && bos) dst[0] = p->bos;
             p->first[n_windows] = first;
             p->win_off[n_windows + 1] = p->win_off[n_windows] + len;
             n_windows++;
             n_scored += len - first;
             /* text tokens at window index < first are not targets */
-            n_unscored += first - (bos ? 1 : 0);
+            n_unscored += first - lead;
             pos += take;
         }
         if (docs) {

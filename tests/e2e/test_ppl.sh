@@ -12,6 +12,8 @@
 #     and the F16 / Q4_K_M files of tests/data against the golden references;
 #   * --json: the last stdout line has the documented shape (and parses);
 #   * --save-logits then --kld-base on the same model: KLD 0, top-1 100%;
+#     the same through llama.cpp's file format (--format llamacpp), and a file
+#     written by llama.cpp's llama-perplexity read as the base;
 #     a Q8_0 quantization of the model against the F32 base: small KLD;
 #   * a truncated / foreign / mismatched logits file: exit 1, one stderr line;
 #   * usage errors exit 2, a missing text file exits 1, each with one line;
@@ -131,6 +133,50 @@ if [ "$rc" -eq 0 ] && grep -q '^KLD(base || this) = ' "$T/out" && grep -q '^base
 else
     e2e_fail "Q8_0 vs F32" "exit $rc: kld '$kld' top1 '$top1' $(tail -n 1 "$T/err")"
 fi
+
+# ---- 4b. llama.cpp's logits files (llama-perplexity --kl-divergence-base) -----------------
+e2e_kite "$T/out" "$T/err" ppl -m "$M" -f "$T/short.txt" -t 2 -q --save-logits "$T/base.lcpp" --format llamacpp
+if [ "$rc" -eq 0 ] && [ "$(head -c 8 "$T/base.lcpp")" = _logits_ ] && grep -q "llama.cpp's windows" "$T/out"; then
+    e2e_ok "--format llamacpp writes a llama-perplexity logits file"
+else
+    e2e_fail "--format llamacpp writes a llama-perplexity logits file" "exit $rc: $(tail -n 1 "$T/err")"
+fi
+ppl_lc=$(awk '/^ppl = /{print $3}' "$T/out")
+# No -f: the file holds its tokens; KLD within the 16-bit encoding's error
+# (steps of 2.4e-4 nats can make near-ties equal, so top-1 may miss a few:
+# 99.98% over the whole sample text).
+e2e_kite "$T/out" "$T/err" ppl -m "$M" -t 1 -q --kld-base "$T/base.lcpp" --json
+kld=$(json_field "$T/out" kld)
+top1=$(json_field "$T/out" top1)
+if [ "$rc" -eq 0 ] && [ "$(awk '/^ppl = /{print $3}' "$T/out")" = "$ppl_lc" ] &&
+    awk -v k="$kld" -v t="$top1" 'BEGIN { exit !(k >= 0 && k < 1e-4 && t + 0 >= 99.5) }'; then
+    e2e_ok "KLD against its own llama.cpp-format file: $kld, top-1 $top1%, same ppl $ppl_lc"
+else
+    e2e_fail "KLD against its own llama.cpp-format file" "exit $rc: kld '$kld' top1 '$top1' $(tail -n 1 "$T/err")"
+fi
+# A file written by llama.cpp's llama-perplexity (build 4748) on the bundled
+# model (how it was made: tests/data/eval/README.md): F32 against F32, so
+# only float rounding and the file's 16-bit encoding separate the two.
+LCF=tests/data/eval/stories260K-llamacpp-b4748.kld
+e2e_kite "$T/out" "$T/err" ppl -m "$M" -t 1 -q --kld-base "$LCF" --json
+kld=$(json_field "$T/out" kld)
+top1=$(json_field "$T/out" top1)
+if [ "$rc" -eq 0 ] && awk -v k="$kld" -v t="$top1" 'BEGIN { exit !(k >= 0 && k < 1e-4 && t + 0 >= 99.5) }'; then
+    e2e_ok "kite vs llama.cpp's own logits file: KLD $kld, top-1 $top1%"
+else
+    e2e_fail "kite vs llama.cpp's own logits file" "exit $rc: kld '$kld' top1 '$top1' $(tail -n 1 "$T/err")"
+fi
+e2e_kite "$T/out" "$T/err" ppl -m "$M" -f "$TEXT" -t 1 -q --kld-base "$LCF"
+if [ "$rc" -eq 0 ]; then e2e_ok "llama.cpp file with its text given by -f"; else e2e_fail "llama.cpp file with -f" "exit $rc: $(tail -n 1 "$T/err")"; fi
+head -c 3000 "$TEXT" | tr 'a-z' 'b-za' >"$T/rot.txt"
+expect_error "llama.cpp file, other text" 1 "kite ppl: " "differs from the --kld-base" ppl -m "$M" -f "$T/rot.txt" -q --kld-base "$LCF"
+expect_error "llama.cpp file, other -c" 1 "kite ppl: " "written with -c 64" ppl -m "$M" -c 128 -q --kld-base "$LCF"
+expect_error "--format without --save-logits" 2 "kite ppl: " "--format applies to --save-logits" ppl -m "$M" -f "$T/short.txt" --format llamacpp
+expect_error "--format llamacpp with --docs" 2 "kite ppl: " "--docs cannot be combined" ppl -m "$M" -f "$T/short.txt" --docs x --save-logits "$T/x.lcpp" --format llamacpp
+expect_error "kite file without -f" 2 "kite ppl: " "holds no text" ppl -m "$M" -q --kld-base "$T/base.logp"
+size=$(wc -c <"$T/base.lcpp")
+head -c $((size - 3)) "$T/base.lcpp" >"$T/trunc.lcpp"
+expect_error "truncated llama.cpp file" 1 "kite ppl: " "truncated" ppl -m "$M" -q --kld-base "$T/trunc.lcpp"
 
 # ---- 5. bad logits files ------------------------------------------------------------------
 size=$(wc -c <"$T/base.logp")

@@ -12,6 +12,7 @@
  *   - multiple-choice scores (with KV reuse between endings) equal a naive
  *     from-scratch evaluation of each ending.
  */
+#include <dirent.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -139,6 +140,27 @@ TEST(plan_windows) {
     CHECK(targets_are(&p, (const kite_token[]){12, 15}, 2));
     CHECK_EQ_INT(p.n_unscored, 5);
     eval_plan_free(&p);
+
+    /* llama-perplexity's windows, n_ctx 3: [B 11 12] [B 14 15] (BOS written over
+     * 10 and 13), targets n_ctx/2 + 1 = 2 on; 16 is a partial window */
+    CHECK_EQ_INT(eval_plan_init(&p, 3, EVAL_PLAN_BOS | EVAL_PLAN_LLAMACPP, 1), KITE_OK);
+    CHECK_EQ_INT(eval_plan_add(&p, text, 7), KITE_OK);
+    CHECK_EQ_INT(p.n_windows, 2);
+    CHECK_EQ_INT(p.win_off[2], 6);
+    CHECK_EQ_INT(p.tokens[0], 1);
+    CHECK_EQ_INT(p.tokens[1], 11);
+    CHECK_EQ_INT(p.tokens[3], 1);
+    CHECK(targets_are(&p, (const kite_token[]){12, 15}, 2));
+    CHECK_EQ_INT(p.n_unscored, 5);
+    eval_plan_free(&p);
+    /* without BOS the window keeps its first token */
+    CHECK_EQ_INT(eval_plan_init(&p, 3, EVAL_PLAN_LLAMACPP, -1), KITE_OK);
+    CHECK_EQ_INT(eval_plan_add(&p, text, 7), KITE_OK);
+    CHECK_EQ_INT(p.tokens[0], 10);
+    CHECK(targets_are(&p, (const kite_token[]){12, 15}, 2));
+    eval_plan_free(&p);
+    CHECK_EQ_INT(eval_plan_init(&p, 3, EVAL_PLAN_LLAMACPP | EVAL_PLAN_HALF, -1), KITE_E_ARG);
+    CHECK_EQ_INT(eval_plan_init(&p, 3, EVAL_PLAN_LLAMACPP | EVAL_PLAN_DOCS, -1), KITE_E_ARG);
 
     /* no BOS, n_ctx 3: [10 11 12] [13 14 15] [16]: the first of each window is
      * context only, the lone last token gives no window */
@@ -270,6 +292,128 @@ TEST(logits_file_round_trip) {
     CHECK(access(p2, F_OK) != 0);                            /* nothing left behind */
     const kite_token bad_id[1] = {LF_V};
     CHECK_EQ_INT(eval_logits_write_open(p2, &h2, bad_id, &w), KITE_E_ARG);
+}
+
+/* llama.cpp layout: 2 chunks of n_ctx 5 -> 5 - 1 - 2 = 2 rows each. */
+#define LC_CTX 5
+#define LC_CHUNKS 2
+#define LC_ROWS (LC_CHUNKS * (LC_CTX - 1 - LC_CTX / 2))
+
+static int write_lc(const char *path, const float rows[LC_ROWS][LF_V]) {
+    const kite_token toks[LC_CHUNKS * LC_CTX] = {1, 2, 3, 4, 0, 1, 4, 3, 2, 1};
+    eval_logits_header h = {.n_vocab = LF_V, .n_ctx = LC_CTX, .flags = EVAL_PLAN_BOS | EVAL_PLAN_LLAMACPP,
+                            .n_tokens = LC_ROWS};
+    eval_logits_writer *w = NULL;
+    int rc = eval_logits_write_open_llamacpp(path, &h, toks, LC_CHUNKS, &w);
+    if (rc != KITE_OK) return rc;
+    for (int r = 0; r < LC_ROWS; r++)
+        if ((rc = eval_logits_write_row(w, rows[r])) != KITE_OK) {
+            eval_logits_write_abort(w);
+            return rc;
+        }
+    return eval_logits_write_close(w);
+}
+
+TEST(logits_file_llamacpp) {
+    char path[256];
+    tmp_path(path, sizeof path, "lc.logits");
+    float rows[LC_ROWS][LF_V];
+    for (int r = 0; r < LC_ROWS; r++) lf_row(r, rows[r]);
+    rows[3][0] = -30.0f; /* below the 16-nat floor (not the target, 1): held as the floor, read as -inf */
+    CHECK_EQ_INT(write_lc(path, (const float(*)[LF_V])rows), KITE_OK);
+    size_t size = 0;
+    unsigned char *img = (unsigned char *)harness_read_file(path, &size);
+    /* 20-byte header, 10 tokens, 4 rows of nv = 2*3 + 4 = 10 u16 words */
+    CHECK_EQ_INT(size, 20 + 4 * LC_CHUNKS * LC_CTX + LC_ROWS * 2 * 10);
+    CHECK(img && !memcmp(img, "_logits_", 8) && img[8] == LC_CTX && img[12] == LF_V && img[16] == LC_CHUNKS);
+    eval_logits_reader *r = NULL;
+    CHECK_EQ_INT(eval_logits_read_open(path, &r), KITE_OK);
+    if (!r || !img) return;
+    CHECK_EQ_INT(eval_logits_read_format(r), EVAL_LOGITS_LLAMACPP);
+    int32_t n_chunk = 0;
+    const kite_token *chunks = eval_logits_read_chunks(r, &n_chunk);
+    CHECK_EQ_INT(n_chunk, LC_CHUNKS);
+    CHECK(chunks && chunks[0] == 1 && chunks[9] == 1);
+    const eval_logits_header *h = eval_logits_read_header(r);
+    CHECK_EQ_INT(h->n_tokens, LC_ROWS);
+    CHECK_EQ_INT(h->n_ctx, LC_CTX);
+    /* targets: window indices 3 and 4 of each chunk */
+    const kite_token want_ids[LC_ROWS] = {4, 0, 2, 1};
+    CHECK(!memcmp(eval_logits_read_ids(r), want_ids, sizeof want_ids));
+    /* only the llama.cpp bit of the flags is compared (the file has no BOS record) */
+    CHECK_EQ_INT(eval_logits_read_match(r, LF_V, LC_CTX, EVAL_PLAN_LLAMACPP, want_ids, LC_ROWS), KITE_OK);
+    CHECK_EQ_INT(eval_logits_read_match(r, LF_V, LC_CTX, EVAL_PLAN_BOS | EVAL_PLAN_HALF, want_ids, LC_ROWS),
+                 KITE_E_FORMAT);
+    float row[LF_V];
+    for (int i = 0; i < LC_ROWS; i++) {
+        CHECK_EQ_INT(eval_logits_read_row(r, row), KITE_OK);
+        for (int v = 0; v < LF_V; v++) {
+            if (i == 3 && v == 0) {
+                CHECK_MSG(isinf(row[v]) && row[v] < 0, "row 3 entry 0 below the floor reads %g", (double)row[v]);
+                continue;
+            }
+            /* 16 bits over the row's range: within half a step of 16/65535 nats */
+            CHECK_MSG(fabsf(row[v] - rows[i][v]) < 2e-4f, "row %d entry %d: %g, wrote %g", i, v, (double)row[v],
+                      (double)rows[i][v]);
+        }
+    }
+    CHECK_EQ_INT(eval_logits_read_row(r, row), KITE_E_STATE);
+    eval_logits_read_close(r);
+
+    /* corruptions: header fields, sizes, tokens, row scales */
+    char bad[256];
+    tmp_path(bad, sizeof bad, "lc-bad.logits");
+    unsigned char *c = malloc(size + 8);
+    CHECK(c != NULL);
+    if (!c) return;
+    struct {
+        const char *what;
+        size_t off;
+        unsigned char v;
+        long dsize;
+        int want;
+        const char *needle;
+    } cases[] = {
+        {"n_ctx 2", 8, 2, 0, KITE_E_FORMAT, "n_ctx"},
+        {"n_vocab 0", 12, 0, 0, KITE_E_FORMAT, "n_vocab"},
+        {"n_vocab negative", 15, 0x80, 0, KITE_E_FORMAT, "n_vocab"},
+        {"n_chunk 0", 16, 0, 0, KITE_E_FORMAT, "n_chunk"},
+        {"n_chunk huge", 18, 0x7f, 0, KITE_E_FORMAT, "truncated"},
+        {"token out of range", 20, 9, 0, KITE_E_FORMAT, "tokens[0]"},
+        {"truncated row", SIZE_MAX, 0, -1, KITE_E_FORMAT, "truncated"},
+        {"truncated header", SIZE_MAX, 0, -(long)size + 12, KITE_E_FORMAT, "truncated header"},
+        {"trailing data", SIZE_MAX, 0, 2, KITE_E_FORMAT, "trailing"},
+        {"NaN scale", 20 + 4 * LC_CHUNKS * LC_CTX + 3, 0x7f, 0, KITE_E_FORMAT, "not a llama.cpp"},
+        {"positive minimum", 20 + 4 * LC_CHUNKS * LC_CTX + 7, 0x40, 0, KITE_E_FORMAT, "not a llama.cpp"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        memcpy(c, img, size);
+        size_t n = size;
+        if (cases[k].off != SIZE_MAX) {
+            c[cases[k].off] = cases[k].v;
+            if (!strcmp(cases[k].what, "NaN scale")) c[cases[k].off - 1] = 0xc0;
+            if (!strcmp(cases[k].what, "positive minimum")) c[cases[k].off - 1] = 0;
+        }
+        if (cases[k].dsize < 0) n = size - (size_t)(-cases[k].dsize);
+        if (cases[k].dsize > 0) {
+            memset(c + size, 0, (size_t)cases[k].dsize);
+            n = size + (size_t)cases[k].dsize;
+        }
+        write_bytes(bad, c, n);
+        int rc = read_all_rows(bad);
+        CHECK_MSG(rc == cases[k].want, "%s: status %d, want %d (%s)", cases[k].what, rc, cases[k].want,
+                  kite_last_error());
+        CHECK_MSG(strstr(kite_last_error(), cases[k].needle) != NULL, "%s: message '%s' lacks '%s'", cases[k].what,
+                  kite_last_error(), cases[k].needle);
+        CHECK_MSG(one_line(kite_last_error()), "%s: not one line", cases[k].what);
+    }
+    free(c);
+    free(img);
+    /* the writer checks its header */
+    eval_logits_header h2 = {.n_vocab = LF_V, .n_ctx = LC_CTX, .flags = EVAL_PLAN_LLAMACPP, .n_tokens = 3};
+    eval_logits_writer *w = NULL;
+    const kite_token toks[LC_CHUNKS * LC_CTX] = {0};
+    CHECK_EQ_INT(eval_logits_write_open_llamacpp(path, &h2, toks, LC_CHUNKS, &w), KITE_E_ARG);
 }
 
 TEST(logits_file_corrupt) {
@@ -679,6 +823,32 @@ TEST(mc_scores_match_naive) {
     kite_model_free(m);
 }
 
+/* ---- fuzz corpus replay ------------------------------------------------------ */
+
+#include "fuzz/fuzz_logits.c"
+
+TEST(fuzz_logits_corpus_replay) {
+    const char *dir = "tests/fuzz/corpus/fuzz_logits";
+    DIR *d = opendir(dir);
+    CHECK(d != NULL);
+    if (!d) return;
+    int n_files = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.') continue;
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        size_t n = 0;
+        char *img = harness_read_file(path, &n);
+        if (!img) continue;
+        n_files++;
+        LLVMFuzzerTestOneInput((const uint8_t *)img, n); /* aborts on a broken invariant */
+        free(img);
+    }
+    closedir(d);
+    CHECK(n_files >= 3);
+}
+
 int main(void) {
     if (!mkdtemp(tmpdir)) {
         perror("mkdtemp");
@@ -689,6 +859,7 @@ int main(void) {
     RUN(stats_accumulate);
     RUN(plan_windows);
     RUN(logits_file_round_trip);
+    RUN(logits_file_llamacpp);
     RUN(logits_file_corrupt);
     RUN(mc_parse_valid);
     RUN(mc_parse_errors);
@@ -696,6 +867,7 @@ int main(void) {
     RUN(kld_against_own_logits_is_zero);
     RUN(golden_stories_ppl);
     RUN(mc_scores_match_naive);
+    RUN(fuzz_logits_corpus_replay);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
