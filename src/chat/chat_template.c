@@ -17,6 +17,8 @@
  *              assistant content + "</s>"; a system message is put before the
  *              next user message with "\n", as llama.cpp does;
  *     zephyr   HuggingFaceH4/zephyr-7b-beta: "<|role|>\n" + content + "</s>\n";
+ *     phi3     microsoft/Phi-3-mini-4k-instruct: "<|role|>\n" + content +
+ *              "<|end|>\n";
  *     gemma    google/gemma-7b-it: "<start_of_turn>user|model\n" +
  *              trim(content) + "<end_of_turn>\n"; system (no such role) is
  *              trim(system) + "\n\n" before the next user turn, as in
@@ -42,7 +44,7 @@
 
 static const char *const family_names[CHAT_FAMILY_COUNT] = {
     [CHAT_LLAMA2] = "llama2", [CHAT_LLAMA3] = "llama3", [CHAT_CHATML] = "chatml",
-    [CHAT_MISTRAL] = "mistral", [CHAT_ZEPHYR] = "zephyr", [CHAT_GEMMA] = "gemma",
+    [CHAT_MISTRAL] = "mistral", [CHAT_ZEPHYR] = "zephyr", [CHAT_GEMMA] = "gemma", [CHAT_PHI3] = "phi3",
 };
 
 const char *chat_family_name(int family) {
@@ -56,7 +58,7 @@ int chat_family_from_name(const char *name) {
     return CHAT_UNKNOWN;
 }
 
-const char *chat_family_names(void) { return "llama2, llama3, chatml, mistral, zephyr, gemma"; }
+const char *chat_family_names(void) { return "llama2, llama3, chatml, mistral, zephyr, gemma, phi3"; }
 
 int chat_template_detect(const char *t) {
     if (!t) return CHAT_UNKNOWN;
@@ -67,7 +69,8 @@ int chat_template_detect(const char *t) {
     if (HAS("[INST]")) return HAS("<<SYS>>") ? CHAT_LLAMA2 : CHAT_MISTRAL;
     if (HAS("<|start_header_id|>") && HAS("<|end_header_id|>")) return CHAT_LLAMA3;
     if (HAS("<start_of_turn>")) return CHAT_GEMMA;
-    if (HAS("<|user|>") && HAS("<|assistant|>") && !HAS("<|end|>") && !HAS("[gMASK]")) return CHAT_ZEPHYR;
+    if (HAS("<|assistant|>") && HAS("<|end|>")) return CHAT_PHI3;
+    if (HAS("<|user|>") && HAS("<|assistant|>") && !HAS("[gMASK]")) return CHAT_ZEPHYR;
 #undef HAS
     return CHAT_UNKNOWN;
 }
@@ -197,6 +200,20 @@ static void fmt_zephyr(tbuf *b, const chat_msg *m, size_t n, bool gen) {
     if (gen) sb_put(b, "<|assistant|>\n");
 }
 
+/* phi3: <|role|>\ncontent<|end|>\n (Phi-3-mini-instruct's template; no
+ * eos_token after the last turn without a generation prompt, as llama.cpp's
+ * built-in phi3) */
+static void fmt_phi3(tbuf *b, const chat_msg *m, size_t n, bool gen) {
+    for (size_t i = 0; i < n; i++) {
+        sb_put(b, "<|");
+        sb_put(b, m[i].role);
+        sb_put(b, "|>\n");
+        sb_put(b, m[i].content);
+        sb_put(b, "<|end|>\n");
+    }
+    if (gen) sb_put(b, "<|assistant|>\n");
+}
+
 /* llama2 (Meta): a user turn is "[INST] " + strip(sys + user) + " [/INST]"
  * where sys is "<<SYS>>\n" + system + "\n<</SYS>>\n\n" (system messages
  * since the last user turn, joined with "\n"; empty if none); every user
@@ -316,6 +333,7 @@ int chat_apply(int family, const chat_msg *msgs, size_t n, bool gen, char **out)
     case CHAT_MISTRAL: fmt_mistral(&b, msgs, n); break;
     case CHAT_ZEPHYR: fmt_zephyr(&b, msgs, n, gen); break;
     case CHAT_GEMMA: fmt_gemma(&b, msgs, n, gen); break;
+    case CHAT_PHI3: fmt_phi3(&b, msgs, n, gen); break;
     default: KITE_ASSERT(0);
     }
     if (b.oom) {
@@ -334,6 +352,7 @@ static const char *const stops_chatml[] = {"<|im_end|>", "<|im_start|>", NULL};
 static const char *const stops_mistral[] = {"</s>", "[INST]", NULL};
 static const char *const stops_zephyr[] = {"</s>", "<|endoftext|>", "<|user|>", NULL};
 static const char *const stops_gemma[] = {"<end_of_turn>", "<start_of_turn>", NULL};
+static const char *const stops_phi3[] = {"<|end|>", "<|endoftext|>", "<|user|>", NULL};
 static const char *const stops_none[] = {NULL};
 
 const char *const *chat_stop_strings(int family) {
@@ -344,6 +363,7 @@ const char *const *chat_stop_strings(int family) {
     case CHAT_MISTRAL: return stops_mistral;
     case CHAT_ZEPHYR: return stops_zephyr;
     case CHAT_GEMMA: return stops_gemma;
+    case CHAT_PHI3: return stops_phi3;
     default: return stops_none;
     }
 }

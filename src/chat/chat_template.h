@@ -33,6 +33,7 @@ enum chat_family {
     CHAT_MISTRAL,     /* [INST] ... [/INST] (v0.1/v0.2 style, no system role: prepended to the first user turn) */
     CHAT_ZEPHYR,      /* <|user|>\n...</s>\n */
     CHAT_GEMMA,       /* <start_of_turn>user\n...<end_of_turn>\n */
+    CHAT_PHI3,        /* <|user|>\n...<|end|>\n */
     CHAT_FAMILY_COUNT
 };
 

@@ -23,6 +23,8 @@ static const struct {
     [TR_OUTPUT_NORM_B] = ROLE("output_norm", "bias"),
     [TR_OUTPUT] = ROLE("output", "weight"),
     [TR_ROPE_FREQS] = ROLE("rope_freqs", "weight"),
+    [TR_ROPE_FACTORS_LONG] = ROLE("rope_factors_long", "weight"),
+    [TR_ROPE_FACTORS_SHORT] = ROLE("rope_factors_short", "weight"),
     [TR_ATTN_NORM] = ROLE("attn_norm", "weight"),
     [TR_ATTN_NORM_B] = ROLE("attn_norm", "bias"),
     [TR_ATTN_Q] = ROLE("attn_q", "weight"),
@@ -80,6 +82,11 @@ static const arch_info archs[] = {
      .has = {COMMON_ROLES, [TR_POS_EMBD] = true, [TR_OUTPUT_NORM_B] = true, [TR_ATTN_NORM_B] = true,
              [TR_ATTN_QKV] = true, [TR_ATTN_QKV_B] = true, [TR_ATTN_OUT_B] = true, [TR_FFN_NORM_B] = true,
              [TR_FFN_UP_B] = true, [TR_FFN_DOWN_B] = true}},
+    /* Phi-3 / Phi-3.5 / Phi-4: llama's graph with fused q/k/v and gate/up
+     * matrices, NEOX rope with LongRoPE factors (rope_factors_long/short)
+     * and a sliding window from phi3.attention.sliding_window */
+    {.name = "phi3", .rope_type = ROPE_NEOX, .fused_qkv = true, .fused_gate_up = true,
+     .has = {COMMON_ROLES, [TR_ATTN_QKV] = true, [TR_ROPE_FACTORS_LONG] = true, [TR_ROPE_FACTORS_SHORT] = true}},
 };
 #define N_ARCHS (sizeof archs / sizeof archs[0])
 

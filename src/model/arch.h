@@ -37,6 +37,8 @@ enum tensor_role {
     TR_OUTPUT_NORM_B, /* LayerNorm bias */
     TR_OUTPUT,
     TR_ROPE_FREQS,    /* Llama 3 rope frequency factors (optional) */
+    TR_ROPE_FACTORS_LONG,  /* Phi-3 LongRoPE factors beyond the original context (optional) */
+    TR_ROPE_FACTORS_SHORT, /* Phi-3 LongRoPE factors within it (optional) */
     /* per layer (from TR_ATTN_NORM on) */
     TR_ATTN_NORM,
     TR_ATTN_NORM_B,
@@ -75,7 +77,8 @@ typedef struct arch_info {
     int ffn_type;          /* enum ffn_type of the dense FFN */
     bool qkv_bias;         /* attn_{q,k,v}.bias required (qwen2) */
     bool qk_norm;          /* attn_{q,k}_norm required (qwen3, qwen3moe) */
-    bool fused_qkv;        /* attn_qkv (+bias) instead of attn_q/k/v (gpt2) */
+    bool fused_qkv;        /* attn_qkv (+bias) instead of attn_q/k/v (gpt2, phi3) */
+    bool fused_gate_up;    /* ffn_up holds gate rows then up rows, no ffn_gate (phi3) */
     bool biases;           /* LayerNorm, attn_output and FFN biases (gpt2) */
     bool pos_embd;         /* learned positions, no rope (gpt2) */
     bool moe_required;     /* expert_count must be > 0 (qwen3moe) */

@@ -143,6 +143,12 @@ static int ctx_create(kite_model *model, int32_t n_ctx, int32_t n_batch, int32_t
         c->inv_freq[i] = hp->rope_freq_scale / powf(hp->rope_freq_base, (float)(2 * i) / (float)hp->n_rot);
         if (model->rope_freqs) c->inv_freq[i] /= model->rope_freqs[i];
     }
+    /* Phi-3 LongRoPE: the long factors when this context exceeds the original
+     * one (llama.cpp's choice, per context), and cos/sin scaled by attn_factor */
+    const float *factors = n_ctx > hp->n_ctx_orig ? model->rope_long : model->rope_short;
+    if (factors)
+        for (int32_t i = 0; i < hp->n_rot / 2; i++) c->inv_freq[i] /= factors[i];
+    c->rope_mscale = hp->rope_attn_factor;
     *out = c;
     return KITE_OK;
 oom:

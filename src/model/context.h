@@ -60,6 +60,7 @@ struct kite_ctx {
     float *hb2;           /* FFN up, width n_ff */
     float *rope_cs;       /* [n_batch][n_rot] (cos, sin) pairs per position */
     float *inv_freq;      /* [n_rot/2] rotary frequencies */
+    float rope_mscale;    /* factor on every rotary cos and sin (hp.rope_attn_factor) */
     void *mm_scratch;     /* kern_matmul_scratch_bytes(n_threads, n_batch, max row length) bytes */
     float *att_scratch;   /* kern_attention_scratch_floats(n_batch queries, n_ctx) floats */
     float attn_phi;       /* split-KV unified max (docs/attention.md): ATTN_PHI_DEFAULT until calibrated */

@@ -9,6 +9,8 @@
  *   mistral   attention window (attn_args.window); the cache keeps every position;
  *   gpt2      LayerNorm with bias, learned position embeddings, fused QKV and
  *             output/FFN biases, GELU FFN without gate;
+ *   phi3      fused QKV and gate/up (row views, loader.c), NEOX rope with
+ *             LongRoPE factors and attn_factor (context.c, rope_table), window;
  *   MoE       (Mixtral, qwen3moe) router + top-k experts, moe.c.
  * With none of them (a plain llama) the arithmetic is exactly the original
  * llama path: the extra steps are skipped, not run as no-ops.
@@ -177,8 +179,8 @@ static void rope_table(fwd_pass *p) {
             float *cs = p->ctx->rope_cs + (size_t)t * n_rot;
             for (int32_t r = 0; r < half; r++) {
                 const float theta = (float)(p->seqs[s].pos0 + i) * p->ctx->inv_freq[r];
-                cs[2 * r] = cosf(theta);
-                cs[2 * r + 1] = sinf(theta);
+                cs[2 * r] = cosf(theta) * p->ctx->rope_mscale; /* x 1.0f is exact: no change without it */
+                cs[2 * r + 1] = sinf(theta) * p->ctx->rope_mscale;
             }
         }
     }

@@ -108,6 +108,24 @@ static int read_rope_scaling(const kite_model *m, float *scale_linear) {
     return hparam_f32(m, "rope.scaling.factor", scale_linear);
 }
 
+/* Phi-3 GGUFs written before llama.cpp stored phi3.attention.sliding_window
+ * lack the key: the window is then the one those models were trained with,
+ * by llama.cpp's rule (mini/medium 4k: 2047; mini 128k: 262144; medium 128k:
+ * 131072).  A stored 0 means no window (Phi-4). */
+static int phi3_window(kite_model *m) {
+    model_hparams *hp = &m->hp;
+    char key[128];
+    snprintf(key, sizeof key, "%s.attention.sliding_window", m->arch);
+    if (gguf_get(m->gguf, key)) return KITE_OK;
+    if ((hp->n_layer == 32 || hp->n_layer == 40) && hp->n_ctx_train == 4096) hp->sliding_window = 2047;
+    else if (hp->n_layer == 32 && hp->n_head_kv == 32 && hp->n_ctx_train == 131072) hp->sliding_window = 262144;
+    else if (hp->n_layer == 40 && hp->n_ctx_train == 131072) hp->sliding_window = 131072;
+    else
+        return err_set(KITE_E_FORMAT, "%s: missing %s (a phi3 model of unknown size: its window cannot be inferred)",
+                       m->path, key);
+    return KITE_OK;
+}
+
 static int read_hparams(kite_model *m, const arch_info *ai) {
     model_hparams *hp = &m->hp;
     int rc;
@@ -150,11 +168,19 @@ static int read_hparams(kite_model *m, const arch_info *ai) {
     if ((rc = hparam_f32(m, "rope.scale_linear", &scale_linear))) return rc;
     if ((rc = read_rope_scaling(m, &scale_linear))) return rc;
     hp->rope_freq_scale = 1.0f / scale_linear;
+    hp->rope_attn_factor = 1.0f;
+    if ((rc = hparam_f32(m, "rope.scaling.attn_factor", &hp->rope_attn_factor))) return rc;
+    if (!(hp->rope_attn_factor > 0.0f && hp->rope_attn_factor < 100.0f))
+        return err_set(KITE_E_FORMAT, "%s: %s.rope.scaling.attn_factor %g is out of range (0, 100)", m->path, m->arch,
+                       (double)hp->rope_attn_factor);
+    hp->n_ctx_orig = hp->n_ctx_train;
+    if ((rc = hparam_i32(m, "rope.scaling.original_context_length", false, &hp->n_ctx_orig))) return rc;
     hp->rope_type = ai->rope_type;
     hp->norm_type = ai->norm_type;
     hp->ffn_type = ai->ffn_type;
     if (ai->pos_embd) hp->n_rot = 0; /* learned positions instead of rope */
     if ((rc = hparam_count(m, "attention.sliding_window", 1u << 24, &hp->sliding_window))) return rc;
+    if (!strcmp(ai->name, "phi3") && (rc = phi3_window(m))) return rc;
     if ((rc = hparam_count(m, "expert_count", 4096, &hp->n_expert))) return rc;
     if (ai->moe_required && hp->n_expert == 0)
         return err_set(KITE_E_FORMAT, "%s: %s.expert_count must be > 0 for architecture %s", m->path, m->arch,
@@ -262,7 +288,7 @@ static int bind_weights(kite_model *m, const arch_info *ai) {
     /* float copies: norms and biases; an upper bound of what any architecture has */
     const size_t per_layer = 4 * (size_t)E + 2 * (size_t)Q + 2 * (size_t)KV + 2 * (size_t)HD + (size_t)F + 2 * (size_t)E;
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
-    m->vectors = malloc(sizeof(float) * (per_layer * (size_t)hp->n_layer + 2 * (size_t)E + (size_t)hp->n_rot / 2 + 1));
+    m->vectors = malloc(sizeof(float) * (per_layer * (size_t)hp->n_layer + 2 * (size_t)E + 3 * ((size_t)hp->n_rot / 2) + 1));
     if (!m->layers || !m->vectors) return err_set(KITE_E_NOMEM, "%s: out of memory for the layer table", m->path);
     float *vec = m->vectors;
 
@@ -274,6 +300,12 @@ static int bind_weights(kite_model *m, const arch_info *ai) {
     if (!m->output.data) m->output = m->tok_embd; /* tied classifier */
     if (hp->n_rot > 0 && (rc = bind_vec(m, ai, TR_ROPE_FREQS, -1, hp->n_rot / 2, false, &vec, &m->rope_freqs)))
         return rc;
+    if (hp->n_rot > 0 && ((rc = bind_vec(m, ai, TR_ROPE_FACTORS_LONG, -1, hp->n_rot / 2, false, &vec, &m->rope_long)) ||
+                          (rc = bind_vec(m, ai, TR_ROPE_FACTORS_SHORT, -1, hp->n_rot / 2, false, &vec, &m->rope_short))))
+        return rc;
+    if (!m->rope_long != !m->rope_short)
+        return err_set(KITE_E_FORMAT, "%s: rope_factors_long.weight and rope_factors_short.weight come together (only "
+                       "one is present)", m->path);
     for (int l = 0; l < hp->n_layer; l++) {
         layer_weights *L = &m->layers[l];
         if ((rc = bind_vector(m, ai, TR_ATTN_NORM, l, E, &vec, &L->attn_norm))) return rc;
@@ -312,8 +344,16 @@ static int bind_weights(kite_model *m, const arch_info *ai) {
             if ((rc = bind3(m, ai, TR_FFN_UP_EXPS, l, E, FE, NE, true, &L->up_exps))) return rc;
             if ((rc = bind3(m, ai, TR_FFN_DOWN_EXPS, l, FE, E, NE, true, &L->down_exps))) return rc;
         } else {
-            if (ai->ffn_type == FFN_SWIGLU && (rc = bind(m, ai, TR_FFN_GATE, l, E, F, true, &L->w_gate))) return rc;
-            if ((rc = bind(m, ai, TR_FFN_UP, l, E, F, true, &L->w_up))) return rc;
+            if (ai->fused_gate_up) { /* ffn_up: gate rows [0, F), then up rows [F, 2F) */
+                weight gu;
+                if ((rc = bind(m, ai, TR_FFN_UP, l, E, 2 * F, true, &gu))) return rc;
+                L->w_gate = row_slice(&gu, 0, F);
+                L->w_up = row_slice(&gu, F, F);
+            } else {
+                if (ai->ffn_type == FFN_SWIGLU && (rc = bind(m, ai, TR_FFN_GATE, l, E, F, true, &L->w_gate)))
+                    return rc;
+                if ((rc = bind(m, ai, TR_FFN_UP, l, E, F, true, &L->w_up))) return rc;
+            }
             if ((rc = bind(m, ai, TR_FFN_DOWN, l, F, E, true, &L->w_down))) return rc;
             if ((rc = bind_vec(m, ai, TR_FFN_UP_B, l, F, ai->biases, &vec, &L->b_up))) return rc;
             if ((rc = bind_vec(m, ai, TR_FFN_DOWN_B, l, E, ai->biases, &vec, &L->b_down))) return rc;

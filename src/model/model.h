@@ -53,6 +53,9 @@ typedef struct model_hparams {
     float rms_eps;        /* epsilon of the norms (RMSNorm, or LayerNorm for NORM_LAYER) */
     float rope_freq_base;
     float rope_freq_scale; /* 1 / linear scaling factor */
+    float rope_attn_factor; /* rope.scaling.attn_factor: cos and sin are scaled by it (Phi-3 LongRoPE); 1: none */
+    int32_t n_ctx_orig;     /* rope.scaling.original_context_length (default n_ctx_train): a context longer
+                               than this uses rope_factors_long, else rope_factors_short */
     int rope_type;         /* enum rope_type */
     /* architecture features (all zero for a plain llama) */
     int norm_type;         /* enum norm_type */
@@ -112,6 +115,8 @@ struct kite_model {
     weight pos_embd;       /* (n_ctx_train rows, n_embd) learned positions (gpt2), or absent */
     const float *rope_freqs; /* (n_rot/2) Llama 3 rope frequency factors (rope_freqs.weight): pair i's
                                 frequency is divided by rope_freqs[i]; NULL: none */
+    const float *rope_long;  /* (n_rot/2) Phi-3 LongRoPE factors, used like rope_freqs when the context */
+    const float *rope_short; /* exceeds hp.n_ctx_orig (long) or not (short); NULL: none */
     weight output;         /* (n_vocab, n_embd); == tok_embd when tied */
     layer_weights *layers; /* [n_layer] */
     float *vectors;        /* owned storage of every float copy above */

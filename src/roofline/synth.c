@@ -43,6 +43,9 @@ static const synth_shape shapes[] = {
     {"qwen3moe-30b-a3b", 2048, 6144, 48, 32, 4, 151936, 40960, 1000000.0f, 1e-6f, .arch = "qwen3moe",
      .head_dim = 128, .n_expert = 128, .n_expert_used = 8, .n_ff_exp = 768},
     {"gpt2-124m", 768, 3072, 12, 12, 12, 50257, 1024, 10000.0f, 1e-5f, .arch = "gpt2"},
+    {"phi-3-mini", 3072, 8192, 32, 32, 32, 32064, 4096, 10000.0f, 1e-5f, .arch = "phi3", .sliding_window = 2047},
+    {"phi-3-mini-128k", 3072, 8192, 32, 32, 32, 32064, 131072, 10000.0f, 1e-5f, .arch = "phi3",
+     .sliding_window = 262144, .longrope_ctx = 4096},
     /* tiny test models (tests/unit/test_arch.c): 2 layers, 64 wide, 512 tokens */
     {"tiny-llama3", 64, 128, 2, 4, 2, 512, 128, 500000.0f, 1e-5f, .rope_llama3_ctx = 64},
     {"tiny-mistral", 64, 128, 2, 4, 2, 512, 128, 10000.0f, 1e-5f, .sliding_window = 8},
@@ -52,6 +55,9 @@ static const synth_shape shapes[] = {
     {"tiny-qwen3moe", 64, 128, 2, 4, 2, 512, 128, 1000000.0f, 1e-6f, .arch = "qwen3moe", .head_dim = 32,
      .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 32},
     {"tiny-gpt2", 64, 256, 2, 4, 4, 512, 128, 10000.0f, 1e-5f, .arch = "gpt2"},
+    /* GQA, a window of 16 and LongRoPE from 32 positions: every phi3 path in a tiny model */
+    {"tiny-phi3", 64, 128, 2, 4, 2, 512, 128, 10000.0f, 1e-5f, .arch = "phi3", .sliding_window = 16,
+     .longrope_ctx = 32},
 };
 
 const synth_shape *synth_shape_find(const char *name) {
@@ -63,8 +69,8 @@ const synth_shape *synth_shape_find(const char *name) {
 
 const char *synth_shape_list(void) {
     return "tinyllama-1.1b|llama2-7b|llama3-8b|llama3.2-1b|mistral-7b|mistral-7b-v0.1|mixtral-8x7b|qwen2-0.5b|"
-           "qwen3-0.6b|qwen3moe-30b-a3b|gpt2-124m|stories260k|tiny-llama3|tiny-mistral|tiny-mixtral|tiny-qwen2|"
-           "tiny-qwen3|tiny-qwen3moe|tiny-gpt2";
+           "qwen3-0.6b|qwen3moe-30b-a3b|gpt2-124m|phi-3-mini|phi-3-mini-128k|stories260k|tiny-llama3|"
+           "tiny-mistral|tiny-mixtral|tiny-qwen2|tiny-qwen3|tiny-qwen3moe|tiny-gpt2|tiny-phi3";
 }
 
 static const char *shape_arch(const synth_shape *s) { return s->arch ? s->arch : "llama"; }
@@ -90,6 +96,23 @@ static void llama3_factors(const synth_shape *s, float *out) {
         }
         out[i] = (float)f;
     }
+}
+
+/* Made-up Phi-3 LongRoPE factors (real ones come from config.json): a smooth
+ * ramp over the pairs, 1 .. 1.25 for short and 1 .. 8 for long, so that the
+ * choice between them changes every logit. */
+static void longrope_factors(const synth_shape *s, bool is_long, float *out) {
+    const int32_t half = shape_head_dim(s) / 2;
+    for (int32_t i = 0; i < half; i++) {
+        const double x = half > 1 ? (double)i / (double)(half - 1) : 0.0;
+        out[i] = (float)(is_long ? 1.0 + 7.0 * x * x : 1.0 + 0.25 * x);
+    }
+}
+
+/* llama.cpp's converter's attn_factor for LongRoPE: sqrt(1 + ln(scale) / ln(orig)). */
+static float longrope_attn_factor(const synth_shape *s) {
+    const double scale = (double)s->n_ctx / (double)s->longrope_ctx;
+    return scale > 1.0 ? (float)sqrt(1.0 + log(scale) / log((double)s->longrope_ctx)) : 1.0f;
 }
 
 /* ---- random numbers ----------------------------------------------------------- */
@@ -144,6 +167,7 @@ struct synth_job {
     synth_tensor *t;   /* [n_t] */
     size_t n_t;
     float rope_freqs[1024]; /* Llama 3 factors (head_dim / 2 <= 1024) */
+    float rope_long[1024], rope_short[1024]; /* Phi-3 LongRoPE factors */
 };
 
 /* One chunk of rows being filled (argument of the pool task). */
@@ -232,6 +256,10 @@ static size_t build_tensors(const synth_params *p, synth_tensor *t) {
     ADD(matrix_type(p, TR_TOKEN_EMBD, -1), E, V, 0.0f, 1.0f, TR_TOKEN_EMBD, -1);
     if (ai->pos_embd) ADD(KITE_DTYPE_F32, E, s->n_ctx, 0.0f, 0.5f, TR_POS_EMBD, -1);
     if (s->rope_llama3_ctx > 0) VEC(HD / 2, 1.0f, 0.0f, TR_ROPE_FREQS, -1); /* values: synth_write */
+    if (s->longrope_ctx > 0) {
+        VEC(HD / 2, 1.0f, 0.0f, TR_ROPE_FACTORS_LONG, -1);
+        VEC(HD / 2, 1.0f, 0.0f, TR_ROPE_FACTORS_SHORT, -1);
+    }
     for (int l = 0; l < s->n_layer; l++) {
         NORM(TR_ATTN_NORM, l);
         if (biases) VEC(E, 0.0f, 0.1f, TR_ATTN_NORM_B, l);
@@ -263,7 +291,7 @@ static size_t build_tensors(const synth_params *p, synth_tensor *t) {
             EXPS(TR_FFN_DOWN_EXPS, l, FE, E);
         } else {
             if (arch_has_role(ai, TR_FFN_GATE)) MAT(TR_FFN_GATE, l, E, F); /* SwiGLU; gpt2's GELU FFN has none */
-            MAT(TR_FFN_UP, l, E, F);
+            MAT(TR_FFN_UP, l, E, ai->fused_gate_up ? 2 * F : F);           /* phi3: gate rows, then up rows */
             if (biases) VEC(F, 0.0f, 0.1f, TR_FFN_UP_B, l);
             MAT(TR_FFN_DOWN, l, F, E);
             if (biases) VEC(E, 0.0f, 0.1f, TR_FFN_DOWN_B, l);
@@ -307,7 +335,8 @@ int synth_check(const synth_params *p) {
         return err_set(KITE_E_ARG, "n_embd %d, n_head %d, n_head_kv %d: heads must divide evenly (even head size)",
                        s->n_embd, s->n_head, s->n_head_kv);
     if (s->n_expert < 0 || s->n_expert > 4096 || (s->n_expert > 0 && (s->n_expert_used < 1 ||
-        s->n_expert_used > s->n_expert)) || s->n_ff_exp < 0 || s->n_ff_exp > (1 << 22) || s->sliding_window < 0)
+        s->n_expert_used > s->n_expert)) || s->n_ff_exp < 0 || s->n_ff_exp > (1 << 22) || s->sliding_window < 0 ||
+        s->longrope_ctx < 0 || s->longrope_ctx == 1)
         return err_set(KITE_E_ARG, "shape '%s': expert counts (%d, top %d) or window out of range",
                        s->name ? s->name : "?", s->n_expert, s->n_expert_used);
     const char *arch = shape_arch(s);
@@ -394,7 +423,17 @@ static void vocab_free(synth_vocab *v) {
     free(v->type);
 }
 
-static int vocab_build(int32_t n, synth_vocab *v) {
+/* Phi-3's added tokens in their order (ids 32000..32010 of the real
+ * vocabulary): the chat template needs them, and llama.cpp sets attributes
+ * on <|endoftext|> by name for any model named phi3. */
+static const char *const phi3_added[] = {"<|endoftext|>", "<|assistant|>", "<|placeholder1|>", "<|placeholder2|>",
+                                         "<|placeholder3|>", "<|placeholder4|>", "<|system|>", "<|end|>",
+                                         "<|placeholder5|>", "<|placeholder6|>", "<|user|>"};
+#define N_PHI3_ADDED ((int32_t)(sizeof phi3_added / sizeof phi3_added[0]))
+
+static int vocab_build(int32_t n, const char *arch, synth_vocab *v) {
+    /* phi3: the last ids are the added tokens (the real file has exactly 32064 - 32011 padding after them) */
+    const int32_t added0 = !strcmp(arch, "phi3") && n >= 260 + N_PHI3_ADDED ? n - N_PHI3_ADDED : n;
     v->n = n;
     v->tok = calloc((size_t)n, sizeof *v->tok);
     v->score = calloc((size_t)n, sizeof *v->score);
@@ -408,6 +447,9 @@ static int vocab_build(int32_t n, synth_vocab *v) {
         } else if (i < 259) {
             snprintf(buf, sizeof buf, "<0x%02X>", i - 3);
             v->type[i] = 6;
+        } else if (i >= added0) {
+            snprintf(buf, sizeof buf, "%s", phi3_added[i - added0]);
+            v->type[i] = 3;
         } else if (i == 259) {
             snprintf(buf, sizeof buf, "\xe2\x96\x81"); /* the bare word-start marker, as in real SPM vocabularies */
             v->type[i] = 1;
@@ -494,8 +536,12 @@ static int set_metadata(gguf_writer *w, const synth_params *p, const synth_vocab
         TRY(gguf_writer_set_u32(w, KEY("expert_used_count"), (uint32_t)s->n_expert_used));
         if (s->n_ff_exp > 0) TRY(gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), (uint32_t)s->n_ff_exp));
     }
-    if (s->sliding_window > 0)
+    if (s->sliding_window > 0 || !strcmp(arch, "phi3")) /* phi3: 0 is written too, it means "none" (Phi-4) */
         TRY(gguf_writer_set_u32(w, KEY("attention.sliding_window"), (uint32_t)s->sliding_window));
+    if (s->longrope_ctx > 0) {
+        TRY(gguf_writer_set_f32(w, KEY("rope.scaling.attn_factor"), longrope_attn_factor(s)));
+        TRY(gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"), (uint32_t)s->longrope_ctx));
+    }
 #undef KEY
     TRY(gguf_writer_set_str(w, "tokenizer.ggml.model", "llama"));
     TRY(gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v->tok, NULL, (uint64_t)v->n));
@@ -539,17 +585,23 @@ int synth_write(const synth_params *p, const char *path) {
         goto done;
     }
     if (p->shape.rope_llama3_ctx > 0) llama3_factors(&p->shape, job.rope_freqs);
+    if (p->shape.longrope_ctx > 0) {
+        longrope_factors(&p->shape, true, job.rope_long);
+        longrope_factors(&p->shape, false, job.rope_short);
+    }
     if (!(job.tp = tp_new(n_threads))) {
         rc = KITE_E_NOMEM;
         goto done;
     }
-    TRY(vocab_build(p->shape.n_vocab, &v));
+    TRY(vocab_build(p->shape.n_vocab, shape_arch(&p->shape), &v));
     TRY(set_metadata(w, p, &v));
     for (size_t i = 0; i < job.n_t; i++) {
         synth_tensor *t = &job.t[i];
         t->job = &job;
         t->row_bytes = dtype_row_size(t->type, t->ne[0]);
         if (t->role == TR_ROPE_FREQS) t->values = job.rope_freqs;
+        if (t->role == TR_ROPE_FACTORS_LONG) t->values = job.rope_long;
+        if (t->role == TR_ROPE_FACTORS_SHORT) t->values = job.rope_short;
         uint32_t n_dims = t->ne[2] > 1 ? 3 : t->ne[1] == 1 ? 1 : 2;
         TRY(gguf_writer_add_tensor_cb(w, t->name, t->type, n_dims, t->ne, fill_rows, t));
     }

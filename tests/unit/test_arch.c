@@ -2,7 +2,8 @@
  * test_arch.c - the architectures beyond plain llama (src/model/arch.c,
  * loader.c, llama.c, moe.c): Llama 3 rope scaling, Mistral's sliding window,
  * Qwen2 (QKV bias), Qwen3 (QK-norm), Qwen3-MoE and Mixtral (mixture of
- * experts), GPT-2 (LayerNorm, learned positions, GELU).
+ * experts), GPT-2 (LayerNorm, learned positions, GELU), Phi-3 (fused
+ * q/k/v and gate/up, LongRoPE).
  *
  * Every model is a tiny synthetic one written here by synth_write (shape
  * "tiny-<arch>", f32, seed 1: the bytes depend only on those), so no model
@@ -50,6 +51,9 @@
 #include "tensor/dtype.h"
 
 #define N_TOK 10
+/* Context size of kite_logits' contexts: it picks Phi-3's long LongRoPE
+ * factors (above the original context of 32) in kite and the naive pass. */
+#define REF_N_CTX 64
 static const kite_token toks[N_TOK] = {1, 300, 301, 5, 400, 260, 17, 42, 511, 259};
 #define REF_TOL 1e-5      /* vs llama.cpp, relative to the reference logit range (measured <= 2.1e-7) */
 #define REF_TOL_GPT2 5e-4 /* gpt2: ggml's GELU reads an f16 table (input and output rounded to f16);
@@ -57,8 +61,8 @@ static const kite_token toks[N_TOK] = {1, 300, 301, 5, 400, 260, 17, 42, 511, 25
 #define NAIVE_TOL 2e-5 /* vs the double-precision naive forward */
 
 /* Every tiny synth shape, one per architecture variant. */
-static const char *const all_shapes[] = {"tiny-llama3", "tiny-mistral", "tiny-mixtral", "tiny-qwen2",
-                                         "tiny-qwen3",  "tiny-qwen3moe", "tiny-gpt2"};
+static const char *const all_shapes[] = {"tiny-llama3", "tiny-mistral",  "tiny-mixtral", "tiny-qwen2",
+                                         "tiny-qwen3",  "tiny-qwen3moe", "tiny-gpt2",    "tiny-phi3"};
 #define N_ALL_SHAPES (sizeof all_shapes / sizeof all_shapes[0])
 
 static char tmpdir[] = "/tmp/kite-test-arch-XXXXXX";
@@ -90,7 +94,7 @@ static kite_model *load_shape(const char *shape) {
 /* All N_TOK rows of logits of one prefill pass (caller frees). */
 static float *kite_logits(kite_model *m, int32_t n_threads) {
     kite_ctx *c = NULL;
-    kite_ctx_params cp = {.n_ctx = 64, .n_threads = n_threads};
+    kite_ctx_params cp = {.n_ctx = REF_N_CTX, .n_threads = n_threads};
     if (kite_ctx_new(m, &cp, &c) != KITE_OK) {
         CHECK_MSG(0, "ctx: %s", kite_last_error());
         return NULL;
@@ -153,7 +157,7 @@ static const struct {
 } ref_models[] = {
     {"tiny-llama3", 0x108d89152184870dull},  {"tiny-mistral", 0x32947e8a9ba6afafull},
     {"tiny-mixtral", 0x3dbc149325ea4864ull}, {"tiny-qwen2", 0x4c0a59feed726c1dull},
-    {"tiny-gpt2", 0x7f09ad4cd6186a6aull},
+    {"tiny-gpt2", 0x7f09ad4cd6186a6aull},    {"tiny-phi3", 0xdcd33cf1f9612ba4ull},
 };
 
 static void check_llamacpp(const char *shape, int n_pos, double tol) {
@@ -191,6 +195,10 @@ TEST(test_llamacpp_llama3_rope_freqs) { check_llamacpp("tiny-llama3", N_TOK, REF
 TEST(test_llamacpp_qwen2) { check_llamacpp("tiny-qwen2", N_TOK, REF_TOL); }
 TEST(test_llamacpp_mixtral) { check_llamacpp("tiny-mixtral", N_TOK, REF_TOL); }
 TEST(test_llamacpp_gpt2) { check_llamacpp("tiny-gpt2", N_TOK, REF_TOL_GPT2); }
+/* phi3: fused q/k/v and gate/up, NEOX rope with the long LongRoPE factors
+ * (context 64 > 32) and attn_factor; the window (16) is beyond the 10 tokens
+ * here: tests/e2e/test_arch_llamacpp.sh compares windows and short factors */
+TEST(test_llamacpp_phi3) { check_llamacpp("tiny-phi3", N_TOK, REF_TOL); }
 /* llama.cpp ignores the window: positions < window (8) see their whole prefix */
 TEST(test_llamacpp_mistral_inside_window) { check_llamacpp("tiny-mistral", 8, REF_TOL); }
 
@@ -229,10 +237,12 @@ static void ref_add(double *y, const float *b, int n) {
 static void ref_rope(const kite_model *m, double *x, int pos) {
     const model_hparams *hp = &m->hp;
     const int half = hp->n_rot / 2;
+    const float *lr = REF_N_CTX > hp->n_ctx_orig ? m->rope_long : m->rope_short;
     for (int i = 0; i < half; i++) {
         double f = pow(hp->rope_freq_base, -2.0 * i / hp->n_rot) * hp->rope_freq_scale;
         if (m->rope_freqs) f /= m->rope_freqs[i];
-        const double c = cos(pos * f), s = sin(pos * f);
+        if (lr) f /= lr[i];
+        const double c = cos(pos * f) * hp->rope_attn_factor, s = sin(pos * f) * hp->rope_attn_factor;
         const int a = hp->rope_type == ROPE_NEOX ? i : 2 * i, b = hp->rope_type == ROPE_NEOX ? i + half : 2 * i + 1;
         const double x0 = x[a], x1 = x[b];
         x[a] = x0 * c - x1 * s;
@@ -766,9 +776,9 @@ TEST(test_supported_list_matches_table) {
         if (a) strcat(want, ", ");
         strcat(want, ai->name);
     }
-    CHECK_EQ_INT((int)n, 6);
+    CHECK_EQ_INT((int)n, 7);
     CHECK_STR_EQ(arch_supported_list(), want);
-    CHECK_STR_EQ(arch_supported_list(), "llama, mistral, qwen2, qwen3, qwen3moe, gpt2");
+    CHECK_STR_EQ(arch_supported_list(), "llama, mistral, qwen2, qwen3, qwen3moe, gpt2, phi3");
     CHECK(arch_at(n) == NULL);
 }
 
@@ -807,6 +817,7 @@ int main(void) {
     RUN(test_llamacpp_qwen2);
     RUN(test_llamacpp_mixtral);
     RUN(test_llamacpp_gpt2);
+    RUN(test_llamacpp_phi3);
     RUN(test_llamacpp_mistral_inside_window);
     RUN(test_naive_reference_all);
     RUN(test_profiling_bit_identical_every_arch);

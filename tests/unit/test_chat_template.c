@@ -73,6 +73,9 @@ static const char *const expected[CHAT_FAMILY_COUNT] = {
     [CHAT_GEMMA] = "<start_of_turn>user\nYou are a helpful assistant\n\nHello<end_of_turn>\n"
                    "<start_of_turn>model\nHi there<end_of_turn>\n<start_of_turn>user\nHow are you?<end_of_turn>\n"
                    "<start_of_turn>model\n",
+    /* phi3: Phi-3-mini-4k-instruct's template (add_generation_prompt) */
+    [CHAT_PHI3] = "<|system|>\nYou are a helpful assistant<|end|>\n<|user|>\nHello<|end|>\n<|assistant|>\nHi there"
+                  "<|end|>\n<|user|>\nHow are you?<|end|>\n<|assistant|>\n",
 };
 
 static char *read_file(const char *path) {
@@ -143,10 +146,10 @@ TEST(test_detect_excerpts) {
                  CHAT_CHATML);
     CHECK_EQ_INT(chat_template_detect("{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n' }}"),
                  CHAT_LLAMA3);
-    /* families kite does not format */
     CHECK_EQ_INT(chat_template_detect("{{'<|user|>' + '\n' + message['content'] + '<|end|>' + '\n' + "
                                       "'<|assistant|>' + '\n'}}"),
-                 CHAT_UNKNOWN); /* phi-3 */
+                 CHAT_PHI3);
+    /* families kite does not format */
     CHECK_EQ_INT(chat_template_detect("{{'<|im_start|>user<|im_sep|>' + message['content'] + '<|im_end|>'}}"),
                  CHAT_UNKNOWN); /* phi-4 */
     CHECK_EQ_INT(chat_template_detect("{{ 'USER: ' + message['content'] + '\nASSISTANT: ' }}"), CHAT_UNKNOWN);
