@@ -280,21 +280,22 @@ static void split_part(void *arg, int ith, int nth) {
 }
 
 /* out = sum_c acc_c over chunks c0..nc-1, returns sum_c l_c, sets *m_out =
- * max_c m_c and *n_left to the chunks that did not subtract phi.  Without
+ * max_c m_c, *m_lo = min_c m_c and *n_left to the chunks that did not subtract phi.  Without
  * such chunks the partials add as they are (FlashDecoding++); otherwise each
  * is weighted by exp(ref_c - max_c ref_c) (FlashDecoding's rescaling; libm
  * expf, on the calling thread, so every level and thread count gives the
  * same bits). */
 static float sum_partials(const split_task *st, int32_t r, int32_t h, int32_t c0, int32_t nc, float phi,
-                          float *out, float *m_out, int32_t *n_left) {
+                          float *out, float *m_out, float *m_lo, int32_t *n_left) {
     const int32_t hd = st->a->head_dim;
-    float l = 0.0f, m = -INFINITY, top = -INFINITY;
+    float l = 0.0f, m = -INFINITY, top = -INFINITY, lo = INFINITY;
     int32_t left = 0;
     for (int32_t c = c0; c < nc; c++) {
         const float *p = partial_at(st, r, h, c);
         left += !(p[hd + 2] == phi);
         top = p[hd + 2] > top ? p[hd + 2] : top;
         m = p[hd + 1] > m ? p[hd + 1] : m;
+        lo = p[hd + 1] < lo ? p[hd + 1] : lo;
     }
     memset(out, 0, sizeof(float) * (size_t)hd);
     for (int32_t c = c0; c < nc; c++) {
@@ -304,6 +305,7 @@ static float sum_partials(const split_task *st, int32_t r, int32_t h, int32_t c0
         l += left ? w * p[hd] : p[hd];
     }
     *m_out = m;
+    *m_lo = lo;
     *n_left = left;
     return l;
 }
@@ -332,10 +334,10 @@ static void combine(const split_task *st) {
         const int32_t lo = attn_win_lo(a, a->pos0 + t), c0 = lo / g->kv_chunk; /* first chunk in the window */
         for (int32_t h = 0; h < a->n_head; h++) {
             float *out = a->out + (size_t)t * g->q_dim + (size_t)h * hd;
-            float m;
+            float m, m_lo;
             int32_t left;
             const float phi = head_phi(a, h);
-            float l = sum_partials(st, r, h, c0, nc, phi, out, &m, &left);
+            float l = sum_partials(st, r, h, c0, nc, phi, out, &m, &m_lo, &left);
             if (!row_finite(out, hd, l) && left < nc - c0) {
                 scaled_query(a, g, t, h, qs);
                 for (int32_t c = c0; c < nc; c++) {
@@ -345,10 +347,13 @@ static void combine(const split_task *st) {
                     const int32_t p1 = c * g->kv_chunk + g->kv_chunk < n_kv ? c * g->kv_chunk + g->kv_chunk : n_kv;
                     chunk_partial(a, g, qs, h / g->group, p0, p1, 0.0f, ATTN_PHI_EXACT, sbuf, tmp, part);
                 }
-                l = sum_partials(st, r, h, c0, nc, phi, out, &m, &left);
+                l = sum_partials(st, r, h, c0, nc, phi, out, &m, &m_lo, &left);
             }
             g->ops->scale(out, 1.0f / l, hd);
-            if (a->row_max) a->row_max[(size_t)t * a->n_head + h] = m;
+            if (a->chunk_max) {
+                a->chunk_max[((size_t)t * a->n_head + h) * 2] = m_lo;
+                a->chunk_max[((size_t)t * a->n_head + h) * 2 + 1] = m;
+            }
             if (a->stats) {
                 attn_stats *s = a->stats;
                 if (a->phi_mode == ATTN_PHI_EXACT) left = 0;

@@ -163,8 +163,9 @@ typedef struct attn_args {
     const float *phi_head; /* [n_head] per-head unified maxima (a calibration's), or NULL: phi for every head */
     int32_t phi_mode;     /* ATTN_PHI_UNIFIED (0) or ATTN_PHI_EXACT */
     attn_stats *stats;    /* split-KV statistics, or NULL */
-    float *row_max;       /* OUT, or NULL: [n_tok][n_head] each row's maximum scaled score (split-KV only;
-                             what `kite tune --attn-calib` collects) */
+    float *chunk_max;     /* OUT, or NULL: [n_tok][n_head][2] per (token, head) row the smallest and the
+                             largest of its chunks' maximum scaled scores (split-KV only; the second is
+                             the row's maximum): what `kite tune --attn-calib` collects */
     int32_t path;         /* ATTN_PATH_*; 0 = AUTO */
     int32_t q_tile;       /* FlashAttention tile sizes, 0 = ATTN_Q_TILE / ATTN_KV_TILE */
     int32_t kv_tile;

@@ -45,7 +45,7 @@ typedef struct acase {
     int window;    /* sliding window, 0 = none */
     const float *phi_head; /* [n_head] per-head phi, or NULL */
     int phi_mode;  /* ATTN_PHI_UNIFIED / ATTN_PHI_EXACT */
-    float *row_max; /* OUT [n_tok][n_head], or NULL */
+    float *chunk_max; /* OUT [n_tok][n_head][2], or NULL */
 } acase;
 
 typedef struct abufs {
@@ -132,7 +132,7 @@ static void run_attention(threadpool *tp, const acase *c, abufs *b, attn_stats *
                    .n_ctx = c->n_ctx, .scale = 1.0f / sqrtf((float)c->head_dim), .phi = c->phi,
                    .stats = stats, .path = c->path, .q_tile = c->q_tile, .kv_tile = c->kv_tile,
                    .kv_chunk = c->kv_chunk, .window = c->window, .phi_head = c->phi_head,
-                   .phi_mode = c->phi_mode, .row_max = c->row_max};
+                   .phi_mode = c->phi_mode, .chunk_max = c->chunk_max};
     a.scratch = malloc(sizeof(float) * kern_attention_scratch_floats(&a, tp_n_threads(tp)));
     kern_attention(tp, &a);
     free(a.scratch);
@@ -327,13 +327,13 @@ TEST(test_splitkv_phi_window_fallback) {
  * chunk holding it leaves the window of phi = 0 and takes the exact method;
  * the row is combined with rescaling and stays within budget, like the exact
  * mode (every chunk against its own maximum, nothing counted) on the same
- * input.  Row maxima come out through attn_args.row_max. */
+ * input.  Chunk maxima ranges come out through attn_args.chunk_max. */
 TEST(test_splitkv_chunk_recompute) {
     for (int mode = 0; mode < 2; mode++) {
         acase c = {.n_tok = 1, .pos0 = 300, .n_head = 4, .n_head_kv = 2, .head_dim = 16, .n_ctx = 320, .q_mul = 1,
                    .path = ATTN_PATH_SPLITKV, .kv_chunk = 32, .phi_mode = mode ? ATTN_PHI_EXACT : ATTN_PHI_UNIFIED};
-        float row_max[4];
-        c.row_max = row_max;
+        float cm[4][2];
+        c.chunk_max = &cm[0][0];
         abufs b;
         fill(&c, &b);
         const int hd = 16, KD = 2 * hd;
@@ -350,8 +350,9 @@ TEST(test_splitkv_chunk_recompute) {
         CHECK_EQ_INT(st.n_chunks, 4 * 10);
         CHECK_EQ_INT(st.n_recompute, mode ? 0 : 2); /* chunk 3 of heads 0 and 1 */
         CHECK_EQ_INT(st.n_fallback, mode ? 0 : 2);
-        CHECK(fabsf(row_max[0] - 80.0f) < 1e-3f && fabsf(row_max[1] - 80.0f) < 1e-3f);
-        CHECK(row_max[2] < 5.0f && row_max[3] < 5.0f && st.row_max_hi == row_max[0]);
+        CHECK(fabsf(cm[0][1] - 80.0f) < 1e-3f && fabsf(cm[1][1] - 80.0f) < 1e-3f);
+        CHECK(cm[2][1] < 5.0f && cm[3][1] < 5.0f && st.row_max_hi == cm[0][1]);
+        for (int h = 0; h < 4; h++) CHECK(cm[h][0] > -5.0f && cm[h][0] < 5.0f && cm[h][0] <= cm[h][1]);
     }
 }
 
