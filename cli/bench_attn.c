@@ -16,7 +16,8 @@
  *   statistics give the share of chunks that left the unified path
  *   (attn_stats.n_recompute / n_chunks) and of rows combined with rescaling.
  *   The three modes run in turn within every repetition, their order
- *   rotating, so that load on a shared machine falls on all of them.
+ *   rotating, so that load on a shared machine falls on all of them; an
+ *   untimed round of all three comes first at each context.
  *
  * THREAD SAFETY
  *   A command: one thread drives the context's pool.
@@ -186,9 +187,9 @@ int bench_attn(int argc, char **argv) {
         double t[N_MODES][MAX_REPS];
         attn_stats st[N_MODES];
         memset(st, 0, sizeof st);
-        for (int r = 0; r < o.reps; r++)
+        for (int r = -1; r < o.reps; r++) /* r = -1: one untimed round (this context's rows into the caches) */
             for (int k = 0; k < N_MODES; k++) {
-                const int mode = (k + r) % N_MODES;
+                const int mode = (k + (r < 0 ? 0 : r)) % N_MODES;
                 if (mode == 1 && !calibrated) continue;
                 if (mode == 0) rc = ctx_set_attn_phi(ctx, zeros, NL * NH, ATTN_PHI_UNIFIED);
                 else rc = ctx_set_attn_phi(ctx, NULL, 0, mode == 2 ? ATTN_PHI_EXACT : ATTN_PHI_UNIFIED);
@@ -197,7 +198,7 @@ int bench_attn(int argc, char **argv) {
                     goto done;
                 }
                 ctx->n_past = N - 1;
-                ctx_set_attn_stats(ctx, &st[mode]);
+                ctx_set_attn_stats(ctx, r < 0 ? NULL : &st[mode]);
                 kite_ctx_set_profiling(ctx, true);
                 for (int64_t s = 0; s < o.steps; s++)
                     if (kite_ctx_eval(ctx, &toks[P + s], 1, false) != KITE_OK) {
@@ -207,7 +208,7 @@ int bench_attn(int argc, char **argv) {
                 kite_ctx_set_profiling(ctx, false);
                 ctx_set_attn_stats(ctx, NULL);
                 kite_ctx_profile(ctx, secs, NULL, KITE_PROFILE_N_OPS);
-                t[mode][r] = secs[op_attn] / (double)o.steps * 1e3;
+                if (r >= 0) t[mode][r] = secs[op_attn] / (double)o.steps * 1e3;
             }
         for (int mode = 0; mode < N_MODES; mode++) {
             if (mode == 1 && !calibrated) continue;
