@@ -101,6 +101,7 @@ const cli_spec cli_spec_bench = {
              "       kite bench --lut-gemm [--rows N] [--cols N] [--group G] [--bits Q] [-r N] [--json]\n"
              "       kite bench --parallel LIST ...                          (kite bench --parallel 1 -h)\n"
              "       kite bench -m FILE --spec-verify | --spec DRAFTER ...   (kite bench --spec-verify -h)\n"
+             "       kite bench -m FILE --attn-ctx LIST ...                  (kite bench --attn-ctx 2 -h)\n"
              "\n"
              "Measures prefill (ppN: N random tokens as one batch) and decode (tgN: N tokens one at a\n"
              "time) in tokens/s: median and min-max over the repetitions, with decode's weight traffic\n"
@@ -500,6 +501,7 @@ int cmd_bench(int argc, char **argv) {
     if (cli_find_arg(argc, argv, "--parallel")) return bench_serve(argc, argv);   /* cli/bench_serve.c */
     if (cli_find_arg(argc, argv, "--spec-verify") || cli_find_arg(argc, argv, "--spec"))
         return bench_spec(argc, argv); /* cli/bench_spec.c */
+    if (cli_find_arg(argc, argv, "--attn-ctx")) return bench_attn(argc, argv); /* cli/bench_attn.c */
     bench_opts o = {0};
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     o.threads[0] = ncpu > 0 ? (int)(ncpu < PROBE_MAX_THREADS ? ncpu : PROBE_MAX_THREADS) : 1;

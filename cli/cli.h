@@ -47,6 +47,8 @@ int bench_lut_gemm(int argc, char **argv);
 int bench_serve(int argc, char **argv);
 /* `kite bench --spec-verify` / `--spec DRAFTER` (cli/bench_spec.c): speculative decoding. */
 int bench_spec(int argc, char **argv);
+/* `kite bench --attn-ctx LIST` (cli/bench_attn.c): split-KV decode attention by unified-max mode. */
+int bench_attn(int argc, char **argv);
 /* `kite convert --hf DIR` (cli/convert_hf.c): a Hugging Face directory. */
 int convert_hf(int argc, char **argv);
 
@@ -175,7 +177,7 @@ bool cli_is_option(const char *arg);
 /* The option table of each command (in its cli/<name>.c) and of the modes
  * bench, quantize and convert hand over to. */
 extern const cli_spec cli_spec_run, cli_spec_info, cli_spec_convert, cli_spec_tokenize, cli_spec_synth,
-    cli_spec_bench, cli_spec_bench_lut, cli_spec_bench_serve, cli_spec_bench_spec, cli_spec_tune,
+    cli_spec_bench, cli_spec_bench_lut, cli_spec_bench_serve, cli_spec_bench_spec, cli_spec_bench_attn, cli_spec_tune,
     cli_spec_roofline, cli_spec_chat, cli_spec_serve, cli_spec_sot, cli_spec_quantize, cli_spec_quantize_w8,
     cli_spec_ppl, cli_spec_eval, cli_spec_convert_hf;
 

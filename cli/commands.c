@@ -26,6 +26,6 @@ const cli_spec *const cli_specs[] = {
     &cli_spec_run,      &cli_spec_info,        &cli_spec_convert,     &cli_spec_tokenize,  &cli_spec_synth,
     &cli_spec_bench,    &cli_spec_bench_lut,   &cli_spec_bench_serve, &cli_spec_bench_spec, &cli_spec_tune,
     &cli_spec_roofline, &cli_spec_chat,        &cli_spec_serve,       &cli_spec_sot,       &cli_spec_quantize,
-    &cli_spec_quantize_w8, &cli_spec_ppl,      &cli_spec_eval,        &cli_spec_convert_hf,
+    &cli_spec_quantize_w8, &cli_spec_ppl,      &cli_spec_eval,        &cli_spec_convert_hf, &cli_spec_bench_attn,
 };
 const size_t cli_n_specs = CLI_N(cli_specs);

@@ -58,6 +58,7 @@
 #include "model/arch.h"
 #include "tensor/dtype.h"
 #include "tensor/weight.h"
+#include "tune_attn.h"
 #include "tune_options.h"
 
 #define CMD "tune"
@@ -74,8 +75,8 @@
 #define OPT_ROUNDS 5          /* kernel option rounds (--quick: 1) */
 
 typedef struct tune_opts {
-    const char *model, *out;
-    int64_t threads, budget_ms, min_mib;
+    const char *model, *out, *attn_calib, *attn_out;
+    int64_t threads, budget_ms, min_mib, attn_tokens;
     bool quick, no_check, no_options;
 } tune_opts;
 
@@ -99,12 +100,21 @@ static const cli_opt tune_opts_table[] = {
     {.names = "--min-mib", .arg = "N",
      .help = "time decode-prefetch only on models of at least N MiB\n(smaller ones stay in the caches)",
      .kind = CLI_INT, CLI_AT(tune_opts, min_mib), .min = 0, .max = (int64_t)1 << 30, .def = "256"},
+    {.names = "--attn-calib", .arg = "TEXT",
+     .help = "instead of the matmul tuning: calibrate split-KV's unified\nmaximum phi (FlashDecoding++) per layer or "
+             "head on the\ntext in file TEXT and store it in the model's GGUF metadata\n(docs/attention.md)",
+     .kind = CLI_STR, CLI_AT(tune_opts, attn_calib)},
+    {.names = "--attn-out", .arg = "FILE", .help = "GGUF to write with the calibrated phi", .kind = CLI_STR,
+     CLI_AT(tune_opts, attn_out), .def_doc = "MODEL itself, replaced"},
+    {.names = "--attn-tokens", .arg = "N", .help = "tokens of TEXT to calibrate on", .kind = CLI_INT,
+     CLI_AT(tune_opts, attn_tokens), .min = 2, .max = 1 << 20, .def = CLI_XSTR(ATTN_CALIB_TOKENS)},
 };
 
 const cli_spec cli_spec_tune = {
     .cmd = CMD,
     .usage = "usage: kite tune [-m MODEL] [-t THREADS] [--out FILE] [--quick] [--budget-ms MS] [--no-check]\n"
              "                 [--no-options] [--min-mib N]\n"
+             "       kite tune -m MODEL --attn-calib TEXT [--attn-out FILE] [--attn-tokens N] [-t THREADS]\n"
              "\n"
              "Times kern_matmul's variants (flat or tiled GEMM, flat row tile, 1 / auto / all threads;\n"
              "all give bit-identical results) for every matrix shape of MODEL at batch sizes 1, 4, 8, 16,\n"
@@ -409,6 +419,9 @@ int cmd_tune(int argc, char **argv) {
         const long nc = sysconf(_SC_NPROCESSORS_ONLN);
         threads = nc > 0 ? nc : 1;
     }
+    if (args.attn_calib)
+        return tune_attn_calib(model, args.attn_calib, args.attn_out ? args.attn_out : model,
+                               args.attn_tokens, (int)threads);
     if (budget_ms < 0) budget_ms = quick ? QUICK_BUDGET_MS : BUDGET_MS;
     double expect = 0.0; /* FMA GFLOP/s all threads should reach; 0: no availability checks */
 

@@ -55,8 +55,9 @@ typedef struct attn_geom {
 void attn_geom_init(attn_geom *g, const attn_args *a);
 
 /* Partials of one (token, head, chunk) of the split-KV path: acc[head_dim],
- * then l (sum of exp(s - phi)) and m (max s). */
-static inline size_t attn_partial_floats(int32_t head_dim) { return (size_t)head_dim + 2; }
+ * then l (sum of exp(s - ref)), m (max s) and ref, the value subtracted: the
+ * head's phi, or m when the chunk took the exact method. */
+static inline size_t attn_partial_floats(int32_t head_dim) { return (size_t)head_dim + 3; }
 
 /* Number of chunks covering positions [0, n_kv). */
 static inline int32_t attn_n_chunks(int32_t n_kv, int32_t chunk) { return (n_kv + chunk - 1) / chunk; }

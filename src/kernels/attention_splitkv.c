@@ -8,16 +8,23 @@
  * one (row, head, chunk).  A job computes, with no knowledge of the other
  * chunks and no shared running maximum:
  *     l_c = sum_j exp(s_j - phi),  acc_c = sum_j exp(s_j - phi) v_j,  m_c = max_j s_j
- * where s_j = (q*scale) . k_j and phi is the unified maximum (a per-model
- * constant, attn_args.phi).  After the parallel phase the calling thread
- * combines each row in chunk order: out = (sum_c acc_c) / (sum_c l_c).  This
- * equals softmax(s) V exactly in real arithmetic whatever phi is; in float it
- * is as accurate as the max-subtracted form while M = max_c m_c stays within
- * ATTN_PHI_RANGE of phi (see the doc for the bounds).  A row whose M leaves
- * that window, or whose sums are not finite, is recomputed on the calling
- * thread with phi := M, which is the exact two-pass softmax (M is already
- * known, so it costs one more pass over the row's chunks), and is counted in
- * attn_stats.n_fallback.
+ * where s_j = (q*scale) . k_j and phi is the unified maximum (a per-model,
+ * or per-layer and per-head, constant: attn_args.phi or phi_head).  After the
+ * parallel phase the calling thread combines each row in chunk order:
+ * out = (sum_c acc_c) / (sum_c l_c).  This equals softmax(s) V exactly in
+ * real arithmetic whatever phi is; in float it is as accurate as the
+ * max-subtracted form while m_c stays within ATTN_PHI_RANGE of phi (see the
+ * doc for the bounds).
+ *
+ * Safety, per chunk: a job has all of its chunk's scores (and so m_c) before
+ * any exp, so a chunk whose m_c leaves the window subtracts m_c instead of
+ * phi (the exact method, FlashDecoding's) at no extra cost; a chunk whose
+ * sums come out non-finite against phi (|v| near FLT_MAX / e^40) is computed
+ * again against m_c.  Either way the partial records the value it
+ * subtracted (ref), and a row with any such chunk is combined with
+ * FlashDecoding's rescaling, each chunk weighted by exp(ref_c - max ref).
+ * Those chunks are counted in attn_stats.n_recompute.  attn_args.phi_mode =
+ * ATTN_PHI_EXACT makes every chunk take the exact method.
  *
  * Sliding window (attn_args.window): a row's chunks before the one holding its
  * first position are skipped and that chunk starts at the first position;
@@ -55,19 +62,38 @@ typedef struct split_task {
     float *partials;      /* [n_rows][n_head][n_chunks][head_dim + 2], after the per-thread slices */
     int32_t t0, n_rows;   /* query rows t0 .. t0+n_rows-1 */
     int32_t n_chunks;     /* chunks of the longest row (the last) */
-    float phi;
 } split_task;
+
+/* Unified maximum of query head h. */
+static float head_phi(const attn_args *a, int32_t h) { return a->phi_head ? a->phi_head[h] : a->phi; }
+
+/* The value a chunk whose maximum score is mx subtracts: phi while mx is
+ * within ATTN_PHI_RANGE of it, else mx (also for a NaN mx or phi). */
+static float chunk_ref(float mx, float phi, int32_t mode) {
+    if (mode == ATTN_PHI_EXACT) return mx;
+    return mx - phi <= ATTN_PHI_RANGE && mx - phi >= -ATTN_PHI_RANGE ? phi : mx;
+}
+
+/* A partial against phi that must be computed again against its own maximum:
+ * it subtracted phi (not already m) and its sums are not finite. */
+static int needs_recompute(const float *part, int32_t hd) {
+    if (!(part[hd + 2] != part[hd + 1])) return 0;
+    if (!(part[hd] > 0.0f && part[hd] <= 3.0e38f)) return 1;
+    for (int32_t d = 0; d < hd; d++)
+        if (!(fabsf(part[d]) <= 3.0e38f)) return 1;
+    return 0;
+}
 
 static float *partial_at(const split_task *st, int32_t r, int32_t h, int32_t c) {
     const size_t idx = ((size_t)r * (size_t)st->a->n_head + (size_t)h) * (size_t)st->n_chunks + (size_t)c;
     return st->partials + idx * attn_partial_floats(st->a->head_dim);
 }
 
-/* One chunk [p0, p1) of row (qs = scaled query, kv head kvh) against phi:
- * part = acc[head_dim], l, m.  sbuf: p1 - p0 floats; tmp: head_dim floats
- * (one dequantized row when the cache is not f32). */
+/* One chunk [p0, p1) of row (qs = scaled query, kv head kvh) against phi
+ * (chunk_ref): part = acc[head_dim], l, m, ref.  sbuf: p1 - p0 floats; tmp:
+ * head_dim floats (one dequantized row when the cache is not f32). */
 static void chunk_partial(const attn_args *a, const attn_geom *g, const float *qs, int32_t kvh, int32_t p0,
-                          int32_t p1, float phi, float *sbuf, float *tmp, float *part) {
+                          int32_t p1, float phi, int32_t mode, float *sbuf, float *tmp, float *part) {
     const int32_t hd = a->head_dim, n = p1 - p0;
     float mx = -INFINITY;
     for (int32_t j = 0; j < n;) { /* runs of consecutive cache rows (one block each when paged) */
@@ -81,7 +107,8 @@ static void chunk_partial(const attn_args *a, const attn_geom *g, const float *q
                 sbuf[jj] = g->ops->dot(qs, attn_kv_row(g, a->k_cache, row, kvh, hd, tmp), hd);
         for (; j < end; j++) mx = sbuf[j] > mx ? sbuf[j] : mx;
     }
-    const float l = g->ops->exp_sum(sbuf, phi, n);
+    const float ref = chunk_ref(mx, phi, mode);
+    const float l = g->ops->exp_sum(sbuf, ref, n);
     memset(part, 0, sizeof(float) * (size_t)hd);
     for (int32_t j = 0; j < n;) {
         int32_t run;
@@ -97,6 +124,7 @@ static void chunk_partial(const attn_args *a, const attn_geom *g, const float *q
     }
     part[hd] = l;
     part[hd + 1] = mx;
+    part[hd + 2] = ref;
 }
 
 static void scaled_query(const attn_args *a, const attn_geom *g, int32_t t, int32_t h, float *qs) {
@@ -154,8 +182,10 @@ static void chunk_partial_group(const split_task *st, const float *qs, int32_t r
             mx = -INFINITY;
             for (int32_t j = 0; j < n; j++) mx = s[j] > mx ? s[j] : mx;
         }
+        const float ref = chunk_ref(mx, head_phi(a, kvh * G + gi), a->phi_mode);
         part[hd + 1] = mx;
-        part[hd] = g->ops->exp_sum(sb + (size_t)gi * C, st->phi, n);
+        part[hd + 2] = ref;
+        part[hd] = g->ops->exp_sum(sb + (size_t)gi * C, ref, n);
         memset(part, 0, sizeof(float) * (size_t)hd);
     }
     for (int32_t j = 0; j < n;) {
@@ -171,6 +201,13 @@ static void chunk_partial_group(const split_task *st, const float *qs, int32_t r
             g->ops->axpy_rows_multi(partial_at(st, r, kvh * G + g0, c), ldp, sb + (size_t)g0 * C + j, (size_t)C, lo,
                                     hi, G - g0 < 8 ? G - g0 : 8, v, ld, hd);
         j += cnt;
+    }
+    /* sums that overflowed against phi: that head again, alone, against its maximum (chunk_partial is
+     * this function's per-head arithmetic; sb's first kv_chunk floats and tmp are free now) */
+    for (int32_t gi = 0; gi < G; gi++) {
+        float *part = partial_at(st, r, kvh * G + gi, c);
+        if (needs_recompute(part, hd))
+            chunk_partial(a, g, qs + (size_t)gi * hd, kvh, p0, p1, 0.0f, ATTN_PHI_EXACT, sb, tmp, part);
     }
 }
 
@@ -235,35 +272,55 @@ static void split_part(void *arg, int ith, int nth) {
             qs_t = t;
             qs_h = h;
         }
-        chunk_partial(a, g, qs, h / g->group, p0, p1, st->phi, sbuf, tmp, partial_at(st, r, h, c));
+        float *part = partial_at(st, r, h, c);
+        chunk_partial(a, g, qs, h / g->group, p0, p1, head_phi(a, h), a->phi_mode, sbuf, tmp, part);
+        if (needs_recompute(part, a->head_dim)) /* sums overflowed against phi: again against the maximum */
+            chunk_partial(a, g, qs, h / g->group, p0, p1, 0.0f, ATTN_PHI_EXACT, sbuf, tmp, part);
     }
 }
 
-/* out = sum_c acc_c over chunks c0..nc-1, returns sum_c l_c and sets *m_out = max_c m_c. */
-static float sum_partials(const split_task *st, int32_t r, int32_t h, int32_t c0, int32_t nc, float *out,
-                          float *m_out) {
+/* out = sum_c acc_c over chunks c0..nc-1, returns sum_c l_c, sets *m_out =
+ * max_c m_c, *m_lo = min_c m_c and *n_left to the chunks that did not subtract phi.  Without
+ * such chunks the partials add as they are (FlashDecoding++); otherwise each
+ * is weighted by exp(ref_c - max_c ref_c) (FlashDecoding's rescaling; libm
+ * expf, on the calling thread, so every level and thread count gives the
+ * same bits). */
+static float sum_partials(const split_task *st, int32_t r, int32_t h, int32_t c0, int32_t nc, float phi,
+                          float *out, float *m_out, float *m_lo, int32_t *n_left) {
     const int32_t hd = st->a->head_dim;
-    float l = 0.0f, m = -INFINITY;
+    float l = 0.0f, m = -INFINITY, top = -INFINITY, lo = INFINITY;
+    int32_t left = 0;
+    for (int32_t c = c0; c < nc; c++) {
+        const float *p = partial_at(st, r, h, c);
+        left += !(p[hd + 2] == phi);
+        top = p[hd + 2] > top ? p[hd + 2] : top;
+        m = p[hd + 1] > m ? p[hd + 1] : m;
+        lo = p[hd + 1] < lo ? p[hd + 1] : lo;
+    }
     memset(out, 0, sizeof(float) * (size_t)hd);
     for (int32_t c = c0; c < nc; c++) {
         const float *p = partial_at(st, r, h, c);
-        st->g->ops->axpy(out, 1.0f, p, hd);
-        l += p[hd];
-        m = p[hd + 1] > m ? p[hd + 1] : m;
+        const float w = left ? expf(p[hd + 2] - top) : 1.0f;
+        st->g->ops->axpy(out, w, p, hd);
+        l += left ? w * p[hd] : p[hd];
     }
     *m_out = m;
+    *m_lo = lo;
+    *n_left = left;
     return l;
 }
 
-static int row_ok(const float *out, int32_t hd, float l, float m, float phi) {
-    if (!(m - phi <= ATTN_PHI_RANGE && m - phi >= -ATTN_PHI_RANGE)) return 0; /* also catches NaN */
+static int row_finite(const float *out, int32_t hd, float l) {
     if (!(l > 0.0f && l <= 3.0e38f)) return 0;
     for (int32_t d = 0; d < hd; d++)
         if (!(fabsf(out[d]) <= 3.0e38f)) return 0;
     return 1;
 }
 
-/* Combines (and if needed recomputes) every row of the group, on the caller. */
+/* Combines every row of the group, on the caller.  A row whose chunks are
+ * finite but whose sum overflows (|v| ~ 1e17 with a maximum near phi + 40)
+ * has its chunks that subtracted phi computed again against their own
+ * maximum, here, and is combined again. */
 static void combine(const split_task *st) {
     const attn_args *a = st->a;
     const attn_geom *g = st->g;
@@ -277,34 +334,42 @@ static void combine(const split_task *st) {
         const int32_t lo = attn_win_lo(a, a->pos0 + t), c0 = lo / g->kv_chunk; /* first chunk in the window */
         for (int32_t h = 0; h < a->n_head; h++) {
             float *out = a->out + (size_t)t * g->q_dim + (size_t)h * hd;
-            float m;
-            float l = sum_partials(st, r, h, c0, nc, out, &m);
-            const int ok = row_ok(out, hd, l, m, st->phi);
-            if (!ok) {
-                /* exact: the same chunks against the row's true maximum */
+            float m, m_lo;
+            int32_t left;
+            const float phi = head_phi(a, h);
+            float l = sum_partials(st, r, h, c0, nc, phi, out, &m, &m_lo, &left);
+            if (!row_finite(out, hd, l) && left < nc - c0) {
                 scaled_query(a, g, t, h, qs);
                 for (int32_t c = c0; c < nc; c++) {
+                    float *part = partial_at(st, r, h, c);
+                    if (!(part[hd + 2] == phi)) continue;
                     const int32_t p0 = c * g->kv_chunk > lo ? c * g->kv_chunk : lo;
                     const int32_t p1 = c * g->kv_chunk + g->kv_chunk < n_kv ? c * g->kv_chunk + g->kv_chunk : n_kv;
-                    chunk_partial(a, g, qs, h / g->group, p0, p1, m, sbuf, tmp, partial_at(st, r, h, c));
+                    chunk_partial(a, g, qs, h / g->group, p0, p1, 0.0f, ATTN_PHI_EXACT, sbuf, tmp, part);
                 }
-                l = sum_partials(st, r, h, c0, nc, out, &m);
+                l = sum_partials(st, r, h, c0, nc, phi, out, &m, &m_lo, &left);
             }
             g->ops->scale(out, 1.0f / l, hd);
+            if (a->chunk_max) {
+                a->chunk_max[((size_t)t * a->n_head + h) * 2] = m_lo;
+                a->chunk_max[((size_t)t * a->n_head + h) * 2 + 1] = m;
+            }
             if (a->stats) {
                 attn_stats *s = a->stats;
+                if (a->phi_mode == ATTN_PHI_EXACT) left = 0;
                 if (s->n_rows == 0 || m < s->row_max_lo) s->row_max_lo = m;
                 if (s->n_rows == 0 || m > s->row_max_hi) s->row_max_hi = m;
                 s->n_rows++;
-                s->n_fallback += !ok;
+                s->n_fallback += left > 0;
+                s->n_chunks += nc - c0;
+                s->n_recompute += left;
             }
         }
     }
 }
 
 void attn_splitkv(threadpool *tp, const attn_args *a, const attn_geom *g) {
-    split_task st = {.a = a, .g = g, .partials = a->scratch + (size_t)tp_n_threads(tp) * g->slice,
-                     .phi = a->phi};
+    split_task st = {.a = a, .g = g, .partials = a->scratch + (size_t)tp_n_threads(tp) * g->slice};
     for (int32_t t0 = 0; t0 < a->n_tok; t0 += ATTN_SPLITKV_MAX_TOK) {
         st.t0 = t0;
         st.n_rows = a->n_tok - t0 < ATTN_SPLITKV_MAX_TOK ? a->n_tok - t0 : ATTN_SPLITKV_MAX_TOK;

@@ -103,8 +103,10 @@ void kern_rope_heads(float *x, int32_t n_heads, int32_t head_dim, const float *c
  *                      matrix beyond one q_tile x kv_tile tile per thread.
  *   ATTN_PATH_SPLITKV  decode: KV split into fixed kv_chunk-position chunks
  *                      (FlashDecoding) with FlashDecoding++'s unified
- *                      maximum phi; exact recompute of a row whose maximum
- *                      score leaves [phi - ATTN_PHI_RANGE, phi + ATTN_PHI_RANGE].
+ *                      maximum phi; a chunk whose maximum score leaves
+ *                      [phi - ATTN_PHI_RANGE, phi + ATTN_PHI_RANGE] (or whose
+ *                      sums are not finite) is computed against its own
+ *                      maximum instead and rescaled in the combine.
  * ATTN_PATH_AUTO takes SPLITKV for n_tok <= ATTN_SPLITKV_MAX_TOK, else FLASH.
  * Every path's result is independent of the thread count: chunk and tile
  * boundaries are fixed and partials are combined in chunk order. */
@@ -115,14 +117,24 @@ enum { ATTN_PATH_AUTO = 0, ATTN_PATH_REF = 1, ATTN_PATH_FLASH = 2, ATTN_PATH_SPL
 #define ATTN_KV_CHUNK 256       /* default KV positions per split-KV chunk */
 #define ATTN_SPLITKV_MAX_TOK 4  /* AUTO uses split-KV up to this many queries */
 #define ATTN_PHI_DEFAULT 0.0f   /* default unified maximum (scaled-score units) */
-#define ATTN_PHI_RANGE 40.0f    /* |row max - phi| beyond this: exact recompute */
+#define ATTN_PHI_RANGE 40.0f    /* |chunk max - phi| beyond this: that chunk takes the exact method */
+
+/* attn_args.phi_mode */
+enum {
+    ATTN_PHI_UNIFIED = 0, /* FlashDecoding++: chunks against phi, combined without rescaling (default) */
+    ATTN_PHI_EXACT = 1    /* FlashDecoding: every chunk against its own maximum, rescaled in the combine
+                             (the exact method; a reference for benchmarks and tests) */
+};
 
 /* Optional statistics of the split-KV path, accumulated over calls (zero it
  * first).  row_max_lo/hi bound the rows' maximum scaled scores: what a
  * calibration run needs to pick phi for a model. */
 typedef struct attn_stats {
     int64_t n_rows;       /* (token, head) rows through the split-KV path */
-    int64_t n_fallback;   /* of those, rows recomputed exactly (max left the phi window or non-finite sums) */
+    int64_t n_fallback;   /* of those, rows with at least one chunk in n_recompute (combined with rescaling) */
+    int64_t n_chunks;     /* (token, head, chunk) partials computed */
+    int64_t n_recompute;  /* of those, chunks that left the unified-max path: maximum outside the phi window,
+                             or sums not finite (then really computed twice); always 0 with ATTN_PHI_EXACT */
     float row_max_lo;     /* min over rows of the row's max scaled score (set on the first row) */
     float row_max_hi;     /* max over rows of the row's max scaled score */
 } attn_stats;
@@ -148,7 +160,12 @@ typedef struct attn_args {
     float scale;          /* usually 1/sqrt(head_dim) */
     /* optional; zero-initialised means the defaults */
     float phi;            /* split-KV unified maximum, scaled-score units; 0 = ATTN_PHI_DEFAULT */
+    const float *phi_head; /* [n_head] per-head unified maxima (a calibration's), or NULL: phi for every head */
+    int32_t phi_mode;     /* ATTN_PHI_UNIFIED (0) or ATTN_PHI_EXACT */
     attn_stats *stats;    /* split-KV statistics, or NULL */
+    float *chunk_max;     /* OUT, or NULL: [n_tok][n_head][2] per (token, head) row the smallest and the
+                             largest of its chunks' maximum scaled scores (split-KV only; the second is
+                             the row's maximum): what `kite tune --attn-calib` collects */
     int32_t path;         /* ATTN_PATH_*; 0 = AUTO */
     int32_t q_tile;       /* FlashAttention tile sizes, 0 = ATTN_Q_TILE / ATTN_KV_TILE */
     int32_t kv_tile;

@@ -44,6 +44,8 @@ void kite_ctx_free(kite_ctx *ctx) {
     free(ctx->att_scratch);
     free(ctx->logits);
     free(ctx->skip_layers);
+    free(ctx->attn_phi_own);
+    free(ctx->attn_chunk_max);
     free(ctx->moe_logits);
     free(ctx->moe_sel);
     free(ctx->moe_w);
@@ -120,6 +122,7 @@ static int ctx_create(kite_model *model, int32_t n_ctx, int32_t n_batch, int32_t
                                  .head_dim = hp->head_dim, .n_ctx = n_ctx};
     c->att_scratch = alloc_floats(kern_attention_scratch_floats(&att_shape, n_threads));
     c->attn_phi = ATTN_PHI_DEFAULT;
+    c->attn_phi_head = model->attn_phi;
     c->logits_cap = 1;
     c->logits = alloc_floats((size_t)hp->n_vocab);
     if (!c->k_cache || !c->v_cache || !c->x || !c->xb || !c->q || !c->kb || !c->vb || !c->att || !c->hb ||
@@ -204,6 +207,38 @@ int ctx_new_sized_kv(kite_model *model, int32_t n_ctx, int32_t n_batch, int32_t 
 void ctx_set_tap(kite_ctx *ctx, ctx_tap_fn fn, void *user) {
     ctx->tap = fn;
     ctx->tap_user = fn ? user : NULL;
+}
+
+int ctx_set_attn_phi(kite_ctx *ctx, const float *phi, int32_t n, int32_t mode) {
+    const model_hparams *hp = &ctx->model->hp;
+    const int32_t want = hp->n_layer * hp->n_head;
+    if (mode != ATTN_PHI_UNIFIED && mode != ATTN_PHI_EXACT)
+        return err_set(KITE_E_ARG, "ctx_set_attn_phi: unknown mode %d", mode);
+    if (phi ? n != want : n != 0)
+        return err_set(KITE_E_ARG, "ctx_set_attn_phi: %d values given, the model needs %d (layers x heads)", n, want);
+    float *copy = NULL;
+    if (phi) {
+        copy = malloc(sizeof(float) * (size_t)want);
+        if (!copy) return err_set(KITE_E_NOMEM, "ctx_set_attn_phi: out of memory");
+        memcpy(copy, phi, sizeof(float) * (size_t)want);
+    }
+    free(ctx->attn_phi_own);
+    ctx->attn_phi_own = copy;
+    ctx->attn_phi_head = copy ? copy : ctx->model->attn_phi;
+    ctx->attn_phi_mode = mode;
+    return KITE_OK;
+}
+
+void ctx_set_attn_stats(kite_ctx *ctx, struct attn_stats *stats) { ctx->attn_stats = stats; }
+
+int ctx_set_attn_tap(kite_ctx *ctx, ctx_attn_tap_fn fn, void *user) {
+    if (fn && !ctx->attn_chunk_max) {
+        ctx->attn_chunk_max = malloc(sizeof(float) * 2 * (size_t)ctx->n_batch * (size_t)ctx->model->hp.n_head);
+        if (!ctx->attn_chunk_max) return err_set(KITE_E_NOMEM, "ctx_set_attn_tap: out of memory");
+    }
+    ctx->attn_tap = fn;
+    ctx->attn_tap_user = fn ? user : NULL;
+    return KITE_OK;
 }
 
 int kite_ctx_eval(kite_ctx *ctx, const kite_token *tokens, int32_t n, bool all_logits) {

@@ -36,6 +36,14 @@ enum ctx_tap_point {
  * x is valid only during the call and must not be modified. */
 typedef void (*ctx_tap_fn)(void *user, int32_t layer, int point, const float *x, int32_t n_tok, int32_t width);
 
+/* Attention calibration hook (ctx_set_attn_tap): after layer `layer`'s
+ * attention, chunk_max[n_tok][n_head][2] holds per (token, head) row the
+ * smallest and largest chunk maximum of split-KV (attn_args.chunk_max; while
+ * the hook is installed every pass runs split-KV).  Valid only during the call. */
+typedef void (*ctx_attn_tap_fn)(void *user, int32_t layer, const float *chunk_max, int32_t n_tok, int32_t n_head);
+
+struct attn_stats;
+
 struct kite_ctx {
     kite_model *model;
     int32_t n_ctx;        /* positions the KV cache holds */
@@ -63,7 +71,16 @@ struct kite_ctx {
     float rope_mscale;    /* factor on every rotary cos and sin (hp.rope_attn_factor) */
     void *mm_scratch;     /* kern_matmul_scratch_bytes(n_threads, n_batch, max row length) bytes */
     float *att_scratch;   /* kern_attention_scratch_floats(n_batch queries, n_ctx) floats */
-    float attn_phi;       /* split-KV unified max (docs/attention.md): ATTN_PHI_DEFAULT until calibrated */
+    float attn_phi;       /* split-KV unified max (docs/attention.md) where attn_phi_head is NULL:
+                             ATTN_PHI_DEFAULT */
+    const float *attn_phi_head; /* [n_layer][n_head] per-layer, per-head unified maxima: the model's
+                             (kite.attention.unified_max) or ctx_set_attn_phi's; NULL: attn_phi everywhere */
+    float *attn_phi_own;  /* ctx_set_attn_phi's copy (owned), or NULL */
+    int32_t attn_phi_mode; /* ATTN_PHI_UNIFIED (default) or ATTN_PHI_EXACT (benchmarks) */
+    struct attn_stats *attn_stats; /* split-KV statistics summed over every layer, or NULL */
+    ctx_attn_tap_fn attn_tap; /* calibration hook (ctx_set_attn_tap), or NULL */
+    void *attn_tap_user;
+    float *attn_chunk_max; /* [n_batch][n_head][2] chunk maxima ranges for attn_tap (owned), or NULL */
     bool *skip_layers;    /* [n_layer] blocks the forward pass skips (residual passes through), or NULL
                              (self-speculative drafting, docs/spec.md); set by kite_ctx_set_skip_layers */
 
@@ -113,5 +130,20 @@ int ctx_new_sized_kv(kite_model *model, int32_t n_ctx, int32_t n_batch, int32_t 
 
 /* Installs (or with fn NULL removes) the calibration tap. */
 void ctx_set_tap(kite_ctx *ctx, ctx_tap_fn fn, void *user);
+
+/* Unified maxima for split-KV decode: phi[n_layer * n_head] (layer-major) is
+ * copied; phi NULL with n 0 restores the model's (kite.attention.unified_max,
+ * else ATTN_PHI_DEFAULT).  mode: ATTN_PHI_UNIFIED or ATTN_PHI_EXACT (every
+ * chunk against its own maximum: a reference).  KITE_E_ARG for another n or
+ * mode, KITE_E_NOMEM; the context is unchanged on error. */
+int ctx_set_attn_phi(kite_ctx *ctx, const float *phi, int32_t n, int32_t mode);
+
+/* Statistics of every split-KV call of later evals are added to *stats
+ * (NULL: none).  The caller owns stats and zeroes it. */
+void ctx_set_attn_stats(kite_ctx *ctx, struct attn_stats *stats);
+
+/* Installs (or with fn NULL removes) the attention calibration hook.
+ * KITE_E_NOMEM if its row buffer cannot be allocated (hook unchanged). */
+int ctx_set_attn_tap(kite_ctx *ctx, ctx_attn_tap_fn fn, void *user);
 
 #endif

@@ -233,11 +233,16 @@ static void attention(fwd_pass *p, int32_t l) {
             .out = ctx->att + (size_t)t * Q, .scratch = ctx->att_scratch, .n_tok = sq->n_tok,
             .pos0 = sq->pos0, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .head_dim = HD,
             .n_ctx = ctx->n_ctx, .scale = 1.0f / sqrtf((float)HD), .phi = ctx->attn_phi,
-            .path = sq->attn_path, .window = hp->sliding_window, .kv_type = ctx->kv_type,
+            .phi_head = ctx->attn_phi_head ? ctx->attn_phi_head + (size_t)l * hp->n_head : NULL,
+            .phi_mode = ctx->attn_phi_mode, .stats = ctx->attn_stats,
+            .chunk_max = ctx->attn_tap ? ctx->attn_chunk_max + (size_t)t * hp->n_head * 2 : NULL,
+            /* the calibration hook reads split-KV's chunk statistics, so its passes run split-KV */
+            .path = ctx->attn_tap ? ATTN_PATH_SPLITKV : sq->attn_path, .window = hp->sliding_window, .kv_type = ctx->kv_type,
         };
         kern_attention(ctx->tp, &aa);
     }
     mark(p, PROF_ATTENTION);
+    if (ctx->attn_tap) ctx->attn_tap(ctx->attn_tap_user, l, ctx->attn_chunk_max, p->n, hp->n_head);
 }
 
 /* Attention block of layer l: norm, q/k/v, rope, attention, wo.  Returns

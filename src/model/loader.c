@@ -33,6 +33,7 @@ void kite_model_free(kite_model *m) {
     gguf_close(m->gguf);
     free(m->layers);
     free(m->vectors);
+    free(m->attn_phi);
     free(m->arch);
     free(m->name);
     free(m->path);
@@ -205,6 +206,35 @@ static int read_hparams(kite_model *m, const arch_info *ai) {
     if ((int64_t)hp->n_head * hp->head_dim > (1 << 20) || hp->n_layer > 4096)
         return err_set(KITE_E_FORMAT, "%s: implausible hyperparameters (n_head*head_dim %lld, n_layer %d)", m->path,
                        (long long)hp->n_head * hp->head_dim, hp->n_layer);
+    return KITE_OK;
+}
+
+/* kite.attention.unified_max (written by `kite tune --attn-calib`,
+ * docs/attention.md): float32[n_layer] (one phi per layer) or
+ * float32[n_layer * n_head] (per layer, then per head), expanded into
+ * m->attn_phi[n_layer][n_head].  Absent: m->attn_phi stays NULL (phi =
+ * ATTN_PHI_DEFAULT).  Any other length or a non-finite value is a format
+ * error: the kernel would stay exact, but such a file is not what kite wrote. */
+static int read_unified_max(kite_model *m) {
+    static const char key[] = "kite.attention.unified_max";
+    if (!gguf_get(m->gguf, key)) return KITE_OK;
+    gguf_array arr;
+    if (gguf_get_arr(m->gguf, key, GGUF_VT_FLOAT32, &arr) != KITE_OK) {
+        err_prefix(m->path);
+        return KITE_E_FORMAT;
+    }
+    const int64_t nl = m->hp.n_layer, nh = m->hp.n_head;
+    if ((int64_t)arr.n != nl && (int64_t)arr.n != nl * nh)
+        return err_set(KITE_E_FORMAT, "%s: %s has %llu values; expected %lld (per layer) or %lld (per head)", m->path,
+                       key, (unsigned long long)arr.n, (long long)nl, (long long)(nl * nh));
+    const float *v = arr.data;
+    for (uint64_t i = 0; i < arr.n; i++)
+        if (!isfinite(v[i]))
+            return err_set(KITE_E_FORMAT, "%s: %s[%llu] is not finite", m->path, key, (unsigned long long)i);
+    m->attn_phi = malloc(sizeof(float) * (size_t)(nl * nh));
+    if (!m->attn_phi) return err_set(KITE_E_NOMEM, "%s: out of memory", m->path);
+    for (int64_t l = 0; l < nl; l++)
+        for (int64_t h = 0; h < nh; h++) m->attn_phi[l * nh + h] = (int64_t)arr.n == nl ? v[l] : v[l * nh + h];
     return KITE_OK;
 }
 
@@ -412,6 +442,7 @@ int kite_model_load(const char *path, const kite_model_params *params, kite_mode
         goto fail;
     }
     if ((rc = read_hparams(m, ai))) goto fail;
+    if ((rc = read_unified_max(m))) goto fail;
     if ((rc = bind_weights(m, ai))) goto fail;
     if (!p.no_repack && strcmp(gguf_residency(m->gguf), "heap") == 0 && (rc = model_repack(m))) goto fail;
     *out = m;

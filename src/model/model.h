@@ -122,6 +122,8 @@ struct kite_model {
     float *vectors;        /* owned storage of every float copy above */
     uint64_t n_params;
     uint64_t n_bytes;
+    float *attn_phi;       /* [n_layer][n_head] split-KV unified maxima from kite.attention.unified_max
+                              (`kite tune --attn-calib`), or NULL: ATTN_PHI_DEFAULT */
     int32_t n_repacked;    /* matrices repacked at load (model_repack) */
     double repack_ms;
 };

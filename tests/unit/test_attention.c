@@ -43,6 +43,9 @@ typedef struct acase {
     int path, q_tile, kv_tile, kv_chunk;
     float phi;
     int window;    /* sliding window, 0 = none */
+    const float *phi_head; /* [n_head] per-head phi, or NULL */
+    int phi_mode;  /* ATTN_PHI_UNIFIED / ATTN_PHI_EXACT */
+    float *chunk_max; /* OUT [n_tok][n_head][2], or NULL */
 } acase;
 
 typedef struct abufs {
@@ -128,7 +131,8 @@ static void run_attention(threadpool *tp, const acase *c, abufs *b, attn_stats *
                    .pos0 = c->pos0, .n_head = c->n_head, .n_head_kv = c->n_head_kv, .head_dim = c->head_dim,
                    .n_ctx = c->n_ctx, .scale = 1.0f / sqrtf((float)c->head_dim), .phi = c->phi,
                    .stats = stats, .path = c->path, .q_tile = c->q_tile, .kv_tile = c->kv_tile,
-                   .kv_chunk = c->kv_chunk, .window = c->window};
+                   .kv_chunk = c->kv_chunk, .window = c->window, .phi_head = c->phi_head,
+                   .phi_mode = c->phi_mode, .chunk_max = c->chunk_max};
     a.scratch = malloc(sizeof(float) * kern_attention_scratch_floats(&a, tp_n_threads(tp)));
     kern_attention(tp, &a);
     free(a.scratch);
@@ -136,10 +140,10 @@ static void run_attention(threadpool *tp, const acase *c, abufs *b, attn_stats *
 
 static double worst_ratio; /* largest err / budget seen, for the log */
 
-/* Runs case c on tp and checks it against the reference; returns err/budget. */
-static double check_case(threadpool *tp, const acase *c, attn_stats *stats) {
-    abufs b;
-    fill(c, &b);
+/* Runs case c on tp with the filled buffers b and checks it against the
+ * reference; returns err/budget and frees b. */
+static double check_bufs(threadpool *tp, const acase *c, abufs *bp, attn_stats *stats) {
+    abufs b = *bp;
     run_attention(tp, c, &b, stats);
     int n_bad;
     const double err = compare_ref(c, &b, &n_bad);
@@ -153,6 +157,13 @@ static double check_case(threadpool *tp, const acase *c, attn_stats *stats) {
     const double r = err / budget;
     if (r > worst_ratio) worst_ratio = r;
     return r;
+}
+
+/* Runs case c on tp and checks it against the reference; returns err/budget. */
+static double check_case(threadpool *tp, const acase *c, attn_stats *stats) {
+    abufs b;
+    fill(c, &b);
+    return check_bufs(tp, c, &b, stats);
 }
 
 static threadpool *pools[4]; /* [n] has n threads */
@@ -295,6 +306,8 @@ TEST(test_splitkv_phi_window_fallback) {
         check_case(pools[3], &c, &st);
         CHECK_EQ_INT(st.n_rows, 8);
         CHECK_EQ_INT(st.n_fallback, 8);
+        CHECK_EQ_INT(st.n_chunks, 8 * 4); /* n_kv 101, 102: 4 chunks of 32 */
+        CHECK_EQ_INT(st.n_recompute, st.n_chunks);
         CHECK(st.row_max_lo <= st.row_max_hi);
     }
     /* scores of this case lie within about [-3, 3]: phi = +-(RANGE - 5) keeps every row inside */
@@ -306,6 +319,85 @@ TEST(test_splitkv_phi_window_fallback) {
         check_case(pools[1], &c, &st);
         CHECK(st.row_max_hi < 5.0f && st.row_max_lo > -5.0f);
         CHECK_EQ_INT(st.n_fallback, 0);
+        CHECK_EQ_INT(st.n_recompute, 0);
+    }
+}
+
+/* One key far above the others (score ~ 80, the rest within +-3): only the
+ * chunk holding it leaves the window of phi = 0 and takes the exact method;
+ * the row is combined with rescaling and stays within budget, like the exact
+ * mode (every chunk against its own maximum, nothing counted) on the same
+ * input.  Chunk maxima ranges come out through attn_args.chunk_max. */
+TEST(test_splitkv_chunk_recompute) {
+    for (int mode = 0; mode < 2; mode++) {
+        acase c = {.n_tok = 1, .pos0 = 300, .n_head = 4, .n_head_kv = 2, .head_dim = 16, .n_ctx = 320, .q_mul = 1,
+                   .path = ATTN_PATH_SPLITKV, .kv_chunk = 32, .phi_mode = mode ? ATTN_PHI_EXACT : ATTN_PHI_UNIFIED};
+        float cm[4][2];
+        c.chunk_max = &cm[0][0];
+        abufs b;
+        fill(&c, &b);
+        const int hd = 16, KD = 2 * hd;
+        double qq = 0.0;
+        for (int i = 0; i < hd; i++) {
+            b.q[hd + i] = b.q[i];
+            qq += (double)b.q[i] * b.q[i];
+        }
+        const float alpha = (float)(80.0 * 4.0 / qq); /* scale 1/4: score 80 */
+        for (int i = 0; i < hd; i++) b.k[100 * KD + i] = alpha * b.q[i];
+        attn_stats st = {0};
+        check_bufs(pools[2], &c, &b, &st);
+        CHECK_EQ_INT(st.n_rows, 4);
+        CHECK_EQ_INT(st.n_chunks, 4 * 10);
+        CHECK_EQ_INT(st.n_recompute, mode ? 0 : 2); /* chunk 3 of heads 0 and 1 */
+        CHECK_EQ_INT(st.n_fallback, mode ? 0 : 2);
+        CHECK(fabsf(cm[0][1] - 80.0f) < 1e-3f && fabsf(cm[1][1] - 80.0f) < 1e-3f);
+        CHECK(cm[2][1] < 5.0f && cm[3][1] < 5.0f && st.row_max_hi == cm[0][1]);
+        for (int h = 0; h < 4; h++) CHECK(cm[h][0] > -5.0f && cm[h][0] < 5.0f && cm[h][0] <= cm[h][1]);
+    }
+}
+
+/* Per-head phi: heads whose phi is far from their scores take the exact
+ * method in every chunk, the others in none. */
+TEST(test_splitkv_phi_per_head) {
+    static const float phs[4] = {0.0f, 200.0f, -200.0f, 1.5f};
+    acase c = {.n_tok = 2, .pos0 = 150, .n_head = 4, .n_head_kv = 2, .head_dim = 12, .n_ctx = 160, .q_mul = 1,
+               .path = ATTN_PATH_SPLITKV, .kv_chunk = 40, .phi_head = phs};
+    for (int t = 1; t <= 3; t++) {
+        attn_stats st = {0};
+        check_case(pools[t], &c, &st);
+        CHECK_EQ_INT(st.n_chunks, 8 * 4);
+        CHECK_EQ_INT(st.n_recompute, 2 * 2 * 4); /* 2 tokens x heads 1, 2 x 4 chunks */
+        CHECK_EQ_INT(st.n_fallback, 4);
+    }
+}
+
+/* Sums that overflow against phi although the maximum is inside the window
+ * (|v| huge, weights e^37..e^39): per chunk (v ~ 1e30) the job computes the
+ * chunk again against its maximum; over the row (v = 1e20 everywhere, each
+ * chunk just finite, their sum not) the combine does.  Outputs are finite and
+ * within budget. */
+TEST(test_splitkv_overflow_recompute) {
+    {
+        acase c = {.n_tok = 1, .pos0 = 200, .n_head = 2, .n_head_kv = 2, .head_dim = 8, .n_ctx = 224, .q_mul = 1,
+                   .path = ATTN_PATH_SPLITKV, .kv_chunk = 32, .phi = -(ATTN_PHI_RANGE - 3.0f)};
+        abufs b;
+        fill(&c, &b);
+        for (int i = 0; i < 224 * 2 * 8; i++) b.v[i] *= 1e30f;
+        attn_stats st = {0};
+        check_bufs(pools[2], &c, &b, &st);
+        CHECK_EQ_INT(st.n_chunks, 2 * 7);
+        CHECK_EQ_INT(st.n_recompute, st.n_chunks);
+    }
+    {
+        acase c = {.n_tok = 1, .pos0 = 319, .n_head = 2, .n_head_kv = 2, .head_dim = 8, .n_ctx = 320, .q_mul = 0,
+                   .path = ATTN_PATH_SPLITKV, .kv_chunk = 32, .phi = -39.0f};
+        abufs b;
+        fill(&c, &b);
+        for (int i = 0; i < 320 * 2 * 8; i++) b.v[i] = 1e20f; /* chunk: 32 e^39 1e20 = 2.8e38; row: 10 of them */
+        attn_stats st = {0};
+        check_bufs(pools[1], &c, &b, &st);
+        CHECK_EQ_INT(st.n_chunks, 2 * 10);
+        CHECK_EQ_INT(st.n_recompute, st.n_chunks);
     }
 }
 
@@ -592,6 +684,7 @@ TEST(test_simd_bit_identical) {
     static const int hds[] = {40, 64, 80, 128, 8, 16}; /* 8, 16: axpy_rows_multi's row groups */
     static const int paths[] = {ATTN_PATH_REF, ATTN_PATH_FLASH, ATTN_PATH_SPLITKV};
     const int n_head = 4, n_head_kv = 2, bs = 16, n_ctx = 160; /* 10 blocks */
+    static const float simd_phis[4] = {0.0f, 45.0f, -60.0f, 2.0f}; /* split-KV: some chunks in, some out */
     int32_t table[10];
     for (int i = 0; i < 10; i++) table[i] = (i * 7) % 10; /* shuffled blocks */
     for (int ti = 0; ti < 4; ti++)
@@ -612,7 +705,8 @@ TEST(test_simd_bit_identical) {
                                    .n_head_kv = n_head_kv, .head_dim = hd, .n_ctx = n_ctx,
                                    .scale = 1.0f / sqrtf((float)hd), .path = paths[pi], .q_tile = var == 1 ? 7 : 0,
                                    .kv_tile = var == 1 ? 24 : 0, .kv_chunk = var >= 2 ? 48 : 0, .window = window,
-                                   .kv_type = kvt};
+                                   .kv_type = kvt, .phi_head = var & 1 ? simd_phis : NULL,
+                                   .phi_mode = var == 2 ? ATTN_PHI_EXACT : ATTN_PHI_UNIFIED};
                     threadpool *tp = pools[1 + var % 2];
                     a.scratch = malloc(sizeof(float) * kern_attention_scratch_floats(&a, tp_n_threads(tp)));
                     a.out = o0;
@@ -646,6 +740,9 @@ int main(void) {
     RUN(test_adversarial_huge_logits);
     RUN(test_adversarial_equal_and_dominant);
     RUN(test_splitkv_phi_window_fallback);
+    RUN(test_splitkv_chunk_recompute);
+    RUN(test_splitkv_phi_per_head);
+    RUN(test_splitkv_overflow_recompute);
     RUN(test_block_table_bit_identical);
     RUN(test_sliding_window);
     RUN(test_window_ge_context_bit_identical);

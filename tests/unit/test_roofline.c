@@ -341,8 +341,32 @@ TEST(test_svg_well_formed) {
         CHECK_MSG(ok, "SVG not well-formed: %s", why);
         CHECK_CONTAINS(svg, "<svg");
         CHECK_CONTAINS(svg, "a&lt;b &amp; &quot;c&quot;");
-        CHECK_CONTAINS(svg, ">q_proj</text>");
+        CHECK_CONTAINS(svg, "q_proj");
+        CHECK_CONTAINS(svg, ">Roofline: ");
         CHECK_CONTAINS(svg, "INT8");
+        /* op labels (font-size 10) never overlap, by the box estimate svg.c places them with
+         * (0.56 font sizes per character); every one lies inside the plot (x 80..936, y 40..580) */
+        double bx[64][4];
+        int nb = 0;
+        for (const char *q = svg; (q = strstr(q, "<text x=\"")) != NULL && nb < 64; q++) {
+            double x, y;
+            char fill[16];
+            int end = 0;
+            if (sscanf(q, "<text x=\"%lf\" y=\"%lf\" font-size=\"10\" fill=\"%15[^\"]\">%n", &x, &y, fill, &end) < 3 ||
+                !end)
+                continue;
+            const char *close = strstr(q + end, "</text>");
+            const double len = close ? (double)(close - (q + end)) : 0;
+            bx[nb][0] = x, bx[nb][1] = y - 10, bx[nb][2] = x + len * 5.6, bx[nb][3] = y + 3;
+            CHECK_MSG(bx[nb][0] >= 80 && bx[nb][2] <= 936 && bx[nb][1] >= 40 && bx[nb][3] <= 580,
+                      "label %d outside the plot", nb);
+            nb++;
+        }
+        CHECK(nb >= 4);
+        for (int i = 0; i < nb; i++)
+            for (int j = 0; j < i; j++)
+                CHECK_MSG(!(bx[i][0] < bx[j][2] && bx[j][0] < bx[i][2] && bx[i][1] < bx[j][3] && bx[j][1] < bx[i][3]),
+                          "labels %d and %d overlap", i, j);
     }
     free(svg);
     remove(path);
