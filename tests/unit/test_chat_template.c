@@ -179,6 +179,7 @@ TEST(test_format_no_generation_prompt) {
         [CHAT_MISTRAL] = "",
         [CHAT_ZEPHYR] = "<|assistant|>\n",
         [CHAT_GEMMA] = "<start_of_turn>model\n",
+        [CHAT_PHI3] = "<|assistant|>\n",
     };
     for (int f = 0; f < CHAT_FAMILY_COUNT; f++) {
         char *out = NULL;
