@@ -13,14 +13,8 @@
 # can take every queue place).  Then the same flood beside 1000 slowloris
 # sockets (A23_SLOW) is reported as well.  Prints "N passed, N failed".
 set -u
-build=${1:-build}
-here=$(pwd)
-KITE="$here/$build/kite"
-[ -x "$KITE" ] || { echo "issue23_flood: $KITE not found (make first)" >&2; exit 1; }
-command -v node >/dev/null 2>&1 || { echo "issue23_flood: node is not installed" >&2; exit 1; }
-T=$(mktemp -d)
 . tests/acceptance/issue23.lib
-trap 'a23_stop; rm -rf "$T"' EXIT INT TERM
+a23_init issue23_flood "${1:-build}"
 S=${A23_SECONDS:-20}
 echo "issue23_flood: uptime: $(uptime | sed 's/.*load/load/')"
 a23_start --ctx 256 --parallel 16 --queue 64 --max-conns 4096 --max-conns-per-ip 4

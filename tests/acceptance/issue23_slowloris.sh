@@ -11,14 +11,8 @@
 # Environment: A23_SLOW (1000), A23_SECONDS (60).  Prints "N passed, N
 # failed"; about 70 s.
 set -u
-build=${1:-build}
-here=$(pwd)
-KITE="$here/$build/kite"
-[ -x "$KITE" ] || { echo "issue23_slowloris: $KITE not found (make first)" >&2; exit 1; }
-command -v node >/dev/null 2>&1 || { echo "issue23_slowloris: node is not installed" >&2; exit 1; }
-T=$(mktemp -d)
 . tests/acceptance/issue23.lib
-trap 'a23_stop; rm -rf "$T"' EXIT INT TERM
+a23_init issue23_slowloris "${1:-build}"
 N=${A23_SLOW:-1000}
 S=${A23_SECONDS:-60}
 echo "issue23_slowloris: $N slowloris sockets for $S s (ulimit -n $(ulimit -n), uptime: $(uptime | sed 's/.*load/load/'))"

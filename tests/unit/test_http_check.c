@@ -5,6 +5,7 @@
  * gate's request-head checks; the fuzz_oai corpus replayed.
  */
 #include <dirent.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,25 +176,7 @@ TEST(test_head) {
 #include "fuzz/fuzz_oai.c"
 
 TEST(fuzz_corpus_replay) {
-    const char *dir = "tests/fuzz/corpus/fuzz_oai";
-    DIR *d = opendir(dir);
-    CHECK(d != NULL);
-    if (!d) return;
-    int n_files = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.') continue;
-        char path[512];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        size_t n = 0;
-        char *img = harness_read_file(path, &n);
-        if (!img) continue;
-        n_files++;
-        LLVMFuzzerTestOneInput((const uint8_t *)img, n); /* aborts on a broken invariant */
-        free(img);
-    }
-    closedir(d);
-    CHECK(n_files >= 20);
+    CHECK(harness_replay_dir("tests/fuzz/corpus/fuzz_oai", LLVMFuzzerTestOneInput) >= 20);
 }
 
 int main(void) {

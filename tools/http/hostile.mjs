@@ -48,7 +48,8 @@ export function parseResponse(b, closed = false) {
 
 // One request: sends bytes, reads the answer.  Resolves to {status, headers,
 // body, ms} or {error: 'reset' | 'timeout' | 'closed' | code, ms}.
-export function request(port, bytes, { localAddress = '127.0.0.1', ms = 30000, host = '127.0.0.1' } = {}) {
+// onData (optional) is called at the first bytes of the answer.
+export function request(port, bytes, { localAddress = '127.0.0.1', ms = 30000, host = '127.0.0.1', onData = null } = {}) {
     return new Promise((resolve) => {
         const t0 = performance.now();
         const s = net.connect({ port, host, localAddress });
@@ -64,6 +65,7 @@ export function request(port, bytes, { localAddress = '127.0.0.1', ms = 30000, h
         };
         const timer = setTimeout(() => finish({ error: 'timeout' }), ms);
         s.on('data', (d) => {
+            if (onData && !buf.length) onData();
             buf = Buffer.concat([buf, d]);
             const r = parseResponse(buf);
             if (r) finish(r);
