@@ -10,6 +10,8 @@
 // to them and not to the honest clients on 127.0.0.1, as it would between
 // real clients.  Every loop is bounded in time and count.
 import net from 'node:net';
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 
 export function assertLoopback(host) {
     if (!/^127\.\d+\.\d+\.\d+$/.test(host)) throw new Error(`${host} is not a loopback address; refusing`);
@@ -114,14 +116,15 @@ export function slowloris({ port, n, addrs, byteMs = 1000 }) {
         };
         s.on('connect', tick);
         s.on('data', (d) => { buf += d.toString('latin1'); });
-        s.on('error', () => { st.errors++; });
+        let errCode = null;
+        s.on('error', (e) => { st.errors++; errCode = e.code || 'error'; });
         s.on('close', () => {
             clearTimeout(timer);
             socks.delete(s);
             if (stopping) return;
             st.closedByServer++;
             const m = /^HTTP\/1\.1 (\d{3})/.exec(buf);
-            const k = m ? m[1] : 'none';
+            const k = m ? m[1] : errCode ? 'error ' + errCode : 'closed without an answer';
             st.answers[k] = (st.answers[k] || 0) + 1;
             setTimeout(() => one(i), 20); // bounded: only until stop()
         });
@@ -198,18 +201,34 @@ export const addrRange = (from, count) => Array.from({ length: count }, (_, i) =
 // sockets (from 10 addresses) and a flood of 10 x HONEST looping clients
 // from one address (127.0.0.3).  Each honest client has its own address
 // (127.0.1.x), as distinct users would.
+// Runs `hostile.mjs MODE ARGS...` in a child process (its own event loop
+// and CPU, so the honest clients' latencies are not the attackers' client
+// overhead); stop() sends SIGTERM and resolves to the JSON it prints.
+function child(mode, args) {
+    const p = spawn(process.execPath, [fileURLToPath(import.meta.url), mode, ...args.map(String)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    p.stdout.on('data', (d) => { out += d; });
+    const exited = new Promise((r) => p.on('exit', r));
+    return {
+        async stop() {
+            p.kill('SIGTERM');
+            await Promise.race([exited, new Promise((r) => setTimeout(r, 30000))]);
+            try { return JSON.parse(out.trim().split('\n').at(-1)); } catch { return { error: 'no summary: ' + out.slice(-200) }; }
+        },
+    };
+}
+
 async function bench(port, seconds, nSlow, nHonest) {
     const row = (name, a) => `${name.padEnd(26)} n ${String(a.length).padStart(5)}  p50 ${pct(a, 50).toFixed(1).padStart(8)}  p99 ${pct(a, 99).toFixed(1).padStart(8)} ms`;
     const addrs = addrRange(250, nHonest);
     const base = await honest({ port, clients: nHonest, seconds, addrs });
-    const slow = slowloris({ port, n: nSlow, addrs: addrRange(20, 10) });
-    const fl = floodLoop({ port, workers: 10 * nHonest, addr: '127.0.0.3' });
+    const slow = nSlow > 0 ? child('slowloris', [port, nSlow]) : null;
+    const fl = child('flood', [port, 10 * nHonest, '127.0.0.3']);
     await new Promise((r) => setTimeout(r, 1000));
-    const held = slow.count();
     const hot = await honest({ port, clients: nHonest, seconds, addrs });
     const flood = await fl.stop();
-    const ss = await slow.stop();
-    console.log(`loadtest hostile: ${nHonest} honest clients, ${seconds} s per phase; ${nSlow} slowloris sockets (${held} open at start), flood of ${10 * nHonest} looping clients`);
+    const ss = slow ? await slow.stop() : { closedByServer: 0, answers: {}, maxHeld: 0 };
+    console.log(`loadtest hostile: ${nHonest} honest clients (one address each), ${seconds} s per phase; ${nSlow} slowloris sockets (at most ${ss.maxHeld} open), flood of ${10 * nHonest} looping clients from 127.0.0.3 (attackers in their own processes)`);
     console.log(row('honest alone', base.latencies));
     console.log(row('honest under attack', hot.latencies));
     console.log(`honest failures: alone ${base.failures.length}, under attack ${hot.failures.length}; flood answers ${JSON.stringify(flood.byStatus)} errors ${JSON.stringify(flood.errors)}; slowloris closed by the server ${ss.closedByServer} ${JSON.stringify(ss.answers)}`);
@@ -218,15 +237,32 @@ async function bench(port, seconds, nSlow, nHonest) {
         base_n: base.latencies.length, base_p50_ms: +pct(base.latencies, 50).toFixed(2), base_p99_ms: +pct(base.latencies, 99).toFixed(2),
         attack_n: hot.latencies.length, attack_p50_ms: +pct(hot.latencies, 50).toFixed(2), attack_p99_ms: +pct(hot.latencies, 99).toFixed(2),
         p99_ratio: +(pct(hot.latencies, 99) / pct(base.latencies, 99)).toFixed(3),
-        honest_failures: hot.failures.length + base.failures.length, flood: flood.byStatus, flood_errors: flood.errors,
-        flood_missing_retry_after: flood.missingRetry, slowloris_closed: ss.closedByServer,
+        honest_failures: hot.failures.length + base.failures.length, flood: flood.byStatus || {}, flood_errors: flood.errors || { summary: flood.error },
+        flood_missing_retry_after: flood.missingRetry, slowloris_closed: ss.closedByServer, slowloris_max_open: ss.maxHeld,
     };
     console.log(JSON.stringify(out));
     return out;
 }
 
-if (process.argv[1] && process.argv[1].endsWith('hostile.mjs') && process.argv[2] === 'bench') {
+// CLI: bench (above); flood PORT WORKERS ADDR and slowloris PORT N run until
+// SIGTERM (bounded by 600 s), then print one JSON summary line.
+const self = process.argv[1] && process.argv[1].endsWith('hostile.mjs');
+const onStop = (fn) => {
+    let done = false;
+    const finish = async () => { if (done) return; done = true; console.log(JSON.stringify(await fn())); process.exit(0); };
+    process.on('SIGTERM', finish);
+    setTimeout(finish, 600000);
+};
+if (self && process.argv[2] === 'bench') {
     const [, , , port, seconds = '10', nSlow = '1000', nHonest = '16'] = process.argv;
     const out = await bench(+port, +seconds, +nSlow, +nHonest);
     process.exit(out.honest_failures || Object.keys(out.flood_errors).length ? 1 : 0);
+} else if (self && process.argv[2] === 'flood') {
+    const fl = floodLoop({ port: +process.argv[3], workers: +process.argv[4], addr: process.argv[5] || '127.0.0.3' });
+    onStop(async () => { const c = await fl.stop(); delete c.results; return c; });
+} else if (self && process.argv[2] === 'slowloris') {
+    const sl = slowloris({ port: +process.argv[3], n: +process.argv[4], addrs: addrRange(20, 10) });
+    let maxHeld = 0;
+    const iv = setInterval(() => { maxHeld = Math.max(maxHeld, sl.count()); }, 200);
+    onStop(async () => { clearInterval(iv); const st = await sl.stop(); return { ...st, maxHeld }; });
 }
