@@ -308,7 +308,7 @@ async function halfClose() {
     const req = (body, port = PORT2) => post('/v1/completions', body, { key: null });
     const solo = strict('solo', await raw(PORT2, req('{"prompt":"Once upon a time","max_tokens":40,"temperature":0}')));
     const fillers = [];
-    for (let i = 0; i < 64; i++) fillers.push(raw(PORT2, req(long)));
+    for (let i = 0; i < 64; i++) fillers.push(raw(PORT2, req(long), { ms: 90000 })); // 64 x 240 tokens on one slot: slow on a loaded machine
     await new Promise((r) => setTimeout(r, 50));
     const c0 = await metric('kite_http_cancelled_total');
     // one client that really leaves (close) while queued: cancelled, not served
@@ -350,6 +350,13 @@ async function early() {
     // just over the context but short in bytes: tokenized, then refused
     r = await ask('late', post('/v1/completions', Buffer.from(JSON.stringify({ prompt: 'Once upon a time '.repeat(70) }))));
     check('a prompt a little over the context is refused after tokenization', r.status === 400 && errCode(r) === 'context_length_exceeded' && !/before tokenization/.test(r.json.error.message), r.text);
+    // a text over 8 KiB is tokenized on the tokenizer thread (tokq.c): the
+    // same tokens as its 8 KiB-or-less halves would not be (a boundary), so
+    // compare with the count of a repeated unit
+    const unit = await ask('tokenize unit', post('/tokenize', JSON.stringify({ content: 'Once upon a time. ' })));
+    r = await ask('tokenize big', post('/tokenize', JSON.stringify({ content: 'Once upon a time. '.repeat(1200) })));
+    check(`a 21 KB text is tokenized on the tokenizer thread (${r.json && r.json.tokens ? r.json.tokens.length : '?'} tokens)`,
+        r.status === 200 && unit.status === 200 && Math.abs(r.json.tokens.length - 1200 * unit.json.tokens.length) <= 1200, r.text.slice(0, 200));
     // the longest prompt that fits is still served
     r = await ask('fits', post('/v1/completions', Buffer.from(JSON.stringify({ prompt: 'Once upon a time '.repeat(40), max_tokens: 2 }))));
     check('a long prompt that fits is served', r.status === 200 && r.json.usage.prompt_tokens < 256, r.text.slice(0, 200));

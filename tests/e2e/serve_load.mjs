@@ -5,7 +5,7 @@
 //
 // Environment: KITE_SECTIONS (comma-separated, below), and per section:
 //   limits   KITE_PORT_LIM: --ctx 512 --parallel 1 --queue 2 --max-conns 16 --max-conns-per-ip 8 --header-timeout 3
-//   slow     KITE_PORT_BIG: --parallel 16 --queue 64 --header-timeout 2; KITE_SLOW_N sockets for KITE_SLOW_S s,
+//   slow     KITE_PORT_BIG: --parallel 16 --queue 64 --header-timeout 3; KITE_SLOW_N sockets for KITE_SLOW_S s,
 //            p99 bound KITE_P99_MS (1000)
 //   flood    KITE_PORT_BIG; KITE_FLOOD_N requests at once
 //   drain    KITE_PORT_DRAIN, KITE_PID_DRAIN: --ctx 512 --parallel 1 --queue 40 --drain-timeout 1 (this script sends SIGTERM)

@@ -51,7 +51,7 @@ PORT2=$PORT
 # flood, drain on SIGTERM
 start lim --ctx 512 --parallel 1 --queue 2 --max-conns 16 --max-conns-per-ip 8 --header-timeout 3
 PORT_LIM=$PORT
-start big --parallel 16 --queue 64 --header-timeout 2 --max-conns 1000
+start big --parallel 16 --queue 64 --header-timeout 3 --max-conns 1000
 PORT_BIG=$PORT
 "$KITE" serve --port 0 -t 1 --ctx 512 --parallel 1 --queue 40 --drain-timeout 1 </dev/null >"$T/drain.out" 2>"$T/drain.log" &
 PID_DRAIN=$!
@@ -70,7 +70,7 @@ e2e_ok "five servers start on 127.0.0.1 (ports $PORT, $PORT2, $PORT_LIM, $PORT_B
 # acceptance script tests/acceptance/issue23_slowloris.sh holds it to 1 s)
 load() {
     KITE_SECTIONS=$1 KITE_PORT_LIM=$PORT_LIM KITE_PORT_BIG=$PORT_BIG KITE_PORT_DRAIN=$PORT_DRAIN \
-        KITE_PID_DRAIN=$PID_DRAIN KITE_SLOW_N=300 KITE_SLOW_S=3 KITE_FLOOD_N=500 KITE_P99_MS=2000 \
+        KITE_PID_DRAIN=$PID_DRAIN KITE_SLOW_N=300 KITE_SLOW_S=4 KITE_FLOOD_N=500 KITE_P99_MS=2000 \
         timeout 120 node tests/e2e/serve_load.mjs >"$T/load-$1.out" 2>&1
 }
 load limits & L1=$!

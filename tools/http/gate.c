@@ -396,6 +396,10 @@ static int expire(gate *g) {
     double now = time_now_s(), next = now + 1.0;
     int fd;
     while ((fd = g->head[L_HEAD]) >= 0 && g->tab[fd].deadline <= now) {
+        /* its last bytes may be waiting in an event not taken yet (more
+         * than GATE_EVENTS ready): look once more before refusing it */
+        on_head(g, fd);
+        if (g->head[L_HEAD] != fd) continue;
         g->st.header_timeouts++;
         answer_and_linger(g, fd, 408, "request_timeout", "The request head did not arrive in time.", 0);
     }
