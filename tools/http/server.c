@@ -902,8 +902,11 @@ int server_start(kite_model *model, const server_params *params, server **out) {
     if (rl.rlim_cur != RLIM_INFINITY && (int64_t)s->p.max_connections * 2 + 64 > (int64_t)rl.rlim_cur) {
         int32_t m = (int32_t)(((int64_t)rl.rlim_cur - 64) / 2);
         if (m < 16) m = 16;
-        fprintf(stderr, "kite serve: warning: --max-conns %d lowered to %d (descriptor limit %lld)\n",
-                (int)s->p.max_connections, (int)m, (long long)rl.rlim_cur);
+        /* a warning only for a limit the user chose: the default follows
+         * the descriptor limit silently */
+        if (s->p.max_connections != server_default_params().max_connections)
+            fprintf(stderr, "kite serve: warning: --max-conns %d lowered to %d (descriptor limit %lld)\n",
+                    (int)s->p.max_connections, (int)m, (long long)rl.rlim_cur);
         s->p.max_connections = m;
     }
     s->started = (int64_t)time(NULL);
