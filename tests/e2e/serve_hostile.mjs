@@ -316,8 +316,8 @@ async function halfClose() {
     gone.on('error', () => {});
     const t0 = Date.now();
     const [hc, hcs] = await Promise.all([
-        raw(PORT2, req('{"prompt":"Once upon a time","max_tokens":40,"temperature":0}'), { halfClose: true }),
-        raw(PORT2, req('{"prompt":"Once upon a time","max_tokens":40,"temperature":0,"stream":true}'), { halfClose: true }),
+        raw(PORT2, req('{"prompt":"Once upon a time","max_tokens":40,"temperature":0}'), { halfClose: true, ms: 90000 }),
+        raw(PORT2, req('{"prompt":"Once upon a time","max_tokens":40,"temperature":0,"stream":true}'), { halfClose: true, ms: 90000 }),
     ]);
     const ms = Date.now() - t0;
     const a = strict('half-close', hc), b = strict('half-close stream', hcs);
