@@ -169,6 +169,7 @@ $(BUILD)/libkite-tools.a: $(WEB_OBJ)
 # ---- loadtest: a bounded load on a `kite serve` started on 127.0.0.1 (loopback
 # only) with the bundled model; prints throughput and latency percentiles
 # (docs/http.md; LOADTEST_CLIENTS, LOADTEST_REQUESTS, LOADTEST_TOKENS, LOADTEST_MODEL).
+# LOADTEST_HOSTILE=1: honest p50/p99 alone and beside 1000 slowloris sockets and a 10x flood.
 .PHONY: loadtest
 loadtest: $(BUILD)/kite
 	sh tools/http/loadtest.sh $(BUILD)
@@ -226,8 +227,10 @@ build-fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	clang $(CPPFLAGS) $(FUZZ_CFLAGS) -c $< -o $@
 
-# tools/ objects a fuzz target needs (the safetensors parser uses cJSON)
-FUZZ_TOOLS_OBJ := build-fuzz/obj/tools/convert/safetensors.o
+# tools/ objects a fuzz target needs (the safetensors parser uses cJSON;
+# fuzz_oai the server's request parsing and head checks)
+FUZZ_TOOLS_OBJ := build-fuzz/obj/tools/convert/safetensors.o build-fuzz/obj/tools/http/oai.o \
+                  build-fuzz/obj/tools/http/http_check.o
 build-fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_OBJ) $(FUZZ_TOOLS_OBJ)
 	clang $(CPPFLAGS) -std=c11 -O1 -g -fsanitize=fuzzer,address,undefined -pthread $< $(FUZZ_LIB_OBJ) $(FUZZ_TOOLS_OBJ) -o $@ -lm -lpcre2-8 -lutf8proc -lcjson
 

@@ -5,7 +5,8 @@
  * Thin driver: parses flags, loads the model, starts the server, prints
  * "kite serve: listening on http://HOST:PORT" once ready (tests wait for
  * that line; with --port 0 it names the port the system chose), then waits
- * for SIGINT/SIGTERM and shuts down.  The signals are blocked before any
+ * for SIGINT/SIGTERM, drains (server_drain: new requests get 503, running
+ * ones finish within --drain-timeout) and shuts down with status 0.  The signals are blocked before any
  * thread starts, so only sigwait here receives them.
  */
 #include <signal.h>
@@ -50,8 +51,22 @@ static const cli_opt serve_opts_table[] = {
      .kind = CLI_STR, CLI_AT(serve_opts, sp.chat_template), .def_doc = "detected from the model, else chatml"},
     {.names = "-t, --threads", .arg = "N", .help = "engine threads", .kind = CLI_INT,
      CLI_AT(serve_opts, sp.engine.n_threads), .min = 0, .max = 1024, .def_doc = "all online CPUs"},
-    {.names = "--timeout", .arg = "S", .help = "idle connection timeout in seconds", .kind = CLI_INT,
-     CLI_AT(serve_opts, sp.timeout_s), .min = 1, .max = 86400, .show_default = true},
+    {.names = "--timeout", .arg = "S", .help = "per-request deadline in seconds, time in the queue included",
+     .kind = CLI_INT, CLI_AT(serve_opts, sp.timeout_s), .min = 1, .max = 86400, .show_default = true},
+    {.names = "--idle-timeout", .arg = "S", .help = "close a connection silent for S seconds", .kind = CLI_INT,
+     CLI_AT(serve_opts, sp.idle_timeout_s), .min = 1, .max = 86400, .show_default = true},
+    {.names = "--header-timeout", .arg = "S", .help = "the whole request head must arrive within S seconds",
+     .kind = CLI_INT, CLI_AT(serve_opts, sp.header_timeout_s), .min = 1, .max = 3600, .show_default = true},
+    {.names = "--body-timeout", .arg = "S", .help = "the whole body must arrive within S seconds after the head",
+     .kind = CLI_INT, CLI_AT(serve_opts, sp.body_timeout_s), .min = 1, .max = 86400, .show_default = true},
+    {.names = "--max-conns", .arg = "N", .help = "connections held at once (more get 503)", .kind = CLI_INT,
+     CLI_AT(serve_opts, sp.max_connections), .min = 1, .max = 1 << 20, .show_default = true},
+    {.names = "--max-conns-per-ip", .arg = "N", .help = "connections per client address (more get 429); -1 = no limit",
+     .kind = CLI_INT, CLI_AT(serve_opts, sp.max_conns_per_ip), .min = -1, .max = 1 << 20, .show_default = true},
+    {.names = "--queue", .arg = "N", .help = "generation requests waiting beyond --parallel (more get 503); -1 = none",
+     .kind = CLI_INT, CLI_AT(serve_opts, sp.queue), .min = -1, .max = 1 << 20, .show_default = true},
+    {.names = "--drain-timeout", .arg = "S", .help = "on SIGTERM/SIGINT, how long running requests may finish",
+     .kind = CLI_INT, CLI_AT(serve_opts, sp.drain_timeout_s), .min = 1, .max = 86400, .show_default = true},
     {.names = "--max-body", .arg = "BYTES", .help = "request body limit", .kind = CLI_INT,
      CLI_AT(serve_opts, sp.max_body), .min = 1024, .max = (int64_t)1 << 30, .show_default = true},
     {.names = "--no-prefix-cache", .help = "do not share KV blocks between common prompt prefixes",
@@ -157,7 +172,11 @@ int cmd_serve(int argc, char **argv) {
 
     int sig = 0;
     sigwait(&sigs, &sig);
-    fprintf(stderr, "kite serve: %s, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    fprintf(stderr, "kite serve: %s, draining (at most %d s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
+            (int)sp.drain_timeout_s);
+    fflush(stderr);
+    server_drain(srv);
+    fprintf(stderr, "kite serve: shutting down\n");
     server_stop(srv);
     kite_model_free(draft);
     free(skip);

@@ -55,6 +55,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/timing.h"
 #include "kernels/kernels.h"
 #include "model/context.h"
 #include "model/forward.h"
@@ -85,6 +86,7 @@ typedef struct ereq {
     edraft_seq ds;               /* model drafters: draft cache and sampler of this sequence */
     spec_la la;                  /* lookahead: window and n-gram pool of this sequence */
     atomic_bool cancelled;
+    double t_submit, queue_s;    /* engine_submit time; seconds until first admitted (0 = not yet) */
     struct ereq *reg_prev, *reg_next; /* registry of live requests (mu) */
     struct ereq *in_next;        /* incoming list (mu) */
 } ereq;
@@ -169,10 +171,23 @@ static void req_retire(engine *e, ereq *r) {
     req_free(r);
 }
 
+/* Queue time (engine_event.queue_s): the first step that plans a request
+ * admits it.  Items point at ereq's first member. */
+static void note_admitted(engine *e, int32_t n) {
+    double now = -1;
+    for (int32_t i = 0; i < n; i++) {
+        ereq *r = (ereq *)(void *)e->items[i].seq;
+        if (r->queue_s > 0) continue;
+        if (now < 0) now = time_now_s();
+        r->queue_s = now - r->t_submit > 1e-9 ? now - r->t_submit : 1e-9;
+    }
+}
+
 static void emit(engine *e, ereq *r, engine_event *ev) {
     ev->n_prompt = r->s.n_prompt;
     ev->n_gen = r->n_gen;
     ev->n_cached = r->s.n_cached;
+    ev->queue_s = r->queue_s;
     pthread_mutex_lock(&e->cb_mu);
     if (!atomic_load(&r->cancelled)) r->cb(r->user, ev);
     pthread_mutex_unlock(&e->cb_mu);
@@ -467,6 +482,7 @@ static void *engine_main(void *arg) {
         if (!sched_idle(&e->sched)) {
             if (e->spec_n > 0 || e->drafter || e->la_w > 0) make_drafts(e);
             const int32_t n = sched_plan(&e->sched, e->items);
+            note_admitted(e, n);
             if (n > 0) run_step(e, n); else unstick(e);
         }
         publish_stats(e);
@@ -648,6 +664,7 @@ int engine_submit(engine *e, const engine_req *req, engine_cb cb, void *user, ui
     r->max_gen = req->max_tokens < room ? req->max_tokens : room;
     r->cb = cb;
     r->user = user;
+    r->t_submit = time_now_s();
     r->greedy = req->sampling.temperature <= 0.0f;
     spec_adapt_init(&r->adapt, e->la_w > 0 ? e->la_w : 1, e->draft_max, e->la_w > 0);
     sampler_rng_seed(&r->rng_accept, req->sampling.seed ^ 0x5EC0ACCE97ull);

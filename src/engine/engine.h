@@ -108,6 +108,8 @@ typedef struct engine_event {
     int32_t n_prompt;           /* usage: prompt tokens */
     int32_t n_gen;              /* usage: generated tokens so far */
     int32_t n_cached;           /* prompt tokens served from the prefix cache */
+    double queue_s;             /* seconds from engine_submit to the first admission to the running set
+                                   (0 while still waiting) */
     int status;                 /* ERROR: a kite_status */
     const char *message;        /* ERROR: one line */
 } engine_event;

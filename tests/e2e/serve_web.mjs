@@ -1,5 +1,6 @@
 // tests/e2e/serve_web.mjs - the chat page of `kite serve` in headless
-// Chromium (playwright-core driving Debian's /usr/bin/chromium): enters the
+// Chromium (playwright-core driving Debian's /usr/bin/chromium): sends without
+// a key and expects the settings to open at the API key field (401), enters the
 // API key in the settings, types a message, presses Enter and waits for the
 // streamed reply; then checks that Stop aborts a long generation.  Run by
 // tests/e2e/test_serve.sh with KITE_URL, KITE_KEY, KITE_NODE_DIR and
@@ -20,7 +21,19 @@ try {
   const errors = [];
   page.on("pageerror", (e) => errors.push(e.message));
   await page.goto(process.env.KITE_URL + "/");
-  await page.click("#toggle-settings");
+  // no key yet: the server answers 401 and the page opens its settings at
+  // the API key field
+  await page.fill("#input", "Hello?");
+  await page.press("#input", "Enter");
+  await page.waitForFunction(() => {
+    const el = document.querySelector(".msg.assistant");
+    return el && el.dataset.state === "error";
+  }, null, { timeout: 10000 });
+  const asked = await page.evaluate(() => !document.getElementById("settings").hidden &&
+    document.getElementById("api-key").getAttribute("aria-invalid") === "true");
+  if (!asked) throw new Error("after a 401 the page does not ask for the API key in its settings");
+  await page.click("#new-chat");
+  if (await page.isHidden("#settings")) await page.click("#toggle-settings");
   await page.fill("#api-key", process.env.KITE_KEY);
   await page.dispatchEvent("#api-key", "change");
   await page.fill("#max-tokens", "48");
@@ -59,7 +72,7 @@ try {
   if (state2 !== "stopped") throw new Error(`after Stop the reply state is ${state2}`);
   if (await page.isDisabled("#send")) throw new Error("Send stays disabled after Stop");
   if (errors.length) throw new Error("page errors: " + errors.join("; "));
-  console.log(`reply of ${text.length} chars in ${chunks} events; ${status}; Stop aborts`);
+  console.log(`asks for the key after a 401; reply of ${text.length} chars in ${chunks} events; ${status}; Stop aborts`);
 } catch (e) {
   failed = e;
 } finally {

@@ -65,7 +65,7 @@ fi
 
 # ---- start -------------------------------------------------------------------
 
-"$KITE" serve --port 0 -t 1 --parallel 8 --ctx 256 --api-key "$KEY" --timeout 2 --max-body 65536 \
+"$KITE" serve --port 0 -t 1 --parallel 8 --ctx 256 --api-key "$KEY" --idle-timeout 2 --max-body 65536 \
     </dev/null >"$T/server.out" 2>"$T/server.log" &
 PID=$!
 e2e_serve_port "$T/server.log" "$PID"

@@ -1,8 +1,12 @@
 /*
  * test_http_check.c - the server's pure checks of untrusted HTTP bytes
  * (tools/http/http_check.h): UTF-8 repair and character-safe truncation, the
- * JSON \u0000 scan, Content-Type, list, Host and Origin matching.
+ * JSON \u0000 scan, Content-Type, list, Host and Origin matching, the
+ * gate's request-head checks; the fuzz_oai corpus replayed.
  */
+#include <dirent.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -122,6 +126,59 @@ TEST(test_host) {
     CHECK(!http_host_allowed("bad host", "127.0.0.1", "*"));
 }
 
+static int head_status(const char *h) {
+    char msg[160] = "";
+    size_t n = strlen(h), end = http_head_end(h, n);
+    CHECK(end > 0);
+    int st = http_head_check(h, end ? end : n, 8192, 32768, msg, sizeof msg);
+    if (st) CHECK(msg[0] != '\0');
+    return st;
+}
+
+TEST(test_head) {
+    CHECK_EQ_INT(http_head_end("GET / HTTP/1.1\r\nHost: x\r\n", 25), 0);
+    CHECK_EQ_INT(http_head_end("GET / HTTP/1.1\r\n\r\nBODY", 22), 18);
+    CHECK_EQ_INT(http_head_end("GET / HTTP/1.0\n\nBODY", 20), 16);
+    CHECK_EQ_INT(head_status("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"), 0);
+    CHECK_EQ_INT(head_status("\r\nGET / HTTP/1.0\r\n\r\n"), 0); /* a leading empty line is ignored */
+    CHECK_EQ_INT(head_status("POST /v1/completions HTTP/1.1\r\nContent-Length:  12 \r\n\r\n"), 0);
+    CHECK_EQ_INT(head_status("POST / HTTP/1.1\r\nContent-Length: 3\r\ncontent-length: 3\r\n\r\n"), 0);
+    CHECK_EQ_INT(head_status("POST / HTTP/1.1\r\nTransfer-Encoding: Chunked\r\n\r\n"), 0);
+    /* what libmicrohttpd 0.9.75 would answer with HTML (twice, for a bad Content-Length) */
+    CHECK_EQ_INT(head_status("POST / HTTP/1.1\r\nContent-Length: abc\r\n\r\n"), 400);
+    CHECK_EQ_INT(head_status("POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n"), 400);
+    CHECK_EQ_INT(head_status("POST / HTTP/1.1\r\nContent-Length: 1 2\r\n\r\n"), 400);
+    CHECK_EQ_INT(head_status("POST / HTTP/1.1\r\nContent-Length:\r\n\r\n"), 400);
+    CHECK_EQ_INT(head_status("POST / HTTP/1.1\r\nContent-Length: 99999999999999999999\r\n\r\n"), 400);
+    CHECK_EQ_INT(head_status("POST / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n"), 400);
+    CHECK_EQ_INT(head_status("POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n"), 400);
+    CHECK_EQ_INT(head_status("POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"), 501);
+    CHECK_EQ_INT(head_status("GET / HTTP/2.0\r\n\r\n"), 505);
+    CHECK_EQ_INT(head_status("GET / HTTP/1.2\r\n\r\n"), 505);
+    CHECK_EQ_INT(head_status("GET / FTP/1.1\r\n\r\n"), 400);
+    CHECK_EQ_INT(head_status("GET /\r\n\r\n"), 400);
+    CHECK_EQ_INT(head_status("G@T / HTTP/1.1\r\n\r\n"), 400);
+    CHECK_EQ_INT(head_status("GET / HTTP/1.1\r\nX: a\r\n folded\r\n\r\n"), 400);
+    CHECK_EQ_INT(head_status("GET / HTTP/1.1\r\nBad Name: a\r\n\r\n"), 400);
+    CHECK_EQ_INT(head_status("GET / HTTP/1.1\r\nNoColon\r\n\r\n"), 400);
+    char big[20000];
+    snprintf(big, sizeof big, "GET /%09000d HTTP/1.1\r\n\r\n", 0);
+    CHECK_EQ_INT(head_status(big), 414);
+    char hdrs[40100];
+    int k = snprintf(hdrs, sizeof hdrs, "GET / HTTP/1.1\r\n");
+    for (int i = 0; i < 1000; i++) k += snprintf(hdrs + k, sizeof hdrs - (size_t)k, "X-%03d: 0123456789012345678901234567890\r\n", i);
+    snprintf(hdrs + k, sizeof hdrs - (size_t)k, "\r\n");
+    CHECK_EQ_INT(head_status(hdrs), 431);
+}
+
+/* ---- fuzz corpus replay (tests/fuzz/fuzz_oai.c) ---- */
+
+#include "fuzz/fuzz_oai.c"
+
+TEST(fuzz_corpus_replay) {
+    CHECK(harness_replay_dir("tests/fuzz/corpus/fuzz_oai", LLVMFuzzerTestOneInput) >= 20);
+}
+
 int main(void) {
     RUN(test_utf8_valid);
     RUN(test_utf8_sanitize);
@@ -130,5 +187,7 @@ int main(void) {
     RUN(test_ctype);
     RUN(test_list);
     RUN(test_host);
+    RUN(test_head);
+    RUN(fuzz_corpus_replay);
     return harness_summary(__FILE__);
 }

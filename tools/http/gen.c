@@ -62,6 +62,14 @@ struct gen_req {
     char finish[16];               /* finish_reason of DONE */
     char errmsg[256];
     int32_t n_prompt, n_gen;       /* usage */
+    bool unavailable;              /* failed with 503 (timeout in the queue, drain): err_code says which */
+    const char *err_code;
+    double t_first, t_last, t_done; /* first / latest token, end (time_now_s; 0 = not yet) */
+
+    /* deadlines and accounting (connection thread) */
+    double t_arrive, t_submit;     /* gen_handle's start; engine_submit */
+    double deadline;               /* time_now_s; --timeout and t_max_predict_ms */
+    bool counted;                  /* holds one of srv.gen_inflight */
 
     /* SSE output state (connection thread only) */
     char *out;                     /* formatted bytes not yet handed to MHD */
@@ -76,10 +84,19 @@ void gen_req_release(gen_req *g) {
     pthread_mutex_lock(&g->mu);
     bool finished = g->done;
     pthread_mutex_unlock(&g->mu);
+    server *srv = g->srv;
     if (g->eng_id && !finished) {
-        engine_cancel(g->srv->eng, g->eng_id);
-        atomic_fetch_add(&g->srv->http_cancelled, 1);
+        engine_cancel(srv->eng, g->eng_id);
+        atomic_fetch_add(&srv->http_cancelled, 1);
     }
+    if (g->t_done > 0 && g->t_submit > 0) {
+        double e2e = g->t_done - g->t_arrive;
+        srv_hist_observe(&srv->h_e2e, e2e);
+        /* Retry-After's latency estimate: a moving average (1/8) */
+        int64_t x = (int64_t)(e2e * 1e6), old = atomic_load(&srv->e2e_ema_us);
+        atomic_store(&srv->e2e_ema_us, old ? old + (x - old) / 8 : x);
+    }
+    if (g->counted) atomic_fetch_sub(&srv->gen_inflight, 1);
     pthread_cond_destroy(&g->cv);
     pthread_mutex_destroy(&g->mu);
     oai_request_free(&g->req);
@@ -106,7 +123,20 @@ static bool buf_append(char **p, size_t *len, size_t *cap, const char *s, size_t
 /* Engine thread: queue the event and wake the connection thread. */
 static void gen_on_event(void *user, const engine_event *ev) {
     gen_req *g = user;
+    server *srv = g->srv;
     pthread_mutex_lock(&g->mu);
+    if (ev->kind == ENGINE_EV_TEXT && ev->n_tokens > 0) {
+        double now = time_now_s();
+        if (g->t_first <= 0) {
+            g->t_first = now;
+            srv_hist_observe(&srv->h_ttft, now - g->t_arrive);
+            srv_hist_observe(&srv->h_queue, (g->t_submit - g->t_arrive) + ev->queue_s);
+        } else {
+            double dt = (now - g->t_last) / ev->n_tokens;
+            for (int32_t i = 0; i < ev->n_tokens; i++) srv_hist_observe(&srv->h_itl, dt);
+        }
+        g->t_last = now;
+    }
     if (ev->kind == ENGINE_EV_TEXT) {
         if (ev->len && !buf_append(&g->text, &g->len, &g->cap, ev->text, ev->len)) {
             g->failed = true;
@@ -114,6 +144,7 @@ static void gen_on_event(void *user, const engine_event *ev) {
         }
     } else {
         g->done = true;
+        g->t_done = time_now_s();
         if (ev->kind == ENGINE_EV_ERROR) {
             g->failed = true;
             snprintf(g->errmsg, sizeof g->errmsg, "%s", ev->message ? ev->message : "generation failed");
@@ -128,16 +159,65 @@ static void gen_on_event(void *user, const engine_event *ev) {
     pthread_mutex_unlock(&g->mu);
 }
 
-/* Waits (mu held) up to SERVER_POLL_MS for new text or the end. */
+/* Waits (mu held) up to SERVER_POLL_MS - less if the request's deadline
+ * comes first - for new text or the end. */
 static void wait_slice(gen_req *g) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += SERVER_POLL_MS * 1000000L;
+    long wait_ns = SERVER_POLL_MS * 1000000L;
+    if (g->deadline > 0) {
+        double left = g->deadline - time_now_s();
+        if (left < wait_ns * 1e-9) wait_ns = left > 0 ? (long)(left * 1e9) + 1000000L : 1000000L;
+    }
+    ts.tv_nsec += wait_ns;
     if (ts.tv_nsec >= 1000000000L) {
         ts.tv_sec += 1;
         ts.tv_nsec -= 1000000000L;
     }
     pthread_cond_timedwait(&g->cv, &g->mu, &ts);
+}
+
+/* true if g's deadline or the drain deadline has passed (no lock needed:
+ * deadline is the connection thread's, drain_abort atomic). */
+static bool past_deadline(const gen_req *g) {
+    return atomic_load(&g->srv->drain_abort) || (g->deadline > 0 && time_now_s() >= g->deadline);
+}
+
+/* Ends an unfinished g whose deadline passed (mu not held): cancels its
+ * generation - the callback is never called again after engine_cancel - and
+ * finishes it here.  With tokens out, finish_reason "length" (as
+ * llama-server's t_max_predict_ms); before any token (still queued or in
+ * prefill), a 503 timeout; when the drain deadline passed, a 503
+ * server_shutting_down, streams included. */
+static void end_at_deadline(gen_req *g) {
+    server *s = g->srv;
+    bool drain = atomic_load(&s->drain_abort);
+    pthread_mutex_lock(&g->mu);
+    bool done = g->done;
+    pthread_mutex_unlock(&g->mu);
+    if (done) return;
+    if (g->eng_id) engine_cancel(s->eng, g->eng_id);
+    pthread_mutex_lock(&g->mu);
+    if (!g->done) {
+        g->done = true;
+        g->t_done = time_now_s();
+        if (drain) {
+            g->failed = g->unavailable = true;
+            g->err_code = "server_shutting_down";
+            snprintf(g->errmsg, sizeof g->errmsg, "The server is shutting down.");
+        } else if (g->n_gen > 0) {
+            snprintf(g->finish, sizeof g->finish, "length");
+            atomic_fetch_add(&s->timed_out[TMO_GENERATION], 1);
+        } else {
+            g->failed = g->unavailable = true;
+            g->err_code = "timeout";
+            snprintf(g->errmsg, sizeof g->errmsg,
+                     "The request reached its deadline (%.0f ms) before its first token: the server is busy.",
+                     (g->deadline - g->t_arrive) * 1e3);
+            atomic_fetch_add(&s->timed_out[TMO_QUEUE], 1);
+        }
+    }
+    pthread_mutex_unlock(&g->mu);
 }
 
 /* ---- prompt ---- */
@@ -154,7 +234,7 @@ static bool too_long_to_tokenize(server *s, size_t len, bool chat, oai_error *er
 }
 
 /* Builds the prompt tokens of r into *toks (malloc'd). */
-static bool build_prompt(server *s, oai_request *r, kite_token **toks, int32_t *n, oai_error *err) {
+static bool build_prompt(server *s, oai_request *r, double deadline, kite_token **toks, int32_t *n, oai_error *err) {
     int st;
     if (r->chat) {
         char *text = NULL;
@@ -168,11 +248,12 @@ static bool build_prompt(server *s, oai_request *r, kite_token **toks, int32_t *
             free(text);
             return false;
         }
-        st = srv_tokenize(s, text, strlen(text), kite_token_bos(s->model) >= 0, true, toks, n);
+        st = srv_tokenize_bounded(s, text, strlen(text), kite_token_bos(s->model) >= 0, true, deadline, toks, n);
         free(text);
     } else if (r->prompt_text) {
         if (too_long_to_tokenize(s, strlen(r->prompt_text), false, err)) return false;
-        st = srv_tokenize(s, r->prompt_text, strlen(r->prompt_text), kite_token_bos(s->model) >= 0, true, toks, n);
+        st = srv_tokenize_bounded(s, r->prompt_text, strlen(r->prompt_text), kite_token_bos(s->model) >= 0, true,
+                                  deadline, toks, n);
     } else {
         for (int32_t i = 0; i < r->n_prompt_ids; i++)
             if (r->prompt_ids[i] >= s->n_vocab) {
@@ -186,6 +267,10 @@ static bool build_prompt(server *s, oai_request *r, kite_token **toks, int32_t *
         r->prompt_ids = NULL;
         r->n_prompt_ids = 0;
         st = KITE_OK;
+    }
+    if (st == KITE_E_STATE) { /* tokenizer queue full, or the deadline passed in it */
+        oai_error_set(err, 503, "server_error", "tokenizer_busy", NULL, "%s", kite_last_error());
+        return false;
     }
     if (st != KITE_OK) {
         oai_error_set(err, st == KITE_E_NOMEM ? 500 : 400, st == KITE_E_NOMEM ? "server_error" : "invalid_request_error",
@@ -305,7 +390,8 @@ static bool sse_chunk(gen_req *g, const char *text, size_t len, const char *fini
 static bool sse_end(gen_req *g, bool failed, const char *errmsg) {
     if (failed) {
         oai_error e;
-        oai_error_set(&e, 500, "server_error", NULL, NULL, "Generation failed: %s", errmsg);
+        if (g->unavailable) oai_error_set(&e, 503, "server_error", g->err_code, NULL, "%s", errmsg);
+        else oai_error_set(&e, 500, "server_error", NULL, NULL, "Generation failed: %s", errmsg);
         if (!sse_emit_json(g, oai_error_json(&e))) return false;
     } else {
         if (!sse_chunk(g, g->req.chat ? NULL : "", 0, g->finish, false)) return false;
@@ -340,7 +426,7 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
         /* a stream waiting longer than half the idle timeout (queued behind
          * others, a long prefill) sends an SSE comment, which clients ignore,
          * so that libmicrohttpd does not drop it as idle */
-        int64_t keepalive_ms = (int64_t)g->srv->p.timeout_s * 500;
+        int64_t keepalive_ms = (int64_t)g->srv->p.idle_timeout_s * 500;
         if (keepalive_ms > 10000) keepalive_ms = 10000;
         int64_t waited_ms = 0;
         pthread_mutex_lock(&g->mu);
@@ -348,6 +434,12 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
             wait_slice(g);
             waited_ms += SERVER_POLL_MS;
             if (g->len || g->done) break;
+            if (past_deadline(g)) {
+                pthread_mutex_unlock(&g->mu);
+                end_at_deadline(g);
+                pthread_mutex_lock(&g->mu);
+                continue;
+            }
             int peer = srv_client_state(g->conn);
             if (peer == SRV_CLIENT_GONE) {
                 pthread_mutex_unlock(&g->mu);
@@ -376,7 +468,7 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
         pthread_mutex_unlock(&g->mu);
 
         bool ok = true;
-        if (len && !failed) ok = sse_chunk(g, text, len, NULL, false);
+        if (len) ok = sse_chunk(g, text, len, NULL, false); /* text before a failure still goes out */
         free(text);
         if (ok && done) {
             ok = sse_end(g, failed, errmsg);
@@ -406,6 +498,12 @@ static ssize_t json_read(void *cls, uint64_t pos, char *buf, size_t max) {
         pthread_mutex_lock(&g->mu);
         while (!g->done && time_now_s() - t0 < SERVER_PROBE_MS * 1e-3) {
             wait_slice(g);
+            if (!g->done && past_deadline(g)) {
+                pthread_mutex_unlock(&g->mu);
+                end_at_deadline(g);
+                pthread_mutex_lock(&g->mu);
+                continue;
+            }
             if (!g->done && srv_client_state(g->conn) == SRV_CLIENT_GONE) {
                 pthread_mutex_unlock(&g->mu);
                 g->client_gone = true;
@@ -422,7 +520,8 @@ static ssize_t json_read(void *cls, uint64_t pos, char *buf, size_t max) {
         if (g->failed) {
             /* the status line (200) is out already: the error goes in the body */
             oai_error e;
-            oai_error_set(&e, 500, "server_error", NULL, NULL, "Generation failed: %s", g->errmsg);
+            if (g->unavailable) oai_error_set(&e, 503, "server_error", g->err_code, NULL, "%s", g->errmsg);
+            else oai_error_set(&e, 500, "server_error", NULL, NULL, "Generation failed: %s", g->errmsg);
             json = oai_error_json(&e);
         } else {
             json = final_json(g);
@@ -528,9 +627,35 @@ enum MHD_Result gen_handle(server *s, struct MHD_Connection *c, const char *body
     snprintf(g->id, sizeof g->id, "%s-%016llx", chat ? "chatcmpl" : "cmpl",
              (unsigned long long)atomic_fetch_add(&s->next_id, 1) * 0x9E3779B97F4A7C15ull);
     g->created = (int64_t)time(NULL);
+    g->t_arrive = time_now_s();
+
+    /* backpressure: a bounded number of generation requests in the server
+     * (tokenizing, queued or running); the rest are told when to retry */
+    if (atomic_load(&s->draining)) {
+        atomic_fetch_add(&s->rejected[REJ_DRAINING], 1);
+        oai_error_set(&err, 503, "server_error", "server_shutting_down", NULL, "The server is shutting down.");
+        goto busy;
+    }
+    g->counted = true;
+    if (atomic_fetch_add(&s->gen_inflight, 1) >= s->gen_capacity) {
+        atomic_fetch_add(&s->rejected[REJ_QUEUE_FULL], 1);
+        oai_error_set(&err, 503, "server_error", "server_overloaded", NULL,
+                      "The server is busy: all %d slots and %d queue places are taken; retry later.",
+                      (int)s->n_parallel, (int)(s->gen_capacity - s->n_parallel));
+        goto busy;
+    }
 
     if (!oai_request_parse(body, len, chat, &g->req, &err)) goto fail;
-    if (!build_prompt(s, &g->req, &toks, &n, &err)) goto fail;
+    double limit_s = s->p.timeout_s;
+    if (g->req.t_max_predict_ms > 0 && g->req.t_max_predict_ms * 1e-3 < limit_s) limit_s = g->req.t_max_predict_ms * 1e-3;
+    g->deadline = g->t_arrive + limit_s;
+    if (!build_prompt(s, &g->req, g->deadline, &toks, &n, &err)) {
+        if (err.status == 503) {
+            atomic_fetch_add(&s->rejected[REJ_TOKENIZER_BUSY], 1);
+            goto busy;
+        }
+        goto fail;
+    }
     g->n_prompt = n;
 
     oai_request *r = &g->req;
@@ -564,6 +689,7 @@ enum MHD_Result gen_handle(server *s, struct MHD_Connection *c, const char *body
         .n_stop = n_stop,
         .ignore_eos = r->ignore_eos,
     };
+    g->t_submit = time_now_s();
     int st = engine_submit(s->eng, &er, gen_on_event, g, &g->eng_id);
     free(toks);
     toks = NULL;
@@ -607,6 +733,12 @@ answer:
     pthread_mutex_lock(&g->mu);
     while (!g->done) {
         wait_slice(g);
+        if (!g->done && past_deadline(g)) {
+            pthread_mutex_unlock(&g->mu);
+            end_at_deadline(g);
+            pthread_mutex_lock(&g->mu);
+            continue;
+        }
         int peer = g->done ? SRV_CLIENT_OPEN : srv_client_state(c);
         if (peer == SRV_CLIENT_EOF) {
             /* a half-close (shutdown(SHUT_WR) after the request) or a close:
@@ -623,6 +755,12 @@ answer:
         }
     }
     pthread_mutex_unlock(&g->mu);
+    if (g->failed && g->unavailable) {
+        oai_error_set(&err, 503, "server_error", g->err_code, NULL, "%s", g->errmsg);
+        *status = 503;
+        *keep = g;
+        return srv_reply_error_retry(s, c, &err, srv_retry_ms(s));
+    }
     if (g->failed) {
         oai_error_set(&err, 500, "server_error", NULL, NULL, "Generation failed: %s", g->errmsg);
         goto fail;
@@ -641,4 +779,13 @@ fail:
     if (g) gen_req_release(g);
     *status = err.status;
     return srv_reply_error(s, c, &err);
+
+busy: /* 503 with Retry-After: overloaded, tokenizer busy, draining */
+    free(toks);
+    {
+        int64_t retry = srv_retry_ms(s);
+        gen_req_release(g);
+        *status = err.status;
+        return srv_reply_error_retry(s, c, &err, retry);
+    }
 }

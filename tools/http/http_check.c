@@ -10,6 +10,7 @@
 #include "http/http_check.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -151,4 +152,108 @@ bool http_host_allowed(const char *host, const char *bound, const char *extra) {
     if (h == bl && !strncasecmp(host, bound, h)) return true;
     /* an IPv6 address is bound as "::1" but sent as "[::1]" */
     return h == bl + 2 && host[0] == '[' && !strncasecmp(host + 1, bound, bl);
+}
+
+/* ---- request heads (the gate, gate.c) ---- */
+
+size_t http_head_end(const char *h, size_t n) {
+    for (size_t i = 0; i + 1 < n; i++) {
+        if (h[i] != '\n') continue;
+        if (h[i + 1] == '\n') return i + 2;
+        if (h[i + 1] == '\r' && i + 2 < n && h[i + 2] == '\n') return i + 3;
+    }
+    return 0;
+}
+
+static bool is_tchar(unsigned char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+static int head_fail(char *msg, size_t cap, int status, const char *text) {
+    snprintf(msg, cap, "%s", text);
+    return status;
+}
+
+int http_head_check(const char *h, size_t n, size_t max_uri, size_t max_headers, char *msg, size_t msg_cap) {
+    size_t i = 0;
+    /* RFC 9112 2.2: empty lines before the request line are ignored */
+    while (i < n && (h[i] == '\r' || h[i] == '\n')) i++;
+    size_t m0 = i;
+    while (i < n && is_tchar((unsigned char)h[i])) i++;
+    if (i == m0 || i - m0 > 16 || i >= n || h[i] != ' ')
+        return head_fail(msg, msg_cap, 400, "Malformed request line: expected 'METHOD /path HTTP/1.1'.");
+    size_t t0 = ++i;
+    while (i < n && (unsigned char)h[i] > ' ' && h[i] != 0x7f) i++;
+    if (i == t0 || i >= n || h[i] != ' ')
+        return head_fail(msg, msg_cap, i - t0 > max_uri ? 414 : 400,
+                         i - t0 > max_uri ? "The request URI is too long." :
+                                                   "Malformed request line: expected 'METHOD /path HTTP/1.1'.");
+    if (i - t0 > max_uri) {
+        snprintf(msg, msg_cap, "The request URI is %zu bytes; the limit is %zu bytes.", i - t0, max_uri);
+        return 414;
+    }
+    i++;
+    size_t v0 = i;
+    while (i < n && h[i] != '\r' && h[i] != '\n') i++;
+    size_t vl = i - v0;
+    if (vl != 8 || memcmp(h + v0, "HTTP/1.", 7) || (h[v0 + 7] != '0' && h[v0 + 7] != '1')) {
+        if (vl >= 5 && !memcmp(h + v0, "HTTP/", 5))
+            return head_fail(msg, msg_cap, 505, "Only HTTP/1.0 and HTTP/1.1 are supported.");
+        return head_fail(msg, msg_cap, 400, "Malformed request line: expected 'METHOD /path HTTP/1.1'.");
+    }
+    if (i < n && h[i] == '\r') i++;
+    if (i >= n || h[i] != '\n') return head_fail(msg, msg_cap, 400, "Malformed request line.");
+    i++;
+    size_t hdr0 = i;
+    bool have_cl = false, have_te = false;
+    unsigned long long cl = 0;
+    while (i < n && h[i] != '\r' && h[i] != '\n') {
+        size_t l0 = i;
+        if (h[i] == ' ' || h[i] == '\t')
+            return head_fail(msg, msg_cap, 400, "Header lines may not be folded (obsolete line folding).");
+        while (i < n && is_tchar((unsigned char)h[i])) i++;
+        size_t nl = i - l0;
+        if (!nl || i >= n || h[i] != ':')
+            return head_fail(msg, msg_cap, 400, "Malformed header line: expected 'Name: value'.");
+        i++;
+        while (i < n && (h[i] == ' ' || h[i] == '\t')) i++;
+        size_t val0 = i;
+        while (i < n && h[i] != '\r' && h[i] != '\n') {
+            if (h[i] == 0) return head_fail(msg, msg_cap, 400, "A header value contains a NUL byte.");
+            i++;
+        }
+        size_t ve = i;
+        while (ve > val0 && (h[ve - 1] == ' ' || h[ve - 1] == '\t')) ve--;
+        if (i < n && h[i] == '\r') i++;
+        if (i >= n || h[i] != '\n') return head_fail(msg, msg_cap, 400, "Malformed header line.");
+        i++;
+        if (nl == 14 && !strncasecmp(h + l0, "Content-Length", 14)) {
+            /* digits only, one value (a repeated header must repeat it):
+             * anything else is how request smuggling starts */
+            unsigned long long v = 0;
+            size_t k = val0;
+            if (k == ve) return head_fail(msg, msg_cap, 400, "Invalid Content-Length: empty.");
+            for (; k < ve; k++) {
+                if (h[k] < '0' || h[k] > '9' || k - val0 >= 18)
+                    return head_fail(msg, msg_cap, 400, "Invalid Content-Length: expected a decimal number of bytes.");
+                v = v * 10 + (unsigned)(h[k] - '0');
+            }
+            if (have_cl && v != cl)
+                return head_fail(msg, msg_cap, 400, "Invalid Content-Length: given twice with different values.");
+            have_cl = true;
+            cl = v;
+        } else if (nl == 17 && !strncasecmp(h + l0, "Transfer-Encoding", 17)) {
+            if (have_te) return head_fail(msg, msg_cap, 400, "Transfer-Encoding given twice.");
+            have_te = true;
+            if (ve - val0 != 7 || strncasecmp(h + val0, "chunked", 7))
+                return head_fail(msg, msg_cap, 501, "Only 'Transfer-Encoding: chunked' is supported.");
+        }
+    }
+    if (i - hdr0 > max_headers) {
+        snprintf(msg, msg_cap, "The request headers are %zu bytes; the limit is %zu bytes.", i - hdr0, max_headers);
+        return 431;
+    }
+    if (have_cl && have_te)
+        return head_fail(msg, msg_cap, 400, "A request may not have both Content-Length and Transfer-Encoding.");
+    return 0;
 }

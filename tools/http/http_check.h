@@ -2,7 +2,8 @@
  * http_check.h - pure checks and repairs of untrusted HTTP bytes for
  * `kite serve` (issue 23): UTF-8 repair and character-safe truncation of
  * what goes into response bodies, the JSON `\u0000` scan, and the
- * Content-Type, Host and Origin matching of the browser-facing checks.
+ * Content-Type, Host and Origin matching of the browser-facing checks, and
+ * the request-head checks of the gate (gate.c).
  *
  * THREADS
  *   Pure functions of their arguments; any thread.  None allocates except
@@ -56,5 +57,21 @@ bool http_host_name(const char *host, size_t *len /* OUT */);
  * may be NULL; an IPv6 address given without brackets matches "[addr]"), or
  * an entry of extra (http_list_has; "*" allows any well-formed Host). */
 bool http_host_allowed(const char *host, const char *bound, const char *extra);
+
+/* Length of the request head at the start of h[0..n) - through its blank
+ * line (CRLF CRLF, or LF LF as RFC 9112 tolerates) - or 0 if it has not
+ * ended yet.  Cost: O(n). */
+size_t http_head_end(const char *h, size_t n);
+
+/* The checks a complete request head h[0..n) (http_head_end bytes) must
+ * pass before libmicrohttpd parses it: a request line "METHOD TARGET
+ * HTTP/1.x" (505 for another HTTP version, 414 for a target over max_uri
+ * bytes), header lines "Name: value" (no folding, no NUL), at most
+ * max_headers bytes of them (431), Content-Length a decimal number of at
+ * most 18 digits and, if repeated, the same (400), Transfer-Encoding only
+ * "chunked" (501) and never with Content-Length (400: request smuggling).
+ * Returns 0 if the head may go on, else the HTTP status, with a message in
+ * msg[0..msg_cap).  Cost: O(n). */
+int http_head_check(const char *h, size_t n, size_t max_uri, size_t max_headers, char *msg, size_t msg_cap);
 
 #endif

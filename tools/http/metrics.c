@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "http/gate.h"
 #include "server_internal.h"
 
 typedef struct text {
@@ -51,6 +52,20 @@ static void add(text *t, const char *fmt, ...) {
 
 static void metric(text *t, const char *name, const char *type, const char *help, double v) {
     add(t, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help, name, type, name, v);
+}
+
+static void histogram(text *t, const char *name, const char *help, srv_hist *h) {
+    add(t, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    int64_t cum = 0;
+    for (int32_t i = 0; i < h->n_le; i++) {
+        cum += atomic_load(&h->bucket[i]);
+        add(t, "%s_bucket{le=\"%g\"} %lld\n", name, h->le[i], (long long)cum);
+    }
+    cum += atomic_load(&h->bucket[h->n_le]);
+    /* count from the buckets, so the +Inf bucket always equals _count even
+     * while another thread is observing */
+    add(t, "%s_bucket{le=\"+Inf\"} %lld\n%s_sum %.9f\n%s_count %lld\n", name, (long long)cum, name,
+        (double)atomic_load(&h->sum_ns) * 1e-9, name, (long long)cum);
 }
 
 char *metrics_text(server *s) {
@@ -98,6 +113,53 @@ char *metrics_text(server *s) {
         add(&t, "kite_http_requests_total{code=\"%s\"} %lld\n", cls[i], (long long)atomic_load(&s->http_requests[i]));
     metric(&t, "kite_http_cancelled_total", "counter", "Generations cancelled because their client left.",
            (double)atomic_load(&s->http_cancelled));
+
+    /* backpressure and latency (issue 23; vLLM's names: request_queue_time_seconds,
+     * time_to_first_token_seconds, inter_token_latency_seconds, e2e_request_latency_seconds) */
+    int inflight = atomic_load(&s->gen_inflight);
+    int waiting = inflight - st.running;
+    metric(&t, "kite_num_requests_running", "gauge", "Generation requests in the running set.", st.running);
+    metric(&t, "kite_num_requests_waiting", "gauge",
+           "Generation requests admitted by the server but not running (tokenizing or queued).",
+           waiting > 0 ? waiting : 0);
+    metric(&t, "kite_request_capacity", "gauge", "Generation requests the server admits at once (--parallel + --queue).",
+           s->gen_capacity);
+    add(&t, "# HELP kite_requests_rejected_total Generation requests answered 503 with Retry-After, by reason.\n"
+            "# TYPE kite_requests_rejected_total counter\n");
+    static const char *const rej[REJ_N] = {"queue_full", "draining", "tokenizer_busy"};
+    for (int i = 0; i < REJ_N; i++)
+        add(&t, "kite_requests_rejected_total{reason=\"%s\"} %lld\n", rej[i], (long long)atomic_load(&s->rejected[i]));
+    add(&t, "# HELP kite_requests_timed_out_total Generation requests ended by their deadline, by phase.\n"
+            "# TYPE kite_requests_timed_out_total counter\n");
+    static const char *const tmo[TMO_N] = {"queue", "generation"};
+    for (int i = 0; i < TMO_N; i++)
+        add(&t, "kite_requests_timed_out_total{phase=\"%s\"} %lld\n", tmo[i], (long long)atomic_load(&s->timed_out[i]));
+    histogram(&t, "kite_request_queue_time_seconds", "Seconds from arrival to admission to the running set.", &s->h_queue);
+    histogram(&t, "kite_time_to_first_token_seconds", "Seconds from arrival to the first generated token.", &s->h_ttft);
+    histogram(&t, "kite_inter_token_latency_seconds", "Seconds between generated tokens of a request.", &s->h_itl);
+    histogram(&t, "kite_e2e_request_latency_seconds", "Seconds from arrival to the end of generation.", &s->h_e2e);
+
+    gate_stats gs;
+    gate_get_stats(s->gate, &gs);
+    metric(&t, "kite_http_connections", "gauge", "Client connections held (waiting for their head or served).",
+           (double)gs.open);
+    metric(&t, "kite_http_connections_pending", "gauge", "Connections whose request head has not arrived yet.",
+           (double)gs.pending);
+    metric(&t, "kite_http_connections_accepted_total", "counter", "Connections accepted.", (double)gs.accepted);
+    add(&t, "# HELP kite_http_connections_rejected_total Connections answered at once and closed, by reason.\n"
+            "# TYPE kite_http_connections_rejected_total counter\n"
+            "kite_http_connections_rejected_total{reason=\"max_conns\"} %lld\n"
+            "kite_http_connections_rejected_total{reason=\"max_conns_per_ip\"} %lld\n"
+            "kite_http_connections_rejected_total{reason=\"draining\"} %lld\n"
+            "kite_http_connections_rejected_total{reason=\"no_descriptor\"} %lld\n",
+        (long long)gs.rejected_limit, (long long)gs.rejected_per_ip, (long long)gs.rejected_draining,
+        (long long)gs.rejected_nofd);
+    metric(&t, "kite_http_bad_heads_total", "counter", "Request heads refused by the gate (400/414/431/501/505).",
+           (double)gs.bad_heads);
+    metric(&t, "kite_http_header_timeouts_total", "counter", "Connections whose head did not arrive in time (408).",
+           (double)gs.header_timeouts);
+    metric(&t, "kite_http_body_timeouts_total", "counter", "Connections whose body did not arrive in time.",
+           (double)gs.body_timeouts);
     if (t.oom) {
         free(t.p);
         return NULL;

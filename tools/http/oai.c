@@ -291,6 +291,10 @@ static bool parse_fields(const cJSON *root, bool chat, oai_request *r, oai_error
 
     if (!get_bool(root, "stream", &r->stream, err)) return false;
     if (!get_bool(root, "ignore_eos", &r->ignore_eos, err)) return false;
+    /* llama-server's per-request time limit; here a deadline from arrival,
+     * queue time included (gen.c) */
+    if (!get_int(root, "t_max_predict_ms", 0, 864e5, &v, &given, err)) return false;
+    if (given) r->t_max_predict_ms = (int64_t)v;
     const cJSON *so = oai_member(root, "stream_options");
     if (so) {
         if (!cJSON_IsObject(so)) return bad_type(err, "stream_options", "an object");

@@ -3,8 +3,12 @@
  * body limits, the web page, the small endpoints and the request log.
  *
  * DESIGN
- *   libmicrohttpd in thread-per-connection mode (MHD_USE_POLL, so no
- *   FD_SETSIZE limit) calls on_request several times per request: first
+ *   The gate (gate.c) owns the listening socket: it accepts, applies the
+ *   connection limits and the header deadline, checks each request head and
+ *   hands complete ones to libmicrohttpd (MHD_add_connection), which runs in
+ *   thread-per-connection mode (MHD_USE_POLL, so no FD_SETSIZE limit).
+ *   Every answer says "Connection: close", so each request passes the gate.
+ *   libmicrohttpd calls on_request several times per request: first
  *   with the headers only - authentication and the Content-Length limit are
  *   checked there, so a rejected body is never read - then once per piece of
  *   body, then once more to answer.  Bodies are collected into a buffer of
@@ -21,10 +25,15 @@
  *   preflights are sent without credentials), Content-Type of POST routes
  *   (415), API key (401), Content-Length (413).  Every response passes
  *   queue(), which adds the CORS headers, and every JSON body
- *   srv_json_utf8.  What libmicrohttpd 0.9.75 answers itself before any
- *   callback (malformed Content-Length - with a duplicated status line, an
- *   MHD bug -, malformed chunks, bad HTTP versions, heads over the pool)
- *   stays HTML: no option or callback of 0.9.75 reaches those paths.
+ *   srv_json_utf8.  What libmicrohttpd 0.9.75 would answer itself before
+ *   any callback - a malformed Content-Length (with its status line sent
+ *   twice, an MHD bug), bad HTTP versions, heads over its pool - is refused
+ *   by the gate first, in JSON; only a malformed chunked body (which the
+ *   gate does not see) still gets MHD's HTML 400.
+ *
+ *   Backpressure: at most n_parallel + --queue generation requests are
+ *   admitted (gen.c); more get 503 with Retry-After.  /health answers 503
+ *   when that capacity is used up or the server drains.
  *
  * THREADS
  *   One thread per connection; srv_conn is private to it.  Shared counters
@@ -40,11 +49,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 
 #include "core/error.h"
 #include "core/timing.h"
+#include "http/gate.h"
 #include "http/http_check.h"
 #include "http/web_assets.h"
 #include "server_internal.h"
@@ -66,9 +77,15 @@ server_params server_default_params(void) {
     server_params p = {
         .host = "127.0.0.1",
         .port = 8080,
-        .timeout_s = 30,
+        .timeout_s = 600,
+        .idle_timeout_s = 30,
+        .header_timeout_s = 10,
+        .body_timeout_s = 60,
         .max_body = 1 << 20,
-        .max_connections = 256,
+        .max_connections = 1024,
+        .max_conns_per_ip = 256,
+        .queue = 64,
+        .drain_timeout_s = 30,
         .engine = engine_default_params(),
     };
     return p;
@@ -84,6 +101,9 @@ static const char *cors_origin(server *s, struct MHD_Connection *c) {
 }
 
 void srv_add_headers(server *s, struct MHD_Connection *c, struct MHD_Response *r) {
+    /* one request per connection: the next one passes the gate again (its
+     * header deadline and head checks; gate.h) */
+    MHD_add_response_header(r, "Connection", "close");
     const char *o = cors_origin(s, c);
     if (!s->cors) return;
     MHD_add_response_header(r, "Vary", "Origin");
@@ -140,6 +160,32 @@ static enum MHD_Result reply_error_hdrs(server *s, struct MHD_Connection *c, con
 
 enum MHD_Result srv_reply_error(server *s, struct MHD_Connection *c, const oai_error *e) {
     return reply_error_hdrs(s, c, e, NULL);
+}
+
+enum MHD_Result srv_reply_error_retry(server *s, struct MHD_Connection *c, const oai_error *e, int64_t retry_ms) {
+    char sec[24], ms[24];
+    snprintf(sec, sizeof sec, "%lld", (long long)((retry_ms + 999) / 1000));
+    snprintf(ms, sizeof ms, "%lld", (long long)retry_ms);
+    const char *const extra[] = {"Retry-After", sec, "Retry-After-Ms", ms, NULL};
+    return reply_error_hdrs(s, c, e, extra);
+}
+
+int64_t srv_retry_ms(server *s) {
+    int64_t ema_us = atomic_load(&s->e2e_ema_us);
+    if (ema_us <= 0) return 1000;
+    int64_t ahead = atomic_load(&s->gen_inflight) - s->n_parallel;
+    if (ahead < 1) ahead = 1;
+    int64_t ms = ema_us / 1000 * ahead / (s->n_parallel > 0 ? s->n_parallel : 1);
+    return ms < 250 ? 250 : ms > 60000 ? 60000 : ms;
+}
+
+void srv_hist_observe(srv_hist *h, double seconds) {
+    if (!(seconds >= 0)) seconds = 0;
+    int32_t i = 0;
+    while (i < h->n_le && seconds > h->le[i]) i++;
+    atomic_fetch_add(&h->bucket[i], 1);
+    atomic_fetch_add(&h->sum_ns, (int_fast64_t)(seconds * 1e9));
+    atomic_fetch_add(&h->count, 1);
 }
 
 static enum MHD_Result reply_cjson(server *s, struct MHD_Connection *c, cJSON *o) {
@@ -294,9 +340,16 @@ static enum MHD_Result handle_tokenize(server *s, struct MHD_Connection *c, cons
         goto fail;
     }
     int32_t n = 0;
-    int st = srv_tokenize(s, text->valuestring, strlen(text->valuestring), as && cJSON_IsTrue(as),
-                          !ps || cJSON_IsTrue(ps), &toks, &n);
+    size_t tlen = strlen(text->valuestring);
+    int st = srv_tokenize_bounded(s, text->valuestring, tlen, as && cJSON_IsTrue(as), !ps || cJSON_IsTrue(ps),
+                                  time_now_s() + s->p.timeout_s, &toks, &n);
     if (st == KITE_E_NOMEM) goto oom;
+    if (st == KITE_E_STATE) {
+        oai_error_set(&err, 503, "server_error", "tokenizer_busy", NULL, "%s", kite_last_error());
+        cJSON_Delete(root);
+        *status = 503;
+        return srv_reply_error_retry(s, c, &err, srv_retry_ms(s));
+    }
     if (st != KITE_OK) {
         oai_error_set(&err, 400, "invalid_request_error", "invalid_value", key, "Could not tokenize: %s", kite_last_error());
         goto fail;
@@ -441,6 +494,44 @@ static enum MHD_Result handle_page(server *s, struct MHD_Connection *c, const ch
     return srv_reply_error(s, c, &err);
 }
 
+/* GET /health: 200 {"status": "ok", ...} with the queued and running
+ * counts; 503 (llama-server's unavailable_error) while draining or when
+ * every slot and queue place is taken. */
+static enum MHD_Result handle_health(server *s, struct MHD_Connection *c, int *status) {
+    engine_stats st;
+    engine_get_stats(s->eng, &st);
+    int inflight = atomic_load(&s->gen_inflight);
+    int queued = inflight - st.running;
+    if (queued < 0) queued = 0;
+    bool draining = atomic_load(&s->draining), saturated = inflight >= s->gen_capacity;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "status", draining ? "draining" : saturated ? "saturated" : "ok");
+    cJSON_AddNumberToObject(o, "queued", queued);
+    cJSON_AddNumberToObject(o, "running", st.running);
+    cJSON_AddNumberToObject(o, "slots", s->n_parallel);
+    cJSON_AddNumberToObject(o, "capacity", s->gen_capacity);
+    if (draining || saturated) {
+        cJSON *e = cJSON_AddObjectToObject(o, "error");
+        cJSON_AddNumberToObject(e, "code", 503);
+        cJSON_AddStringToObject(e, "message", draining ? "The server is shutting down." :
+                                              "Every slot and queue place is taken.");
+        cJSON_AddStringToObject(e, "type", "unavailable_error");
+    }
+    char *json = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    *status = draining || saturated ? 503 : 200;
+    if (*status == 503) {
+        if (!(json = srv_json_utf8(json))) return MHD_NO;
+        char sec[24], ms[24];
+        int64_t r = srv_retry_ms(s);
+        snprintf(sec, sizeof sec, "%lld", (long long)((r + 999) / 1000));
+        snprintf(ms, sizeof ms, "%lld", (long long)r);
+        const char *const extra[] = {"Retry-After", sec, "Retry-After-Ms", ms, NULL};
+        return reply_hdrs(s, c, 503, "application/json", json, strlen(json), MHD_RESPMEM_MUST_FREE, extra);
+    }
+    return srv_reply_json(s, c, 200, json);
+}
+
 static enum MHD_Result dispatch(server *s, struct MHD_Connection *c, srv_conn *k) {
     bool post;
     enum route r = route_of(k->url, &post);
@@ -463,9 +554,7 @@ static enum MHD_Result dispatch(server *s, struct MHD_Connection *c, srv_conn *k
     const char *body = k->body ? k->body : "";
     switch (r) {
     case R_PAGE: return handle_page(s, c, k->url, &k->status);
-    case R_HEALTH:
-        k->status = 200;
-        return srv_reply_json(s, c, 200, strdup("{\"status\":\"ok\"}"));
+    case R_HEALTH: return handle_health(s, c, &k->status);
     case R_MODELS: k->status = 200; return handle_models(s, c);
     case R_METRICS: {
         char *t = metrics_text(s);
@@ -538,6 +627,11 @@ static enum MHD_Result count_bytes(void *cls, enum MHD_ValueKind kind, const cha
     return MHD_YES;
 }
 
+static int conn_fd(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return ci ? ci->connect_fd : -1;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_size, void **con_cls) {
     server *s = cls;
@@ -550,6 +644,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!k) return MHD_NO;
         *con_cls = k;
         k->t0 = time_now_s();
+        atomic_fetch_add(&s->http_active, 1);
         /* copies for the log and error messages: cut without splitting a
          * character (MHD has percent-decoded the URL: any bytes at all) */
         http_utf8_copy(k->method, sizeof k->method, method);
@@ -605,6 +700,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                           "The request body is %s bytes; the limit is %lld bytes.", cl, (long long)s->p.max_body);
             goto early;
         }
+        /* draining: only the state endpoints still answer */
+        if (atomic_load(&s->draining) && strcmp(url, "/health") && strcmp(url, "/metrics")) {
+            oai_error_set(&err, 503, "server_error", "server_shutting_down", NULL, "The server is shutting down.");
+            k->answered = true;
+            k->status = 503;
+            return srv_reply_error_retry(s, c, &err, 1000);
+        }
         return MHD_YES;
     }
     if (*upload_size) {
@@ -632,6 +734,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         k->body[k->len] = '\0';
         return MHD_YES;
     }
+    gate_body_done(s->gate, conn_fd(c)); /* the whole body is here: its deadline stops */
     if (k->answered) return MHD_YES;
     if (k->too_large) {
         oai_error_set(&err, 413, "invalid_request_error", "request_too_large", NULL,
@@ -652,6 +755,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     srv_conn *k = *con_cls;
     if (!k) return;
     *con_cls = NULL;
+    gate_body_done(s->gate, conn_fd(c));
     int32_t n_prompt = 0, n_gen = 0;
     char note[16] = "";
     if (k->gen) {
@@ -684,6 +788,16 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     }
     free(k->body);
     free(k);
+    atomic_fetch_sub(&s->http_active, 1);
+}
+
+/* libmicrohttpd closed a connection (before its close()): the gate stops
+ * counting it. */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+    server *s = cls;
+    (void)socket_context;
+    if (code == MHD_CONNECTION_NOTIFY_CLOSED) gate_conn_closed(s->gate, conn_fd(c));
 }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
@@ -754,9 +868,47 @@ int server_start(kite_model *model, const server_params *params, server **out) {
     if (!s) return err_set(KITE_E_NOMEM, "out of memory");
     s->model = model;
     s->p = *params;
-    if (s->p.timeout_s <= 0) s->p.timeout_s = 30;
+    if (s->p.timeout_s <= 0) s->p.timeout_s = 600;
+    if (s->p.idle_timeout_s <= 0) s->p.idle_timeout_s = 30;
+    if (s->p.header_timeout_s <= 0) s->p.header_timeout_s = 10;
+    if (s->p.body_timeout_s <= 0) s->p.body_timeout_s = 60;
     if (s->p.max_body <= 0) s->p.max_body = 1 << 20;
-    if (s->p.max_connections <= 0) s->p.max_connections = 256;
+    if (s->p.max_connections <= 0) s->p.max_connections = 1024;
+    if (s->p.max_conns_per_ip == 0) s->p.max_conns_per_ip = 256;
+    if (s->p.queue == 0) s->p.queue = 64;
+    if (s->p.drain_timeout_s <= 0) s->p.drain_timeout_s = 30;
+    static const double le_lat[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
+                                    2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0};
+    static const double le_itl[] = {0.001, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1,
+                                    0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0};
+    _Static_assert(sizeof le_lat / sizeof le_lat[0] <= SRV_HIST_MAX, "histogram bounds");
+    _Static_assert(sizeof le_itl / sizeof le_itl[0] <= SRV_HIST_MAX, "histogram bounds");
+    srv_hist *lat[] = {&s->h_queue, &s->h_ttft, &s->h_e2e};
+    for (size_t i = 0; i < 3; i++) {
+        lat[i]->le = le_lat;
+        lat[i]->n_le = (int32_t)(sizeof le_lat / sizeof le_lat[0]);
+    }
+    s->h_itl.le = le_itl;
+    s->h_itl.n_le = (int32_t)(sizeof le_itl / sizeof le_itl[0]);
+    /* descriptors: the soft limit up to the hard one (1000 slow sockets
+     * must not exhaust a 1024 default); connections stay below it with room
+     * for the model, logs and lingering closes */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (rl.rlim_cur != RLIM_INFINITY && (int64_t)s->p.max_connections * 2 + 64 > (int64_t)rl.rlim_cur) {
+        int32_t m = (int32_t)(((int64_t)rl.rlim_cur - 64) / 2);
+        if (m < 16) m = 16;
+        /* a warning only for a limit the user chose: the default follows
+         * the descriptor limit silently */
+        if (s->p.max_connections != server_default_params().max_connections)
+            fprintf(stderr, "kite serve: warning: --max-conns %d lowered to %d (descriptor limit %lld)\n",
+                    (int)s->p.max_connections, (int)m, (long long)rl.rlim_cur);
+        s->p.max_connections = m;
+    }
     s->started = (int64_t)time(NULL);
     atomic_init(&s->next_id, (uint64_t)time(NULL));
     atomic_init(&s->running, false);
@@ -792,6 +944,8 @@ int server_start(kite_model *model, const server_params *params, server **out) {
         goto fail;
     }
     s->max_prompt_bytes = prompt_bytes_bound(s);
+    s->n_parallel = params->engine.n_parallel > 0 ? params->engine.n_parallel : 4;
+    s->gen_capacity = s->n_parallel + (s->p.queue > 0 ? s->p.queue : 0);
     engine_params ep = params->engine;
     ep.n_ctx = s->n_ctx;
     if ((st = engine_new(model, &ep, &s->eng)) != KITE_OK) goto fail;
@@ -805,35 +959,47 @@ int server_start(kite_model *model, const server_params *params, server **out) {
     struct sockaddr_storage addr;
     memset(&addr, 0, sizeof addr);
     memcpy(&addr, ai->ai_addr, ai->ai_addrlen < sizeof addr ? ai->ai_addrlen : sizeof addr);
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL | MHD_USE_ERROR_LOG;
-    if (addr.ss_family == AF_INET6) {
+    /* no listening socket of MHD's own: the gate accepts (gate.h) */
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL |
+                     MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC;
+    socklen_t addr_len = (socklen_t)ai->ai_addrlen;
+    if (addr.ss_family == AF_INET6)
         ((struct sockaddr_in6 *)(void *)&addr)->sin6_port = htons((uint16_t)params->port);
-        flags |= MHD_USE_IPv6;
-    } else {
+    else
         ((struct sockaddr_in *)(void *)&addr)->sin_port = htons((uint16_t)params->port);
-    }
     freeaddrinfo(ai);
     ai = NULL;
     if (!s->api_key && !addr_is_loopback(&addr))
         fprintf(stderr, "kite serve: warning: %s is not a loopback address and no --api-key is set: anyone who "
                         "can reach it can use the server%s\n",
                 s->host, s->allowed_hosts ? "" : " (add the names clients use with --allowed-hosts)");
-    s->daemon = MHD_start_daemon(flags, (uint16_t)params->port, NULL, NULL, on_request, s,
+    s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s,
                                  MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
-                                 MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->p.timeout_s,
-                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->p.max_connections,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->p.idle_timeout_s,
+                                 /* the gate counts; this only keeps MHD from refusing what it hands over */
+                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->p.max_connections + 64,
                                  MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)SERVER_MHD_MEMORY,
                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                                 MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
                                  MHD_OPTION_END);
     if (!s->daemon) {
+        st = err_set(KITE_E_IO, "cannot start the HTTP daemon: %s", s->start_error[0] ? s->start_error : "unknown error");
+        goto fail;
+    }
+    if ((st = tok_pool_new(s, &s->tok)) != KITE_OK) goto fail;
+    gate_params gp = {
+        .max_conns = s->p.max_connections,
+        .max_conns_per_ip = s->p.max_conns_per_ip > 0 ? s->p.max_conns_per_ip : 0,
+        .header_timeout_ms = s->p.header_timeout_s * 1000,
+        .body_timeout_ms = s->p.body_timeout_s * 1000,
+    };
+    if ((st = gate_start(s, s->daemon, (struct sockaddr *)&addr, addr_len, &gp, &s->gate)) != KITE_OK) {
         st = err_set(KITE_E_IO, "cannot listen on %s port %d: %s", params->host ? params->host : "127.0.0.1",
-                     (int)params->port, s->start_error[0] ? s->start_error : "address in use or not available");
+                     (int)params->port, kite_last_error());
         goto fail;
     }
     atomic_store(&s->running, true);
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
-    s->port = di ? di->port : params->port;
+    s->port = gate_port(s->gate);
     *out = s;
     return KITE_OK;
 
@@ -845,12 +1011,35 @@ fail:
 
 int32_t server_port(const server *s) { return s->port; }
 
+void server_drain(server *s) {
+    atomic_store(&s->draining, true);
+    gate_drain(s->gate);
+    /* running and queued requests - and requests whose body is still
+     * arriving - finish within the drain timeout ... */
+    double t_end = time_now_s() + s->p.drain_timeout_s;
+    while ((atomic_load(&s->gen_inflight) > 0 || atomic_load(&s->http_active) > 0) && time_now_s() < t_end) {
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    /* ... then the rest end now: streams with an error event and [DONE],
+     * waiting requests with 503 (gen.c); bounded by 5 s more */
+    atomic_store(&s->drain_abort, true);
+    t_end = time_now_s() + 5.0;
+    while (atomic_load(&s->gen_inflight) > 0 && time_now_s() < t_end) {
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
 void server_stop(server *s) {
     if (!s) return;
     /* HTTP first: stopping the daemon shuts the client sockets, so waiting
      * connection threads see their client gone, cancel their requests
      * (engine_cancel needs the engine alive) and are joined; then the engine */
+    gate_stop(s->gate); /* no new connections; MHD's CLOSED notifications below still reach the gate */
     if (s->daemon) MHD_stop_daemon(s->daemon);
+    gate_free(s->gate);
+    tok_pool_free(s->tok);
     engine_free(s->eng);
     chat_tokenizer_free(s->ctok);
     free(s->api_key);

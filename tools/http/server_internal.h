@@ -35,12 +35,32 @@
 #define SERVER_MAX_STOP 16      /* stop strings per request */
 #define SERVER_MAX_URI 8192     /* request path + query bytes (414 above; nginx's large header buffer) */
 #define SERVER_MAX_HEADERS 32768 /* header bytes (431 above; nginx's 4 x 8 KiB) */
+#define SERVER_TOK_INLINE 8192  /* texts longer than this are tokenized on the tokenizer thread */
+#define SERVER_TOK_QUEUE 64     /* texts waiting for the tokenizer thread at most */
 /* Per-connection memory pool of libmicrohttpd (its default is 32 KiB).  The
  * request head must fit in it; a head that does not gets MHD's own HTML 414
  * or 431, which no callback can replace in 0.9.75.  Sized well above the two
  * limits above so that those are what a client meets: 256 connections x
  * 128 KiB = 32 MiB at most. */
 #define SERVER_MHD_MEMORY (128 * 1024)
+
+/* A Prometheus histogram with fixed upper bounds (seconds); any thread. */
+#define SRV_HIST_MAX 24
+typedef struct srv_hist {
+    const double *le;                        /* [n_le] upper bounds, ascending */
+    int32_t n_le;
+    atomic_int_fast64_t bucket[SRV_HIST_MAX + 1]; /* non-cumulative counts; [n_le] = +Inf */
+    atomic_int_fast64_t sum_ns;
+    atomic_int_fast64_t count;
+} srv_hist;
+void srv_hist_observe(srv_hist *h, double seconds);
+
+/* Why generation requests were turned away or cut short (metrics). */
+enum srv_reject { REJ_QUEUE_FULL, REJ_DRAINING, REJ_TOKENIZER_BUSY, REJ_N };
+enum srv_timeout { TMO_QUEUE, TMO_GENERATION, TMO_N };
+
+struct gate;
+typedef struct tok_pool tok_pool;
 
 struct server {
     kite_model *model;          /* borrowed */
@@ -63,6 +83,21 @@ struct server {
     atomic_int_fast64_t http_requests[6];    /* by status class: [1] 1xx .. [5] 5xx, [0] other */
     atomic_int_fast64_t http_cancelled;      /* generations cancelled by a client leaving */
     atomic_bool running;                     /* daemon started (MHD messages go to stderr) */
+    struct gate *gate;                       /* owned: listening socket and connection limits (gate.h) */
+    tok_pool *tok;                           /* owned: tokenizer thread for large texts */
+    /* backpressure (issue 23): generation requests from gen_handle's start
+     * to their release; at most gen_capacity = n_parallel + queue */
+    atomic_int gen_inflight;
+    int32_t gen_capacity;
+    int32_t n_parallel;
+    atomic_int http_active;                  /* requests between their head and on_completed (drain waits) */
+    atomic_bool draining;                    /* server_drain called: new requests get 503 */
+    atomic_bool drain_abort;                 /* the drain deadline passed: waiting requests end now */
+    atomic_int_fast64_t rejected[REJ_N];
+    atomic_int_fast64_t timed_out[TMO_N];
+    atomic_int_fast64_t e2e_ema_us;          /* moving average of end-to-end latency (Retry-After), 0 = none yet */
+    srv_hist h_queue, h_ttft, h_itl, h_e2e;  /* seconds: arrival -> admission, -> first token, between tokens,
+                                                arrival -> end */
     char start_error[160];                   /* first MHD message while starting */
 };
 
@@ -101,6 +136,8 @@ typedef struct oai_request {
     int32_t n_stop;
     bool sot;                    /* "sot": true: Skeleton-of-Thought (chat only, docs/http.md) */
     char *sot_skeleton;          /* "sot_skeleton": given outline instead of a generated one (owned) or NULL */
+    int64_t t_max_predict_ms;    /* "t_max_predict_ms" (llama-server): deadline of this request from its arrival,
+                                    queue included; 0 = only --timeout */
 } oai_request;
 
 /* Parses and validates a request body.  Unknown fields are ignored; known
@@ -139,6 +176,12 @@ char *srv_json_utf8(char *json);
 enum MHD_Result srv_reply_json(server *s, struct MHD_Connection *c, int status, char *json);
 /* Queues an OpenAI error. */
 enum MHD_Result srv_reply_error(server *s, struct MHD_Connection *c, const oai_error *e);
+/* Queues an OpenAI error with Retry-After / Retry-After-Ms headers. */
+enum MHD_Result srv_reply_error_retry(server *s, struct MHD_Connection *c, const oai_error *e, int64_t retry_ms);
+/* Milliseconds a turned-away client should wait before retrying: the
+ * requests ahead of it times the average latency per slot, clipped to
+ * [250 ms, 60 s]; 1 s before any request finished. */
+int64_t srv_retry_ms(server *s);
 /* Adds the headers every response of c gets (CORS for an allowed Origin). */
 void srv_add_headers(server *s, struct MHD_Connection *c, struct MHD_Response *r);
 /* What the peer of c has done to its end, without blocking or reading. */
@@ -156,6 +199,16 @@ int srv_client_state(struct MHD_Connection *c);
  * Returns a kite_status. */
 int srv_tokenize(server *s, const char *text, size_t len, bool add_bos, bool parse_special, kite_token **out,
                  int32_t *n_out);
+/* srv_tokenize for any length: texts above SERVER_TOK_INLINE bytes go to
+ * the tokenizer thread (low priority, one at a time, so large prompts never
+ * take the CPU from the engine or from short prompts) and are waited for;
+ * one still queued at deadline (time_now_s; 0 = none), or arriving while
+ * SERVER_TOK_QUEUE texts wait, is refused with KITE_E_STATE and
+ * kite_last_error() set.  Returns a kite_status. */
+int srv_tokenize_bounded(server *s, const char *text, size_t len, bool add_bos, bool parse_special, double deadline,
+                         kite_token **out, int32_t *n_out);
+int tok_pool_new(server *s, tok_pool **out);
+void tok_pool_free(tok_pool *p);
 
 /* Prometheus text exposition of engine and server counters (malloc'd). */
 char *metrics_text(server *s);

@@ -32,6 +32,17 @@ $("new-chat").addEventListener("click", () => {
   input.focus();
 });
 
+// The server wants a key (401): open the settings at the API key field.
+function askForKey() {
+  $("settings").hidden = false;
+  $("toggle-settings").setAttribute("aria-expanded", "true");
+  const k = $("api-key");
+  k.setAttribute("aria-invalid", "true");
+  k.placeholder = "this server needs its API key (--api-key)";
+  k.focus();
+  k.addEventListener("input", () => k.removeAttribute("aria-invalid"), { once: true });
+}
+
 function headers() {
   const h = { "Content-Type": "application/json" };
   const key = $("api-key").value.trim();
@@ -117,6 +128,7 @@ async function send(text) {
     if (!r.ok) {
       let msg = r.status + " " + r.statusText;
       try { msg = (await r.json()).error.message; } catch (e) { /* keep the status line */ }
+      if (r.status === 401) askForKey();
       throw new Error(msg);
     }
     await readEvents(r.body, (ev) => {
