@@ -446,7 +446,7 @@ typedef struct {
 } conv;
 
 static const char json_prims[] =
-    "json-ws ::= [ \\t\\n]{0,16}\n"
+    "json-ws ::= ( \" \" | \"\\n\" [ \\t]{0,4} )?\n"
     "json-char ::= [^\"\\\\\\x00-\\x1F] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4} )\n"
     "json-string ::= \"\\\"\" json-char* \"\\\"\"\n"
     "json-kchar ::= [^\"\\\\\\x00-\\x1F]\n"
@@ -461,7 +461,7 @@ static const char json_prims[] =
 
 static const char json_object_gbnf[] =
     "root ::= json-object\n"
-    "json-ws ::= [ \\t\\n]{0,16}\n"
+    "json-ws ::= ( \" \" | \"\\n\" [ \\t]{0,4} )?\n"
     "json-char ::= [^\"\\\\\\x00-\\x1F] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4} )\n"
     "json-string ::= \"\\\"\" json-char* \"\\\"\"\n"
     "json-int ::= \"-\"? ( \"0\" | [1-9] [0-9]{0,15} )\n"

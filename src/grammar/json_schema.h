@@ -18,9 +18,11 @@
  *   are ignored.
  *
  *   Numbers are bounded (at most 16 integer digits, 16 fraction digits, 3 exponent digits)
- *   and whitespace runs to at most 16 characters, so a sampled output cannot grow without
- *   end inside a number or between tokens; the root has no trailing whitespace, so the
- *   grammar is finished right after the closing bracket.
+ *   and whitespace between tokens is one space or a newline and up to 4 spaces or tabs
+ *   (llama.cpp allows 20; outlines one space), so a sampled output cannot grow without end
+ *   inside a number or between tokens and a bounded schema has a short bounded output; the
+ *   root has no trailing whitespace, so the grammar is finished right after the closing
+ *   bracket.
  *
  * THREAD SAFETY
  *   Pure functions; no global state.
