@@ -228,12 +228,7 @@ int kite_gen_masked_logits(kite_gen *g, const float *logits, const float **out) 
         if (rc) return rc;
         g->mask_valid = true;
     }
-    int32_t n_allowed = 0;
-    for (int32_t t = 0; t < g->n_vocab; t++) {
-        const bool ok = (g->mask[t >> 5] >> (t & 31)) & 1u;
-        g->masked[t] = ok ? logits[t] : -INFINITY;
-        n_allowed += ok;
-    }
+    int64_t n_allowed = grammar_mask_apply(g->mask, (uint32_t)g->n_vocab, logits, g->masked);
     /* ends: where the grammar may end, the end-of-generation and stop tokens (not with ignore_eos:
      * then an end-of-generation token would be text, and the grammar ends the generation itself) */
     if (grammar_matcher_is_accepting(g->gm)) {

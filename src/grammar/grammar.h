@@ -119,6 +119,11 @@ uint32_t grammar_vocab_n_nodes(const grammar_vocab *v); /* trie nodes */
  * KITE_OK, KITE_E_RANGE (a cap exceeded; mask contents undefined). */
 int grammar_matcher_fill_mask(grammar_matcher *m, const grammar_vocab *v, uint32_t *mask /* OUT */);
 
+/* out[t] = in[t] where bit t of mask is set, else -INFINITY, for t < n; returns the number
+ * of allowed tokens.  Whole words at a time (all clear: a fill; all set: a copy), so a
+ * mostly-empty or mostly-full mask costs about a memcpy of the row. */
+uint32_t grammar_mask_apply(const uint32_t *mask, uint32_t n, const float *in, float *out /* OUT */);
+
 /* ---- mask cache: XGrammar's adaptive token mask cache ---------------------------------
  * A cache belongs to one (grammar, vocabulary) pair and is shared by every matcher of that
  * grammar (a server keeps one per compiled grammar).  For a stack head it stores, keyed by

@@ -43,6 +43,7 @@
  *   nodes[i].parent < i or NIL; heads [h0, h1) are live; n_nodes and n_heads
  *   are the arena tops, above which a step writes its scratch.
  */
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -993,4 +994,21 @@ int grammar_matcher_fill_mask_cached(grammar_matcher *m, grammar_mask_cache *c, 
     m->n_nodes = nt;
     m->n_heads = ht;
     return rc;
+}
+
+uint32_t grammar_mask_apply(const uint32_t *mask, uint32_t n, const float *in, float *out) {
+    uint32_t allowed = 0;
+    for (uint32_t w = 0; w * 32 < n; w++) {
+        uint32_t m = mask[w], base = w * 32, k = n - base < 32 ? n - base : 32;
+        if (m == 0) {
+            for (uint32_t i = 0; i < k; i++) out[base + i] = -INFINITY;
+        } else if (m == UINT32_MAX && k == 32) {
+            memcpy(out + base, in + base, 32 * sizeof *out);
+            allowed += 32;
+        } else {
+            for (uint32_t i = 0; i < k; i++) out[base + i] = (m >> i) & 1u ? in[base + i] : -INFINITY;
+            allowed += (uint32_t)__builtin_popcount(k == 32 ? m : m & ((1u << k) - 1));
+        }
+    }
+    return allowed;
 }
