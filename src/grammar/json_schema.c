@@ -445,33 +445,23 @@ typedef struct {
     unsigned n_rules;
 } conv;
 
-static const char json_prims[] =
-    "json-ws ::= ( \" \" | \"\\n\" [ \\t]{0,4} )?\n"
-    "json-char ::= [^\"\\\\\\x00-\\x1F] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4} )\n"
-    "json-string ::= \"\\\"\" json-char* \"\\\"\"\n"
-    "json-kchar ::= [^\"\\\\\\x00-\\x1F]\n"
-    "json-int ::= \"-\"? ( \"0\" | [1-9] [0-9]{0,15} )\n"
-    "json-number ::= json-int ( \".\" [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,3} )?\n"
-    "json-boolean ::= \"true\" | \"false\"\n"
-    "json-null ::= \"null\"\n"
-    "json-value ::= json-object | json-array | json-string | json-number | json-boolean | json-null\n"
-    "json-object ::= \"{\" json-ws ( json-string json-ws \":\" json-ws json-value"
-    " ( json-ws \",\" json-ws json-string json-ws \":\" json-ws json-value )* )? json-ws \"}\"\n"
-    "json-array ::= \"[\" json-ws ( json-value ( json-ws \",\" json-ws json-value )* )? json-ws \"]\"\n";
+/* The primitives every converted grammar ends with (and the any-object grammar is made of). */
+#define JSON_PRIMS \
+    "json-ws ::= ( \" \" | \"\\n\" [ \\t]{0,4} )?\n" \
+    "json-char ::= [^\"\\\\\\x00-\\x1F] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4} )\n" \
+    "json-string ::= \"\\\"\" json-char* \"\\\"\"\n" \
+    "json-kchar ::= [^\"\\\\\\x00-\\x1F]\n" \
+    "json-int ::= \"-\"? ( \"0\" | [1-9] [0-9]{0,15} )\n" \
+    "json-number ::= json-int ( \".\" [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,3} )?\n" \
+    "json-boolean ::= \"true\" | \"false\"\n" \
+    "json-null ::= \"null\"\n" \
+    "json-value ::= json-object | json-array | json-string | json-number | json-boolean | json-null\n" \
+    "json-object ::= \"{\" json-ws ( json-string json-ws \":\" json-ws json-value" \
+    " ( json-ws \",\" json-ws json-string json-ws \":\" json-ws json-value )* )? json-ws \"}\"\n" \
+    "json-array ::= \"[\" json-ws ( json-value ( json-ws \",\" json-ws json-value )* )? json-ws \"]\"\n"
 
-static const char json_object_gbnf[] =
-    "root ::= json-object\n"
-    "json-ws ::= ( \" \" | \"\\n\" [ \\t]{0,4} )?\n"
-    "json-char ::= [^\"\\\\\\x00-\\x1F] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4} )\n"
-    "json-string ::= \"\\\"\" json-char* \"\\\"\"\n"
-    "json-int ::= \"-\"? ( \"0\" | [1-9] [0-9]{0,15} )\n"
-    "json-number ::= json-int ( \".\" [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,3} )?\n"
-    "json-boolean ::= \"true\" | \"false\"\n"
-    "json-null ::= \"null\"\n"
-    "json-value ::= json-object | json-array | json-string | json-number | json-boolean | json-null\n"
-    "json-object ::= \"{\" json-ws ( json-string json-ws \":\" json-ws json-value"
-    " ( json-ws \",\" json-ws json-string json-ws \":\" json-ws json-value )* )? json-ws \"}\"\n"
-    "json-array ::= \"[\" json-ws ( json-value ( json-ws \",\" json-ws json-value )* )? json-ws \"]\"\n";
+static const char json_prims[] = JSON_PRIMS;
+static const char json_object_gbnf[] = "root ::= json-object\n" JSON_PRIMS;
 
 const char *grammar_json_object_gbnf(void) { return json_object_gbnf; }
 

@@ -492,25 +492,8 @@ TEST(mask_llama2_vocab) {
 #include "fuzz/fuzz_grammar.c"
 
 TEST(fuzz_corpus_replay) {
-    const char *dir = "tests/fuzz/corpus/fuzz_grammar";
-    DIR *d = opendir(dir);
-    CHECK(d != NULL);
-    if (!d) return;
-    int n_files = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.') continue;
-        char path[512];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        size_t n = 0;
-        char *img = harness_read_file(path, &n);
-        if (!img) continue;
-        n_files++;
-        LLVMFuzzerTestOneInput((const uint8_t *)img, n); /* aborts on a broken invariant */
-        free(img);
-    }
-    closedir(d);
-    CHECK(n_files >= 6);
+    int n_files = harness_replay_dir("tests/fuzz/corpus/fuzz_grammar", LLVMFuzzerTestOneInput);
+    CHECK_MSG(n_files >= 6, "%d corpus files", n_files);
 }
 
 int main(void) {
