@@ -49,6 +49,10 @@ typedef struct run_opts {
     const char *lookahead;   /* --lookahead W,N,G, or NULL */
     int64_t draft_max;       /* --draft-max K */
     bool spec_compare;
+    const char *grammar_file; /* --grammar-file F: GBNF */
+    const char *grammar;      /* --grammar STR: GBNF */
+    const char *json_schema;  /* --json-schema F|STR: a file, or inline when it starts with '{' */
+    bool json_object;         /* --json-object: any JSON object */
 } run_opts;
 
 /* Growable byte buffer for the generated text (JSON output). */
@@ -98,6 +102,15 @@ static const cli_opt run_opts_table[] = {
     {.names = "--dump-logits", .arg = "FILE",
      .help = "write float32 logits of every evaluated position\n(row-major [positions x vocab])", .kind = CLI_STR,
      CLI_AT(run_opts, dump_logits)},
+    {.kind = CLI_SECTION, .help = "Constrained output (docs/grammar.md; one of):"},
+    {.names = "--grammar-file", .arg = "FILE", .help = "GBNF grammar file (llama.cpp syntax, start rule root)",
+     .kind = CLI_STR, CLI_AT(run_opts, grammar_file)},
+    {.names = "--grammar", .arg = "GBNF", .help = "GBNF grammar text", .kind = CLI_STR, CLI_AT(run_opts, grammar)},
+    {.names = "--json-schema", .arg = "FILE|JSON",
+     .help = "output valid against a JSON Schema (inline when it starts with '{')", .kind = CLI_STR,
+     CLI_AT(run_opts, json_schema)},
+    {.names = "--json-object", .help = "output is one JSON object (--json is the report line)", .kind = CLI_FLAG,
+     CLI_AT(run_opts, json_object)},
     {.kind = CLI_SECTION,
      .help = "Speculative decoding (lossless: same output at --temp 0, same distribution otherwise):"},
     CLI_OPTS_DRAFT(run_opts, draft_model, draft_skip, lookup_n, lookahead, draft_max),
@@ -129,6 +142,12 @@ static int parse_args(int argc, char **argv, run_opts *o) {
                                     "--draft-skip-layers, --lookup or --lookahead)");
     if (n_drafters && o->dump_logits)
         return cli_usage_error(cmd, "--dump-logits is not available with speculative decoding");
+    const int n_grammars = (o->grammar_file != NULL) + (o->grammar != NULL) + (o->json_schema != NULL) + o->json_object;
+    if (n_grammars > 1)
+        return cli_usage_error(cmd, "give at most one of --grammar-file, --grammar, --json-schema and --json-object");
+    if (n_grammars && n_drafters)
+        return cli_usage_error(cmd, "speculative decoding is not available with a grammar in kite run (its drafts "
+                                    "are not checked against the grammar; kite serve checks them)");
     return -1;
 }
 
@@ -247,6 +266,7 @@ typedef struct run_session {
     kite_gen *gen;
     kite_model *draft;   /* --draft-model */
     spec_decoder *sd;    /* NULL: plain decoding */
+    kite_grammar *grammar; /* --grammar*, --json-schema, --json-object, or NULL */
     kite_model_info info;
     int32_t n_ctx;
     kite_token *ids;     /* [n_prompt + n_predict + 1]: the prompt, then the generated ids */
@@ -264,6 +284,34 @@ typedef struct run_session {
 static int run_fail(void) {
     fprintf(stderr, "kite run: %s\n", kite_last_error());
     return 1;
+}
+
+/* Compiles the grammar the options ask for; returns 0, or 1 after printing the error. */
+static int run_grammar(run_session *s) {
+    const run_opts *o = s->o;
+    int kind = KITE_GRAMMAR_GBNF;
+    const char *text = NULL, *path = NULL;
+    if (o->grammar_file) path = o->grammar_file;
+    else if (o->grammar) text = o->grammar;
+    else if (o->json_object) kind = KITE_GRAMMAR_JSON_OBJECT;
+    else if (o->json_schema) {
+        kind = KITE_GRAMMAR_JSON_SCHEMA;
+        const char *p = o->json_schema;
+        while (*p == ' ' || *p == '\t' || *p == '\n') p++;
+        if (*p == '{') text = o->json_schema;
+        else path = o->json_schema;
+    } else {
+        return 0;
+    }
+    char *buf = NULL;
+    size_t len = text ? strlen(text) : 0;
+    if (path && !(buf = read_all(path, &len))) {
+        fprintf(stderr, "kite run: cannot read '%s'\n", path);
+        return 1;
+    }
+    int rc = kite_grammar_new(s->model, kind, buf ? buf : text, len, &s->grammar);
+    free(buf);
+    return rc != KITE_OK ? run_fail() : 0;
 }
 
 /* Reads the prompt, loads the model and its context, sampler and generator,
@@ -294,6 +342,7 @@ static int run_open(run_session *s) {
     if (kite_ctx_new(s->model, &cp, &s->ctx) != KITE_OK ||
         kite_sampler_new(&o->sp, s->info.n_vocab, &s->smp) != KITE_OK || kite_gen_new(s->model, &s->gen) != KITE_OK)
         return run_fail();
+    if (run_grammar(s)) return 1;
     s->t_load = time_now_s() - t0;
     s->n_ctx = kite_ctx_n_ctx(s->ctx);
 
@@ -410,6 +459,7 @@ static int run_decode(run_session *s) {
     gp.n_predict = s->o->n_predict;
     gp.n_ctx = s->n_ctx;
     gp.ignore_eos = s->o->ignore_eos;
+    gp.grammar = s->grammar;
     if (kite_gen_begin(s->gen, &gp, (int32_t)s->n_prompt) != KITE_OK) return run_fail();
     int rc = s->sd ? run_decode_spec(s) : run_decode_plain(s);
     const char *tail;
@@ -486,6 +536,7 @@ static void run_close(run_session *s) {
     free(s->ids);
     free(s->prompt_buf);
     kite_gen_free(s->gen);
+    kite_grammar_free(s->grammar);
     kite_sampler_free(s->smp);
     spec_free(s->sd);
     kite_ctx_free(s->ctx);

@@ -21,7 +21,7 @@
 #define CMD "synth"
 
 typedef struct synth_opts {
-    const char *shape, *type, *out;
+    const char *shape, *type, *out, *vocab;
     int64_t layers, threads;
     uint64_t seed;
 } synth_opts;
@@ -42,6 +42,9 @@ static const cli_opt synth_opts_table[] = {
      .kind = CLI_INT, CLI_AT(synth_opts, layers), .min = 1, .max = 4096},
     {.names = "--seed", .arg = "S", .help = "PRNG seed; same seed and flags -> same bytes", .kind = CLI_U64,
      CLI_AT(synth_opts, seed), .def = "1"},
+    {.names = "--vocab", .arg = "F.gguf",
+     .help = "take the tokenizer (tokenizer.* keys) and vocabulary size of F,\ne.g. a real Llama 3 or Qwen3 vocabulary on a tiny shape",
+     .kind = CLI_STR, CLI_AT(synth_opts, vocab)},
     {.names = "-t, --threads", .arg = "N", .help = "generator threads; no effect on the output", .kind = CLI_INT,
      CLI_AT(synth_opts, threads), .min = 0, .max = 1024, .def_doc = "all online CPUs"},
 };
@@ -73,6 +76,13 @@ int cmd_synth(int argc, char **argv) {
 
     synth_params p = {.shape = *s, .seed = seed, .mix = SYNTH_MIX_PURE};
     if (layers > 0) p.shape.n_layer = (int32_t)layers;
+    if (o.vocab) {
+        if (synth_vocab_size(o.vocab, &p.shape.n_vocab) != KITE_OK) {
+            fprintf(stderr, "kite %s: %s\n", CMD, kite_last_error());
+            return 1;
+        }
+        p.vocab_from = o.vocab;
+    }
     if (!strcmp(type, "q4_k_m") || !strcmp(type, "Q4_K_M")) {
         p.mix = SYNTH_MIX_Q4_K_M;
         p.type = KITE_DTYPE_Q4_K;

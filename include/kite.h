@@ -252,6 +252,32 @@ kite_token kite_sampler_sample(kite_sampler *s, const float *logits);
 void kite_sampler_accept(kite_sampler *s, kite_token t);
 void kite_sampler_reset(kite_sampler *s); /* forget history, reseed */
 
+/* ---- grammars: constrained decoding (docs/grammar.md) ------------------ */
+
+/* A grammar compiled for one model's vocabulary: the rule table, a byte trie of
+ * the vocabulary and a cache of precomputed token masks.  Give it to
+ * kite_gen_params.grammar; one handle may serve any number of generations at
+ * once (threads included: its cache is locked internally).  It borrows nothing
+ * from the model but must only be used with generations of that model. */
+typedef struct kite_grammar kite_grammar;
+
+typedef enum kite_grammar_kind {
+    KITE_GRAMMAR_GBNF = 0,        /* text: llama.cpp's GBNF, start rule "root" */
+    KITE_GRAMMAR_JSON_SCHEMA = 1, /* text: a JSON Schema (the subset of docs/grammar.md) */
+    KITE_GRAMMAR_JSON_OBJECT = 2  /* any JSON object; text is ignored (may be NULL) */
+} kite_grammar_kind;
+
+/* Compiles text (len bytes) of the given kind for model's vocabulary.
+ * Returns KITE_OK with *out (free with kite_grammar_free), KITE_E_FORMAT (a
+ * GBNF syntax error with line:column, invalid JSON, left recursion),
+ * KITE_E_UNSUPPORTED (a JSON Schema keyword outside the subset, named in the
+ * message), KITE_E_NOT_FOUND (an unresolved $ref), KITE_E_RANGE (limits),
+ * KITE_E_ARG or KITE_E_NOMEM; *out unchanged on error.  Cost: a sort of the
+ * vocabulary (~0.1 s at 128k tokens). */
+int kite_grammar_new(const kite_model *model, int kind, const char *text, size_t len,
+                     kite_grammar **out /* OUT */);
+void kite_grammar_free(kite_grammar *g); /* NULL is a no-op; no generation may still use it */
+
 /* ---- generation step --------------------------------------------------- */
 
 /* A kite_gen holds the rules of one generation step, written once for
@@ -281,10 +307,11 @@ typedef enum kite_stop {
     KITE_STOP_EOG,       /* the model produced an end-of-generation token */
     KITE_STOP_BOS,       /* the model produced BOS */
     KITE_STOP_CONTEXT,   /* the last output token has no position left in the context */
-    KITE_STOP_TOKEN      /* the model produced one of the caller's stop tokens */
+    KITE_STOP_TOKEN,     /* the model produced one of the caller's stop tokens */
+    KITE_STOP_GRAMMAR    /* the grammar is complete and allows no further text */
 } kite_stop;
 
-/* "", "length", "eog", "bos", "context", "stop token" (static; "" for an unknown value). */
+/* "", "length", "eog", "bos", "context", "stop token", "grammar" (static; "" for an unknown value). */
 const char *kite_stop_name(int stop);
 
 typedef struct kite_gen kite_gen;
@@ -299,6 +326,11 @@ typedef struct kite_gen_params {
     const kite_token *stop_tokens; /* [n_stop_tokens] tokens that end the generation; borrowed: valid
                                       until the generation ends or the next kite_gen_begin */
     int32_t n_stop_tokens;
+    const kite_grammar *grammar; /* borrowed, or NULL: every output token keeps the text inside the
+                                    grammar.  kite_gen_sample and kite_gen_pick choose only tokens it
+                                    allows (end-of-generation and stop tokens only where the grammar
+                                    can end); kite_gen_push refuses others; the generation ends
+                                    (KITE_STOP_GRAMMAR) once the grammar allows nothing more */
 } kite_gen_params;
 
 /* Defaults: no sampler, n_predict 256, no context rule, no stop tokens. */
@@ -342,11 +374,26 @@ int kite_gen_echo(kite_gen *g, kite_token t, kite_gen_step *out /* OUT */);
  * generation is over: nothing done) or the detokenizer's status. */
 int kite_gen_sample(kite_gen *g, const float *logits, kite_gen_step *out /* OUT */);
 
+/* The logits a sampler should see under p.grammar: logits itself without a
+ * grammar, else a copy (owned by g, valid until its next call) with every token
+ * the grammar does not allow next at -INFINITY.  For callers that sample or
+ * judge drafts themselves (the serving engine's verification).  Cost: the
+ * token mask (a few microseconds once cached) and one pass over the row.
+ * Returns KITE_OK, KITE_E_STATE (over, or no token at all continues the
+ * grammar), KITE_E_RANGE / KITE_E_NOMEM from the matcher. */
+int kite_gen_masked_logits(kite_gen *g, const float *logits, const float **out /* OUT */);
+
+/* Samples a token from logits with p.sampler under p.grammar, without pushing it
+ * (kite_gen_sample is kite_gen_pick then kite_gen_push).  Returns as
+ * kite_gen_masked_logits, or KITE_E_STATE without a sampler. */
+int kite_gen_pick(kite_gen *g, const float *logits, kite_token *out /* OUT */);
+
 /* One step with token t chosen elsewhere (a speculative verification):
  * applies the stop rules, records an output token in p.sampler (if any) and
  * detokenizes it.  Returns KITE_OK, KITE_E_STATE (the generation is over:
  * nothing done) or the detokenizer's status (KITE_E_RANGE: t outside the
- * vocabulary). */
+ * vocabulary; KITE_E_STATE also for a token p.grammar does not allow here,
+ * with the state unchanged). */
 int kite_gen_push(kite_gen *g, kite_token t, kite_gen_step *out /* OUT */);
 
 /* The stop reason so far (enum kite_stop; KITE_STOP_NONE while it goes on). */

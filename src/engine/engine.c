@@ -80,6 +80,7 @@ typedef struct ereq {
     int32_t max_gen;             /* generated-token limit after clipping to the context */
     int32_t n_gen;               /* generated tokens (EOS excluded), as counted by gen */
     bool greedy;                 /* temperature <= 0 */
+    kite_grammar *grammar;       /* owned (engine_req.grammar), or NULL */
     spec_adapt adapt;            /* speculative: this sequence's draft length */
     sampler_rng rng_accept;      /* speculative acceptance draws (temperature > 0) */
     kite_token draft[SPEC_MAX_DRAFT]; /* this step's draft (s.draft points here) */
@@ -157,6 +158,7 @@ static void req_free(ereq *r) {
     free(r->s.toks);
     kite_sampler_free(r->smp);
     kite_gen_free(r->gen);
+    kite_grammar_free(r->grammar); /* after the generator that used it */
     stop_filter_free(&r->stop);
     free(r);
 }
@@ -250,10 +252,19 @@ static bool push_token(engine *e, ereq *r, kite_token t) {
     return true;
 }
 
-/* Samples the next token of r from its logits row and streams the result. */
+/* Ends r with an error event (a grammar that no token can continue); r is freed. */
+static void fail_req(engine *e, ereq *r, int status) {
+    sched_remove(&e->sched, &r->s);
+    finish(e, r, NULL, status, kite_last_error());
+}
+
+/* Samples the next token of r from its logits row (under its grammar, if any) and streams the result. */
 static void on_logits(engine *e, ereq *r, const float *logits) {
     if (e->logits_hook) e->logits_hook(e->logits_hook_user, r->user, logits, e->n_vocab);
-    push_token(e, r, kite_sampler_sample(r->smp, logits));
+    kite_token t;
+    const int rc = kite_gen_pick(r->gen, logits, &t);
+    if (rc != KITE_OK) fail_req(e, r, rc);
+    else push_token(e, r, t);
 }
 
 /* Verifies r's draft of n_draft tokens from rows[0..n_draft] (row i scores
@@ -287,17 +298,27 @@ static void verify_draft(engine *e, ereq *r, const float *rows, int32_t n_draft)
         const float *logits = rows + (size_t)i * (size_t)e->n_vocab;
         if (e->logits_hook) e->logits_hook(e->logits_hook_user, r->user, logits, e->n_vocab);
         kite_token x;
+        /* under a grammar every row is judged on the masked distribution of the state the tokens
+         * pushed so far reached: a draft the grammar refuses has probability 0 and is replaced */
+        int rc = KITE_OK;
         if (i == n_draft) {
-            x = kite_sampler_sample(r->smp, logits); /* bonus token after a fully accepted draft */
+            rc = kite_gen_pick(r->gen, logits, &x); /* bonus token after a fully accepted draft */
         } else if (r->greedy) {
-            x = kite_sampler_sample(r->smp, logits);
+            rc = kite_gen_pick(r->gen, logits, &x);
             rejected = x != r->draft[i];
         } else {
-            spec_probs(r->smp, logits, e->n_vocab, e->prob);
+            const float *masked = logits;
+            rc = kite_gen_masked_logits(r->gen, logits, &masked);
+            if (rc == KITE_OK) spec_probs(r->smp, masked, e->n_vocab, e->prob);
             x = r->draft[i];
             /* q: the model drafter's distribution, or NULL (a lookup draft is a point mass) */
             const float *q = r->ds.q ? r->ds.q + (size_t)i * (size_t)e->n_vocab : NULL;
-            rejected = !spec_accept(e->prob, q, x, e->n_vocab, &r->rng_accept, e->resid, &x);
+            if (rc == KITE_OK) rejected = !spec_accept(e->prob, q, x, e->n_vocab, &r->rng_accept, e->resid, &x);
+        }
+        if (rc != KITE_OK) {
+            fail_req(e, r, rc);
+            finished = true;
+            break;
         }
         if (i < n_draft && !rejected) j++;
         last = x;
@@ -684,6 +705,7 @@ int engine_submit(engine *e, const engine_req *req, engine_cb cb, void *user, ui
     gp.sampler = r->smp;
     gp.n_predict = r->max_gen; /* already clipped to the context */
     gp.ignore_eos = req->ignore_eos;
+    gp.grammar = req->grammar;
     if ((rc = kite_gen_new(e->model, &r->gen)) != KITE_OK) goto fail;
     if ((rc = kite_gen_begin(r->gen, &gp, req->n_prompt)) != KITE_OK) goto fail;
     const kite_token bos = kite_token_bos(e->model);
@@ -694,6 +716,7 @@ int engine_submit(engine *e, const engine_req *req, engine_cb cb, void *user, ui
     if ((rc = stop_filter_init(&r->stop, req->stop, req->n_stop)) != KITE_OK) goto fail;
     if (e->drafter && (rc = edraft_seq_init(e->drafter, &r->ds, &req->sampling)) != KITE_OK) goto fail;
 
+    r->grammar = req->grammar; /* ownership passes only now: every failure above leaves it to the caller */
     pthread_mutex_lock(&e->mu);
     r->id = ++e->next_id;
     r->reg_next = e->live;

@@ -90,6 +90,12 @@ typedef struct engine_req {
     const char *const *stop;    /* stop strings (not included in the output), or NULL */
     int32_t n_stop;
     bool ignore_eos;
+    kite_grammar *grammar;      /* or NULL: output constrained by it (kite_gen_params.grammar), drafts
+                                   judged on the grammar-masked distribution.  engine_submit takes
+                                   ownership when it succeeds (freed with the request, after its last
+                                   step: a cancel cannot free it under the engine thread); on failure
+                                   the caller keeps it.  The per-request hook for tools' argument
+                                   constraints as well */
 } engine_req;
 
 enum engine_event_kind {

@@ -13,6 +13,15 @@
  *   verifier accepted.  Stop strings act on text and stay with the callers
  *   that have them (kite chat, engine/stop.c).
  *
+ *   Grammar (p.grammar).  The generation keeps a matcher of the grammar; a
+ *   step masks the logits with the grammar's token mask (cached: a few
+ *   microseconds), lets end-of-generation and stop tokens through only where
+ *   the grammar may end, samples, and advances the matcher by the token's
+ *   bytes (tokens may end inside a UTF-8 character: the matcher keeps the
+ *   partial character).  When the grammar is complete and allows nothing
+ *   more the generation ends at once (KITE_STOP_GRAMMAR) instead of spending
+ *   a forward pass on an end-of-generation token.
+ *
  * INVARIANTS
  *   stop != KITE_STOP_NONE  <=>  no further token is taken until the next
  *   kite_gen_begin.  n_gen counts output tokens only.  piece has
@@ -26,9 +35,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <math.h>
+
 #include "core/error.h"
+#include "generate/gen_grammar.h"
 #include "model/model.h"
 #include "tokenizer/vocab.h"
+
+#define GEN_MAX_EOG 16 /* end-of-generation tokens a vocabulary may have (vocab_internal.h keeps 8) */
 
 struct kite_gen {
     const vocab *v;      /* the model's vocabulary (borrowed) */
@@ -41,6 +55,12 @@ struct kite_gen {
     int32_t n_past;      /* positions before the first generated token */
     int64_t n_gen;       /* output tokens since kite_gen_begin */
     int stop;            /* enum kite_stop */
+    kite_token eog[GEN_MAX_EOG]; /* the vocabulary's end-of-generation tokens */
+    int n_eog;
+    grammar_matcher *gm; /* owned: p.grammar's state in this generation, or NULL */
+    uint32_t *mask;      /* [(n_vocab + 31) / 32] allowed tokens of the current state */
+    bool mask_valid;     /* mask is the current state's */
+    float *masked;       /* [n_vocab] kite_gen_masked_logits' row */
 };
 
 const char *kite_stop_name(int stop) {
@@ -51,6 +71,7 @@ const char *kite_stop_name(int stop) {
     case KITE_STOP_BOS: return "bos";
     case KITE_STOP_CONTEXT: return "context";
     case KITE_STOP_TOKEN: return "stop token";
+    case KITE_STOP_GRAMMAR: return "grammar";
     default: return "";
     }
 }
@@ -77,6 +98,8 @@ int kite_gen_new(const kite_model *model, kite_gen **out) {
         goto fail;
     }
     g->piece[0] = '\0';
+    for (int32_t t = 0; t < g->n_vocab && g->n_eog < GEN_MAX_EOG; t++)
+        if (vocab_is_eog(g->v, t)) g->eog[g->n_eog++] = t;
     *out = g;
     return KITE_OK;
 fail:
@@ -88,12 +111,34 @@ void kite_gen_free(kite_gen *g) {
     if (!g) return;
     kite_detok_free(g->dt);
     free(g->piece);
+    grammar_matcher_free(g->gm);
+    free(g->mask);
+    free(g->masked);
     free(g);
 }
 
 int kite_gen_begin(kite_gen *g, const kite_gen_params *p, int32_t n_past) {
     if (!g || !p || n_past < 0 || p->n_ctx < 0 || p->n_stop_tokens < 0 || (p->n_stop_tokens > 0 && !p->stop_tokens))
         return err_set(KITE_E_ARG, "kite_gen_begin: bad arguments");
+    if (p->grammar) {
+        if (p->grammar->vocab != (const void *)g->v)
+            return err_set(KITE_E_ARG, "kite_gen_begin: the grammar was compiled for another model's vocabulary");
+        grammar_matcher *gm = NULL;
+        int rc = grammar_matcher_new(p->grammar->g, NULL, &gm);
+        if (rc) return rc;
+        if (!g->mask) g->mask = malloc(((size_t)g->n_vocab + 31) / 32 * sizeof *g->mask);
+        if (!g->masked) g->masked = malloc((size_t)g->n_vocab * sizeof *g->masked);
+        if (!g->mask || !g->masked) {
+            grammar_matcher_free(gm);
+            return err_set(KITE_E_NOMEM, "kite_gen_begin: out of memory");
+        }
+        grammar_matcher_free(g->gm);
+        g->gm = gm;
+    } else {
+        grammar_matcher_free(g->gm);
+        g->gm = NULL;
+    }
+    g->mask_valid = false;
     g->p = *p;
     g->n_past = n_past;
     g->n_gen = 0;
@@ -136,7 +181,25 @@ int kite_gen_push(kite_gen *g, kite_token t, kite_gen_step *out) {
     if (g->stop != KITE_STOP_NONE) return err_set(KITE_E_STATE, "kite_gen_push: the generation is over");
     if (t < 0 || t >= g->n_vocab)
         return err_set(KITE_E_RANGE, "kite_gen_push: token %d is outside the vocabulary (%d tokens)", t, g->n_vocab);
-    g->stop = stop_before(g, t);
+    const int stop = stop_before(g, t);
+    if (g->gm) { /* the grammar first: a token it refuses changes nothing */
+        if (stop != KITE_STOP_NONE) {
+            if (!grammar_matcher_is_accepting(g->gm))
+                return err_set(KITE_E_STATE, "kite_gen_push: token %d ends the generation where the grammar "
+                                             "cannot end", t);
+        } else {
+            const char *piece;
+            char buf[8];
+            int n = vocab_token_to_piece(g->v, t, &piece, buf);
+            if (n <= 0) return err_set(KITE_E_STATE, "kite_gen_push: token %d has no text for the grammar", t);
+            int rc = grammar_matcher_accept_bytes(g->gm, piece, (size_t)n);
+            if (rc) return rc == KITE_E_STATE ? err_set(KITE_E_STATE, "kite_gen_push: token %d: %s", t,
+                                                        kite_last_error())
+                                              : rc;
+            g->mask_valid = false;
+        }
+    }
+    g->stop = stop;
     if (g->stop != KITE_STOP_NONE) {
         g->piece[0] = '\0';
         step_out(g, t, false, 0, out);
@@ -148,7 +211,51 @@ int kite_gen_push(kite_gen *g, kite_token t, kite_gen_step *out) {
     KITE_ASSERT(n >= 0);
     if (g->n_gen >= g->p.n_predict) g->stop = KITE_STOP_LENGTH;
     else if (g->p.n_ctx > 0 && (int64_t)g->n_past + g->n_gen > g->p.n_ctx) g->stop = KITE_STOP_CONTEXT;
+    else if (g->gm && grammar_matcher_is_finished(g->gm)) g->stop = KITE_STOP_GRAMMAR;
     step_out(g, t, true, n, out);
+    return KITE_OK;
+}
+
+int kite_gen_masked_logits(kite_gen *g, const float *logits, const float **out) {
+    if (!g || !logits || !out) return err_set(KITE_E_ARG, "kite_gen_masked_logits: NULL argument");
+    if (g->stop != KITE_STOP_NONE) return err_set(KITE_E_STATE, "kite_gen_masked_logits: the generation is over");
+    if (!g->gm) {
+        *out = logits;
+        return KITE_OK;
+    }
+    if (!g->mask_valid) {
+        int rc = grammar_matcher_fill_mask_cached(g->gm, g->p.grammar->cache, g->mask);
+        if (rc) return rc;
+        g->mask_valid = true;
+    }
+    int64_t n_allowed = grammar_mask_apply(g->mask, (uint32_t)g->n_vocab, logits, g->masked);
+    /* ends: where the grammar may end, the end-of-generation and stop tokens (not with ignore_eos:
+     * then an end-of-generation token would be text, and the grammar ends the generation itself) */
+    if (grammar_matcher_is_accepting(g->gm)) {
+        for (int i = 0; i < g->n_eog && !g->p.ignore_eos; i++, n_allowed++) g->masked[g->eog[i]] = logits[g->eog[i]];
+        for (int32_t i = 0; i < g->p.n_stop_tokens; i++, n_allowed++) {
+            kite_token t = g->p.stop_tokens[i];
+            if (t >= 0 && t < g->n_vocab) g->masked[t] = logits[t];
+        }
+    }
+    if (!n_allowed)
+        return err_set(KITE_E_STATE, "kite_gen: no token of the vocabulary continues the grammar here");
+    *out = g->masked;
+    return KITE_OK;
+}
+
+int kite_gen_pick(kite_gen *g, const float *logits, kite_token *out) {
+    if (!g || !logits || !out) return err_set(KITE_E_ARG, "kite_gen_pick: NULL argument");
+    if (!g->p.sampler) return err_set(KITE_E_STATE, "kite_gen_pick: the generation has no sampler");
+    const float *row;
+    int rc = kite_gen_masked_logits(g, logits, &row);
+    if (rc) return rc;
+    kite_token t = kite_sampler_sample(g->p.sampler, row);
+    /* the sampler returns the lowest surviving id when nothing has mass; under a grammar that
+     * would be a refused token, so check rather than trust */
+    if (g->gm && row[t] == -INFINITY)
+        return err_set(KITE_E_STATE, "kite_gen_pick: every token the grammar allows has zero probability");
+    *out = t;
     return KITE_OK;
 }
 
@@ -156,7 +263,10 @@ int kite_gen_sample(kite_gen *g, const float *logits, kite_gen_step *out) {
     if (!g || !logits || !out) return err_set(KITE_E_ARG, "kite_gen_sample: NULL argument");
     if (!g->p.sampler) return err_set(KITE_E_STATE, "kite_gen_sample: the generation has no sampler");
     if (g->stop != KITE_STOP_NONE) return err_set(KITE_E_STATE, "kite_gen_sample: the generation is over");
-    return kite_gen_push(g, kite_sampler_sample(g->p.sampler, logits), out);
+    kite_token t;
+    int rc = kite_gen_pick(g, logits, &t);
+    if (rc) return rc;
+    return kite_gen_push(g, t, out);
 }
 
 int kite_gen_stopped(const kite_gen *g) { return g ? g->stop : KITE_STOP_LENGTH; }

@@ -119,4 +119,51 @@ uint32_t grammar_vocab_n_nodes(const grammar_vocab *v); /* trie nodes */
  * KITE_OK, KITE_E_RANGE (a cap exceeded; mask contents undefined). */
 int grammar_matcher_fill_mask(grammar_matcher *m, const grammar_vocab *v, uint32_t *mask /* OUT */);
 
+/* out[t] = in[t] where bit t of mask is set, else -INFINITY, for t < n; returns the number
+ * of allowed tokens.  Whole words at a time (all clear: a fill; all set: a copy), so a
+ * mostly-empty or mostly-full mask costs about a memcpy of the row. */
+uint32_t grammar_mask_apply(const uint32_t *mask, uint32_t n, const float *in, float *out /* OUT */);
+
+/* ---- mask cache: XGrammar's adaptive token mask cache ---------------------------------
+ * A cache belongs to one (grammar, vocabulary) pair and is shared by every matcher of that
+ * grammar (a server keeps one per compiled grammar).  For a stack head it stores, keyed by
+ * the positions of the head's top `depth` stack frames, which tokens are allowed whatever
+ * lies below those frames (accepted), never allowed (rejected) or depend on the frames
+ * below (uncertain: checked at run time against the full stack).  Entries are computed on
+ * first use (one trie walk each) and kept until the cache is freed (docs/grammar.md). */
+#define GRAMMAR_CACHE_MAX_DEPTH 16
+#define GRAMMAR_CACHE_DEFAULT_DEPTH 8 /* bench/grammar_bench.c --depth 2..12 on Llama 3: 8 leaves ~0 uncertain tokens per entry */
+
+typedef struct grammar_mask_cache grammar_mask_cache;
+
+typedef struct {
+    uint32_t depth;   /* stack frames in a key, 1..GRAMMAR_CACHE_MAX_DEPTH */
+    size_t max_bytes; /* entries stop being added past this; such steps walk the trie (default 256 MiB) */
+} grammar_mask_cache_params;
+
+typedef struct {
+    uint32_t n_entries;
+    size_t bytes;         /* entries' memory */
+    uint64_t n_uncertain; /* uncertain tokens over all entries */
+    uint64_t hits, misses; /* head lookups */
+    uint64_t fallbacks;   /* steps that walked the whole trie (mid-character state, cache full) */
+} grammar_mask_cache_stats;
+
+grammar_mask_cache_params grammar_mask_cache_default_params(void);
+
+/* A cache for g over v; both must outlive it.  params NULL: the defaults.  KITE_E_ARG for a
+ * depth out of range, KITE_E_NOMEM. */
+int grammar_mask_cache_new(const grammar *g, const grammar_vocab *v, const grammar_mask_cache_params *params,
+                           grammar_mask_cache **out /* OUT */);
+void grammar_mask_cache_free(grammar_mask_cache *c);
+void grammar_mask_cache_get_stats(grammar_mask_cache *c, grammar_mask_cache_stats *out /* OUT */);
+
+/* The same mask as grammar_matcher_fill_mask(m, v, mask), v being c's vocabulary, computed
+ * from c's entries: per stack head, the entry's accepted tokens plus those of its uncertain
+ * tokens the full stack accepts.  A missing entry is computed first (one trie walk).  When a
+ * partial character is pending, or the cache is full, the whole trie is walked instead.
+ * Thread-safe on c (a mutex guards lookups); m is used by one thread.  KITE_E_ARG when m's
+ * grammar is not c's, KITE_E_RANGE (a cap exceeded), KITE_E_NOMEM; mask undefined on error. */
+int grammar_matcher_fill_mask_cached(grammar_matcher *m, grammar_mask_cache *c, uint32_t *mask /* OUT */);
+
 #endif

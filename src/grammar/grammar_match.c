@@ -43,6 +43,8 @@
  *   nodes[i].parent < i or NIL; heads [h0, h1) are live; n_nodes and n_heads
  *   are the arena tops, above which a step writes its scratch.
  */
+#include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,6 +85,7 @@ struct grammar_matcher {
     uint32_t *hval, *hgen;
     uint32_t hmask, gen, h_used;
     glevel *lv; /* (cap_lv) mask walk levels */
+    uint8_t *dp; /* (cap_lv) cache precompute: a level up to this depth let the rule end */
     uint32_t cap_lv;
 };
 
@@ -422,6 +425,7 @@ void grammar_matcher_free(grammar_matcher *m) {
     free(m->hval);
     free(m->hgen);
     free(m->lv);
+    free(m->dp);
     free(m);
 }
 
@@ -483,7 +487,11 @@ struct grammar_vocab {
     uint32_t *end;      /* (n_nodes) first node after the subtree */
     uint32_t *tok_first; /* (n_nodes) into tok_ids */
     uint32_t *tok_n;    /* (n_nodes) tokens ending here */
-    uint32_t *tok_ids;  /* (tokens with bytes) in trie order */
+    uint32_t *tok_ids;  /* (n_e) token ids in trie order */
+    uint32_t n_e;       /* tokens with bytes */
+    uint32_t *sub_first; /* (n_nodes + 1) trie-order index of the first token at or after node i */
+    uint8_t *tb;        /* token bytes in trie order */
+    uint32_t *tb_off;   /* (n_e + 1) into tb */
 };
 
 typedef struct {
@@ -537,11 +545,15 @@ int grammar_vocab_new(const char *const *tokens, const uint32_t *lens, uint32_t 
     v->tok_n = malloc(cap * sizeof *v->tok_n);
     v->tok_ids = malloc((n_e ? n_e : 1) * sizeof *v->tok_ids);
     path = malloc(((size_t)max_len + 1) * sizeof *path);
-    if (!v->byte || !v->depth || !v->end || !v->tok_first || !v->tok_n || !v->tok_ids || !path) {
+    v->sub_first = malloc((cap + 1) * sizeof *v->sub_first);
+    v->tb = malloc(cap);
+    v->tb_off = malloc(((size_t)n_e + 1) * sizeof *v->tb_off);
+    if (!v->byte || !v->depth || !v->end || !v->tok_first || !v->tok_n || !v->tok_ids || !path || !v->sub_first ||
+        !v->tb || !v->tb_off) {
         rc = err_set(KITE_E_NOMEM, "grammar: out of memory");
         goto fail;
     }
-    uint32_t n = 0, sp = 0;
+    uint32_t n = 0, sp = 0, tb_n = 0;
     for (uint32_t k = 0; k < n_e; k++) {
         uint32_t lcp = 0;
         if (k) {
@@ -560,9 +572,20 @@ int grammar_vocab_new(const char *const *tokens, const uint32_t *lens, uint32_t 
         if (!v->tok_n[leaf]) v->tok_first[leaf] = k;
         v->tok_n[leaf]++;
         v->tok_ids[k] = e[k].id;
+        v->tb_off[k] = tb_n;
+        memcpy(v->tb + tb_n, e[k].s, e[k].len);
+        tb_n += e[k].len;
     }
     while (sp > 0) v->end[path[--sp]] = n;
+    v->tb_off[n_e] = tb_n;
     v->n_nodes = n;
+    v->n_e = n_e;
+    /* tokens are numbered in preorder (a node's tokens before its descendants'), so a
+     * subtree's tokens are the index range [sub_first[i], sub_first[end[i]]) */
+    for (uint32_t i = 0, k = 0; i <= n; i++) {
+        v->sub_first[i] = k;
+        if (i < n) k += v->tok_n[i];
+    }
     v->max_depth = max_len;
     free(path);
     free(e);
@@ -583,6 +606,9 @@ void grammar_vocab_free(grammar_vocab *v) {
     free(v->tok_first);
     free(v->tok_n);
     free(v->tok_ids);
+    free(v->sub_first);
+    free(v->tb);
+    free(v->tb_off);
     free(v);
 }
 
@@ -591,18 +617,25 @@ uint32_t grammar_vocab_n_nodes(const grammar_vocab *v) { return v ? v->n_nodes :
 
 /* ---- mask --------------------------------------------------------------------------- */
 
+/* The per-depth walk levels, sized once per vocabulary. */
+static int ensure_levels(grammar_matcher *m, const grammar_vocab *v) {
+    if (m->cap_lv >= v->max_depth + 1) return KITE_OK;
+    glevel *lv = realloc(m->lv, ((size_t)v->max_depth + 1) * sizeof *lv);
+    if (lv) m->lv = lv;
+    uint8_t *dp = realloc(m->dp, (size_t)v->max_depth + 1);
+    if (dp) m->dp = dp;
+    if (!lv || !dp) return err_set(KITE_E_NOMEM, "grammar: out of memory");
+    m->cap_lv = v->max_depth + 1;
+    return KITE_OK;
+}
+
 int grammar_matcher_fill_mask(grammar_matcher *m, const grammar_vocab *v, uint32_t *mask) {
     if (!m || !v || (!mask && v->n_tokens)) return err_set(KITE_E_ARG, "grammar_matcher_fill_mask: NULL argument");
     memset(mask, 0, ((size_t)v->n_tokens + 31) / 32 * sizeof *mask);
-    if (m->cap_lv < v->max_depth + 1) { /* once per vocabulary size */
-        glevel *lv = realloc(m->lv, ((size_t)v->max_depth + 1) * sizeof *lv);
-        if (!lv) return err_set(KITE_E_NOMEM, "grammar: out of memory");
-        m->lv = lv;
-        m->cap_lv = v->max_depth + 1;
-    }
+    int rc = ensure_levels(m, v);
+    if (rc) return rc;
     glevel *lv = m->lv;
     lv[0] = live_level(m);
-    int rc = KITE_OK;
     for (uint32_t i = 0; i < v->n_nodes;) {
         uint32_t d = v->depth[i];
         int r = step_byte(m, &lv[d - 1], v->byte[i], &lv[d]);
@@ -623,4 +656,359 @@ int grammar_matcher_fill_mask(grammar_matcher *m, const grammar_vocab *v, uint32
     m->n_heads = lv[0].heads_top;
     m->n_nodes = lv[0].nodes_top;
     return rc;
+}
+
+/* ---- mask cache (context-independent tokens, precomputed) --------------------------------
+ *
+ * An entry is keyed by the positions of a head's top `depth` stack frames (and whether the
+ * stack goes deeper).  Computing it walks the whole trie from a stack of those frames alone,
+ * with "the bottom frame ended" marked as a NIL head, and sorts every token into:
+ *   accepted   some path consumes it without leaving the frames: allowed whatever lies below;
+ *   rejected   every path fails inside the frames: never allowed;
+ *   uncertain  no path succeeds inside, but one left the frames before the token's end:
+ *              the answer depends on the frames below, checked at run time with the full
+ *              stack (in trie order, sharing the steps of common prefixes).
+ * When the key reaches the stack's bottom the frames are the whole context: nothing is
+ * uncertain.  Accepted tokens are kept as a list or a bitset, whichever is smaller. */
+
+typedef struct {
+    uint32_t hash, n_key, trunc;
+    uint32_t key[GRAMMAR_CACHE_MAX_DEPTH]; /* frame positions, top first */
+    uint32_t n_acc;
+    uint32_t *acc;  /* (n_acc) token ids, or NULL when bits */
+    uint32_t *bits; /* (words) accepted bitset, or NULL */
+    uint32_t n_unc;
+    uint32_t *unc;      /* (n_unc) trie-order indices, ascending */
+    uint16_t *unc_lcp;  /* (n_unc) bytes shared with the previous uncertain token */
+} gc_entry;
+
+struct grammar_mask_cache {
+    const grammar *g;
+    const grammar_vocab *v;
+    grammar_mask_cache_params prm;
+    pthread_mutex_t mu;
+    gc_entry **tab; /* (tab_mask + 1) open addressing */
+    uint32_t tab_mask;
+    grammar_mask_cache_stats st;
+};
+
+grammar_mask_cache_params grammar_mask_cache_default_params(void) {
+    grammar_mask_cache_params p = {.depth = GRAMMAR_CACHE_DEFAULT_DEPTH, .max_bytes = (size_t)256 << 20};
+    return p;
+}
+
+int grammar_mask_cache_new(const grammar *g, const grammar_vocab *v, const grammar_mask_cache_params *params,
+                           grammar_mask_cache **out) {
+    if (!g || !v || !out) return err_set(KITE_E_ARG, "grammar_mask_cache_new: NULL argument");
+    grammar_mask_cache_params prm = params ? *params : grammar_mask_cache_default_params();
+    if (prm.depth < 1 || prm.depth > GRAMMAR_CACHE_MAX_DEPTH)
+        return err_set(KITE_E_ARG, "grammar_mask_cache_new: depth %u outside 1..%d", prm.depth, GRAMMAR_CACHE_MAX_DEPTH);
+    grammar_mask_cache *c = calloc(1, sizeof *c);
+    if (!c) return err_set(KITE_E_NOMEM, "grammar: out of memory");
+    c->tab_mask = 255;
+    c->tab = calloc(c->tab_mask + 1, sizeof *c->tab);
+    if (!c->tab || pthread_mutex_init(&c->mu, NULL)) {
+        free(c->tab);
+        free(c);
+        return err_set(KITE_E_NOMEM, "grammar: out of memory");
+    }
+    c->g = g;
+    c->v = v;
+    c->prm = prm;
+    *out = c;
+    return KITE_OK;
+}
+
+static void gc_entry_free(gc_entry *e) {
+    if (!e) return;
+    free(e->acc);
+    free(e->bits);
+    free(e->unc);
+    free(e->unc_lcp);
+    free(e);
+}
+
+void grammar_mask_cache_free(grammar_mask_cache *c) {
+    if (!c) return;
+    for (uint32_t i = 0; i <= c->tab_mask; i++) gc_entry_free(c->tab[i]);
+    free(c->tab);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+void grammar_mask_cache_get_stats(grammar_mask_cache *c, grammar_mask_cache_stats *out) {
+    if (!c || !out) return;
+    pthread_mutex_lock(&c->mu);
+    *out = c->st;
+    pthread_mutex_unlock(&c->mu);
+}
+
+static int gc_same(const gc_entry *e, uint32_t hash, const uint32_t *key, uint32_t n_key, uint32_t trunc) {
+    return e->hash == hash && e->n_key == n_key && e->trunc == trunc &&
+           !memcmp(e->key, key, n_key * sizeof *key);
+}
+
+/* Under c->mu. */
+static gc_entry *gc_find(const grammar_mask_cache *c, uint32_t hash, const uint32_t *key, uint32_t n_key,
+                         uint32_t trunc) {
+    for (uint32_t i = hash & c->tab_mask;; i = (i + 1) & c->tab_mask) {
+        gc_entry *e = c->tab[i];
+        if (!e || gc_same(e, hash, key, n_key, trunc)) return e;
+    }
+}
+
+/* Under c->mu: inserts e (not present), growing the table at half full. */
+static int gc_insert(grammar_mask_cache *c, gc_entry *e) {
+    if ((c->st.n_entries + 1) * 2 > c->tab_mask + 1) {
+        uint32_t nmask = c->tab_mask * 2 + 1;
+        gc_entry **nt = calloc((size_t)nmask + 1, sizeof *nt);
+        if (!nt) return err_set(KITE_E_NOMEM, "grammar: out of memory");
+        for (uint32_t i = 0; i <= c->tab_mask; i++) {
+            gc_entry *x = c->tab[i];
+            if (!x) continue;
+            uint32_t j = x->hash & nmask;
+            while (nt[j]) j = (j + 1) & nmask;
+            nt[j] = x;
+        }
+        free(c->tab);
+        c->tab = nt;
+        c->tab_mask = nmask;
+    }
+    uint32_t i = e->hash & c->tab_mask;
+    while (c->tab[i]) i = (i + 1) & c->tab_mask;
+    c->tab[i] = e;
+    c->st.n_entries++;
+    return KITE_OK;
+}
+
+static int level_has_nil(const grammar_matcher *m, const glevel *l) {
+    for (uint32_t h = l->h0; h < l->h1; h++)
+        if (m->heads[h] == NIL) return 1;
+    return 0;
+}
+
+/* Pushes a single-head level for node `id` above the arena tops. */
+static int push_single(grammar_matcher *m, uint32_t id, glevel *out) {
+    if (m->n_heads == m->cap_heads) {
+        int rc = grow_heads(m);
+        if (rc) return rc;
+    }
+    uint32_t h = m->n_heads++;
+    m->heads[h] = id;
+    *out = (glevel){h, h + 1, m->n_heads, m->n_nodes, 0, 0, 0};
+    return KITE_OK;
+}
+
+static uint32_t lcp_bytes(const grammar_vocab *v, uint32_t a, uint32_t b) {
+    const uint8_t *x = v->tb + v->tb_off[a], *y = v->tb + v->tb_off[b];
+    uint32_t la = v->tb_off[a + 1] - v->tb_off[a], lb = v->tb_off[b + 1] - v->tb_off[b];
+    uint32_t n = la < lb ? la : lb, i = 0;
+    while (i < n && x[i] == y[i]) i++;
+    return i;
+}
+
+enum { TK_REJ = 0, TK_ACC = 1, TK_UNC = 2 };
+
+/* Computes the entry for the frames key[0..n_key) (top first) with m's arena as scratch;
+ * m's state is unchanged.  Cost: one trie walk (a matcher step per visited node). */
+static int gc_compute(grammar_matcher *m, const grammar_mask_cache *c, const uint32_t *key, uint32_t n_key,
+                      uint32_t trunc, uint32_t hash, gc_entry **out) {
+    const grammar_vocab *v = c->v;
+    uint32_t nt = m->n_nodes, ht = m->n_heads;
+    uint8_t *cls = calloc(v->n_e ? v->n_e : 1, 1);
+    gc_entry *e = calloc(1, sizeof *e);
+    int rc = KITE_OK;
+    if (!cls || !e) {
+        rc = err_set(KITE_E_NOMEM, "grammar: out of memory");
+        goto fail;
+    }
+    uint32_t parent = NIL;
+    for (uint32_t j = n_key; j-- > 0;) { /* bottom frame first: parents have lower ids */
+        if (m->n_nodes == m->cap_nodes && (rc = grow_nodes(m))) goto fail;
+        m->nodes[m->n_nodes] = (gnode){key[j], parent};
+        parent = m->n_nodes++;
+    }
+    glevel *lv = m->lv;
+    uint8_t *dp = m->dp;
+    if ((rc = push_single(m, parent, &lv[0]))) goto fail;
+    dp[0] = 0;
+    for (uint32_t i = 0; i < v->n_nodes;) {
+        uint32_t d = v->depth[i];
+        int r = step_byte(m, &lv[d - 1], v->byte[i], &lv[d]);
+        if (r == REJECT) {
+            if (dp[d - 1]) memset(cls + v->sub_first[i], TK_UNC, v->sub_first[v->end[i]] - v->sub_first[i]);
+            i = v->end[i];
+            continue;
+        }
+        if (r) {
+            rc = r;
+            goto fail;
+        }
+        memset(cls + v->tok_first[i], TK_ACC, v->tok_n[i]);
+        dp[d] = dp[d - 1] || (trunc && lv[d].need == 0 && level_has_nil(m, &lv[d]));
+        i++;
+    }
+    uint32_t words = (v->n_tokens + 31) / 32;
+    for (uint32_t k = 0; k < v->n_e; k++) {
+        if (cls[k] == TK_ACC) e->n_acc++;
+        else if (cls[k] == TK_UNC) e->n_unc++;
+    }
+    if (e->n_acc < words) {
+        e->acc = malloc((e->n_acc ? e->n_acc : 1) * sizeof *e->acc);
+        if (!e->acc) goto nomem;
+    } else {
+        e->bits = calloc(words, sizeof *e->bits);
+        if (!e->bits) goto nomem;
+    }
+    if (e->n_unc) {
+        e->unc = malloc(e->n_unc * sizeof *e->unc);
+        e->unc_lcp = malloc(e->n_unc * sizeof *e->unc_lcp);
+        if (!e->unc || !e->unc_lcp) goto nomem;
+    }
+    uint32_t na = 0, nu = 0;
+    for (uint32_t k = 0; k < v->n_e; k++) {
+        uint32_t t = v->tok_ids[k];
+        if (cls[k] == TK_ACC) {
+            if (e->acc) e->acc[na++] = t;
+            else e->bits[t >> 5] |= 1u << (t & 31);
+        } else if (cls[k] == TK_UNC) {
+            uint32_t l = nu ? lcp_bytes(v, e->unc[nu - 1], k) : 0;
+            e->unc_lcp[nu] = (uint16_t)(l > UINT16_MAX ? UINT16_MAX : l);
+            e->unc[nu++] = k;
+        }
+    }
+    e->hash = hash;
+    e->n_key = n_key;
+    e->trunc = trunc;
+    memcpy(e->key, key, n_key * sizeof *key);
+    free(cls);
+    m->n_nodes = nt;
+    m->n_heads = ht;
+    *out = e;
+    return KITE_OK;
+nomem:
+    rc = err_set(KITE_E_NOMEM, "grammar: out of memory");
+    goto fail;
+fail:
+    free(cls);
+    gc_entry_free(e);
+    m->n_nodes = nt;
+    m->n_heads = ht;
+    return rc;
+}
+
+static size_t gc_bytes(const gc_entry *e, uint32_t words) {
+    return sizeof *e + (e->acc ? (size_t)e->n_acc * 4 : (size_t)words * 4) + (size_t)e->n_unc * 6;
+}
+
+/* Checks e's uncertain tokens from the full stack of node id, setting the allowed ones. */
+static int check_uncertain(grammar_matcher *m, const grammar_vocab *v, const gc_entry *e, uint32_t id,
+                           uint32_t *mask) {
+    glevel *lv = m->lv;
+    int rc = push_single(m, id, &lv[0]);
+    if (rc) return rc;
+    uint32_t reached = 0, dead = UINT32_MAX, shared = UINT32_MAX;
+    for (uint32_t j = 0; j < e->n_unc; j++) {
+        uint32_t k = e->unc[j];
+        if (e->unc_lcp[j] < shared) shared = e->unc_lcp[j];
+        if (shared >= dead) continue; /* shares a rejected prefix with the last token checked */
+        uint32_t t = v->tok_ids[k];
+        if ((mask[t >> 5] >> (t & 31)) & 1u) continue; /* allowed through another head */
+        const uint8_t *s = v->tb + v->tb_off[k];
+        uint32_t len = v->tb_off[k + 1] - v->tb_off[k], d = reached < shared ? reached : shared;
+        int r = KITE_OK;
+        for (; d < len; d++) {
+            r = step_byte(m, &lv[d], s[d], &lv[d + 1]);
+            if (r) break;
+        }
+        if (r && r != REJECT) return r;
+        reached = d;
+        dead = d < len ? d + 1 : UINT32_MAX;
+        shared = UINT32_MAX;
+        if (d == len) mask[t >> 5] |= 1u << (t & 31);
+    }
+    return KITE_OK;
+}
+
+int grammar_matcher_fill_mask_cached(grammar_matcher *m, grammar_mask_cache *c, uint32_t *mask) {
+    if (!m || !c || !mask) return err_set(KITE_E_ARG, "grammar_matcher_fill_mask_cached: NULL argument");
+    if (m->g != c->g) return err_set(KITE_E_ARG, "grammar_matcher_fill_mask_cached: cache of another grammar");
+    const grammar_vocab *v = c->v;
+    if (m->st.need) { /* a token ended mid-character: entries assume a character boundary */
+        pthread_mutex_lock(&c->mu);
+        c->st.fallbacks++;
+        pthread_mutex_unlock(&c->mu);
+        return grammar_matcher_fill_mask(m, v, mask);
+    }
+    uint32_t words = (v->n_tokens + 31) / 32;
+    memset(mask, 0, (size_t)words * sizeof *mask);
+    int rc = ensure_levels(m, v);
+    if (rc) return rc;
+    uint32_t nt = m->n_nodes, ht = m->n_heads;
+    for (uint32_t h = m->st.h0; h < m->st.h1 && !rc; h++) {
+        uint32_t id = m->heads[h];
+        if (id == NIL) continue;
+        uint32_t key[GRAMMAR_CACHE_MAX_DEPTH], n_key = 0, x = id, hash = 2166136261u;
+        while (x != NIL && n_key < c->prm.depth) {
+            key[n_key++] = m->nodes[x].pos;
+            hash = (hash ^ m->nodes[x].pos) * 16777619u;
+            x = m->nodes[x].parent;
+        }
+        uint32_t trunc = x != NIL;
+        hash = (hash ^ (n_key << 1 | trunc)) * 16777619u;
+        pthread_mutex_lock(&c->mu);
+        gc_entry *e = gc_find(c, hash, key, n_key, trunc);
+        if (e) c->st.hits++;
+        int full = !e && c->st.bytes >= c->prm.max_bytes;
+        if (full) c->st.fallbacks++;
+        pthread_mutex_unlock(&c->mu);
+        if (full) return grammar_matcher_fill_mask(m, v, mask);
+        if (!e) { /* computed outside the lock: another thread may do the same; the first one in wins */
+            gc_entry *ne = NULL;
+            if ((rc = gc_compute(m, c, key, n_key, trunc, hash, &ne))) break;
+            pthread_mutex_lock(&c->mu);
+            e = gc_find(c, hash, key, n_key, trunc);
+            if (!e) {
+                rc = gc_insert(c, ne);
+                if (!rc) {
+                    e = ne;
+                    ne = NULL;
+                    c->st.misses++;
+                    c->st.bytes += gc_bytes(e, words);
+                    c->st.n_uncertain += e->n_unc;
+                }
+            }
+            pthread_mutex_unlock(&c->mu);
+            gc_entry_free(ne);
+            if (rc) break;
+        }
+        /* entries are immutable once in the table and freed only with the cache */
+        if (e->acc)
+            for (uint32_t i = 0; i < e->n_acc; i++) mask[e->acc[i] >> 5] |= 1u << (e->acc[i] & 31);
+        else
+            for (uint32_t w = 0; w < words; w++) mask[w] |= e->bits[w];
+        if (e->n_unc) rc = check_uncertain(m, v, e, id, mask);
+        m->n_nodes = nt;
+        m->n_heads = ht;
+    }
+    m->n_nodes = nt;
+    m->n_heads = ht;
+    return rc;
+}
+
+uint32_t grammar_mask_apply(const uint32_t *mask, uint32_t n, const float *in, float *out) {
+    uint32_t allowed = 0;
+    for (uint32_t w = 0; w * 32 < n; w++) {
+        uint32_t m = mask[w], base = w * 32, k = n - base < 32 ? n - base : 32;
+        if (m == 0) {
+            for (uint32_t i = 0; i < k; i++) out[base + i] = -INFINITY;
+        } else if (m == UINT32_MAX && k == 32) {
+            memcpy(out + base, in + base, 32 * sizeof *out);
+            allowed += 32;
+        } else {
+            for (uint32_t i = 0; i < k; i++) out[base + i] = (m >> i) & 1u ? in[base + i] : -INFINITY;
+            allowed += (uint32_t)__builtin_popcount(k == 32 ? m : m & ((1u << k) - 1));
+        }
+    }
+    return allowed;
 }

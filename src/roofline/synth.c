@@ -543,6 +543,7 @@ static int set_metadata(gguf_writer *w, const synth_params *p, const synth_vocab
         TRY(gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"), (uint32_t)s->longrope_ctx));
     }
 #undef KEY
+    if (p->vocab_from) goto done; /* synth_write copies the tokenizer.* keys of that file */
     TRY(gguf_writer_set_str(w, "tokenizer.ggml.model", "llama"));
     TRY(gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v->tok, NULL, (uint64_t)v->n));
     TRY(gguf_writer_set_arr(w, "tokenizer.ggml.scores", GGUF_VT_FLOAT32, v->score, (uint64_t)v->n));
@@ -553,6 +554,41 @@ static int set_metadata(gguf_writer *w, const synth_params *p, const synth_vocab
     TRY(gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", true));
     TRY(gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", false));
 done:
+    return rc;
+}
+
+int synth_vocab_size(const char *path, int32_t *n_vocab) {
+    gguf_ctx *g = NULL;
+    gguf_open_params op = {.use_mmap = true};
+    int rc = gguf_open(path, &op, &g);
+    if (rc) return rc;
+    const gguf_value *t = gguf_get(g, "tokenizer.ggml.tokens");
+    if (!t || t->type != GGUF_VT_ARRAY || t->v.arr.elem_type != GGUF_VT_STRING || t->v.arr.n > (1u << 24))
+        rc = err_set(KITE_E_NOT_FOUND, "%s: no tokenizer.ggml.tokens string array (of at most 2^24)", path);
+    else *n_vocab = (int32_t)t->v.arr.n;
+    gguf_close(g);
+    return rc;
+}
+
+/* Copies every tokenizer.* key of p->vocab_from (its token count must be shape.n_vocab). */
+static int copy_vocab(gguf_writer *w, const synth_params *p) {
+    int32_t n = 0;
+    int rc = synth_vocab_size(p->vocab_from, &n);
+    if (rc) return rc;
+    if (n != p->shape.n_vocab)
+        return err_set(KITE_E_ARG, "%s has %d tokens, the shape %d", p->vocab_from, n, p->shape.n_vocab);
+    gguf_ctx *g = NULL;
+    gguf_open_params op = {.use_mmap = true};
+    if ((rc = gguf_open(p->vocab_from, &op, &g))) return rc;
+    for (uint64_t i = 0; i < g->n_kv && !rc; i++) {
+        const gguf_kv *kv = &g->kv[i];
+        char key[256];
+        if (kv->key.len < 10 || kv->key.len >= sizeof key || memcmp(kv->key.ptr, "tokenizer.", 10)) continue;
+        memcpy(key, kv->key.ptr, kv->key.len);
+        key[kv->key.len] = 0;
+        rc = gguf_writer_set_value(w, key, &kv->value);
+    }
+    gguf_close(g);
     return rc;
 }
 
@@ -593,8 +629,9 @@ int synth_write(const synth_params *p, const char *path) {
         rc = KITE_E_NOMEM;
         goto done;
     }
-    TRY(vocab_build(p->shape.n_vocab, shape_arch(&p->shape), &v));
+    if (!p->vocab_from) TRY(vocab_build(p->shape.n_vocab, shape_arch(&p->shape), &v));
     TRY(set_metadata(w, p, &v));
+    if (p->vocab_from) TRY(copy_vocab(w, p));
     for (size_t i = 0; i < job.n_t; i++) {
         synth_tensor *t = &job.t[i];
         t->job = &job;

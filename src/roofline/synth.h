@@ -99,7 +99,14 @@ typedef struct synth_params {
     uint64_t seed;       /* PRNG seed; same seed and parameters -> same bytes */
     int n_threads;       /* generator threads (<= 0: 1); the output does not depend on it */
     const char *name;    /* general.name; NULL: "synth-<shape>" */
+    const char *vocab_from; /* a GGUF whose tokenizer.* metadata is copied (a real vocabulary, e.g.
+                               ../shared/models/vocab-llama3.gguf; shape.n_vocab must equal its token
+                               count: synth_vocab_size), or NULL: the synthetic SentencePiece one */
 } synth_params;
+
+/* The token count of the vocabulary in the GGUF at path (for synth_params.vocab_from).
+ * Returns KITE_OK, or the reader's status / KITE_E_NOT_FOUND (no tokenizer.ggml.tokens). */
+int synth_vocab_size(const char *path, int32_t *n_vocab /* OUT */);
 
 /* Checks the shape (positive sizes, n_head a multiple of n_head_kv, n_embd a
  * multiple of n_head, n_vocab >= 259) and that the matrix type(s), after the

@@ -180,3 +180,14 @@ e2e_stop_servers() {
     done
     PIDS=
 }
+
+# e2e_npm_ready DIR PACKAGE LOG: installs the npm PACKAGE into DIR (outside git,
+# kept across builds: one install per clone) unless it is there; false when npm
+# is missing or the install fails (its output in LOG).
+e2e_npm_ready() {
+    [ -d "$1/node_modules/$2" ] && return 0
+    command -v npm >/dev/null 2>&1 || return 1
+    mkdir -p "$1"
+    [ -f "$1/package.json" ] || echo '{"private": true}' >"$1/package.json"
+    (cd "$1" && timeout 120 npm install --no-audit --no-fund --silent "$2" >"$3" 2>&1)
+}

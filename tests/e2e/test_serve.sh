@@ -437,14 +437,7 @@ else e2e_fail "32 concurrent streams" "bad:$bad"; fi
 # `make clean`, so one install per clone), or $KITE_NODE_DIR
 NODE_DIR=${KITE_NODE_DIR:-tests/e2e/.node}
 case "$NODE_DIR" in /*) ;; *) NODE_DIR=$(pwd)/$NODE_DIR ;; esac
-npm_ready() {
-    # npm_ready PACKAGE: installs PACKAGE into $NODE_DIR unless present
-    [ -d "$NODE_DIR/node_modules/$1" ] && return 0
-    command -v npm >/dev/null 2>&1 || return 1
-    mkdir -p "$NODE_DIR"
-    [ -f "$NODE_DIR/package.json" ] || echo '{"private": true}' >"$NODE_DIR/package.json"
-    (cd "$NODE_DIR" && timeout 120 npm install --no-audit --no-fund --silent "$1" >"$T/npm.log" 2>&1)
-}
+npm_ready() { e2e_npm_ready "$NODE_DIR" "$1" "$T/npm.log"; }
 if ! command -v node >/dev/null 2>&1; then
     skip "openai npm package" "node is not installed"
     skip "web page in Chromium" "node is not installed"

@@ -57,13 +57,21 @@ static grammar_vocab *fuzz_g_vocab(const char **tok, uint32_t *len) {
     return v;
 }
 
-/* 1: mask computed and equal to brute force; 0: a cap was hit (skipped). */
-static int fuzz_g_check_mask(grammar_matcher *m, const grammar_vocab *v, const char **tok, const uint32_t *len,
-                             uint32_t *mask) {
+/* 1: mask computed and equal to brute force (and the cached masks at key depths 1 and 8
+ * equal to it); 0: a cap was hit (skipped). */
+static int fuzz_g_check_mask(grammar_matcher *m, const grammar_vocab *v, grammar_mask_cache *const *fz_caches,
+                             const char **tok, const uint32_t *len, uint32_t *mask) {
     uint32_t n = grammar_vocab_n_tokens(v);
     int rc = grammar_matcher_fill_mask(m, v, mask);
     if (rc == KITE_E_RANGE) return 0;
     FUZZ_G_REQUIRE(rc == KITE_OK);
+    for (int i = 0; i < 2; i++) {
+        uint32_t cm[(256 + FUZZ_G_MULTI + 31) / 32];
+        rc = grammar_matcher_fill_mask_cached(m, fz_caches[i], cm);
+        if (rc == KITE_E_RANGE) return 0;
+        FUZZ_G_REQUIRE(rc == KITE_OK);
+        FUZZ_G_REQUIRE(memcmp(cm, mask, (n + 31) / 32 * sizeof *cm) == 0);
+    }
     for (uint32_t t = 0; t < n; t++) {
         grammar_matcher *c = NULL;
         FUZZ_G_REQUIRE(grammar_matcher_clone(m, &c) == KITE_OK);
@@ -101,11 +109,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *tok[256 + FUZZ_G_MULTI];
     uint32_t len[256 + FUZZ_G_MULTI];
     grammar_vocab *v = fuzz_g_vocab(tok, len);
+    grammar_mask_cache *fz_caches[2] = {NULL, NULL};
+    grammar_mask_cache_params cp = grammar_mask_cache_default_params();
+    cp.depth = 1;
+    FUZZ_G_REQUIRE(grammar_mask_cache_new(g, v, &cp, &fz_caches[0]) == KITE_OK);
+    FUZZ_G_REQUIRE(grammar_mask_cache_new(g, v, NULL, &fz_caches[1]) == KITE_OK);
     uint32_t mask[(256 + FUZZ_G_MULTI + 31) / 32], again[(256 + FUZZ_G_MULTI + 31) / 32];
     const uint8_t *in = nul ? nul + 1 : data + size;
     size_t n_in = nul ? size - glen - 1 : 0;
     for (int step = 0; step < 12; step++) {
-        int have = fuzz_g_check_mask(m, v, tok, len, mask);
+        int have = fuzz_g_check_mask(m, v, fz_caches, tok, len, mask);
         if (!n_in) break;
         size_t chunk = n_in < 3 ? n_in : (size_t)(in[0] % 3) + 1;
         if (chunk > n_in) chunk = n_in;
@@ -119,6 +132,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         in += chunk;
         n_in -= chunk;
     }
+    grammar_mask_cache_free(fz_caches[0]);
+    grammar_mask_cache_free(fz_caches[1]);
     grammar_vocab_free(v);
     grammar_matcher_free(m);
     grammar_free(g);

@@ -348,13 +348,45 @@ TEST(clone_is_independent) {
 
 /* ---- masks against brute force --------------------------------------------- */
 
-/* Compares fill_mask with clone + accept for every token; returns the number of allowed tokens. */
+/* Mask caches at key depths 1, 2 and 4 (1 leaves the most tokens uncertain, so the run-time
+ * check of the full stack is exercised hardest), kept across the steps of one test so that
+ * later steps hit entries computed by earlier ones; NULL entries: not in use. */
+static grammar_mask_cache *caches[3];
+
+static void caches_new(const grammar *g, const grammar_vocab *v) {
+    static const uint32_t depth[3] = {1, 2, 4};
+    for (int i = 0; i < 3; i++) {
+        grammar_mask_cache_params p = grammar_mask_cache_default_params();
+        p.depth = depth[i];
+        caches[i] = NULL;
+        CHECK_EQ_INT(grammar_mask_cache_new(g, v, &p, &caches[i]), KITE_OK);
+    }
+}
+
+static void caches_free(void) {
+    for (int i = 0; i < 3; i++) {
+        grammar_mask_cache_free(caches[i]);
+        caches[i] = NULL;
+    }
+}
+
+/* Compares fill_mask (and fill_mask_cached through each cache in use) with clone + accept
+ * for every token; returns the number of allowed tokens. */
 static int check_mask(grammar_matcher *m, const grammar_vocab *v, const char *const *tok, const uint32_t *len,
                       const char *where) {
-    uint32_t n = grammar_vocab_n_tokens(v);
-    uint32_t *mask = calloc((n + 31) / 32, sizeof *mask);
+    uint32_t n = grammar_vocab_n_tokens(v), words = (n + 31) / 32;
+    uint32_t *mask = calloc(words, sizeof *mask), *cm = calloc(words, sizeof *cm);
     int allowed = 0, bad = 0;
     CHECK_EQ_INT(grammar_matcher_fill_mask(m, v, mask), KITE_OK);
+    for (int i = 0; i < 3; i++) {
+        if (!caches[i]) continue;
+        CHECK_EQ_INT(grammar_matcher_fill_mask_cached(m, caches[i], cm), KITE_OK);
+        uint32_t w = 0;
+        while (w < words && cm[w] == mask[w]) w++;
+        CHECK_MSG(w == words, "%s: cache %d differs from the trie walk in word %u (%08x, %08x)", where, i, w,
+                  w < words ? cm[w] : 0, w < words ? mask[w] : 0);
+    }
+    free(cm);
     for (uint32_t t = 0; t < n; t++) {
         grammar_matcher *c = NULL;
         if (grammar_matcher_clone(m, &c) != KITE_OK) {
@@ -386,6 +418,7 @@ TEST(mask_small_vocab) {
     grammar *g = text ? parse(text) : NULL;
     grammar_matcher *m = NULL;
     if (!v || !g || grammar_matcher_new(g, NULL, &m) != KITE_OK) goto done;
+    caches_new(g, v);
     /* walk a document, token by token, checking the mask before each */
     static const char *doc[] = {"{\"", "a", "\":", " ", "[", "1", "2", ", ", "tr", "ue", ", ", "\"",
                                 "\xCE", "\xB1", "\xE6\x97", "\xA5\"", ", ", "-", "0", ".5", "e+", "1", "]", "}"};
@@ -398,7 +431,12 @@ TEST(mask_small_vocab) {
     }
     CHECK(grammar_matcher_is_accepting(m));
     CHECK_EQ_INT(check_mask(m, v, toks, len, "at the end"), 2); /* " " and "\n" */
+    grammar_mask_cache_stats st;
+    grammar_mask_cache_get_stats(caches[0], &st);
+    CHECK(st.misses > 0 && st.hits > 0 && st.n_uncertain > 0);
+    CHECK(st.fallbacks > 0); /* the pieces ending mid-character */
 done:
+    caches_free();
     grammar_matcher_free(m);
     grammar_free(g);
     grammar_vocab_free(v);
@@ -427,6 +465,7 @@ TEST(mask_llama2_vocab) {
     grammar *g = text ? parse(text) : NULL;
     grammar_matcher *m = NULL;
     if (v && g && grammar_matcher_new(g, NULL, &m) == KITE_OK) {
+        caches_new(g, v);
         /* states: start, inside a key, after the colon, inside a number, mid-character in a string */
         static const char *steps[] = {"", "{\"na", "me\": ", "-12", ".5, \"s\": \"\xE6", "\x97"};
         for (size_t i = 0; i < sizeof steps / sizeof *steps; i++) {
@@ -436,6 +475,7 @@ TEST(mask_llama2_vocab) {
             int allowed = check_mask(m, v, tok, len, where);
             CHECK(allowed > 0);
         }
+        caches_free();
     }
     grammar_matcher_free(m);
     grammar_free(g);
@@ -452,25 +492,8 @@ TEST(mask_llama2_vocab) {
 #include "fuzz/fuzz_grammar.c"
 
 TEST(fuzz_corpus_replay) {
-    const char *dir = "tests/fuzz/corpus/fuzz_grammar";
-    DIR *d = opendir(dir);
-    CHECK(d != NULL);
-    if (!d) return;
-    int n_files = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.') continue;
-        char path[512];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        size_t n = 0;
-        char *img = harness_read_file(path, &n);
-        if (!img) continue;
-        n_files++;
-        LLVMFuzzerTestOneInput((const uint8_t *)img, n); /* aborts on a broken invariant */
-        free(img);
-    }
-    closedir(d);
-    CHECK(n_files >= 6);
+    int n_files = harness_replay_dir("tests/fuzz/corpus/fuzz_grammar", LLVMFuzzerTestOneInput);
+    CHECK_MSG(n_files >= 6, "%d corpus files", n_files);
 }
 
 int main(void) {

@@ -680,6 +680,19 @@ enum MHD_Result gen_handle(server *s, struct MHD_Connection *c, const char *body
     /* OpenAI's defaults: 16 tokens for completions, the rest of the context for chat */
     int32_t room = s->n_ctx - n;
     int32_t max_tokens = r->max_tokens > 0 ? r->max_tokens : chat ? room : 16;
+    kite_grammar *kg = NULL; /* structured output: compiled per request, then owned by the engine */
+    if (r->grammar_kind >= 0) {
+        const char *gt = r->grammar_text ? r->grammar_text : "";
+        int grc = kite_grammar_new(s->model, r->grammar_kind, gt, strlen(gt), &kg);
+        if (grc != KITE_OK) {
+            if (grc == KITE_E_NOMEM)
+                oai_error_set(&err, 500, "server_error", NULL, NULL, "Out of memory compiling the grammar.");
+            else
+                oai_error_set(&err, 400, "invalid_request_error", "invalid_value", r->grammar_param, "Invalid '%s': %s",
+                              r->grammar_param, kite_last_error());
+            goto fail;
+        }
+    }
     engine_req er = {
         .prompt = toks,
         .n_prompt = n,
@@ -688,11 +701,13 @@ enum MHD_Result gen_handle(server *s, struct MHD_Connection *c, const char *body
         .stop = n_stop ? stops : NULL,
         .n_stop = n_stop,
         .ignore_eos = r->ignore_eos,
+        .grammar = kg,
     };
     g->t_submit = time_now_s();
     int st = engine_submit(s->eng, &er, gen_on_event, g, &g->eng_id);
     free(toks);
     toks = NULL;
+    if (st != KITE_OK) kite_grammar_free(kg);
     if (st != KITE_OK) {
         const char *msg = kite_last_error();
         if (st == KITE_E_RANGE && strstr(msg, "context"))

@@ -252,6 +252,62 @@ static bool parse_stop(const cJSON *root, oai_request *r, oai_error *err) {
     return true;
 }
 
+/* Structured output: OpenAI's response_format (json_object, json_schema), llama-server's
+ * grammar (GBNF) and json_schema (a schema); at most one.  The schema is kept as text and
+ * compiled by gen.c (a schema the converter refuses is a 400 there, naming the keyword). */
+static bool parse_grammar(const cJSON *root, oai_request *r, oai_error *err) {
+    r->grammar_kind = -1;
+    const cJSON *rf = oai_member(root, "response_format"), *gr = oai_member(root, "grammar"),
+                *js = oai_member(root, "json_schema");
+    int n = 0;
+    if (rf) {
+        if (!cJSON_IsObject(rf)) return bad_type(err, "response_format", "an object");
+        const cJSON *ty = oai_member(rf, "type");
+        if (!cJSON_IsString(ty)) return bad_type(err, "response_format.type", "a string");
+        if (!strcmp(ty->valuestring, "json_object")) {
+            r->grammar_kind = KITE_GRAMMAR_JSON_OBJECT;
+            n++;
+        } else if (!strcmp(ty->valuestring, "json_schema")) {
+            const cJSON *w = oai_member(rf, "json_schema");
+            if (!cJSON_IsObject(w)) return bad_type(err, "response_format.json_schema", "an object");
+            const cJSON *sc = oai_member(w, "schema"), *strict = oai_member(w, "strict");
+            if (strict && !cJSON_IsBool(strict)) return bad_type(err, "response_format.json_schema.strict", "a boolean");
+            if (sc && !cJSON_IsObject(sc) && !cJSON_IsBool(sc))
+                return bad_type(err, "response_format.json_schema.schema", "an object");
+            r->grammar_kind = KITE_GRAMMAR_JSON_SCHEMA;
+            /* no schema: any JSON value, as OpenAI; strict or not, the output always follows it */
+            if (!(r->grammar_text = sc ? cJSON_PrintUnformatted(sc) : dup_str("{}", err))) {
+                if (sc) oai_error_set(err, 500, "server_error", NULL, NULL, "Out of memory.");
+                return false;
+            }
+            n++;
+        } else if (strcmp(ty->valuestring, "text") != 0) {
+            return bad_value(err, "response_format.type", "one of text, json_object, json_schema");
+        }
+        r->grammar_param = "response_format";
+    }
+    if (gr) {
+        if (!cJSON_IsString(gr)) return bad_type(err, "grammar", "a string (GBNF)");
+        if (!(r->grammar_text = dup_str(gr->valuestring, err))) return false;
+        r->grammar_kind = KITE_GRAMMAR_GBNF;
+        r->grammar_param = "grammar";
+        n++;
+    }
+    if (js) {
+        if (!cJSON_IsObject(js)) return bad_type(err, "json_schema", "an object");
+        free(r->grammar_text);
+        if (!(r->grammar_text = cJSON_PrintUnformatted(js))) {
+            oai_error_set(err, 500, "server_error", NULL, NULL, "Out of memory.");
+            return false;
+        }
+        r->grammar_kind = KITE_GRAMMAR_JSON_SCHEMA;
+        r->grammar_param = "json_schema";
+        n++;
+    }
+    if (n > 1) return bad_value(err, "response_format", "give one of response_format, grammar and json_schema");
+    return true;
+}
+
 static bool parse_fields(const cJSON *root, bool chat, oai_request *r, oai_error *err) {
     double v;
     bool given;
@@ -309,6 +365,9 @@ static bool parse_fields(const cJSON *root, bool chat, oai_request *r, oai_error
     if (sk && !(r->sot_skeleton = dup_str(sk->valuestring, err))) return false;
     if ((r->sot || r->sot_skeleton) && !chat) return bad_value(err, "sot", "only /v1/chat/completions supports sot");
     if (r->sot_skeleton && !r->sot) return bad_value(err, "sot_skeleton", "needs \"sot\": true");
+    if (!parse_grammar(root, r, err)) return false;
+    if (r->sot && r->grammar_kind >= 0)
+        return bad_value(err, "sot", "Skeleton-of-Thought cannot be combined with a constrained output format");
     return parse_stop(root, r, err);
 }
 
@@ -373,5 +432,6 @@ void oai_request_free(oai_request *r) {
     free(r->msgs);
     for (int32_t i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->sot_skeleton);
+    free(r->grammar_text);
     memset(r, 0, sizeof *r);
 }

@@ -138,6 +138,9 @@ typedef struct oai_request {
     char *sot_skeleton;          /* "sot_skeleton": given outline instead of a generated one (owned) or NULL */
     int64_t t_max_predict_ms;    /* "t_max_predict_ms" (llama-server): deadline of this request from its arrival,
                                     queue included; 0 = only --timeout */
+    int grammar_kind;            /* enum kite_grammar_kind of the constraint, or -1: none */
+    char *grammar_text;          /* its GBNF or JSON Schema text (owned) or NULL */
+    const char *grammar_param;   /* the field it came from ("response_format", "grammar", "json_schema") */
 } oai_request;
 
 /* Parses and validates a request body.  Unknown fields are ignored; known
