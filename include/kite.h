@@ -175,6 +175,10 @@ void kite_ctx_free(kite_ctx *ctx);
 
 /* Evaluates n tokens at positions kite_ctx_n_past()..+n-1 as one batch
  * (prefill when n > 1, decode when n == 1) and appends them to the KV cache.
+ * Every position after the prompt (the first eval of an empty context) gets
+ * the logits of decoding one token per eval, bit for bit, however the tokens
+ * are batched: a multi-token pass (speculative verification) equals decoding
+ * (docs/attention.md, "Which passes are bit-identical").
  * If all_logits, the logits of every position are kept (see kite_ctx_logits),
  * otherwise only those of the last one.  Returns KITE_E_RANGE (state
  * unchanged) if the context would overflow, KITE_E_RANGE for a token id

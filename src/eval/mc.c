@@ -28,6 +28,7 @@
 
 #include "core/error.h"
 #include "eval/eval.h"
+#include "model/context.h"
 
 /* Unicode characters of s[0..n): bytes that do not continue a UTF-8 sequence. */
 static int32_t utf8_chars(const char *s, size_t n) {
@@ -70,6 +71,8 @@ int eval_mc_score(kite_ctx *ctx, const kite_model *m, const eval_mc_item *it, ev
     kite_token *ctx_ids = NULL, *full = NULL, *cached = NULL;
     char *joined = NULL;
     int64_t n_ctx_ids = 0, n_cached = 0;
+    const bool by_size = ctx->attn_by_size; /* scoring, no decoding: each pass's path by its size */
+    ctx->attn_by_size = true;
     if ((rc = tokenize_with_bos(m, it->context, it->context_len, &ctx_ids, &n_ctx_ids)) != KITE_OK) goto done;
     if ((rc = kite_ctx_truncate(ctx, 0)) != KITE_OK) goto done;
     for (int32_t k = 0; k < it->n_endings; k++) {
@@ -136,6 +139,7 @@ int eval_mc_score(kite_ctx *ctx, const kite_model *m, const eval_mc_item *it, ev
         if (a > b) sc->pred_norm = k;
     }
 done:
+    ctx->attn_by_size = by_size;
     free(joined);
     free(full);
     free(cached);

@@ -33,6 +33,7 @@
 
 #include "core/error.h"
 #include "eval/eval.h"
+#include "model/context.h"
 
 int eval_plan_init(eval_plan *p, int32_t n_ctx, uint32_t flags, kite_token bos) {
     if (!p) return err_set(KITE_E_ARG, "eval_plan_init: NULL plan");
@@ -157,6 +158,8 @@ int eval_ppl_run(kite_ctx *ctx, const eval_plan *p, const eval_ppl_opts *o, eval
     const int32_t n_batch = o->n_batch > 0 ? o->n_batch : p->n_ctx;
     const int32_t n_vocab = o->n_vocab;
     if (n_vocab < 1) return err_set(KITE_E_ARG, "eval_ppl_run: n_vocab %d", n_vocab);
+    const bool by_size = ctx->attn_by_size; /* scoring, no decoding: each pass's path by its size */
+    ctx->attn_by_size = true;
     float *logp = malloc(sizeof *logp * (size_t)n_vocab);
     float *base = o->base ? malloc(sizeof *base * (size_t)n_vocab) : NULL;
     if (!logp || (o->base && !base)) {
@@ -196,6 +199,7 @@ int eval_ppl_run(kite_ctx *ctx, const eval_plan *p, const eval_ppl_opts *o, eval
         if (o->on_window) o->on_window(o->user, w, p->n_windows, s);
     }
 done:
+    ctx->attn_by_size = by_size;
     free(logp);
     free(base);
     return rc;

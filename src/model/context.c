@@ -261,8 +261,17 @@ int kite_ctx_eval(kite_ctx *ctx, const kite_token *tokens, int32_t n, bool all_l
         ctx->logits = l;
         ctx->logits_cap = rows;
     }
-    for (int32_t start = 0; start < n; start += ctx->n_batch) {
-        const int32_t len = n - start < ctx->n_batch ? n - start : ctx->n_batch;
+    if (ctx->n_past == 0 && !ctx->path_fixed) ctx->n_path = n > ATTN_SPLITKV_MAX_TOK ? n : 0;
+    ctx->path_fixed = false;
+    /* chunks of at most n_batch tokens, none straddling n_path: prompt positions on the prefill path, the
+     * others on the decode path, whatever the batching (context.h, n_path) */
+    for (int32_t start = 0; start < n;) {
+        const int32_t pos = ctx->n_past;
+        int32_t len = n - start < ctx->n_batch ? n - start : ctx->n_batch;
+        if (!ctx->attn_by_size && pos < ctx->n_path && pos + len > ctx->n_path) len = ctx->n_path - pos;
+        const int32_t path = ctx->attn_by_size    ? ATTN_PATH_AUTO
+                             : pos < ctx->n_path ? ATTN_PATH_FLASH
+                                                 : ATTN_PATH_SPLITKV;
         const bool last_chunk = start + len == n;
         int32_t first_out = len; /* no logits wanted from this chunk */
         float *dst = ctx->logits;
@@ -272,8 +281,9 @@ int kite_ctx_eval(kite_ctx *ctx, const kite_token *tokens, int32_t n, bool all_l
         } else if (last_chunk) {
             first_out = len - 1;
         }
-        llama_forward(ctx, tokens + start, len, first_out, dst);
+        llama_forward(ctx, tokens + start, len, first_out, path, dst);
         ctx->n_past += len;
+        start += len;
     }
     ctx->n_logits = rows;
     ctx->logits_first = all_logits ? 0 : n - 1;
@@ -316,6 +326,18 @@ int kite_ctx_truncate(kite_ctx *ctx, int32_t n_past) {
         return err_set(KITE_E_ARG, "kite_ctx_truncate: n_past %d outside [0, %d]", n_past, ctx->n_past);
     ctx->n_past = n_past;
     ctx->n_logits = 0;
+    if (n_past == 0) { /* the next eval starts a new prompt */
+        ctx->n_path = 0;
+        ctx->path_fixed = false;
+    }
+    return KITE_OK;
+}
+
+int ctx_set_prompt(kite_ctx *ctx, int32_t n_prompt) {
+    if (n_prompt < 0) return err_set(KITE_E_ARG, "ctx_set_prompt: n_prompt %d is negative", n_prompt);
+    if (ctx->n_past != 0) return err_set(KITE_E_STATE, "ctx_set_prompt: the context holds %d positions", ctx->n_past);
+    ctx->n_path = n_prompt > ATTN_SPLITKV_MAX_TOK ? n_prompt : 0;
+    ctx->path_fixed = true;
     return KITE_OK;
 }
 

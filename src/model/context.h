@@ -50,6 +50,16 @@ struct kite_ctx {
     int32_t n_batch;      /* max tokens per forward pass */
     int32_t n_threads;
     int32_t n_past;       /* positions currently cached */
+    int32_t n_path;       /* positions < n_path are the prompt's and kite_ctx_eval runs their attention on the
+                             prefill path (FLASH), every other position on the decode path (split-KV), so a
+                             position's bits never depend on how the evals were batched (docs/attention.md,
+                             "Which passes are bit-identical").  Set by the first eval of an empty context
+                             (its n tokens when n > ATTN_SPLITKV_MAX_TOK, else 0) unless ctx_set_prompt
+                             fixed it first; kite_ctx_truncate(ctx, 0) clears it */
+    bool path_fixed;      /* n_path was set by ctx_set_prompt: the next eval at n_past 0 keeps it */
+    bool attn_by_size;    /* kite_ctx_eval picks the attention path by pass size (ATTN_PATH_AUTO) instead of
+                             by n_path: for evaluators that never decode (ppl, multiple choice), whose scores
+                             then do not depend on what an earlier sequence left in n_path */
     threadpool *tp;
 
     uint8_t *k_cache;     /* [n_layer][n_ctx] rows of kv_row_bytes: n_head_kv*head_dim values of kv_type */
@@ -127,6 +137,14 @@ int ctx_new_sized(kite_model *model, int32_t n_ctx, int32_t n_batch, int32_t kv_
  * head_dim is not (message names both). */
 int ctx_new_sized_kv(kite_model *model, int32_t n_ctx, int32_t n_batch, int32_t kv_block, int32_t n_threads,
                      int32_t kv_type, kite_ctx **out);
+
+/* Declares that the next tokens evaluated on this empty context (n_past 0)
+ * begin a prompt of n_prompt tokens, of which the caller may evaluate only a
+ * part now (the speculative decoder prefills n_prompt - 1 and evaluates the
+ * last one in its first verification pass): the prompt's positions then run
+ * on the path one eval of the whole prompt would take, so the logits equal
+ * plain decoding's bit for bit.  KITE_E_STATE if n_past != 0. */
+int ctx_set_prompt(kite_ctx *ctx, int32_t n_prompt);
 
 /* Installs (or with fn NULL removes) the calibration tap. */
 void ctx_set_tap(kite_ctx *ctx, ctx_tap_fn fn, void *user);

@@ -41,9 +41,11 @@ typedef struct fwd_seq {
 void llama_forward_batch(kite_ctx *ctx, const kite_token *tokens, const fwd_seq *seqs, int32_t n_seq,
                          float *out_logits);
 
-/* Runs the forward pass for n <= n_batch tokens at positions n_past..;
+/* Runs the forward pass for n <= n_batch tokens at positions n_past.. of the
+ * context's own cache, attention on path attn_path (ATTN_PATH_*; 0 = AUTO);
  * writes logits for tokens [first_out, n) into out_logits rows 0..; does not
  * advance n_past (the caller does). */
-void llama_forward(kite_ctx *ctx, const kite_token *tokens, int32_t n, int32_t first_out, float *out_logits);
+void llama_forward(kite_ctx *ctx, const kite_token *tokens, int32_t n, int32_t first_out, int32_t attn_path,
+                   float *out_logits);
 
 #endif

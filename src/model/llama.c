@@ -376,7 +376,9 @@ void llama_forward_batch(kite_ctx *ctx, const kite_token *tokens, const fwd_seq 
     head(&p, out_logits);
 }
 
-void llama_forward(kite_ctx *ctx, const kite_token *tokens, int32_t n, int32_t first_out, float *out_logits) {
-    const fwd_seq one = {.block_table = NULL, .pos0 = ctx->n_past, .n_tok = n, .n_out = n - first_out};
+void llama_forward(kite_ctx *ctx, const kite_token *tokens, int32_t n, int32_t first_out, int32_t attn_path,
+                   float *out_logits) {
+    const fwd_seq one = {.block_table = NULL, .pos0 = ctx->n_past, .n_tok = n, .n_out = n - first_out,
+                         .attn_path = attn_path};
     llama_forward_batch(ctx, tokens, &one, 1, out_logits);
 }

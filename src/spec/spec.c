@@ -192,6 +192,9 @@ int spec_begin(spec_decoder *d, const kite_token *prompt, int32_t n) {
         return rc;
     if (d->p.drafter == SPEC_DRAFT_LOOKAHEAD) spec_la_add_history(&d->la, d->hist, d->n_hist, 0);
     for (int32_t i = 0; i < n; i++) kite_sampler_accept(d->ts, prompt[i]);
+    /* the prompt's last token is evaluated by the first verification pass: it still takes the prompt's
+     * attention path, as in plain decoding's one-pass prefill (bit-identical logits, context.h) */
+    if ((rc = ctx_set_prompt(d->target, n)) != KITE_OK) return rc;
     if (n > 1 && (rc = kite_ctx_eval(d->target, prompt, n - 1, false)) != KITE_OK) return rc;
     d->begun = true;
     return KITE_OK;
