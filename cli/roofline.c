@@ -391,7 +391,7 @@ int cmd_roofline(int argc, char **argv) {
         const config *cf = config_get();
         if ((rc = rl_hw_probe((int)threads, reprobe, config_roofline_path((int)threads, path, sizeof path) ? path : NULL,
                               cf->have_probe_path ? cf->probe_path : NULL, &hw, &measured)) != KITE_OK) {
-            fprintf(stderr, "kite %s: probe: %s\n", CMD, kite_last_error());
+            fprintf(stderr, "kite %s: %s\n", CMD, kite_last_error());
             return 1;
         }
         /* a profile measured while the host held back cores is used, and said to be suspect */

@@ -53,6 +53,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/progress.h"
+
 typedef struct synth_shape {
     const char *name;  /* "tinyllama-1.1b", ... */
     int32_t n_embd;    /* model width */
@@ -96,6 +98,7 @@ typedef struct synth_params {
     uint64_t seed;       /* PRNG seed; same seed and parameters -> same bytes */
     int n_threads;       /* generator threads (<= 0: 1); the output does not depend on it */
     const char *name;    /* general.name; NULL: "synth-<shape>" */
+    core_progress progress; /* bytes of tensor data written (zero: none) */
 } synth_params;
 
 /* Checks the shape (positive sizes, n_head a multiple of n_head_kv, n_embd a
