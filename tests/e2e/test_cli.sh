@@ -8,7 +8,7 @@
 #
 # What is checked:
 #   * greedy generations equal llama2.c run.c's, text byte for byte and
-#     ids, for stories260K (bundled) and aidreams260K (converted here);
+#     ids, for stories260K (bundled), aidreams260K and babyllama105 (converted here);
 #     -t 1 and -t 2 give the same output;
 #   * --dump-logits equals the reference logits within 1e-4;
 #   * --json shape, the stderr statistics line;
@@ -133,6 +133,16 @@ if [ "$rc" -eq 0 ] && [ -s "$T/aid.gguf" ]; then
     greedy_cases "$T/aid.gguf" aidreams260K
 else
     e2e_fail "convert aidreams260K" "exit $rc: $(e2e_first_line "$T/err")"
+fi
+
+# BabyLlama-936K (GQA, 128-wide rows, a character-level vocabulary): run.c's greedy output
+B=$C/babyllama105
+e2e_kite "$T/out" "$T/err" convert "$B/babyllama105.bin" --tokenizer "$B/tok105.bin" -o "$T/baby.gguf"
+if [ "$rc" -eq 0 ] && [ -s "$T/baby.gguf" ]; then
+    e2e_ok "convert babyllama105"
+    greedy_cases "$T/baby.gguf" babyllama105
+else
+    e2e_fail "convert babyllama105" "exit $rc: $(e2e_first_line "$T/err")"
 fi
 
 # threads: case 1 with one and with two threads
