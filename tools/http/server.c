@@ -463,9 +463,14 @@ static enum MHD_Result dispatch(server *s, struct MHD_Connection *c, srv_conn *k
     const char *body = k->body ? k->body : "";
     switch (r) {
     case R_PAGE: return handle_page(s, c, k->url, &k->status);
-    case R_HEALTH:
+    case R_HEALTH: {
+        /* public: the model's name too, so the chat page can show it before a key is entered */
         k->status = 200;
-        return srv_reply_json(s, c, 200, strdup("{\"status\":\"ok\"}"));
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "status", "ok");
+        cJSON_AddStringToObject(o, "model", s->model_id);
+        return reply_cjson(s, c, o);
+    }
     case R_MODELS: k->status = 200; return handle_models(s, c);
     case R_METRICS: {
         char *t = metrics_text(s);
