@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/e2e/test_quantize_llamacpp.sh - llama.cpp habits of the CLI (issue 28).
+# tests/e2e/test_llamacpp_habits.sh - llama.cpp habits of the CLI (issue 28).
 #
 # Run from the repository root with KITE_BUILD=<build dir> (tests/run.sh does this).
 #
@@ -15,9 +15,12 @@
 #   * usage errors exit 2, runtime errors 1 (run -p "" --no-bos);
 #   * every subcommand's --help exits 0, and every `--flag` the README writes after `kite CMD`
 #     is listed by `kite CMD --help`;
+#   * the llama.cpp-written TinyStories file (a SentencePiece vocabulary with every score -1000)
+#     tokenizes as llama.cpp tokenizes it: tests/data/tokenizer/tinystories656k-Q2_K-llamacpp.ids.tsv
+#     (ids from llama.cpp's llama-cli --verbose-prompt, build 4748, Feb 2025; BOS included);
 #   * progress: plain lines on a pipe (KITE_PROGRESS_PERIOD=0 shows them for short work),
 #     none with -q, an updating line with a percentage under KITE_PROGRESS=tty.
-# The last line is "tests/e2e/test_quantize_llamacpp.sh: N passed, M failed".
+# The last line is "tests/e2e/test_llamacpp_habits.sh: N passed, M failed".
 set -u
 . tests/e2e/lib.sh
 e2e_init
@@ -130,7 +133,18 @@ done
 "$KITE" convert --hf --help >"$T/h" 2>&1
 if [ $? -eq 0 ] && grep -q "usage: kite convert --hf" "$T/h"; then e2e_ok "convert --hf --help"; else e2e_fail "convert --hf --help" "$(e2e_first_line "$T/h")"; fi
 
-# ---- 4. progress -----------------------------------------------------------------
+# ---- 4. a flat-scored vocabulary tokenizes as llama.cpp does -----------------------
+n=0
+bad=""
+while IFS=$TAB read -r want text; do
+    n=$((n + 1))
+    got=$("$KITE" tokenize -m "$Q/tinystories656k-Q2_K-llamacpp.gguf" --bos -- "$text" 2>&1 | tr -d '[] ')
+    [ "$got" = "$want" ] || bad="$bad '$text': [$got] vs llama.cpp [$want];"
+done <tests/data/tokenizer/tinystories656k-Q2_K-llamacpp.ids.tsv
+if [ "$n" -ge 10 ] && [ -z "$bad" ]; then e2e_ok "flat-scored SentencePiece vocabulary: $n texts tokenize as llama.cpp"
+else e2e_fail "flat-scored vocabulary tokenizes as llama.cpp" "$n texts:$bad"; fi
+
+# ---- 5. progress -----------------------------------------------------------------
 KITE_PROGRESS=plain KITE_PROGRESS_PERIOD=0 "$KITE" synth --shape stories260k --type q8_0 -o "$T/s.gguf" -t 1 >"$T/out" 2>"$T/err"
 if grep -q '^kite synth: 100% (0.4 MB of 0.4 MB)' "$T/err"; then e2e_ok "synth: plain progress lines"; else e2e_fail "synth progress" "$(e2e_first_line "$T/err")"; fi
 KITE_PROGRESS=plain KITE_PROGRESS_PERIOD=0 "$KITE" synth --shape stories260k --type f16 -o "$T/s.gguf" -t 1 -q >"$T/out" 2>"$T/err"
