@@ -30,7 +30,7 @@ static const cli_opt eval_opts_table[] = {
      .def_doc = "the bundled model"},
     {.names = "--task", .arg = "FILE", .help = "JSON-lines task file (required)", .kind = CLI_STR,
      CLI_AT(eval_opts, task)},
-    {.names = "-c, --ctx", .arg = "N", .help = "context window", .kind = CLI_INT, CLI_AT(eval_opts, n_ctx), .min = 2,
+    {.names = "-c, --ctx-size, --ctx", .arg = "N", .help = "context window", .kind = CLI_INT, CLI_AT(eval_opts, n_ctx), .min = 2,
      .max = 1 << 24, .def_doc = "the model's training context"},
     {.names = "-t, --threads", .arg = "N", .help = "worker threads", .kind = CLI_INT, CLI_AT(eval_opts, n_threads),
      .min = 1, .max = 1024, .def_doc = "all CPUs"},

@@ -44,7 +44,7 @@ static const cli_opt ppl_opts_table[] = {
     {.names = "-f, --file", .arg = "TEXT", .help = "text file to score (required, except with a llama.cpp\n"
                                                 "--kld-base file, which holds its tokens)",
      .kind = CLI_STR, CLI_AT(ppl_opts, text)},
-    {.names = "-c, --ctx", .arg = "N", .help = "window length in tokens, BOS included (default 128, or the\n"
+    {.names = "-c, --ctx-size, --ctx", .arg = "N", .help = "window length in tokens, BOS included (default 128, or the\n"
                                              "model's training context if smaller; at most that context)",
      .kind = CLI_INT, CLI_AT(ppl_opts, n_ctx), .min = 2, .max = 1 << 24},
     {.names = "-b, --batch", .arg = "N", .help = "tokens per forward pass", .kind = CLI_INT,

@@ -13,8 +13,9 @@
 #   * -m is accepted by info and convert; -s is the seed and --system the system prompt of chat;
 #     bench runs the bundled model without -m; bench --parallel takes -r;
 #   * usage errors exit 2, runtime errors 1 (run -p "" --no-bos);
-#   * every subcommand's --help exits 0, and every `--flag` the README writes after `kite CMD`
-#     is listed by `kite CMD --help`;
+#   * every subcommand's --help exits 0, and every `--flag` README.md or docs/ write after
+#     `kite CMD` is listed by `kite CMD --help` (whose text comes from the option tables, whose
+#     every row tests/unit/test_cli_opts.c feeds a valid value);
 #   * the llama.cpp-written TinyStories file (a SentencePiece vocabulary with every score -1000)
 #     tokenizes as llama.cpp tokenizes it: tests/data/tokenizer/tinystories656k-Q2_K-llamacpp.ids.tsv
 #     (ids from llama.cpp's llama-cli --verbose-prompt, build 4748, Feb 2025; BOS included);
@@ -116,19 +117,19 @@ for c in $cmds; do
     "$KITE" "$c" --help >"$T/h" 2>&1
     rc=$?
     if [ "$rc" -ne 0 ] || ! grep -q "^usage: kite $c" "$T/h"; then e2e_fail "$c --help" "exit $rc: $(e2e_first_line "$T/h")"; continue; fi
-    # flags the README writes after "kite $c" (code spans and code blocks)
+    # flags the README and docs/ write after "kite $c" (code spans and code blocks)
     # modes with their own table: bench --parallel / --spec, convert --hf, quantize --method smoothquant
-    for a in "--parallel 1" --spec-verify --hf "--method smoothquant"; do
+    for a in "--parallel 1" --spec-verify --lut-gemm --hf "--method smoothquant"; do
         # shellcheck disable=SC2086 # the mode's words split on purpose
         "$KITE" "$c" $a --help 2>/dev/null
     done >"$T/hm"
     missing=""
-    for f in $(grep -o "kite $c [^\`|]*" README.md | grep -o -- '--[a-z][a-z0-9-]*' | sort -u); do
+    for f in $(grep -ho "kite $c [^\`|]*" README.md docs/*.md docs/quantization/*.md | grep -o -- '--[a-z][a-z0-9-]*' | sort -u); do
         case "$f" in --help) continue ;; esac
         grep -q -- "$f\\b" "$T/h" || grep -q -- "$f\\b" "$T/hm" || missing="$missing $f"
     done
-    if [ -z "$missing" ]; then e2e_ok "$c --help exits 0 and lists the README's flags"
-    else e2e_fail "$c: README flags missing from --help" "$missing"; fi
+    if [ -z "$missing" ]; then e2e_ok "$c --help exits 0 and lists the flags README.md and docs/ give it"
+    else e2e_fail "$c: documented flags missing from --help" "$missing"; fi
 done
 "$KITE" convert --hf --help >"$T/h" 2>&1
 if [ $? -eq 0 ] && grep -q "usage: kite convert --hf" "$T/h"; then e2e_ok "convert --hf --help"; else e2e_fail "convert --hf --help" "$(e2e_first_line "$T/h")"; fi
