@@ -50,8 +50,8 @@ S=tests/data/eval/tinystories-valid-sample.txt
 # 2. docs/getting-started.md, in order
 $K convert --hf tests/data/hf-tinystories656k -o ts.gguf >"$W/o" 2>&1
 check "convert --hf" "$W/o" "kite convert: wrote ts.gguf (llama from llama: 2 layers, 2048 tokens (llama), 20 tensors, f16)"
-$K run -m ts.gguf -p "<|start_story|>Once upon a time, " -n 30 --temp 0 >"$W/o" 2>/dev/null
-check "run the converted model" "$W/o" "Once upon a time, there was a little girl named Lily."
+$K run -m ts.gguf -p "Once upon a time, " -n 30 --temp 0 >"$W/o" 2>/dev/null
+check "run the converted model" "$W/o" "Once upon a time, there was a little girl named Lily. She loved to eat yummy food."
 $K info ts.gguf >"$W/o" 2>&1
 check "info" "$W/o" "n_tensors:  20"
 port=$((20000 + $$ % 20000))
@@ -61,8 +61,8 @@ i=0
 while [ $i -lt 100 ] && ! curl -s "localhost:$port/health" >"$W/o" 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
 check "serve: /health names the model" "$W/o" '{"status":"ok","model":"'
 curl -s "localhost:$port/v1/completions" -H 'Content-Type: application/json' \
-    -d '{"prompt": "<|start_story|>Once upon a time,", "max_tokens": 30, "temperature": 0}' >"$W/o"
-check "serve: /v1/completions" "$W/o" '"text":" there was a little girl named Lily.'
+    -d '{"prompt": "Once upon a time, ", "max_tokens": 30, "temperature": 0}' >"$W/o"
+check "serve: /v1/completions" "$W/o" '"text":"there was a little girl named Lily. She loved to eat yummy food.'
 curl -s "localhost:$port/v1/chat/completions" -H 'Content-Type: application/json' \
     -d '{"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 8}' >"$W/o"
 check "serve: /v1/chat/completions" "$W/o" '"object":"chat.completion"'
@@ -71,10 +71,10 @@ if command -v python3 >/dev/null && python3 -c 'import openai' 2>/dev/null; then
 import sys
 from openai import OpenAI
 client = OpenAI(base_url=f"http://localhost:{sys.argv[1]}/v1", api_key="none")
-r = client.completions.create(model="ts", prompt="<|start_story|>Once upon a time,", max_tokens=30, temperature=0)
+r = client.completions.create(model="ts", prompt="Once upon a time, ", max_tokens=30, temperature=0)
 print(r.choices[0].text)
 PY
-    check "serve: the openai Python client" "$W/o" "there was a little girl named Lily."
+    check "serve: the openai Python client" "$W/o" "there was a little girl named Lily. She loved to eat yummy food."
 else
     echo "  note  the openai Python package is not installed: its snippet not run (curl covers the same requests)"
 fi
