@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "spec/spec.h"
+#include "progress/progress.h"
 
 int cli_usage_error(const char *cmd, const char *fmt, ...) {
     va_list ap;
@@ -126,6 +127,12 @@ const char *const cli_kv_type_names[] = {"f32", "f16", "q8_0", "q4_0", NULL};
 const int32_t cli_kv_type_values[] = {KITE_KV_F32, KITE_KV_F16, KITE_KV_Q8_0, KITE_KV_Q4_0};
 
 _Static_assert(SPEC_MAX_DRAFT == 16, "CLI_OPTS_DRAFT's --draft-max range and help say 16");
+
+int cli_opt_quiet(const cli_opt *o, void *state, const char *cmd, const char *flag, char **vals, int n) {
+    (void)o, (void)state, (void)cmd, (void)flag, (void)vals, (void)n;
+    progress_set_quiet(true);
+    return 0;
+}
 
 int cli_opt_repeat_penalty(const cli_opt *o, void *state, const char *cmd, const char *flag, char **vals, int n) {
     (void)n;

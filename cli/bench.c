@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "progress/progress.h"
 #include "config/config.h"
 #include "roofline/probe.h"
 #include "core/timing.h"
@@ -65,7 +66,8 @@ typedef struct bench_opts {
 } bench_opts;
 
 static const cli_opt bench_opts_table[] = {
-    {.names = "-m, --model", .arg = "FILE", .help = "GGUF model", .kind = CLI_STR, CLI_AT(bench_opts, model)},
+    {.names = "-m, --model", .arg = "FILE", .help = "GGUF model", .kind = CLI_STR, CLI_AT(bench_opts, model),
+     .def_doc = "the bundled stories260K"},
     {.names = "-p, --n-prompt", .arg = "N", .help = "prefill test size (0 = skip)", .kind = CLI_INT,
      CLI_AT(bench_opts, n_prompt), .min = 0, .max = 1 << 16, .def = "128"},
     {.names = "-n, --n-gen", .arg = "N", .help = "decode test size (0 = skip)", .kind = CLI_INT,
@@ -76,7 +78,7 @@ static const cli_opt bench_opts_table[] = {
     {.names = "-r, --repetitions", .arg = "N", .help = "repetitions per test", .kind = CLI_INT,
      CLI_AT(bench_opts, reps), .min = 1, .max = MAX_REPS / 2, .def = "5"},
     CLI_OPT_KV_TYPE(bench_opts, kv_type, "KV cache type: f32, f16, q8_0 or q4_0"),
-    {.names = "--seed", .arg = "S", .help = "seed of the random token ids", .kind = CLI_U64,
+    {.names = "-s, --seed", .arg = "S", .help = "seed of the random token ids", .kind = CLI_U64,
      CLI_AT(bench_opts, seed), .def = "1"},
     {.names = "--mmap", .help = "map the file instead of reading it into memory", .kind = CLI_FLAG,
      CLI_AT(bench_opts, use_mmap)},
@@ -92,11 +94,12 @@ static const cli_opt bench_opts_table[] = {
      .help = "measure the machine's read bandwidth (1..nproc threads) and FMA peak\n"
              "again, store them in the cache, and print them",
      .kind = CLI_FLAG, CLI_AT(bench_opts, probe)},
+    CLI_OPT_QUIET,
 };
 
 const cli_spec cli_spec_bench = {
     .cmd = CMD,
-    .usage = "usage: kite bench -m FILE [-p N] [-n N] [-t LIST] [-r N] [--json] [--mmap] [--no-check] [--profile]\n"
+    .usage = "usage: kite bench [-m FILE] [-p N] [-n N] [-t LIST] [-r N] [--json] [--mmap] [--no-check] [--profile]\n"
              "       kite bench --probe [--json]\n"
              "       kite bench --lut-gemm [--rows N] [--cols N] [--group G] [--bits Q] [-r N] [--json]\n"
              "       kite bench --parallel LIST ...                          (kite bench --parallel 1 -h)\n"
@@ -221,7 +224,7 @@ static double run_once(kite_ctx *ctx, kite_token *ids, int32_t n_vocab, bool pre
 }
 
 static int run_test(const bench_opts *o, kite_ctx *ctx, kite_token *ids, int32_t n_vocab, bool prefill, int threads,
-                    const probe_result *pr, const model_facts *mf, test_result *tr) {
+                    const probe_result *pr, const model_facts *mf, test_result *tr, progress *pg) {
     const int64_t n = prefill ? o->n_prompt : o->n_gen;
     double v[MAX_REPS], av[2 * MAX_REPS];
     int nv = 0, na = 0, tries = 0;
@@ -251,10 +254,12 @@ static int run_test(const bench_opts *o, kite_ctx *ctx, kite_token *ids, int32_t
         double a = a0 < a1 ? a0 : a1;
         if (!o->no_check) av[na++] = a;
         for (int i = 0; i < KITE_PROFILE_N_OPS; i++) (a < AVAIL_MIN ? prof_bad : prof_good)[i] += prof_try[i];
+        progress_update(pg, pg->done + 1, pg->total + (a < AVAIL_MIN)); /* a marked try adds one */
         if (a < AVAIL_MIN) {
             tr->redone++;
             bad_v[nbad] = ts;
             bad_a[nbad++] = a;
+            progress_clear(pg);
             if (!o->json)
                 fprintf(stderr, "kite bench: %s t=%d: repetition marked, the machine delivered %.0f%% of its FMA rate\n",
                         tr->name, threads, 100.0 * a);
@@ -508,7 +513,7 @@ int cmd_bench(int argc, char **argv) {
     o.n_threads_list = 1;
     int rc = cli_parse(&cli_spec_bench, argc, argv, &o);
     if (rc >= 0) return rc;
-    if (!o.model && !o.probe) return cli_usage_error(CMD, "-m FILE is required (or --probe)");
+    if (!o.model && !o.probe) o.model = cli_default_model(argv[0]); /* as run: the bundled model */
 
     probe_result pr;
     bool measured = false;
@@ -563,6 +568,9 @@ int cmd_bench(int argc, char **argv) {
     if (!o.json) print_header();
     test_result done_tr[2 * MAX_THREAD_LIST];
     int n_done = 0;
+    progress pg;
+    progress_begin(&pg, "kite " CMD, PROGRESS_ITEMS, "repetitions");
+    pg.total = (uint64_t)o.n_threads_list * (uint64_t)((o.n_prompt > 0) + (o.n_gen > 0)) * (uint64_t)o.reps;
 
     for (int ti = 0; ti < o.n_threads_list; ti++) {
         kite_ctx_params cp = kite_ctx_default_params();
@@ -577,10 +585,12 @@ int cmd_bench(int argc, char **argv) {
             bool prefill = k == 0;
             if ((prefill ? o.n_prompt : o.n_gen) == 0) continue;
             test_result tr;
-            if (run_test(&o, ctx, ids, mi.n_vocab, prefill, o.threads[ti], &pr, &mf, &tr)) {
+            if (run_test(&o, ctx, ids, mi.n_vocab, prefill, o.threads[ti], &pr, &mf, &tr, &pg)) {
+                progress_end(&pg);
                 fprintf(stderr, "kite %s: %s\n", CMD, kite_last_error());
                 goto done;
             }
+            progress_clear(&pg); /* the row goes where the line was */
             if (o.json)
                 print_json(&o, &mf, &mi, kernels, &pr, &tr, t_load * 1e3);
             else
@@ -590,6 +600,7 @@ int cmd_bench(int argc, char **argv) {
         kite_ctx_free(ctx);
         ctx = NULL;
     }
+    progress_end(&pg);
     for (int i = 0; i < n_done && !o.json; i++) { /* "!" in the table: say why */
         const char *note = roofline_note(&pr, &done_tr[i]);
         if (note)

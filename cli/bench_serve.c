@@ -226,25 +226,26 @@ static const cli_opt bench_serve_opts_table[] = {
      .min = 1, .max = 4096, .def = "16"},
     {.names = "--step", .arg = "N", .help = "token budget of one engine step", .kind = CLI_INT,
      CLI_AT(serve_opts, step), .min = 1, .max = 65536, .def = "512"},
-    {.names = "--seed", .arg = "S", .help = "seed of the random prompts", .kind = CLI_U64, CLI_AT(serve_opts, seed),
+    {.names = "-s, --seed", .arg = "S", .help = "seed of the random prompts", .kind = CLI_U64, CLI_AT(serve_opts, seed),
      .def = "1"},
     {.names = "--json", .help = "one JSON line per level instead of the table", .kind = CLI_FLAG,
      CLI_AT(serve_opts, json)},
     {.names = "--prompt", .arg = "TEXT", .help = "every request is BOS + TEXT instead of random ids (-p is ignored)",
      .kind = CLI_STR, CLI_AT(serve_opts, prompt_text)},
-    {.kind = CLI_SECTION, .help = "Speculative decoding: each level without and with the drafter, medians of --reps R\n"
+    {.kind = CLI_SECTION, .help = "Speculative decoding: each level without and with the drafter, medians of -r R\n"
                                   "alternated runs (random prompts give lookup little to copy; see --prompt):"},
     CLI_OPTS_DRAFT(serve_opts, draft_path, skip_list, lookup, la_spec, draft_max),
-    {.names = "--reps", .arg = "R", .help = "alternated runs", .kind = CLI_INT, CLI_AT(serve_opts, reps), .min = 1,
-     .max = 100, .def = "3"},
+    {.names = "-r, --repetitions, --reps", .arg = "R",
+     .help = "alternated runs (--reps: the older spelling, kept)", .kind = CLI_INT, CLI_AT(serve_opts, reps),
+     .min = 1, .max = 100, .def = "3"},
 };
 
 const cli_spec cli_spec_bench_serve = {
     .cmd = CMD,
     .usage = "usage: kite bench --parallel LIST [-m FILE] [-p N_PROMPT] [-n N_GEN] [-t THREADS]\n"
-             "                  [--seq N] [--block N] [--step N] [--seed S] [--json]\n"
+             "                  [--seq N] [--block N] [--step N] [-s SEED] [--json]\n"
              "                  [--lookup N | --draft-model F | --draft-skip-layers LIST | --lookahead W,N,G]\n"
-             "                  [--draft-max K] [--reps R] [--prompt TEXT]\n\n"
+             "                  [--draft-max K] [-r R] [--prompt TEXT]\n\n"
              "Serving throughput: for each concurrency C in LIST, C requests (BOS + N_PROMPT random ids,\n"
              "N_GEN greedy tokens, EOS ignored) submitted at once to the serving engine, against the\n"
              "first min(C, --seq) of them served one at a time; and KV-cache waste under load.\n",

@@ -95,7 +95,7 @@ static const cli_opt bench_spec_opts_table[] = {
      .min = 1, .max = MAX_REPS, CLI_SEEN(spec_bench_opts, reps_set), .def_doc = "5 for --spec-verify, 3 for --spec"},
     {.names = "-t, --threads", .arg = "N", .help = "threads", .kind = CLI_INT, CLI_AT(spec_bench_opts, threads),
      .min = 1, .max = 256, .def_doc = "all online CPUs"},
-    {.names = "--seed", .arg = "S", .help = "seed of the random token ids (--spec-verify)", .kind = CLI_U64,
+    {.names = "-s, --seed", .arg = "S", .help = "seed of the random token ids (--spec-verify)", .kind = CLI_U64,
      CLI_AT(spec_bench_opts, seed), .def = "1"},
 };
 

@@ -61,7 +61,8 @@ static const cli_opt chat_opts_table[] = {
     {.names = "--chat-template", .arg = "NAME", .help = "llama2, llama3, chatml, mistral, zephyr or gemma",
      .kind = CLI_STR, CLI_AT(chat_opts, tmpl), .fn = check_template, .example = "chatml",
      .def_doc = "detected from the model, else chatml"},
-    {.names = "-s, --system", .arg = "TEXT", .help = "system message", .kind = CLI_STR, CLI_AT(chat_opts, system)},
+    {.names = "--system, -sys, --system-prompt", .arg = "TEXT", .help = "system message", .kind = CLI_STR,
+     CLI_AT(chat_opts, system)},
     {.names = "-n, --n-predict", .arg = "N", .help = "longest reply in tokens", .kind = CLI_INT,
      CLI_AT(chat_opts, n_predict), .min = 1, .max = 1 << 24, .def = "256"},
     {.names = "-c, --ctx-size", .arg = "N", .help = "context length", .kind = CLI_INT, CLI_AT(chat_opts, n_ctx),
@@ -79,11 +80,13 @@ static const cli_opt chat_opts_table[] = {
 
 const cli_spec cli_spec_chat = {
     .cmd = "chat",
-    .usage = "usage: kite chat [-m MODEL] [--chat-template NAME] [-s SYSTEM] [options]\n"
+    .usage = "usage: kite chat [-m MODEL] [--chat-template NAME] [--system TEXT] [options]\n"
              "\n"
              "Chats with a model: each line of standard input is a user message, the\n"
              "reply is printed as it is generated; end with Ctrl-D (EOF).  Without -m,\n"
              "uses the bundled model (models/stories260K.gguf, not a chat model).\n",
+    .epilog = "-s is the seed, as in llama-cli and every kite command; before Dec 2026 it was the system\n"
+              "message, which is --system (or llama-cli's -sys) now.\n",
     CLI_TABLE(chat_opts_table, chat_opts),
 };
 

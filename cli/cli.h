@@ -203,6 +203,12 @@ extern const int32_t cli_kv_type_values[];
     {.names = "--kv-type", .arg = "T", .kind = CLI_ENUM, CLI_AT(T, f), .choices = cli_kv_type_names,          \
      .values = cli_kv_type_values, .icase = true, .def = "f32", .help = help_}
 
+/* -q, --quiet: no progress display (tools/progress/progress.h) for the command. */
+int cli_opt_quiet(const cli_opt *o, void *state, const char *cmd, const char *flag, char **vals, int n);
+#define CLI_OPT_QUIET                                                                                          \
+    {.names = "-q, --quiet", .help = "no progress on stderr (errors and the result are still printed)",        \
+     .kind = CLI_FN, .nargs = 0, .fn = cli_opt_quiet}
+
 /* kite_tokenize's contract (add_bos, cap, *n_out, KITE_E_RANGE with the full
  * count when out is too small), but with parse_special the texts of the
  * vocabulary's special tokens in text become their ids (chat_tokenize), as
@@ -236,7 +242,7 @@ int cli_opt_repeat_penalty(const cli_opt *o, void *state, const char *cmd, const
      .fmin = -100.0f, .fmax = 100.0f, .show_default = true},                                                   \
     {.names = "--presence-penalty", .arg = "P", .kind = CLI_FLOAT, CLI_AT(T, sp.presence_penalty),            \
      .fmin = -100.0f, .fmax = 100.0f, .show_default = true},                                                   \
-    {.names = "--seed", .arg = "S", .help = "random seed", .kind = CLI_U64, CLI_AT(T, sp.seed),              \
+    {.names = "-s, --seed", .arg = "S", .help = "random seed", .kind = CLI_U64, CLI_AT(T, sp.seed),          \
      CLI_SEEN(T, seed_seen), .def_doc = "from the clock, printed on stderr"}
 
 /* The drafters of speculative decoding (run, serve, bench --parallel): the

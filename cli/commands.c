@@ -7,7 +7,7 @@
 const cli_command cli_commands[] = {
     {"run", cmd_run, "generate text from a prompt"},
     {"info", cmd_info, "print a GGUF file's metadata and tensor table"},
-    {"convert", cmd_convert, "convert a llama2.c checkpoint (and tokenizer) to GGUF"},
+    {"convert", cmd_convert, "convert a llama2.c checkpoint or a Hugging Face directory (--hf) to GGUF"},
     {"tokenize", cmd_tokenize, "print the token ids of a text as a JSON array"},
     {"synth", cmd_synth, "write a random-weight GGUF model of a real shape (for benchmarks)"},
     {"bench", cmd_bench, "measure prefill and decode speed (and the machine's bandwidth)"},
@@ -16,7 +16,7 @@ const cli_command cli_commands[] = {
     {"chat", cmd_chat, "chat with a model in the terminal (lines from standard input)"},
     {"serve", cmd_serve, "OpenAI-compatible HTTP server with continuous batching and a chat page"},
     {"sot", cmd_sot, "answer with Skeleton-of-Thought: an outline, then every point expanded in parallel"},
-    {"quantize", cmd_quantize, "quantize a GGUF model's weights (RTN; llama.cpp mixes such as q4_k_m)"},
+    {"quantize", cmd_quantize, "quantize a GGUF model (llama-quantize's types and form; RTN, GPTQ, AWQ, W8A8)"},
     {"ppl", cmd_ppl, "perplexity on a text file; save log-probs, KL divergence against a saved base"},
     {"eval", cmd_eval, "multiple-choice tasks (JSON lines) scored by log-likelihood: acc, acc_norm"},
 };

@@ -16,6 +16,7 @@
 #include "convert/hf_convert.h"
 #include "kite.h"
 #include "convert/llama2c.h"
+#include "progress/progress.h"
 #include "tensor/dtype.h"
 
 #define CMD "convert"
@@ -76,10 +77,22 @@ static int convert_arg(void *state, const char *cmd, int argc, char **argv, int 
     return 0;
 }
 
+/* -m MODEL.bin: the same as the positional. */
+static int convert_model(const cli_opt *o, void *state, const char *cmd, const char *flag, char **vals, int n) {
+    convert_opts *c = state;
+    (void)o, (void)flag, (void)n;
+    if (c->p.model_path)
+        return cli_usage_error(cmd, "more than one MODEL.bin ('%s' and '%s')", c->p.model_path, vals[0]);
+    c->p.model_path = vals[0];
+    return 1;
+}
+
 static const char *const out_type_names[] = {"f32", "f16", "bf16", NULL};
 static const int32_t out_type_values[] = {KITE_DTYPE_F32, KITE_DTYPE_F16, KITE_DTYPE_BF16};
 
 static const cli_opt convert_opts_table[] = {
+    {.names = "-m, --model", .arg = "MODEL.bin", .help = "the llama2.c checkpoint (the same as giving MODEL.bin)",
+     .kind = CLI_FN, .nargs = 1, .fn = convert_model, .example = "m.bin"},
     {.names = "-z, --tokenizer", .arg = "TOK",
      .help = "llama2.c tokenizer .bin (required); in model mode it must have\nexactly the model's vocab_size tokens",
      .kind = CLI_STR, CLI_AT(convert_opts, p.tokenizer_path)},
@@ -99,25 +112,34 @@ static const cli_opt convert_opts_table[] = {
              "a vocab-only file: DIM,HIDDEN,LAYERS,HEADS,KV_HEADS,CONTEXT or the\n"
              "preset llama2-7b (= 4096,11008,32,32,32,4096)",
      .kind = CLI_FN, .nargs = 1, .fn = convert_hparams, .example = "llama2-7b"},
+    CLI_OPT_QUIET,
 };
 
 const cli_spec cli_spec_convert = {
     .cmd = CMD,
     .usage = "usage: kite convert MODEL.bin --tokenizer TOK.bin -o OUT.gguf [--type f32|f16|bf16] [--name NAME]\n"
              "       kite convert --tokenizer TOK.bin -o OUT.gguf [--vocab-size N] [--hparams SPEC] [--name NAME]\n"
-             "       kite convert --hf DIR -o OUT.gguf [--type f32|f16|bf16|q8_0] [--name NAME]   (see --hf --help)\n"
+             "       kite convert --hf DIR -o OUT.gguf [--type f32|f16|bf16|q8_0] [--name NAME]\n"
              "\n"
              "Converts a llama2.c checkpoint (legacy v0, v1 fp32 or v2 int8, auto-detected) and its\n"
              "tokenizer .bin to a GGUF file for architecture \"llama\", following llama.cpp's\n"
              "conventions (so llama.cpp can run it too).  Sizes are checked exactly against the file.\n"
-             "MODEL.bin is the llama2.c model; omit it to write a vocab-only GGUF.\n",
+             "MODEL.bin is the llama2.c model; omit it to write a vocab-only GGUF.  With --hf it converts\n"
+             "a Hugging Face directory instead: `kite convert --hf --help` lists those options (a real\n"
+             "one to try: tests/data/hf-tinystories656k).\n",
     CLI_TABLE(convert_opts_table, convert_opts),
     .other = convert_arg,
 };
 
 int cmd_convert(int argc, char **argv) {
     /* Hugging Face directories: their own option table (convert_hf.c) */
-    if (cli_find_arg(argc, argv, "--hf")) return convert_hf(argc, argv);
+    if (cli_find_arg(argc, argv, "--hf")) {
+        if (cli_find_arg(argc, argv, "--help") || cli_find_arg(argc, argv, "-h")) { /* before --hf takes it as DIR */
+            cli_usage(stdout, &cli_spec_convert_hf, NULL);
+            return 0;
+        }
+        return convert_hf(argc, argv);
+    }
     convert_opts o = {0};
     int prc = cli_parse(&cli_spec_convert, argc, argv, &o);
     if (prc >= 0) return prc;
@@ -142,7 +164,11 @@ int cmd_convert(int argc, char **argv) {
     const llama2c_config *c = llama2c_conv_config(cv) ? &cfg : NULL;
     if (c) cfg = *llama2c_conv_config(cv);
     int32_t n_vocab = llama2c_conv_n_vocab(cv);
+    progress pg;
+    progress_begin(&pg, "kite " CMD, PROGRESS_BYTES, NULL);
+    gguf_writer_set_progress(llama2c_conv_writer(cv), progress_sink(&pg));
     rc = gguf_writer_write(llama2c_conv_writer(cv), out);
+    progress_end(&pg);
     llama2c_conv_free(cv);
     if (rc) {
         fprintf(stderr, "kite %s: %s\n", CMD, kite_last_error());

@@ -14,6 +14,7 @@
 #include "convert/hf_convert.h"
 #include "gguf/gguf.h"
 #include "kite.h"
+#include "progress/progress.h"
 #include "tensor/dtype.h"
 
 #define CMD "convert"
@@ -70,6 +71,7 @@ static const cli_opt convert_hf_opts[] = {
      .example = "f16"},
     {.names = "--name", .arg = "NAME", .help = "general.name", .def_doc = "the directory name", .kind = CLI_STR,
      CLI_AT(hf_convert_params, name)},
+    CLI_OPT_QUIET,
 };
 
 const cli_spec cli_spec_convert_hf = {
@@ -103,7 +105,12 @@ int convert_hf(int argc, char **argv) {
         }
     }
     hf_convert_info info;
-    if (hf_convert(&p, &info)) {
+    progress pg;
+    progress_begin(&pg, "kite " CMD, PROGRESS_BYTES, NULL);
+    p.progress = progress_sink(&pg);
+    rc = hf_convert(&p, &info);
+    progress_end(&pg);
+    if (rc) {
         fprintf(stderr, "kite %s: %s\n", CMD, kite_last_error());
         return 1;
     }

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "progress/progress.h"
 #include "config/config.h"
 #include "eval/eval.h"
 #include "kite.h"
@@ -29,13 +30,13 @@ static const cli_opt eval_opts_table[] = {
      .def_doc = "the bundled model"},
     {.names = "--task", .arg = "FILE", .help = "JSON-lines task file (required)", .kind = CLI_STR,
      CLI_AT(eval_opts, task)},
-    {.names = "-c, --ctx", .arg = "N", .help = "context window", .kind = CLI_INT, CLI_AT(eval_opts, n_ctx), .min = 2,
+    {.names = "-c, --ctx-size, --ctx", .arg = "N", .help = "context window", .kind = CLI_INT, CLI_AT(eval_opts, n_ctx), .min = 2,
      .max = 1 << 24, .def_doc = "the model's training context"},
     {.names = "-t, --threads", .arg = "N", .help = "worker threads", .kind = CLI_INT, CLI_AT(eval_opts, n_threads),
      .min = 1, .max = 1024, .def_doc = "all CPUs"},
     {.names = "--json", .help = "end stdout with one line {\"items\", \"acc\", \"acc_norm\", ...}", .kind = CLI_FLAG,
      CLI_AT(eval_opts, json)},
-    {.names = "-q, --quiet", .help = "no per-item lines on stderr", .kind = CLI_FLAG, CLI_AT(eval_opts, quiet)},
+    {.names = "-q, --quiet", .help = "no per-item lines and no progress on stderr", .kind = CLI_FLAG, CLI_AT(eval_opts, quiet)},
 };
 
 const cli_spec cli_spec_eval = {
@@ -89,21 +90,28 @@ int cmd_eval(int argc, char **argv) {
         goto done;
     }
     int32_t correct = 0, correct_norm = 0;
+    if (quiet) progress_set_quiet(true);
+    progress pg;
+    progress_begin(&pg, "kite eval", PROGRESS_ITEMS, "items");
     for (int32_t i = 0; i < task.n_items; i++) {
         const eval_mc_item *it = &task.items[i];
         if (eval_mc_score(ctx, model, it, &sc) != KITE_OK) {
+            progress_end(&pg);
             fprintf(stderr, "kite eval: %s: item %d: %s\n", task_path, i + 1, kite_last_error());
             goto done;
         }
         correct += sc.pred == it->label;
         correct_norm += sc.pred_norm == it->label;
-        if (!quiet) {
-            fprintf(stderr, "[%d/%d] label %d pred %d%s pred_norm %d%s  ll", i + 1, task.n_items, it->label, sc.pred,
-                    sc.pred == it->label ? " ok" : " --", sc.pred_norm, sc.pred_norm == it->label ? " ok" : " --");
-            for (int32_t k = 0; k < it->n_endings; k++) fprintf(stderr, " %.3f", sc.ll[k]);
-            fputc('\n', stderr);
-        }
+        char line[512];
+        int n = snprintf(line, sizeof line, "[%d/%d] label %d pred %d%s pred_norm %d%s  ll", i + 1, task.n_items,
+                         it->label, sc.pred, sc.pred == it->label ? " ok" : " --", sc.pred_norm,
+                         sc.pred_norm == it->label ? " ok" : " --");
+        for (int32_t k = 0; k < it->n_endings && n > 0 && (size_t)n < sizeof line; k++)
+            n += snprintf(line + n, sizeof line - (size_t)n, " %.3f", sc.ll[k]);
+        progress_line(&pg, line);
+        progress_update(&pg, (uint64_t)i + 1, (uint64_t)task.n_items);
     }
+    progress_end(&pg);
     const double acc = (double)correct / task.n_items, acc_norm = (double)correct_norm / task.n_items;
     printf("model: %s\n", model_path);
     printf("task: %s: %d items\n", task_path, task.n_items);

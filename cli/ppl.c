@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "progress/progress.h"
 #include "config/config.h"
 #include "core/error.h"
 #include "eval/eval.h"
@@ -43,7 +44,7 @@ static const cli_opt ppl_opts_table[] = {
     {.names = "-f, --file", .arg = "TEXT", .help = "text file to score (required, except with a llama.cpp\n"
                                                 "--kld-base file, which holds its tokens)",
      .kind = CLI_STR, CLI_AT(ppl_opts, text)},
-    {.names = "-c, --ctx", .arg = "N", .help = "window length in tokens, BOS included (default 128, or the\n"
+    {.names = "-c, --ctx-size, --ctx", .arg = "N", .help = "window length in tokens, BOS included (default 128, or the\n"
                                              "model's training context if smaller; at most that context)",
      .kind = CLI_INT, CLI_AT(ppl_opts, n_ctx), .min = 2, .max = 1 << 24},
     {.names = "-b, --batch", .arg = "N", .help = "tokens per forward pass", .kind = CLI_INT,
@@ -78,7 +79,7 @@ static const cli_opt ppl_opts_table[] = {
      .kind = CLI_STR, CLI_AT(ppl_opts, base)},
     {.names = "--json", .help = "end stdout with one line {\"ppl\", \"nll\", \"tokens\", \"kld\", \"top1\"}",
      .kind = CLI_FLAG, CLI_AT(ppl_opts, json)},
-    {.names = "-q, --quiet", .help = "no per-window progress lines", .kind = CLI_FLAG, CLI_AT(ppl_opts, quiet)},
+    {.names = "-q, --quiet", .help = "no per-window lines and no progress", .kind = CLI_FLAG, CLI_AT(ppl_opts, quiet)},
 };
 
 const cli_spec cli_spec_ppl = {
@@ -173,17 +174,20 @@ static void json_num(double v) {
     else fputs("null", stdout);
 }
 
-typedef struct progress {
-    bool quiet;
+typedef struct window_log {
+    progress pg; /* the kept per-window lines and the updating line with the ETA */
     bool kld;
-} progress;
+} window_log;
 
 static void on_window(void *user, int32_t w, int32_t n_windows, const eval_stats *s) {
-    const progress *pr = user;
-    if (pr->quiet) return;
-    fprintf(stderr, "[%d/%d] ppl %.4f", w + 1, n_windows, eval_stats_ppl(s));
-    if (pr->kld) fprintf(stderr, "  kld %.6f  top1 %.2f%%", eval_stats_kld_mean(s), eval_stats_top1(s));
-    fputc('\n', stderr);
+    window_log *wl = user;
+    char line[160];
+    int n = snprintf(line, sizeof line, "[%d/%d] ppl %.4f", w + 1, n_windows, eval_stats_ppl(s));
+    if (wl->kld && n > 0 && (size_t)n < sizeof line)
+        snprintf(line + n, sizeof line - (size_t)n, "  kld %.6f  top1 %.2f%%", eval_stats_kld_mean(s),
+                 eval_stats_top1(s));
+    progress_line(&wl->pg, line);
+    progress_update(&wl->pg, (uint64_t)w + 1, (uint64_t)n_windows);
 }
 
 /* --kld-base: opens the reference and checks it matches this run; --save-logits:
@@ -408,11 +412,15 @@ int cmd_ppl(int argc, char **argv) {
             text_path ? text_path : args.base,
             (long long)plan.n_text, plan.n_windows, (long long)n_ctx, bos >= 0 ? "BOS first" : "no BOS",
             (long long)plan.n_scored, lcpp ? " (llama.cpp's windows, second halves)" : half ? " (second halves)" : "");
-    progress pr = {.quiet = args.quiet, .kld = base != NULL};
+    if (args.quiet) progress_set_quiet(true);
+    window_log wl = {.kld = base != NULL};
+    progress_begin(&wl.pg, "kite ppl", PROGRESS_ITEMS, "windows");
     eval_ppl_opts o = {.n_vocab = info.n_vocab, .n_batch = (int32_t)n_batch, .save = save, .base = base,
-                       .on_window = on_window, .user = &pr};
+                       .on_window = on_window, .user = &wl};
     eval_stats s;
-    if (eval_ppl_run(ctx, &plan, &o, &s) != KITE_OK) {
+    rc = eval_ppl_run(ctx, &plan, &o, &s);
+    progress_end(&wl.pg);
+    if (rc != KITE_OK) {
         fprintf(stderr, "kite ppl: %s\n", kite_last_error());
         goto done;
     }

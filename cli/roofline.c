@@ -17,6 +17,7 @@
 #include "config/config.h"
 #include "kite.h"
 #include "roofline/roofline.h"
+#include "roofline/synth.h"
 
 #define CMD "roofline"
 
@@ -282,7 +283,7 @@ static int opt_sweep(const cli_opt *o, void *state, const char *cmd, const char 
 static const cli_opt roofline_opts_table[] = {
     {.names = "-m, --model", .arg = "FILE", .help = "GGUF model: hyperparameters and weight types from the file",
      .kind = CLI_STR, CLI_AT(roofline_opts, model)},
-    {.names = "--shape", .arg = "NAME", .help = "tinyllama-1.1b|llama2-7b|llama3-8b|mistral-7b|stories260k",
+    {.names = "--shape", .arg = "NAME", .help = "any shape of kite synth: %s", .choices_fn = synth_shape_list,
      .kind = CLI_STR, CLI_AT(roofline_opts, shape), .def_doc = "tinyllama-1.1b"},
     {.names = "--layers", .arg = "N", .help = "override the layer count (compare with `kite synth --layers N`)",
      .kind = CLI_INT, CLI_AT(roofline_opts, layers), .min = 1, .max = 4096},
@@ -391,7 +392,7 @@ int cmd_roofline(int argc, char **argv) {
         const config *cf = config_get();
         if ((rc = rl_hw_probe((int)threads, reprobe, config_roofline_path((int)threads, path, sizeof path) ? path : NULL,
                               cf->have_probe_path ? cf->probe_path : NULL, &hw, &measured)) != KITE_OK) {
-            fprintf(stderr, "kite %s: probe: %s\n", CMD, kite_last_error());
+            fprintf(stderr, "kite %s: %s\n", CMD, kite_last_error());
             return 1;
         }
         /* a profile measured while the host held back cores is used, and said to be suspect */

@@ -355,10 +355,8 @@ static int run_open(run_session *s) {
     if (cli_tokenize_text(s->model, prompt, prompt_len, !o->no_bos, !o->no_parse_special, s->ids, cap,
                           &s->n_prompt) != KITE_OK)
         return run_fail();
-    if (s->n_prompt == 0) {
-        fprintf(stderr, "kite run: empty prompt and --no-bos: nothing to evaluate\n");
-        return 1;
-    }
+    if (s->n_prompt == 0) /* a usage error (exit 2), found only once the prompt is tokenized */
+        return cli_usage_error("run", "empty prompt and --no-bos: nothing to evaluate");
     if ((int64_t)s->n_prompt > s->n_ctx) {
         fprintf(stderr, "kite run: the prompt has %zu tokens but the context holds only %d (raise -c)\n", s->n_prompt,
                 s->n_ctx);
@@ -551,7 +549,8 @@ int cmd_run(int argc, char **argv) {
     if (!o.seed_set) o.sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
     if (!o.model) o.model = cli_default_model(argv[0]);
     run_session s = {.o = &o};
-    int status = run_open(&s) || run_prefill(&s) || run_decode(&s);
+    int status = run_open(&s); /* 2 for a usage error found late (empty prompt with --no-bos) */
+    if (!status) status = run_prefill(&s) || run_decode(&s);
     if (!status) {
         run_report(&s);
         FILE *dump = s.dump;

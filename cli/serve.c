@@ -35,7 +35,7 @@ static const cli_opt serve_opts_table[] = {
      CLI_AT(serve_opts, sp.port), .min = 0, .max = 65535, .show_default = true},
     {.names = "--parallel, -np", .arg = "N", .help = "sequences decoded together", .kind = CLI_INT,
      CLI_AT(serve_opts, sp.engine.n_parallel), .min = 1, .max = 1024, .def_doc = "4"},
-    {.names = "-c, --ctx, --ctx-size", .arg = "N", .help = "positions per sequence", .kind = CLI_INT,
+    {.names = "-c, --ctx-size, --ctx", .arg = "N", .help = "positions per sequence", .kind = CLI_INT,
      CLI_AT(serve_opts, sp.engine.n_ctx), .min = 0, .max = 1 << 20, .def_doc = "the model's context"},
     {.names = "--kv-mem", .arg = "MIB", .help = "KV cache pool in MiB", .kind = CLI_INT,
      CLI_AT(serve_opts, kv_mem_mib), .min = 1, .max = 1 << 20, .def_doc = "ctx x parallel positions"},

@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "core/timing.h"
 #include "kite.h"
+#include "progress/progress.h"
 #include "roofline/synth.h"
 #include "tensor/dtype.h"
 
@@ -40,18 +41,19 @@ static const cli_opt synth_opts_table[] = {
      .kind = CLI_STR, CLI_AT(synth_opts, out)},
     {.names = "--layers", .arg = "N", .help = "override the layer count (smaller files for quick benchmarks)",
      .kind = CLI_INT, CLI_AT(synth_opts, layers), .min = 1, .max = 4096},
-    {.names = "--seed", .arg = "S", .help = "PRNG seed; same seed and flags -> same bytes", .kind = CLI_U64,
+    {.names = "-s, --seed", .arg = "S", .help = "PRNG seed; same seed and flags -> same bytes", .kind = CLI_U64,
      CLI_AT(synth_opts, seed), .def = "1"},
     {.names = "--vocab", .arg = "F.gguf",
      .help = "take the tokenizer (tokenizer.* keys) and vocabulary size of F,\ne.g. a real Llama 3 or Qwen3 vocabulary on a tiny shape",
      .kind = CLI_STR, CLI_AT(synth_opts, vocab)},
     {.names = "-t, --threads", .arg = "N", .help = "generator threads; no effect on the output", .kind = CLI_INT,
      CLI_AT(synth_opts, threads), .min = 0, .max = 1024, .def_doc = "all online CPUs"},
+    CLI_OPT_QUIET,
 };
 
 const cli_spec cli_spec_synth = {
     .cmd = CMD,
-    .usage = "usage: kite synth --shape NAME --type TYPE -o OUT.gguf [--layers N] [--seed S] [-t THREADS]\n"
+    .usage = "usage: kite synth --shape NAME --type TYPE -o OUT.gguf [--layers N] [-s SEED] [-t THREADS] [-q]\n"
              "\n"
              "Writes a GGUF model with the architecture (llama, qwen2, qwen3, qwen3moe, gpt2; Mixtral\n"
              "experts, Mistral sliding window, Llama 3 rope factors), hyperparameters and vocabulary\n"
@@ -103,7 +105,12 @@ int cmd_synth(int argc, char **argv) {
     if (n_fell > 0) /* like kite quantize: rows a block does not fit get llama.cpp's fallback type */
         fprintf(stderr, "kite %s: %d tensors fell back to a type that fits their row length: %s\n", CMD, n_fell, fell);
     double t0 = time_now_s();
-    if (synth_write(&p, out) != KITE_OK) {
+    progress pg;
+    progress_begin(&pg, "kite " CMD, PROGRESS_BYTES, NULL);
+    p.progress = progress_sink(&pg);
+    rc = synth_write(&p, out);
+    progress_end(&pg);
+    if (rc != KITE_OK) {
         fprintf(stderr, "kite %s: %s\n", CMD, kite_last_error());
         return 1;
     }

@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "progress/progress.h"
 #include "config/config.h"
 #include "roofline/probe.h"
 #include "core/threadpool.h"
@@ -108,12 +109,13 @@ static const cli_opt tune_opts_table[] = {
      CLI_AT(tune_opts, attn_out), .def_doc = "MODEL itself, replaced"},
     {.names = "--attn-tokens", .arg = "N", .help = "tokens of TEXT to calibrate on", .kind = CLI_INT,
      CLI_AT(tune_opts, attn_tokens), .min = 2, .max = 1 << 20, .def = CLI_XSTR(ATTN_CALIB_TOKENS)},
+    CLI_OPT_QUIET,
 };
 
 const cli_spec cli_spec_tune = {
     .cmd = CMD,
     .usage = "usage: kite tune [-m MODEL] [-t THREADS] [--out FILE] [--quick] [--budget-ms MS] [--no-check]\n"
-             "                 [--no-options] [--min-mib N]\n"
+             "                 [--no-options] [--min-mib N] [-q]\n"
              "       kite tune -m MODEL --attn-calib TEXT [--attn-out FILE] [--attn-tokens N] [-t THREADS]\n"
              "\n"
              "Times kern_matmul's variants (flat or tiled GEMM, flat row tile, 1 / auto / all threads;\n"
@@ -326,6 +328,9 @@ typedef struct tune_run {
  * shapes that share a class into acc[0..*n_classes).  Returns 0 or 1. */
 static int measure(const kern_ops_table *kt, threadpool *tp, const shape *shapes, int n_shapes, const tune_run *r,
                    class_acc *acc, int *n_classes) {
+    progress pg;
+    progress_begin(&pg, "kite " CMD, PROGRESS_ITEMS, "shape x batch classes");
+    const uint64_t n_steps = (uint64_t)n_shapes * KERN_TUNE_N_NTOK;
     for (int s = 0; s < n_shapes; s++) {
         const weight *w = &shapes[s].w;
         for (int nc = 0; nc < KERN_TUNE_N_NTOK; nc++) {
@@ -347,7 +352,10 @@ static int measure(const kern_ops_table *kt, threadpool *tp, const shape *shapes
             double t[MAX_CAND], best_t[MAX_CAND], best_av = -1.0;
             for (int attempt = 0; attempt <= MAX_REDO; attempt++) {
                 const double a0 = r->expect > 0 ? probe_fma_check(r->threads, CHECK_MS) / r->expect : 1.0;
-                if (time_shape(kt, tp, w, n_tok, a->cand, a->n_cand, r->budget_s, r->min_rounds, t)) return 1;
+                if (time_shape(kt, tp, w, n_tok, a->cand, a->n_cand, r->budget_s, r->min_rounds, t)) {
+                    progress_end(&pg);
+                    return 1;
+                }
                 const double a1 = r->expect > 0 ? probe_fma_check(r->threads, CHECK_MS) / r->expect : 1.0;
                 const double av = a0 < a1 ? a0 : a1;
                 if (av > best_av) {
@@ -359,8 +367,10 @@ static int measure(const kern_ops_table *kt, threadpool *tp, const shape *shapes
             for (int i = 0; i < a->n_cand; i++) a->t[i] += best_t[i];
             if (best_av < a->avail) a->avail = best_av;
             a->n_shapes++;
+            progress_update(&pg, (uint64_t)s * KERN_TUNE_N_NTOK + (uint64_t)nc + 1, n_steps);
         }
     }
+    progress_end(&pg);
     return 0;
 }
 

@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "progress/progress.h"
 #include "config/config.h"
 #include "roofline/probe.h"
 #include "core/timing.h"
@@ -137,6 +138,8 @@ int tune_options(const tune_opt_params *p, kern_tune_table *table) {
     }
     kite_model_info mi;
     kite_model_get_info(model, &mi);
+    progress pg;
+    progress_begin(&pg, "kite " CMD " options", PROGRESS_ITEMS, "rounds");
     opt_plan plans[KERN_OPT_COUNT];
     bool any = false;
     for (int o = 0; o < KERN_OPT_COUNT; o++) {
@@ -164,6 +167,8 @@ int tune_options(const tune_opt_params *p, kern_tune_table *table) {
             goto done;
         }
     }
+    int n_timed = 0, i_timed = 0;
+    for (int o = 0; o < KERN_OPT_COUNT; o++) n_timed += !plans[o].skip;
     for (int o = 0; o < KERN_OPT_COUNT; o++) {
         const opt_plan *pl = &plans[o];
         const kern_opt opt = (kern_opt)o;
@@ -198,6 +203,7 @@ int tune_options(const tune_opt_params *p, kern_tune_table *table) {
                 if (av < worst) worst = av;
                 kept++;
             }
+            progress_update(&pg, (uint64_t)(i_timed * rounds + kept), (uint64_t)(n_timed * rounds));
         }
         double med[2][N_TESTS] = {{0}};
         for (int s = 0; s < 2; s++)
@@ -205,6 +211,8 @@ int tune_options(const tune_opt_params *p, kern_tune_table *table) {
                 if (pl->test[t]) med[s][t] = cli_median(v[s][t], kept);
         const int best = pick(pl, med);
         if (best >= 0) table->opt[o] = (int8_t)best;
+        i_timed++;
+        progress_clear(&pg); /* the table rows go where the line was */
         char avail[16];
         if (p->expect > 0)
             snprintf(avail, sizeof avail, "%.0f%%%s", 100.0 * worst, worst < AVAIL_MIN ? "*" : "");
@@ -223,12 +231,14 @@ int tune_options(const tune_opt_params *p, kern_tune_table *table) {
             fprintf(stderr, "kite %s: %s was timed on a busy machine (avail *): run again when it is idle\n", CMD,
                     kern_opt_name(opt));
     }
+    progress_end(&pg);
     printf("(ms/t: median milliseconds per token over %d rounds, option off and on alternated; picked: the setting\n"
            " at least %.0f%% faster in a test and not slower in any, else the table keeps its line; speedup: picked\n"
            " over the other, or off over on)\n",
            rounds, 100.0 * MARGIN);
     status = 0;
 done:
+    progress_end(&pg);
     kite_ctx_free(ctx);
     kite_model_free(model);
     return status;

@@ -83,7 +83,7 @@ for g in 32 128; do
             cflag=""
             [ "$m" = rtn ] || cflag="--calib $calib"
             # shellcheck disable=SC2086
-            quant "q4_0 $m, ${bits}-bit grid, group $g" --type q4_0 --method "$m" --group "$g" $bflag $cflag
+            quant "q4_0 $m, ${bits}-bit grid, group $g" --type q4_0 --pure --method "$m" --group "$g" $bflag $cflag
         done
     done
 done

@@ -36,6 +36,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/progress.h"
+
 #define GGUF_MAGIC "GGUF"
 #define GGUF_DEFAULT_ALIGNMENT 32
 #define GGUF_MAX_DIMS 4
@@ -228,6 +230,11 @@ typedef int (*gguf_tensor_fill_fn)(void *user, int64_t row0, int64_t n_rows, voi
  * user is borrowed until gguf_writer_write() returns. */
 int gguf_writer_add_tensor_cb(gguf_writer *w, const char *name, uint32_t type,
                               uint32_t n_dims, const int64_t *ne, gguf_tensor_fill_fn fill, void *user);
+
+/* Progress of gguf_writer_write: reported after every tensor and every
+ * filled chunk, in bytes of tensor data written out of the total (the
+ * header not counted).  prog is copied; a zero one reports nothing. */
+void gguf_writer_set_progress(gguf_writer *w, core_progress prog);
 
 /* Writes the file (GGUF v3).  Writes to "<path>.tmp.<pid>" then renames. */
 int gguf_writer_write(gguf_writer *w, const char *path);

@@ -60,9 +60,14 @@ struct gguf_writer {
     size_t n_kv, cap_kv;
     wtensor *tensors;
     size_t n_tensors, cap_tensors;
+    core_progress progress;    /* gguf_writer_set_progress; zero: none */
 };
 
 gguf_writer *gguf_writer_new(void) { return calloc(1, sizeof(gguf_writer)); }
+
+void gguf_writer_set_progress(gguf_writer *w, core_progress prog) {
+    if (w) w->progress = prog;
+}
 
 void gguf_writer_free(gguf_writer *w) {
     if (!w) return;
@@ -345,7 +350,7 @@ static void put_pad(out *o, uint64_t align) { put_zeros(o, (align - o->pos % ali
  * Returns KITE_OK, the callback's status, or KITE_E_NOMEM; I/O errors are
  * left in o->err. */
 #define FILL_CHUNK_BYTES ((size_t)4 << 20)
-static int put_filled(out *o, const wtensor *t) {
+static int put_filled(out *o, const wtensor *t, const core_progress *prog, uint64_t done0, uint64_t total) {
     const size_t row_bytes = dtype_row_size(t->type, t->ne[0]);
     const int64_t n_rows = t->ne[1] * t->ne[2] * t->ne[3];
     int64_t chunk = row_bytes >= FILL_CHUNK_BYTES ? 1 : (int64_t)(FILL_CHUNK_BYTES / row_bytes);
@@ -358,6 +363,7 @@ static int put_filled(out *o, const wtensor *t) {
         int64_t n = n_rows - r < chunk ? n_rows - r : chunk;
         if ((rc = t->fill(t->fill_user, r, n, buf)) != KITE_OK) break;
         put(o, buf, (size_t)n * row_bytes);
+        core_progress_report(prog, done0 + (uint64_t)(r + n) * row_bytes, total, NULL);
     }
     free(buf);
     return rc;
@@ -467,15 +473,19 @@ int gguf_writer_write(gguf_writer *w, const char *path) {
     }
     put_pad(&o, align);
     int fill_rc = KITE_OK;
+    uint64_t total = 0, done = 0;
+    for (size_t i = 0; i < w->n_tensors; i++) total += w->tensors[i].nbytes;
     for (size_t i = 0; i < w->n_tensors && !o.err && fill_rc == KITE_OK; i++) {
         const wtensor *t = &w->tensors[i];
         if (t->fill)
-            fill_rc = put_filled(&o, t);
+            fill_rc = put_filled(&o, t, &w->progress, done, total);
         else if (t->data)
             put(&o, t->data, (size_t)t->nbytes);
         else
             put_zeros(&o, t->nbytes);
         put_pad(&o, align);
+        done += t->nbytes;
+        core_progress_report(&w->progress, done, total, NULL);
     }
 
     if (fflush(o.f) != 0) o.err = true;

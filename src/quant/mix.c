@@ -19,6 +19,7 @@
  * THREAD SAFETY
  *   Pure functions over constant tables.
  */
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -73,6 +74,23 @@ const quant_recipe *quant_recipe_find(const char *name) {
     for (size_t i = 0; i < N_RECIPES; i++)
         if (!strcasecmp(name, recipes[i].name)) return &recipes[i];
     return NULL;
+}
+
+const quant_recipe *quant_recipe_by_ftype_name(const char *name) {
+    if (!name || !*name) return NULL;
+    /* llama-quantize's short names: Q3_K, Q4_K, Q5_K are its _M mixes */
+    static const char *const alias[][2] = {{"q3_k", "q3_k_m"}, {"q4_k", "q4_k_m"}, {"q5_k", "q5_k_m"}};
+    for (size_t i = 0; i < sizeof alias / sizeof alias[0]; i++)
+        if (!strcasecmp(name, alias[i][0])) return quant_recipe_find(alias[i][1]);
+    const char *d = name;
+    while (*d >= '0' && *d <= '9') d++;
+    if (*d == '\0' && d - name <= 4) { /* a number: the ftype itself */
+        const uint32_t ft = (uint32_t)strtoul(name, NULL, 10);
+        for (size_t i = 0; i < N_RECIPES; i++)
+            if (recipes[i].ftype == ft) return &recipes[i];
+        return NULL;
+    }
+    return quant_recipe_find(name);
 }
 
 const char *quant_recipe_list(void) {

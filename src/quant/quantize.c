@@ -121,17 +121,22 @@ int quant_plan(const gguf_ctx *in, const quant_params *p, quant_choice *out, qua
         const char *name = names[i];
         quant_choice c = {.type = t->type, .wanted = t->type, .convert = false};
         if (quant_tensor_is_matrix(name, t->n_dims)) {
-            uint32_t want = p->type;
-            if (p->recipe) {
+            uint32_t want = p->recipe ? p->recipe->base : p->type;
+            if (p->recipe && !p->pure) {
                 int32_t rank = 0;
                 const char *v = arch_role_base(TR_ATTN_V), *down = arch_role_stem(TR_FFN_DOWN);
                 if (strstr(name, v)) rank = kind_rank(names, layers, n, i, v);
                 else if (strstr(name, down)) rank = kind_rank(names, layers, n, i, down);
                 want = quant_recipe_type(p->recipe, &mi, name, t->ne[0], rank);
             }
+            /* llama-quantize's overrides come after its rules */
+            const bool is_output = !strcmp(name, arch_role_base(TR_OUTPUT));
+            if (is_output && p->set_output_type) want = p->output_type;
+            if (p->set_token_embd_type && !strcmp(name, arch_role_base(TR_TOKEN_EMBD))) want = p->token_embd_type;
             c.wanted = want;
             c.type = quant_fallback(want, t->ne[0]);
             c.convert = c.type != t->type;
+            if (is_output && p->leave_output) c = (quant_choice){.type = t->type, .wanted = t->type};
             if ((rc = check_target(c.type, name))) goto done;
         }
         if (c.convert) {
@@ -233,9 +238,12 @@ static int fill_rows(void *user, int64_t row0, int64_t n_rows, void *dst) {
             l = strlen(why);
             if (route != QM_RTN && p->bits) snprintf(why + l, sizeof why - l, " %d-bit grid", p->bits);
         }
-        fprintf(p->log, "[%3d/%3d] %-28s %5s -> %-6s (%" PRId64 " x %" PRId64 ")%s\n", s->index, s->job->n_tensors,
-                name, dtype_name(s->t->type), dtype_name(s->c.type), s->t->ne[0],
-                s->t->ne[1] * s->t->ne[2] * s->t->ne[3], why);
+        char line[512];
+        snprintf(line, sizeof line, "[%3d/%3d] %-28s %5s -> %-6s (%" PRId64 " x %" PRId64 ")%s", s->index,
+                 s->job->n_tensors, name, dtype_name(s->t->type), dtype_name(s->c.type), s->t->ne[0],
+                 s->t->ne[1] * s->t->ne[2] * s->t->ne[3], why);
+        if (p->progress.fn) core_progress_report(&p->progress, 0, 0, line); /* the renderer keeps it */
+        else fprintf(p->log, "%s\n", line);
     }
     if (s->job->qm && qm_route(s->job->qm, (uint64_t)(s->index - 1)) != QM_RTN)
         return qm_fill(s->job->qm, (uint64_t)(s->index - 1), row0, n_rows, dst);
@@ -338,6 +346,7 @@ int quant_model(const char *in_path, const char *out_path, const quant_params *p
         if (plan[i].type != plan[i].wanted) st.n_fallback++;
     }
     st.n_tensors = (int32_t)n;
+    gguf_writer_set_progress(w, p->progress);
     if ((rc = gguf_writer_write(w, out_path))) goto done;
     if (stats) *stats = st;
 done:

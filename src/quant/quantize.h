@@ -43,6 +43,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "core/progress.h"
 #include "gguf/gguf.h"
 
 /* A named recipe: llama.cpp's LLAMA_FTYPE_MOSTLY_<NAME> (mix.c). */
@@ -54,6 +55,9 @@ typedef struct quant_recipe {
 
 /* The recipe called name (case-insensitive), or NULL. */
 const quant_recipe *quant_recipe_find(const char *name);
+/* What llama-quantize means by a type name: a recipe name, the aliases
+ * q3_k / q4_k / q5_k (its _M mixes), or an ftype number ("15"); NULL if none. */
+const quant_recipe *quant_recipe_by_ftype_name(const char *name);
 /* "f32|f16|...|q4_k_m|..." for usage texts (static string). */
 const char *quant_recipe_list(void);
 /* llama.cpp ftype number for a pure quantization to type t (q4_K -> 14,
@@ -107,9 +111,17 @@ enum quant_method {
 typedef struct quant_params {
     const quant_recipe *recipe; /* a mix, or NULL for pure `type` */
     uint32_t type;              /* pure mode: the matrices' type */
+    bool pure;                  /* with a recipe: every matrix gets recipe->base (llama-quantize --pure); the
+                                   file says the recipe's ftype */
+    bool set_output_type;       /* output.weight gets output_type (--output-tensor-type), not the rules' */
+    uint32_t output_type;
+    bool set_token_embd_type;   /* token_embd.weight gets token_embd_type (--token-embedding-type) */
+    uint32_t token_embd_type;
+    bool leave_output;          /* output.weight is copied unchanged (--leave-output-tensor) */
     int n_threads;              /* worker threads (<= 0: 1); output does not depend on it */
     bool allow_requantize;      /* accept already-quantized input matrices (warned) */
-    FILE *log;                  /* progress, fallback and size lines; NULL: silent */
+    FILE *log;                  /* per-tensor, fallback and size lines; NULL: silent */
+    core_progress progress;     /* bytes of output written, and the per-tensor lines (then not on log) */
     /* calibrated methods and group-wise grids (zero: plain RTN as above) */
     int method;                 /* enum quant_method */
     const char *calib_path;     /* calibration text (required by gptq and awq) */

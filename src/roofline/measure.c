@@ -346,13 +346,13 @@ int rl_hw_measure(int n_threads, const probe_result *probe, const uint32_t *type
         if (tb >= 1 && pr.read_avail[tb] > 0) wc.min_avail = fmin(wc.min_avail, pr.read_avail[tb]);
     }
     threadpool *tp = tp_new(n_threads);
-    if (!tp) return err_set(KITE_E_NOMEM, "roofline: probe: cannot start %d threads", n_threads);
+    if (!tp) return err_set(KITE_E_NOMEM, "probe: cannot start %d threads", n_threads);
     const int64_t K = MM_K, NT = GEMM_TOK;
     float *x = xalloc(sizeof(float) * (size_t)(K * NT));
     float *y = xalloc(sizeof(float) * (size_t)NT * MM_ROWS_LARGE);
     void *scratch = xalloc(kern_matmul_scratch_bytes(n_threads, NT, K));
     if (!x || !y || !scratch) {
-        rc = err_set(KITE_E_NOMEM, "roofline: probe: out of memory");
+        rc = err_set(KITE_E_NOMEM, "probe: out of memory");
         goto done;
     }
     fill_rand(x, K * NT, 3);
@@ -456,7 +456,7 @@ static int probe_attn_elem(threadpool *tp, window_ctx *wc, int n_threads, rl_hw 
     float *g = xalloc(sizeof(float) * (size_t)ne), *u = xalloc(sizeof(float) * (size_t)ne);
     int rc = KITE_OK;
     if (!q || !o || !kv || !sc || !g || !u) {
-        rc = err_set(KITE_E_NOMEM, "roofline: probe: out of memory");
+        rc = err_set(KITE_E_NOMEM, "probe: out of memory");
         goto done;
     }
     fill_rand(q, nh * hd, 11);

@@ -180,13 +180,13 @@ unsigned rl_hw_suspect(const rl_hw *hw, double now) {
 int rl_predict(const rl_shape *s, const rl_hw *hw, const rl_setting *st, rl_result *r) {
     if (s->n_embd <= 0 || s->n_ff <= 0 || s->n_layer <= 0 || s->n_head <= 0 || s->n_head_kv <= 0 ||
         s->head_dim <= 0 || s->n_vocab <= 0 || rl_dtype_bpe(s->wtype) <= 0 || rl_dtype_bpe(s->out_type) <= 0)
-        return err_set(KITE_E_ARG, "roofline: shape '%s': sizes must be positive and types known", s->name);
+        return err_set(KITE_E_ARG, "shape '%s': sizes must be positive and types known", s->name);
     if (s->n_expert < 0 || (s->n_expert > 0 && (s->n_expert_used <= 0 || s->n_expert_used > s->n_expert)))
-        return err_set(KITE_E_ARG, "roofline: shape '%s': experts used must be in 1..n_expert", s->name);
+        return err_set(KITE_E_ARG, "shape '%s': experts used must be in 1..n_expert", s->name);
     if (st->batch <= 0 || st->prompt <= 0 || st->gen < 0 || rl_dtype_bpe(st->kvtype) <= 0)
-        return err_set(KITE_E_ARG, "roofline: batch and prompt must be positive, gen >= 0");
+        return err_set(KITE_E_ARG, "batch and prompt must be positive, gen >= 0");
     if (hw->mem_bw_gbs <= 0 || hw->fp32_gflops <= 0)
-        return err_set(KITE_E_ARG, "roofline: hardware '%s' needs mem_bw_gbs and fp32_gflops > 0", hw->name);
+        return err_set(KITE_E_ARG, "hardware '%s' needs mem_bw_gbs and fp32_gflops > 0", hw->name);
     memset(r, 0, sizeof *r);
     builder b = {.hw = hw, .bw = hw->mem_bw_gbs * 1e9, .peak_mm = rl_atype_peak(hw, st->atype),
                  .peak_attn = (hw->attn_gflops > 0 ? hw->attn_gflops : hw->fp32_gflops) * 1e9,

@@ -642,6 +642,7 @@ int synth_write(const synth_params *p, const char *path) {
         uint32_t n_dims = t->ne[2] > 1 ? 3 : t->ne[1] == 1 ? 1 : 2;
         TRY(gguf_writer_add_tensor_cb(w, t->name, t->type, n_dims, t->ne, fill_rows, t));
     }
+    gguf_writer_set_progress(w, p->progress);
     rc = gguf_writer_write(w, path);
 done:
     gguf_writer_free(w);

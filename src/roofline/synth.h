@@ -53,6 +53,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/progress.h"
+
 typedef struct synth_shape {
     const char *name;  /* "tinyllama-1.1b", ... */
     int32_t n_embd;    /* model width */
@@ -102,6 +104,7 @@ typedef struct synth_params {
     const char *vocab_from; /* a GGUF whose tokenizer.* metadata is copied (a real vocabulary, e.g.
                                ../shared/models/vocab-llama3.gguf; shape.n_vocab must equal its token
                                count: synth_vocab_size), or NULL: the synthetic SentencePiece one */
+    core_progress progress; /* bytes of tensor data written (zero: none) */
 } synth_params;
 
 /* The token count of the vocabulary in the GGUF at path (for synth_params.vocab_from).

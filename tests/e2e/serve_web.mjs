@@ -2,7 +2,9 @@
 // Chromium (playwright-core driving Debian's /usr/bin/chromium): sends without
 // a key and expects the settings to open at the API key field (401), enters the
 // API key in the settings, types a message, presses Enter and waits for the
-// streamed reply; then checks that Stop aborts a long generation.  Run by
+// streamed reply; then checks that Stop aborts a long generation.  Before
+// that: the model's name shows before any key is entered, the empty chat
+// shows a hint (gone after the first message), and the favicon is served.  Run by
 // tests/e2e/test_serve.sh with KITE_URL, KITE_KEY, KITE_NODE_DIR and
 // KITE_CHROMIUM.  Exits non-zero on failure; the last line is a summary.
 import { createRequire } from "node:module";
@@ -21,6 +23,14 @@ try {
   const errors = [];
   page.on("pageerror", (e) => errors.push(e.message));
   await page.goto(process.env.KITE_URL + "/");
+  // before any key is entered: the model's name (from /health), the empty-state hint, a favicon
+  await page.waitForFunction(() => document.querySelector("#model").textContent.length > 0, null, { timeout: 5000 })
+    .catch(() => { throw new Error("no model name shown before the API key is entered"); });
+  if (!(await page.isVisible("#empty"))) throw new Error("no empty-state hint on an empty chat");
+  const icon = await page.getAttribute('link[rel="icon"]', "href");
+  const ir = await page.request.get(process.env.KITE_URL + icon);
+  if (!icon || ir.status() !== 200 || !(ir.headers()["content-type"] || "").startsWith("image/"))
+    throw new Error(`favicon ${icon}: status ${ir.status()}`);
   // no key yet: the server answers 401 and the page opens its settings at
   // the API key field
   await page.fill("#input", "Hello?");
@@ -42,6 +52,7 @@ try {
   await page.press("#input", "Enter");
   const reply = page.locator(".msg.assistant").first();
   await reply.waitFor();
+  if (await page.isVisible("#empty")) throw new Error("the empty-state hint stays after a message");
   await page.waitForFunction(() => {
     const el = document.querySelector(".msg.assistant");
     return el && el.dataset.state !== "streaming";

@@ -114,7 +114,7 @@ if [ "$rc" -eq 0 ]; then e2e_ok "synth: the fallback file runs"; else
     e2e_fail "synth: the fallback file runs" "exit $rc: $(e2e_first_line "$T/err")"; fi
 # the same types as kite quantize gives the f32 synth file
 e2e_kite "$T/out" "$T/err" synth --shape stories260k --type f32 -o "$T/s-f32.gguf" -t 1
-e2e_kite "$T/out" "$T/err" quantize -m "$T/s-f32.gguf" -o "$T/s-q4q.gguf" --type q4_0 -t 1
+e2e_kite "$T/out" "$T/err" quantize -m "$T/s-f32.gguf" -o "$T/s-q4q.gguf" --type q4_0 --pure -t 1
 "$KITE" info "$T/s-q4.gguf" | awk '$2 ~ /weight$/ { print $2, $3 }' >"$T/types-synth"
 "$KITE" info "$T/s-q4q.gguf" | awk '$2 ~ /weight$/ { print $2, $3 }' >"$T/types-quant"
 if [ -s "$T/types-synth" ] && cmp -s "$T/types-synth" "$T/types-quant" && grep -q '^blk.0.ffn_down.weight f16$' "$T/types-synth"; then
@@ -278,7 +278,13 @@ else
     e2e_fail "bench table (-t 1,2)" "exit $rc: $(e2e_first_line "$T/err")"
 fi
 
-expect_error "bench: no model" 2 "-m" bench
+# no -m: the bundled model, as run and chat (issue 28; it used to be a usage error)
+e2e_kite "$T/out" "$T/err" bench -p 4 -n 2 -r 1 -t 1 --no-check
+if [ "$rc" -eq 0 ] && grep -q "^| stories260K.gguf" "$T/out" && grep -q "models/stories260K.gguf: load" "$T/err"; then
+    e2e_ok "bench: no model benchmarks the bundled one"
+else
+    e2e_fail "bench: no model benchmarks the bundled one" "exit $rc: $(e2e_first_line "$T/err")"
+fi
 expect_error "bench: -t 0" 2 "-t" bench -m "$T/a.gguf" -t 0
 expect_error "bench: -r 0" 2 "-r" bench -m "$T/a.gguf" -r 0
 expect_error "bench: missing file" 1 "$T/none.gguf" bench -m "$T/none.gguf"

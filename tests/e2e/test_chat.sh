@@ -71,7 +71,7 @@ else
 fi
 
 for f in llama2 llama3 chatml mistral zephyr gemma; do
-    chat 'Hi\nAnd then?\n' --chat-template "$f" -s "You tell stories." --temp 0 -n 8 -t 1 -v
+    chat 'Hi\nAnd then?\n' --chat-template "$f" --system "You tell stories." --temp 0 -n 8 -t 1 -v
     if [ "$rc" -eq 0 ] && grep -q "template $f (chosen with --chat-template)" "$T/err" && grep -q "turn 2: " "$T/err"; then
         e2e_ok "--chat-template $f"
     else

@@ -8,7 +8,7 @@
 #
 # What is checked:
 #   * greedy generations equal llama2.c run.c's, text byte for byte and
-#     ids, for stories260K (bundled) and aidreams260K (converted here);
+#     ids, for stories260K (bundled), aidreams260K and babyllama105 (converted here);
 #     -t 1 and -t 2 give the same output;
 #   * --dump-logits equals the reference logits within 1e-4;
 #   * --json shape, the stderr statistics line;
@@ -127,13 +127,19 @@ greedy_cases() {
 
 greedy_cases "$M" stories260K
 
-e2e_kite "$T/out" "$T/err" convert "$C/aidreams260K.bin" --tokenizer "$C/aidreams260K-tok512.bin" -o "$T/aid.gguf"
-if [ "$rc" -eq 0 ] && [ -s "$T/aid.gguf" ]; then
-    e2e_ok "convert aidreams260K"
-    greedy_cases "$T/aid.gguf" aidreams260K
-else
-    e2e_fail "convert aidreams260K" "exit $rc: $(e2e_first_line "$T/err")"
-fi
+# converted_cases TAG MODEL.bin TOK.bin: kite convert, then every golden case of TAG
+converted_cases() {
+    e2e_kite "$T/out" "$T/err" convert "$2" --tokenizer "$3" -o "$T/$1.gguf"
+    if [ "$rc" -eq 0 ] && [ -s "$T/$1.gguf" ]; then
+        e2e_ok "convert $1"
+        greedy_cases "$T/$1.gguf" "$1"
+    else
+        e2e_fail "convert $1" "exit $rc: $(e2e_first_line "$T/err")"
+    fi
+}
+converted_cases aidreams260K "$C/aidreams260K.bin" "$C/aidreams260K-tok512.bin"
+# BabyLlama-936K (GQA, 128-wide rows, a character-level vocabulary): run.c's greedy output
+converted_cases babyllama105 "$C/babyllama105/babyllama105.bin" "$C/babyllama105/tok105.bin"
 
 # threads: case 1 with one and with two threads
 case1=$(sed -n 2p "$G/greedy/stories260K.cases")

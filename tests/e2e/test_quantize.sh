@@ -90,7 +90,7 @@ want=$(cut -c 1-80 "$T/f32.txt")
 for t in q4_k_m q8_0 q4_0 bf16; do
     f=$T/$t.gguf
     if [ "$t" = q4_k_m ]; then f=$T/q4km.gguf; else
-        e2e_kite "$T/out" "$T/err" quantize -m "$M" -o "$f" --type "$t"
+        e2e_kite "$T/out" "$T/err" quantize -m "$M" -o "$f" --type "$t" --pure
         [ "$rc" -eq 0 ] || e2e_fail "quantize $t" "exit $rc: $(tail -n 1 "$T/err")"
     fi
     e2e_kite "$T/gen.txt" "$T/err" run -m "$f" -p "$PROMPT" -n 24 --temp 0 --dump-logits "$T/logits.f32"
@@ -112,7 +112,7 @@ if [ "$rc" -eq 0 ] && cmp -s "$T/t1.gguf" "$T/t2.gguf"; then e2e_ok "-t 1 and -t
 # ---- 4. gptq and awq -----------------------------------------------------------
 CAL=tests/data/quant-calib/calib.txt
 for meth in gptq awq; do
-    e2e_kite "$T/out" "$T/err" quantize -m "$M" -o "$T/$meth.gguf" --type q4_0 --method $meth --calib "$CAL" \
+    e2e_kite "$T/out" "$T/err" quantize -m "$M" -o "$T/$meth.gguf" --type q4_0 --pure --method $meth --calib "$CAL" \
         --calib-tokens 1024 -t 2
     if [ "$rc" -eq 0 ] && grep -q '^calibrate: .*all in one pass' "$T/err" &&
         grep -q "^\[ *5/ *48\] blk\.0\.attn_q\.weight .* q4_0 .* $meth/g32" "$T/err"; then
@@ -129,12 +129,12 @@ for meth in gptq awq; do
         e2e_fail "$meth output runs like f32" "exit $rc, $bad non-finite: '$got'"
     fi
 done
-e2e_kite "$T/out" "$T/err" quantize -m "$M" -o "$T/awq2.gguf" --type q4_0 --method awq --calib "$CAL" --calib-tokens 512
+e2e_kite "$T/out" "$T/err" quantize -m "$M" -o "$T/awq2.gguf" --type q4_0 --pure --method awq --calib "$CAL" --calib-tokens 512
 if [ "$rc" -eq 0 ] && grep -q '^awq: blk\.0  *attn_in  *alpha' "$T/err"; then e2e_ok "awq prints its alphas"; else e2e_fail "awq prints its alphas" "exit $rc"; fi
-e2e_kite "$T/out" "$T/err" quantize -m "$M" -o "$T/g1.gguf" --type q4_0 --method gptq --calib "$CAL" --calib-tokens 1024 -t 1
-e2e_kite "$T/out" "$T/err" quantize -m "$M" -o "$T/g2.gguf" --type q4_0 --method gptq --calib "$CAL" --calib-tokens 1024 -t 2
+e2e_kite "$T/out" "$T/err" quantize -m "$M" -o "$T/g1.gguf" --type q4_0 --pure --method gptq --calib "$CAL" --calib-tokens 1024 -t 1
+e2e_kite "$T/out" "$T/err" quantize -m "$M" -o "$T/g2.gguf" --type q4_0 --pure --method gptq --calib "$CAL" --calib-tokens 1024 -t 2
 if [ "$rc" -eq 0 ] && cmp -s "$T/g1.gguf" "$T/g2.gguf"; then e2e_ok "gptq -t 1 and -t 2 same bytes"; else e2e_fail "gptq -t 1 and -t 2 same bytes" "exit $rc"; fi
-e2e_kite "$T/out" "$T/err" quantize -m "$M" -o "$T/g3.gguf" --type q4_0 --method gptq --calib "$CAL" --calib-tokens 1024 \
+e2e_kite "$T/out" "$T/err" quantize -m "$M" -o "$T/g3.gguf" --type q4_0 --pure --method gptq --calib "$CAL" --calib-tokens 1024 \
     --group 128 --bits 3 --act-order
 if [ "$rc" -eq 0 ] && grep -q 'gptq/g128/act-order 3-bit grid' "$T/err" && [ "$(stat -c %s "$T/g3.gguf")" -eq "$(stat -c %s "$T/g1.gguf")" ]; then
     e2e_ok "gptq --group 128 --bits 3 --act-order (q4_0 size)"
@@ -151,10 +151,10 @@ expect_error "bad --mix" 2 "unknown mix" quantize -m "$M" -o "$T/x.gguf" --mix q
 expect_error "--type conflicts with --mix" 2 "conflicts" quantize -m "$M" -o "$T/x.gguf" --type q8_0 --mix q4_k_m
 expect_error "bad --method" 2 "unknown method 'foo'" quantize -m "$M" -o "$T/x.gguf" --type q8_0 --method foo
 expect_error "gptq needs --calib" 2 "--calib" quantize -m "$M" -o "$T/x.gguf" --type q8_0 --method gptq
-expect_error "bad --group" 2 "--group" quantize -m "$M" -o "$T/x.gguf" --type q4_0 --group 48
+expect_error "bad --group" 2 "--group" quantize -m "$M" -o "$T/x.gguf" --type q4_0 --pure --group 48
 expect_error "--group on a k-quant" 2 "no group grid" quantize -m "$M" -o "$T/x.gguf" --type q4_k --group 64
-expect_error "--act-order without gptq" 2 "gptq option" quantize -m "$M" -o "$T/x.gguf" --type q4_0 --act-order
-expect_error "missing calibration text" 1 "no-such.txt" quantize -m "$M" -o "$T/x.gguf" --type q4_0 --method awq --calib "$T/no-such.txt"
+expect_error "--act-order without gptq" 2 "gptq option" quantize -m "$M" -o "$T/x.gguf" --type q4_0 --pure --act-order
+expect_error "missing calibration text" 1 "no-such.txt" quantize -m "$M" -o "$T/x.gguf" --type q4_0 --pure --method awq --calib "$T/no-such.txt"
 expect_error "missing -o" 2 "-o OUT.gguf" quantize -m "$M" --type q8_0
 expect_error "missing --type" 2 "--type" quantize -m "$M" -o "$T/x.gguf"
 expect_error "missing input" 1 "no-such.gguf" quantize -m "$T/no-such.gguf" -o "$T/x.gguf" --type q8_0

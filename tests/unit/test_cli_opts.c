@@ -92,6 +92,7 @@ static bool has_spelling(const char *names, const char *name) {
 
 /* A valid value list for row o into vals (backed by buf); returns the count. */
 static int valid_values(const cli_opt *o, char *buf, size_t cap, char **vals) {
+    if (o->kind == CLI_FN && o->nargs == 0) return 0; /* a flag handled by fn (-q) */
     if (o->example) {
         snprintf(buf, cap, "%s", o->example);
         int n = 0;

@@ -153,6 +153,23 @@ void config_read(config *c) {
 
     const char *rp = getenv("KITE_REPACK");
     c->no_repack = rp && !strcmp(rp, "0");
+    /* progress display (tools/progress): KITE_PROGRESS=off|plain|tty, KITE_PROGRESS_PERIOD=SECONDS */
+    c->progress_mode = -1;
+    c->progress_period = 2.0;
+    const char *pm = getenv("KITE_PROGRESS");
+    if (pm && *pm) {
+        if (!strcmp(pm, "off") || !strcmp(pm, "0")) c->progress_mode = 0;
+        else if (!strcmp(pm, "plain")) c->progress_mode = 1;
+        else if (!strcmp(pm, "tty")) c->progress_mode = 2;
+        else fprintf(stderr, "kite: KITE_PROGRESS=%s is not off, plain or tty: ignored\n", pm);
+    }
+    const char *pp = getenv("KITE_PROGRESS_PERIOD");
+    if (pp && *pp) {
+        char *end = NULL;
+        const double v = strtod(pp, &end);
+        if (end != pp && *end == '\0' && v >= 0.0 && v < 1e6) c->progress_period = v;
+        else fprintf(stderr, "kite: KITE_PROGRESS_PERIOD=%s is not a number of seconds: ignored\n", pp);
+    }
     c->have_probe_path = config_cache_file("probe.txt", c->probe_path, sizeof c->probe_path);
 }
 

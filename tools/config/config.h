@@ -49,6 +49,8 @@ typedef struct config {
     int tune_state;       /* -1 KITE_TUNE=off, 0 no usable table (built-in defaults), 1 loaded */
     char tune_path[1024]; /* where the table was looked for; "" when off or no path could be formed */
     bool no_repack;       /* KITE_REPACK=0 */
+    int progress_mode;    /* KITE_PROGRESS: -1 unset (a terminal on stderr decides), 0 off, 1 plain lines, 2 terminal line */
+    double progress_period; /* KITE_PROGRESS_PERIOD: seconds between plain lines (default 2; 0: every update) */
     bool have_probe_path;
     char probe_path[1024]; /* the probe cache file (have_probe_path) */
 } config;

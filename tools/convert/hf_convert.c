@@ -80,6 +80,7 @@ int hf_convert(const hf_convert_params *p, hf_convert_info *info) {
     }
     if ((rc = hf_vocab_write(p->dir, &c, w, &vi))) goto done;
     if ((rc = hf_plan_build(&c, st, out_type, w, &plan))) goto done;
+    gguf_writer_set_progress(w, p->progress);
     if ((rc = gguf_writer_write(w, p->out_path))) goto done;
     if (info) {
         memset(info, 0, sizeof *info);

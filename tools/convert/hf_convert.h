@@ -27,6 +27,8 @@
 
 #include <stdint.h>
 
+#include "core/progress.h"
+
 #define HF_TYPE_AUTO (-1)
 
 typedef struct hf_convert_params {
@@ -35,6 +37,7 @@ typedef struct hf_convert_params {
     int out_type;         /* KITE_DTYPE_F32/F16/BF16/Q8_0, or HF_TYPE_AUTO (BF16 if the
                            * weights are BF16, else F16) */
     const char *name;     /* general.name; NULL: the directory's last component */
+    core_progress progress; /* bytes of tensor data written (zero: none) */
 } hf_convert_params;
 
 typedef struct hf_convert_info {

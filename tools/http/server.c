@@ -506,6 +506,8 @@ static enum MHD_Result handle_health(server *s, struct MHD_Connection *c, int *s
     bool draining = atomic_load(&s->draining), saturated = inflight >= s->gen_capacity;
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "status", draining ? "draining" : saturated ? "saturated" : "ok");
+    /* public: the model's name too, so the chat page can show it before a key is entered */
+    cJSON_AddStringToObject(o, "model", s->model_id);
     cJSON_AddNumberToObject(o, "queued", queued);
     cJSON_AddNumberToObject(o, "running", st.running);
     cJSON_AddNumberToObject(o, "slots", s->n_parallel);

@@ -24,10 +24,14 @@ $("toggle-settings").addEventListener("click", () => {
   $("toggle-settings").setAttribute("aria-expanded", String(!s.hidden));
 });
 
+// the empty-state hint shows while the conversation is empty
+function showEmpty() { $("empty").hidden = log.childElementCount > 0; }
+
 $("new-chat").addEventListener("click", () => {
   if (controller) controller.abort();
   history = [];
   log.textContent = "";
+  showEmpty();
   statusEl.textContent = "";
   input.focus();
 });
@@ -56,6 +60,7 @@ function addMessage(role, text) {
   div.textContent = text;
   log.appendChild(div);
   log.scrollTop = log.scrollHeight;
+  showEmpty();
   return div;
 }
 
@@ -64,11 +69,17 @@ function number(id, fallback) {
   return Number.isFinite(v) ? v : fallback;
 }
 
+// The model's name: /health names it without a key, so it shows even before one is entered.
 async function loadModel() {
   try {
-    const r = await fetch("/v1/models", { headers: headers() });
-    if (!r.ok) return;
-    const j = await r.json();
+    const r = await fetch("/health");
+    if (r.ok) {
+      const j = await r.json();
+      if (j.model) { $("model").textContent = j.model; return; }
+    }
+    const m = await fetch("/v1/models", { headers: headers() });
+    if (!m.ok) return;
+    const j = await m.json();
     if (j.data && j.data[0]) $("model").textContent = j.data[0].id;
   } catch (e) { /* the page still works without it */ }
 }
