@@ -126,6 +126,8 @@ struct engine {
     float *prob;                 /* [n_vocab] target distribution (speculative sampling) */
     float *resid;                /* [n_vocab] residual distribution (speculative sampling) */
     int32_t *scratch;            /* [n_blocks] for sched_kv_usage */
+    attn_args win;               /* shape and window of the attention (every layer windowed), for
+                                    sched.first_read */
     sbuf text;                   /* text of the event being built */
     int64_t tokens_out, requests_done, steps;
     int64_t spec_drafted, spec_accepted, spec_passes, spec_pool_drafts;
@@ -134,6 +136,12 @@ struct engine {
 engine_params engine_default_params(void) {
     engine_params p = {0};
     return p;
+}
+
+/* First position the attention reads for a query at pos (sched.first_read). */
+static int32_t first_read(void *user, int32_t pos) {
+    const engine *e = user;
+    return kern_attention_first_read(&e->win, pos);
 }
 
 /* ---- K/V copy-on-write -------------------------------------------------- */
@@ -546,6 +554,12 @@ int engine_new(kite_model *model, const engine_params *params, engine **out) {
     if (rc != KITE_OK) goto fail_early;
     rc = sched_init(&e->sched, e->kv, n_parallel, step, copy_block_rows, e);
     if (rc != KITE_OK) goto fail_early;
+    if (hp->sliding_window > 0 && hp->n_swa_layers == hp->n_layer) { /* blocks leave every layer's window */
+        e->win = (attn_args){.n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .head_dim = hp->head_dim,
+                             .n_ctx = e->ctx->n_ctx, .window = hp->sliding_window, .kv_type = e->ctx->kv_type};
+        e->sched.first_read = first_read;
+        e->sched.first_read_user = e;
+    }
     e->items = calloc((size_t)n_parallel, sizeof *e->items);
     e->fseqs = calloc((size_t)n_parallel, sizeof *e->fseqs);
     e->batch = calloc((size_t)step, sizeof *e->batch);

@@ -303,6 +303,7 @@ int kv_prepare_write(kv_pool *p, kv_table *t, int32_t pos0, int32_t n, kv_copy_f
     if (cost > kv_pool_available(p))
         return err_set(KITE_E_RANGE, "kv: %d blocks needed, %d available", cost, kv_pool_available(p));
     const int32_t first = pos0 / bs, end_blk = (pos0 + n + bs - 1) / bs;
+    KITE_ASSERT(first >= t->n_dropped);
     int rc = table_reserve(t, end_blk);
     if (rc != KITE_OK) return rc;
     for (int32_t i = first; i < t->n_blocks && i < end_blk; i++) {
@@ -370,8 +371,24 @@ void kv_truncate(kv_pool *p, kv_table *t, int32_t n_pos) {
     const int32_t bs = p->block_size;
     const int32_t keep = (n_pos + bs - 1) / bs;
     /* tail first, so the tail is the first to be evicted */
-    while (t->n_blocks > keep) decref(p, t->blocks[--t->n_blocks]);
+    while (t->n_blocks > keep) {
+        const int32_t b = t->blocks[--t->n_blocks];
+        if (b != KV_BLOCK_NONE) decref(p, b);
+    }
     if (t->n_keyed > n_pos / bs) t->n_keyed = n_pos / bs;
+    if (t->n_dropped > t->n_blocks) t->n_dropped = t->n_blocks;
+}
+
+int32_t kv_drop_before(kv_pool *p, kv_table *t, int32_t n_pos) {
+    int32_t end = n_pos / p->block_size; /* blocks [0, end) lie wholly below n_pos */
+    if (end > t->n_blocks) end = t->n_blocks;
+    if (p->prefix_cache && end > t->n_keyed - 1) end = t->n_keyed - 1;
+    int32_t n = 0;
+    for (; t->n_dropped < end; t->n_dropped++, n++) {
+        decref(p, t->blocks[t->n_dropped]);
+        t->blocks[t->n_dropped] = KV_BLOCK_NONE;
+    }
+    return n;
 }
 
 void kv_release(kv_pool *p, kv_table *t) { kv_truncate(p, t, 0); }

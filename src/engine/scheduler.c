@@ -156,11 +156,17 @@ int32_t sched_plan(sched *s, sched_item *items) {
     return n;
 }
 
+/* Releases q's blocks that have left the window of every layer. */
+static void drop_window(sched *s, sched_seq *q) {
+    if (s->first_read) kv_drop_before(s->kv, &q->kv, s->first_read(s->first_read_user, q->n_computed));
+}
+
 void sched_advance(sched *s, const sched_item *items, int32_t n) {
     for (int32_t i = 0; i < n; i++) {
         sched_seq *q = items[i].seq;
         q->n_computed += items[i].n_tok - items[i].n_draft;
         kv_commit(s->kv, &q->kv, q->toks, q->n_computed, q->n_path);
+        drop_window(s, q);
     }
 }
 
@@ -169,6 +175,7 @@ void sched_keep_draft(sched *s, sched_seq *q, int32_t n_keep) {
     q->n_computed += n_keep;
     kv_truncate(s->kv, &q->kv, q->n_computed);
     kv_commit(s->kv, &q->kv, q->toks, q->n_computed, q->n_path);
+    drop_window(s, q);
 }
 
 void sched_remove(sched *s, sched_seq *q) {
@@ -189,11 +196,11 @@ void sched_kv_usage(const sched *s, int32_t *scratch, int64_t *allocated, int64_
     /* a block shared by several sequences counts once, filled to its fullest */
     for (int32_t i = 0; i < s->n_running; i++) {
         const sched_seq *q = s->running[i];
-        for (int32_t j = 0; j < q->kv.n_blocks; j++) scratch[q->kv.blocks[j]] = -1;
+        for (int32_t j = q->kv.n_dropped; j < q->kv.n_blocks; j++) scratch[q->kv.blocks[j]] = -1;
     }
     for (int32_t i = 0; i < s->n_running; i++) {
         const sched_seq *q = s->running[i];
-        for (int32_t j = 0; j < q->kv.n_blocks; j++) {
+        for (int32_t j = q->kv.n_dropped; j < q->kv.n_blocks; j++) {
             int32_t fill = q->n_computed - j * bs;
             fill = fill < 0 ? 0 : fill > bs ? bs : fill;
             int32_t *f = &scratch[q->kv.blocks[j]];

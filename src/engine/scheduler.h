@@ -27,6 +27,14 @@
  *   Each planned item wants the logits of its last token only when that
  *   token is the last pending one.
  *
+ *   Sliding windows (sched.first_read set: every layer windowed): after a
+ *   step advances a sequence, its blocks wholly below the first position
+ *   its next pass reads go back to the pool (cached for prefix reuse when
+ *   keyed), so a sequence holds about window + one tile + its pending tokens
+ *   of blocks however long it grows.  Later passes start at n_computed or
+ *   after, never before (a rollback only drops draft positions), so no pass
+ *   reads a released block.
+ *
  *   Speculative drafts (docs/engine.md): after step 2 has given every decode
  *   sequence its pending token, a sequence the engine gave a draft gets its
  *   item extended by up to n_draft drafted tokens, oldest first, within the
@@ -92,6 +100,12 @@ typedef struct sched {
     sched_seq *wait_head, *wait_tail;
     int32_t n_wait;
     int64_t serial;
+    /* sliding windows on every layer: the first position a pass from pos reads
+     * (kern_attention_first_read); blocks below it are released after each
+     * step (kv_drop_before).  NULL: keep every block (no window, or a global
+     * layer needs them all). */
+    int32_t (*first_read)(void *user, int32_t pos);
+    void *first_read_user;
     int64_t preemptions;      /* counters for engine_stats */
     int64_t prefix_hit_tokens;
     int64_t tokens_in;

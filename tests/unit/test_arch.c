@@ -61,8 +61,8 @@ static const kite_token toks[N_TOK] = {1, 300, 301, 5, 400, 260, 17, 42, 511, 25
 #define NAIVE_TOL 2e-5 /* vs the double-precision naive forward */
 
 /* Every tiny synth shape, one per architecture variant. */
-static const char *const all_shapes[] = {"tiny-llama3", "tiny-mistral",  "tiny-mixtral", "tiny-qwen2",
-                                         "tiny-qwen3",  "tiny-qwen3moe", "tiny-gpt2",    "tiny-phi3"};
+static const char *const all_shapes[] = {"tiny-llama3", "tiny-mistral",  "tiny-mixtral", "tiny-qwen2", "tiny-qwen3",
+                                         "tiny-qwen3moe", "tiny-gpt2",   "tiny-phi3",    "tiny-swa"};
 #define N_ALL_SHAPES (sizeof all_shapes / sizeof all_shapes[0])
 
 static char tmpdir[] = "/tmp/kite-test-arch-XXXXXX";
@@ -341,7 +341,8 @@ static void ref_forward(const kite_model *m, int n, float *out) {
             }
         }
         for (int t = 0; t < n; t++) {
-            const int lo = hp->sliding_window > 0 && t - hp->sliding_window + 1 > 0 ? t - hp->sliding_window + 1 : 0;
+            const int win = L->full_attn ? 0 : hp->sliding_window; /* tiny-swa: global layers 1 and 3 */
+            const int lo = win > 0 && t - win + 1 > 0 ? t - win + 1 : 0;
             for (int h = 0; h < H; h++) {
                 const int kh = h / (H / HKV);
                 double mx = -INFINITY, sum = 0.0;
