@@ -510,7 +510,7 @@ int engine_new(kite_model *model, const engine_params *params, engine **out) {
     const bool model_drafter = p.spec_draft_model || p.spec_skip_layers;
     const int32_t n_parallel = p.n_parallel ? p.n_parallel : 4;
     int32_t n_ctx = p.n_ctx ? p.n_ctx : hp->n_ctx_train;
-    const int32_t bs = p.block_size ? p.block_size : 16;
+    const int32_t bs = p.block_size ? p.block_size : ENGINE_BLOCK_SIZE;
     int32_t step = p.step_tokens ? p.step_tokens : 512;
     if (step < n_parallel) step = n_parallel;
     const int64_t pos_bytes = 2 * (int64_t)hp->n_layer * hp->n_head_kv * hp->head_dim * (int64_t)sizeof(float);

@@ -15,9 +15,13 @@
  *        running ones leave some of the step budget, and the pool can hold its
  *        pending tokens plus one block of growth per running sequence; its
  *        prompt first takes the longest cached prefix (kv_match_prefix, at
- *        most n_toks - 1 tokens so the last one is computed for its logits),
- *        then blocks for the rest.  The queue head that does not fit blocks
- *        the ones behind it (no overtaking).
+ *        most n_toks - 1 tokens so the last one is computed for its logits).
+ *        The blocks for the rest are reserved, not taken: each prefill chunk
+ *        takes its own, and every other allocation (admissions, decode
+ *        growth, drafts) sees the pool less the running sequences'
+ *        reservations, so a prefill never waits for blocks and no slot is
+ *        held before its token is computed.  The queue head that does not
+ *        fit blocks the ones behind it (no overtaking).
  *     2. decode: every running sequence with one pending token gets it, in
  *        admission order; when its next block cannot be had, the newest
  *        running sequence is preempted (blocks released, n_computed 0, back
