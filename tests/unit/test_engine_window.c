@@ -26,6 +26,7 @@
 #include "tensor/dtype.h"
 
 #include "engine_harness.h"
+#include "synth_harness.h"
 
 enum { N_REQ = 4, N_PROMPT = 40, N_GEN = 400, N_BLOCKS = 80, BS = 16 };
 
@@ -125,12 +126,8 @@ int main(void) {
         return 1;
     }
     snprintf(model_file, sizeof model_file, "%s/tiny-mistral.gguf", tmpdir);
-    synth_params sp = {.shape = *synth_shape_find("tiny-mistral"), .type = KITE_DTYPE_F32, .seed = 1, .n_threads = 1};
-    int rc = synth_write(&sp, model_file);
-    CHECK_MSG(rc == KITE_OK, "synth: %s", kite_last_error());
-    if (rc == KITE_OK) rc = kite_model_load(model_file, NULL, &g_model);
-    CHECK_MSG(rc == KITE_OK, "load: %s", kite_last_error());
-    if (rc == KITE_OK) RUN(window_blocks_freed_outputs_equal);
+    g_model = harness_synth_model(model_file, "tiny-mistral");
+    if (g_model) RUN(window_blocks_freed_outputs_equal);
     kite_model_free(g_model);
     unlink(model_file);
     rmdir(tmpdir);

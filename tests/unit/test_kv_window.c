@@ -29,24 +29,14 @@
 #include "roofline/synth.h"
 #include "tensor/dtype.h"
 
+#include "synth_harness.h"
+
 static char tmpdir[] = "/tmp/kite-test-kvwin-XXXXXX";
 
 static kite_model *load_shape(const char *shape) {
     char path[256];
     snprintf(path, sizeof path, "%s/%s.gguf", tmpdir, shape);
-    if (access(path, R_OK) != 0) {
-        const synth_shape *s = synth_shape_find(shape);
-        CHECK_MSG(s != NULL, "no synth shape %s", shape);
-        if (!s) return NULL;
-        synth_params p = {.shape = *s, .type = KITE_DTYPE_F32, .seed = 1, .n_threads = 1};
-        int rc = synth_write(&p, path);
-        CHECK_MSG(rc == KITE_OK, "synth %s: %s", shape, kite_last_error());
-        if (rc) return NULL;
-    }
-    kite_model *m = NULL;
-    int rc = kite_model_load(path, NULL, &m);
-    CHECK_MSG(rc == KITE_OK, "load %s: %s", shape, kite_last_error());
-    return rc == KITE_OK ? m : NULL;
+    return harness_synth_model(path, shape);
 }
 
 static kite_ctx *new_ctx(kite_model *m, int32_t n_ctx, int32_t kv_type, bool swa_full) {
