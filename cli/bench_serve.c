@@ -5,7 +5,7 @@
  * waste under load (issue 5; docs/engine.md).
  *
  *   kite bench --parallel 1,4,16,32 [-m FILE] [-p 64] [-n 64] [-t THREADS]
- *              [--seq 4] [--block 16] [--step 512] [--seed 1] [--json]
+ *              [--seq 4] [--block 2] [--step 512] [--seed 1] [--json]
  *
  * For each level C: C requests (BOS + P random token ids, N generated tokens,
  * greedy, EOS ignored so every request generates exactly N) are submitted at
@@ -223,7 +223,7 @@ static const cli_opt bench_serve_opts_table[] = {
     {.names = "--seq", .arg = "N", .help = "requests served one at a time for the baseline", .kind = CLI_INT,
      CLI_AT(serve_opts, n_seq), .min = 1, .max = 1024, .def = "4"},
     {.names = "--block", .arg = "N", .help = "KV block size in positions", .kind = CLI_INT, CLI_AT(serve_opts, block),
-     .min = 1, .max = 4096, .def = "16"},
+     .min = 1, .max = 4096, .def = "2"},
     {.names = "--step", .arg = "N", .help = "token budget of one engine step", .kind = CLI_INT,
      CLI_AT(serve_opts, step), .min = 1, .max = 65536, .def = "512"},
     {.names = "-s, --seed", .arg = "S", .help = "seed of the random prompts", .kind = CLI_U64, CLI_AT(serve_opts, seed),

@@ -271,9 +271,16 @@ static int chat_prefill(chat_session *s) {
     size_t keep = 0;
     while (!s->o->no_cache && keep < s->n_cache && keep < s->n_ids && s->cache[keep] == s->ids[keep]) keep++;
     if (keep == s->n_ids) keep--;
-    if (kite_ctx_truncate(s->ctx, (int32_t)keep) != KITE_OK) return CHAT_E_API;
-    s->n_cache = s->keep = keep;
-    if (kite_ctx_eval(s->ctx, s->ids + keep, (int32_t)(s->n_ids - keep), false) != KITE_OK) return CHAT_E_API;
+    size_t from = keep; /* first token evaluated */
+    int rc = kite_ctx_truncate(s->ctx, (int32_t)keep);
+    if (rc == KITE_E_STATE) { /* a sliding-window ring no longer holds that prefix: recompute it */
+        from = 0;
+        rc = kite_ctx_truncate(s->ctx, 0);
+    }
+    if (rc != KITE_OK) return CHAT_E_API;
+    s->n_cache = keep;
+    s->keep = from; /* reused from the cache (the statistics line) */
+    if (kite_ctx_eval(s->ctx, s->ids + from, (int32_t)(s->n_ids - from), false) != KITE_OK) return CHAT_E_API;
     for (size_t i = keep; i < s->n_ids; i++) {
         s->cache[s->n_cache++] = s->ids[i];
         kite_sampler_accept(s->smp, s->ids[i]);

@@ -35,6 +35,7 @@ typedef struct run_opts {
     int64_t n_ctx;
     int64_t n_threads;
     int32_t kv_type;         /* --kv-type, enum kite_kv_type */
+    bool swa_full;           /* --swa-full: windowed layers keep every position (no ring) */
     kite_sampler_params sp;
     bool seed_set;
     bool no_bos;
@@ -89,6 +90,8 @@ static const cli_opt run_opts_table[] = {
     {.names = "-t, --threads", .arg = "N", .help = "threads", .kind = CLI_INT, CLI_AT(run_opts, n_threads),
      .min = 0, .max = 1024, .def_doc = "all online CPUs"},
     CLI_OPT_KV_TYPE(run_opts, kv_type, "KV cache type: f32, f16, q8_0 or q4_0\n(q8_0/q4_0 need head_dim % 32 == 0)"),
+    {.names = "--swa-full", .help = "sliding-window models: keep every position of the windowed\nlayers "
+     "instead of a ring of window + batch - 1 (same output)", .kind = CLI_FLAG, CLI_AT(run_opts, swa_full)},
     CLI_OPTS_SAMPLER(run_opts, sp, seed_set),
     {.names = "--no-bos", .help = "do not prepend BOS", .kind = CLI_FLAG, CLI_AT(run_opts, no_bos)},
     CLI_OPT_NO_PARSE_SPECIAL(run_opts, no_parse_special),
@@ -97,7 +100,7 @@ static const cli_opt run_opts_table[] = {
     {.names = "--mmap", .help = "map the model file instead of reading it into memory", .kind = CLI_FLAG,
      CLI_AT(run_opts, use_mmap)},
     {.names = "--json",
-     .help = "end the output with one JSON line: prompt_ids, ids, text,\nprefill_tok_s, decode_tok_s",
+     .help = "end the output with one JSON line: prompt_ids, ids, text,\nprefill_tok_s, decode_tok_s, kv_bytes",
      .kind = CLI_FLAG, CLI_AT(run_opts, json)},
     {.names = "--dump-logits", .arg = "FILE",
      .help = "write float32 logits of every evaluated position\n(row-major [positions x vocab])", .kind = CLI_STR,
@@ -339,6 +342,7 @@ static int run_open(run_session *s) {
     cli_warn_ctx("run", o->n_ctx, s->info.n_ctx_train);
     cp.n_threads = (int32_t)o->n_threads;
     cp.kv_type = o->kv_type;
+    cp.swa_full = o->swa_full;
     if (kite_ctx_new(s->model, &cp, &s->ctx) != KITE_OK ||
         kite_sampler_new(&o->sp, s->info.n_vocab, &s->smp) != KITE_OK || kite_gen_new(s->model, &s->gen) != KITE_OK)
         return run_fail();
@@ -493,6 +497,10 @@ static void run_report(run_session *s) {
             " decode steps, %.1f ms, %.1f tok/s) | stop: %s | threads %d | seed %" PRIu64 "\n",
             s->t_load * 1e3, s->info.residency, repacked, s->n_prompt, s->t_prefill * 1e3, prefill_tok_s, s->n_gen,
             s->n_decode_evals, s->t_decode * 1e3, decode_tok_s, stop_reason, kite_ctx_n_threads(s->ctx), o->sp.seed);
+    if (s->info.sliding_window > 0)
+        fprintf(stderr, "kite run: KV cache %.2f MiB for %d positions (window %d on %d of %d layers%s)\n",
+                (double)kite_ctx_kv_bytes(s->ctx) / (1 << 20), s->n_ctx, s->info.sliding_window,
+                s->info.n_swa_layers, s->info.n_layer, o->swa_full ? ", --swa-full" : "");
     double accept_rate = 0.0, tok_per_pass = 0.0;
     if (s->sd) {
         const spec_stats *st = spec_get_stats(s->sd);
@@ -525,7 +533,7 @@ static void run_report(run_session *s) {
            decode_tok_s, s->t_load * 1e3, stop_reason);
     if (s->sd) printf(", \"spec_accept_rate\": %.4f, \"spec_tokens_per_pass\": %.4f", accept_rate, tok_per_pass);
     if (o->spec_compare) printf(", \"plain_decode_tok_s\": %.3f", s->ref_tok_s);
-    printf("}\n");
+    printf(", \"kv_bytes\": %" PRId64 "}\n", kite_ctx_kv_bytes(s->ctx));
 }
 
 static void run_close(run_session *s) {

@@ -110,6 +110,9 @@ typedef struct kite_model_info {
                                mapping); static string */
     int32_t n_repacked;     /* weight matrices repacked at load (no_repack above); 0: none */
     double repack_ms;       /* time the repacking took (part of the load) */
+    int32_t sliding_window; /* attention window of the windowed layers in positions; 0: none */
+    int32_t n_swa_layers;   /* layers using it: n_layer (Mistral) or the local layers of an interleaved
+                               local/global model ({arch}.attention.sliding_window_pattern) */
 } kite_model_info;
 
 void kite_model_get_info(const kite_model *model, kite_model_info *info /* OUT */);
@@ -164,6 +167,9 @@ typedef struct kite_ctx_params {
     int32_t kv_type;   /* enum kite_kv_type; default KITE_KV_F32 (exact).  kite_ctx_new returns KITE_E_ARG
                           for another value or for q8_0/q4_0 with head_dim % 32 != 0.  Memory per cached
                           value: 4, 2, 1.0625 (q8_0), 0.5625 (q4_0) bytes; docs/attention.md */
+    bool swa_full;     /* sliding-window models: keep every position of the windowed layers too (as
+                          llama.cpp's --swa-full) instead of a ring of window + batch - 1 positions;
+                          same output, more memory; any truncation then works.  Default false */
 } kite_ctx_params;
 
 kite_ctx_params kite_ctx_default_params(void);
@@ -192,8 +198,17 @@ const float *kite_ctx_logits(const kite_ctx *ctx, int32_t i);
 int32_t kite_ctx_n_past(const kite_ctx *ctx);
 int32_t kite_ctx_n_ctx(const kite_ctx *ctx);
 int32_t kite_ctx_n_threads(const kite_ctx *ctx); /* threads actually used */
-/* Drops cached positions >= n_past (n_past <= current), e.g. to restart. */
+/* Drops cached positions >= n_past (n_past <= current), e.g. to restart.
+ * Returns KITE_OK, KITE_E_ARG (n_past out of range), or KITE_E_STATE (state
+ * unchanged) when a windowed layer's ring no longer holds positions a token
+ * at n_past would attend to (they were overwritten by later ones; see
+ * swa_full): truncate to 0 and evaluate the tokens again.  Rolling back
+ * within the last kite_ctx_eval (speculative decoding) always works. */
 int kite_ctx_truncate(kite_ctx *ctx, int32_t n_past);
+/* Bytes of the context's KV cache (K and V, every layer): n_ctx rows per
+ * layer, or a ring of window + n_batch - 1 rows for a windowed layer
+ * (docs/attention.md, "Sliding windows"). */
+int64_t kite_ctx_kv_bytes(const kite_ctx *ctx);
 /* Makes later evals skip the blocks of the layers with skip[l] true (the
  * residual stream passes through unchanged; their KV rows are not written).
  * For self-speculative drafting (docs/spec.md).  skip has n == n_layer flags

@@ -129,6 +129,8 @@ struct engine {
     float *prob;                 /* [n_vocab] target distribution (speculative sampling) */
     float *resid;                /* [n_vocab] residual distribution (speculative sampling) */
     int32_t *scratch;            /* [n_blocks] for sched_kv_usage */
+    attn_args win;               /* shape and window of the attention (every layer windowed), for
+                                    sched.first_read */
     sbuf text;                   /* text of the event being built */
     int64_t tokens_out, requests_done, steps;
     int64_t spec_drafted, spec_accepted, spec_passes, spec_pool_drafts;
@@ -137,6 +139,12 @@ struct engine {
 engine_params engine_default_params(void) {
     engine_params p = {0};
     return p;
+}
+
+/* First position the attention reads for a query at pos (sched.first_read). */
+static int32_t first_read(void *user, int32_t pos) {
+    const engine *e = user;
+    return kern_attention_first_read(&e->win, pos);
 }
 
 /* ---- K/V copy-on-write -------------------------------------------------- */
@@ -539,7 +547,7 @@ int engine_new(kite_model *model, const engine_params *params, engine **out) {
     const bool model_drafter = p.spec_draft_model || p.spec_skip_layers;
     const int32_t n_parallel = p.n_parallel ? p.n_parallel : 4;
     int32_t n_ctx = p.n_ctx ? p.n_ctx : hp->n_ctx_train;
-    const int32_t bs = p.block_size ? p.block_size : 16;
+    const int32_t bs = p.block_size ? p.block_size : ENGINE_BLOCK_SIZE;
     int32_t step = p.step_tokens ? p.step_tokens : 512;
     if (step < n_parallel) step = n_parallel;
     const int64_t pos_bytes = 2 * (int64_t)hp->n_layer * hp->n_head_kv * hp->head_dim * (int64_t)sizeof(float);
@@ -583,6 +591,12 @@ int engine_new(kite_model *model, const engine_params *params, engine **out) {
     if (rc != KITE_OK) goto fail_early;
     rc = sched_init(&e->sched, e->kv, n_parallel, step, copy_block_rows, e);
     if (rc != KITE_OK) goto fail_early;
+    if (hp->sliding_window > 0 && hp->n_swa_layers == hp->n_layer) { /* blocks leave every layer's window */
+        e->win = (attn_args){.n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .head_dim = hp->head_dim,
+                             .n_ctx = e->ctx->n_ctx, .window = hp->sliding_window, .kv_type = e->ctx->kv_type};
+        e->sched.first_read = first_read;
+        e->sched.first_read_user = e;
+    }
     e->items = calloc((size_t)n_parallel, sizeof *e->items);
     e->fseqs = calloc((size_t)n_parallel, sizeof *e->fseqs);
     e->batch = calloc((size_t)step, sizeof *e->batch);

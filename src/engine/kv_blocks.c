@@ -5,7 +5,10 @@
  *   - blk[]: state of each block (reference count, key, parent, links);
  *   - tokens[]: block_size tokens per keyed block (for the exact comparison
  *     behind every prefix-cache hit);
- *   - a free list (LIFO, singly linked through blk[].next);
+ *   - a free list (LIFO, doubly linked through blk[].next / .prev, so that a
+ *     given free block can be taken out: a sequence grows into the block
+ *     after its last one when that is free, which keeps its rows
+ *     consecutive and the attention's runs long, attn_row_run_n);
  *   - an LRU list of cached blocks (doubly linked; head = least recently
  *     released = first to evict);
  *   - a chained hash table of keyed blocks (buckets[] + blk[].hnext), with
@@ -29,7 +32,7 @@ typedef struct kv_block {
     uint32_t parent_gen; /* keyed: parent's gen when this block was registered */
     uint32_t gen;        /* incremented each time the block loses its key */
     int32_t mode;        /* keyed: leading positions of the block computed on the prompt path */
-    int32_t prev, next;  /* LRU links when cached; next = free-list link when free */
+    int32_t prev, next;  /* LRU links when cached, free-list links when free */
     int32_t hnext;       /* next keyed block in the same hash bucket, -1 ends */
     bool keyed;
 } kv_block;
@@ -95,7 +98,7 @@ int kv_pool_new(int32_t n_blocks, int32_t block_size, bool prefix_cache, kv_pool
     /* free list in id order: block 0 is handed out first */
     for (int32_t b = 0; b < n_blocks; b++) {
         p->blk[b].next = b + 1 < n_blocks ? b + 1 : -1;
-        p->blk[b].prev = -1;
+        p->blk[b].prev = b - 1;
         p->blk[b].hnext = -1;
         p->blk[b].parent = -1;
     }
@@ -190,13 +193,22 @@ static int32_t find(const kv_pool *p, uint64_t key, int32_t parent, uint32_t par
     return -1;
 }
 
-/* A block with ref 1 for a new owner: a free one, else the least recently
- * released cached one (evicted: its key dropped).  -1 if none. */
-static int32_t alloc_block(kv_pool *p) {
-    int32_t b = p->free_head;
+/* Takes free block b out of the free list. */
+static void free_unlink(kv_pool *p, int32_t b) {
+    kv_block *k = &p->blk[b];
+    if (k->prev >= 0) p->blk[k->prev].next = k->next; else p->free_head = k->next;
+    if (k->next >= 0) p->blk[k->next].prev = k->prev;
+    p->n_free--;
+}
+
+/* A block with ref 1 for a new owner: block `want` if it is free, else a
+ * free one, else the least recently released cached one (evicted: its key
+ * dropped).  -1 if none. */
+static int32_t alloc_block_at(kv_pool *p, int32_t want) {
+    int32_t b = want >= 0 && want < p->n_blocks && p->blk[want].ref == 0 && !p->blk[want].keyed ? want
+                                                                                               : p->free_head;
     if (b >= 0) {
-        p->free_head = p->blk[b].next;
-        p->n_free--;
+        free_unlink(p, b);
     } else if (p->lru_head >= 0) {
         b = p->lru_head;
         lru_unlink(p, b);
@@ -209,6 +221,8 @@ static int32_t alloc_block(kv_pool *p) {
     p->n_used++;
     return b;
 }
+
+static int32_t alloc_block(kv_pool *p) { return alloc_block_at(p, -1); }
 
 static void incref(kv_pool *p, int32_t b) {
     if (p->blk[b].ref == 0) { /* a cached block comes back into use */
@@ -229,6 +243,8 @@ static void decref(kv_pool *p, int32_t b) {
     } else {
         unkey(p, b);
         k->next = p->free_head;
+        k->prev = -1;
+        if (p->free_head >= 0) p->blk[p->free_head].prev = b;
         p->free_head = b;
         p->n_free++;
     }
@@ -303,6 +319,7 @@ int kv_prepare_write(kv_pool *p, kv_table *t, int32_t pos0, int32_t n, kv_copy_f
     if (cost > kv_pool_available(p))
         return err_set(KITE_E_RANGE, "kv: %d blocks needed, %d available", cost, kv_pool_available(p));
     const int32_t first = pos0 / bs, end_blk = (pos0 + n + bs - 1) / bs;
+    KITE_ASSERT(first >= t->n_dropped);
     int rc = table_reserve(t, end_blk);
     if (rc != KITE_OK) return rc;
     for (int32_t i = first; i < t->n_blocks && i < end_blk; i++) {
@@ -318,8 +335,9 @@ int kv_prepare_write(kv_pool *p, kv_table *t, int32_t pos0, int32_t n, kv_copy_f
         }
     }
     if (t->n_keyed > first) t->n_keyed = first;
-    while (t->n_blocks < end_blk) {
-        const int32_t nb = alloc_block(p);
+    while (t->n_blocks < end_blk) { /* preferably right after the previous block: one run of rows */
+        const int32_t last = t->n_blocks > 0 ? t->blocks[t->n_blocks - 1] : KV_BLOCK_NONE;
+        const int32_t nb = alloc_block_at(p, last >= 0 ? last + 1 : -1);
         KITE_ASSERT(nb >= 0);
         t->blocks[t->n_blocks++] = nb;
     }
@@ -370,8 +388,24 @@ void kv_truncate(kv_pool *p, kv_table *t, int32_t n_pos) {
     const int32_t bs = p->block_size;
     const int32_t keep = (n_pos + bs - 1) / bs;
     /* tail first, so the tail is the first to be evicted */
-    while (t->n_blocks > keep) decref(p, t->blocks[--t->n_blocks]);
+    while (t->n_blocks > keep) {
+        const int32_t b = t->blocks[--t->n_blocks];
+        if (b != KV_BLOCK_NONE) decref(p, b);
+    }
     if (t->n_keyed > n_pos / bs) t->n_keyed = n_pos / bs;
+    if (t->n_dropped > t->n_blocks) t->n_dropped = t->n_blocks;
+}
+
+int32_t kv_drop_before(kv_pool *p, kv_table *t, int32_t n_pos) {
+    int32_t end = n_pos / p->block_size; /* blocks [0, end) lie wholly below n_pos */
+    if (end > t->n_blocks) end = t->n_blocks;
+    if (p->prefix_cache && end > t->n_keyed - 1) end = t->n_keyed - 1;
+    int32_t n = 0;
+    for (; t->n_dropped < end; t->n_dropped++, n++) {
+        decref(p, t->blocks[t->n_dropped]);
+        t->blocks[t->n_dropped] = KV_BLOCK_NONE;
+    }
+    return n;
 }
 
 void kv_release(kv_pool *p, kv_table *t) { kv_truncate(p, t, 0); }

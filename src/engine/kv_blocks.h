@@ -42,6 +42,10 @@
  *   shared block in the range and drops the key of a private keyed block
  *   about to change (after a truncation into it).
  *
+ *   Sliding windows (kv_drop_before): the leading entries of a table whose
+ *   blocks have left every layer's window are KV_BLOCK_NONE; t->n_dropped
+ *   counts them.  They are never read, written or matched.
+ *
  * INVARIANTS
  *   ref[b] == number of table entries naming b; cached blocks are exactly the
  *   keyed blocks with ref 0 and are all in the LRU list; free + cached + used
@@ -73,6 +77,7 @@ typedef struct kv_table {
     int32_t n_blocks;  /* entries in use */
     int32_t cap;       /* entries allocated */
     int32_t n_keyed;   /* leading entries that are registered (or matched) full blocks */
+    int32_t n_dropped; /* leading entries released by kv_drop_before (KV_BLOCK_NONE) */
 } kv_table;
 
 /* Creates a pool of n_blocks (>= 1) blocks of block_size (>= 1) positions.
@@ -135,5 +140,14 @@ void kv_release(kv_pool *p, kv_table *t);
 /* Keeps only the blocks covering positions < n_pos (speculative rollback);
  * the later ones are released like kv_release. */
 void kv_truncate(kv_pool *p, kv_table *t, int32_t n_pos);
+
+/* Sliding windows: releases (like kv_release) the table's blocks that lie
+ * wholly below position n_pos, which no later pass of the sequence reads
+ * (the caller's promise), and marks their entries KV_BLOCK_NONE.  With the
+ * prefix cache on, a block is released only once the block after it is
+ * registered (kv_commit names a block's parent by its id).  Keys stay in
+ * t->keys.  Returns the number of blocks released. */
+#define KV_BLOCK_NONE (-1)
+int32_t kv_drop_before(kv_pool *p, kv_table *t, int32_t n_pos);
 
 #endif

@@ -65,17 +65,37 @@ static void preempt(sched *s, sched_seq *q) {
     s->preemptions++;
 }
 
-/* Tries to admit the queue head; false if it does not fit now. */
+/* Blocks the running sequences other than `self` still need for the rest
+ * of their pending runs (prompts being prefilled) beyond the blocks they
+ * hold: reserved for them since their admission. */
+static int32_t reserved(const sched *s, const sched_seq *self) {
+    const int32_t bs = kv_pool_block_size(s->kv);
+    int32_t r = 0;
+    for (int32_t i = 0; i < s->n_running; i++) {
+        const sched_seq *q = s->running[i];
+        if (q == self || q->n_toks - q->n_computed <= 1) continue;
+        const int32_t need = (q->n_toks + bs - 1) / bs - q->kv.n_blocks;
+        if (need > 0) r += need;
+    }
+    return r;
+}
+
+/* Blocks q may take now: the pool's free and cached ones less the others' reservations. */
+static int32_t avail_for(const sched *s, const sched_seq *q) { return kv_pool_available(s->kv) - reserved(s, q); }
+
+/* Tries to admit the queue head; false if it does not fit now.  Its blocks
+ * are reserved, not taken: each prefill chunk takes its own (so blocks of a
+ * prompt not yet computed are neither held nor counted as used). */
 static bool admit_head(sched *s) {
     sched_seq *q = s->wait_head;
     kv_pool *kv = s->kv;
     int32_t m = kv_match_prefix(kv, &q->kv, q->toks, q->n_toks - 1, q->n_path);
     if (m < 0) m = 0;
     const int32_t need = kv_write_cost(kv, &q->kv, m, q->n_toks - m);
-    const int32_t avail = kv_pool_available(kv);
+    const int32_t avail = avail_for(s, NULL);
     /* keep one block of growth per running sequence, unless nothing runs */
     const bool fits = s->n_running == 0 ? need <= avail : need + s->n_running <= avail;
-    if (!fits || kv_prepare_write(kv, &q->kv, m, q->n_toks - m, s->copy, s->copy_user) != KITE_OK) {
+    if (!fits) {
         kv_release(kv, &q->kv); /* matched blocks go back to the cache */
         return false;
     }
@@ -111,7 +131,7 @@ int32_t sched_plan(sched *s, sched_item *items) {
         sched_seq *q = s->running[i];
         if (q->n_toks - q->n_computed != 1) continue;
         bool dropped = false;
-        while (kv_write_cost(kv, &q->kv, q->n_computed, 1) > kv_pool_available(kv)) {
+        while (kv_write_cost(kv, &q->kv, q->n_computed, 1) > avail_for(s, q)) {
             sched_seq *victim = s->running[s->n_running - 1];
             preempt(s, victim);
             if (victim == q) {
@@ -133,7 +153,7 @@ int32_t sched_plan(sched *s, sched_item *items) {
         sched_seq *q = it->seq;
         int32_t k = q->n_draft < budget ? q->n_draft : budget;
         if (k <= 0 || !q->draft || it->prompt_path) continue;
-        while (k > 0 && kv_write_cost(kv, &q->kv, q->n_computed, 1 + k) > kv_pool_available(kv)) k--;
+        while (k > 0 && kv_write_cost(kv, &q->kv, q->n_computed, 1 + k) > avail_for(s, q)) k--;
         if (k == 0 || kv_prepare_write(kv, &q->kv, q->n_computed, 1 + k, s->copy, s->copy_user) != KITE_OK) continue;
         it->n_tok = it->n_out = 1 + k;
         it->n_draft = k;
@@ -148,7 +168,7 @@ int32_t sched_plan(sched *s, sched_item *items) {
         int32_t take = pend < budget ? pend : budget;
         const bool on_path = q->n_computed < q->n_path;
         if (on_path && take > q->n_path - q->n_computed) take = q->n_path - q->n_computed; /* one path per item */
-        if (kv_write_cost(kv, &q->kv, q->n_computed, take) > kv_pool_available(kv)) continue;
+        if (kv_write_cost(kv, &q->kv, q->n_computed, take) > avail_for(s, q)) continue;
         if (kv_prepare_write(kv, &q->kv, q->n_computed, take, s->copy, s->copy_user) != KITE_OK) continue;
         items[n++] = (sched_item){.seq = q, .n_tok = take, .n_out = take == pend ? 1 : 0, .prompt_path = on_path};
         budget -= take;
@@ -156,11 +176,17 @@ int32_t sched_plan(sched *s, sched_item *items) {
     return n;
 }
 
+/* Releases q's blocks that have left the window of every layer. */
+static void drop_window(sched *s, sched_seq *q) {
+    if (s->first_read) kv_drop_before(s->kv, &q->kv, s->first_read(s->first_read_user, q->n_computed));
+}
+
 void sched_advance(sched *s, const sched_item *items, int32_t n) {
     for (int32_t i = 0; i < n; i++) {
         sched_seq *q = items[i].seq;
         q->n_computed += items[i].n_tok - items[i].n_draft;
         kv_commit(s->kv, &q->kv, q->toks, q->n_computed, q->n_path);
+        drop_window(s, q);
     }
 }
 
@@ -169,6 +195,7 @@ void sched_keep_draft(sched *s, sched_seq *q, int32_t n_keep) {
     q->n_computed += n_keep;
     kv_truncate(s->kv, &q->kv, q->n_computed);
     kv_commit(s->kv, &q->kv, q->toks, q->n_computed, q->n_path);
+    drop_window(s, q);
 }
 
 void sched_remove(sched *s, sched_seq *q) {
@@ -189,11 +216,11 @@ void sched_kv_usage(const sched *s, int32_t *scratch, int64_t *allocated, int64_
     /* a block shared by several sequences counts once, filled to its fullest */
     for (int32_t i = 0; i < s->n_running; i++) {
         const sched_seq *q = s->running[i];
-        for (int32_t j = 0; j < q->kv.n_blocks; j++) scratch[q->kv.blocks[j]] = -1;
+        for (int32_t j = q->kv.n_dropped; j < q->kv.n_blocks; j++) scratch[q->kv.blocks[j]] = -1;
     }
     for (int32_t i = 0; i < s->n_running; i++) {
         const sched_seq *q = s->running[i];
-        for (int32_t j = 0; j < q->kv.n_blocks; j++) {
+        for (int32_t j = q->kv.n_dropped; j < q->kv.n_blocks; j++) {
             int32_t fill = q->n_computed - j * bs;
             fill = fill < 0 ? 0 : fill > bs ? bs : fill;
             int32_t *f = &scratch[q->kv.blocks[j]];

@@ -15,9 +15,13 @@
  *        running ones leave some of the step budget, and the pool can hold its
  *        pending tokens plus one block of growth per running sequence; its
  *        prompt first takes the longest cached prefix (kv_match_prefix, at
- *        most n_toks - 1 tokens so the last one is computed for its logits),
- *        then blocks for the rest.  The queue head that does not fit blocks
- *        the ones behind it (no overtaking).
+ *        most n_toks - 1 tokens so the last one is computed for its logits).
+ *        The blocks for the rest are reserved, not taken: each prefill chunk
+ *        takes its own, and every other allocation (admissions, decode
+ *        growth, drafts) sees the pool less the running sequences'
+ *        reservations, so a prefill never waits for blocks and no slot is
+ *        held before its token is computed.  The queue head that does not
+ *        fit blocks the ones behind it (no overtaking).
  *     2. decode: every running sequence with one pending token gets it, in
  *        admission order; when its next block cannot be had, the newest
  *        running sequence is preempted (blocks released, n_computed 0, back
@@ -26,6 +30,14 @@
  *        longer pending runs, oldest first, in chunks (chunked prefill).
  *   Each planned item wants the logits of its last token only when that
  *   token is the last pending one.
+ *
+ *   Sliding windows (sched.first_read set: every layer windowed): after a
+ *   step advances a sequence, its blocks wholly below the first position
+ *   its next pass reads go back to the pool (cached for prefix reuse when
+ *   keyed), so a sequence holds about window + one tile + its pending tokens
+ *   of blocks however long it grows.  Later passes start at n_computed or
+ *   after, never before (a rollback only drops draft positions), so no pass
+ *   reads a released block.
  *
  *   Speculative drafts (docs/engine.md): after step 2 has given every decode
  *   sequence its pending token, a sequence the engine gave a draft gets its
@@ -92,6 +104,12 @@ typedef struct sched {
     sched_seq *wait_head, *wait_tail;
     int32_t n_wait;
     int64_t serial;
+    /* sliding windows on every layer: the first position a pass from pos reads
+     * (kern_attention_first_read); blocks below it are released after each
+     * step (kv_drop_before).  NULL: keep every block (no window, or a global
+     * layer needs them all). */
+    int32_t (*first_read)(void *user, int32_t pos);
+    void *first_read_user;
     int64_t preemptions;      /* counters for engine_stats */
     int64_t prefix_hit_tokens;
     int64_t tokens_in;

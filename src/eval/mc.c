@@ -105,7 +105,12 @@ int eval_mc_score(kite_ctx *ctx, const kite_model *m, const eval_mc_item *it, ev
         /* keep the cached positions shared with this sequence, up to s - 1 */
         int64_t keep = 0;
         while (keep < n_cached && keep < s - 1 && cached[keep] == full[keep]) keep++;
-        if ((rc = kite_ctx_truncate(ctx, (int32_t)keep)) != KITE_OK) goto done;
+        rc = kite_ctx_truncate(ctx, (int32_t)keep);
+        if (rc == KITE_E_STATE) { /* a sliding-window ring overwrote that prefix: recompute it */
+            keep = 0;
+            rc = kite_ctx_truncate(ctx, 0);
+        }
+        if (rc != KITE_OK) goto done;
         const int32_t n_eval = (int32_t)(n_full - 1 - keep);
         if ((rc = kite_ctx_eval(ctx, full + keep, n_eval, true)) != KITE_OK) goto done;
         free(cached);

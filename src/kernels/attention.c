@@ -57,6 +57,12 @@ void attn_geom_init(attn_geom *g, const attn_args *a) {
     g->slice = (s + 15) & ~(size_t)15;
 }
 
+int32_t kern_attention_first_read(const attn_args *a, int32_t pos) {
+    attn_geom g;
+    attn_geom_init(&g, a);
+    return attn_win_lo(a, pos) / g.kv_tile * g.kv_tile; /* split-KV and the reference start at the window */
+}
+
 size_t kern_attention_scratch_floats(const attn_args *a, int n_threads) {
     attn_geom g;
     attn_geom_init(&g, a);

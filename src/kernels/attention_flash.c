@@ -79,7 +79,7 @@ static void flash_job(const attn_args *a, const attn_geom *g, int32_t qt, int32_
         } else { /* f32: transposed from the cache, a run of consecutive rows at a time */
             for (int32_t j = 0; j < nk;) {
                 int32_t run;
-                const size_t row = attn_row_run(a, k0 + j, &run);
+                const size_t row = attn_row_run_n(a, k0 + j, nk - j, &run);
                 const int32_t cnt = run < nk - j ? run : nk - j;
                 g->ops->transpose(attn_kv_row(g, a->k_cache, row, kvh, hd, NULL), attn_kv_ld(g), cnt, hd, Kt + j,
                                   (size_t)bk);
@@ -154,7 +154,7 @@ static void flash_job(const attn_args *a, const attn_geom *g, int32_t qt, int32_
             } else {
                 for (int32_t j = jmin; j < jmax;) {
                     int32_t run;
-                    const size_t row = attn_row_run(a, k0 + j, &run);
+                    const size_t row = attn_row_run_n(a, k0 + j, jmax - j, &run);
                     const int32_t cnt = run < jmax - j ? run : jmax - j;
                     int32_t slo[FLASH_ROWS], shi[FLASH_ROWS]; /* the rows' ranges within [j, j + cnt), from j */
                     for (int32_t r = 0; r < ni; r++) {

@@ -76,6 +76,23 @@ static inline size_t attn_row_run(const attn_args *a, int32_t p, int32_t *run) {
     return (size_t)a->block_table[b] * (size_t)a->block_size + (size_t)off;
 }
 
+/* attn_row_run, with the run extended over the following blocks while the
+ * table names physically consecutive ones (the engine allocates a
+ * sequence's blocks in order where it can), up to `want` positions: only
+ * table entries of positions < p + want are read, so want must not reach
+ * past the positions the call may read.  Longer runs mean fewer, longer
+ * calls of the _rows loops; per element they compute the same as shorter
+ * runs (attention_simd.h), so the bits do not depend on the layout. */
+static inline size_t attn_row_run_n(const attn_args *a, int32_t p, int32_t want, int32_t *run) {
+    const size_t row = attn_row_run(a, p, run);
+    if (!a->block_table || *run >= want) return row;
+    const int32_t bs = a->block_size;
+    for (int32_t b = p / bs + 1, next = a->block_table[p / bs] + 1; *run < want && a->block_table[b] == next;
+         b++, next++)
+        *run += bs;
+    return row;
+}
+
 /* Row dequantizers of the KV types: the formulas and operation order of
  * dequantize_row_q8_0 / _q4_0 (quant_legacy.c), so the floats are identical,
  * written with constant-length inner loops that gcc -O2 vectorises. */

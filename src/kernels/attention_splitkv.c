@@ -98,7 +98,7 @@ static void chunk_partial(const attn_args *a, const attn_geom *g, const float *q
     float mx = -INFINITY;
     for (int32_t j = 0; j < n;) { /* runs of consecutive cache rows (one block each when paged) */
         int32_t run;
-        size_t row = attn_row_run(a, p0 + j, &run);
+        size_t row = attn_row_run_n(a, p0 + j, n - j, &run);
         const int32_t end = run < n - j ? j + run : n;
         if (!g->quantized) /* f32: the run's rows in place, one call */
             g->ops->dot_rows(qs, attn_kv_row(g, a->k_cache, row, kvh, hd, NULL), attn_kv_ld(g), end - j, hd, sbuf + j);
@@ -112,7 +112,7 @@ static void chunk_partial(const attn_args *a, const attn_geom *g, const float *q
     memset(part, 0, sizeof(float) * (size_t)hd);
     for (int32_t j = 0; j < n;) {
         int32_t run;
-        size_t row = attn_row_run(a, p0 + j, &run);
+        size_t row = attn_row_run_n(a, p0 + j, n - j, &run);
         const int32_t end = run < n - j ? j + run : n;
         if (!g->quantized)
             g->ops->axpy_rows(part, sbuf + j, attn_kv_row(g, a->v_cache, row, kvh, hd, NULL), attn_kv_ld(g), end - j,
@@ -141,7 +141,7 @@ static const float *group_tile(const attn_args *a, const attn_geom *g, const voi
     const int32_t hd = a->head_dim;
     if (!g->quantized) {
         int32_t run;
-        const size_t row = attn_row_run(a, pos, &run);
+        const size_t row = attn_row_run_n(a, pos, left < ATTN_F32_TILE ? left : ATTN_F32_TILE, &run);
         *cnt = run < left ? run : left;
         if (*cnt > ATTN_F32_TILE) *cnt = ATTN_F32_TILE;
         *ld = attn_kv_ld(g);

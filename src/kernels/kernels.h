@@ -184,6 +184,13 @@ typedef struct attn_args {
  * Runs on as many pool threads as the work justifies (tp_threads_for). */
 void kern_attention(threadpool *tp, const attn_args *a);
 
+/* The lowest cache position any path of kern_attention reads (though may not
+ * use) for a query at position pos with a's window, head_dim and tile sizes:
+ * the window start, rounded down to a FlashAttention KV tile (its tiles
+ * start at multiples of kv_tile).  The serving engine frees the blocks
+ * below it for every later pass of a sequence (docs/engine.md). */
+int32_t kern_attention_first_read(const attn_args *a, int32_t pos);
+
 /* Scratch floats kern_attention needs on n_threads threads for calls with up
  * to a->n_tok queries, a->n_ctx positions and a's n_head, head_dim and tile
  * sizes (pointers and the other fields are ignored). */

@@ -30,6 +30,8 @@ void kite_ctx_free(kite_ctx *ctx) {
     tp_free(ctx->tp);
     free(ctx->k_cache);
     free(ctx->v_cache);
+    free(ctx->kv_row0);
+    free(ctx->ring_table);
     free(ctx->x);
     free(ctx->xb);
     free(ctx->q);
@@ -66,10 +68,23 @@ static uint8_t *alloc_bytes(size_t n) {
     return aligned_alloc(64, n ? (n + 63) & ~(size_t)63 : 64);
 }
 
+/* Rows of a windowed layer's ring in a contiguous context of n_ctx positions
+ * and batches of n_batch, or 0 for none.  A batch stores all its K/V rows
+ * before its attention runs, and its first query still reads window - 1
+ * positions before it, so a ring holds window + n_batch - 1 positions; it
+ * saves memory only when that is less than n_ctx. */
+static int32_t ring_rows(const kite_model *model, int32_t n_ctx, int32_t n_batch, int32_t kv_block, bool swa_full) {
+    const model_hparams *hp = &model->hp;
+    if (kv_block > 0 || swa_full || hp->sliding_window <= 0 || hp->n_swa_layers == 0) return 0;
+    const int64_t r = (int64_t)hp->sliding_window + n_batch - 1;
+    return r < n_ctx ? (int32_t)r : 0;
+}
+
 /* Allocates a context of n_ctx cache positions and batches of n_batch tokens
- * (kv_block > 0: addressed through block tables) with a KV cache of kv_type. */
+ * (kv_block > 0: addressed through block tables) with a KV cache of kv_type
+ * (windowed layers in rings unless swa_full). */
 static int ctx_create(kite_model *model, int32_t n_ctx, int32_t n_batch, int32_t kv_block, int32_t n_threads,
-                      int32_t kv_type, kite_ctx **out) {
+                      int32_t kv_type, bool swa_full, kite_ctx **out) {
     const model_hparams *hp = &model->hp;
     int rc = ctx_kv_type_check(model, kv_type);
     if (rc != KITE_OK) return rc;
@@ -88,7 +103,11 @@ static int ctx_create(kite_model *model, int32_t n_ctx, int32_t n_batch, int32_t
     if (kv_floats / (size_t)n_ctx / KV != (size_t)hp->n_layer || kv_floats > ((size_t)1 << 40))
         return err_set(KITE_E_NOMEM, "KV cache for n_ctx %d is too large", n_ctx);
     const size_t kv_row_bytes = dtype_row_size((uint32_t)kv_type, (int64_t)KV); /* KV % 32 == 0 when blocked */
-    const size_t kv_bytes = (size_t)hp->n_layer * (size_t)n_ctx * kv_row_bytes; /* <= 4 * kv_floats */
+    const int32_t ring = ring_rows(model, n_ctx, n_batch, kv_block, swa_full);
+    size_t kv_rows = 0; /* per cache, all layers */
+    for (int32_t l = 0; l < hp->n_layer; l++)
+        kv_rows += ring > 0 && !model->layers[l].full_attn ? (size_t)ring : (size_t)n_ctx;
+    const size_t kv_bytes = kv_rows * kv_row_bytes; /* <= 4 * kv_floats */
 
     kite_ctx *c = calloc(1, sizeof *c);
     if (!c) return err_set(KITE_E_NOMEM, "out of memory");
@@ -98,6 +117,9 @@ static int ctx_create(kite_model *model, int32_t n_ctx, int32_t n_batch, int32_t
     c->kv_block = kv_block;
     c->kv_type = kv_type;
     c->kv_row_bytes = kv_row_bytes;
+    c->kv_ring = ring;
+    c->ring_hi = -1;
+    c->kv_bytes = (int64_t)(2 * kv_bytes);
     c->n_threads = n_threads;
     const size_t B = (size_t)c->n_batch;
     size_t max_row = E > Q ? E : Q;
@@ -107,6 +129,17 @@ static int ctx_create(kite_model *model, int32_t n_ctx, int32_t n_batch, int32_t
     if (!c->tp) goto fail;
     c->k_cache = alloc_bytes(kv_bytes);
     c->v_cache = alloc_bytes(kv_bytes);
+    c->kv_row0 = malloc(sizeof *c->kv_row0 * (size_t)hp->n_layer);
+    if (!c->kv_row0) goto oom;
+    size_t row = 0;
+    for (int32_t l = 0; l < hp->n_layer; l++) {
+        c->kv_row0[l] = row;
+        row += ring > 0 && !model->layers[l].full_attn ? (size_t)ring : (size_t)n_ctx;
+    }
+    if (ring > 0) {
+        c->ring_table = calloc((size_t)(n_ctx / ring + 1), sizeof *c->ring_table);
+        if (!c->ring_table) goto oom;
+    }
     c->x = alloc_floats(B * E);
     c->xb = alloc_floats(B * E);
     c->q = alloc_floats(B * Q);
@@ -181,7 +214,7 @@ int kite_ctx_new(kite_model *model, const kite_ctx_params *params, kite_ctx **ou
     if (rc != KITE_OK) return rc;
     const int32_t n_ctx = p.n_ctx ? p.n_ctx : model->hp.n_ctx_train;
     return ctx_create(model, n_ctx, n_ctx < KITE_MAX_BATCH ? n_ctx : KITE_MAX_BATCH, 0, p.n_threads, p.kv_type,
-                      out);
+                      p.swa_full, out);
 }
 
 int ctx_new_sized(kite_model *model, int32_t n_ctx, int32_t n_batch, int32_t kv_block, int32_t n_threads,
@@ -201,7 +234,7 @@ int ctx_new_sized_kv(kite_model *model, int32_t n_ctx, int32_t n_batch, int32_t 
         return err_set(KITE_E_ARG, "ctx_new_sized: n_batch %d out of range [1, 65536]", n_batch);
     if (n_threads < 0 || n_threads > 1024)
         return err_set(KITE_E_ARG, "n_threads %d out of range [0, 1024]", n_threads);
-    return ctx_create(model, n_ctx, n_batch, kv_block, n_threads, kv_type, out);
+    return ctx_create(model, n_ctx, n_batch, kv_block, n_threads, kv_type, false, out);
 }
 
 void ctx_set_tap(kite_ctx *ctx, ctx_tap_fn fn, void *user) {
@@ -283,6 +316,7 @@ int kite_ctx_eval(kite_ctx *ctx, const kite_token *tokens, int32_t n, bool all_l
         }
         llama_forward(ctx, tokens + start, len, first_out, path, dst);
         ctx->n_past += len;
+        if (ctx->n_past - 1 > ctx->ring_hi) ctx->ring_hi = ctx->n_past - 1;
         start += len;
     }
     ctx->n_logits = rows;
@@ -300,6 +334,7 @@ const float *kite_ctx_logits(const kite_ctx *ctx, int32_t i) {
 int32_t kite_ctx_n_past(const kite_ctx *ctx) { return ctx->n_past; }
 int32_t kite_ctx_n_ctx(const kite_ctx *ctx) { return ctx->n_ctx; }
 int32_t kite_ctx_n_threads(const kite_ctx *ctx) { return ctx->n_threads; }
+int64_t kite_ctx_kv_bytes(const kite_ctx *ctx) { return ctx ? ctx->kv_bytes : 0; }
 
 int kite_ctx_set_skip_layers(kite_ctx *ctx, const bool *skip, int32_t n) {
     if (!ctx) return err_set(KITE_E_ARG, "kite_ctx_set_skip_layers: ctx is required");
@@ -324,6 +359,20 @@ int kite_ctx_set_skip_layers(kite_ctx *ctx, const bool *skip, int32_t n) {
 int kite_ctx_truncate(kite_ctx *ctx, int32_t n_past) {
     if (n_past < 0 || n_past > ctx->n_past)
         return err_set(KITE_E_ARG, "kite_ctx_truncate: n_past %d outside [0, %d]", n_past, ctx->n_past);
+    if (ctx->kv_ring > 0 && n_past > 0) {
+        /* a token at n_past attends back to n_past - window + 1; a ring row
+         * still holds its position if no later position written since
+         * (up to ring_hi) maps to it */
+        const int32_t need = n_past - ctx->model->hp.sliding_window + 1;
+        const int32_t kept = ctx->ring_hi - ctx->kv_ring + 1;
+        if (need > 0 ? need < kept : kept > 0)
+            return err_set(KITE_E_STATE,
+                           "kite_ctx_truncate: the sliding-window ring (%d positions) no longer holds positions "
+                           "%d.. that a token at %d attends to (positions up to %d were written since): truncate "
+                           "to 0 and evaluate again, or create the context with swa_full",
+                           ctx->kv_ring, need > 0 ? need : 0, n_past, ctx->ring_hi);
+    }
+    if (n_past == 0) ctx->ring_hi = -1;
     ctx->n_past = n_past;
     ctx->n_logits = 0;
     if (n_past == 0) { /* the next eval starts a new prompt */

@@ -62,8 +62,16 @@ struct kite_ctx {
                              then do not depend on what an earlier sequence left in n_path */
     threadpool *tp;
 
-    uint8_t *k_cache;     /* [n_layer][n_ctx] rows of kv_row_bytes: n_head_kv*head_dim values of kv_type */
+    uint8_t *k_cache;     /* per layer, n_ctx rows (kv_ring for a windowed layer with a ring) of
+                             kv_row_bytes: n_head_kv*head_dim values of kv_type; kv_cache.h */
     uint8_t *v_cache;     /* same */
+    size_t *kv_row0;      /* [n_layer] first row of layer l in k_cache / v_cache */
+    int32_t kv_ring;      /* rows of each windowed layer's ring (window + n_batch - 1), or 0: every layer
+                             keeps n_ctx rows (no window, paged pool, swa_full, or n_ctx <= that) */
+    int32_t *ring_table;  /* [ceil(n_ctx / kv_ring)] zeros: a ring is one block of kv_ring rows, so
+                             position p is row p % kv_ring through the block-table addressing */
+    int32_t ring_hi;      /* highest position written since the cache was last emptied; -1: none */
+    int64_t kv_bytes;     /* bytes of k_cache + v_cache */
     int32_t kv_type;      /* KITE_DTYPE_F32 (default), _F16, _Q8_0 or _Q4_0 (kv_cache.h) */
     size_t kv_row_bytes;  /* bytes of one cache row (one position of one layer) */
 

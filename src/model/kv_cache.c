@@ -27,11 +27,27 @@ int ctx_kv_type_check(const kite_model *model, int32_t kv_type) {
 
 size_t ctx_kv_row_bytes(const kite_ctx *ctx) { return ctx->kv_row_bytes; }
 
-/* Cache row (layer-relative) of position p of a sequence. */
-static size_t kv_row(const kite_ctx *ctx, const int32_t *block_table, int32_t p) {
-    if (!block_table) return (size_t)p;
-    const int32_t b = p / ctx->kv_block;
-    return (size_t)block_table[b] * (size_t)ctx->kv_block + (size_t)(p - b * ctx->kv_block);
+const int32_t *ctx_kv_layer_table(const kite_ctx *ctx, int32_t layer, const int32_t *block_table,
+                                  int32_t *block_size) {
+    if (block_table) {
+        *block_size = ctx->kv_block;
+        return block_table;
+    }
+    if (ctx->kv_ring > 0 && !ctx->model->layers[layer].full_attn) {
+        *block_size = ctx->kv_ring;
+        return ctx->ring_table;
+    }
+    *block_size = 0;
+    return NULL;
+}
+
+size_t ctx_kv_layer_offset(const kite_ctx *ctx, int32_t layer) { return ctx->kv_row0[layer] * ctx->kv_row_bytes; }
+
+/* Cache row (layer-relative) of position p through a table of bs-row blocks (NULL: row p). */
+static size_t kv_row(const int32_t *table, int32_t bs, int32_t p) {
+    if (!table) return (size_t)p;
+    const int32_t b = p / bs;
+    return (size_t)table[b] * (size_t)bs + (size_t)(p - b * bs);
 }
 
 void ctx_kv_store(kite_ctx *ctx, int32_t layer, const int32_t *block_table, int32_t pos0, int32_t n_tok,
@@ -42,9 +58,11 @@ void ctx_kv_store(kite_ctx *ctx, int32_t layer, const int32_t *block_table, int3
      * call over the whole row quantizes each kv head's row on its own */
     const dtype_from_float_fn from =
         ctx->kv_type == KITE_DTYPE_F32 ? NULL : dtype_get((uint32_t)ctx->kv_type)->from_float;
+    int32_t bs;
+    const int32_t *table = ctx_kv_layer_table(ctx, layer, block_table, &bs);
     for (int32_t i = 0; i < n_tok; i++, k += KV, v += KV) {
-        const size_t row = kv_row(ctx, block_table, pos0 + i);
-        const size_t off = ((size_t)layer * (size_t)ctx->n_ctx + row) * ctx->kv_row_bytes;
+        const size_t row = kv_row(table, bs, pos0 + i);
+        const size_t off = (ctx->kv_row0[layer] + row) * ctx->kv_row_bytes;
         if (!from) {
             memcpy(ctx->k_cache + off, k, sizeof(float) * KV);
             memcpy(ctx->v_cache + off, v, sizeof(float) * KV);
@@ -57,10 +75,10 @@ void ctx_kv_store(kite_ctx *ctx, int32_t layer, const int32_t *block_table, int3
 
 void ctx_kv_copy_rows(kite_ctx *ctx, int32_t dst_row, int32_t src_row, int32_t n_rows) {
     KITE_ASSERT(n_rows >= 0 && dst_row >= 0 && src_row >= 0 && dst_row + n_rows <= ctx->n_ctx &&
-                src_row + n_rows <= ctx->n_ctx);
+                src_row + n_rows <= ctx->n_ctx && ctx->kv_ring == 0);
     const size_t rb = ctx->kv_row_bytes, n = (size_t)n_rows * rb;
     for (int32_t l = 0; l < ctx->model->hp.n_layer; l++) {
-        const size_t base = (size_t)l * (size_t)ctx->n_ctx;
+        const size_t base = ctx->kv_row0[l];
         const size_t d = (base + (size_t)dst_row) * rb, s = (base + (size_t)src_row) * rb;
         memmove(ctx->k_cache + d, ctx->k_cache + s, n);
         memmove(ctx->v_cache + d, ctx->v_cache + s, n);

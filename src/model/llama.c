@@ -6,7 +6,8 @@
  * architectures are switches on the hyperparameters and on which optional
  * tensors the model has (model.h, arch.c):
  *   qwen2     q/k/v biases, NEOX rope;      qwen3(moe)  per-head q/k RMSNorm before rope;
- *   mistral   attention window (attn_args.window); the cache keeps every position;
+ *   mistral   attention window (attn_args.window) on every layer, or on the local layers of
+ *             an interleaved model (layer_weights.full_attn); their KV rows sit in rings;
  *   gpt2      LayerNorm with bias, learned position embeddings, fused QKV and
  *             output/FFN biases, GELU FFN without gate;
  *   phi3      fused QKV and gate/up (row views, loader.c), NEOX rope with
@@ -221,15 +222,18 @@ static void attention(fwd_pass *p, int32_t l) {
     kite_ctx *ctx = p->ctx;
     const model_hparams *hp = p->hp;
     const int32_t HD = hp->head_dim, Q = hp->n_head * HD, KV = hp->n_head_kv * HD;
-    const size_t layer_off = (size_t)l * (size_t)ctx->n_ctx * ctx->kv_row_bytes; /* bytes */
+    const size_t layer_off = ctx_kv_layer_offset(ctx, l); /* bytes */
+    const int32_t window = p->m->layers[l].full_attn ? 0 : hp->sliding_window;
     for (int32_t s = 0, t = 0; s < p->n_seq; t += p->seqs[s].n_tok, s++)
         ctx_kv_store(ctx, l, p->seqs[s].block_table, p->seqs[s].pos0, p->seqs[s].n_tok, ctx->kb + (size_t)t * KV,
                      ctx->vb + (size_t)t * KV);
     for (int32_t s = 0, t = 0; s < p->n_seq; t += p->seqs[s].n_tok, s++) {
         const fwd_seq *sq = &p->seqs[s];
+        int32_t bs; /* the sequence's block table, or a windowed layer's ring (kv_cache.h) */
+        const int32_t *table = ctx_kv_layer_table(ctx, l, sq->block_table, &bs);
         attn_args aa = {
             .q = ctx->q + (size_t)t * Q, .k_cache = ctx->k_cache + layer_off, .v_cache = ctx->v_cache + layer_off,
-            .block_table = sq->block_table, .block_size = ctx->kv_block,
+            .block_table = table, .block_size = bs,
             .out = ctx->att + (size_t)t * Q, .scratch = ctx->att_scratch, .n_tok = sq->n_tok,
             .pos0 = sq->pos0, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .head_dim = HD,
             .n_ctx = ctx->n_ctx, .scale = 1.0f / sqrtf((float)HD), .phi = ctx->attn_phi,
@@ -237,7 +241,7 @@ static void attention(fwd_pass *p, int32_t l) {
             .phi_mode = ctx->attn_phi_mode, .stats = ctx->attn_stats,
             .chunk_max = ctx->attn_tap ? ctx->attn_chunk_max + (size_t)t * hp->n_head * 2 : NULL,
             /* the calibration hook reads split-KV's chunk statistics, so its passes run split-KV */
-            .path = ctx->attn_tap ? ATTN_PATH_SPLITKV : sq->attn_path, .window = hp->sliding_window, .kv_type = ctx->kv_type,
+            .path = ctx->attn_tap ? ATTN_PATH_SPLITKV : sq->attn_path, .window = window, .kv_type = ctx->kv_type,
         };
         kern_attention(ctx->tp, &aa);
     }

@@ -309,6 +309,44 @@ static weight row_slice(const weight *w, int64_t r0, int64_t n) {
     return v;
 }
 
+/* {arch}.attention.sliding_window_pattern, as llama.cpp writes and reads it:
+ * an array of n_layer bools (true: the layer uses the sliding window), or an
+ * integer period p (layer l is windowed when l % p < p - 1, so every p-th
+ * layer is global: Gemma-3 is 6, Gemma-2 2; 0: every layer windowed, 1:
+ * none, as llama.cpp's set_swa_pattern).
+ * Absent: every layer is windowed (Mistral).  Sets layers[].full_attn and
+ * n_swa_layers; a pattern without a window is ignored. */
+static int read_swa_pattern(kite_model *m) {
+    model_hparams *hp = &m->hp;
+    char key[128];
+    snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", m->arch);
+    const gguf_value *v = gguf_get(m->gguf, key);
+    hp->n_swa_layers = hp->sliding_window > 0 ? hp->n_layer : 0;
+    if (!v || hp->sliding_window == 0) return KITE_OK;
+    if (v->type == GGUF_VT_ARRAY) {
+        gguf_array a;
+        if (gguf_get_arr(m->gguf, key, GGUF_VT_BOOL, &a) != KITE_OK) {
+            err_prefix(m->path);
+            return KITE_E_FORMAT;
+        }
+        if (a.n != (uint64_t)hp->n_layer)
+            return err_set(KITE_E_FORMAT, "%s: %s has %llu entries, the model has %d layers", m->path, key,
+                           (unsigned long long)a.n, hp->n_layer);
+        const uint8_t *b = a.data; /* GGUF bools are one byte */
+        for (int32_t l = 0; l < hp->n_layer; l++) m->layers[l].full_attn = b[l] == 0;
+    } else {
+        uint32_t period;
+        if (gguf_get_u32(m->gguf, key, &period) != KITE_OK) {
+            err_prefix(m->path);
+            return KITE_E_FORMAT;
+        }
+        for (int32_t l = 0; l < hp->n_layer && period > 0; l++)
+            m->layers[l].full_attn = (uint32_t)l % period == period - 1;
+    }
+    for (int32_t l = 0; l < hp->n_layer; l++) hp->n_swa_layers -= m->layers[l].full_attn;
+    return KITE_OK;
+}
+
 static int bind_weights(kite_model *m, const arch_info *ai) {
     const model_hparams *hp = &m->hp;
     const int64_t E = hp->n_embd, Q = (int64_t)hp->n_head * hp->head_dim,
@@ -444,6 +482,7 @@ int kite_model_load(const char *path, const kite_model_params *params, kite_mode
     if ((rc = read_hparams(m, ai))) goto fail;
     if ((rc = read_unified_max(m))) goto fail;
     if ((rc = bind_weights(m, ai))) goto fail;
+    if ((rc = read_swa_pattern(m))) goto fail;
     if (!p.no_repack && strcmp(gguf_residency(m->gguf), "heap") == 0 && (rc = model_repack(m))) goto fail;
     *out = m;
     return KITE_OK;
@@ -462,6 +501,8 @@ void kite_model_get_info(const kite_model *m, kite_model_info *info) {
     info->n_ctx_train = m->hp.n_ctx_train;
     info->n_embd = m->hp.n_embd;
     info->n_layer = m->hp.n_layer;
+    info->sliding_window = m->hp.sliding_window;
+    info->n_swa_layers = m->hp.n_swa_layers;
     info->n_head = m->hp.n_head;
     info->n_head_kv = m->hp.n_head_kv;
     info->n_ff = m->hp.n_ff;

@@ -64,10 +64,17 @@ typedef struct model_hparams {
     int32_t n_expert_used; /* top-k experts per token (<= n_expert) */
     int32_t n_ff_exp;      /* hidden width of one expert */
     bool expert_norm;      /* renormalise the top-k router probabilities to sum 1 */
-    int32_t sliding_window; /* attention window in positions (Mistral); 0: unlimited */
+    int32_t sliding_window; /* attention window in positions (Mistral, the local layers of Gemma-2/3-style
+                               models); 0: unlimited */
+    int32_t n_swa_layers;   /* layers that use the window: n_layer (all, Mistral) unless
+                               {arch}.attention.sliding_window_pattern marks some global
+                               (layer_weights.full_attn); 0 when sliding_window is 0 */
 } model_hparams;
 
 typedef struct layer_weights {
+    bool full_attn;         /* a global layer of an interleaved local/global model
+                               ({arch}.attention.sliding_window_pattern): no window, its KV cache keeps
+                               every position; false for every layer of a Mistral-style model */
     const float *attn_norm; /* (n_embd) norm gain, float copy */
     const float *attn_norm_b; /* (n_embd) LayerNorm bias, or NULL */
     weight wq;              /* (n_head*head_dim rows, n_embd cols); gpt2: rows 0.. of attn_qkv */

@@ -49,6 +49,8 @@ static const synth_shape shapes[] = {
     /* tiny test models (tests/unit/test_arch.c): 2 layers, 64 wide, 512 tokens */
     {"tiny-llama3", 64, 128, 2, 4, 2, 512, 128, 500000.0f, 1e-5f, .rope_llama3_ctx = 64},
     {"tiny-mistral", 64, 128, 2, 4, 2, 512, 128, 10000.0f, 1e-5f, .sliding_window = 8},
+    /* interleaved local/global attention (layers 0, 2 windowed; 1, 3 global), head_dim 32 */
+    {"tiny-swa", 64, 128, 4, 2, 1, 512, 128, 10000.0f, 1e-5f, .sliding_window = 4, .swa_period = 2},
     {"tiny-mixtral", 64, 96, 2, 4, 2, 512, 128, 1000000.0f, 1e-5f, .n_expert = 4, .n_expert_used = 2},
     {"tiny-qwen2", 64, 128, 2, 4, 2, 512, 128, 1000000.0f, 1e-6f, .arch = "qwen2"},
     {"tiny-qwen3", 64, 128, 2, 4, 2, 512, 128, 1000000.0f, 1e-6f, .arch = "qwen3", .head_dim = 32},
@@ -336,7 +338,7 @@ int synth_check(const synth_params *p) {
                        s->n_embd, s->n_head, s->n_head_kv);
     if (s->n_expert < 0 || s->n_expert > 4096 || (s->n_expert > 0 && (s->n_expert_used < 1 ||
         s->n_expert_used > s->n_expert)) || s->n_ff_exp < 0 || s->n_ff_exp > (1 << 22) || s->sliding_window < 0 ||
-        s->longrope_ctx < 0 || s->longrope_ctx == 1)
+        s->longrope_ctx < 0 || s->longrope_ctx == 1 || s->swa_period < 0)
         return err_set(KITE_E_ARG, "shape '%s': expert counts (%d, top %d) or window out of range",
                        s->name ? s->name : "?", s->n_expert, s->n_expert_used);
     const char *arch = shape_arch(s);
@@ -541,6 +543,11 @@ static int set_metadata(gguf_writer *w, const synth_params *p, const synth_vocab
     if (s->longrope_ctx > 0) {
         TRY(gguf_writer_set_f32(w, KEY("rope.scaling.attn_factor"), longrope_attn_factor(s)));
         TRY(gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"), (uint32_t)s->longrope_ctx));
+    }
+    if (s->sliding_window > 0 && s->swa_period > 0) { /* llama.cpp's per-layer form: one bool per layer */
+        uint8_t swa[4096]; /* GGUF bools are bytes; n_layer <= 4096 (synth_check) */
+        for (int32_t l = 0; l < s->n_layer; l++) swa[l] = l % s->swa_period < s->swa_period - 1;
+        TRY(gguf_writer_set_arr(w, KEY("attention.sliding_window_pattern"), GGUF_VT_BOOL, swa, (uint64_t)s->n_layer));
     }
 #undef KEY
     if (p->vocab_from) goto done; /* synth_write copies the tokenizer.* keys of that file */

@@ -73,6 +73,8 @@ typedef struct synth_shape {
     int32_t n_expert_used; /* expert_used_count */
     int32_t n_ff_exp;  /* expert_feed_forward_length (qwen3moe); 0 = n_ff */
     int32_t sliding_window; /* attention.sliding_window (Mistral v0.1), 0 = none */
+    int32_t swa_period;     /* > 0: attention.sliding_window_pattern, n_layer bools: layer l windowed when
+                               l % swa_period < swa_period - 1 (Gemma-2/3-style local/global layers) */
     int32_t rope_llama3_ctx; /* > 0: write Llama 3 rope_freqs.weight (factor 8, low 1, high 4, this original
                                 context length) as llama.cpp's converter computes it */
     int32_t tied;      /* 1: no output.weight (the classifier is token_embd) */

@@ -291,8 +291,10 @@ int spec_step(spec_decoder *d, int32_t max_new, kite_token *out, int32_t *n_out)
     }
 
     /* roll back: keep h[0..n) and the j accepted drafts; x is the new pending token */
-    kite_ctx_truncate(T, n + j);
-    if (d->dctx && d->dctx->n_past > n + j) kite_ctx_truncate(d->dctx, n + j);
+    /* at most SPEC_MAX_DRAFT positions back: always possible, also with a
+     * sliding-window ring of window + n_batch - 1 rows (kite_ctx_truncate) */
+    if ((rc = kite_ctx_truncate(T, n + j)) != KITE_OK) return rc;
+    if (d->dctx && d->dctx->n_past > n + j && (rc = kite_ctx_truncate(d->dctx, n + j)) != KITE_OK) return rc;
     double t2 = time_now_s();
     if ((rc = hist_push(d, out, j + 1)) != KITE_OK) return rc;
     if (d->p.drafter == SPEC_DRAFT_LOOKAHEAD) spec_la_add_history(&d->la, d->hist, d->n_hist, n);

@@ -50,6 +50,8 @@
 #include "roofline/synth.h"
 #include "tensor/dtype.h"
 
+#include "synth_harness.h"
+
 #define N_TOK 10
 /* Context size of kite_logits' contexts: it picks Phi-3's long LongRoPE
  * factors (above the original context of 32) in kite and the naive pass. */
@@ -61,8 +63,8 @@ static const kite_token toks[N_TOK] = {1, 300, 301, 5, 400, 260, 17, 42, 511, 25
 #define NAIVE_TOL 2e-5 /* vs the double-precision naive forward */
 
 /* Every tiny synth shape, one per architecture variant. */
-static const char *const all_shapes[] = {"tiny-llama3", "tiny-mistral",  "tiny-mixtral", "tiny-qwen2",
-                                         "tiny-qwen3",  "tiny-qwen3moe", "tiny-gpt2",    "tiny-phi3"};
+static const char *const all_shapes[] = {"tiny-llama3", "tiny-mistral",  "tiny-mixtral", "tiny-qwen2", "tiny-qwen3",
+                                         "tiny-qwen3moe", "tiny-gpt2",   "tiny-phi3",    "tiny-swa"};
 #define N_ALL_SHAPES (sizeof all_shapes / sizeof all_shapes[0])
 
 static char tmpdir[] = "/tmp/kite-test-arch-XXXXXX";
@@ -74,22 +76,7 @@ static const char *model_path(const char *shape) {
 }
 
 /* Writes (once) and loads the tiny model of a shape; NULL on failure (counted). */
-static kite_model *load_shape(const char *shape) {
-    const char *path = model_path(shape);
-    if (access(path, R_OK) != 0) {
-        const synth_shape *s = synth_shape_find(shape);
-        CHECK_MSG(s != NULL, "no synth shape %s", shape);
-        if (!s) return NULL;
-        synth_params p = {.shape = *s, .type = KITE_DTYPE_F32, .seed = 1, .n_threads = 1};
-        int rc = synth_write(&p, path);
-        CHECK_MSG(rc == KITE_OK, "synth %s: %s", shape, kite_last_error());
-        if (rc) return NULL;
-    }
-    kite_model *m = NULL;
-    int rc = kite_model_load(path, NULL, &m);
-    CHECK_MSG(rc == KITE_OK, "load %s: %s", shape, kite_last_error());
-    return rc == KITE_OK ? m : NULL;
-}
+static kite_model *load_shape(const char *shape) { return harness_synth_model(model_path(shape), shape); }
 
 /* All N_TOK rows of logits of one prefill pass (caller frees). */
 static float *kite_logits(kite_model *m, int32_t n_threads) {
@@ -341,7 +328,8 @@ static void ref_forward(const kite_model *m, int n, float *out) {
             }
         }
         for (int t = 0; t < n; t++) {
-            const int lo = hp->sliding_window > 0 && t - hp->sliding_window + 1 > 0 ? t - hp->sliding_window + 1 : 0;
+            const int win = L->full_attn ? 0 : hp->sliding_window; /* tiny-swa: global layers 1 and 3 */
+            const int lo = win > 0 && t - win + 1 > 0 ? t - win + 1 : 0;
             for (int h = 0; h < H; h++) {
                 const int kh = h / (H / HKV);
                 double mx = -INFINITY, sum = 0.0;

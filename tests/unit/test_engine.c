@@ -36,6 +36,13 @@ static engine *new_engine(int32_t n_parallel, int32_t n_ctx, int64_t kv_mem, int
     return harness_engine(&p);
 }
 
+/* The same with blocks of 16 positions (the block arithmetic of a test). */
+static engine *new_engine16(int32_t n_parallel, int32_t n_ctx, int64_t kv_mem, int32_t step_tokens) {
+    engine_params p = harness_params(n_parallel, n_ctx, kv_mem, step_tokens);
+    p.block_size = 16;
+    return harness_engine(&p);
+}
+
 /* Runs each spec alone (one at a time) on engine e. */
 static void run_alone(engine *e, const req_spec *specs, int32_t n, collect *out) {
     for (int32_t i = 0; i < n; i++) {
@@ -184,7 +191,7 @@ TEST(prefix_cache_hits) {
         spec_from_text(&specs[i], text, 12);
     }
     CHECK(specs[0].n_prompt > 32); /* at least two full blocks shared */
-    engine *e = new_engine(8, 256, 0, 64);
+    engine *e = new_engine16(8, 256, 0, 64);
     if (!e) return;
     /* the first request fills the cache, the others then run together */
     collect_init(&out[0]);
@@ -226,7 +233,7 @@ TEST(preemption_keeps_outputs) {
     kite_model_get_info(g_model, &info);
     /* 12 blocks of 16 positions: far less than 8 sequences of ~60 positions */
     const int64_t pos_bytes = 2LL * info.n_layer * info.n_head_kv * (info.n_embd / info.n_head) * 4;
-    engine *e = new_engine(8, 128, 12 * 16 * pos_bytes, 64);
+    engine *e = new_engine16(8, 128, 12 * 16 * pos_bytes, 64);
     if (!e) return;
     run_concurrent(e, specs, N, out, 2);
     engine_stats st;

@@ -839,6 +839,89 @@ TEST(test_tied_embeddings) {
     clean_dir();
 }
 
+/* ---- sliding windows ---------------------------------------------------------- */
+
+/* Rewrites config.json as the llama shape's with model_type mt and the keys
+ * of extra (a JSON object text) added. */
+static void patch_config(const char *mt, const char *extra) {
+    write_config(&llama_shape);
+    cJSON *c = NULL;
+    CHECK_EQ_INT(hf_json_load(tmpdir, "config.json", false, &c), KITE_OK);
+    if (!c) return;
+    cJSON_ReplaceItemInObjectCaseSensitive(c, "model_type", cJSON_CreateString(mt));
+    cJSON *x = cJSON_Parse(extra);
+    CHECK(x != NULL);
+    for (cJSON *it = x ? x->child : NULL; it; it = it->next) {
+        cJSON_DeleteItemFromObjectCaseSensitive(c, it->string);
+        cJSON_AddItemToObject(c, it->string, cJSON_Duplicate(it, 1));
+    }
+    cJSON_Delete(x);
+    write_json(tpath("config.json"), c);
+}
+
+/* Mistral-style configs keep their window (all layers); per-layer patterns
+ * (layer_types, sliding_window_pattern, qwen2's max_window_layers) become
+ * llama.cpp's bool array; a null window, plain llama and qwen2 with
+ * use_sliding_window false write none.  The converted Mistral-style model
+ * loads with the window on every layer; a patterned one with its global
+ * layers unwindowed. */
+TEST(test_sliding_window_config) {
+    static const struct {
+        const char *mt, *extra;
+        int64_t window;     /* expected attention.sliding_window, 0: absent */
+        int pattern;        /* expected pattern bits (layer 0 = bit 0), -1: no pattern key */
+    } cases[] = {
+        {"mistral", "{\"sliding_window\": 4096}", 4096, -1},
+        {"mistral", "{\"sliding_window\": null}", 0, -1},
+        {"llama", "{\"sliding_window\": 4096}", 0, -1},
+        {"mistral", "{\"sliding_window\": 16, \"layer_types\": [\"sliding_attention\", \"full_attention\"]}", 16, 1},
+        {"mistral", "{\"sliding_window\": 16, \"sliding_window_pattern\": 2}", 16, 1},
+        {"mistral", "{\"sliding_window\": 16, \"layer_types\": [\"full_attention\", \"full_attention\"]}", 0, -1},
+        {"qwen2", "{\"sliding_window\": 32768, \"use_sliding_window\": false, \"max_window_layers\": 1}", 0, -1},
+        {"qwen2", "{\"sliding_window\": 32768, \"use_sliding_window\": true, \"max_window_layers\": 1}", 32768, 2},
+    };
+    float *gq[2], *gk[2];
+    make_llama(gq, gk, false);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        patch_config(cases[i].mt, cases[i].extra);
+        hf_config c;
+        int rc = hf_config_load(tmpdir, &c);
+        CHECK_MSG(rc == KITE_OK, "case %zu: %s", i, kite_last_error());
+        if (rc) continue;
+        CHECK_MSG(c.sliding_window == cases[i].window, "case %zu: window %lld, want %lld", i,
+                  (long long)c.sliding_window, (long long)cases[i].window);
+        const int bits = c.sliding_window ? c.swa_layers[0] | c.swa_layers[1] << 1 : 0;
+        if (cases[i].pattern >= 0) CHECK_MSG(bits == cases[i].pattern, "case %zu: layers %d", i, bits);
+        else if (c.sliding_window) CHECK_MSG(bits == 3, "case %zu: layers %d, want all", i, bits);
+        hf_config_free(&c);
+        if (strcmp(cases[i].mt, "mistral")) continue; /* qwen2 tensors differ: config only */
+        TPATH(out, "swa.gguf");
+        unlink(out);
+        hf_convert_info info;
+        rc = convert(KITE_DTYPE_F32, out, &info);
+        CHECK_MSG(rc == KITE_OK, "case %zu convert: %s", i, kite_last_error());
+        gguf_ctx *g = rc ? NULL : open_out(out);
+        if (!g) continue;
+        if (cases[i].window) CHECK_EQ_INT(get_int(g, "llama.attention.sliding_window"), cases[i].window);
+        else CHECK(gguf_get(g, "llama.attention.sliding_window") == NULL);
+        CHECK((gguf_get(g, "llama.attention.sliding_window_pattern") != NULL) == (cases[i].pattern >= 0 &&
+                                                                                 cases[i].window));
+        gguf_close(g);
+        kite_model *m = NULL;
+        CHECK_EQ_INT(kite_model_load(out, NULL, &m), KITE_OK);
+        if (m) {
+            kite_model_info mi;
+            kite_model_get_info(m, &mi);
+            CHECK_EQ_INT(mi.sliding_window, (int32_t)cases[i].window);
+            CHECK_EQ_INT(mi.n_swa_layers, cases[i].window == 0 ? 0 : cases[i].pattern >= 0 ? 1 : 2);
+            kite_model_free(m);
+        }
+        unlink(out);
+    }
+    for (int l = 0; l < 2; l++) free(gq[l]), free(gk[l]);
+    clean_dir();
+}
+
 /* ---- qwen2, qwen3, MoE, gpt2 ------------------------------------------------ */
 
 TEST(test_qwen2) {
@@ -1259,6 +1342,7 @@ int main(int argc, char **argv) {
     RUN(test_llama_logits_match_direct_gguf);
     RUN(test_llama_types);
     RUN(test_tied_embeddings);
+    RUN(test_sliding_window_config);
     RUN(test_qwen2);
     RUN(test_qwen3_and_moe);
     RUN(test_gpt2);

@@ -349,6 +349,73 @@ TEST(modes_do_not_mix) {
     kv_pool_free(p);
 }
 
+/* A table grows into the block after its last one when that is free (so its
+ * rows stay one run for the attention), else takes the free list's head. */
+TEST(grows_into_next_block) {
+    kv_pool *p = new_pool(8, false);
+    kv_table a, b;
+    kv_table_init(&a);
+    kv_table_init(&b);
+    CHECK_EQ_INT(kv_prepare_write(p, &a, 0, 2 * BS, NULL, NULL), KITE_OK); /* 0, 1 */
+    CHECK_EQ_INT(kv_prepare_write(p, &b, 0, BS, NULL, NULL), KITE_OK);     /* 2 */
+    CHECK_EQ_INT(kv_prepare_write(p, &a, 2 * BS, BS, NULL, NULL), KITE_OK); /* 2 taken: the head, 3 */
+    CHECK_EQ_INT(a.blocks[2], 3);
+    CHECK_EQ_INT(kv_prepare_write(p, &a, 3 * BS, BS, NULL, NULL), KITE_OK); /* 4 follows 3 */
+    CHECK_EQ_INT(a.blocks[3], 4);
+    kv_release(p, &b); /* 2 is now the free list's head */
+    CHECK_EQ_INT(kv_prepare_write(p, &a, 4 * BS, BS, NULL, NULL), KITE_OK); /* still 5, not 2 */
+    CHECK_EQ_INT(a.blocks[4], 5);
+    CHECK_EQ_INT(kv_prepare_write(p, &b, 0, 3 * BS, NULL, NULL), KITE_OK); /* 2, then 6 and 7 (3 is a's) */
+    CHECK_EQ_INT(b.blocks[0], 2);
+    CHECK_EQ_INT(b.blocks[1], 6);
+    CHECK_EQ_INT(b.blocks[2], 7);
+    CHECK_EQ_INT(kv_pool_n_free(p), 0);
+    check_counts(p);
+    kv_table_free(p, &a);
+    kv_table_free(p, &b);
+    CHECK_EQ_INT(kv_pool_n_free(p), 8);
+    kv_pool_free(p);
+}
+
+/* Sliding windows: kv_drop_before releases the blocks wholly below a
+ * position (cached when keyed), marks their entries, and with the prefix
+ * cache keeps the block before the first unregistered one. */
+TEST(drop_before_window) {
+    kite_token tk[8 * BS];
+    for (int i = 0; i < 8 * BS; i++) tk[i] = 100 + i;
+    for (int prefix = 0; prefix < 2; prefix++) {
+        kv_pool *p = new_pool(8, prefix);
+        kv_table t;
+        kv_table_init(&t);
+        CHECK_EQ_INT(write_and_commit(p, &t, tk, 0, 5 * BS + 1), KITE_OK); /* 6 blocks, 5 full */
+        CHECK_EQ_INT(t.n_keyed, prefix ? 5 : 0);
+        CHECK_EQ_INT(kv_drop_before(p, &t, 3 * BS + 1), 3); /* blocks 0..2 lie below */
+        CHECK_EQ_INT(t.n_dropped, 3);
+        for (int i = 0; i < 3; i++) CHECK_EQ_INT(t.blocks[i], KV_BLOCK_NONE);
+        CHECK_EQ_INT(kv_pool_n_used(p), 3);
+        CHECK_EQ_INT(kv_pool_n_cached(p), prefix ? 3 : 0);
+        CHECK_EQ_INT(kv_drop_before(p, &t, 3 * BS + 1), 0);
+        /* up to the last registered block's parent only (prefix cache) */
+        CHECK_EQ_INT(kv_drop_before(p, &t, 5 * BS), prefix ? 1 : 2); /* blocks 0..4 lie below */
+        check_counts(p);
+        /* growing and truncating the tail still work */
+        CHECK_EQ_INT(kv_prepare_write(p, &t, 5 * BS + 1, BS, NULL, NULL), KITE_OK);
+        kv_truncate(p, &t, 5 * BS + 2);
+        CHECK_EQ_INT(t.n_blocks, 6);
+        kv_release(p, &t);
+        CHECK_EQ_INT(kv_pool_n_used(p), 0);
+        CHECK_EQ_INT(t.n_dropped, 0);
+        check_counts(p);
+        /* the released chain is still matched from its first block when cached */
+        if (prefix) {
+            CHECK_EQ_INT(kv_match_prefix(p, &t, tk, 5 * BS + 1, 0), 5 * BS);
+            kv_release(p, &t);
+        }
+        kv_table_free(p, &t);
+        kv_pool_free(p);
+    }
+}
+
 TEST(bad_args) {
     kv_pool *p = NULL;
     CHECK_EQ_INT(kv_pool_new(0, 16, true, &p), KITE_E_ARG);
@@ -378,6 +445,8 @@ int main(void) {
     RUN(duplicate_swap_on_commit);
     RUN(truncate_frees_tail);
     RUN(modes_do_not_mix);
+    RUN(grows_into_next_block);
+    RUN(drop_before_window);
     RUN(bad_args);
     RUN(hash_spreads);
     return harness_summary(__FILE__);

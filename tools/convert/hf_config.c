@@ -7,6 +7,17 @@
  * expert_count / expert_used_count), qwen3_moe as "qwen3moe", and optional
  * fields are written only when config.json has them (head_count_kv is always
  * written; it defaults to head_count).
+ *
+ * Sliding windows, as Hugging Face's model code applies them: "sliding_window"
+ * (null or absent: none) on every layer for mistral and mixtral; qwen2/qwen3
+ * only with "use_sliding_window" true (their configs carry a window that is
+ * off by default), on the layers from "max_window_layers" on; a per-layer
+ * "layer_types" list ("sliding_attention" / "full_attention") or a
+ * "sliding_window_pattern" period p (every p-th layer global, Gemma-3) takes
+ * precedence.  Written as {arch}.attention.sliding_window, plus
+ * {arch}.attention.sliding_window_pattern (one bool per layer, llama.cpp's
+ * form) when not every layer is windowed.  Plain llama ignores the key, as
+ * Hugging Face's LlamaAttention does.
  */
 #include <stdio.h>
 #include <string.h>
@@ -113,6 +124,46 @@ static int load_rope_scaling(hf_config *c) {
     return KITE_OK;
 }
 
+/* Reads the sliding window and its per-layer pattern (see the header). */
+static int load_sliding_window(hf_config *c) {
+    const cJSON *sw = cJSON_GetObjectItemCaseSensitive(c->json, "sliding_window");
+    if (!sw || cJSON_IsNull(sw) || !strcmp(c->model_type, "llama")) return KITE_OK;
+    int64_t w = 0;
+    int rc = hf_json_int(c->json, c->path, "sliding_window", true, 1, 1 << 24, &w);
+    if (rc) return rc;
+    const bool qwen = c->family == HF_QWEN2 || c->family == HF_QWEN3 || c->family == HF_QWEN3_MOE;
+    const cJSON *use = cJSON_GetObjectItemCaseSensitive(c->json, "use_sliding_window");
+    if (use && !cJSON_IsBool(use))
+        return err_set(KITE_E_FORMAT, "%s: 'use_sliding_window' must be true or false", c->path);
+    if (use ? cJSON_IsFalse(use) : qwen) return KITE_OK; /* declared but not applied */
+    for (int64_t l = 0; l < c->n_layer; l++) c->swa_layers[l] = 1;
+    const cJSON *types = cJSON_GetObjectItemCaseSensitive(c->json, "layer_types");
+    int64_t period = 0, first = 0;
+    if (types && !cJSON_IsNull(types)) {
+        if (!cJSON_IsArray(types) || cJSON_GetArraySize(types) != c->n_layer)
+            return err_set(KITE_E_FORMAT, "%s: 'layer_types' must list the %lld layers", c->path,
+                           (long long)c->n_layer);
+        int64_t l = 0;
+        for (const cJSON *t = types->child; t; t = t->next, l++) {
+            const char *s = cJSON_IsString(t) ? t->valuestring : "";
+            if (strcmp(s, "sliding_attention") && strcmp(s, "full_attention"))
+                return err_set(KITE_E_UNSUPPORTED, "%s: layer_types[%lld] = '%.40s' (supported: sliding_attention, "
+                               "full_attention)", c->path, (long long)l, s);
+            c->swa_layers[l] = !strcmp(s, "sliding_attention");
+        }
+    } else if ((rc = opt_int(c, "sliding_window_pattern", 1, 4096, &period, NULL))) {
+        return rc;
+    } else if (period > 0) {
+        for (int64_t l = 0; l < c->n_layer; l++) c->swa_layers[l] = l % period < period - 1;
+    } else if (qwen) {
+        if ((rc = opt_int(c, "max_window_layers", 0, 4096, &first, NULL))) return rc;
+        for (int64_t l = 0; l < c->n_layer; l++) c->swa_layers[l] = l >= first;
+    }
+    for (int64_t l = 0; l < c->n_layer; l++) c->n_swa_layers += c->swa_layers[l];
+    if (c->n_swa_layers > 0) c->sliding_window = w;
+    return KITE_OK;
+}
+
 int hf_config_load(const char *dir, hf_config *c) {
     memset(c, 0, sizeof *c);
     snprintf(c->path, sizeof c->path, "%s/config.json", dir);
@@ -167,6 +218,7 @@ int hf_config_load(const char *dir, hf_config *c) {
                 goto fail;
         }
         if ((rc = load_rope_scaling(c))) goto fail;
+        if ((rc = load_sliding_window(c))) goto fail;
     }
     if (!c->has_head_dim) {
         if (c->n_embd % c->n_head) {
@@ -236,6 +288,12 @@ int hf_config_write(const hf_config *c, gguf_writer *w) {
         TRY(put_u32(w, c, "attention.value_length", c->head_dim));
     }
     if (c->n_ff_exp) TRY(put_u32(w, c, "expert_feed_forward_length", c->n_ff_exp));
+    if (c->sliding_window) TRY(put_u32(w, c, "attention.sliding_window", c->sliding_window));
+    if (c->sliding_window && c->n_swa_layers < c->n_layer) {
+        char k[96];
+        snprintf(k, sizeof k, "%s.attention.sliding_window_pattern", c->arch);
+        TRY(gguf_writer_set_arr(w, k, GGUF_VT_BOOL, c->swa_layers, (uint64_t)c->n_layer));
+    }
     if (c->family == HF_LLAMA) {
         if (c->n_vocab) TRY(put_u32(w, c, "vocab_size", c->n_vocab));
         TRY(put_u32(w, c, "rope.dimension_count", c->head_dim));

@@ -60,6 +60,10 @@ typedef struct hf_config {
     int rope_scaling;       /* 0 none, 1 linear, 2 llama3, 3 yarn */
     double rope_factor, rope_low_freq, rope_high_freq;
     int64_t rope_orig_ctx;
+    /* sliding window (load_sliding_window) */
+    int64_t sliding_window; /* positions; 0: none (absent, null, or use_sliding_window false) */
+    int64_t n_swa_layers;   /* layers using it; < n_layer: swa_layers is written as the pattern */
+    uint8_t swa_layers[4096]; /* [n_layer] 1: the layer uses the window */
     cJSON *json;            /* the parsed config.json (owned) */
 } hf_config;
 
