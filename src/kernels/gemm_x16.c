@@ -14,7 +14,8 @@
 #include "tensor/dtype.h"
 
 bool kern_x16_type(uint32_t type) {
-    return type == KITE_DTYPE_Q4_0 || type == KITE_DTYPE_Q8_0 || type == KITE_DTYPE_Q4_K || type == KITE_DTYPE_Q6_K;
+    return type == KITE_DTYPE_Q4_0 || type == KITE_DTYPE_Q8_0 || type == KITE_DTYPE_Q4_K || type == KITE_DTYPE_Q5_K ||
+           type == KITE_DTYPE_Q6_K || type == KITE_DTYPE_IQ4_XS;
 }
 
 int64_t kern_x16_rows(const weight *w) {
@@ -32,6 +33,8 @@ static size_t block_bytes(uint32_t type) {
     case KITE_DTYPE_Q4_0: return sizeof(block_q4_0);
     case KITE_DTYPE_Q8_0: return sizeof(block_q8_0);
     case KITE_DTYPE_Q4_K: return sizeof(block_q4_K);
+    case KITE_DTYPE_Q5_K: return sizeof(block_q5_K);
+    case KITE_DTYPE_IQ4_XS: return sizeof(block_iq4_xs);
     default: return sizeof(block_q6_K);
     }
 }
@@ -40,7 +43,7 @@ int64_t kern_x16_panel_blocks(uint32_t type) {
     switch (type) {
     case KITE_DTYPE_Q4_0: return 64; /* 18 KiB per group-panel */
     case KITE_DTYPE_Q8_0: return 32; /* 17 KiB */
-    default: return 8;               /* q4_K 18 KiB, q6_K 26 KiB */
+    default: return 8;               /* q4_K 18 KiB, q5_K 22 KiB, q6_K 26 KiB, iq4_xs 17 KiB */
     }
 }
 

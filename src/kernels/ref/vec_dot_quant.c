@@ -4,12 +4,14 @@
  *
  * Each block's sum of products is exact in int32; it is then scaled in float
  * (weight scale * activation scale, multiplied in that order) and added to a
- * float sum block by block.  Blocks are addressed by byte offset and fields
+ * float sum block by block (q5_K as q4_K, iq4_xs as q6_K: the same float
+ * expressions).  Blocks are addressed by byte offset and fields
  * read with memcpy, so rows may sit at any address.
  *
  * Range: q4_0 |sumi| <= 32*8*128; q8_0 <= 32*128*128; q4_K per super-block
- * <= 8*63*(32*15*128) + 8*63*(32*128); q6_K <= 16*128*(16*32*128): all far
- * inside int32.
+ * <= 8*63*(32*15*128) + 8*63*(32*128); q5_K <= 8*63*(32*31*128);
+ * q6_K <= 16*128*(16*32*128); iq4_xs <= 8*32*(32*127*128): all far inside
+ * int32.
  */
 #include <stddef.h>
 #include <string.h>
@@ -17,6 +19,7 @@
 #include "kernels/ref/ref.h"
 #include "tensor/blocks.h"
 #include "tensor/dtype.h"
+#include "tensor/quants.h"
 
 static inline float ld_half(const unsigned char *p) {
     uint16_t h;
@@ -128,7 +131,67 @@ void vec_dot_q6_K_q8_K_ref(int64_t n, float *out, const void *w, const void *a) 
     *out = sum;
 }
 
+/* q5_K: q4_K with a fifth bit: u = nibble | bit j of qh[k] << 4 for element
+ * k of sub-block j, u in 0..31; the same float expression as q4_K. */
+void vec_dot_q5_K_q8_K_ref(int64_t n, float *out, const void *w, const void *a) {
+    const int64_t nb = n / QK_K;
+    const unsigned char *x = w, *y = a;
+    float sum = 0.0f;
+    for (int64_t b = 0; b < nb; b++, x += sizeof(block_q5_K), y += sizeof(block_q8_K)) {
+        const uint8_t *scales = x + offsetof(block_q5_K, scales);
+        const uint8_t *qs = x + offsetof(block_q5_K, qs), *qh = x + offsetof(block_q5_K, qh);
+        const int8_t *q8 = (const int8_t *)(y + offsetof(block_q8_K, qs));
+        const unsigned char *bsums = y + offsetof(block_q8_K, bsums);
+        int32_t isum = 0, msum = 0;
+        for (int j = 0; j < QK_K / 32; j++) {
+            int sc, m;
+            ref_scale_min_k4(j, scales, &sc, &m);
+            const uint8_t *q = qs + 32 * (j / 2);
+            const int shift = 4 * (j & 1);
+            int32_t s = 0;
+            for (int k = 0; k < 32; k++) s += (((q[k] >> shift) & 0xF) | ((qh[k] >> j) & 1) << 4) * q8[32 * j + k];
+            isum += sc * s;
+            msum += m * (ld_i16(bsums + 2 * (2 * j)) + ld_i16(bsums + 2 * (2 * j + 1)));
+        }
+        const float dy = ld_f32(y + offsetof(block_q8_K, d));
+        const float d = ld_half(x + offsetof(block_q5_K, d)) * dy;
+        const float dmin = ld_half(x + offsetof(block_q5_K, dmin)) * dy;
+        sum += d * (float)isum - dmin * (float)msum;
+    }
+    *out = sum;
+}
+
+/* iq4_xs: x = d*(ls_j - 32)*v[q] per 32-element sub-block j, v the iq4_nl
+ * codebook (kite_iq4nl_values), ls_j the 6-bit scale from scales_l (low 4
+ * bits) and scales_h (high 2); elements 0..15 in the low nibbles of
+ * qs[16j..16j+15], 16..31 in the high ones.  The float expression is
+ * q6_K's: d * dy * isum. */
+void vec_dot_iq4_xs_q8_K_ref(int64_t n, float *out, const void *w, const void *a) {
+    const int64_t nb = n / QK_K;
+    const unsigned char *x = w, *y = a;
+    float sum = 0.0f;
+    for (int64_t b = 0; b < nb; b++, x += sizeof(block_iq4_xs), y += sizeof(block_q8_K)) {
+        const uint8_t *qs = x + offsetof(block_iq4_xs, qs), *sl = x + offsetof(block_iq4_xs, scales_l);
+        const int8_t *q8 = (const int8_t *)(y + offsetof(block_q8_K, qs));
+        const int sh = (uint16_t)ld_i16(x + offsetof(block_iq4_xs, scales_h));
+        int32_t isum = 0;
+        for (int j = 0; j < QK_K / 32; j++) {
+            const int ls = ((sl[j / 2] >> (4 * (j & 1))) & 0xF) | ((sh >> (2 * j)) & 3) << 4;
+            int32_t s = 0;
+            for (int k = 0; k < 16; k++) {
+                s += kite_iq4nl_values[qs[16 * j + k] & 0xF] * q8[32 * j + k];
+                s += kite_iq4nl_values[qs[16 * j + k] >> 4] * q8[32 * j + 16 + k];
+            }
+            isum += (ls - 32) * s;
+        }
+        sum += ld_half(x + offsetof(block_iq4_xs, d)) * ld_f32(y + offsetof(block_q8_K, d)) * (float)isum;
+    }
+    *out = sum;
+}
+
 KERN_DEFINE_GEMM(gemm_q4_0_q8_0_ref, vec_dot_q4_0_q8_0_ref)
 KERN_DEFINE_GEMM(gemm_q8_0_q8_0_ref, vec_dot_q8_0_q8_0_ref)
 KERN_DEFINE_GEMM(gemm_q4_K_q8_K_ref, vec_dot_q4_K_q8_K_ref)
 KERN_DEFINE_GEMM(gemm_q6_K_q8_K_ref, vec_dot_q6_K_q8_K_ref)
+KERN_DEFINE_GEMM(gemm_q5_K_q8_K_ref, vec_dot_q5_K_q8_K_ref)
+KERN_DEFINE_GEMM(gemm_iq4_xs_q8_K_ref, vec_dot_iq4_xs_q8_K_ref)

@@ -11,9 +11,11 @@
  *
  * q4_0/q8_0 accumulate the scaled block sums in a float vector (fast, but
  * summed in another order than the reference: tested within a budget).
- * q4_K/q6_K form each super-block's integer sum exactly and then evaluate
- * the reference's float expression in the reference's order, so their
- * results are bit-identical to ref/vec_dot_quant.c.
+ * q4_K/q5_K/q6_K/iq4_xs form each super-block's integer sum exactly and
+ * then evaluate the reference's float expression in the reference's order,
+ * so their results are bit-identical to ref/vec_dot_quant.c.  q5_K's 5-bit
+ * values (0..31) are unsigned like q4_K's; iq4_xs's codebook values
+ * (-127..113, never 0) are looked up with vpshufb and take the sign trick.
  */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -24,6 +26,7 @@
 #include "kernels/x86_avx2/avx2.h"
 #include "tensor/blocks.h"
 #include "tensor/dtype.h"
+#include "tensor/quants.h"
 
 /* An f16 scale as float with F16C (exact, inline; the out-of-line software
  * fp16_to_fp32 twice per block cost these kernels more than their dot
@@ -210,10 +213,98 @@ void vec_dot_q6_K_q8_K_avx2(int64_t n, float *out, const void *w, const void *a)
     *out = sum;
 }
 
+/* Exact integer parts of one q5_K x q8_K super-block (q4_K's, with bit j
+ * of qh[k] as bit 4 of element k of sub-block j). */
+static inline void q5_K_block_avx2(const unsigned char *x, const unsigned char *y, int32_t *isum, int32_t *msum) {
+    uint8_t sc[8], m[8];
+    unpack_k4_scales(x + offsetof(block_q5_K, scales), sc, m);
+    const unsigned char *qs = x + offsetof(block_q5_K, qs);
+    const unsigned char *q8 = y + offsetof(block_q8_K, qs);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+    const __m256i hb = ld256(x + offsetof(block_q5_K, qh));
+    __m256i acc = _mm256_setzero_si256();
+    for (int c = 0; c < 4; c++) {
+        const __m256i bits = ld256(qs + 32 * c);
+        const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * c), one), 4);
+        const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * c + 1), one), 4);
+        const __m256i lo = _mm256_or_si256(_mm256_and_si256(bits, m4), h0);
+        const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bits, 4), m4), h1);
+        __m256i p0 = _mm256_maddubs_epi16(lo, ld256(q8 + 64 * c));
+        __m256i p1 = _mm256_maddubs_epi16(hi, ld256(q8 + 64 * c + 32));
+        p0 = _mm256_madd_epi16(p0, _mm256_set1_epi16(sc[2 * c]));
+        p1 = _mm256_madd_epi16(p1, _mm256_set1_epi16(sc[2 * c + 1]));
+        acc = _mm256_add_epi32(acc, _mm256_add_epi32(p0, p1));
+    }
+    *isum = hsum8i(acc);
+    const __m256i bs = ld256(y + offsetof(block_q8_K, bsums));
+    const __m128i pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+    __m128i mm = _mm_loadl_epi64((const __m128i *)(const void *)m);
+    const __m128i prod = _mm_madd_epi16(_mm_cvtepu8_epi16(mm), pairs);
+    __m128i s = _mm_add_epi32(prod, _mm_shuffle_epi32(prod, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    *msum = _mm_cvtsi128_si32(s);
+}
+
+void vec_dot_q5_K_q8_K_avx2(int64_t n, float *out, const void *w, const void *a) {
+    const int64_t nb = n / QK_K;
+    const unsigned char *x = w, *y = a;
+    float sum = 0.0f;
+    for (int64_t b = 0; b < nb; b++, x += sizeof(block_q5_K), y += sizeof(block_q8_K)) {
+        int32_t isum, msum;
+        q5_K_block_avx2(x, y, &isum, &msum);
+        const float dy = ld_f32s(y + offsetof(block_q8_K, d));
+        const float d = ld_half(x + offsetof(block_q5_K, d)) * dy;
+        const float dmin = ld_half(x + offsetof(block_q5_K, dmin)) * dy;
+        sum += d * (float)isum - dmin * (float)msum;
+    }
+    *out = sum;
+}
+
+/* Exact sum_j (ls_j - 32) * sum(v*a8) of one iq4_xs x q8_K super-block:
+ * sub-blocks 2c and 2c+1 in the two 128-bit lanes. */
+static inline int32_t iq4_xs_block_avx2(const unsigned char *x, const unsigned char *y) {
+    const __m256i tbl = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)kite_iq4nl_values));
+    const unsigned char *qs = x + offsetof(block_iq4_xs, qs), *sl = x + offsetof(block_iq4_xs, scales_l);
+    const unsigned char *q8 = y + offsetof(block_q8_K, qs);
+    uint16_t sh;
+    memcpy(&sh, x + offsetof(block_iq4_xs, scales_h), 2);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256i acc = _mm256_setzero_si256();
+    for (int c = 0; c < 4; c++) {
+        const __m256i bits = ld256(qs + 32 * c);
+        const __m256i lo = _mm256_shuffle_epi8(tbl, _mm256_and_si256(bits, m4));
+        const __m256i hi = _mm256_shuffle_epi8(tbl, _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4));
+        const __m256i alo = _mm256_loadu2_m128i((const __m128i *)(const void *)(q8 + 64 * c + 32),
+                                                (const __m128i *)(const void *)(q8 + 64 * c));
+        const __m256i ahi = _mm256_loadu2_m128i((const __m128i *)(const void *)(q8 + 64 * c + 48),
+                                                (const __m128i *)(const void *)(q8 + 64 * c + 16));
+        const __m256i p0 = _mm256_maddubs_epi16(_mm256_abs_epi8(lo), _mm256_sign_epi8(alo, lo));
+        const __m256i p1 = _mm256_maddubs_epi16(_mm256_abs_epi8(hi), _mm256_sign_epi8(ahi, hi));
+        const int l0 = ((sl[c] & 0xF) | ((sh >> (4 * c)) & 3) << 4) - 32;
+        const int l1 = ((sl[c] >> 4) | ((sh >> (4 * c + 2)) & 3) << 4) - 32;
+        const __m256i s = _mm256_set_m128i(_mm_set1_epi16((short)l1), _mm_set1_epi16((short)l0));
+        acc = _mm256_add_epi32(acc, _mm256_add_epi32(_mm256_madd_epi16(p0, s), _mm256_madd_epi16(p1, s)));
+    }
+    return hsum8i(acc);
+}
+
+void vec_dot_iq4_xs_q8_K_avx2(int64_t n, float *out, const void *w, const void *a) {
+    const int64_t nb = n / QK_K;
+    const unsigned char *x = w, *y = a;
+    float sum = 0.0f;
+    for (int64_t b = 0; b < nb; b++, x += sizeof(block_iq4_xs), y += sizeof(block_q8_K)) {
+        const int32_t isum = iq4_xs_block_avx2(x, y);
+        sum += ld_half(x + offsetof(block_iq4_xs, d)) * ld_f32s(y + offsetof(block_q8_K, d)) * (float)isum;
+    }
+    *out = sum;
+}
+
 KERN_DEFINE_GEMM(gemm_q4_0_q8_0_avx2, vec_dot_q4_0_q8_0_avx2)
 KERN_DEFINE_GEMM(gemm_q8_0_q8_0_avx2, vec_dot_q8_0_q8_0_avx2)
 KERN_DEFINE_GEMM(gemm_q4_K_q8_K_avx2, vec_dot_q4_K_q8_K_avx2)
 KERN_DEFINE_GEMM(gemm_q6_K_q8_K_avx2, vec_dot_q6_K_q8_K_avx2)
+KERN_DEFINE_GEMM(gemm_q5_K_q8_K_avx2, vec_dot_q5_K_q8_K_avx2)
+KERN_DEFINE_GEMM(gemm_iq4_xs_q8_K_avx2, vec_dot_iq4_xs_q8_K_avx2)
 #else
 typedef int kite_empty_unit_vec_dot_quant_avx2; /* ISO C wants a declaration */
 #endif
