@@ -1,5 +1,5 @@
 /*
- * test_x16.c - the 16-row interleaved q4_0 / q8_0 / q4_K / q5_K / q6_K / iq4_xs layout
+ * test_x16.c - the 16-row interleaved q4_0 / q5_0 / q8_0 / iq4_nl / q4_K / q5_K / q6_K / iq4_xs layout
  * (kernels/gemm_x16.h) and its load-time use (model/repack.c).
  *
  *   - repacking and unpacking give back the plain bytes; kern_get_row of a
@@ -32,9 +32,9 @@
 #include "tensor/blocks.h"
 #include "tensor/dtype.h"
 
-#define N_TYPES 6
-static const uint32_t k_types[N_TYPES] = {KITE_DTYPE_Q4_0, KITE_DTYPE_Q8_0, KITE_DTYPE_Q4_K,
-                                          KITE_DTYPE_Q6_K, KITE_DTYPE_Q5_K, KITE_DTYPE_IQ4_XS};
+#define N_TYPES 8
+static const uint32_t k_types[N_TYPES] = {KITE_DTYPE_Q4_0, KITE_DTYPE_Q8_0,   KITE_DTYPE_Q4_K,   KITE_DTYPE_Q6_K,
+                                          KITE_DTYPE_Q5_K, KITE_DTYPE_IQ4_XS, KITE_DTYPE_IQ4_NL, KITE_DTYPE_Q5_0};
 
 TEST(test_pack_roundtrip) {
     for (int ti = 0; ti < N_TYPES; ti++)
@@ -173,6 +173,14 @@ TEST(test_vnni_equals_ref) {
                 for (int k = 0; k < QK_K / 2; k++) blk[offsetof(block_iq4_xs, qs) + (size_t)k] = k % 2 ? 0xF0 : 0x0F;
                 memset(w + 6 * rb + (size_t)(nb - 1) * sizeof(block_iq4_xs) + offsetof(block_iq4_xs, scales_h), 0, 6);
             }
+            if (t == KITE_DTYPE_IQ4_NL) /* row 5, last block: the codebook's ends (-127, +113) */
+                for (int k = 0; k < QK4_NL / 2; k++)
+                    w[5 * rb + (size_t)(nb - 1) * sizeof(block_iq4_nl) + offsetof(block_iq4_nl, qs) + (size_t)k] =
+                        k % 2 ? 0xF0 : 0x0F;
+            if (t == KITE_DTYPE_Q5_0) /* row 5, last block: every value 31 (+15); row 6: every value 0 (-16) */
+                for (int r = 5; r <= 6; r++)
+                    memset(w + (size_t)r * rb + (size_t)(nb - 1) * sizeof(block_q5_0) + offsetof(block_q5_0, qh),
+                           r == 5 ? 0xFF : 0, sizeof(block_q5_0) - offsetof(block_q5_0, qh));
             if (t == KITE_DTYPE_Q6_K) { /* row 5, last block: quants 63, scales -128 */
                 unsigned char *blk = w + 5 * rb + (size_t)(nb - 1) * sizeof(block_q6_K);
                 memset(blk, 0xFF, offsetof(block_q6_K, scales));

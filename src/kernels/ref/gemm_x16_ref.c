@@ -15,22 +15,30 @@
 #include "tensor/dtype.h"
 #include "tensor/quants.h"
 
-/* One token's 16 outputs.  Weights as unsigned u (q4_0 nibble, q8_0 w+128),
- * element order of the block. */
+/* One token's 16 outputs.  Weights as unsigned u (q4_0 nibble, q8_0 w+128,
+ * iq4_nl codebook value + 128: is_q4 == 2, q5_0 nibble | fifth bit << 4:
+ * is_q4 == 3), element order of the block. */
 static void x16_ref(int is_q4, int acc, int64_t nb, float *y, const unsigned char *g, const unsigned char *a,
                     const int32_t *corr, const float *da) {
-    const size_t qb = is_q4 ? 256 : 512;
+    const size_t qb = is_q4 == 3 ? 320 : is_q4 ? 256 : 512;
     for (int i = 0; i < X16_ROWS; i++) {
         float f = acc ? y[i] : 0.0f;
         for (int64_t b = 0; b < nb; b++) {
-            const unsigned char *q = g + kern_x16_quant_offset(qb, nb, b);
+            const unsigned char *q = g + kern_x16_quant_offset(qb, nb, b), *qh = q;
+            if (is_q4 == 3) q += 64; /* the transposed fifth bits first */
             const signed char *qa = (const signed char *)(a + (size_t)b * 34 + 2); /* q8_0: d, then qs */
             int32_t s = corr[b];
             if (is_q4) {
                 for (int j = 0; j < 4; j++)
                     for (int k = 0; k < 4; k++) {
                         const unsigned v = q[64 * j + 4 * i + k];
-                        s += (int32_t)(v & 15) * qa[4 * j + k] + (int32_t)(v >> 4) * qa[16 + 4 * j + k];
+                        int32_t u0 = is_q4 == 2 ? kite_iq4nl_values[v & 15] + 128 : (int32_t)(v & 15);
+                        int32_t u1 = is_q4 == 2 ? kite_iq4nl_values[v >> 4] + 128 : (int32_t)(v >> 4);
+                        if (is_q4 == 3) { /* bits j and 4 + j of byte k */
+                            u0 |= ((qh[4 * i + k] >> j) & 1) << 4;
+                            u1 |= ((qh[4 * i + k] >> (4 + j)) & 1) << 4;
+                        }
+                        s += u0 * qa[4 * j + k] + u1 * qa[16 + 4 * j + k];
                     }
             } else {
                 for (int j = 0; j < 8; j++)
@@ -58,6 +66,14 @@ KERN_GEMM_X16_DECL(gemm_x16_q4_0_ref) {
 
 KERN_GEMM_X16_DECL(gemm_x16_q8_0_ref) {
     x16_ref_tokens(0, acc, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, nt);
+}
+
+KERN_GEMM_X16_DECL(gemm_x16_q5_0_ref) {
+    x16_ref_tokens(3, acc, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, nt);
+}
+
+KERN_GEMM_X16_DECL(gemm_x16_iq4_nl_ref) {
+    x16_ref_tokens(2, acc, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, nt);
 }
 
 /* A k-quant reference (one token) for nt tokens: q8_K rows a_stride apart. */

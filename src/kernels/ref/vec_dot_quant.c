@@ -4,8 +4,8 @@
  *
  * Each block's sum of products is exact in int32; it is then scaled in float
  * (weight scale * activation scale, multiplied in that order) and added to a
- * float sum block by block (q5_K as q4_K, iq4_xs as q6_K: the same float
- * expressions).  Blocks are addressed by byte offset and fields
+ * float sum block by block (q5_K as q4_K, iq4_xs as q6_K, iq4_nl and q5_0 as q4_0:
+ * the same float expressions).  Blocks are addressed by byte offset and fields
  * read with memcpy, so rows may sit at any address.
  *
  * Range: q4_0 |sumi| <= 32*8*128; q8_0 <= 32*128*128; q4_K per super-block
@@ -64,6 +64,46 @@ void vec_dot_q8_0_q8_0_ref(int64_t n, float *out, const void *w, const void *a) 
         int32_t sumi = 0;
         for (int j = 0; j < QK8_0; j++) sumi += qx[j] * qy[j];
         sum += (float)sumi * (ld_half(x + offsetof(block_q8_0, d)) * ld_half(y + offsetof(block_q8_0, d)));
+    }
+    *out = sum;
+}
+
+/* q5_0: w = (nibble | bit e of qh << 4) - 16 for element e; q4_0's float
+ * expression. */
+void vec_dot_q5_0_q8_0_ref(int64_t n, float *out, const void *w, const void *a) {
+    const int64_t nb = n / QK8_0;
+    const unsigned char *x = w, *y = a;
+    float sum = 0.0f;
+    for (int64_t b = 0; b < nb; b++, x += sizeof(block_q5_0), y += sizeof(block_q8_0)) {
+        const unsigned char *qs = x + offsetof(block_q5_0, qs);
+        const int8_t *q8 = (const int8_t *)(y + offsetof(block_q8_0, qs));
+        uint32_t qh;
+        memcpy(&qh, x + offsetof(block_q5_0, qh), sizeof qh);
+        int32_t sumi = 0;
+        for (int j = 0; j < QK5_0 / 2; j++) {
+            sumi += (int32_t)(((qs[j] & 0xF) | ((qh >> j) & 1) << 4) - 16) * q8[j];
+            sumi += (int32_t)(((qs[j] >> 4) | ((qh >> (j + 16)) & 1) << 4) - 16) * q8[j + QK5_0 / 2];
+        }
+        sum += (float)sumi * (ld_half(x + offsetof(block_q5_0, d)) * ld_half(y + offsetof(block_q8_0, d)));
+    }
+    *out = sum;
+}
+
+/* iq4_nl: q4_0's block with the nibbles indexing the codebook
+ * (kite_iq4nl_values); q4_0's float expression. */
+void vec_dot_iq4_nl_q8_0_ref(int64_t n, float *out, const void *w, const void *a) {
+    const int64_t nb = n / QK8_0;
+    const unsigned char *x = w, *y = a;
+    float sum = 0.0f;
+    for (int64_t b = 0; b < nb; b++, x += sizeof(block_iq4_nl), y += sizeof(block_q8_0)) {
+        const unsigned char *qs = x + offsetof(block_iq4_nl, qs);
+        const int8_t *q8 = (const int8_t *)(y + offsetof(block_q8_0, qs));
+        int32_t sumi = 0;
+        for (int j = 0; j < QK4_NL / 2; j++) {
+            sumi += kite_iq4nl_values[qs[j] & 0xF] * q8[j];
+            sumi += kite_iq4nl_values[qs[j] >> 4] * q8[j + QK4_NL / 2];
+        }
+        sum += (float)sumi * (ld_half(x + offsetof(block_iq4_nl, d)) * ld_half(y + offsetof(block_q8_0, d)));
     }
     *out = sum;
 }
@@ -195,3 +235,5 @@ KERN_DEFINE_GEMM(gemm_q4_K_q8_K_ref, vec_dot_q4_K_q8_K_ref)
 KERN_DEFINE_GEMM(gemm_q6_K_q8_K_ref, vec_dot_q6_K_q8_K_ref)
 KERN_DEFINE_GEMM(gemm_q5_K_q8_K_ref, vec_dot_q5_K_q8_K_ref)
 KERN_DEFINE_GEMM(gemm_iq4_xs_q8_K_ref, vec_dot_iq4_xs_q8_K_ref)
+KERN_DEFINE_GEMM(gemm_iq4_nl_q8_0_ref, vec_dot_iq4_nl_q8_0_ref)
+KERN_DEFINE_GEMM(gemm_q5_0_q8_0_ref, vec_dot_q5_0_q8_0_ref)

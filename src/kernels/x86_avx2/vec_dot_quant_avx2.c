@@ -11,7 +11,7 @@
  *
  * q4_0/q8_0 accumulate the scaled block sums in a float vector (fast, but
  * summed in another order than the reference: tested within a budget).
- * q4_K/q5_K/q6_K/iq4_xs form each super-block's integer sum exactly and
+ * q4_K/q5_K/q6_K/iq4_xs (and iq4_nl, q5_0) form each (super-)block's integer sum exactly and
  * then evaluate the reference's float expression in the reference's order,
  * so their results are bit-identical to ref/vec_dot_quant.c.  q5_K's 5-bit
  * values (0..31) are unsigned like q4_K's; iq4_xs's codebook values
@@ -288,6 +288,54 @@ static inline int32_t iq4_xs_block_avx2(const unsigned char *x, const unsigned c
     return hsum8i(acc);
 }
 
+/* iq4_nl: per block the exact integer sum (codebook by vpshufb, the sign
+ * trick), then the reference's float expression in its order, so the result
+ * is the reference's bit for bit. */
+void vec_dot_iq4_nl_q8_0_avx2(int64_t n, float *out, const void *w, const void *a) {
+    const int64_t nb = n / QK8_0;
+    const unsigned char *x = w, *y = a;
+    const __m128i tbl = _mm_loadu_si128((const __m128i *)(const void *)kite_iq4nl_values), m4 = _mm_set1_epi8(0x0F);
+    float sum = 0.0f;
+    for (int64_t b = 0; b < nb; b++, x += sizeof(block_iq4_nl), y += sizeof(block_q8_0)) {
+        const __m128i bits = _mm_loadu_si128((const __m128i *)(const void *)(x + offsetof(block_iq4_nl, qs)));
+        const __m256i v = _mm256_set_m128i(_mm_shuffle_epi8(tbl, _mm_and_si128(_mm_srli_epi16(bits, 4), m4)),
+                                           _mm_shuffle_epi8(tbl, _mm_and_si128(bits, m4)));
+        const __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(v), _mm256_sign_epi8(ld256(y + offsetof(block_q8_0, qs)), v));
+        const int32_t sumi = hsum8i(_mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+        sum += (float)sumi * (ld_half(x + offsetof(block_iq4_nl, d)) * ld_half(y + offsetof(block_q8_0, d)));
+    }
+    *out = sum;
+}
+
+/* Byte e of the result: 0xFF where bit e of x is set, else 0. */
+static inline __m256i bits_to_bytes(uint32_t x) {
+    const __m256i spread = _mm256_shuffle_epi8(
+        _mm256_set1_epi32((int)x), _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
+    const __m256i others = _mm256_set1_epi64x((long long)0x7fbfdfeff7fbfdfeull); /* all bits but bit e % 8 */
+    return _mm256_cmpeq_epi8(_mm256_or_si256(spread, others), _mm256_set1_epi64x(-1));
+}
+
+/* q5_0: per block the exact integer sum (w - 16 by the sign trick), then
+ * the reference's float expression in its order (bit-identical). */
+void vec_dot_q5_0_q8_0_avx2(int64_t n, float *out, const void *w, const void *a) {
+    const int64_t nb = n / QK8_0;
+    const unsigned char *x = w, *y = a;
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    float sum = 0.0f;
+    for (int64_t b = 0; b < nb; b++, x += sizeof(block_q5_0), y += sizeof(block_q8_0)) {
+        const __m128i bits = _mm_loadu_si128((const __m128i *)(const void *)(x + offsetof(block_q5_0, qs)));
+        uint32_t qh;
+        memcpy(&qh, x + offsetof(block_q5_0, qh), 4);
+        const __m256i nib = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(bits, 4), m4), _mm_and_si128(bits, m4));
+        const __m256i u = _mm256_or_si256(nib, _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(0x10)));
+        const __m256i v = _mm256_sub_epi8(u, _mm256_set1_epi8(16));
+        const __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(v), _mm256_sign_epi8(ld256(y + offsetof(block_q8_0, qs)), v));
+        const int32_t sumi = hsum8i(_mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+        sum += (float)sumi * (ld_half(x + offsetof(block_q5_0, d)) * ld_half(y + offsetof(block_q8_0, d)));
+    }
+    *out = sum;
+}
+
 void vec_dot_iq4_xs_q8_K_avx2(int64_t n, float *out, const void *w, const void *a) {
     const int64_t nb = n / QK_K;
     const unsigned char *x = w, *y = a;
@@ -305,6 +353,8 @@ KERN_DEFINE_GEMM(gemm_q4_K_q8_K_avx2, vec_dot_q4_K_q8_K_avx2)
 KERN_DEFINE_GEMM(gemm_q6_K_q8_K_avx2, vec_dot_q6_K_q8_K_avx2)
 KERN_DEFINE_GEMM(gemm_q5_K_q8_K_avx2, vec_dot_q5_K_q8_K_avx2)
 KERN_DEFINE_GEMM(gemm_iq4_xs_q8_K_avx2, vec_dot_iq4_xs_q8_K_avx2)
+KERN_DEFINE_GEMM(gemm_iq4_nl_q8_0_avx2, vec_dot_iq4_nl_q8_0_avx2)
+KERN_DEFINE_GEMM(gemm_q5_0_q8_0_avx2, vec_dot_q5_0_q8_0_avx2)
 #else
 typedef int kite_empty_unit_vec_dot_quant_avx2; /* ISO C wants a declaration */
 #endif
