@@ -108,15 +108,20 @@ void vec_dot_iq4_nl_q8_0_ref(int64_t n, float *out, const void *w, const void *a
     *out = sum;
 }
 
-/* q4_K: x = d*sc_j*q - dmin*m_j per 32-element sub-block j, q in 0..15.
- * sum_i x_i*a_i = dy*(d*sum_j sc_j*sum(q*a8) - dmin*sum_j m_j*sum(a8)). */
-void vec_dot_q4_K_q8_K_ref(int64_t n, float *out, const void *w, const void *a) {
+/* q4_K (q5 = 0): x = d*sc_j*q - dmin*m_j per 32-element sub-block j, q in
+ * 0..15.  sum_i x_i*a_i = dy*(d*sum_j sc_j*sum(q*a8) - dmin*sum_j m_j*sum(a8)).
+ * q5_K (q5 = 1): the same with a fifth bit, q = nibble | bit j of qh[k] << 4
+ * for element k of sub-block j (0..31); d, dmin and the scales sit where
+ * q4_K has them, qh before qs. */
+static void dot_q45_K(int q5, int64_t n, float *out, const void *w, const void *a) {
     const int64_t nb = n / QK_K;
+    const size_t bb = q5 ? sizeof(block_q5_K) : sizeof(block_q4_K);
     const unsigned char *x = w, *y = a;
     float sum = 0.0f;
-    for (int64_t b = 0; b < nb; b++, x += sizeof(block_q4_K), y += sizeof(block_q8_K)) {
+    for (int64_t b = 0; b < nb; b++, x += bb, y += sizeof(block_q8_K)) {
         const uint8_t *scales = x + offsetof(block_q4_K, scales);
-        const uint8_t *qs = x + offsetof(block_q4_K, qs);
+        const uint8_t *qs = x + (q5 ? offsetof(block_q5_K, qs) : offsetof(block_q4_K, qs));
+        const uint8_t *qh = x + offsetof(block_q5_K, qh);
         const int8_t *q8 = (const int8_t *)(y + offsetof(block_q8_K, qs));
         const unsigned char *bsums = y + offsetof(block_q8_K, bsums);
         int32_t isum = 0, msum = 0;
@@ -126,7 +131,8 @@ void vec_dot_q4_K_q8_K_ref(int64_t n, float *out, const void *w, const void *a) 
             const uint8_t *q = qs + 32 * (j / 2);
             const int shift = 4 * (j & 1);
             int32_t s = 0;
-            for (int k = 0; k < 32; k++) s += ((q[k] >> shift) & 0xF) * q8[32 * j + k];
+            for (int k = 0; k < 32; k++)
+                s += (((q[k] >> shift) & 0xF) | (q5 ? ((qh[k] >> j) & 1) << 4 : 0)) * q8[32 * j + k];
             isum += sc * s;
             msum += m * (ld_i16(bsums + 2 * (2 * j)) + ld_i16(bsums + 2 * (2 * j + 1)));
         }
@@ -137,6 +143,15 @@ void vec_dot_q4_K_q8_K_ref(int64_t n, float *out, const void *w, const void *a) 
     }
     *out = sum;
 }
+
+_Static_assert(offsetof(block_q5_K, d) == offsetof(block_q4_K, d) &&
+                   offsetof(block_q5_K, dmin) == offsetof(block_q4_K, dmin) &&
+                   offsetof(block_q5_K, scales) == offsetof(block_q4_K, scales),
+               "q5_K keeps q4_K's header");
+
+void vec_dot_q4_K_q8_K_ref(int64_t n, float *out, const void *w, const void *a) { dot_q45_K(0, n, out, w, a); }
+
+void vec_dot_q5_K_q8_K_ref(int64_t n, float *out, const void *w, const void *a) { dot_q45_K(1, n, out, w, a); }
 
 /* q6_K: x = d*sc_g*(u - 32) per 16-element group g, u in 0..63 from 4 low
  * bits (ql) and 2 high bits (qh), in 128-element halves as ggml lays out. */
@@ -167,36 +182,6 @@ void vec_dot_q6_K_q8_K_ref(int64_t n, float *out, const void *w, const void *a) 
             isum += sc[g] * s;
         }
         sum += ld_half(x + offsetof(block_q6_K, d)) * ld_f32(y + offsetof(block_q8_K, d)) * (float)isum;
-    }
-    *out = sum;
-}
-
-/* q5_K: q4_K with a fifth bit: u = nibble | bit j of qh[k] << 4 for element
- * k of sub-block j, u in 0..31; the same float expression as q4_K. */
-void vec_dot_q5_K_q8_K_ref(int64_t n, float *out, const void *w, const void *a) {
-    const int64_t nb = n / QK_K;
-    const unsigned char *x = w, *y = a;
-    float sum = 0.0f;
-    for (int64_t b = 0; b < nb; b++, x += sizeof(block_q5_K), y += sizeof(block_q8_K)) {
-        const uint8_t *scales = x + offsetof(block_q5_K, scales);
-        const uint8_t *qs = x + offsetof(block_q5_K, qs), *qh = x + offsetof(block_q5_K, qh);
-        const int8_t *q8 = (const int8_t *)(y + offsetof(block_q8_K, qs));
-        const unsigned char *bsums = y + offsetof(block_q8_K, bsums);
-        int32_t isum = 0, msum = 0;
-        for (int j = 0; j < QK_K / 32; j++) {
-            int sc, m;
-            ref_scale_min_k4(j, scales, &sc, &m);
-            const uint8_t *q = qs + 32 * (j / 2);
-            const int shift = 4 * (j & 1);
-            int32_t s = 0;
-            for (int k = 0; k < 32; k++) s += (((q[k] >> shift) & 0xF) | ((qh[k] >> j) & 1) << 4) * q8[32 * j + k];
-            isum += sc * s;
-            msum += m * (ld_i16(bsums + 2 * (2 * j)) + ld_i16(bsums + 2 * (2 * j + 1)));
-        }
-        const float dy = ld_f32(y + offsetof(block_q8_K, d));
-        const float d = ld_half(x + offsetof(block_q5_K, d)) * dy;
-        const float dmin = ld_half(x + offsetof(block_q5_K, dmin)) * dy;
-        sum += d * (float)isum - dmin * (float)msum;
     }
     *out = sum;
 }

@@ -125,19 +125,28 @@ static inline void unpack_k4_scales(const uint8_t *q, uint8_t sc[8], uint8_t m[8
     memcpy(m + 4, &m_hi, 4);
 }
 
-/* Exact integer parts of one q4_K x q8_K super-block: *isum = sum_j sc_j *
- * sum(q*a8), *msum = sum_j m_j * (bsum_2j + bsum_2j+1). */
-static inline void q4_K_block_avx2(const unsigned char *x, const unsigned char *y, int32_t *isum, int32_t *msum) {
+/* Exact integer parts of one q4_K (Q5 = 0) or q5_K (Q5 = 1) x q8_K
+ * super-block: *isum = sum_j sc_j * sum(q*a8), *msum = sum_j m_j *
+ * (bsum_2j + bsum_2j+1); q5_K's q has bit j of qh[k] as bit 4 of element k
+ * of sub-block j.  Q5 is a constant at every call (always inlined). */
+static inline __attribute__((always_inline)) void q45_K_block_avx2(const int Q5, const unsigned char *x,
+                                                                   const unsigned char *y, int32_t *isum,
+                                                                   int32_t *msum) {
     uint8_t sc[8], m[8];
     unpack_k4_scales(x + offsetof(block_q4_K, scales), sc, m);
-    const unsigned char *qs = x + offsetof(block_q4_K, qs);
+    const unsigned char *qs = x + (Q5 ? offsetof(block_q5_K, qs) : offsetof(block_q4_K, qs));
     const unsigned char *q8 = y + offsetof(block_q8_K, qs);
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+    const __m256i hb = Q5 ? ld256(x + offsetof(block_q5_K, qh)) : _mm256_setzero_si256();
     __m256i acc = _mm256_setzero_si256();
     for (int c = 0; c < 4; c++) {
         const __m256i bits = ld256(qs + 32 * c);
-        const __m256i lo = _mm256_and_si256(bits, m4);
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+        __m256i lo = _mm256_and_si256(bits, m4);
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+        if (Q5) {
+            lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * c), one), 4));
+            hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * c + 1), one), 4));
+        }
         __m256i p0 = _mm256_maddubs_epi16(lo, ld256(q8 + 64 * c));
         __m256i p1 = _mm256_maddubs_epi16(hi, ld256(q8 + 64 * c + 32));
         p0 = _mm256_madd_epi16(p0, _mm256_set1_epi16(sc[2 * c]));
@@ -155,13 +164,16 @@ static inline void q4_K_block_avx2(const unsigned char *x, const unsigned char *
     *msum = _mm_cvtsi128_si32(s);
 }
 
-void vec_dot_q4_K_q8_K_avx2(int64_t n, float *out, const void *w, const void *a) {
+/* Both k4-scale types: the reference's float expression per super-block. */
+static inline __attribute__((always_inline)) void dot_q45_K_avx2(const int Q5, int64_t n, float *out, const void *w,
+                                                                 const void *a) {
     const int64_t nb = n / QK_K;
+    const size_t bb = Q5 ? sizeof(block_q5_K) : sizeof(block_q4_K);
     const unsigned char *x = w, *y = a;
     float sum = 0.0f;
-    for (int64_t b = 0; b < nb; b++, x += sizeof(block_q4_K), y += sizeof(block_q8_K)) {
+    for (int64_t b = 0; b < nb; b++, x += bb, y += sizeof(block_q8_K)) {
         int32_t isum, msum;
-        q4_K_block_avx2(x, y, &isum, &msum);
+        q45_K_block_avx2(Q5, x, y, &isum, &msum);
         const float dy = ld_f32s(y + offsetof(block_q8_K, d));
         const float d = ld_half(x + offsetof(block_q4_K, d)) * dy;
         const float dmin = ld_half(x + offsetof(block_q4_K, dmin)) * dy;
@@ -169,6 +181,10 @@ void vec_dot_q4_K_q8_K_avx2(int64_t n, float *out, const void *w, const void *a)
     }
     *out = sum;
 }
+
+void vec_dot_q4_K_q8_K_avx2(int64_t n, float *out, const void *w, const void *a) { dot_q45_K_avx2(0, n, out, w, a); }
+
+void vec_dot_q5_K_q8_K_avx2(int64_t n, float *out, const void *w, const void *a) { dot_q45_K_avx2(1, n, out, w, a); }
 
 /* Exact sum_g sc_g * sum((u-32)*a8) of one q6_K x q8_K super-block. */
 static inline int32_t q6_K_block_avx2(const unsigned char *x, const unsigned char *y) {
@@ -209,53 +225,6 @@ void vec_dot_q6_K_q8_K_avx2(int64_t n, float *out, const void *w, const void *a)
     for (int64_t b = 0; b < nb; b++, x += sizeof(block_q6_K), y += sizeof(block_q8_K)) {
         const int32_t isum = q6_K_block_avx2(x, y);
         sum += ld_half(x + offsetof(block_q6_K, d)) * ld_f32s(y + offsetof(block_q8_K, d)) * (float)isum;
-    }
-    *out = sum;
-}
-
-/* Exact integer parts of one q5_K x q8_K super-block (q4_K's, with bit j
- * of qh[k] as bit 4 of element k of sub-block j). */
-static inline void q5_K_block_avx2(const unsigned char *x, const unsigned char *y, int32_t *isum, int32_t *msum) {
-    uint8_t sc[8], m[8];
-    unpack_k4_scales(x + offsetof(block_q5_K, scales), sc, m);
-    const unsigned char *qs = x + offsetof(block_q5_K, qs);
-    const unsigned char *q8 = y + offsetof(block_q8_K, qs);
-    const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
-    const __m256i hb = ld256(x + offsetof(block_q5_K, qh));
-    __m256i acc = _mm256_setzero_si256();
-    for (int c = 0; c < 4; c++) {
-        const __m256i bits = ld256(qs + 32 * c);
-        const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * c), one), 4);
-        const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * c + 1), one), 4);
-        const __m256i lo = _mm256_or_si256(_mm256_and_si256(bits, m4), h0);
-        const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bits, 4), m4), h1);
-        __m256i p0 = _mm256_maddubs_epi16(lo, ld256(q8 + 64 * c));
-        __m256i p1 = _mm256_maddubs_epi16(hi, ld256(q8 + 64 * c + 32));
-        p0 = _mm256_madd_epi16(p0, _mm256_set1_epi16(sc[2 * c]));
-        p1 = _mm256_madd_epi16(p1, _mm256_set1_epi16(sc[2 * c + 1]));
-        acc = _mm256_add_epi32(acc, _mm256_add_epi32(p0, p1));
-    }
-    *isum = hsum8i(acc);
-    const __m256i bs = ld256(y + offsetof(block_q8_K, bsums));
-    const __m128i pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-    __m128i mm = _mm_loadl_epi64((const __m128i *)(const void *)m);
-    const __m128i prod = _mm_madd_epi16(_mm_cvtepu8_epi16(mm), pairs);
-    __m128i s = _mm_add_epi32(prod, _mm_shuffle_epi32(prod, 0x4e));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-    *msum = _mm_cvtsi128_si32(s);
-}
-
-void vec_dot_q5_K_q8_K_avx2(int64_t n, float *out, const void *w, const void *a) {
-    const int64_t nb = n / QK_K;
-    const unsigned char *x = w, *y = a;
-    float sum = 0.0f;
-    for (int64_t b = 0; b < nb; b++, x += sizeof(block_q5_K), y += sizeof(block_q8_K)) {
-        int32_t isum, msum;
-        q5_K_block_avx2(x, y, &isum, &msum);
-        const float dy = ld_f32s(y + offsetof(block_q8_K, d));
-        const float d = ld_half(x + offsetof(block_q5_K, d)) * dy;
-        const float dmin = ld_half(x + offsetof(block_q5_K, dmin)) * dy;
-        sum += d * (float)isum - dmin * (float)msum;
     }
     *out = sum;
 }

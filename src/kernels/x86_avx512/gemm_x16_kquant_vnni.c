@@ -101,6 +101,15 @@ static ALWAYS_INLINE __m512i bsums_dot(const __m512i w[8], const unsigned char *
     return s;
 }
 
+/* isum[t] = -(bsums_dot(sp, token t's q8_K block) << SHIFT): the offset
+ * term q6_K (32 * csum) and iq4_xs (128 * csum) start their sums with. */
+static ALWAYS_INLINE void offset_start(const __m512i sp[8], const unsigned char *a, size_t as, const int SHIFT,
+                                       __m512i *isum, const int NT) {
+    KITE_PRAGMA(GCC unroll 4)
+    for (int t = 0; t < NT; t++)
+        isum[t] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(bsums_dot(sp, a + (size_t)t * as), SHIFT));
+}
+
 /* Sum over 8 chunks k of dpbusd(w[k], activation dword k at qa), in one or
  * two chains. */
 static ALWAYS_INLINE __m512i sub_sum(const __m512i w[8], const unsigned char *qa, const int chains) {
@@ -200,11 +209,7 @@ static ALWAYS_INLINE void q6_K_block(const unsigned char *g, int64_t b, const un
         for (int k = 0; k < 8; k++)
             sp[k] = _mm512_ternarylogic_epi32(_mm512_slli_epi32(sx16(sc + 32 * k + 16), 16), sx16(sc + 32 * k), lo16,
                                               TL_B_WHERE_C);
-        KITE_PRAGMA(GCC unroll 4)
-        for (int t = 0; t < NT; t++) {
-            const __m512i cs = bsums_dot(sp, a + (size_t)t * as);
-            isum[t] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(cs, 5));
-        }
+        offset_start(sp, a, as, 5, isum, NT);
     }
     KITE_PRAGMA(GCC unroll 4)
     for (int s = 0; s < 4; s++) {
@@ -279,11 +284,7 @@ static ALWAYS_INLINE void iq4_xs_block(const unsigned char *x, const unsigned ch
         __m512i sp[8];
         KITE_PRAGMA(GCC unroll 8)
         for (int j = 0; j < 8; j++) sp[j] = _mm512_ternarylogic_epi32(_mm512_slli_epi32(ls[j], 16), ls[j], lo16, TL_B_WHERE_C);
-        KITE_PRAGMA(GCC unroll 4)
-        for (int t = 0; t < NT; t++) {
-            const __m512i cs = bsums_dot(sp, a + (size_t)t * as);
-            isum[t] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(cs, 7));
-        }
+        offset_start(sp, a, as, 7, isum, NT);
     }
     KITE_PRAGMA(GCC unroll 8)
     for (int j = 0; j < 8; j++) {
