@@ -22,7 +22,8 @@
 #     baseline: KITE_BASE=/path/to/kite (skipped, and said so, without it).
 # Kernel-level bit-identity (SIMD == scalar twin at every token count,
 # decode == batch) is make test's (test_x16.c, test_registry.c).
-# Prints "N passed, N failed" like the e2e tests.  A few minutes.
+# ISSUE30_TYPES picks the types (default: all five).  Prints "N passed, N
+# failed" like the e2e tests.  A few minutes (a synth and 4-5 runs per type).
 set -u
 build=${1:-build}
 here=$(pwd)
@@ -63,7 +64,7 @@ run() { # KITE MODEL OUT [ENV...]
         { cat "$T/err" >&2; return 1; }
 }
 
-for ty in q5_k_m q5_k iq4_xs iq4_nl q5_0; do
+for ty in ${ISSUE30_TYPES:-q5_k_m q5_k iq4_xs iq4_nl q5_0}; do
     m=$T/$ty.gguf
     "$KITE" synth --shape tinyllama-1.1b --layers 1 --type "$ty" --seed 3 -o "$m" >/dev/null 2>"$T/err" ||
         { bad "$ty: synth"; cat "$T/err"; continue; }
