@@ -35,7 +35,8 @@ static bool parse_range(const char *s, const char *key, int64_t *lo, int64_t *hi
 }
 
 static bool is_int_kernel(uint32_t t) {
-    return t == KITE_DTYPE_Q4_0 || t == KITE_DTYPE_Q8_0 || t == KITE_DTYPE_Q4_K || t == KITE_DTYPE_Q6_K;
+    return t == KITE_DTYPE_Q4_0 || t == KITE_DTYPE_Q8_0 || t == KITE_DTYPE_Q4_K || t == KITE_DTYPE_Q5_K ||
+           t == KITE_DTYPE_Q6_K || t == KITE_DTYPE_IQ4_XS;
 }
 
 /* int8 for the types kite runs on int8 dot kernels, bf16 for 16-bit weights

@@ -32,8 +32,8 @@ static const cli_opt synth_opts_table[] = {
      CLI_AT(synth_opts, shape)},
     {.names = "--type", .arg = "TYPE",
      .help = "matrix type: any type kite can quantize to (f32, f16, bf16, and the\n"
-             "block formats once they have a reference quantizer), or q4_k_m\n"
-             "(llama.cpp's Q4_K_M mix of q4_K and q6_K); norm vectors stay f32;\n"
+             "block formats once they have a reference quantizer), q4_k_m or\n"
+             "q5_k_m (llama.cpp's Q4_K_M / Q5_K_M mixes with q6_K); norm vectors stay f32;\n"
              "rows the type's block does not fit get kite quantize's fallback\n"
              "type (q4_k->q5_0, q6_k->q8_0, ..., else f16), listed on stderr",
      .kind = CLI_STR, CLI_AT(synth_opts, type)},
@@ -88,6 +88,9 @@ int cmd_synth(int argc, char **argv) {
     if (!strcmp(type, "q4_k_m") || !strcmp(type, "Q4_K_M")) {
         p.mix = SYNTH_MIX_Q4_K_M;
         p.type = KITE_DTYPE_Q4_K;
+    } else if (!strcmp(type, "q5_k_m") || !strcmp(type, "Q5_K_M")) {
+        p.mix = SYNTH_MIX_Q5_K_M;
+        p.type = KITE_DTYPE_Q5_K;
     } else {
         int t = dtype_from_name(type);
         if (t < 0) return cli_usage_error(CMD, "--type: unknown type '%s'", type);
@@ -115,7 +118,7 @@ int cmd_synth(int argc, char **argv) {
         return 1;
     }
     printf("%s: shape %s, %d layers, type %s, seed %" PRIu64 ", %.1f MB of tensor data, %.1f s\n", out, s->name,
-           p.shape.n_layer, p.mix == SYNTH_MIX_Q4_K_M ? "q4_k_m" : dtype_name(p.type), seed,
+           p.shape.n_layer, p.mix == SYNTH_MIX_Q4_K_M ? "q4_k_m" : p.mix == SYNTH_MIX_Q5_K_M ? "q5_k_m" : dtype_name(p.type), seed,
            (double)synth_data_bytes(&p) / 1e6, time_now_s() - t0);
     return 0;
 }

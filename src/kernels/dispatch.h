@@ -58,8 +58,9 @@
  *
  *   Pairings (act_type): f32/f16/bf16 -> f32 (f16/bf16 rows are widened
  *   exactly, so the only rounding is the float dot's), except bf16 -> bf16
- *   at avx512bf16 (activations rounded to 8 significant bits); q4_0, q8_0 -> q8_0;
- *   q4_K, q6_K -> q8_K (as in ggml).  See docs/kernels.md for accuracy.
+ *   at avx512bf16 (activations rounded to 8 significant bits); q4_0, q5_0,
+ *   q8_0, iq4_nl -> q8_0; q4_K, q5_K, q6_K, iq4_xs -> q8_K (as in ggml).
+ *   See docs/kernels.md for accuracy.
  *
  *   Options (kern_opt, below) never change the table: where a kernel depends
  *   on one, the table holds both variants (x32 and x32_bf16_fma,

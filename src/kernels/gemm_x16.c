@@ -13,8 +13,12 @@
 #include "tensor/blocks.h"
 #include "tensor/dtype.h"
 
+_Static_assert(sizeof(block_iq4_nl) == sizeof(block_q4_0) && offsetof(block_iq4_nl, qs) == offsetof(block_q4_0, qs),
+               "iq4_nl blocks take q4_0's group layout (gemm_x16.h)");
+
 bool kern_x16_type(uint32_t type) {
-    return type == KITE_DTYPE_Q4_0 || type == KITE_DTYPE_Q8_0 || type == KITE_DTYPE_Q4_K || type == KITE_DTYPE_Q6_K;
+    return type == KITE_DTYPE_Q4_0 || type == KITE_DTYPE_Q5_0 || type == KITE_DTYPE_Q8_0 || type == KITE_DTYPE_IQ4_NL || type == KITE_DTYPE_Q4_K ||
+           type == KITE_DTYPE_Q5_K || type == KITE_DTYPE_Q6_K || type == KITE_DTYPE_IQ4_XS;
 }
 
 int64_t kern_x16_rows(const weight *w) {
@@ -22,7 +26,7 @@ int64_t kern_x16_rows(const weight *w) {
 }
 
 int32_t kern_x16_offset(uint32_t type) {
-    return type == KITE_DTYPE_Q4_0 ? 8 : type == KITE_DTYPE_Q8_0 ? 128 : 0;
+    return type == KITE_DTYPE_Q4_0 ? 8 : type == KITE_DTYPE_Q5_0 ? 16 : type == KITE_DTYPE_Q8_0 || type == KITE_DTYPE_IQ4_NL ? 128 : 0;
 }
 
 /* Plain block size of a type with the layout; a switch rather than
@@ -30,17 +34,23 @@ int32_t kern_x16_offset(uint32_t type) {
 static size_t block_bytes(uint32_t type) {
     switch (type) {
     case KITE_DTYPE_Q4_0: return sizeof(block_q4_0);
+    case KITE_DTYPE_IQ4_NL: return sizeof(block_iq4_nl);
+    case KITE_DTYPE_Q5_0: return sizeof(block_q5_0);
     case KITE_DTYPE_Q8_0: return sizeof(block_q8_0);
     case KITE_DTYPE_Q4_K: return sizeof(block_q4_K);
+    case KITE_DTYPE_Q5_K: return sizeof(block_q5_K);
+    case KITE_DTYPE_IQ4_XS: return sizeof(block_iq4_xs);
     default: return sizeof(block_q6_K);
     }
 }
 
 int64_t kern_x16_panel_blocks(uint32_t type) {
     switch (type) {
-    case KITE_DTYPE_Q4_0: return 64; /* 18 KiB per group-panel */
+    case KITE_DTYPE_Q4_0:
+    case KITE_DTYPE_IQ4_NL: return 64; /* 18 KiB per group-panel */
+    case KITE_DTYPE_Q5_0: return 64;   /* 22 KiB */
     case KITE_DTYPE_Q8_0: return 32; /* 17 KiB */
-    default: return 8;               /* q4_K 18 KiB, q6_K 26 KiB */
+    default: return 8;               /* q4_K 18 KiB, q5_K 22 KiB, q6_K 26 KiB, iq4_xs 17 KiB */
     }
 }
 
@@ -50,8 +60,26 @@ size_t kern_x16_panel_offset(uint32_t type, int64_t nb, int64_t n_groups, int64_
     return ((size_t)n_groups * (size_t)b0 + (size_t)g * (size_t)nbp) * gbb;
 }
 
+/* Element of bit m of byte k in the transposed q5_0 qh (gemm_x16.h). */
+static int q5_0_elem(int k, int m) { return m < 4 ? 4 * m + k : 16 + 4 * (m - 4) + k; }
+
+uint32_t kern_x16_q5_0_qh(uint32_t qh) {
+    uint32_t t = 0;
+    for (int k = 0; k < 4; k++)
+        for (int m = 0; m < 8; m++) t |= ((qh >> q5_0_elem(k, m)) & 1u) << (8 * k + m);
+    return t;
+}
+
+uint32_t kern_x16_q5_0_qh_inverse(uint32_t t) {
+    uint32_t qh = 0;
+    for (int k = 0; k < 4; k++)
+        for (int m = 0; m < 8; m++) qh |= ((t >> (8 * k + m)) & 1u) << q5_0_elem(k, m);
+    return qh;
+}
+
 /* Block b of row i (plain bytes at blk) into the group at g: the scale, then
- * the quants as 4-byte words (q8_0: sign bits flipped, w + 128). */
+ * the quants as 4-byte words (q8_0: sign bits flipped, w + 128; q5_0: its
+ * transposed qh first). */
 static void put_block(uint32_t type, unsigned char *g, int64_t nb, int64_t b, int i, const unsigned char *blk) {
     if (kern_x16_block_elems(type) == QK_K) {
         kern_x16k_put_block(type, g, b, i, blk);
@@ -61,8 +89,17 @@ static void put_block(uint32_t type, unsigned char *g, int64_t nb, int64_t b, in
     memcpy(g + kern_x16_scale_offset(qb, nb, b) + 2 * (size_t)i, blk, 2); /* the f16 d comes first in both blocks */
     unsigned char *q = g + kern_x16_quant_offset(qb, nb, b) + 4 * (size_t)i;
     const unsigned char *qs = blk + 2;
-    const int chunks = type == KITE_DTYPE_Q4_0 ? 4 : 8;
-    const uint32_t flip = type == KITE_DTYPE_Q4_0 ? 0 : 0x80808080u;
+    if (type == KITE_DTYPE_Q5_0) {
+        uint32_t qh;
+        memcpy(&qh, blk + offsetof(block_q5_0, qh), 4);
+        qh = kern_x16_q5_0_qh(qh);
+        memcpy(q, &qh, 4);
+        q += 64;
+        qs = blk + offsetof(block_q5_0, qs);
+    }
+    const bool q4 = qb != 512; /* q4_0, q5_0, iq4_nl: nibbles as they are */
+    const int chunks = q4 ? 4 : 8;
+    const uint32_t flip = q4 ? 0 : 0x80808080u;
     for (int j = 0; j < chunks; j++) {
         uint32_t v;
         memcpy(&v, qs + 4 * j, 4);
@@ -82,11 +119,20 @@ void kern_x16_get_block(uint32_t type, const void *grp, int64_t nb, int64_t b, i
     memcpy(blk, g + kern_x16_scale_offset(qb, nb, b) + 2 * (size_t)i, 2);
     const unsigned char *q = g + kern_x16_quant_offset(qb, nb, b);
     unsigned char *qs = blk + 2;
-    const int chunks = type == KITE_DTYPE_Q4_0 ? 4 : 8;
+    if (type == KITE_DTYPE_Q5_0) {
+        uint32_t t;
+        memcpy(&t, q + 4 * (size_t)i, 4);
+        t = kern_x16_q5_0_qh_inverse(t);
+        memcpy(blk + offsetof(block_q5_0, qh), &t, 4);
+        q += 64;
+        qs = blk + offsetof(block_q5_0, qs);
+    }
+    const bool q4 = qb != 512;
+    const int chunks = q4 ? 4 : 8;
     for (int j = 0; j < chunks; j++)
         for (int k = 0; k < 4; k++) {
             const unsigned char v = q[64 * j + 4 * i + k];
-            qs[4 * j + k] = type == KITE_DTYPE_Q4_0 ? v : (unsigned char)(v ^ 0x80);
+            qs[4 * j + k] = q4 ? v : (unsigned char)(v ^ 0x80);
         }
 }
 

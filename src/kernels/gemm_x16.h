@@ -1,5 +1,5 @@
 /*
- * gemm_x16.h - q4_0 / q8_0 / q4_K / q6_K weights repacked at load time into
+ * gemm_x16.h - q4_0 / q8_0 / q4_K / q5_K / q6_K / iq4_xs weights repacked at load time into
  * groups of 16 interleaved rows, and the matmul kernels for that layout.
  *
  * WHY
@@ -36,7 +36,15 @@
  *            byte 4i, the block's qs[4j..4j+3] (low nibbles: elements
  *            4j..4j+3, high nibbles: 16+4j..16+4j+3);
  *       q8_0 (QB = 512): 8 chunks j; chunk j holds row i's qs[4j..4j+3] with
- *            the sign bit flipped (w + 128, unsigned) at byte 4i.
+ *            the sign bit flipped (w + 128, unsigned) at byte 4i;
+ *       q5_0 (QB = 320): 64 bytes of fifth bits, then q4_0's 4 chunks of
+ *            nibbles; row i's 4 bytes at byte 4i of the first 64 hold its
+ *            qh transposed: bit m of byte k is the fifth bit of element
+ *            4m + k (m < 4: chunk m's low nibbles) or 16 + 4(m - 4) + k
+ *            (m >= 4: chunk m - 4's high nibbles) (kern_x16_q5_0_qh);
+ *       iq4_nl (QB = 256): q4_0's chunks (the blocks have q4_0's bytes: d,
+ *            then the nibbles in q4_0's element order), each nibble q
+ *            standing for u = kite_iq4nl_values[q] + 128.
  *   and the blocks go in pairs, one after the other:
  *     [scales b][scales b+1][quants b][quants b+1]   (b even)
  *   with an odd last block as [scales][quants] (kern_x16_scale_offset,
@@ -46,8 +54,9 @@
  *   the same bytes went from 21 to 34 GB/s, and the q4_0 decode kernel from
  *   19 to 27 GB/s (BENCHMARKS.md); and a pair is whole cache lines
  *   (576 / 1088 bytes), so the 64-byte quant chunks stay line-aligned.
- *   Both types become unsigned weights u = w + off (off = 8 for q4_0, 128
- *   for q8_0) times signed q8_0 activations, the vpdpbusd operand order.
+ *   The types become unsigned weights u = w + off (off = 8 for q4_0, 16
+ *   for q5_0, 128 for q8_0 and iq4_nl) times signed q8_0 activations, the
+ *   vpdpbusd operand order.
  *
  *   q4_K (256-element super-blocks, q8_K activations) has its own block
  *   format, X16K_BLOCK_BYTES = 16 * 144 bytes per group block b, the blocks
@@ -130,6 +139,17 @@
 #define X16K_QS 256
 #define X16K_BLOCK_BYTES (X16K_QS + 32 * 64) /* = 16 plain q4_K blocks */
 
+/* q5_K group block: q4_K's parts, then the fifth bits (LAYOUT above) */
+#define X16Q5_QH X16K_BLOCK_BYTES
+#define X16Q5_BLOCK_BYTES (X16Q5_QH + 8 * 64) /* = 16 plain q5_K blocks */
+
+/* iq4_xs group block (LAYOUT above) */
+#define X16I4_D 0
+#define X16I4_SL 32
+#define X16I4_SH 96
+#define X16I4_QS 128
+#define X16I4_BLOCK_BYTES (X16I4_QS + 32 * 64) /* = 16 plain iq4_xs blocks */
+
 /* q6_K group block: its size and the offsets of its parts (LAYOUT above) */
 #define X16Q6_BLOCK_BYTES (16 * 210)
 enum { X16Q6_SC, X16Q6_QS, X16Q6_D };
@@ -138,13 +158,25 @@ static inline size_t kern_x16q6_offset(int64_t b, int part) {
     return (size_t)b * X16Q6_BLOCK_BYTES + (b & 1 ? odd : even)[part];
 }
 
-/* Elements per block of a type with the layout: 256 for q4_K/q6_K, else 32. */
+/* Elements per block of a type with the layout: 256 for the k-quants and
+ * iq4_xs (q8_K activations), else 32. */
 static inline int64_t kern_x16_block_elems(uint32_t type) {
-    return type == KITE_DTYPE_Q4_K || type == KITE_DTYPE_Q6_K ? 256 : 32;
+    return type == KITE_DTYPE_Q4_K || type == KITE_DTYPE_Q5_K || type == KITE_DTYPE_Q6_K || type == KITE_DTYPE_IQ4_XS
+               ? 256
+               : 32;
 }
 
-/* Quant bytes of one block in a group (QB): 256 for q4_0, 512 for q8_0. */
-static inline size_t kern_x16_quant_bytes(uint32_t type) { return type == KITE_DTYPE_Q4_0 ? 256 : 512; }
+/* Quant bytes of one block in a group (QB): 256 for q4_0 and iq4_nl, 320 for
+ * q5_0, 512 for q8_0. */
+static inline size_t kern_x16_quant_bytes(uint32_t type) {
+    return type == KITE_DTYPE_Q4_0 || type == KITE_DTYPE_IQ4_NL ? 256 : type == KITE_DTYPE_Q5_0 ? 320 : 512;
+}
+
+/* q5_0's qh (bit e: element e's fifth bit) transposed as the layout stores
+ * it (bit m of byte k: element 4m + k for m < 4, 16 + 4(m - 4) + k else),
+ * and back. */
+uint32_t kern_x16_q5_0_qh(uint32_t qh);
+uint32_t kern_x16_q5_0_qh_inverse(uint32_t t);
 
 /* Byte offsets of block b's scales and quants inside a group of nb blocks
  * with qb quant bytes per block (the pair order above). */
@@ -157,7 +189,7 @@ static inline size_t kern_x16_quant_offset(size_t qb, int64_t nb, int64_t b) {
     return (b | 1) < nb ? pair + 2 * X16_SCALE_BYTES + (size_t)(b & 1) * qb : pair + X16_SCALE_BYTES;
 }
 
-/* True for weight types that have the layout (q4_0, q8_0, q4_K, q6_K). */
+/* True for weight types that have the layout (q4_0, q5_0, q8_0, iq4_nl, q4_K, q5_K, q6_K, iq4_xs). */
 bool kern_x16_type(uint32_t type);
 /* Whether load-time repacking pays at a level (the registry's repack flag:
  * set where the VNNI kernel exists; lower levels would only run the scalar
@@ -166,10 +198,10 @@ bool kern_x16_pays(kern_level level);
 /* Rows of w held in interleaved groups: ne[1] rounded down to 16 for an
  * X16 weight, 0 for a plain one. */
 int64_t kern_x16_rows(const weight *w);
-/* Activation offset of a type: 8 (q4_0) or 128 (q8_0); 0 for q4_K, q6_K. */
+/* Activation offset of a type: 8 (q4_0), 16 (q5_0) or 128 (q8_0, iq4_nl); 0 for the q8_K types. */
 int32_t kern_x16_offset(uint32_t type);
 
-/* Blocks per panel: 64 (q4_0), 32 (q8_0), 8 (q4_K, q6_K). */
+/* Blocks per panel: 64 (q4_0, q5_0, iq4_nl), 32 (q8_0), 8 (the q8_K types). */
 int64_t kern_x16_panel_blocks(uint32_t type);
 /* Byte offset, from the start of the view, of group g's panel that starts
  * at block b0 (a multiple of the panel width), in a matrix of n_groups
@@ -223,5 +255,13 @@ KERN_GEMM_X16_DECL(gemm_x16_q4_K_ref);
 KERN_GEMM_X16_DECL(gemm_x16_q4_K_vnni);
 KERN_GEMM_X16_DECL(gemm_x16_q6_K_ref);
 KERN_GEMM_X16_DECL(gemm_x16_q6_K_vnni);
+KERN_GEMM_X16_DECL(gemm_x16_q5_0_ref);
+KERN_GEMM_X16_DECL(gemm_x16_q5_0_vnni);
+KERN_GEMM_X16_DECL(gemm_x16_iq4_nl_ref);
+KERN_GEMM_X16_DECL(gemm_x16_iq4_nl_vnni);
+KERN_GEMM_X16_DECL(gemm_x16_q5_K_ref);
+KERN_GEMM_X16_DECL(gemm_x16_q5_K_vnni);
+KERN_GEMM_X16_DECL(gemm_x16_iq4_xs_ref);
+KERN_GEMM_X16_DECL(gemm_x16_iq4_xs_vnni);
 
 #endif

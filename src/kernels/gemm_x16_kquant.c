@@ -1,5 +1,5 @@
 /*
- * gemm_x16_kquant.c - the q4_K and q6_K group block formats of the 16-row
+ * gemm_x16_kquant.c - the q4_K, q5_K, q6_K and iq4_xs group block formats of the 16-row
  * interleaved layout (gemm_x16.h): one row's plain block into a group
  * block and back.  Both directions keep every bit, so unpacking gives back
  * the file's bytes (tests/unit/test_x16.c).
@@ -50,6 +50,37 @@ static void get_q4_K(const unsigned char *g, int64_t b, int i, unsigned char *bl
     for (int c = 0; c < 32; c++) memcpy(qs + 4 * c, x + X16K_QS + 64 * c + 4 * i, 4);
 }
 
+/* q5_K: q4_K's parts (the two blocks share the layout of d, dmin, scales
+ * and qs up to the qh that q5_K inserts before qs), then qh in 4-byte words. */
+static void put_q5_K(unsigned char *g, int64_t b, int i, const unsigned char *blk) {
+    unsigned char q4[sizeof(block_q4_K)];
+    memcpy(q4, blk, offsetof(block_q4_K, qs));
+    memcpy(q4 + offsetof(block_q4_K, qs), blk + offsetof(block_q5_K, qs), QK_K / 2);
+    unsigned char *x = (unsigned char *)g + (size_t)b * X16Q5_BLOCK_BYTES;
+    put_q4_K(x, 0, i, q4);
+    for (int k = 0; k < 8; k++) memcpy(x + X16Q5_QH + 64 * k + 4 * i, blk + offsetof(block_q5_K, qh) + 4 * k, 4);
+}
+
+static void get_q5_K(const unsigned char *g, int64_t b, int i, unsigned char *blk) {
+    const unsigned char *x = g + (size_t)b * X16Q5_BLOCK_BYTES;
+    unsigned char q4[sizeof(block_q4_K)];
+    get_q4_K(x, 0, i, q4);
+    memcpy(blk, q4, offsetof(block_q4_K, qs));
+    memcpy(blk + offsetof(block_q5_K, qs), q4 + offsetof(block_q4_K, qs), QK_K / 2);
+    for (int k = 0; k < 8; k++) memcpy(blk + offsetof(block_q5_K, qh) + 4 * k, x + X16Q5_QH + 64 * k + 4 * i, 4);
+}
+
+/* iq4_xs, both directions (as move_q6_K below). */
+static void move_iq4_xs(unsigned char *g, int64_t b, int i, unsigned char *blk, bool to_group) {
+    unsigned char *x = g + (size_t)b * X16I4_BLOCK_BYTES;
+#define MOVE(GRP, PLAIN, N) (to_group ? memcpy(GRP, PLAIN, N) : memcpy(PLAIN, GRP, N))
+    MOVE(x + X16I4_D + 2 * i, blk + offsetof(block_iq4_xs, d), 2);
+    MOVE(x + X16I4_SH + 2 * i, blk + offsetof(block_iq4_xs, scales_h), 2);
+    for (int p = 0; p < 4; p++) MOVE(x + X16I4_SL + 16 * p + i, blk + offsetof(block_iq4_xs, scales_l) + p, 1);
+    for (int c = 0; c < 32; c++) MOVE(x + X16I4_QS + 64 * c + 4 * i, blk + offsetof(block_iq4_xs, qs) + 4 * c, 4);
+#undef MOVE
+}
+
 /* q6_K step s = 2h + kk, chunk k' (0..3) of part A, H or B (0, 1, 2): the
  * plain offset of its 4 bytes (ql for A and B, qh for H) in a row's block. */
 static size_t q6_src(int s, int part, int kq) {
@@ -78,19 +109,19 @@ static void move_q6_K(unsigned char *g, int64_t b, int i, unsigned char *blk, bo
 }
 
 void kern_x16k_put_block(uint32_t type, void *grp, int64_t b, int i, const void *blk) {
-    if (type == KITE_DTYPE_Q4_K) {
-        put_q4_K(grp, b, i, blk);
-        return;
+    switch (type) {
+    case KITE_DTYPE_Q4_K: put_q4_K(grp, b, i, blk); return;
+    case KITE_DTYPE_Q5_K: put_q5_K(grp, b, i, blk); return;
+    case KITE_DTYPE_IQ4_XS: move_iq4_xs(grp, b, i, (unsigned char *)(uintptr_t)blk, true); return;
+    default: KITE_ASSERT(type == KITE_DTYPE_Q6_K); move_q6_K(grp, b, i, (unsigned char *)(uintptr_t)blk, true);
     }
-    KITE_ASSERT(type == KITE_DTYPE_Q6_K);
-    move_q6_K(grp, b, i, (unsigned char *)(uintptr_t)blk, true);
 }
 
 void kern_x16k_get_block(uint32_t type, const void *grp, int64_t b, int i, void *blk) {
-    if (type == KITE_DTYPE_Q4_K) {
-        get_q4_K(grp, b, i, blk);
-        return;
+    switch (type) {
+    case KITE_DTYPE_Q4_K: get_q4_K(grp, b, i, blk); return;
+    case KITE_DTYPE_Q5_K: get_q5_K(grp, b, i, blk); return;
+    case KITE_DTYPE_IQ4_XS: move_iq4_xs((unsigned char *)(uintptr_t)grp, b, i, blk, false); return;
+    default: KITE_ASSERT(type == KITE_DTYPE_Q6_K); move_q6_K((unsigned char *)(uintptr_t)grp, b, i, blk, false);
     }
-    KITE_ASSERT(type == KITE_DTYPE_Q6_K);
-    move_q6_K((unsigned char *)(uintptr_t)grp, b, i, blk, false);
 }

@@ -135,7 +135,7 @@ struct kite_model {
     double repack_ms;
 };
 
-/* Repacks the model's q4_0/q8_0/q4_K/q6_K matrices into the interleaved layout of
+/* Repacks the model's x16-type matrices (kern_x16_type) into the interleaved layout of
  * kernels/gemm_x16.h and its f16 and bf16 matrices into that of kernels/gemm_x32.h,
  * in place, when the active kernel level gains from it (repack.c; the loader
  * skips it for kite_model_params.no_repack).  The file image must be private,

@@ -1,8 +1,8 @@
 /*
  * repack.c - load-time repacking of a model's matrices into the kernels'
- * interleaved layouts, in place in the heap file image: q4_0, q8_0, q4_K and
- * q6_K into 16-row groups (kernels/gemm_x16.h), f16 and bf16 into 32-row groups
- * (kernels/gemm_x32.h).
+ * interleaved layouts, in place in the heap file image: q4_0, q5_0, q8_0,
+ * iq4_nl, q4_K, q5_K, q6_K and iq4_xs (kern_x16_type) into 16-row groups
+ * (kernels/gemm_x16.h), f16 and bf16 into 32-row groups (kernels/gemm_x32.h).
  *
  * Which weights: every matrix kern_matmul multiplies (attention, FFN, MoE
  * experts one expert at a time, the classifier) of a type with a layout,

@@ -207,10 +207,10 @@ static bool more_bits(int layer, int n_layer) {
 
 /* Type of a matrix of a role (model/arch.h) under the parameters' mix. */
 static uint32_t matrix_type(const synth_params *p, int role, int layer) {
-    if (p->mix != SYNTH_MIX_Q4_K_M) return p->type;
+    if (p->mix != SYNTH_MIX_Q4_K_M && p->mix != SYNTH_MIX_Q5_K_M) return p->type;
     if (role == TR_OUTPUT) return KITE_DTYPE_Q6_K;
     if ((role == TR_ATTN_V || role == TR_FFN_DOWN) && more_bits(layer, p->shape.n_layer)) return KITE_DTYPE_Q6_K;
-    return KITE_DTYPE_Q4_K;
+    return p->mix == SYNTH_MIX_Q5_K_M ? KITE_DTYPE_Q5_K : KITE_DTYPE_Q4_K;
 }
 
 /* Table row of the shape's architecture (an unknown one, refused by
@@ -481,6 +481,7 @@ static int vocab_build(int32_t n, const char *arch, synth_vocab *v) {
 /* llama.cpp's general.file_type for the matrix type (informational). */
 static uint32_t file_type(const synth_params *p) {
     if (p->mix == SYNTH_MIX_Q4_K_M) return 15;
+    if (p->mix == SYNTH_MIX_Q5_K_M) return 17;
     switch (p->type) {
     case KITE_DTYPE_F32: return 0;
     case KITE_DTYPE_F16: return 1;
@@ -495,6 +496,7 @@ static uint32_t file_type(const synth_params *p) {
     case KITE_DTYPE_Q5_K: return 16;
     case KITE_DTYPE_Q6_K: return 18;
     case KITE_DTYPE_IQ4_NL: return 25;
+    case KITE_DTYPE_IQ4_XS: return 30;
     case KITE_DTYPE_BF16: return 32;
     default: return 0;
     }

@@ -91,9 +91,10 @@ const char *synth_shape_list(void);
 /* Weight mixes beyond a single type (optional, like llama.cpp's _M files). */
 enum synth_mix {
     SYNTH_MIX_PURE = 0, /* every matrix has `type` */
-    SYNTH_MIX_Q4_K_M    /* q4_K, with q6_K for output, and for attn_v/ffn_down of
+    SYNTH_MIX_Q4_K_M,   /* q4_K, with q6_K for output, and for attn_v/ffn_down of
                            the first and last eighth of the layers and every
                            third layer between (llama.cpp's Q4_K_M rule) */
+    SYNTH_MIX_Q5_K_M    /* q5_K, with q6_K where Q4_K_M has it (llama.cpp's Q5_K_M) */
 };
 
 typedef struct synth_params {

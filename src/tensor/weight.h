@@ -23,7 +23,7 @@ typedef struct weight {
 
 enum {
     WEIGHT_LAYOUT_PLAIN = 0, /* rows one after another, as in GGUF */
-    WEIGHT_LAYOUT_X16 = 1,   /* q4_0/q8_0/q4_K/q6_K rows interleaved in groups of 16 (kernels/gemm_x16.h) */
+    WEIGHT_LAYOUT_X16 = 1,   /* rows of a kern_x16_type interleaved in groups of 16 (kernels/gemm_x16.h) */
     WEIGHT_LAYOUT_X32 = 2    /* f16/bf16 rows interleaved in groups of 32 (kernels/gemm_x32.h) */
 };
 

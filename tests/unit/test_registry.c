@@ -61,12 +61,15 @@ static bool is_one_of(uint32_t t, const uint32_t *list, int n) {
 /* The documented fallbacks: why entry (level, type, slot) is NULL, or NULL
  * where it must be filled. */
 static const char *expected_null(kern_level l, uint32_t t, int slot) {
-    static const uint32_t dot_types[] = {KITE_DTYPE_F32,  KITE_DTYPE_F16,  KITE_DTYPE_BF16, KITE_DTYPE_Q4_0,
-                                         KITE_DTYPE_Q8_0, KITE_DTYPE_Q4_K, KITE_DTYPE_Q6_K, KITE_DTYPE_W8A8,
-                                         KITE_DTYPE_LLM_INT8};
+    static const uint32_t dot_types[] = {KITE_DTYPE_F32,  KITE_DTYPE_F16,  KITE_DTYPE_BF16,     KITE_DTYPE_Q4_0,
+                                         KITE_DTYPE_Q8_0, KITE_DTYPE_Q4_K, KITE_DTYPE_Q6_K,     KITE_DTYPE_W8A8,
+                                         KITE_DTYPE_LLM_INT8, KITE_DTYPE_Q5_K, KITE_DTYPE_IQ4_XS, KITE_DTYPE_IQ4_NL,
+                                         KITE_DTYPE_Q5_0};
     static const uint32_t float_types[] = {KITE_DTYPE_F32, KITE_DTYPE_F16, KITE_DTYPE_BF16};
     static const uint32_t vnni_tiled[] = {KITE_DTYPE_Q4_0, KITE_DTYPE_Q8_0};
-    static const uint32_t x16_types[] = {KITE_DTYPE_Q4_0, KITE_DTYPE_Q8_0, KITE_DTYPE_Q4_K, KITE_DTYPE_Q6_K};
+    static const uint32_t x16_types[] = {KITE_DTYPE_Q4_0, KITE_DTYPE_Q8_0, KITE_DTYPE_Q4_K,
+                                         KITE_DTYPE_Q6_K, KITE_DTYPE_Q5_K, KITE_DTYPE_IQ4_XS, KITE_DTYPE_IQ4_NL,
+                                         KITE_DTYPE_Q5_0};
     const bool x86 =
 #if defined(__x86_64__) || defined(__i386__)
         true;
@@ -75,13 +78,13 @@ static const char *expected_null(kern_level l, uint32_t t, int slot) {
 #endif
     switch (slot) {
     case SLOT_DOT:
-        return is_one_of(t, dot_types, 9) ? NULL : "no dot kernel: kern_matmul's generic path (to_float, f32 dot)";
+        return is_one_of(t, dot_types, 13) ? NULL : "no dot kernel: kern_matmul's generic path (to_float, f32 dot)";
     case SLOT_TILED:
         if (l == KERN_LEVEL_SCALAR || !x86) return "scalar: the flat GEMM (gemm_tiled_*_ref specify the tiled ones)";
         if (is_one_of(t, float_types, 3)) return NULL;
         if (l >= KERN_LEVEL_AVX512VNNI && is_one_of(t, vnni_tiled, 2)) return NULL;
         return "no tiled kernel at this level: the flat GEMM";
-    case SLOT_X16: return is_one_of(t, x16_types, 4) ? NULL : "no 16-row layout for this type";
+    case SLOT_X16: return is_one_of(t, x16_types, 8) ? NULL : "no 16-row layout for this type";
     case SLOT_X32: return t == KITE_DTYPE_F16 || t == KITE_DTYPE_BF16 ? NULL : "no 32-row layout for this type";
     case SLOT_X32_BF16_FMA:
         return x86 && l == KERN_LEVEL_AVX512BF16 && t == KITE_DTYPE_BF16

@@ -1,5 +1,5 @@
 /*
- * test_x16.c - the 16-row interleaved q4_0 / q8_0 / q4_K layout
+ * test_x16.c - the 16-row interleaved q4_0 / q5_0 / q8_0 / iq4_nl / q4_K / q5_K / q6_K / iq4_xs layout
  * (kernels/gemm_x16.h) and its load-time use (model/repack.c).
  *
  *   - repacking and unpacking give back the plain bytes; kern_get_row of a
@@ -32,8 +32,9 @@
 #include "tensor/blocks.h"
 #include "tensor/dtype.h"
 
-#define N_TYPES 4
-static const uint32_t k_types[N_TYPES] = {KITE_DTYPE_Q4_0, KITE_DTYPE_Q8_0, KITE_DTYPE_Q4_K, KITE_DTYPE_Q6_K};
+#define N_TYPES 8
+static const uint32_t k_types[N_TYPES] = {KITE_DTYPE_Q4_0, KITE_DTYPE_Q8_0,   KITE_DTYPE_Q4_K,   KITE_DTYPE_Q6_K,
+                                          KITE_DTYPE_Q5_K, KITE_DTYPE_IQ4_XS, KITE_DTYPE_IQ4_NL, KITE_DTYPE_Q5_0};
 
 TEST(test_pack_roundtrip) {
     for (int ti = 0; ti < N_TYPES; ti++)
@@ -163,6 +164,23 @@ TEST(test_vnni_equals_ref) {
             if (t == KITE_DTYPE_Q4_K) /* row 5, last block: scales and mins 63, quants 15 */
                 memset(w + 5 * rb + (size_t)(nb - 1) * sizeof(block_q4_K) + offsetof(block_q4_K, scales), 0xFF,
                        sizeof(block_q4_K) - offsetof(block_q4_K, scales));
+            if (t == KITE_DTYPE_Q5_K) /* row 5, last block: scales and mins 63, quants 31 */
+                memset(w + 5 * rb + (size_t)(nb - 1) * sizeof(block_q5_K) + offsetof(block_q5_K, scales), 0xFF,
+                       sizeof(block_q5_K) - offsetof(block_q5_K, scales));
+            if (t == KITE_DTYPE_IQ4_XS) { /* row 5, last block: scales 63 (+31), codebook ends; row 6: scales 0 (-32) */
+                unsigned char *blk = w + 5 * rb + (size_t)(nb - 1) * sizeof(block_iq4_xs);
+                memset(blk + offsetof(block_iq4_xs, scales_h), 0xFF, 6);
+                for (int k = 0; k < QK_K / 2; k++) blk[offsetof(block_iq4_xs, qs) + (size_t)k] = k % 2 ? 0xF0 : 0x0F;
+                memset(w + 6 * rb + (size_t)(nb - 1) * sizeof(block_iq4_xs) + offsetof(block_iq4_xs, scales_h), 0, 6);
+            }
+            if (t == KITE_DTYPE_IQ4_NL) /* row 5, last block: the codebook's ends (-127, +113) */
+                for (int k = 0; k < QK4_NL / 2; k++)
+                    w[5 * rb + (size_t)(nb - 1) * sizeof(block_iq4_nl) + offsetof(block_iq4_nl, qs) + (size_t)k] =
+                        k % 2 ? 0xF0 : 0x0F;
+            if (t == KITE_DTYPE_Q5_0) /* row 5, last block: every value 31 (+15); row 6: every value 0 (-16) */
+                for (int r = 5; r <= 6; r++)
+                    memset(w + (size_t)r * rb + (size_t)(nb - 1) * sizeof(block_q5_0) + offsetof(block_q5_0, qh),
+                           r == 5 ? 0xFF : 0, sizeof(block_q5_0) - offsetof(block_q5_0, qh));
             if (t == KITE_DTYPE_Q6_K) { /* row 5, last block: quants 63, scales -128 */
                 unsigned char *blk = w + 5 * rb + (size_t)(nb - 1) * sizeof(block_q6_K);
                 memset(blk, 0xFF, offsetof(block_q6_K, scales));
@@ -283,6 +301,7 @@ TEST(test_model_repack) {
         synth_params sp = {.shape = *synth_shape_find("tiny-llama3"), .type = k_types[ti], .seed = 7};
         if (kern_x16_block_elems(k_types[ti]) == QK_K) {
             if (k_types[ti] == KITE_DTYPE_Q4_K) sp.mix = SYNTH_MIX_Q4_K_M; /* with q6_K matrices */
+            if (k_types[ti] == KITE_DTYPE_Q5_K) sp.mix = SYNTH_MIX_Q5_K_M; /* with q6_K matrices */
             sp.shape.n_embd = 256; /* k-quant rows are multiples of 256 */
             sp.shape.n_ff = 512;
         }

@@ -1,6 +1,6 @@
 /*
  * gemm_x16_ref.c - scalar reference of the 16-row interleaved q4_0 / q8_0 /
- * q4_K / q6_K kernels (gemm_x16.h): the specification the SIMD kernels equal bit
+ * q4_K / q5_K / q6_K / iq4_xs kernels (gemm_x16.h): the specification the SIMD kernels equal bit
  * for bit.
  * Block sums are exact in int32 (|s| <= 32*15*128 + 8*32*128 for q4_0,
  * 32*255*128 + 128*32*128 for q8_0); the float steps are a product rounded
@@ -13,23 +13,32 @@
 #include "kernels/gemm_x16.h"
 #include "tensor/blocks.h"
 #include "tensor/dtype.h"
+#include "tensor/quants.h"
 
-/* One token's 16 outputs.  Weights as unsigned u (q4_0 nibble, q8_0 w+128),
- * element order of the block. */
+/* One token's 16 outputs.  Weights as unsigned u (q4_0 nibble, q8_0 w+128,
+ * iq4_nl codebook value + 128: is_q4 == 2, q5_0 nibble | fifth bit << 4:
+ * is_q4 == 3), element order of the block. */
 static void x16_ref(int is_q4, int acc, int64_t nb, float *y, const unsigned char *g, const unsigned char *a,
                     const int32_t *corr, const float *da) {
-    const size_t qb = is_q4 ? 256 : 512;
+    const size_t qb = is_q4 == 3 ? 320 : is_q4 ? 256 : 512;
     for (int i = 0; i < X16_ROWS; i++) {
         float f = acc ? y[i] : 0.0f;
         for (int64_t b = 0; b < nb; b++) {
-            const unsigned char *q = g + kern_x16_quant_offset(qb, nb, b);
+            const unsigned char *q = g + kern_x16_quant_offset(qb, nb, b), *qh = q;
+            if (is_q4 == 3) q += 64; /* the transposed fifth bits first */
             const signed char *qa = (const signed char *)(a + (size_t)b * 34 + 2); /* q8_0: d, then qs */
             int32_t s = corr[b];
             if (is_q4) {
                 for (int j = 0; j < 4; j++)
                     for (int k = 0; k < 4; k++) {
                         const unsigned v = q[64 * j + 4 * i + k];
-                        s += (int32_t)(v & 15) * qa[4 * j + k] + (int32_t)(v >> 4) * qa[16 + 4 * j + k];
+                        int32_t u0 = is_q4 == 2 ? kite_iq4nl_values[v & 15] + 128 : (int32_t)(v & 15);
+                        int32_t u1 = is_q4 == 2 ? kite_iq4nl_values[v >> 4] + 128 : (int32_t)(v >> 4);
+                        if (is_q4 == 3) { /* bits j and 4 + j of byte k */
+                            u0 |= ((qh[4 * i + k] >> j) & 1) << 4;
+                            u1 |= ((qh[4 * i + k] >> (4 + j)) & 1) << 4;
+                        }
+                        s += u0 * qa[4 * j + k] + u1 * qa[16 + 4 * j + k];
                     }
             } else {
                 for (int j = 0; j < 8; j++)
@@ -59,6 +68,14 @@ KERN_GEMM_X16_DECL(gemm_x16_q8_0_ref) {
     x16_ref_tokens(0, acc, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, nt);
 }
 
+KERN_GEMM_X16_DECL(gemm_x16_q5_0_ref) {
+    x16_ref_tokens(3, acc, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, nt);
+}
+
+KERN_GEMM_X16_DECL(gemm_x16_iq4_nl_ref) {
+    x16_ref_tokens(2, acc, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, nt);
+}
+
 /* A k-quant reference (one token) for nt tokens: q8_K rows a_stride apart. */
 typedef void (*kquant_ref_fn)(int acc, int64_t nb, float *y, const unsigned char *g, const unsigned char *a);
 static void kquant_ref_tokens(kquant_ref_fn one, int acc, int64_t nb, float *y, int64_t ldy, const void *grp,
@@ -67,13 +84,15 @@ static void kquant_ref_tokens(kquant_ref_fn one, int acc, int64_t nb, float *y, 
         one(acc, nb, y + (int64_t)t * ldy, grp, (const unsigned char *)a + (size_t)t * a_stride);
 }
 
-/* q4_K, one token: the arithmetic of gemm_x16.h on the X16K_* block format;
- * a: the token's q8_K row (float d, 256 qs, 16 int16 bsums per block). */
-static void x16_q4_K_ref(int acc, int64_t nb, float *y, const unsigned char *g, const unsigned char *a) {
+/* q4_K (q5 = 0) or q5_K (q5 = 1), one token: the arithmetic of gemm_x16.h
+ * on the X16K_* (and X16Q5_QH) block format; a: the token's q8_K row (float
+ * d, 256 qs, 16 int16 bsums per block). */
+static void x16_q45_K_ref(int q5, int acc, int64_t nb, float *y, const unsigned char *g, const unsigned char *a) {
+    const size_t bb = q5 ? X16Q5_BLOCK_BYTES : X16K_BLOCK_BYTES;
     for (int i = 0; i < X16_ROWS; i++) {
         float f = acc ? y[i] : 0.0f;
         for (int64_t b = 0; b < nb; b++) {
-            const unsigned char *x = g + (size_t)b * X16K_BLOCK_BYTES, *qa = a + (size_t)b * sizeof(block_q8_K);
+            const unsigned char *x = g + (size_t)b * bb, *qa = a + (size_t)b * sizeof(block_q8_K);
             const signed char *q8 = (const signed char *)(qa + offsetof(block_q8_K, qs));
             int32_t isum = 0, msum = 0;
             for (int j = 0; j < 8; j++) {
@@ -82,7 +101,8 @@ static void x16_q4_K_ref(int acc, int64_t nb, float *y, const unsigned char *g, 
                 int32_t sj = 0;
                 for (int c = 8 * (j / 2); c < 8 * (j / 2) + 8; c++)
                     for (int k = 0; k < 4; k++) {
-                        const int u = (x[X16K_QS + 64 * c + 4 * i + k] >> (4 * (j & 1))) & 15;
+                        int u = (x[X16K_QS + 64 * c + 4 * i + k] >> (4 * (j & 1))) & 15;
+                        if (q5) u |= ((x[X16Q5_QH + 64 * (c % 8) + 4 * i + k] >> j) & 1) << 4;
                         sj += u * q8[64 * (j / 2) + 32 * (j & 1) + 4 * (c % 8) + k];
                     }
                 isum += sc * sj;
@@ -101,6 +121,63 @@ static void x16_q4_K_ref(int acc, int64_t nb, float *y, const unsigned char *g, 
         }
         y[i] = f;
     }
+}
+
+static void x16_q4_K_ref(int acc, int64_t nb, float *y, const unsigned char *g, const unsigned char *a) {
+    x16_q45_K_ref(0, acc, nb, y, g, a);
+}
+static void x16_q5_K_ref(int acc, int64_t nb, float *y, const unsigned char *g, const unsigned char *a) {
+    x16_q45_K_ref(1, acc, nb, y, g, a);
+}
+
+KERN_GEMM_X16_DECL(gemm_x16_q5_K_ref) {
+    (void)corr;
+    (void)da;
+    (void)c_stride;
+    kquant_ref_tokens(x16_q5_K_ref, acc, nb, y, ldy, grp, a, a_stride, nt);
+}
+
+/* iq4_xs, one token (gemm_x16.h): codebook values + 128 per nibble, sub-block
+ * sums times ls_j - 32, then isum - 128 * csum. */
+static void x16_iq4_xs_ref(int acc, int64_t nb, float *y, const unsigned char *g, const unsigned char *a) {
+    for (int i = 0; i < X16_ROWS; i++) {
+        float f = acc ? y[i] : 0.0f;
+        for (int64_t b = 0; b < nb; b++) {
+            const unsigned char *x = g + (size_t)b * X16I4_BLOCK_BYTES, *qa = a + (size_t)b * sizeof(block_q8_K);
+            const signed char *q8 = (const signed char *)(qa + offsetof(block_q8_K, qs));
+            uint16_t sh;
+            memcpy(&sh, x + X16I4_SH + 2 * i, 2);
+            int32_t isum = 0, csum = 0;
+            for (int j = 0; j < 8; j++) {
+                const int ls = (((x[X16I4_SL + 16 * (j / 2) + i] >> (4 * (j & 1))) & 15) | ((sh >> (2 * j)) & 3) << 4) - 32;
+                int32_t sj = 0;
+                for (int c = 4 * j; c < 4 * j + 4; c++)
+                    for (int k = 0; k < 4; k++) {
+                        const int q = x[X16I4_QS + 64 * c + 4 * i + k];
+                        sj += (kite_iq4nl_values[q & 15] + 128) * q8[32 * j + 4 * (c % 4) + k];
+                        sj += (kite_iq4nl_values[q >> 4] + 128) * q8[32 * j + 16 + 4 * (c % 4) + k];
+                    }
+                int16_t b0, b1;
+                memcpy(&b0, qa + offsetof(block_q8_K, bsums) + 4 * j, 2);
+                memcpy(&b1, qa + offsetof(block_q8_K, bsums) + 4 * j + 2, 2);
+                isum += ls * sj;
+                csum += ls * (b0 + b1);
+            }
+            uint16_t hd;
+            float dy;
+            memcpy(&hd, x + X16I4_D + 2 * i, 2);
+            memcpy(&dy, qa + offsetof(block_q8_K, d), sizeof dy);
+            f = fmaf((float)(isum - 128 * csum), fp16_to_fp32(hd) * dy, f);
+        }
+        y[i] = f;
+    }
+}
+
+KERN_GEMM_X16_DECL(gemm_x16_iq4_xs_ref) {
+    (void)corr;
+    (void)da;
+    (void)c_stride;
+    kquant_ref_tokens(x16_iq4_xs_ref, acc, nb, y, ldy, grp, a, a_stride, nt);
 }
 
 KERN_GEMM_X16_DECL(gemm_x16_q4_K_ref) {

@@ -24,6 +24,10 @@ void vec_dot_q4_0_q8_0_ref(int64_t n, float *out, const void *w, const void *a);
 void vec_dot_q8_0_q8_0_ref(int64_t n, float *out, const void *w, const void *a);
 void vec_dot_q4_K_q8_K_ref(int64_t n, float *out, const void *w, const void *a);
 void vec_dot_q6_K_q8_K_ref(int64_t n, float *out, const void *w, const void *a);
+void vec_dot_q5_K_q8_K_ref(int64_t n, float *out, const void *w, const void *a);
+void vec_dot_iq4_xs_q8_K_ref(int64_t n, float *out, const void *w, const void *a);
+void vec_dot_iq4_nl_q8_0_ref(int64_t n, float *out, const void *w, const void *a);
+void vec_dot_q5_0_q8_0_ref(int64_t n, float *out, const void *w, const void *a);
 
 /* Activation quantizers, identical in output to ggml's quantize_row_q8_0 /
  * quantize_row_q8_K reference code (q8_0: d = amax/127 stored as f16,
@@ -72,6 +76,14 @@ void gemm_q8_0_q8_0_ref(int64_t n, float *y, int64_t ldy, const void *w, size_t 
 void gemm_q4_K_q8_K_ref(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr, const void *a,
                         size_t a_stride, int nt);
 void gemm_q6_K_q8_K_ref(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr, const void *a,
+                        size_t a_stride, int nt);
+void gemm_q5_K_q8_K_ref(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr, const void *a,
+                        size_t a_stride, int nt);
+void gemm_iq4_xs_q8_K_ref(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr, const void *a,
+                          size_t a_stride, int nt);
+void gemm_iq4_nl_q8_0_ref(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr, const void *a,
+                          size_t a_stride, int nt);
+void gemm_q5_0_q8_0_ref(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr, const void *a,
                         size_t a_stride, int nt);
 
 #endif

@@ -38,6 +38,10 @@ void kern_register_scalar(kern_ops_table *t) {
     kern_set_dot(t, KITE_DTYPE_Q8_0, KITE_DTYPE_Q8_0, vec_dot_q8_0_q8_0_ref, gemm_q8_0_q8_0_ref);
     kern_set_dot(t, KITE_DTYPE_Q4_K, KITE_DTYPE_Q8_K, vec_dot_q4_K_q8_K_ref, gemm_q4_K_q8_K_ref);
     kern_set_dot(t, KITE_DTYPE_Q6_K, KITE_DTYPE_Q8_K, vec_dot_q6_K_q8_K_ref, gemm_q6_K_q8_K_ref);
+    kern_set_dot(t, KITE_DTYPE_Q5_K, KITE_DTYPE_Q8_K, vec_dot_q5_K_q8_K_ref, gemm_q5_K_q8_K_ref);
+    kern_set_dot(t, KITE_DTYPE_IQ4_XS, KITE_DTYPE_Q8_K, vec_dot_iq4_xs_q8_K_ref, gemm_iq4_xs_q8_K_ref);
+    kern_set_dot(t, KITE_DTYPE_IQ4_NL, KITE_DTYPE_Q8_0, vec_dot_iq4_nl_q8_0_ref, gemm_iq4_nl_q8_0_ref);
+    kern_set_dot(t, KITE_DTYPE_Q5_0, KITE_DTYPE_Q8_0, vec_dot_q5_0_q8_0_ref, gemm_q5_0_q8_0_ref);
     /* W8A8 (int8_gemm.h): per-token int8 activations in the weight's own row format */
     kern_set_dot(t, KITE_DTYPE_W8A8, KITE_DTYPE_W8A8, vec_dot_w8a8_ref, gemm_w8a8_ref);
     /* its int8 half; kern_matmul adds the outliers */
@@ -52,6 +56,10 @@ void kern_register_scalar(kern_ops_table *t) {
     t->ops[KITE_DTYPE_Q8_0].x16 = gemm_x16_q8_0_ref;
     t->ops[KITE_DTYPE_Q4_K].x16 = gemm_x16_q4_K_ref;
     t->ops[KITE_DTYPE_Q6_K].x16 = gemm_x16_q6_K_ref;
+    t->ops[KITE_DTYPE_Q5_K].x16 = gemm_x16_q5_K_ref;
+    t->ops[KITE_DTYPE_IQ4_XS].x16 = gemm_x16_iq4_xs_ref;
+    t->ops[KITE_DTYPE_IQ4_NL].x16 = gemm_x16_iq4_nl_ref;
+    t->ops[KITE_DTYPE_Q5_0].x16 = gemm_x16_q5_0_ref;
     t->ops[KITE_DTYPE_F16].x32 = gemm_x32_f16_ref;
     t->ops[KITE_DTYPE_BF16].x32 = gemm_x32_bf16_ref;
     /* no tiled prefill GEMM: the flat path (gemm_tiled_*_ref are its specification) */

@@ -4,12 +4,14 @@
  *
  * Each block's sum of products is exact in int32; it is then scaled in float
  * (weight scale * activation scale, multiplied in that order) and added to a
- * float sum block by block.  Blocks are addressed by byte offset and fields
+ * float sum block by block (q5_K as q4_K, iq4_xs as q6_K, iq4_nl and q5_0 as q4_0:
+ * the same float expressions).  Blocks are addressed by byte offset and fields
  * read with memcpy, so rows may sit at any address.
  *
  * Range: q4_0 |sumi| <= 32*8*128; q8_0 <= 32*128*128; q4_K per super-block
- * <= 8*63*(32*15*128) + 8*63*(32*128); q6_K <= 16*128*(16*32*128): all far
- * inside int32.
+ * <= 8*63*(32*15*128) + 8*63*(32*128); q5_K <= 8*63*(32*31*128);
+ * q6_K <= 16*128*(16*32*128); iq4_xs <= 8*32*(32*127*128): all far inside
+ * int32.
  */
 #include <stddef.h>
 #include <string.h>
@@ -17,6 +19,7 @@
 #include "kernels/ref/ref.h"
 #include "tensor/blocks.h"
 #include "tensor/dtype.h"
+#include "tensor/quants.h"
 
 static inline float ld_half(const unsigned char *p) {
     uint16_t h;
@@ -65,15 +68,60 @@ void vec_dot_q8_0_q8_0_ref(int64_t n, float *out, const void *w, const void *a) 
     *out = sum;
 }
 
-/* q4_K: x = d*sc_j*q - dmin*m_j per 32-element sub-block j, q in 0..15.
- * sum_i x_i*a_i = dy*(d*sum_j sc_j*sum(q*a8) - dmin*sum_j m_j*sum(a8)). */
-void vec_dot_q4_K_q8_K_ref(int64_t n, float *out, const void *w, const void *a) {
-    const int64_t nb = n / QK_K;
+/* q5_0: w = (nibble | bit e of qh << 4) - 16 for element e; q4_0's float
+ * expression. */
+void vec_dot_q5_0_q8_0_ref(int64_t n, float *out, const void *w, const void *a) {
+    const int64_t nb = n / QK8_0;
     const unsigned char *x = w, *y = a;
     float sum = 0.0f;
-    for (int64_t b = 0; b < nb; b++, x += sizeof(block_q4_K), y += sizeof(block_q8_K)) {
+    for (int64_t b = 0; b < nb; b++, x += sizeof(block_q5_0), y += sizeof(block_q8_0)) {
+        const unsigned char *qs = x + offsetof(block_q5_0, qs);
+        const int8_t *q8 = (const int8_t *)(y + offsetof(block_q8_0, qs));
+        uint32_t qh;
+        memcpy(&qh, x + offsetof(block_q5_0, qh), sizeof qh);
+        int32_t sumi = 0;
+        for (int j = 0; j < QK5_0 / 2; j++) {
+            sumi += (int32_t)(((qs[j] & 0xF) | ((qh >> j) & 1) << 4) - 16) * q8[j];
+            sumi += (int32_t)(((qs[j] >> 4) | ((qh >> (j + 16)) & 1) << 4) - 16) * q8[j + QK5_0 / 2];
+        }
+        sum += (float)sumi * (ld_half(x + offsetof(block_q5_0, d)) * ld_half(y + offsetof(block_q8_0, d)));
+    }
+    *out = sum;
+}
+
+/* iq4_nl: q4_0's block with the nibbles indexing the codebook
+ * (kite_iq4nl_values); q4_0's float expression. */
+void vec_dot_iq4_nl_q8_0_ref(int64_t n, float *out, const void *w, const void *a) {
+    const int64_t nb = n / QK8_0;
+    const unsigned char *x = w, *y = a;
+    float sum = 0.0f;
+    for (int64_t b = 0; b < nb; b++, x += sizeof(block_iq4_nl), y += sizeof(block_q8_0)) {
+        const unsigned char *qs = x + offsetof(block_iq4_nl, qs);
+        const int8_t *q8 = (const int8_t *)(y + offsetof(block_q8_0, qs));
+        int32_t sumi = 0;
+        for (int j = 0; j < QK4_NL / 2; j++) {
+            sumi += kite_iq4nl_values[qs[j] & 0xF] * q8[j];
+            sumi += kite_iq4nl_values[qs[j] >> 4] * q8[j + QK4_NL / 2];
+        }
+        sum += (float)sumi * (ld_half(x + offsetof(block_iq4_nl, d)) * ld_half(y + offsetof(block_q8_0, d)));
+    }
+    *out = sum;
+}
+
+/* q4_K (q5 = 0): x = d*sc_j*q - dmin*m_j per 32-element sub-block j, q in
+ * 0..15.  sum_i x_i*a_i = dy*(d*sum_j sc_j*sum(q*a8) - dmin*sum_j m_j*sum(a8)).
+ * q5_K (q5 = 1): the same with a fifth bit, q = nibble | bit j of qh[k] << 4
+ * for element k of sub-block j (0..31); d, dmin and the scales sit where
+ * q4_K has them, qh before qs. */
+static void dot_q45_K(int q5, int64_t n, float *out, const void *w, const void *a) {
+    const int64_t nb = n / QK_K;
+    const size_t bb = q5 ? sizeof(block_q5_K) : sizeof(block_q4_K);
+    const unsigned char *x = w, *y = a;
+    float sum = 0.0f;
+    for (int64_t b = 0; b < nb; b++, x += bb, y += sizeof(block_q8_K)) {
         const uint8_t *scales = x + offsetof(block_q4_K, scales);
-        const uint8_t *qs = x + offsetof(block_q4_K, qs);
+        const uint8_t *qs = x + (q5 ? offsetof(block_q5_K, qs) : offsetof(block_q4_K, qs));
+        const uint8_t *qh = x + offsetof(block_q5_K, qh);
         const int8_t *q8 = (const int8_t *)(y + offsetof(block_q8_K, qs));
         const unsigned char *bsums = y + offsetof(block_q8_K, bsums);
         int32_t isum = 0, msum = 0;
@@ -83,7 +131,8 @@ void vec_dot_q4_K_q8_K_ref(int64_t n, float *out, const void *w, const void *a) 
             const uint8_t *q = qs + 32 * (j / 2);
             const int shift = 4 * (j & 1);
             int32_t s = 0;
-            for (int k = 0; k < 32; k++) s += ((q[k] >> shift) & 0xF) * q8[32 * j + k];
+            for (int k = 0; k < 32; k++)
+                s += (((q[k] >> shift) & 0xF) | (q5 ? ((qh[k] >> j) & 1) << 4 : 0)) * q8[32 * j + k];
             isum += sc * s;
             msum += m * (ld_i16(bsums + 2 * (2 * j)) + ld_i16(bsums + 2 * (2 * j + 1)));
         }
@@ -94,6 +143,15 @@ void vec_dot_q4_K_q8_K_ref(int64_t n, float *out, const void *w, const void *a) 
     }
     *out = sum;
 }
+
+_Static_assert(offsetof(block_q5_K, d) == offsetof(block_q4_K, d) &&
+                   offsetof(block_q5_K, dmin) == offsetof(block_q4_K, dmin) &&
+                   offsetof(block_q5_K, scales) == offsetof(block_q4_K, scales),
+               "q5_K keeps q4_K's header");
+
+void vec_dot_q4_K_q8_K_ref(int64_t n, float *out, const void *w, const void *a) { dot_q45_K(0, n, out, w, a); }
+
+void vec_dot_q5_K_q8_K_ref(int64_t n, float *out, const void *w, const void *a) { dot_q45_K(1, n, out, w, a); }
 
 /* q6_K: x = d*sc_g*(u - 32) per 16-element group g, u in 0..63 from 4 low
  * bits (ql) and 2 high bits (qh), in 128-element halves as ggml lays out. */
@@ -128,7 +186,39 @@ void vec_dot_q6_K_q8_K_ref(int64_t n, float *out, const void *w, const void *a) 
     *out = sum;
 }
 
+/* iq4_xs: x = d*(ls_j - 32)*v[q] per 32-element sub-block j, v the iq4_nl
+ * codebook (kite_iq4nl_values), ls_j the 6-bit scale from scales_l (low 4
+ * bits) and scales_h (high 2); elements 0..15 in the low nibbles of
+ * qs[16j..16j+15], 16..31 in the high ones.  The float expression is
+ * q6_K's: d * dy * isum. */
+void vec_dot_iq4_xs_q8_K_ref(int64_t n, float *out, const void *w, const void *a) {
+    const int64_t nb = n / QK_K;
+    const unsigned char *x = w, *y = a;
+    float sum = 0.0f;
+    for (int64_t b = 0; b < nb; b++, x += sizeof(block_iq4_xs), y += sizeof(block_q8_K)) {
+        const uint8_t *qs = x + offsetof(block_iq4_xs, qs), *sl = x + offsetof(block_iq4_xs, scales_l);
+        const int8_t *q8 = (const int8_t *)(y + offsetof(block_q8_K, qs));
+        const int sh = (uint16_t)ld_i16(x + offsetof(block_iq4_xs, scales_h));
+        int32_t isum = 0;
+        for (int j = 0; j < QK_K / 32; j++) {
+            const int ls = ((sl[j / 2] >> (4 * (j & 1))) & 0xF) | ((sh >> (2 * j)) & 3) << 4;
+            int32_t s = 0;
+            for (int k = 0; k < 16; k++) {
+                s += kite_iq4nl_values[qs[16 * j + k] & 0xF] * q8[32 * j + k];
+                s += kite_iq4nl_values[qs[16 * j + k] >> 4] * q8[32 * j + 16 + k];
+            }
+            isum += (ls - 32) * s;
+        }
+        sum += ld_half(x + offsetof(block_iq4_xs, d)) * ld_f32(y + offsetof(block_q8_K, d)) * (float)isum;
+    }
+    *out = sum;
+}
+
 KERN_DEFINE_GEMM(gemm_q4_0_q8_0_ref, vec_dot_q4_0_q8_0_ref)
 KERN_DEFINE_GEMM(gemm_q8_0_q8_0_ref, vec_dot_q8_0_q8_0_ref)
 KERN_DEFINE_GEMM(gemm_q4_K_q8_K_ref, vec_dot_q4_K_q8_K_ref)
 KERN_DEFINE_GEMM(gemm_q6_K_q8_K_ref, vec_dot_q6_K_q8_K_ref)
+KERN_DEFINE_GEMM(gemm_q5_K_q8_K_ref, vec_dot_q5_K_q8_K_ref)
+KERN_DEFINE_GEMM(gemm_iq4_xs_q8_K_ref, vec_dot_iq4_xs_q8_K_ref)
+KERN_DEFINE_GEMM(gemm_iq4_nl_q8_0_ref, vec_dot_iq4_nl_q8_0_ref)
+KERN_DEFINE_GEMM(gemm_q5_0_q8_0_ref, vec_dot_q5_0_q8_0_ref)

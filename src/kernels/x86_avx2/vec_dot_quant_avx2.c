@@ -11,9 +11,11 @@
  *
  * q4_0/q8_0 accumulate the scaled block sums in a float vector (fast, but
  * summed in another order than the reference: tested within a budget).
- * q4_K/q6_K form each super-block's integer sum exactly and then evaluate
- * the reference's float expression in the reference's order, so their
- * results are bit-identical to ref/vec_dot_quant.c.
+ * q4_K/q5_K/q6_K/iq4_xs (and iq4_nl, q5_0) form each (super-)block's integer sum exactly and
+ * then evaluate the reference's float expression in the reference's order,
+ * so their results are bit-identical to ref/vec_dot_quant.c.  q5_K's 5-bit
+ * values (0..31) are unsigned like q4_K's; iq4_xs's codebook values
+ * (-127..113, never 0) are looked up with vpshufb and take the sign trick.
  */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -24,6 +26,7 @@
 #include "kernels/x86_avx2/avx2.h"
 #include "tensor/blocks.h"
 #include "tensor/dtype.h"
+#include "tensor/quants.h"
 
 /* An f16 scale as float with F16C (exact, inline; the out-of-line software
  * fp16_to_fp32 twice per block cost these kernels more than their dot
@@ -122,19 +125,28 @@ static inline void unpack_k4_scales(const uint8_t *q, uint8_t sc[8], uint8_t m[8
     memcpy(m + 4, &m_hi, 4);
 }
 
-/* Exact integer parts of one q4_K x q8_K super-block: *isum = sum_j sc_j *
- * sum(q*a8), *msum = sum_j m_j * (bsum_2j + bsum_2j+1). */
-static inline void q4_K_block_avx2(const unsigned char *x, const unsigned char *y, int32_t *isum, int32_t *msum) {
+/* Exact integer parts of one q4_K (Q5 = 0) or q5_K (Q5 = 1) x q8_K
+ * super-block: *isum = sum_j sc_j * sum(q*a8), *msum = sum_j m_j *
+ * (bsum_2j + bsum_2j+1); q5_K's q has bit j of qh[k] as bit 4 of element k
+ * of sub-block j.  Q5 is a constant at every call (always inlined). */
+static inline __attribute__((always_inline)) void q45_K_block_avx2(const int Q5, const unsigned char *x,
+                                                                   const unsigned char *y, int32_t *isum,
+                                                                   int32_t *msum) {
     uint8_t sc[8], m[8];
     unpack_k4_scales(x + offsetof(block_q4_K, scales), sc, m);
-    const unsigned char *qs = x + offsetof(block_q4_K, qs);
+    const unsigned char *qs = x + (Q5 ? offsetof(block_q5_K, qs) : offsetof(block_q4_K, qs));
     const unsigned char *q8 = y + offsetof(block_q8_K, qs);
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+    const __m256i hb = Q5 ? ld256(x + offsetof(block_q5_K, qh)) : _mm256_setzero_si256();
     __m256i acc = _mm256_setzero_si256();
     for (int c = 0; c < 4; c++) {
         const __m256i bits = ld256(qs + 32 * c);
-        const __m256i lo = _mm256_and_si256(bits, m4);
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+        __m256i lo = _mm256_and_si256(bits, m4);
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+        if (Q5) {
+            lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * c), one), 4));
+            hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * c + 1), one), 4));
+        }
         __m256i p0 = _mm256_maddubs_epi16(lo, ld256(q8 + 64 * c));
         __m256i p1 = _mm256_maddubs_epi16(hi, ld256(q8 + 64 * c + 32));
         p0 = _mm256_madd_epi16(p0, _mm256_set1_epi16(sc[2 * c]));
@@ -152,13 +164,16 @@ static inline void q4_K_block_avx2(const unsigned char *x, const unsigned char *
     *msum = _mm_cvtsi128_si32(s);
 }
 
-void vec_dot_q4_K_q8_K_avx2(int64_t n, float *out, const void *w, const void *a) {
+/* Both k4-scale types: the reference's float expression per super-block. */
+static inline __attribute__((always_inline)) void dot_q45_K_avx2(const int Q5, int64_t n, float *out, const void *w,
+                                                                 const void *a) {
     const int64_t nb = n / QK_K;
+    const size_t bb = Q5 ? sizeof(block_q5_K) : sizeof(block_q4_K);
     const unsigned char *x = w, *y = a;
     float sum = 0.0f;
-    for (int64_t b = 0; b < nb; b++, x += sizeof(block_q4_K), y += sizeof(block_q8_K)) {
+    for (int64_t b = 0; b < nb; b++, x += bb, y += sizeof(block_q8_K)) {
         int32_t isum, msum;
-        q4_K_block_avx2(x, y, &isum, &msum);
+        q45_K_block_avx2(Q5, x, y, &isum, &msum);
         const float dy = ld_f32s(y + offsetof(block_q8_K, d));
         const float d = ld_half(x + offsetof(block_q4_K, d)) * dy;
         const float dmin = ld_half(x + offsetof(block_q4_K, dmin)) * dy;
@@ -166,6 +181,10 @@ void vec_dot_q4_K_q8_K_avx2(int64_t n, float *out, const void *w, const void *a)
     }
     *out = sum;
 }
+
+void vec_dot_q4_K_q8_K_avx2(int64_t n, float *out, const void *w, const void *a) { dot_q45_K_avx2(0, n, out, w, a); }
+
+void vec_dot_q5_K_q8_K_avx2(int64_t n, float *out, const void *w, const void *a) { dot_q45_K_avx2(1, n, out, w, a); }
 
 /* Exact sum_g sc_g * sum((u-32)*a8) of one q6_K x q8_K super-block. */
 static inline int32_t q6_K_block_avx2(const unsigned char *x, const unsigned char *y) {
@@ -210,10 +229,101 @@ void vec_dot_q6_K_q8_K_avx2(int64_t n, float *out, const void *w, const void *a)
     *out = sum;
 }
 
+/* Exact sum_j (ls_j - 32) * sum(v*a8) of one iq4_xs x q8_K super-block:
+ * sub-blocks 2c and 2c+1 in the two 128-bit lanes. */
+static inline int32_t iq4_xs_block_avx2(const unsigned char *x, const unsigned char *y) {
+    const __m256i tbl = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)kite_iq4nl_values));
+    const unsigned char *qs = x + offsetof(block_iq4_xs, qs), *sl = x + offsetof(block_iq4_xs, scales_l);
+    const unsigned char *q8 = y + offsetof(block_q8_K, qs);
+    uint16_t sh;
+    memcpy(&sh, x + offsetof(block_iq4_xs, scales_h), 2);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256i acc = _mm256_setzero_si256();
+    for (int c = 0; c < 4; c++) {
+        const __m256i bits = ld256(qs + 32 * c);
+        const __m256i lo = _mm256_shuffle_epi8(tbl, _mm256_and_si256(bits, m4));
+        const __m256i hi = _mm256_shuffle_epi8(tbl, _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4));
+        const __m256i alo = _mm256_loadu2_m128i((const __m128i *)(const void *)(q8 + 64 * c + 32),
+                                                (const __m128i *)(const void *)(q8 + 64 * c));
+        const __m256i ahi = _mm256_loadu2_m128i((const __m128i *)(const void *)(q8 + 64 * c + 48),
+                                                (const __m128i *)(const void *)(q8 + 64 * c + 16));
+        const __m256i p0 = _mm256_maddubs_epi16(_mm256_abs_epi8(lo), _mm256_sign_epi8(alo, lo));
+        const __m256i p1 = _mm256_maddubs_epi16(_mm256_abs_epi8(hi), _mm256_sign_epi8(ahi, hi));
+        const int l0 = ((sl[c] & 0xF) | ((sh >> (4 * c)) & 3) << 4) - 32;
+        const int l1 = ((sl[c] >> 4) | ((sh >> (4 * c + 2)) & 3) << 4) - 32;
+        const __m256i s = _mm256_set_m128i(_mm_set1_epi16((short)l1), _mm_set1_epi16((short)l0));
+        acc = _mm256_add_epi32(acc, _mm256_add_epi32(_mm256_madd_epi16(p0, s), _mm256_madd_epi16(p1, s)));
+    }
+    return hsum8i(acc);
+}
+
+/* iq4_nl: per block the exact integer sum (codebook by vpshufb, the sign
+ * trick), then the reference's float expression in its order, so the result
+ * is the reference's bit for bit. */
+void vec_dot_iq4_nl_q8_0_avx2(int64_t n, float *out, const void *w, const void *a) {
+    const int64_t nb = n / QK8_0;
+    const unsigned char *x = w, *y = a;
+    const __m128i tbl = _mm_loadu_si128((const __m128i *)(const void *)kite_iq4nl_values), m4 = _mm_set1_epi8(0x0F);
+    float sum = 0.0f;
+    for (int64_t b = 0; b < nb; b++, x += sizeof(block_iq4_nl), y += sizeof(block_q8_0)) {
+        const __m128i bits = _mm_loadu_si128((const __m128i *)(const void *)(x + offsetof(block_iq4_nl, qs)));
+        const __m256i v = _mm256_set_m128i(_mm_shuffle_epi8(tbl, _mm_and_si128(_mm_srli_epi16(bits, 4), m4)),
+                                           _mm_shuffle_epi8(tbl, _mm_and_si128(bits, m4)));
+        const __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(v), _mm256_sign_epi8(ld256(y + offsetof(block_q8_0, qs)), v));
+        const int32_t sumi = hsum8i(_mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+        sum += (float)sumi * (ld_half(x + offsetof(block_iq4_nl, d)) * ld_half(y + offsetof(block_q8_0, d)));
+    }
+    *out = sum;
+}
+
+/* Byte e of the result: 0xFF where bit e of x is set, else 0. */
+static inline __m256i bits_to_bytes(uint32_t x) {
+    const __m256i spread = _mm256_shuffle_epi8(
+        _mm256_set1_epi32((int)x), _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
+    const __m256i others = _mm256_set1_epi64x((long long)0x7fbfdfeff7fbfdfeull); /* all bits but bit e % 8 */
+    return _mm256_cmpeq_epi8(_mm256_or_si256(spread, others), _mm256_set1_epi64x(-1));
+}
+
+/* q5_0: per block the exact integer sum (w - 16 by the sign trick), then
+ * the reference's float expression in its order (bit-identical). */
+void vec_dot_q5_0_q8_0_avx2(int64_t n, float *out, const void *w, const void *a) {
+    const int64_t nb = n / QK8_0;
+    const unsigned char *x = w, *y = a;
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    float sum = 0.0f;
+    for (int64_t b = 0; b < nb; b++, x += sizeof(block_q5_0), y += sizeof(block_q8_0)) {
+        const __m128i bits = _mm_loadu_si128((const __m128i *)(const void *)(x + offsetof(block_q5_0, qs)));
+        uint32_t qh;
+        memcpy(&qh, x + offsetof(block_q5_0, qh), 4);
+        const __m256i nib = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(bits, 4), m4), _mm_and_si128(bits, m4));
+        const __m256i u = _mm256_or_si256(nib, _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(0x10)));
+        const __m256i v = _mm256_sub_epi8(u, _mm256_set1_epi8(16));
+        const __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(v), _mm256_sign_epi8(ld256(y + offsetof(block_q8_0, qs)), v));
+        const int32_t sumi = hsum8i(_mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+        sum += (float)sumi * (ld_half(x + offsetof(block_q5_0, d)) * ld_half(y + offsetof(block_q8_0, d)));
+    }
+    *out = sum;
+}
+
+void vec_dot_iq4_xs_q8_K_avx2(int64_t n, float *out, const void *w, const void *a) {
+    const int64_t nb = n / QK_K;
+    const unsigned char *x = w, *y = a;
+    float sum = 0.0f;
+    for (int64_t b = 0; b < nb; b++, x += sizeof(block_iq4_xs), y += sizeof(block_q8_K)) {
+        const int32_t isum = iq4_xs_block_avx2(x, y);
+        sum += ld_half(x + offsetof(block_iq4_xs, d)) * ld_f32s(y + offsetof(block_q8_K, d)) * (float)isum;
+    }
+    *out = sum;
+}
+
 KERN_DEFINE_GEMM(gemm_q4_0_q8_0_avx2, vec_dot_q4_0_q8_0_avx2)
 KERN_DEFINE_GEMM(gemm_q8_0_q8_0_avx2, vec_dot_q8_0_q8_0_avx2)
 KERN_DEFINE_GEMM(gemm_q4_K_q8_K_avx2, vec_dot_q4_K_q8_K_avx2)
 KERN_DEFINE_GEMM(gemm_q6_K_q8_K_avx2, vec_dot_q6_K_q8_K_avx2)
+KERN_DEFINE_GEMM(gemm_q5_K_q8_K_avx2, vec_dot_q5_K_q8_K_avx2)
+KERN_DEFINE_GEMM(gemm_iq4_xs_q8_K_avx2, vec_dot_iq4_xs_q8_K_avx2)
+KERN_DEFINE_GEMM(gemm_iq4_nl_q8_0_avx2, vec_dot_iq4_nl_q8_0_avx2)
+KERN_DEFINE_GEMM(gemm_q5_0_q8_0_avx2, vec_dot_q5_0_q8_0_avx2)
 #else
 typedef int kite_empty_unit_vec_dot_quant_avx2; /* ISO C wants a declaration */
 #endif

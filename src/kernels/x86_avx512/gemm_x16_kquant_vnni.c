@@ -1,7 +1,7 @@
 /*
- * gemm_x16_kquant_vnni.c - the 16-row interleaved q4_K and q6_K kernels
- * with AVX-512 VNNI (block formats and arithmetic in gemm_x16.h; equal bit
- * for bit to ref/gemm_x16_ref.c).
+ * gemm_x16_kquant_vnni.c - the 16-row interleaved q4_K, q5_K, q6_K and
+ * iq4_xs kernels with AVX-512 VNNI (block formats and arithmetic in
+ * gemm_x16.h; equal bit for bit to ref/gemm_x16_ref.c).
  *
  * DESIGN
  *   Per group block (16 rows x 256 elements), once for all tokens of a
@@ -21,6 +21,14 @@
  *   a chain of vpdpbusd with the token's 4 activation bytes broadcast,
  *   multiplied by its 16 scales (vpmulld) into isum; one convert and one
  *   FMA at the block end.
+ *   q5_K is q4_K with each nibble's fifth bit moved into bit 4 from its
+ *   X16Q5_QH chunk: one shift of the chunk (by 4 - 2p for the low
+ *   nibbles of sub-block pair p, 3 - 2p for the high ones), an AND with
+ *   0x10 and one vpternlogd that merges it with the nibble.  iq4_xs looks
+ *   its nibbles up in the codebook + 128 (vpshufb on the nibble; unsigned
+ *   1..241, the vpdpbusd operand), unpacks its 6-bit sub-block scales from
+ *   SL and SH (one shift + vpternlogd each) and starts isum at -128 times
+ *   the scales' dot with the bsum pairs (8 vpdpwssd, as q6_K).
  *   Tokens go in passes of X16K_PASS_TOK: the unpacked quants of a step,
  *   the pass's float and int32 accumulators and the step's scales fit the
  *   32 zmm registers.  With one or two tokens q4_K's sub-block chains are
@@ -42,6 +50,7 @@
 #include "kernels/gemm_x16.h"
 #include "kernels/x86_avx512/vnni_common.h"
 #include "tensor/blocks.h"
+#include "tensor/quants.h"
 
 #ifndef X16_PF_BYTES
 #define X16_PF_BYTES 4096
@@ -92,6 +101,15 @@ static ALWAYS_INLINE __m512i bsums_dot(const __m512i w[8], const unsigned char *
     return s;
 }
 
+/* isum[t] = -(bsums_dot(sp, token t's q8_K block) << SHIFT): the offset
+ * term q6_K (32 * csum) and iq4_xs (128 * csum) start their sums with. */
+static ALWAYS_INLINE void offset_start(const __m512i sp[8], const unsigned char *a, size_t as, const int SHIFT,
+                                       __m512i *isum, const int NT) {
+    KITE_PRAGMA(GCC unroll 4)
+    for (int t = 0; t < NT; t++)
+        isum[t] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(bsums_dot(sp, a + (size_t)t * as), SHIFT));
+}
+
 /* Sum over 8 chunks k of dpbusd(w[k], activation dword k at qa), in one or
  * two chains. */
 static ALWAYS_INLINE __m512i sub_sum(const __m512i w[8], const unsigned char *qa, const int chains) {
@@ -110,10 +128,15 @@ static ALWAYS_INLINE __m512i sub_sum(const __m512i w[8], const unsigned char *qa
     return s;
 }
 
-/* Block x (X16K format) for the NT tokens whose q8_K blocks are at
- * a + t*as, into f[t]. */
-static ALWAYS_INLINE void q4_K_block(const unsigned char *x, const unsigned char *a, size_t as, __m512 *f,
-                                     const int NT) {
+/* v shifted left by s bits per 16-bit lane (right by -s for s < 0). */
+static ALWAYS_INLINE __m512i shl16(__m512i v, const int s) {
+    return s >= 0 ? _mm512_slli_epi16(v, (unsigned)s) : _mm512_srli_epi16(v, (unsigned)-s);
+}
+
+/* Block x (X16K format, with X16Q5_QH for Q5) for the NT tokens whose q8_K
+ * blocks are at a + t*as, into f[t]. */
+static ALWAYS_INLINE void q45_K_block(const int Q5, const unsigned char *x, const unsigned char *a, size_t as,
+                                      __m512 *f, const int NT) {
     const __m512i k63 = _mm512_set1_epi32(63), k15 = _mm512_set1_epi32(15), m4 = _mm512_set1_epi8(0x0F);
     const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(x + X16K_D)));
     const __m512 dmw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(x + X16K_DMIN)));
@@ -147,8 +170,15 @@ static ALWAYS_INLINE void q4_K_block(const unsigned char *x, const unsigned char
         KITE_PRAGMA(GCC unroll 8)
         for (int k = 0; k < 8; k++) {
             const __m512i c = _mm512_loadu_si512(x + X16K_QS + 512 * p + 64 * k);
-            lo[k] = _mm512_and_si512(c, m4);
-            hi[k] = _mm512_and_si512(_mm512_srli_epi16(c, 4), m4);
+            if (Q5) { /* bits 2p / 2p+1 of the qh bytes into bit 4 of the low / high nibble's byte */
+                const __m512i h = _mm512_loadu_si512(x + X16Q5_QH + 64 * k), k10 = _mm512_set1_epi8(0x10);
+                lo[k] = _mm512_ternarylogic_epi32(_mm512_and_si512(shl16(h, 4 - 2 * p), k10), c, m4, TL_B_WHERE_C);
+                hi[k] = _mm512_ternarylogic_epi32(_mm512_and_si512(shl16(h, 3 - 2 * p), k10),
+                                                  _mm512_srli_epi16(c, 4), m4, TL_B_WHERE_C);
+            } else {
+                lo[k] = _mm512_and_si512(c, m4);
+                hi[k] = _mm512_and_si512(_mm512_srli_epi16(c, 4), m4);
+            }
         }
         const __m512i sc0 = _mm512_and_si512(zx16(x + X16K_SC + 32 * p), k63);
         const __m512i sc1 = _mm512_and_si512(zx16(x + X16K_SC + 32 * p + 16), k63);
@@ -179,11 +209,7 @@ static ALWAYS_INLINE void q6_K_block(const unsigned char *g, int64_t b, const un
         for (int k = 0; k < 8; k++)
             sp[k] = _mm512_ternarylogic_epi32(_mm512_slli_epi32(sx16(sc + 32 * k + 16), 16), sx16(sc + 32 * k), lo16,
                                               TL_B_WHERE_C);
-        KITE_PRAGMA(GCC unroll 4)
-        for (int t = 0; t < NT; t++) {
-            const __m512i cs = bsums_dot(sp, a + (size_t)t * as);
-            isum[t] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(cs, 5));
-        }
+        offset_start(sp, a, as, 5, isum, NT);
     }
     KITE_PRAGMA(GCC unroll 4)
     for (int s = 0; s < 4; s++) {
@@ -227,10 +253,71 @@ static ALWAYS_INLINE void q6_K_block(const unsigned char *g, int64_t b, const un
     fold_isum(isum, dw, a, as, f, NT);
 }
 
+/* (a & c) | b, bitwise: vpternlogd's table for (a, b, c) */
+#define TL_A_AND_C_OR_B 0xEC
+
+/* iq4_xs block x (X16I4 format) for the NT tokens whose q8_K blocks are at
+ * a + t*as, into f[t]. */
+static ALWAYS_INLINE void iq4_xs_block(const unsigned char *x, const unsigned char *a, size_t as, __m512 *f,
+                                       const int NT) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    /* the codebook + 128 (xor 0x80 on the int8 values) in every 128-bit lane */
+    const __m512i tbl = _mm512_broadcast_i32x4(
+        _mm_xor_si128(_mm_loadu_si128((const __m128i *)(const void *)kite_iq4nl_values), _mm_set1_epi8((char)0x80)));
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(x + X16I4_D)));
+    /* ls_j - 32: low 4 bits from SL, bits 4-5 from SH (pre-shifted by 4, then by 2j) */
+    const __m512i h4 = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(x + X16I4_SH))), 4);
+    const __m512i k15 = _mm512_set1_epi32(15), k30 = _mm512_set1_epi32(0x30), k32 = _mm512_set1_epi32(32);
+    __m512i ls[8];
+    KITE_UNROLL
+    for (int p = 0; p < 4; p++) {
+        const __m512i l = zx16(x + X16I4_SL + 16 * p);
+        ls[2 * p] = _mm512_sub_epi32(
+            _mm512_ternarylogic_epi32(_mm512_srli_epi32(h4, 4 * p), _mm512_and_si512(l, k15), k30, TL_A_AND_C_OR_B), k32);
+        ls[2 * p + 1] = _mm512_sub_epi32(
+            _mm512_ternarylogic_epi32(_mm512_srli_epi32(h4, 4 * p + 2), _mm512_srli_epi32(l, 4), k30, TL_A_AND_C_OR_B),
+            k32);
+    }
+    __m512i isum[X16K_PASS_TOK];
+    { /* isum starts at -128 * sum_j ls_j * (bsums[2j] + bsums[2j+1]): ls_j in both 16-bit halves */
+        const __m512i lo16 = _mm512_set1_epi32(0xFFFF);
+        __m512i sp[8];
+        KITE_PRAGMA(GCC unroll 8)
+        for (int j = 0; j < 8; j++) sp[j] = _mm512_ternarylogic_epi32(_mm512_slli_epi32(ls[j], 16), ls[j], lo16, TL_B_WHERE_C);
+        offset_start(sp, a, as, 7, isum, NT);
+    }
+    KITE_PRAGMA(GCC unroll 8)
+    for (int j = 0; j < 8; j++) {
+        __m512i lo[4], hi[4];
+        KITE_UNROLL
+        for (int k = 0; k < 4; k++) {
+            const __m512i c = _mm512_loadu_si512(x + X16I4_QS + 256 * j + 64 * k);
+            lo[k] = _mm512_shuffle_epi8(tbl, _mm512_and_si512(c, m4));
+            hi[k] = _mm512_shuffle_epi8(tbl, _mm512_and_si512(_mm512_srli_epi16(c, 4), m4));
+        }
+        KITE_PRAGMA(GCC unroll 4)
+        for (int t = 0; t < NT; t++) {
+            const unsigned char *qa = a + (size_t)t * as + Q8K_QS + 32 * j;
+            __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+            KITE_UNROLL
+            for (int k = 0; k < 4; k++) {
+                s0 = _mm512_dpbusd_epi32(s0, lo[k], bcast32(qa + 4 * k));
+                s1 = _mm512_dpbusd_epi32(s1, hi[k], bcast32(qa + 16 + 4 * k));
+            }
+            isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(_mm512_add_epi32(s0, s1), ls[j]));
+        }
+    }
+    fold_isum(isum, dw, a, as, f, NT);
+}
+
+/* The group block formats of this file's kernels. */
+enum { KQ_Q4_K, KQ_Q5_K, KQ_Q6_K, KQ_IQ4_XS };
+
 /* One pass: NT tokens over the nb blocks of the group at g. */
-static ALWAYS_INLINE void kquant_pass(const int IS_Q6, int64_t nb, float *y, int64_t ldy, const unsigned char *g,
+static ALWAYS_INLINE void kquant_pass(const int KQ, int64_t nb, float *y, int64_t ldy, const unsigned char *g,
                                       const unsigned char *a, size_t as, int acc, const int NT) {
-    const size_t bb = IS_Q6 ? X16Q6_BLOCK_BYTES : X16K_BLOCK_BYTES;
+    const size_t bb = KQ == KQ_Q6_K ? X16Q6_BLOCK_BYTES : KQ == KQ_Q5_K ? X16Q5_BLOCK_BYTES
+                    : KQ == KQ_IQ4_XS ? X16I4_BLOCK_BYTES : X16K_BLOCK_BYTES;
     __m512 f[X16K_PASS_TOK];
     KITE_PRAGMA(GCC unroll 4)
     for (int t = 0; t < NT; t++) f[t] = acc ? _mm512_loadu_ps(y + (int64_t)t * ldy) : _mm512_setzero_ps();
@@ -243,26 +330,26 @@ static ALWAYS_INLINE void kquant_pass(const int IS_Q6, int64_t nb, float *y, int
         for (size_t l = 0; l < bb; l += 64) _mm_prefetch((const char *)x + X16_PF_BYTES + l, _MM_HINT_T0);
         if (pf2)
             for (size_t l = 0; l < bb; l += 64) _mm_prefetch((const char *)x + pf2 + l, _MM_HINT_T1);
-        if (IS_Q6)
-            q6_K_block(g, b, a + (size_t)b * sizeof(block_q8_K), as, f, NT);
-        else
-            q4_K_block(x, a + (size_t)b * sizeof(block_q8_K), as, f, NT);
+        const unsigned char *ab = a + (size_t)b * sizeof(block_q8_K);
+        if (KQ == KQ_Q6_K) q6_K_block(g, b, ab, as, f, NT);
+        else if (KQ == KQ_IQ4_XS) iq4_xs_block(x, ab, as, f, NT);
+        else q45_K_block(KQ == KQ_Q5_K, x, ab, as, f, NT);
     }
     KITE_PRAGMA(GCC unroll 4)
     for (int t = 0; t < NT; t++) _mm512_storeu_ps(y + (int64_t)t * ldy, f[t]);
 }
 
-static ALWAYS_INLINE void kquant_tokens(const int IS_Q6, int64_t nb, float *y, int64_t ldy, const void *grp,
+static ALWAYS_INLINE void kquant_tokens(const int KQ, int64_t nb, float *y, int64_t ldy, const void *grp,
                                         const void *a, size_t a_stride, int nt, int acc) {
     const unsigned char *g = grp, *act = a;
     for (int t0 = 0; t0 < nt; t0 += X16K_PASS_TOK) {
         float *yt = y + (int64_t)t0 * ldy;
         const unsigned char *at = act + (size_t)t0 * a_stride;
         switch (nt - t0) {
-        case 1: kquant_pass(IS_Q6, nb, yt, ldy, g, at, a_stride, acc, 1); break;
-        case 2: kquant_pass(IS_Q6, nb, yt, ldy, g, at, a_stride, acc, 2); break;
-        case 3: kquant_pass(IS_Q6, nb, yt, ldy, g, at, a_stride, acc, 3); break;
-        default: kquant_pass(IS_Q6, nb, yt, ldy, g, at, a_stride, acc, 4); break;
+        case 1: kquant_pass(KQ, nb, yt, ldy, g, at, a_stride, acc, 1); break;
+        case 2: kquant_pass(KQ, nb, yt, ldy, g, at, a_stride, acc, 2); break;
+        case 3: kquant_pass(KQ, nb, yt, ldy, g, at, a_stride, acc, 3); break;
+        default: kquant_pass(KQ, nb, yt, ldy, g, at, a_stride, acc, 4); break;
         }
     }
 }
@@ -271,14 +358,28 @@ KERN_GEMM_X16_DECL(gemm_x16_q4_K_vnni) {
     (void)corr;
     (void)da;
     (void)c_stride;
-    kquant_tokens(0, nb, y, ldy, grp, a, a_stride, nt, acc);
+    kquant_tokens(KQ_Q4_K, nb, y, ldy, grp, a, a_stride, nt, acc);
 }
 
 KERN_GEMM_X16_DECL(gemm_x16_q6_K_vnni) {
     (void)corr;
     (void)da;
     (void)c_stride;
-    kquant_tokens(1, nb, y, ldy, grp, a, a_stride, nt, acc);
+    kquant_tokens(KQ_Q6_K, nb, y, ldy, grp, a, a_stride, nt, acc);
+}
+
+KERN_GEMM_X16_DECL(gemm_x16_q5_K_vnni) {
+    (void)corr;
+    (void)da;
+    (void)c_stride;
+    kquant_tokens(KQ_Q5_K, nb, y, ldy, grp, a, a_stride, nt, acc);
+}
+
+KERN_GEMM_X16_DECL(gemm_x16_iq4_xs_vnni) {
+    (void)corr;
+    (void)da;
+    (void)c_stride;
+    kquant_tokens(KQ_IQ4_XS, nb, y, ldy, grp, a, a_stride, nt, acc);
 }
 #else
 typedef int kite_empty_unit_gemm_x16_kquant_vnni; /* ISO C wants a declaration */

@@ -1,12 +1,15 @@
 /*
- * gemm_x16_vnni.c - the 16-row interleaved q4_0 / q8_0 kernel with AVX-512
- * VNNI (layout and arithmetic in gemm_x16.h; equal bit for bit to
+ * gemm_x16_vnni.c - the 16-row interleaved q4_0 / q5_0 / q8_0 / iq4_nl kernel with
+ * AVX-512 VNNI (layout and arithmetic in gemm_x16.h; equal bit for bit to
  * ref/gemm_x16_ref.c).
  *
  * DESIGN
  *   Per block: the group's 16 scales (one vcvtph2ps) and its quants as 4
  *   (q4_0) or 8 (q8_0) zmm of 16 rows x 4 unsigned bytes; q4_0 nibbles are
- *   split with an AND and a shift+AND, so 4 loads give 8 operands.  Then
+ *   split with an AND and a shift+AND, so 4 loads give 8 operands (iq4_nl:
+ *   the same nibbles looked up in the codebook + 128 with one vpshufb
+ *   each; q5_0: each merged with its fifth bit from the transposed qh by a
+ *   shift, an AND and one vpternlogd).  Then
  *   per token: the int32 accumulator starts at corr[t][b] (broadcast), 8
  *   vpdpbusd add 4 products each per row with the token's 4 activation
  *   bytes broadcast, and one convert, one multiply (d_w * d_a) and one FMA
@@ -43,6 +46,7 @@
 #include "kernels/dispatch.h"
 #include "kernels/gemm_x16.h"
 #include "kernels/x86_avx512/vnni_common.h"
+#include "tensor/quants.h"
 
 /* Prefetch distance in bytes of the group's forward stream, and the token
  * count above which it is used (see DESIGN). */
@@ -83,13 +87,39 @@ static ALWAYS_INLINE __m512i block_sum(const __m512i w[8], const unsigned char *
     return s;
 }
 
+/* The quant formats of this file's kernels: q8_0 bytes, q4_0 nibbles,
+ * iq4_nl nibbles through the codebook. */
+enum { X16_Q8, X16_Q4, X16_NL, X16_Q5 };
+
+/* (b & c) | (a & ~c), bitwise: vpternlogd's table for (a, b, c) */
+#define TL_B_WHERE_C 0xD8
+
 /* Block b (scales dw, quants at q) for NT tokens into f. */
 static ALWAYS_INLINE void x16_block(const int IS_Q4, __m512 dw, const unsigned char *q, int64_t b, __m512 *f,
                                     const unsigned char *a, size_t as, const int32_t *corr, const float *da,
                                     int64_t cs, const int NT) {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     __m512i w[8];
-    if (IS_Q4) {
+    if (IS_Q4 == X16_NL) { /* the codebook + 128 (xor 0x80 on the int8 values) in every 128-bit lane */
+        const __m512i tbl = _mm512_broadcast_i32x4(_mm_xor_si128(
+            _mm_loadu_si128((const __m128i *)(const void *)kite_iq4nl_values), _mm_set1_epi8((char)0x80)));
+        KITE_UNROLL
+        for (int j = 0; j < 4; j++) {
+            const __m512i c = _mm512_loadu_si512(q + 64 * j);
+            w[j] = _mm512_shuffle_epi8(tbl, _mm512_and_si512(c, m4));
+            w[4 + j] = _mm512_shuffle_epi8(tbl, _mm512_and_si512(_mm512_srli_epi16(c, 4), m4));
+        }
+    } else if (IS_Q4 == X16_Q5) { /* bit j / 4 + j of each byte of the qh word into bit 4 of chunk j's lo / hi */
+        const __m512i h = _mm512_loadu_si512(q), k10 = _mm512_set1_epi8(0x10);
+        KITE_UNROLL
+        for (int j = 0; j < 4; j++) {
+            const __m512i c = _mm512_loadu_si512(q + 64 + 64 * j);
+            w[j] = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_slli_epi32(h, (unsigned)(4 - j)), k10), c, m4,
+                                             TL_B_WHERE_C);
+            w[4 + j] = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi32(h, (unsigned)j), k10),
+                                                 _mm512_srli_epi16(c, 4), m4, TL_B_WHERE_C);
+        }
+    } else if (IS_Q4) {
         KITE_UNROLL
         for (int j = 0; j < 4; j++) {
             const __m512i c = _mm512_loadu_si512(q + 64 * j);
@@ -109,12 +139,13 @@ static ALWAYS_INLINE void x16_block(const int IS_Q4, __m512 dw, const unsigned c
     }
 }
 
-/* IS_Q4: q4_0 (4 chunks of nibbles) or q8_0 (8 chunks of bytes).  Walks the
+/* IS_Q4: q4_0, iq4_nl (4 chunks of nibbles), q5_0 (its fifth bits, then 4
+ * chunks of nibbles), or q8_0 (8 chunks of bytes).  Walks the
  * group's block pairs in address order (gemm_x16.h). */
 static ALWAYS_INLINE void x16_kernel(const int IS_Q4, int64_t nb, float *y, int64_t ldy, const unsigned char *g,
                                      const unsigned char *a, size_t as, const int32_t *corr, const float *da,
                                      int64_t cs, int acc, const int NT) {
-    const size_t qb = IS_Q4 ? 256 : 512, pair = 2 * (X16_SCALE_BYTES + qb);
+    const size_t qb = IS_Q4 == X16_Q5 ? 320 : IS_Q4 ? 256 : 512, pair = 2 * (X16_SCALE_BYTES + qb);
     const size_t dpf =
         NT <= X16_PF_MIN_TOK && kern_decode_prefetch() ? (IS_Q4 ? X16_DECODE_PF_Q4 : X16_DECODE_PF_Q8) : 0;
     __m512 f[X16_MAX_TOK];
@@ -160,9 +191,13 @@ static ALWAYS_INLINE void x16_kernel(const int IS_Q4, int64_t nb, float *y, int6
     default: x16_kernel(IS_Q4, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, acc, 16); break; \
     }
 
-KERN_GEMM_X16_DECL(gemm_x16_q4_0_vnni) { X16_TOKENS(1) }
+KERN_GEMM_X16_DECL(gemm_x16_q4_0_vnni) { X16_TOKENS(X16_Q4) }
 
-KERN_GEMM_X16_DECL(gemm_x16_q8_0_vnni) { X16_TOKENS(0) }
+KERN_GEMM_X16_DECL(gemm_x16_q8_0_vnni) { X16_TOKENS(X16_Q8) }
+
+KERN_GEMM_X16_DECL(gemm_x16_iq4_nl_vnni) { X16_TOKENS(X16_NL) }
+
+KERN_GEMM_X16_DECL(gemm_x16_q5_0_vnni) { X16_TOKENS(X16_Q5) }
 #else
 typedef int kite_empty_unit_gemm_x16_vnni; /* ISO C wants a declaration */
 #endif
