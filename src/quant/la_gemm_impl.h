@@ -40,7 +40,7 @@ static void LA_FN(pack_b_)(LA_T *dst, const la_src *b, int64_t p0, int kc, int64
     for (int jr = 0; jr < nc; jr += nr) {
         const int nv = nc - jr < nr ? nc - jr : nr;
         LA_T *d = dst + (size_t)jr * kc;
-        if (!b->trans && !b->f32) { /* rows of B are contiguous: copy runs */
+        if (!b->trans && b->f32 == (sizeof(LA_T) == sizeof(float))) { /* rows of B are contiguous: copy runs */
             for (int k = 0; k < kc; k++) {
                 const LA_T *s = (const LA_T *)b->p + (p0 + k) * b->ld + j0 + jr;
                 int j = 0;

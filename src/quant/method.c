@@ -41,6 +41,7 @@
 #include "quant/calib.h"
 #include "quant/gptq.h"
 #include "quant/grid.h"
+#include "quant/linalg.h"
 #include "tensor/dtype.h"
 
 #define CALIB_MAX_TEXT ((size_t)256 << 20) /* calibration texts above 256 MiB are refused */
@@ -73,6 +74,7 @@ struct qm_state {
     /* GPTQ state of one layer */
     int32_t g_layer;
     gptq_factor fac[TAP_COUNT];
+    la_ctx *la;             /* blocked linear algebra on the pool */
     float *scratch;         /* [n_threads][scratch_floats] */
     size_t scratch_floats;
     /* AWQ state of one layer */
@@ -127,6 +129,7 @@ static int decide_route(const qm_state *s, uint64_t i) {
 void qm_free(qm_state *s) {
     if (!s) return;
     for (int k = 0; k < TAP_COUNT; k++) gptq_factor_free(&s->fac[k]);
+    la_ctx_free(s->la);
     for (int r = 0; r < TR_COUNT; r++) free(s->folded[r]);
     free(s->scratch);
     calib_free(s->cal);
@@ -197,6 +200,10 @@ int qm_new(const char *in_path, const gguf_ctx *in, const quant_choice *plan, co
     if (s->p.group == 0) s->p.group = QGRID_BLOCK;
     s->tp = tp;
     s->n_threads = tp_n_threads(tp);
+    if (p->method == QUANT_GPTQ && !(s->la = la_ctx_new(tp, NULL))) {
+        rc = KITE_E_NOMEM;
+        goto fail;
+    }
     s->g_layer = s->a_layer = -1;
     const uint64_t n = in->n_tensors;
     s->t_layer = malloc((n ? n : 1) * sizeof *s->t_layer);
@@ -238,7 +245,7 @@ int qm_new(const char *in_path, const gguf_ctx *in, const quant_choice *plan, co
         if (s->route[i] != QM_RTN && in->tensors[i].ne[0] > max_ne0) max_ne0 = in->tensors[i].ne[0];
     }
     /* per thread: GPTQ scratch, an input row and an output row of blocks */
-    s->scratch_floats = gptq_scratch_floats((int)max_ne0) + 2 * (size_t)max_ne0 + 64;
+    s->scratch_floats = gptq_scratch_floats((int)max_ne0, GPTQ_CHUNK_ROWS) + (GPTQ_CHUNK_ROWS + 2) * (size_t)max_ne0 + 64;
     if (!(s->scratch = malloc((size_t)s->n_threads * s->scratch_floats * sizeof(float)))) {
         rc = err_set(KITE_E_NOMEM, "out of memory for scratch");
         goto fail;
@@ -292,12 +299,25 @@ static void rows_task_run(void *arg, int ith, int nth) {
     const int64_t ne0 = t->ne[0];
     const size_t in_bytes = dtype_row_size(t->type, ne0), out_bytes = dtype_row_size(ot, ne0);
     float *scr = s->scratch + (size_t)ith * s->scratch_floats;
-    float *row = scr + gptq_scratch_floats((int)ne0);
+    float *row = scr + gptq_scratch_floats((int)ne0, GPTQ_CHUNK_ROWS);
     gptq_params gp = {.type = ot, .bits = s->p.bits, .group = s->p.group, .act_order = s->p.act_order,
                       .damp = s->p.damp};
     const bool grid = qgrid_supported(ot, s->p.bits) && s->plan[r->i].convert && grid_wanted(&s->p);
     long lo, hi;
     tp_split((long)r->n_rows, ith, nth, &lo, &hi);
+    if (r->fac) { /* GPTQ: chunks of rows share each pass over U */
+        for (long k = lo; k < hi; k += GPTQ_CHUNK_ROWS) {
+            const int R = (int)(hi - k < GPTQ_CHUNK_ROWS ? hi - k : GPTQ_CHUNK_ROWS);
+            const float *src = row;
+            if (r->src_f) src = r->src_f + (size_t)(r->row0 + k) * (size_t)ne0;
+            else
+                for (int j = 0; j < R; j++)
+                    dtype_get(t->type)->to_float((const uint8_t *)t->data + (size_t)(r->row0 + k + j) * in_bytes,
+                                                 row + (size_t)j * (size_t)ne0, ne0);
+            gptq_quantize_rows(src, (size_t)ne0, R, r->fac, &gp, scr, r->dst + (size_t)k * out_bytes, out_bytes);
+        }
+        return;
+    }
     for (long k = lo; k < hi; k++) {
         const int64_t rr = r->row0 + k;
         const float *src;
@@ -308,8 +328,7 @@ static void rows_task_run(void *arg, int ith, int nth) {
             src = row;
         }
         uint8_t *d = r->dst + (size_t)k * out_bytes;
-        if (r->fac) gptq_quantize_row(src, r->fac, &gp, scr, d);
-        else if (grid) qgrid_quantize_row(ot, s->p.bits, s->p.group, src, ne0, d);
+        if (grid) qgrid_quantize_row(ot, s->p.bits, s->p.group, src, ne0, d);
         else dtype_get(ot)->from_float(src, d, ne0);
     }
 }
@@ -342,7 +361,7 @@ static int gptq_fill(qm_state *s, uint64_t i, int64_t row0, int64_t n_rows, void
         }
         gptq_params gp = {.type = s->plan[i].type, .bits = s->p.bits, .group = s->p.group,
                           .act_order = s->p.act_order, .damp = s->p.damp};
-        if ((rc = gptq_prepare(cp->h, cp->width, &gp, &s->fac[tap]))) return rc;
+        if ((rc = gptq_prepare(cp->h, cp->width, &gp, s->la, &s->fac[tap]))) return rc;
         const double d0 = s->p.damp > 0 ? s->p.damp : GPTQ_DAMP_DEFAULT;
         if (s->p.log && s->fac[tap].damp_used > d0 * 1.5)
             fprintf(s->p.log, "gptq: layer %d input %d: dampening raised to %g to make H positive definite\n", layer,

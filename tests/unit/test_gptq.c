@@ -118,12 +118,12 @@ TEST(test_gptq_diagonal_equals_rtn) {
     static uint8_t a[N * 2], b[N * 2];
     for (int j = 0; j < N; j++) h[j * N + j] = 0.5 + fabs(frand()) * 4; /* distinct: act-order permutes */
     for (int i = 0; i < ROWS * N; i++) w[i] = gauss();
-    float *scratch = malloc(gptq_scratch_floats(N) * sizeof(float));
+    float *scratch = malloc(gptq_scratch_floats(N, 1) * sizeof(float));
     for (size_t t = 0; t < sizeof grid_types / sizeof *grid_types; t++)
         for (int variant = 0; variant < 4; variant++) {
             gptq_params p = {.type = grid_types[t], .group = variant & 1 ? 64 : 32, .act_order = variant >= 2};
             gptq_factor f;
-            CHECK_EQ_INT(gptq_prepare(h, N, &p, &f), KITE_OK);
+            CHECK_EQ_INT(gptq_prepare(h, N, &p, NULL, &f), KITE_OK);
             for (int r = 0; r < ROWS; r++) {
                 qgrid_quantize_row(p.type, 0, p.group, w + r * N, N, a);
                 gptq_quantize_row(w + r * N, &f, &p, scratch, b);
@@ -148,13 +148,13 @@ TEST(test_gptq_q3k_diagonal_equals_rtn) {
     for (int j = 0; j < N; j++) h[j * N + j] = 0.5 + fabs(frand()) * 4;
     for (int i = 0; i < ROWS * N; i++) w[i] = gauss() * (i < N ? 1.0f : 0.02f);
     for (int j = 16; j < 32; j++) w[N + j] = 0.0f; /* a sub-block with scale 0 */
-    float *scratch = malloc(gptq_scratch_floats(N) * sizeof(float));
+    float *scratch = malloc(gptq_scratch_floats(N, 1) * sizeof(float));
     CHECK(gptq_supported(KITE_DTYPE_Q3_K, 0));
     CHECK(!gptq_supported(KITE_DTYPE_Q3_K, 2));
     for (int ao = 0; ao < 2; ao++) {
         gptq_params p = {.type = KITE_DTYPE_Q3_K, .act_order = ao};
         gptq_factor f;
-        CHECK_EQ_INT(gptq_prepare(h, N, &p, &f), KITE_OK);
+        CHECK_EQ_INT(gptq_prepare(h, N, &p, NULL, &f), KITE_OK);
         for (int r = 0; r < ROWS; r++) {
             quantize_row_q3_K_ref(w + r * N, a, N);
             gptq_quantize_row(w + r * N, &f, &p, scratch, b);
@@ -179,10 +179,10 @@ static void compare(const float *w, int rows, int n, const double *h, const floa
                     double *e_rtn, double *e_gptq) {
     const size_t rb = dtype_row_size(type, n);
     uint8_t *qr = malloc(rb * rows), *qg = malloc(rb * rows);
-    float *scratch = malloc(gptq_scratch_floats(n) * sizeof(float));
+    float *scratch = malloc(gptq_scratch_floats(n, 1) * sizeof(float));
     gptq_params p = {.type = type, .group = 32};
     gptq_factor f;
-    CHECK_EQ_INT(gptq_prepare(h, n, &p, &f), KITE_OK);
+    CHECK_EQ_INT(gptq_prepare(h, n, &p, NULL, &f), KITE_OK);
     if (!f.u) return;
     for (int r = 0; r < rows; r++) {
         dtype_get(type)->from_float(w + (size_t)r * n, qr + rb * r, n);
@@ -300,9 +300,9 @@ TEST(test_prepare_errors) {
     double h[4] = {1, 0, 0, 1};
     gptq_params p = {.type = KITE_DTYPE_Q4_0, .group = 32};
     gptq_factor f;
-    CHECK_EQ_INT(gptq_prepare(h, 0, &p, &f), KITE_E_ARG);
+    CHECK_EQ_INT(gptq_prepare(h, 0, &p, NULL, &f), KITE_E_ARG);
     double nan_h[4] = {1, NAN, NAN, 1};
-    CHECK_EQ_INT(gptq_prepare(nan_h, 2, &p, &f), KITE_E_ARG);
+    CHECK_EQ_INT(gptq_prepare(nan_h, 2, &p, NULL, &f), KITE_E_ARG);
     CHECK(f.u == NULL);
 }
 
