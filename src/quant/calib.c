@@ -28,6 +28,7 @@
 
 #include "core/error.h"
 #include "core/threadpool.h"
+#include "core/timing.h"
 #include "model/context.h"
 #include "model/model.h"
 #include "quant/linalg.h"
@@ -47,6 +48,7 @@ struct calib {
     uint64_t *rng;          /* [(g1 - g0) * TAP_COUNT] reservoir generators */
     threadpool *tp;
     la_ctx *la;             /* Hessian GEMMs on tp */
+    double pass_s;          /* seconds in calibration passes (forward + statistics) */
     int status;             /* first failure inside the tap */
 };
 
@@ -150,6 +152,11 @@ void calib_free(calib *c) {
 }
 
 int32_t calib_layers_per_pass(const calib *c) { return c->per_pass; }
+
+void calib_stats(const calib *c, double *pass_s, double *hess_s, double *hess_flops, double *hess_cpu_s) {
+    *pass_s = c->pass_s;
+    la_ctx_stats(c->la, hess_s, hess_flops, hess_cpu_s);
+}
 int32_t calib_n_windows(const calib *c) { return c->n_windows; }
 
 const calib_point *calib_get(const calib *c, int32_t layer, int point) {
@@ -266,6 +273,7 @@ int calib_load(calib *c, int32_t layer) {
     }
     ctx_set_tap(ctx, calib_tap, c);
     c->status = KITE_OK;
+    const double t_pass = time_now_s();
     const kite_token bos = kite_token_bos(c->model);
     const bool head = g1 == hp->n_layer + 1;
     for (int64_t pos = 0; pos < c->n_tokens;) {
@@ -276,6 +284,7 @@ int calib_load(calib *c, int32_t layer) {
         if ((rc = c->status)) goto done;
     }
     ctx_set_tap(ctx, NULL, NULL);
+    c->pass_s += time_now_s() - t_pass;
     /* finish: means, mirrored and scaled Hessians */
     bool any = false;
     for (int32_t l = g0; l < g1; l++)

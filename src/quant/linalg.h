@@ -120,8 +120,9 @@ bool la_tri_lower_inverse_blocked(la_ctx *c, double *a, int n);
  * Returns false when a is not positive definite. */
 bool la_gptq_factor(la_ctx *c, double *a, int n);
 
-/* Seconds and floating-point operations (a multiply-add counts 2) spent in
- * this context's GEMMs and factorisations so far (progress and benchmarks). */
-void la_ctx_stats(const la_ctx *c, double *seconds /* OUT */, double *flops /* OUT */);
+/* Wall seconds, floating-point operations (a multiply-add counts 2) and
+ * process CPU seconds spent in this context's GEMMs and factorisations so far
+ * (benchmarks; cpu_seconds may be NULL). */
+void la_ctx_stats(const la_ctx *c, double *seconds /* OUT */, double *flops /* OUT */, double *cpu_seconds /* OUT */);
 
 #endif

@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/timing.h"
 #include "kite.h"
 #include "model/arch.h"
 #include "model/context.h"
@@ -75,6 +76,9 @@ struct qm_state {
     int32_t g_layer;
     gptq_factor fac[TAP_COUNT];
     la_ctx *la;             /* blocked linear algebra on the pool */
+    double sweep_s;         /* seconds in GPTQ row sweeps */
+    double sweep_cpu_s;     /* process CPU seconds in them */
+    double sweep_flops;     /* their nominal flops (rows x n^2: the lazy updates' multiply-adds) */
     float *scratch;         /* [n_threads][scratch_floats] */
     size_t scratch_floats;
     /* AWQ state of one layer */
@@ -367,7 +371,25 @@ static int gptq_fill(qm_state *s, uint64_t i, int64_t row0, int64_t n_rows, void
             fprintf(s->p.log, "gptq: layer %d input %d: dampening raised to %g to make H positive definite\n", layer,
                     tap, s->fac[tap].damp_used);
     }
-    return run_rows(s, i, row0, n_rows, dst, NULL, &s->fac[tap]);
+    const double t0 = time_now_s(), u0 = time_cpu_s();
+    rc = run_rows(s, i, row0, n_rows, dst, NULL, &s->fac[tap]);
+    s->sweep_s += time_now_s() - t0;
+    s->sweep_cpu_s += time_cpu_s() - u0;
+    s->sweep_flops += (double)n_rows * (double)s->fac[tap].n * (double)s->fac[tap].n;
+    return rc;
+}
+
+void qm_report(const qm_state *s) {
+    if (!s->p.log || s->p.method != QUANT_GPTQ || !s->cal) return;
+    double pass_s, hess_s, hess_f, hess_u, fac_s, fac_f, fac_u;
+    calib_stats(s->cal, &pass_s, &hess_s, &hess_f, &hess_u);
+    la_ctx_stats(s->la, &fac_s, &fac_f, &fac_u);
+    /* GFLOP/s per CPU-second: the rate per core, comparable with one core's FMA peak on a loaded machine */
+    fprintf(s->p.log, "gptq: time (wall / cpu): calibration passes %.1f s, of it Hessian GEMMs %.1f / %.1f s "
+            "(%.1f GFLOP per cpu-s); factors %.1f / %.1f s (%.1f GFLOP per cpu-s); row sweeps %.1f / %.1f s "
+            "(%.1f GFLOP per cpu-s)\n", pass_s, hess_s, hess_u, hess_u > 0 ? hess_f / hess_u / 1e9 : 0.0, fac_s, fac_u,
+            fac_u > 0 ? fac_f / fac_u / 1e9 : 0.0, s->sweep_s, s->sweep_cpu_s,
+            s->sweep_cpu_s > 0 ? s->sweep_flops / s->sweep_cpu_s / 1e9 : 0.0);
 }
 
 /* ---- AWQ ------------------------------------------------------------------------- */

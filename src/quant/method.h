@@ -50,4 +50,8 @@ int qm_route(const qm_state *s, uint64_t i);
  * (the output type's row bytes each).  Returns KITE_OK or a status. */
 int qm_fill(qm_state *s, uint64_t i, int64_t row0, int64_t n_rows, void *dst);
 
+/* Prints where a GPTQ run's time went (calibration, Hessians, factors,
+ * sweeps) to the log.  No-op for other methods. */
+void qm_report(const qm_state *s);
+
 #endif

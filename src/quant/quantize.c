@@ -33,6 +33,7 @@
 #include "kite.h"
 #include "model/arch.h"
 #include "quant/method.h"
+#include "quant/progress.h"
 #include "tensor/dtype.h"
 
 #define QUANT_VERSION 2 /* ggml's GGML_QNT_VERSION, written to general.quantization_version */
@@ -173,6 +174,7 @@ typedef struct quant_job quant_job;
 /* One tensor's streaming source. */
 typedef struct quant_src {
     quant_job *job;
+    double work;            /* progress units (tensor_work) */
     const gguf_tensor *t;   /* input tensor */
     quant_choice c;
     int32_t index;          /* 1-based, for progress lines */
@@ -187,6 +189,7 @@ struct quant_job {
     int64_t max_ne0;        /* longest converted row */
     int32_t n_tensors;
     qm_state *qm;           /* method / group-grid state, or NULL (plain RTN) */
+    qprog *prog;            /* progress / ETA, or NULL */
 };
 
 typedef struct fill_task {
@@ -210,6 +213,8 @@ static void fill_task_run(void *arg, int ith, int nth) {
         to->from_float(row, f->dst + (size_t)r * s->out_row_bytes, ne0);
     }
 }
+
+static int fill_chunk(const quant_src *s, int64_t row0, int64_t n_rows, void *dst);
 
 static int fill_rows(void *user, int64_t row0, int64_t n_rows, void *dst) {
     const quant_src *s = user;
@@ -236,7 +241,15 @@ static int fill_rows(void *user, int64_t row0, int64_t n_rows, void *dst) {
         fprintf(p->log, "[%3d/%3d] %-28s %5s -> %-6s (%" PRId64 " x %" PRId64 ")%s\n", s->index, s->job->n_tensors,
                 name, dtype_name(s->t->type), dtype_name(s->c.type), s->t->ne[0],
                 s->t->ne[1] * s->t->ne[2] * s->t->ne[3], why);
+        qprog_tensor(s->job->prog, s->index, s->job->n_tensors, name, s->work);
     }
+    const int rc = fill_chunk(s, row0, n_rows, dst);
+    const int64_t rows = s->t->ne[1] * s->t->ne[2] * s->t->ne[3];
+    qprog_advance(s->job->prog, rows > 0 ? (double)(row0 + n_rows) / (double)rows : 1.0);
+    return rc;
+}
+
+static int fill_chunk(const quant_src *s, int64_t row0, int64_t n_rows, void *dst) {
     if (s->job->qm && qm_route(s->job->qm, (uint64_t)(s->index - 1)) != QM_RTN)
         return qm_fill(s->job->qm, (uint64_t)(s->index - 1), row0, n_rows, dst);
     if (!s->c.convert) {
@@ -263,8 +276,17 @@ static int copy_metadata(const gguf_ctx *in, gguf_writer *w, uint32_t ftype) {
     return rc;
 }
 
-int quant_model(const char *in_path, const char *out_path, const quant_params *p, quant_stats *stats) {
-    if (!in_path || !out_path || !p) return err_set(KITE_E_ARG, "quant_model: NULL argument");
+/* Progress units of tensor i: rows x row length x cost per element. */
+static double tensor_work(const gguf_tensor *t, const quant_choice *c, int route) {
+    const double rows = (double)(t->ne[1] * t->ne[2] * t->ne[3]), ne0 = (double)t->ne[0];
+    if (route == QM_GPTQ) return rows * ne0 * ne0;
+    return rows * ne0 * (c->convert || route != QM_RTN ? 64.0 : 1.0);
+}
+
+int quant_model(const char *in_path, const char *out_path, const quant_params *p_in, quant_stats *stats) {
+    if (!in_path || !out_path || !p_in) return err_set(KITE_E_ARG, "quant_model: NULL argument");
+    quant_params pl = *p_in;
+    const quant_params *p = &pl; /* log replaced by the progress-aware stream */
     gguf_ctx *in = NULL;
     gguf_writer *w = NULL;
     quant_choice *plan = NULL;
@@ -307,8 +329,13 @@ int quant_model(const char *in_path, const char *out_path, const quant_params *p
         goto done;
     }
     job.n_tensors = (int32_t)n;
+    if (p_in->log && (job.prog = qprog_new(p_in->log, 0))) pl.log = qprog_log(job.prog, p_in->log);
     if (p->method != QUANT_RTN || p->bits != 0 || (p->group != 0 && p->group != 32))
         if ((rc = qm_new(in_path, in, plan, p, job.tp, &job.qm))) goto done;
+    double total_work = 0;
+    for (uint64_t i = 0; i < n; i++)
+        total_work += tensor_work(&in->tensors[i], &plan[i], job.qm ? qm_route(job.qm, i) : QM_RTN);
+    qprog_set_total(job.prog, total_work);
     if (job.qm && p->awq_float_out) /* tests: every tensor keeps its input type, AWQ's folded */
         for (uint64_t i = 0; i < n; i++)
             plan[i] = (quant_choice){.type = in->tensors[i].type, .wanted = in->tensors[i].type};
@@ -321,6 +348,7 @@ int quant_model(const char *in_path, const char *out_path, const quant_params *p
         const gguf_tensor *t = &in->tensors[i];
         quant_src *s = &srcs[i];
         *s = (quant_src){.job = &job, .t = t, .c = plan[i], .index = (int32_t)i + 1,
+                         .work = tensor_work(t, &plan[i], job.qm ? qm_route(job.qm, i) : QM_RTN),
                          .in_row_bytes = dtype_row_size(t->type, t->ne[0]),
                          .out_row_bytes = dtype_row_size(plan[i].type, t->ne[0])};
         char *name = gguf_str_dup(t->name);
@@ -339,10 +367,12 @@ int quant_model(const char *in_path, const char *out_path, const quant_params *p
     }
     st.n_tensors = (int32_t)n;
     if ((rc = gguf_writer_write(w, out_path))) goto done;
+    if (job.qm) qm_report(job.qm);
     if (stats) *stats = st;
 done:
     gguf_writer_free(w);
     qm_free(job.qm);
+    qprog_free(job.prog);
     tp_free(job.tp);
     free(job.scratch);
     free(srcs);

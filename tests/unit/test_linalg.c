@@ -286,11 +286,11 @@ static void bench(int n_threads) {
     }
     spd(ad, n);
     double s0, f0, s1, f1;
-    la_ctx_stats(lc, &s0, &f0);
+    la_ctx_stats(lc, &s0, &f0, NULL);
     const double t0 = cpu_s();
     CHECK(la_gptq_factor(lc, ad, n));
     const double dt = cpu_s() - t0;
-    la_ctx_stats(lc, &s1, &f1);
+    la_ctx_stats(lc, &s1, &f1, NULL);
     const double gf = (f1 - f0) / dt, pk = peak1 / 2;
     printf("gptq factor n=%d (cholesky + triangular inverse, 2n^3/3 flops), %d threads: %.3f cpu-s, %.1f GFLOP/s per core, "
            "%.0f%% of double FMA peak\n", n, n_threads, dt, gf / 1e9, pk > 0 ? 100 * gf / pk : 0.0);
