@@ -18,6 +18,7 @@
 #include "cli.h"
 #include "config/config.h"
 #include "core/timing.h"
+#include "core/tmpfile.h"
 #include "kite.h"
 #include "quant/grid.h"
 #include "quant/quantize.h"
@@ -61,7 +62,7 @@ static const cli_opt quantize_opts_table[] = {
              "smoothquant | outliers: W8A8 paths, see --method smoothquant --help\n"
              "(kite types w8a8, llm_int8: docs/quantization/w8a8.md)",
      .kind = CLI_STR, CLI_AT(quantize_opts, method), .def = "rtn"},
-    {.names = "--calib", .arg = "TEXT", .help = "calibration text file (required by gptq and awq)", .kind = CLI_STR,
+    {.names = "--calib", .arg = "TEXT", .help = "calibration text file (required by gptq, awq and smoothquant)", .kind = CLI_STR,
      CLI_AT(quantize_opts, calib)},
     {.names = "--calib-tokens", .arg = "N", .help = "calibration tokens used", .kind = CLI_INT,
      CLI_AT(quantize_opts, calib_tokens), .min = 1, .max = INT64_C(1) << 32,
@@ -101,6 +102,7 @@ const cli_spec cli_spec_quantize = {
 };
 
 int cmd_quantize(int argc, char **argv) {
+    tmpf_install_signal_handlers(); /* an interrupt removes the temporary files */
     /* --- W8A8 hook (quantize_w8.c): SmoothQuant and the outlier test model --- */
     for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--method") && (!strcmp(argv[i + 1], "smoothquant") || !strcmp(argv[i + 1], "outliers")))
@@ -120,10 +122,13 @@ int cmd_quantize(int argc, char **argv) {
     if (!strcmp(method, "rtn")) meth = QUANT_RTN;
     else if (!strcmp(method, "gptq")) meth = QUANT_GPTQ;
     else if (!strcmp(method, "awq")) meth = QUANT_AWQ;
-    else return cli_usage_error(CMD, "--method: unknown method '%s' (rtn, gptq, awq)", method);
+    else
+        return cli_usage_error(CMD, "--method: unknown method '%s' (rtn, gptq, awq; smoothquant and outliers for "
+                               "the W8A8 types)", method);
     if (meth != QUANT_RTN && !calib)
         return cli_usage_error(CMD, "--method %s needs a calibration text (--calib TEXT)", method);
-    if (meth == QUANT_RTN && calib) return cli_usage_error(CMD, "--calib is only used by --method gptq|awq");
+    if (meth == QUANT_RTN && calib)
+        return cli_usage_error(CMD, "--calib is only used by --method gptq, awq and smoothquant");
     if (act_order && meth != QUANT_GPTQ) return cli_usage_error(CMD, "--act-order is a gptq option");
 
     quant_params p = {.allow_requantize = allow_requant, .log = stderr, .method = meth, .calib_path = calib,
@@ -145,9 +150,20 @@ int cmd_quantize(int argc, char **argv) {
             if (!tr || !tr->from_float)
                 return cli_usage_error(CMD, "--type: %s has no reference quantizer in kite", type);
             p.type = (uint32_t)t;
-            if ((group > 32 || bits) && !qgrid_supported(p.type, (int)bits))
-                return cli_usage_error(CMD, "--group/--bits: %s has no group grid (q4_0 q4_1 q5_0 q5_1 q8_0; "
-                                       "--bits below the type's own)", type);
+            if (group > 32 && !qgrid_supported(p.type, 0))
+                return cli_usage_error(CMD, "--group %" PRId64 ": %s has no group grid (only q4_0 q4_1 q5_0 q5_1 "
+                                       "q8_0 do)", group, type);
+            if (bits && !qgrid_supported(p.type, (int)bits)) {
+                /* the types that do take this --bits, from the grid table itself */
+                static const uint32_t legacy[] = {KITE_DTYPE_Q4_0, KITE_DTYPE_Q4_1, KITE_DTYPE_Q5_0, KITE_DTYPE_Q5_1,
+                                                  KITE_DTYPE_Q8_0};
+                char ok[64] = "";
+                for (size_t k = 0; k < sizeof legacy / sizeof *legacy; k++)
+                    if (qgrid_supported(legacy[k], (int)bits))
+                        snprintf(ok + strlen(ok), sizeof ok - strlen(ok), " %s", dtype_name(legacy[k]));
+                return cli_usage_error(CMD, "--bits %" PRId64 ": %s has no %" PRId64 "-bit grid (--bits %" PRId64
+                                       " applies to:%s)", bits, type, bits, bits, ok[0] ? ok : " no type");
+            }
         } else if (!(p.recipe = quant_recipe_find(type))) {
             return cli_usage_error(CMD, "--type: unknown type '%s'", type);
         }

@@ -229,7 +229,8 @@ typedef int (*gguf_tensor_fill_fn)(void *user, int64_t row0, int64_t n_rows, voi
 int gguf_writer_add_tensor_cb(gguf_writer *w, const char *name, uint32_t type,
                               uint32_t n_dims, const int64_t *ne, gguf_tensor_fill_fn fill, void *user);
 
-/* Writes the file (GGUF v3).  Writes to "<path>.tmp.<pid>" then renames. */
+/* Writes the file (GGUF v3).  Writes to "<path>.tmp.<pid>.<n>" (removed on SIGINT/SIGTERM once
+ * tmpf_install_signal_handlers ran, core/tmpfile.h) then renames. */
 int gguf_writer_write(gguf_writer *w, const char *path);
 
 #endif

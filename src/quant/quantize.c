@@ -24,6 +24,7 @@
 #include "quant/quantize.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -276,6 +277,41 @@ static int copy_metadata(const gguf_ctx *in, gguf_writer *w, uint32_t ftype) {
     return rc;
 }
 
+/* Finds the first NaN/Inf weight of a tensor the output re-encodes: raw bit
+ * tests for f32/f16/bf16 (exponent all ones), the dequantized row for the
+ * others.  Returns KITE_OK or KITE_E_FORMAT naming the tensor, row and
+ * column.  row: scratch of ne0 floats. */
+static int check_finite(const gguf_tensor *t, float *row) {
+    const int64_t ne0 = t->ne[0], rows = t->ne[1] * t->ne[2] * t->ne[3];
+    const size_t rb = dtype_row_size(t->type, ne0);
+    for (int64_t r = 0; r < rows; r++) {
+        const uint8_t *src = (const uint8_t *)t->data + (size_t)r * rb;
+        int64_t bad = -1;
+        if (t->type == KITE_DTYPE_F32) {
+            for (int64_t j = 0; j < ne0 && bad < 0; j++) {
+                uint32_t u;
+                memcpy(&u, src + 4 * j, 4);
+                if ((u & 0x7f800000u) == 0x7f800000u) bad = j;
+            }
+        } else if (t->type == KITE_DTYPE_F16 || t->type == KITE_DTYPE_BF16) {
+            const uint16_t mask = t->type == KITE_DTYPE_F16 ? 0x7c00u : 0x7f80u;
+            for (int64_t j = 0; j < ne0 && bad < 0; j++) {
+                uint16_t h;
+                memcpy(&h, src + 2 * j, 2);
+                if ((h & mask) == mask) bad = j;
+            }
+        } else {
+            dtype_get(t->type)->to_float(src, row, ne0);
+            for (int64_t j = 0; j < ne0 && bad < 0; j++)
+                if (!isfinite(row[j])) bad = j;
+        }
+        if (bad >= 0)
+            return err_set(KITE_E_FORMAT, "%.*s: row %" PRId64 " has a NaN or Inf weight (column %" PRId64
+                           "); refusing to quantize it", (int)t->name.len, t->name.ptr, r, bad);
+    }
+    return KITE_OK;
+}
+
 /* Progress units of tensor i: rows x row length x cost per element. */
 static double tensor_work(const gguf_tensor *t, const quant_choice *c, int route) {
     const double rows = (double)(t->ne[1] * t->ne[2] * t->ne[3]), ne0 = (double)t->ne[0];
@@ -324,6 +360,8 @@ int quant_model(const char *in_path, const char *out_path, const quant_params *p
             goto done;
         }
     }
+    for (uint64_t i = 0; i < n; i++) /* before any output: a NaN/Inf weight is an error naming its row */
+        if (plan[i].convert && (rc = check_finite(&in->tensors[i], job.scratch))) goto done;
     if (!(job.tp = tp_new(n_threads))) {
         rc = KITE_E_NOMEM;
         goto done;

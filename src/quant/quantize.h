@@ -33,7 +33,7 @@
  * OWNERSHIP / THREAD SAFETY
  *   No global state; quant_model() may run concurrently with itself.  It
  *   starts and joins its own worker threads.  The output is written through
- *   "<path>.tmp.<pid>" and renamed on success (gguf writer), so a failed run
+ *   "<path>.tmp.<pid>.<n>" and renamed on success (gguf writer), so a failed run
  *   leaves no output file.
  */
 #ifndef KITE_QUANT_QUANTIZE_H
