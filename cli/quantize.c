@@ -3,7 +3,7 @@
  *
  *   kite quantize -m IN.gguf -o OUT.gguf --type TYPE [--method rtn|gptq|awq] [--mix MIX]
  *                 [--calib TEXT] [--calib-tokens N] [--group 32|64|128] [--bits N]
- *                 [--act-order] [--damp F] [--allow-requantize] [-t THREADS]
+ *                 [--act-order] [--damp F] [--allow-requantize] [--allow-fallback] [-t THREADS]
  *
  * A thin driver over src/quant/quantize.c: parses flags, picks the pure type
  * or the llama.cpp recipe, runs the quantizer (progress on stderr) and prints
@@ -30,7 +30,7 @@ typedef struct quantize_opts {
     const char *in, *out, *type, *mix, *method, *calib;
     int64_t threads, calib_tokens, group, bits;
     float damp;
-    bool allow_requant, act_order;
+    bool allow_requant, act_order, allow_fallback;
 } quantize_opts;
 
 static int check_group(const cli_opt *o, void *state, const char *cmd, const char *flag, char **vals, int n) {
@@ -82,6 +82,11 @@ static const cli_opt quantize_opts_table[] = {
      .kind = CLI_FLOAT, CLI_AT(quantize_opts, damp), .fmin = 1e-6f, .fmax = 10.0f, .def_doc = "0.01"},
     {.names = "--allow-requantize", .help = "accept already-quantized input (loses quality)", .kind = CLI_FLAG,
      CLI_AT(quantize_opts, allow_requant)},
+    {.names = "--allow-fallback",
+     .help = "gptq: write matrices GPTQ cannot produce (types without a GPTQ grid,\n"
+             "inputs without calibration data) with rtn instead of failing; each one's\n"
+             "progress line says so",
+     .kind = CLI_FLAG, CLI_AT(quantize_opts, allow_fallback)},
     {.names = "-t, --threads", .arg = "N", .help = "worker threads; no effect on the output", .kind = CLI_INT,
      CLI_AT(quantize_opts, threads), .min = 0, .max = 1024, .def_doc = "all online CPUs"},
 };
@@ -90,7 +95,8 @@ const cli_spec cli_spec_quantize = {
     .cmd = CMD,
     .usage = "usage: kite quantize -m IN.gguf -o OUT.gguf --type TYPE [--method rtn|gptq|awq] [--mix MIX]\n"
              "                     [--calib TEXT] [--calib-tokens N] [--group 32|64|128] [--bits N]\n"
-             "                     [--act-order] [--damp F] [--allow-requantize] [-t THREADS]\n"
+             "                     [--act-order] [--damp F] [--allow-requantize] [--allow-fallback]\n"
+             "                     [-t THREADS]\n"
              "\n"
              "Re-encodes the weight matrices of a GGUF model.  rtn (default): round to nearest with\n"
              "kite's reference quantizers, byte-identical to llama.cpp's; norms and metadata are copied.\n"
@@ -130,10 +136,12 @@ int cmd_quantize(int argc, char **argv) {
     if (meth == QUANT_RTN && calib)
         return cli_usage_error(CMD, "--calib is only used by --method gptq, awq and smoothquant");
     if (act_order && meth != QUANT_GPTQ) return cli_usage_error(CMD, "--act-order is a gptq option");
+    if (o.allow_fallback && meth != QUANT_GPTQ) return cli_usage_error(CMD, "--allow-fallback is a gptq option");
 
     quant_params p = {.allow_requantize = allow_requant, .log = stderr, .method = meth, .calib_path = calib,
                       .calib_tokens = calib_tokens, .group = (int)group, .bits = (int)bits,
-                      .act_order = act_order, .damp = damp, .no_repack = config_get()->no_repack};
+                      .act_order = act_order, .damp = damp, .no_repack = config_get()->no_repack,
+                      .allow_fallback = o.allow_fallback};
     if (mix) {
         if (!(p.recipe = quant_recipe_find(mix)))
             return cli_usage_error(CMD, "--mix: unknown mix '%s' (%s)", mix, quant_recipe_list());

@@ -70,6 +70,7 @@ struct qm_state {
     int8_t *t_role;         /* [n_tensors] enum tensor_role, TR_NONE */
     int64_t *role_ix;       /* [(n_layer + 1) * TR_COUNT] tensor index or -1 */
     int8_t *route;          /* [n_tensors] enum qm_route */
+    int8_t *fallback;       /* [n_tensors] 1: GPTQ asked for, RTN written (allow_fallback) */
     uint32_t *qtype;        /* [n_tensors] planned output type (the type AWQ searches for) */
     bool *qconv;            /* [n_tensors] planned conversion */
     /* GPTQ state of one layer */
@@ -142,6 +143,7 @@ void qm_free(qm_state *s) {
     free(s->t_role);
     free(s->role_ix);
     free(s->route);
+    free(s->fallback);
     free(s->qtype);
     free(s->qconv);
     free(s);
@@ -213,9 +215,10 @@ int qm_new(const char *in_path, const gguf_ctx *in, const quant_choice *plan, co
     s->t_layer = malloc((n ? n : 1) * sizeof *s->t_layer);
     s->t_role = malloc((n ? n : 1) * sizeof *s->t_role);
     s->route = malloc((n ? n : 1) * sizeof *s->route);
+    s->fallback = calloc(n ? n : 1, sizeof *s->fallback);
     s->qtype = malloc((n ? n : 1) * sizeof *s->qtype);
     s->qconv = malloc((n ? n : 1) * sizeof *s->qconv);
-    if (!s->t_layer || !s->t_role || !s->route || !s->qtype || !s->qconv) {
+    if (!s->t_layer || !s->t_role || !s->route || !s->fallback || !s->qtype || !s->qconv) {
         rc = err_set(KITE_E_NOMEM, "out of memory");
         goto fail;
     }
@@ -247,6 +250,19 @@ int qm_new(const char *in_path, const gguf_ctx *in, const quant_choice *plan, co
     for (uint64_t i = 0; i < n; i++) {
         s->route[i] = (int8_t)decide_route(s, i);
         if (s->route[i] != QM_RTN && in->tensors[i].ne[0] > max_ne0) max_ne0 = in->tensors[i].ne[0];
+        /* a matrix of the method's roles that GPTQ cannot produce: an error, or a named fallback */
+        if (p->method == QUANT_GPTQ && s->route[i] != QM_GPTQ && s->t_role[i] >= 0 && tap_of(s->t_role[i]) >= 0 &&
+            plan[i].convert && !is_float_type(plan[i].type)) {
+            if (!p->allow_fallback) {
+                rc = err_set(KITE_E_UNSUPPORTED, "%.*s: gptq cannot produce %s%s (its grids: q4_0 q4_1 q5_0 q5_1 "
+                             "q8_0 q3_k%s); pass --allow-fallback to write such matrices with rtn",
+                             (int)in->tensors[i].name.len, in->tensors[i].name.ptr, dtype_name(plan[i].type),
+                             plan[i].type != plan[i].wanted ? " (the row-length fallback of the planned type)" : "",
+                             p->bits ? " with --bits below the type's own" : "");
+                goto fail;
+            }
+            s->fallback[i] = 1;
+        }
     }
     /* per thread: GPTQ scratch, an input row and an output row of blocks */
     s->scratch_floats = gptq_scratch_floats((int)max_ne0, GPTQ_CHUNK_ROWS) + (GPTQ_CHUNK_ROWS + 2) * (size_t)max_ne0 + 64;
@@ -283,6 +299,7 @@ fail:
 }
 
 int qm_route(const qm_state *s, uint64_t i) { return s->route[i]; }
+bool qm_fallback(const qm_state *s, uint64_t i) { return s->fallback[i] != 0; }
 
 /* ---- row production ------------------------------------------------------------- */
 
@@ -358,9 +375,14 @@ static int gptq_fill(qm_state *s, uint64_t i, int64_t row0, int64_t n_rows, void
         if ((rc = calib_load(s->cal, layer))) return rc;
         const calib_point *cp = calib_get(s->cal, layer, tap);
         if (!cp || !cp->h || cp->width != s->in->tensors[i].ne[0]) {
+            const gguf_tensor *t = &s->in->tensors[i];
+            if (!s->p.allow_fallback)
+                return err_set(KITE_E_UNSUPPORTED, "%.*s: gptq has no calibration data for this matrix (layer %d "
+                               "input %d); pass --allow-fallback to write it with rtn", (int)t->name.len, t->name.ptr,
+                               layer, tap);
             if (row0 == 0 && s->p.log)
-                fprintf(s->p.log, "gptq: layer %d input %d: no calibration data for this matrix, rtn instead\n", layer,
-                        tap);
+                fprintf(s->p.log, "gptq: %.*s: no calibration data for this matrix (layer %d input %d): rtn instead "
+                        "(--allow-fallback)\n", (int)t->name.len, t->name.ptr, layer, tap);
             return run_rows(s, i, row0, n_rows, dst, NULL, NULL);
         }
         gptq_params gp = {.type = s->plan[i].type, .bits = s->p.bits, .group = s->p.group,

@@ -22,6 +22,7 @@ struct qprog {
     double work, frac;  /* current tensor */
     int index, count;
     char name[96];
+    double t_tensor, u_tensor; /* wall and CPU time the current tensor started */
     double last;        /* time of the last print */
 };
 
@@ -66,6 +67,15 @@ static ssize_t log_write(void *cookie, const char *buf, size_t n) {
     return (ssize_t)n;
 }
 
+/* The finished tensor's time, when it was long enough to matter. */
+static void tensor_done(qprog *p) {
+    if (p->count == 0) return;
+    const double dt = time_now_s() - p->t_tensor, du = time_cpu_s() - p->u_tensor;
+    if (dt < 1.0) return;
+    erase(p);
+    fprintf(p->out, "[%3d/%3d] %s: %.1f s (cpu %.1f s)\n", p->index, p->count, p->name, dt, du);
+}
+
 qprog *qprog_new(FILE *out, double total) {
     if (!out) return NULL;
     qprog *p = calloc(1, sizeof *p);
@@ -85,6 +95,7 @@ FILE *qprog_log(qprog *p, FILE *out) { return p && p->log ? p->log : out; }
 
 void qprog_free(qprog *p) {
     if (!p) return;
+    tensor_done(p);
     if (p->log) fclose(p->log);
     erase(p);
     fflush(p->out);
@@ -97,6 +108,9 @@ void qprog_set_total(qprog *p, double total) {
 
 void qprog_tensor(qprog *p, int index, int count, const char *name, double work) {
     if (!p) return;
+    tensor_done(p);
+    p->t_tensor = time_now_s();
+    p->u_tensor = time_cpu_s();
     p->done_before += p->frac * p->work;
     p->index = index;
     p->count = count;

@@ -13,6 +13,8 @@
  *       line it prints and redraws it after, so tensor and calibration lines
  *       scroll above it;
  *     - otherwise: plain lines ("progress: ..."), at most one per 10 s.
+ *   A tensor that took a second or more gets a line with its wall and CPU
+ *   time when the next one starts (or at qprog_free).
  *
  * THREAD SAFETY
  *   Driven by the writer's thread only.

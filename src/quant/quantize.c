@@ -235,6 +235,10 @@ static int fill_rows(void *user, int64_t row0, int64_t n_rows, void *dst) {
             size_t l = strlen(why);
             if (route == QM_GRID) snprintf(why + l, sizeof why - l, "  rtn/g%d", g);
             else if (route == QM_GPTQ) snprintf(why + l, sizeof why - l, "  gptq/g%d%s", g, p->act_order ? "/act-order" : "");
+            else if (qm_fallback(s->job->qm, (uint64_t)(s->index - 1)))
+                snprintf(why + l, sizeof why - l, "  rtn (gptq fallback: no gptq grid for %s)", dtype_name(s->c.type));
+            else if (p->method != QUANT_RTN && s->c.convert && route == QM_RTN)
+                snprintf(why + l, sizeof why - l, "  rtn");
             else if (route == QM_AWQ) snprintf(why + l, sizeof why - l, "  awq/g%d", g);
             l = strlen(why);
             if (route != QM_RTN && p->bits) snprintf(why + l, sizeof why - l, " %d-bit grid", p->bits);

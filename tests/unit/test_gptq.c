@@ -10,6 +10,10 @@
  *     inverse (U^T U = A^-1) on a random matrix;
  *   - GPTQ with a diagonal Hessian gives the RTN bytes (with and without
  *     act-order, groups 32 and 64; and q3_K's super-block grid);
+ *   - chunked GPTQ rows match a textbook double-precision GPTQ (every grid
+ *     type, groups 32-128, act-order) and single rows bit for bit;
+ *   - GPTQ on a type without a GPTQ grid is an error naming the tensor, and
+ *     with allow_fallback writes exactly the RTN file;
  *   - GPTQ lowers the output error ||(W - Q) X|| below RTN's on held-out
  *     inputs: synthetic correlated inputs, and the real stories260K layers
  *     (calibrated on tests/data/quant-calib/calib.txt, measured on
@@ -18,6 +22,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/threadpool.h"
 #include "harness.h"
@@ -29,6 +34,7 @@
 #include "quant/gptq.h"
 #include "quant/grid.h"
 #include "quant/linalg.h"
+#include "quant/quantize.h"
 #include "tensor/dtype.h"
 #include "tensor/quants.h"
 
@@ -404,6 +410,32 @@ done:
     kite_model_free(m);
 }
 
+/* GPTQ asked for a type it has no grid for (iq4_nl): an error naming the
+ * tensor, unless allow_fallback, which writes exactly the RTN file. */
+TEST(test_no_silent_fallback) {
+    char dir[] = "/tmp/kite-test-gptq-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char a[128], b[128];
+    snprintf(a, sizeof a, "%s/gptq.gguf", dir);
+    snprintf(b, sizeof b, "%s/rtn.gguf", dir);
+    quant_params p = {.type = KITE_DTYPE_IQ4_NL, .n_threads = 2, .method = QUANT_GPTQ,
+                      .calib_path = "tests/data/quant-calib/calib.txt", .calib_tokens = 256};
+    CHECK_EQ_INT(quant_model("models/stories260K.gguf", a, &p, NULL), KITE_E_UNSUPPORTED);
+    CHECK_MSG(strstr(kite_last_error(), "gptq cannot produce iq4_nl") && strstr(kite_last_error(), ".weight") &&
+                  strstr(kite_last_error(), "--allow-fallback"),
+              "message: %s", kite_last_error());
+    CHECK(access(a, F_OK) != 0);
+    p.allow_fallback = true;
+    CHECK_EQ_INT(quant_model("models/stories260K.gguf", a, &p, NULL), KITE_OK);
+    quant_params r = {.type = KITE_DTYPE_IQ4_NL, .n_threads = 2};
+    CHECK_EQ_INT(quant_model("models/stories260K.gguf", b, &r, NULL), KITE_OK);
+    size_t na = 0, nb = 0;
+    char *x = harness_read_file(a, &na), *y = harness_read_file(b, &nb);
+    CHECK(x && y && na == nb && memcmp(x, y, na) == 0);
+    free(x), free(y);
+    unlink(a), unlink(b), rmdir(dir);
+}
+
 TEST(test_prepare_errors) {
     double h[4] = {1, 0, 0, 1};
     gptq_params p = {.type = KITE_DTYPE_Q4_0, .group = 32};
@@ -424,6 +456,7 @@ int main(void) {
     RUN(test_gptq_q3k_beats_rtn_synthetic);
     RUN(test_gptq_rows_vs_naive_double);
     RUN(test_gptq_beats_rtn_stories260k);
+    RUN(test_no_silent_fallback);
     RUN(test_prepare_errors);
     return harness_summary(__FILE__);
 }

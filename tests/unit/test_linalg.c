@@ -284,6 +284,17 @@ static void bench(int n_threads) {
         printf("%cgemm %d^3, %d threads: %.3f cpu-s, %.1f GFLOP/s per core, %.0f%% of FMA peak\n", dbl ? 'd' : 's', n, n_threads, dt,
                gf / 1e9, pk > 0 ? 100 * gf / pk : 0.0);
     }
+    { /* the calibration Hessian's shape: lower triangle of X^T X, X 256 x n floats */
+        memset(cd, 0, nn * 8);
+        la_gemm_args g = {.m = n, .n = n, .k = 256, .alpha = 1.0, .a = {.p = af, .ld = n, .trans = true, .f32 = true},
+                          .b = {.p = af, .ld = n, .f32 = true}, .c = cd, .ldc = n, .lower = true};
+        la_dgemm(lc, &g);
+        const double t0 = cpu_s();
+        for (int r = 0; r < 4; r++) la_dgemm(lc, &g);
+        const double dt = cpu_s() - t0, gf = 4 * (double)n * n * 256 / dt;
+        printf("hessian dgemm (lower, k 256, float rows widened) n=%d: %.1f GFLOP/s per core, %.0f%% of double peak\n",
+               n, gf / 1e9, peak1 > 0 ? 100 * gf / (peak1 / 2) : 0.0);
+    }
     spd(ad, n);
     double s0, f0, s1, f1;
     la_ctx_stats(lc, &s0, &f0, NULL);
