@@ -1,7 +1,8 @@
 /*
  * la_gemm_impl.h - the GEMM driver of linalg.c, instantiated once per
  * element type (included twice by linalg.c with LA_T, LA_SFX, LA_UKR,
- * LA_MR, LA_NR, LA_NC defined; no include guard on purpose).
+ * LA_MR, LA_NR, LA_NC defined, which it undefines at the end; no include
+ * guard on purpose).
  *
  * Loop order: pc over KC-deep slices (the thread's rows of A packed once per
  * slice into MR-row micro-panels, alpha applied), jc over NC-column panels
@@ -94,3 +95,9 @@ static void LA_FN(gemm_region_)(const kern_la_ops *ops, const la_gemm_args *g, i
 #undef LA_FN
 #undef LA_CAT
 #undef LA_CAT_
+#undef LA_T
+#undef LA_SFX
+#undef LA_UKR
+#undef LA_MR
+#undef LA_NR
+#undef LA_NC

@@ -108,13 +108,7 @@ size_t la_gemm_ws_bytes(int64_t rows) {
 #define LA_MR s_mr
 #define LA_NR s_nr
 #define LA_NC LA_NC_S
-#include "quant/la_gemm_impl.h"
-#undef LA_T
-#undef LA_SFX
-#undef LA_UKR
-#undef LA_MR
-#undef LA_NR
-#undef LA_NC
+#include "quant/la_gemm_impl.h" /* undefines LA_* */
 
 #define LA_T double
 #define LA_SFX _d
@@ -122,13 +116,7 @@ size_t la_gemm_ws_bytes(int64_t rows) {
 #define LA_MR d_mr
 #define LA_NR d_nr
 #define LA_NC LA_NC_D
-#include "quant/la_gemm_impl.h"
-#undef LA_T
-#undef LA_SFX
-#undef LA_UKR
-#undef LA_MR
-#undef LA_NR
-#undef LA_NC
+#include "quant/la_gemm_impl.h" /* undefines LA_* */
 
 void la_sgemm_st(const kern_la_ops *ops, const la_gemm_args *g, void *ws) {
     if (g->m <= 0 || g->n <= 0 || g->k <= 0) return;
@@ -241,6 +229,16 @@ void la_sgemm(la_ctx *c, const la_gemm_args *g) { gemm_mt(c, g, false); }
 
 /* ---- blocked factorisations ------------------------------------------------------------ */
 
+/* End of a factorisation of n^3/3 nominal flops started at (t0, u0): its
+ * GEMMs were not counted on their own (depth > 0). */
+static bool factor_end(la_ctx *c, int n, double t0, double u0, bool ok) {
+    c->depth--;
+    c->seconds += time_now_s() - t0;
+    c->cpu_seconds += time_cpu_s() - u0;
+    c->flops += (double)n * n * n / 3.0; /* n^3/6 multiply-adds */
+    return ok && !c->oom;
+}
+
 /* Textbook Cholesky of the kb x kb block at a (row stride lda), in place. */
 static bool chol_block(double *a, int64_t lda, int kb) {
     for (int i = 0; i < kb; i++) {
@@ -310,11 +308,7 @@ bool la_cholesky_lower_blocked(la_ctx *c, double *a, int n) {
         for (int i = 0; i < n; i++) memset(a + (int64_t)i * n + i + 1, 0, (size_t)(n - i - 1) * sizeof *a);
     free(inv);
     free(panel);
-    c->depth--;
-    c->seconds += time_now_s() - t0;
-    c->cpu_seconds += time_cpu_s() - u0;
-    c->flops += (double)n * n * n / 3.0; /* nominal: n^3/6 multiply-adds */
-    return ok && !c->oom;
+    return factor_end(c, n, t0, u0, ok);
 }
 
 typedef struct inv_task {
@@ -372,11 +366,7 @@ bool la_tri_lower_inverse_blocked(la_ctx *c, double *a, int n) {
     }
     free(inv);
     free(tt);
-    c->depth--;
-    c->seconds += time_now_s() - t0;
-    c->cpu_seconds += time_cpu_s() - u0;
-    c->flops += (double)n * n * n / 3.0; /* nominal: n^3/6 multiply-adds */
-    return ok && !c->oom;
+    return factor_end(c, n, t0, u0, ok);
 }
 
 /* a[i][j] <-> a[n-1-i][n-1-j]: the flat array reversed */

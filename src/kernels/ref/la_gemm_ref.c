@@ -8,23 +8,19 @@
 
 enum { MR = 4, NR = 4 };
 
-static void sgemm_ref(int kc, const float *ap, const float *bp, float *c, int64_t ldc, int mv, int nv) {
-    float acc[MR][NR] = {{0}};
-    for (int k = 0; k < kc; k++)
-        for (int i = 0; i < MR; i++)
-            for (int j = 0; j < NR; j++) acc[i][j] = fmaf(ap[k * MR + i], bp[k * NR + j], acc[i][j]);
-    for (int i = 0; i < mv; i++)
-        for (int j = 0; j < nv; j++) c[i * ldc + j] += acc[i][j];
-}
+/* NAME for element T with the single-rounding multiply-add FMA (fmaf / fma) */
+#define LA_REF_TILE(NAME, T, FMA)                                                                                \
+    static void NAME(int kc, const T *ap, const T *bp, T *c, int64_t ldc, int mv, int nv) {                     \
+        T acc[MR][NR] = {{0}};                                                                                 \
+        for (int k = 0; k < kc; k++)                                                                           \
+            for (int i = 0; i < MR; i++)                                                                       \
+                for (int j = 0; j < NR; j++) acc[i][j] = FMA(ap[k * MR + i], bp[k * NR + j], acc[i][j]);     \
+        for (int i = 0; i < mv; i++)                                                                           \
+            for (int j = 0; j < nv; j++) c[i * ldc + j] += acc[i][j];                                          \
+    }
 
-static void dgemm_ref(int kc, const double *ap, const double *bp, double *c, int64_t ldc, int mv, int nv) {
-    double acc[MR][NR] = {{0}};
-    for (int k = 0; k < kc; k++)
-        for (int i = 0; i < MR; i++)
-            for (int j = 0; j < NR; j++) acc[i][j] = fma(ap[k * MR + i], bp[k * NR + j], acc[i][j]);
-    for (int i = 0; i < mv; i++)
-        for (int j = 0; j < nv; j++) c[i * ldc + j] += acc[i][j];
-}
+LA_REF_TILE(sgemm_ref, float, fmaf)
+LA_REF_TILE(dgemm_ref, double, fma)
 
 static void saxpy_neg_ref(int n, float a, const float *x, float *y) {
     for (int j = 0; j < n; j++) {
