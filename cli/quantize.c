@@ -2,7 +2,9 @@
  * quantize.c - `kite quantize`: quantization of a GGUF model (RTN, GPTQ, AWQ).
  *
  *   kite quantize [OPTIONS] IN.gguf [OUT.gguf] TYPE [NTHREADS]      (llama-quantize's form)
- *   kite quantize -m IN.gguf -o OUT.gguf --type TYPE [--pure] [--method rtn|gptq|awq] ...
+ *   kite quantize -m IN.gguf -o OUT.gguf --type TYPE [--pure] [--method rtn|gptq|awq] [--mix MIX]
+ *                 [--calib TEXT] [--calib-tokens N] [--group 32|64|128] [--bits N]
+ *                 [--act-order] [--damp F] [--allow-requantize] [--allow-fallback] [-t THREADS]
  *
  * A thin driver over src/quant/quantize.c: parses flags, picks the recipe
  * (TYPE means what llama-quantize means: the ftype's per-tensor mix; --pure
@@ -20,6 +22,7 @@
 #include "cli.h"
 #include "config/config.h"
 #include "core/timing.h"
+#include "core/tmpfile.h"
 #include "kite.h"
 #include "progress/progress.h"
 #include "quant/grid.h"
@@ -34,7 +37,7 @@ typedef struct quantize_opts {
     int64_t threads, calib_tokens, group, bits;
     float damp;
     const char *output_type, *token_embd_type;
-    bool allow_requant, act_order, pure, leave_output;
+    bool allow_requant, act_order, pure, leave_output, allow_fallback;
     const char *pos[MAX_POS]; /* IN [OUT] TYPE [NTHREADS] */
     int n_pos;
 } quantize_opts;
@@ -87,7 +90,7 @@ static const cli_opt quantize_opts_table[] = {
              "smoothquant | outliers: W8A8 paths, see --method smoothquant --help\n"
              "(kite types w8a8, llm_int8: docs/quantization/w8a8.md)",
      .kind = CLI_STR, CLI_AT(quantize_opts, method), .def = "rtn"},
-    {.names = "--calib", .arg = "TEXT", .help = "calibration text file (required by gptq and awq)", .kind = CLI_STR,
+    {.names = "--calib", .arg = "TEXT", .help = "calibration text file (required by gptq, awq and smoothquant)", .kind = CLI_STR,
      CLI_AT(quantize_opts, calib)},
     {.names = "--calib-tokens", .arg = "N", .help = "calibration tokens used", .kind = CLI_INT,
      CLI_AT(quantize_opts, calib_tokens), .min = 1, .max = INT64_C(1) << 32,
@@ -107,6 +110,11 @@ static const cli_opt quantize_opts_table[] = {
      .kind = CLI_FLOAT, CLI_AT(quantize_opts, damp), .fmin = 1e-6f, .fmax = 10.0f, .def_doc = "0.01"},
     {.names = "--allow-requantize", .help = "accept already-quantized input (loses quality)", .kind = CLI_FLAG,
      CLI_AT(quantize_opts, allow_requant)},
+    {.names = "--allow-fallback",
+     .help = "gptq: write matrices GPTQ cannot produce (types without a GPTQ grid,\n"
+             "inputs without calibration data) with rtn instead of failing; each one's\n"
+             "progress line says so",
+     .kind = CLI_FLAG, CLI_AT(quantize_opts, allow_fallback)},
     {.names = "-t, --threads", .arg = "N", .help = "worker threads (the same as NTHREADS); no effect on the output",
      .kind = CLI_INT, CLI_AT(quantize_opts, threads), .min = 0, .max = 1024, .def_doc = "all online CPUs"},
     CLI_OPT_QUIET,
@@ -117,7 +125,8 @@ const cli_spec cli_spec_quantize = {
     .usage = "usage: kite quantize [OPTIONS] IN.gguf [OUT.gguf] TYPE [NTHREADS]\n"
              "       kite quantize -m IN.gguf -o OUT.gguf --type TYPE [--pure] [--method rtn|gptq|awq]\n"
              "                     [--calib TEXT] [--calib-tokens N] [--group 32|64|128] [--bits N]\n"
-             "                     [--act-order] [--damp F] [--allow-requantize] [-t THREADS] [-q]\n"
+             "                     [--act-order] [--damp F] [--allow-requantize] [--allow-fallback]\n"
+             "                     [-t THREADS] [-q]\n"
              "\n"
              "Re-encodes the weight matrices of a GGUF model, taking llama-quantize's arguments: TYPE is\n"
              "its ftype name and without OUT.gguf the output is ggml-model-TYPE.gguf beside IN.gguf.\n"
@@ -156,6 +165,7 @@ static void default_out(const char *in, const char *type, char *buf, size_t cap)
 }
 
 int cmd_quantize(int argc, char **argv) {
+    tmpf_install_signal_handlers(); /* an interrupt removes the temporary files */
     /* --- W8A8 hook (quantize_w8.c): SmoothQuant and the outlier test model --- */
     for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--method") && (!strcmp(argv[i + 1], "smoothquant") || !strcmp(argv[i + 1], "outliers")))
@@ -197,16 +207,20 @@ int cmd_quantize(int argc, char **argv) {
     if (!strcmp(method, "rtn")) meth = QUANT_RTN;
     else if (!strcmp(method, "gptq")) meth = QUANT_GPTQ;
     else if (!strcmp(method, "awq")) meth = QUANT_AWQ;
-    else return cli_usage_error(CMD, "--method: unknown method '%s' (rtn, gptq, awq)", method);
+    else
+        return cli_usage_error(CMD, "--method: unknown method '%s' (rtn, gptq, awq; smoothquant and outliers for "
+                               "the W8A8 types)", method);
     if (meth != QUANT_RTN && !calib)
         return cli_usage_error(CMD, "--method %s needs a calibration text (--calib TEXT)", method);
-    if (meth == QUANT_RTN && calib) return cli_usage_error(CMD, "--calib is only used by --method gptq|awq");
+    if (meth == QUANT_RTN && calib)
+        return cli_usage_error(CMD, "--calib is only used by --method gptq, awq and smoothquant");
     if (act_order && meth != QUANT_GPTQ) return cli_usage_error(CMD, "--act-order is a gptq option");
+    if (o.allow_fallback && meth != QUANT_GPTQ) return cli_usage_error(CMD, "--allow-fallback is a gptq option");
 
     quant_params p = {.allow_requantize = allow_requant, .log = stderr, .method = meth, .calib_path = calib,
                       .calib_tokens = calib_tokens, .group = (int)group, .bits = (int)bits,
                       .act_order = act_order, .damp = damp, .no_repack = config_get()->no_repack,
-                      .pure = o.pure, .leave_output = o.leave_output};
+                      .pure = o.pure, .leave_output = o.leave_output, .allow_fallback = o.allow_fallback};
     if (mix && !(p.recipe = quant_recipe_by_ftype_name(mix)))
         return cli_usage_error(CMD, "--mix: unknown mix '%s' (%s)", mix, quant_recipe_list());
     if (type) {
@@ -231,9 +245,20 @@ int cmd_quantize(int argc, char **argv) {
         }
     }
     const uint32_t base = p.recipe ? p.recipe->base : p.type;
-    if ((group > 32 || bits) && !qgrid_supported(base, (int)bits))
-        return cli_usage_error(CMD, "--group/--bits: %s has no group grid (q4_0 q4_1 q5_0 q5_1 q8_0; "
-                               "--bits below the type's own)", dtype_name(base));
+    if (group > 32 && !qgrid_supported(base, 0))
+        return cli_usage_error(CMD, "--group %" PRId64 ": %s has no group grid (only q4_0 q4_1 q5_0 q5_1 q8_0 do)",
+                               group, dtype_name(base));
+    if (bits && !qgrid_supported(base, (int)bits)) {
+        /* the types that do take this --bits, from the grid table itself */
+        static const uint32_t legacy[] = {KITE_DTYPE_Q4_0, KITE_DTYPE_Q4_1, KITE_DTYPE_Q5_0, KITE_DTYPE_Q5_1,
+                                          KITE_DTYPE_Q8_0};
+        char ok[64] = "";
+        for (size_t k = 0; k < sizeof legacy / sizeof *legacy; k++)
+            if (qgrid_supported(legacy[k], (int)bits))
+                snprintf(ok + strlen(ok), sizeof ok - strlen(ok), " %s", dtype_name(legacy[k]));
+        return cli_usage_error(CMD, "--bits %" PRId64 ": %s has no %" PRId64 "-bit grid (--bits %" PRId64
+                               " applies to:%s)", bits, dtype_name(base), bits, bits, ok[0] ? ok : " no type");
+    }
     if (o.output_type) {
         const int t = override_type("--output-tensor-type", o.output_type);
         if (t < 0) return 2;

@@ -14,6 +14,7 @@
 
 #include "cli.h"
 #include "core/timing.h"
+#include "core/tmpfile.h"
 #include "kite.h"
 #include "progress/progress.h"
 #include "roofline/synth.h"
@@ -64,6 +65,7 @@ const cli_spec cli_spec_synth = {
 };
 
 int cmd_synth(int argc, char **argv) {
+    tmpf_install_signal_handlers(); /* an interrupt removes the temporary output */
     synth_opts o = {0};
     int rc = cli_parse(&cli_spec_synth, argc, argv, &o);
     if (rc >= 0) return rc;

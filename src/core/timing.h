@@ -4,5 +4,8 @@
 
 /* Seconds since an arbitrary fixed point (CLOCK_MONOTONIC). */
 double time_now_s(void);
+/* CPU seconds used by the whole process, all threads (CLOCK_PROCESS_CPUTIME_ID):
+ * on a shared machine, the cycles a measurement actually got. */
+double time_cpu_s(void);
 
 #endif

@@ -236,7 +236,8 @@ int gguf_writer_add_tensor_cb(gguf_writer *w, const char *name, uint32_t type,
  * header not counted).  prog is copied; a zero one reports nothing. */
 void gguf_writer_set_progress(gguf_writer *w, core_progress prog);
 
-/* Writes the file (GGUF v3).  Writes to "<path>.tmp.<pid>" then renames. */
+/* Writes the file (GGUF v3).  Writes to "<path>.tmp.<pid>.<n>" (removed on SIGINT/SIGTERM once
+ * tmpf_install_signal_handlers ran, core/tmpfile.h) then renames. */
 int gguf_writer_write(gguf_writer *w, const char *path);
 
 #endif

@@ -14,7 +14,8 @@
  *   read -> copy every kv and tensor -> write reproduces a file written by
  *   this writer byte for byte.
  *
- *   The output goes to "<path>.tmp.<pid>", which is renamed over path on
+ *   The output goes to "<path>.tmp.<pid>.<n>" (core/tmpfile.h: unique, and
+ *   removed on SIGINT/SIGTERM), which is renamed over path on
  *   success and unlinked on any failure.
  *
  *   Tensors added with gguf_writer_add_tensor_cb() have no data until write
@@ -27,6 +28,7 @@
  *   and fill callbacks' user pointers are borrowed.  A writer must be used
  *   by one thread at a time.
  */
+#include "core/tmpfile.h"
 #include "gguf/gguf_internal.h"
 
 #include <errno.h>
@@ -435,13 +437,15 @@ int gguf_writer_write(gguf_writer *w, const char *path) {
     int rc = writer_alignment(w, &align);
     if (rc) return rc;
 
-    size_t tlen = strlen(path) + 32;
+    size_t tlen = strlen(path) + 48;
     char *tmp = malloc(tlen);
     if (!tmp) return err_set(KITE_E_NOMEM, "%s: out of memory", path);
-    snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
+    tmpf_name(tmp, tlen, path, "tmp"); /* fits: tlen leaves room for the tag, pid and counter */
+    const int slot = tmpf_register(tmp); /* removed on SIGINT/SIGTERM (core/tmpfile.h) */
     out o = {.f = fopen(tmp, "wb")};
     if (!o.f) {
         rc = err_set(KITE_E_IO, "%s: cannot create: %s", tmp, strerror(errno));
+        tmpf_unregister(slot);
         free(tmp);
         return rc;
     }
@@ -506,10 +510,12 @@ int gguf_writer_write(gguf_writer *w, const char *path) {
         rc = err_set(KITE_E_IO, "%s: cannot rename %s: %s", path, tmp, strerror(errno));
         goto fail;
     }
+    tmpf_unregister(slot);
     free(tmp);
     return KITE_OK;
 fail:
     unlink(tmp);
+    tmpf_unregister(slot);
     free(tmp);
     return rc;
 }

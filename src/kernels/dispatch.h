@@ -155,6 +155,7 @@ typedef struct kern_type_ops {
 } kern_type_ops;
 
 struct kern_elt_ops; /* ops_simd.h */
+struct kern_la_ops;  /* la_gemm.h */
 struct attn_ops;     /* attention_simd.h */
 
 /* The registry: one table per level holds every kernel chosen by level and
@@ -166,6 +167,7 @@ typedef struct kern_ops_table {
     kern_act_fn act_from_f32[KITE_DTYPE_COUNT]; /* by act_type (Q8_0, Q8_K, BF16, W8A8); NULL for F32 */
     const struct kern_elt_ops *elt;         /* element-wise ops: rmsnorm, softmax, swiglu, ... (ops_simd.h) */
     const struct attn_ops *attn;            /* attention inner loops (attention_simd.h) */
+    const struct kern_la_ops *la;           /* the quantizer's linear-algebra tiles (la_gemm.h) */
 } kern_ops_table;
 
 /* Registration: each fills its level's entries over a copy of the level

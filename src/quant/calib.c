@@ -6,8 +6,9 @@
  *   it frees the old group, allocates the statistics of the group
  *   [g0, g1) (g0 = layer rounded down to layers_per_pass), installs the tap
  *   and evaluates every window from an empty cache.  The tap ignores other
- *   layers.  Hessian rows are accumulated on a thread pool (row ranges of
- *   the upper triangle), finished (mirrored, scaled by 2/n) after the pass.
+ *   layers.  Hessians are accumulated as blocked GEMMs on the thread pool
+ *   (the lower triangle of X^T X per forward call, linalg.h), finished
+ *   (mirrored, scaled by 2/n) after the pass.
  *   The head's input only reaches the tap for positions whose logits are
  *   computed, so a pass whose group holds the head asks for all logits.
  *
@@ -27,8 +28,10 @@
 
 #include "core/error.h"
 #include "core/threadpool.h"
+#include "core/timing.h"
 #include "model/context.h"
 #include "model/model.h"
+#include "quant/linalg.h"
 
 #define CALIB_SEED 0x9E3779B97F4A7C15ull
 
@@ -44,6 +47,8 @@ struct calib {
     calib_point *pts;       /* [(g1 - g0) * TAP_COUNT] */
     uint64_t *rng;          /* [(g1 - g0) * TAP_COUNT] reservoir generators */
     threadpool *tp;
+    la_ctx *la;             /* Hessian GEMMs on tp */
+    double pass_s;          /* seconds in calibration passes (forward + statistics) */
     int status;             /* first failure inside the tap */
 };
 
@@ -100,7 +105,8 @@ int calib_new(kite_model *model, const kite_token *tokens, int64_t n_tokens, con
     if (c->p.n_threads <= 0) c->p.n_threads = 1;
     c->tokens = malloc((size_t)n_tokens * sizeof *c->tokens);
     c->tp = tp_new(c->p.n_threads);
-    if (!c->tokens || !c->tp) {
+    if (c->tp) c->la = la_ctx_new(c->tp, NULL);
+    if (!c->tokens || !c->tp || !c->la) {
         calib_free(c);
         return err_set(KITE_E_NOMEM, "calibration: out of memory");
     }
@@ -139,12 +145,18 @@ static void drop_group(calib *c) {
 void calib_free(calib *c) {
     if (!c) return;
     drop_group(c);
+    la_ctx_free(c->la);
     tp_free(c->tp);
     free(c->tokens);
     free(c);
 }
 
 int32_t calib_layers_per_pass(const calib *c) { return c->per_pass; }
+
+void calib_stats(const calib *c, double *pass_s, double *hess_s, double *hess_flops, double *hess_cpu_s) {
+    *pass_s = c->pass_s;
+    la_ctx_stats(c->la, hess_s, hess_flops, hess_cpu_s);
+}
 int32_t calib_n_windows(const calib *c) { return c->n_windows; }
 
 const calib_point *calib_get(const calib *c, int32_t layer, int point) {
@@ -154,27 +166,6 @@ const calib_point *calib_get(const calib *c, int32_t layer, int point) {
 }
 
 /* ---- the tap ----------------------------------------------------------------- */
-
-typedef struct h_task {
-    double *h;
-    const float *x;
-    int32_t n_tok, w;
-} h_task;
-
-static void h_task_run(void *arg, int ith, int nth) {
-    const h_task *t = arg;
-    const int32_t w = t->w;
-    /* balance the triangle: thread ith takes rows by a cyclic split */
-    for (int32_t i = ith; i < w; i += nth) {
-        double *hi = t->h + (size_t)i * w;
-        for (int32_t r = 0; r < t->n_tok; r++) {
-            const float *xr = t->x + (size_t)r * w;
-            const double xi = xr[i];
-            if (xi == 0.0) continue;
-            for (int32_t j = i; j < w; j++) hi[j] += xi * (double)xr[j];
-        }
-    }
-}
 
 static uint64_t rng_next(uint64_t *s) { /* splitmix64 */
     uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
@@ -213,10 +204,12 @@ static void calib_tap(void *user, int32_t layer, int point, const float *x, int3
             if (slot >= 0) memcpy(cp->samples + (size_t)slot * width, xr, (size_t)width * sizeof *xr);
         }
     }
-    if (cp->h) {
-        h_task t = {.h = cp->h, .x = x, .n_tok = n_tok, .w = width};
-        double work = (double)n_tok * (double)width * (double)width * 0.5;
-        tp_run_n(c->tp, h_task_run, &t, tp_threads_for(c->tp, work));
+    if (cp->h) { /* lower triangle of H += X^T X: a GEMM widening the float rows */
+        la_gemm_args g = {.m = width, .n = width, .k = n_tok, .alpha = 1.0,
+                          .a = {.p = x, .ld = width, .trans = true, .f32 = true},
+                          .b = {.p = x, .ld = width, .f32 = true}, .c = cp->h, .ldc = width, .lower = true};
+        la_dgemm(c->la, &g);
+        if (la_ctx_failed(c->la) && !c->status) c->status = KITE_E_NOMEM;
     }
     cp->n_rows += n_tok;
 }
@@ -280,6 +273,7 @@ int calib_load(calib *c, int32_t layer) {
     }
     ctx_set_tap(ctx, calib_tap, c);
     c->status = KITE_OK;
+    const double t_pass = time_now_s();
     const kite_token bos = kite_token_bos(c->model);
     const bool head = g1 == hp->n_layer + 1;
     for (int64_t pos = 0; pos < c->n_tokens;) {
@@ -290,6 +284,7 @@ int calib_load(calib *c, int32_t layer) {
         if ((rc = c->status)) goto done;
     }
     ctx_set_tap(ctx, NULL, NULL);
+    c->pass_s += time_now_s() - t_pass;
     /* finish: means, mirrored and scaled Hessians */
     bool any = false;
     for (int32_t l = g0; l < g1; l++)
@@ -307,10 +302,10 @@ int calib_load(calib *c, int32_t layer) {
             any = true;
             const int32_t w = p->width;
             for (int32_t j = 0; j < w; j++) p->mean_abs[j] /= (double)p->n_rows;
-            if (p->h) {
+            if (p->h) { /* scale the lower triangle, mirror it */
                 const double s = 2.0 / (double)p->n_rows;
                 for (int32_t i = 0; i < w; i++)
-                    for (int32_t j = i; j < w; j++) {
+                    for (int32_t j = 0; j <= i; j++) {
                         const double v = p->h[(size_t)i * w + j] * s;
                         p->h[(size_t)i * w + j] = v;
                         p->h[(size_t)j * w + i] = v;

@@ -76,6 +76,10 @@ void calib_free(calib *c); /* NULL is a no-op */
 
 /* Layers (the head counting as layer n_layer) collected per pass. */
 int32_t calib_layers_per_pass(const calib *c);
+/* Seconds spent in passes (forward and statistics), and of them in the
+ * Hessian GEMMs with their floating-point operations and process CPU seconds. */
+void calib_stats(const calib *c, double *pass_s /* OUT */, double *hess_s /* OUT */, double *hess_flops /* OUT */,
+                 double *hess_cpu_s /* OUT */);
 /* Windows and tokens a pass evaluates. */
 int32_t calib_n_windows(const calib *c);
 

@@ -11,15 +11,20 @@
  *     gptq_prepare:  H + lambda I (lambda = damp * mean diag H; zero diagonal
  *                    entries -- dead inputs -- set to 1), optional act-order
  *                    permutation (descending diag H), then U = the upper
- *                    Cholesky factor of (H + lambda I)^-1 (U^T U = H^-1).
- *     gptq_quantize_row: for each block of 128 columns, for each column i:
- *                    q = grid(w_i), e = (w_i - q) / U_ii, w_j -= e U_ij for
- *                    the later columns j of the block; after the block, one
- *                    lazy update of all columns right of it with the block's
- *                    errors (the same arithmetic as updating every column
- *                    each time, fewer passes over memory).
- *   Rows are independent given U, so they are quantized in parallel and in
- *   chunks (bounded memory).
+ *                    Cholesky factor of (H + lambda I)^-1 (U^T U = H^-1),
+ *                    blocked and threaded (linalg.h: la_gptq_factor).
+ *     gptq_quantize_rows: a chunk of rows at a time; for each block of 128
+ *                    columns, for each row, for each column i: q = grid(w_i),
+ *                    e = (w_i - q) / U_ii, w_j -= e U_ij for the later columns
+ *                    j of the block (vector axpy); after the block, one lazy
+ *                    update of all columns right of it with the block's
+ *                    errors of every row of the chunk: W[:, b1:] -= E U[b0:b1,
+ *                    b1:], a GEMM (the same arithmetic as updating every
+ *                    column each time, U read once per chunk instead of once
+ *                    per row).
+ *   Rows are independent given U, so chunks are quantized in parallel (one
+ *   per thread, each with its own scratch).  A row's bytes do not depend on
+ *   the chunk it is in, the thread count or the CPU level (la_gemm.h).
  *
  *   Grid (grid.h): at the first column of each group the group's parameters
  *   are computed from the current (error-updated) weights the way the
@@ -56,16 +61,21 @@ typedef struct gptq_params {
 /* The factor the row sweeps need, for an n-column layer. */
 typedef struct gptq_factor {
     int n;           /* columns (layer input width) */
+    const struct kern_la_ops *la; /* GEMM tiles of the sweeps (the active registry level) */
     float *u;        /* [n][n] upper Cholesky factor of the damped inverse Hessian, permuted */
     int *perm;       /* [n] column visited at step i (identity without act-order) */
     double damp_used;/* dampening fraction that made H positive definite */
 } gptq_factor;
 
-/* Builds the factor from H (n x n, row-major, symmetric; not modified).
+struct la_ctx;
+
+/* Builds the factor from H (n x n, row-major, symmetric; not modified) on
+ * la (its pool and kernels; NULL: a one-thread context of the active level).
  * Dampening is multiplied by 10 (up to 4 times) if the damped H is still not
  * positive definite.  Returns KITE_OK, KITE_E_NOMEM, or KITE_E_ARG (H not
- * positive definite even then, or n <= 0); on failure *f is zeroed. */
-int gptq_prepare(const double *h, int n, const gptq_params *p, gptq_factor *f /* OUT */);
+ * positive definite even then, non-finite, or n <= 0); on failure *f is
+ * zeroed. */
+int gptq_prepare(const double *h, int n, const gptq_params *p, struct la_ctx *la, gptq_factor *f /* OUT */);
 void gptq_factor_free(gptq_factor *f);
 
 /* Whether gptq_quantize_row supports type with `bits` grid levels: the
@@ -74,12 +84,20 @@ void gptq_factor_free(gptq_factor *f);
  * rows a multiple of 256). */
 bool gptq_supported(uint32_t type, int bits);
 
-/* Floats of scratch gptq_quantize_row needs for an n-column row. */
-size_t gptq_scratch_floats(int n);
+#define GPTQ_CHUNK_ROWS 128 /* rows per lazy-update GEMM: U is packed once per chunk */
 
-/* Quantizes row w[0..n) (n a multiple of 32; of 256 for q3_K) onto p's grid with error
- * compensation; writes n/32 blocks of p->type to dst.  scratch: at least
- * gptq_scratch_floats(n) floats. */
+/* Floats of scratch gptq_quantize_rows needs for chunks of up to `rows`
+ * rows of n columns (rows <= GPTQ_CHUNK_ROWS). */
+size_t gptq_scratch_floats(int n, int rows);
+
+/* Quantizes rows w[r * ldw + 0..n), r < n_rows (n a multiple of 32; of 256
+ * for q3_K), onto p's grid with error compensation; row r's n/32 blocks of
+ * p->type go to dst + r * dst_stride bytes.  scratch: at least
+ * gptq_scratch_floats(n, min(n_rows, GPTQ_CHUNK_ROWS)) floats. */
+void gptq_quantize_rows(const float *w, size_t ldw, int n_rows, const gptq_factor *f, const gptq_params *p,
+                        float *scratch, void *dst, size_t dst_stride);
+
+/* One row: gptq_quantize_rows with n_rows 1 (scratch: gptq_scratch_floats(n, 1)). */
 void gptq_quantize_row(const float *w, const gptq_factor *f, const gptq_params *p, float *scratch, void *dst);
 
 #endif

@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/timing.h"
 #include "kite.h"
 #include "model/arch.h"
 #include "model/context.h"
@@ -41,6 +42,7 @@
 #include "quant/calib.h"
 #include "quant/gptq.h"
 #include "quant/grid.h"
+#include "quant/linalg.h"
 #include "tensor/dtype.h"
 
 #define CALIB_MAX_TEXT ((size_t)256 << 20) /* calibration texts above 256 MiB are refused */
@@ -68,11 +70,16 @@ struct qm_state {
     int8_t *t_role;         /* [n_tensors] enum tensor_role, TR_NONE */
     int64_t *role_ix;       /* [(n_layer + 1) * TR_COUNT] tensor index or -1 */
     int8_t *route;          /* [n_tensors] enum qm_route */
+    int8_t *fallback;       /* [n_tensors] 1: GPTQ asked for, RTN written (allow_fallback) */
     uint32_t *qtype;        /* [n_tensors] planned output type (the type AWQ searches for) */
     bool *qconv;            /* [n_tensors] planned conversion */
     /* GPTQ state of one layer */
     int32_t g_layer;
     gptq_factor fac[TAP_COUNT];
+    la_ctx *la;             /* blocked linear algebra on the pool */
+    double sweep_s;         /* seconds in GPTQ row sweeps */
+    double sweep_cpu_s;     /* process CPU seconds in them */
+    double sweep_flops;     /* their nominal flops (rows x n^2: the lazy updates' multiply-adds) */
     float *scratch;         /* [n_threads][scratch_floats] */
     size_t scratch_floats;
     /* AWQ state of one layer */
@@ -127,6 +134,7 @@ static int decide_route(const qm_state *s, uint64_t i) {
 void qm_free(qm_state *s) {
     if (!s) return;
     for (int k = 0; k < TAP_COUNT; k++) gptq_factor_free(&s->fac[k]);
+    la_ctx_free(s->la);
     for (int r = 0; r < TR_COUNT; r++) free(s->folded[r]);
     free(s->scratch);
     calib_free(s->cal);
@@ -135,6 +143,7 @@ void qm_free(qm_state *s) {
     free(s->t_role);
     free(s->role_ix);
     free(s->route);
+    free(s->fallback);
     free(s->qtype);
     free(s->qconv);
     free(s);
@@ -197,14 +206,19 @@ int qm_new(const char *in_path, const gguf_ctx *in, const quant_choice *plan, co
     if (s->p.group == 0) s->p.group = QGRID_BLOCK;
     s->tp = tp;
     s->n_threads = tp_n_threads(tp);
+    if (p->method == QUANT_GPTQ && !(s->la = la_ctx_new(tp, NULL))) {
+        rc = KITE_E_NOMEM;
+        goto fail;
+    }
     s->g_layer = s->a_layer = -1;
     const uint64_t n = in->n_tensors;
     s->t_layer = malloc((n ? n : 1) * sizeof *s->t_layer);
     s->t_role = malloc((n ? n : 1) * sizeof *s->t_role);
     s->route = malloc((n ? n : 1) * sizeof *s->route);
+    s->fallback = calloc(n ? n : 1, sizeof *s->fallback);
     s->qtype = malloc((n ? n : 1) * sizeof *s->qtype);
     s->qconv = malloc((n ? n : 1) * sizeof *s->qconv);
-    if (!s->t_layer || !s->t_role || !s->route || !s->qtype || !s->qconv) {
+    if (!s->t_layer || !s->t_role || !s->route || !s->fallback || !s->qtype || !s->qconv) {
         rc = err_set(KITE_E_NOMEM, "out of memory");
         goto fail;
     }
@@ -236,9 +250,22 @@ int qm_new(const char *in_path, const gguf_ctx *in, const quant_choice *plan, co
     for (uint64_t i = 0; i < n; i++) {
         s->route[i] = (int8_t)decide_route(s, i);
         if (s->route[i] != QM_RTN && in->tensors[i].ne[0] > max_ne0) max_ne0 = in->tensors[i].ne[0];
+        /* a matrix of the method's roles that GPTQ cannot produce: an error, or a named fallback */
+        if (p->method == QUANT_GPTQ && s->route[i] != QM_GPTQ && s->t_role[i] >= 0 && tap_of(s->t_role[i]) >= 0 &&
+            plan[i].convert && !is_float_type(plan[i].type)) {
+            if (!p->allow_fallback) {
+                rc = err_set(KITE_E_UNSUPPORTED, "%.*s: gptq cannot produce %s%s (its grids: q4_0 q4_1 q5_0 q5_1 "
+                             "q8_0 q3_k%s); pass --allow-fallback to write such matrices with rtn",
+                             (int)in->tensors[i].name.len, in->tensors[i].name.ptr, dtype_name(plan[i].type),
+                             plan[i].type != plan[i].wanted ? " (the row-length fallback of the planned type)" : "",
+                             p->bits ? " with --bits below the type's own" : "");
+                goto fail;
+            }
+            s->fallback[i] = 1;
+        }
     }
     /* per thread: GPTQ scratch, an input row and an output row of blocks */
-    s->scratch_floats = gptq_scratch_floats((int)max_ne0) + 2 * (size_t)max_ne0 + 64;
+    s->scratch_floats = gptq_scratch_floats((int)max_ne0, GPTQ_CHUNK_ROWS) + (GPTQ_CHUNK_ROWS + 2) * (size_t)max_ne0 + 64;
     if (!(s->scratch = malloc((size_t)s->n_threads * s->scratch_floats * sizeof(float)))) {
         rc = err_set(KITE_E_NOMEM, "out of memory for scratch");
         goto fail;
@@ -272,6 +299,7 @@ fail:
 }
 
 int qm_route(const qm_state *s, uint64_t i) { return s->route[i]; }
+bool qm_fallback(const qm_state *s, uint64_t i) { return s->fallback[i] != 0; }
 
 /* ---- row production ------------------------------------------------------------- */
 
@@ -292,12 +320,25 @@ static void rows_task_run(void *arg, int ith, int nth) {
     const int64_t ne0 = t->ne[0];
     const size_t in_bytes = dtype_row_size(t->type, ne0), out_bytes = dtype_row_size(ot, ne0);
     float *scr = s->scratch + (size_t)ith * s->scratch_floats;
-    float *row = scr + gptq_scratch_floats((int)ne0);
+    float *row = scr + gptq_scratch_floats((int)ne0, GPTQ_CHUNK_ROWS);
     gptq_params gp = {.type = ot, .bits = s->p.bits, .group = s->p.group, .act_order = s->p.act_order,
                       .damp = s->p.damp};
     const bool grid = qgrid_supported(ot, s->p.bits) && s->plan[r->i].convert && grid_wanted(&s->p);
     long lo, hi;
     tp_split((long)r->n_rows, ith, nth, &lo, &hi);
+    if (r->fac) { /* GPTQ: chunks of rows share each pass over U */
+        for (long k = lo; k < hi; k += GPTQ_CHUNK_ROWS) {
+            const int R = (int)(hi - k < GPTQ_CHUNK_ROWS ? hi - k : GPTQ_CHUNK_ROWS);
+            const float *src = row;
+            if (r->src_f) src = r->src_f + (size_t)(r->row0 + k) * (size_t)ne0;
+            else
+                for (int j = 0; j < R; j++)
+                    dtype_get(t->type)->to_float((const uint8_t *)t->data + (size_t)(r->row0 + k + j) * in_bytes,
+                                                 row + (size_t)j * (size_t)ne0, ne0);
+            gptq_quantize_rows(src, (size_t)ne0, R, r->fac, &gp, scr, r->dst + (size_t)k * out_bytes, out_bytes);
+        }
+        return;
+    }
     for (long k = lo; k < hi; k++) {
         const int64_t rr = r->row0 + k;
         const float *src;
@@ -308,8 +349,7 @@ static void rows_task_run(void *arg, int ith, int nth) {
             src = row;
         }
         uint8_t *d = r->dst + (size_t)k * out_bytes;
-        if (r->fac) gptq_quantize_row(src, r->fac, &gp, scr, d);
-        else if (grid) qgrid_quantize_row(ot, s->p.bits, s->p.group, src, ne0, d);
+        if (grid) qgrid_quantize_row(ot, s->p.bits, s->p.group, src, ne0, d);
         else dtype_get(ot)->from_float(src, d, ne0);
     }
 }
@@ -335,20 +375,43 @@ static int gptq_fill(qm_state *s, uint64_t i, int64_t row0, int64_t n_rows, void
         if ((rc = calib_load(s->cal, layer))) return rc;
         const calib_point *cp = calib_get(s->cal, layer, tap);
         if (!cp || !cp->h || cp->width != s->in->tensors[i].ne[0]) {
+            const gguf_tensor *t = &s->in->tensors[i];
+            if (!s->p.allow_fallback)
+                return err_set(KITE_E_UNSUPPORTED, "%.*s: gptq has no calibration data for this matrix (layer %d "
+                               "input %d); pass --allow-fallback to write it with rtn", (int)t->name.len, t->name.ptr,
+                               layer, tap);
             if (row0 == 0 && s->p.log)
-                fprintf(s->p.log, "gptq: layer %d input %d: no calibration data for this matrix, rtn instead\n", layer,
-                        tap);
+                fprintf(s->p.log, "gptq: %.*s: no calibration data for this matrix (layer %d input %d): rtn instead "
+                        "(--allow-fallback)\n", (int)t->name.len, t->name.ptr, layer, tap);
             return run_rows(s, i, row0, n_rows, dst, NULL, NULL);
         }
         gptq_params gp = {.type = s->plan[i].type, .bits = s->p.bits, .group = s->p.group,
                           .act_order = s->p.act_order, .damp = s->p.damp};
-        if ((rc = gptq_prepare(cp->h, cp->width, &gp, &s->fac[tap]))) return rc;
+        if ((rc = gptq_prepare(cp->h, cp->width, &gp, s->la, &s->fac[tap]))) return rc;
         const double d0 = s->p.damp > 0 ? s->p.damp : GPTQ_DAMP_DEFAULT;
         if (s->p.log && s->fac[tap].damp_used > d0 * 1.5)
             fprintf(s->p.log, "gptq: layer %d input %d: dampening raised to %g to make H positive definite\n", layer,
                     tap, s->fac[tap].damp_used);
     }
-    return run_rows(s, i, row0, n_rows, dst, NULL, &s->fac[tap]);
+    const double t0 = time_now_s(), u0 = time_cpu_s();
+    rc = run_rows(s, i, row0, n_rows, dst, NULL, &s->fac[tap]);
+    s->sweep_s += time_now_s() - t0;
+    s->sweep_cpu_s += time_cpu_s() - u0;
+    s->sweep_flops += (double)n_rows * (double)s->fac[tap].n * (double)s->fac[tap].n;
+    return rc;
+}
+
+void qm_report(const qm_state *s) {
+    if (!s->p.log || s->p.method != QUANT_GPTQ || !s->cal) return;
+    double pass_s, hess_s, hess_f, hess_u, fac_s, fac_f, fac_u;
+    calib_stats(s->cal, &pass_s, &hess_s, &hess_f, &hess_u);
+    la_ctx_stats(s->la, &fac_s, &fac_f, &fac_u);
+    /* GFLOP/s per CPU-second: the rate per core, comparable with one core's FMA peak on a loaded machine */
+    fprintf(s->p.log, "gptq: time (wall / cpu): calibration passes %.1f s, of it Hessian GEMMs %.1f / %.1f s "
+            "(%.1f GFLOP per cpu-s); factors %.1f / %.1f s (%.1f GFLOP per cpu-s); row sweeps %.1f / %.1f s "
+            "(%.1f GFLOP per cpu-s)\n", pass_s, hess_s, hess_u, hess_u > 0 ? hess_f / hess_u / 1e9 : 0.0, fac_s, fac_u,
+            fac_u > 0 ? fac_f / fac_u / 1e9 : 0.0, s->sweep_s, s->sweep_cpu_s,
+            s->sweep_cpu_s > 0 ? s->sweep_flops / s->sweep_cpu_s / 1e9 : 0.0);
 }
 
 /* ---- AWQ ------------------------------------------------------------------------- */

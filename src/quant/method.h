@@ -26,6 +26,7 @@
 #ifndef KITE_QUANT_METHOD_H
 #define KITE_QUANT_METHOD_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "core/threadpool.h"
@@ -45,9 +46,16 @@ void qm_free(qm_state *s); /* NULL is a no-op */
 
 /* Route of tensor i (static: depends only on names, plan and params). */
 int qm_route(const qm_state *s, uint64_t i);
+/* Whether tensor i is a matrix GPTQ was asked for but cannot produce, written
+ * with RTN because params.allow_fallback is set (qm_new fails otherwise). */
+bool qm_fallback(const qm_state *s, uint64_t i);
 
 /* Writes rows [row0, row0 + n_rows) of tensor i (route != QM_RTN) to dst
  * (the output type's row bytes each).  Returns KITE_OK or a status. */
 int qm_fill(qm_state *s, uint64_t i, int64_t row0, int64_t n_rows, void *dst);
+
+/* Prints where a GPTQ run's time went (calibration, Hessians, factors,
+ * sweeps) to the log.  No-op for other methods. */
+void qm_report(const qm_state *s);
 
 #endif

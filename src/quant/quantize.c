@@ -24,6 +24,7 @@
 #include "quant/quantize.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,7 @@
 #include "kite.h"
 #include "model/arch.h"
 #include "quant/method.h"
+#include "quant/progress.h"
 #include "tensor/dtype.h"
 
 #define QUANT_VERSION 2 /* ggml's GGML_QNT_VERSION, written to general.quantization_version */
@@ -178,6 +180,7 @@ typedef struct quant_job quant_job;
 /* One tensor's streaming source. */
 typedef struct quant_src {
     quant_job *job;
+    double work;            /* progress units (tensor_work) */
     const gguf_tensor *t;   /* input tensor */
     quant_choice c;
     int32_t index;          /* 1-based, for progress lines */
@@ -192,6 +195,7 @@ struct quant_job {
     int64_t max_ne0;        /* longest converted row */
     int32_t n_tensors;
     qm_state *qm;           /* method / group-grid state, or NULL (plain RTN) */
+    qprog *prog;            /* progress / ETA, or NULL */
 };
 
 typedef struct fill_task {
@@ -216,6 +220,8 @@ static void fill_task_run(void *arg, int ith, int nth) {
     }
 }
 
+static int fill_chunk(const quant_src *s, int64_t row0, int64_t n_rows, void *dst);
+
 static int fill_rows(void *user, int64_t row0, int64_t n_rows, void *dst) {
     const quant_src *s = user;
     const quant_params *p = s->job->p;
@@ -234,6 +240,10 @@ static int fill_rows(void *user, int64_t row0, int64_t n_rows, void *dst) {
             size_t l = strlen(why);
             if (route == QM_GRID) snprintf(why + l, sizeof why - l, "  rtn/g%d", g);
             else if (route == QM_GPTQ) snprintf(why + l, sizeof why - l, "  gptq/g%d%s", g, p->act_order ? "/act-order" : "");
+            else if (qm_fallback(s->job->qm, (uint64_t)(s->index - 1)))
+                snprintf(why + l, sizeof why - l, "  rtn (gptq fallback: no gptq grid for %s)", dtype_name(s->c.type));
+            else if (p->method != QUANT_RTN && s->c.convert && route == QM_RTN)
+                snprintf(why + l, sizeof why - l, "  rtn");
             else if (route == QM_AWQ) snprintf(why + l, sizeof why - l, "  awq/g%d", g);
             l = strlen(why);
             if (route != QM_RTN && p->bits) snprintf(why + l, sizeof why - l, " %d-bit grid", p->bits);
@@ -244,7 +254,15 @@ static int fill_rows(void *user, int64_t row0, int64_t n_rows, void *dst) {
                  s->t->ne[1] * s->t->ne[2] * s->t->ne[3], why);
         if (p->progress.fn) core_progress_report(&p->progress, 0, 0, line); /* the renderer keeps it */
         else fprintf(p->log, "%s\n", line);
+        qprog_tensor(s->job->prog, s->index, s->job->n_tensors, name, s->work);
     }
+    const int rc = fill_chunk(s, row0, n_rows, dst);
+    const int64_t rows = s->t->ne[1] * s->t->ne[2] * s->t->ne[3];
+    qprog_advance(s->job->prog, rows > 0 ? (double)(row0 + n_rows) / (double)rows : 1.0);
+    return rc;
+}
+
+static int fill_chunk(const quant_src *s, int64_t row0, int64_t n_rows, void *dst) {
     if (s->job->qm && qm_route(s->job->qm, (uint64_t)(s->index - 1)) != QM_RTN)
         return qm_fill(s->job->qm, (uint64_t)(s->index - 1), row0, n_rows, dst);
     if (!s->c.convert) {
@@ -271,8 +289,52 @@ static int copy_metadata(const gguf_ctx *in, gguf_writer *w, uint32_t ftype) {
     return rc;
 }
 
-int quant_model(const char *in_path, const char *out_path, const quant_params *p, quant_stats *stats) {
-    if (!in_path || !out_path || !p) return err_set(KITE_E_ARG, "quant_model: NULL argument");
+/* Finds the first NaN/Inf weight of a tensor the output re-encodes: raw bit
+ * tests for f32/f16/bf16 (exponent all ones), the dequantized row for the
+ * others.  Returns KITE_OK or KITE_E_FORMAT naming the tensor, row and
+ * column.  row: scratch of ne0 floats. */
+static int check_finite(const gguf_tensor *t, float *row) {
+    const int64_t ne0 = t->ne[0], rows = t->ne[1] * t->ne[2] * t->ne[3];
+    const size_t rb = dtype_row_size(t->type, ne0);
+    for (int64_t r = 0; r < rows; r++) {
+        const uint8_t *src = (const uint8_t *)t->data + (size_t)r * rb;
+        int64_t bad = -1;
+        if (t->type == KITE_DTYPE_F32) {
+            for (int64_t j = 0; j < ne0 && bad < 0; j++) {
+                uint32_t u;
+                memcpy(&u, src + 4 * j, 4);
+                if ((u & 0x7f800000u) == 0x7f800000u) bad = j;
+            }
+        } else if (t->type == KITE_DTYPE_F16 || t->type == KITE_DTYPE_BF16) {
+            const uint16_t mask = t->type == KITE_DTYPE_F16 ? 0x7c00u : 0x7f80u;
+            for (int64_t j = 0; j < ne0 && bad < 0; j++) {
+                uint16_t h;
+                memcpy(&h, src + 2 * j, 2);
+                if ((h & mask) == mask) bad = j;
+            }
+        } else {
+            dtype_get(t->type)->to_float(src, row, ne0);
+            for (int64_t j = 0; j < ne0 && bad < 0; j++)
+                if (!isfinite(row[j])) bad = j;
+        }
+        if (bad >= 0)
+            return err_set(KITE_E_FORMAT, "%.*s: row %" PRId64 " has a NaN or Inf weight (column %" PRId64
+                           "); refusing to quantize it", (int)t->name.len, t->name.ptr, r, bad);
+    }
+    return KITE_OK;
+}
+
+/* Progress units of tensor i: rows x row length x cost per element. */
+static double tensor_work(const gguf_tensor *t, const quant_choice *c, int route) {
+    const double rows = (double)(t->ne[1] * t->ne[2] * t->ne[3]), ne0 = (double)t->ne[0];
+    if (route == QM_GPTQ) return rows * ne0 * ne0;
+    return rows * ne0 * (c->convert || route != QM_RTN ? 64.0 : 1.0);
+}
+
+int quant_model(const char *in_path, const char *out_path, const quant_params *p_in, quant_stats *stats) {
+    if (!in_path || !out_path || !p_in) return err_set(KITE_E_ARG, "quant_model: NULL argument");
+    quant_params pl = *p_in;
+    const quant_params *p = &pl; /* log replaced by the progress-aware stream */
     gguf_ctx *in = NULL;
     gguf_writer *w = NULL;
     quant_choice *plan = NULL;
@@ -310,13 +372,21 @@ int quant_model(const char *in_path, const char *out_path, const quant_params *p
             goto done;
         }
     }
+    for (uint64_t i = 0; i < n; i++) /* before any output: a NaN/Inf weight is an error naming its row */
+        if (plan[i].convert && (rc = check_finite(&in->tensors[i], job.scratch))) goto done;
     if (!(job.tp = tp_new(n_threads))) {
         rc = KITE_E_NOMEM;
         goto done;
     }
     job.n_tensors = (int32_t)n;
+    /* the caller's progress sink (the CLI's display) or, without one, quantize's own status line on log */
+    if (p_in->log && !p_in->progress.fn && (job.prog = qprog_new(p_in->log, 0))) pl.log = qprog_log(job.prog, p_in->log);
     if (p->method != QUANT_RTN || p->bits != 0 || (p->group != 0 && p->group != 32))
         if ((rc = qm_new(in_path, in, plan, p, job.tp, &job.qm))) goto done;
+    double total_work = 0;
+    for (uint64_t i = 0; i < n; i++)
+        total_work += tensor_work(&in->tensors[i], &plan[i], job.qm ? qm_route(job.qm, i) : QM_RTN);
+    qprog_set_total(job.prog, total_work);
     if (job.qm && p->awq_float_out) /* tests: every tensor keeps its input type, AWQ's folded */
         for (uint64_t i = 0; i < n; i++)
             plan[i] = (quant_choice){.type = in->tensors[i].type, .wanted = in->tensors[i].type};
@@ -329,6 +399,7 @@ int quant_model(const char *in_path, const char *out_path, const quant_params *p
         const gguf_tensor *t = &in->tensors[i];
         quant_src *s = &srcs[i];
         *s = (quant_src){.job = &job, .t = t, .c = plan[i], .index = (int32_t)i + 1,
+                         .work = tensor_work(t, &plan[i], job.qm ? qm_route(job.qm, i) : QM_RTN),
                          .in_row_bytes = dtype_row_size(t->type, t->ne[0]),
                          .out_row_bytes = dtype_row_size(plan[i].type, t->ne[0])};
         char *name = gguf_str_dup(t->name);
@@ -348,10 +419,12 @@ int quant_model(const char *in_path, const char *out_path, const quant_params *p
     st.n_tensors = (int32_t)n;
     gguf_writer_set_progress(w, p->progress);
     if ((rc = gguf_writer_write(w, out_path))) goto done;
+    if (job.qm) qm_report(job.qm);
     if (stats) *stats = st;
 done:
     gguf_writer_free(w);
     qm_free(job.qm);
+    qprog_free(job.prog);
     tp_free(job.tp);
     free(job.scratch);
     free(srcs);

@@ -33,7 +33,7 @@
  * OWNERSHIP / THREAD SAFETY
  *   No global state; quant_model() may run concurrently with itself.  It
  *   starts and joins its own worker threads.  The output is written through
- *   "<path>.tmp.<pid>" and renamed on success (gguf writer), so a failed run
+ *   "<path>.tmp.<pid>.<n>" and renamed on success (gguf writer), so a failed run
  *   leaves no output file.
  */
 #ifndef KITE_QUANT_QUANTIZE_H
@@ -135,6 +135,9 @@ typedef struct quant_params {
     bool awq_float_out;         /* tests: search AWQ scales for the planned types, but write every tensor
                                    in its input type (AWQ's folded, unquantized): the fold must keep the function */
     bool no_repack;             /* the calibration model keeps the file's layout (kite_model_params) */
+    bool allow_fallback;        /* GPTQ: a matrix it cannot produce (type without a GPTQ grid, no
+                                   calibration data) is written with RTN (named on its progress line)
+                                   instead of failing with KITE_E_UNSUPPORTED */
 } quant_params;
 
 typedef struct quant_stats {

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/tmpfile.h"
 #include "core/error.h"
 #include "gguf/gguf.h"
 #include "model/arch.h"
@@ -370,16 +371,18 @@ int sq_smooth_model(const char *in_path, const char *out_path, const sq_params *
 
 int sq_quantize(const char *in_path, const char *out_path, uint32_t out_type, const sq_params *p) {
     if (!out_path) return err_set(KITE_E_ARG, "smoothquant: NULL output path");
-    const size_t n = strlen(out_path) + 16;
+    const size_t n = strlen(out_path) + 48;
     char *tmp = malloc(n);
     if (!tmp) return err_set(KITE_E_NOMEM, "smoothquant: out of memory");
-    snprintf(tmp, n, "%s.smooth.tmp", out_path);
+    tmpf_name(tmp, n, out_path, "smooth"); /* unique: two runs never share it */
+    const int slot = tmpf_register(tmp);   /* removed on SIGINT/SIGTERM */
     int rc = sq_smooth_model(in_path, tmp, p);
     if (!rc) {
         quant_params qp = {.type = out_type, .n_threads = p->n_threads, .log = p->log, .method = QUANT_RTN};
         rc = quant_model(tmp, out_path, &qp, NULL);
     }
     remove(tmp);
+    tmpf_unregister(slot);
     free(tmp);
     return rc;
 }

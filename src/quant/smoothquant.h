@@ -60,7 +60,8 @@ typedef struct sq_params {
 int sq_smooth_model(const char *in_path, const char *out_path, const sq_params *p);
 
 /* Smooths in_path and quantizes it to out_type (normally KITE_DTYPE_W8A8)
- * into out_path, through a temporary "<out_path>.smooth.tmp" file that is
+ * into out_path, through a temporary "<out_path>.smooth.<pid>.<n>" file (unique; removed on
+ * SIGINT/SIGTERM, core/tmpfile.h) that is
  * removed afterwards. */
 int sq_quantize(const char *in_path, const char *out_path, uint32_t out_type, const sq_params *p);
 

@@ -154,6 +154,14 @@ expect_error "gptq needs --calib" 2 "--calib" quantize -m "$M" -o "$T/x.gguf" --
 expect_error "bad --group" 2 "--group" quantize -m "$M" -o "$T/x.gguf" --type q4_0 --pure --group 48
 expect_error "--group on a k-quant" 2 "no group grid" quantize -m "$M" -o "$T/x.gguf" --type q4_k --group 64
 expect_error "--act-order without gptq" 2 "gptq option" quantize -m "$M" -o "$T/x.gguf" --type q4_0 --pure --act-order
+expect_error "--bits on q8_0 names the types it applies to" 2 "--bits 4 applies to: q4_0 q4_1 q5_0 q5_1" \
+    quantize -m "$M" -o "$T/x.gguf" --type q8_0 --bits 4
+expect_error "--method foo lists every method" 2 "(rtn, gptq, awq; smoothquant and outliers" \
+    quantize -m "$M" -o "$T/x.gguf" --type q8_0 --method foo
+expect_error "--calib with rtn names its users" 2 "gptq, awq and smoothquant" \
+    quantize -m "$M" -o "$T/x.gguf" --type q4_0 --calib "$CAL"
+expect_error "gptq on a type without a gptq grid" 1 "gptq cannot produce iq4_nl" \
+    quantize -m "$M" -o "$T/x.gguf" --type iq4_nl --method gptq --calib "$CAL" --calib-tokens 64
 expect_error "missing calibration text" 1 "no-such.txt" quantize -m "$M" -o "$T/x.gguf" --type q4_0 --pure --method awq --calib "$T/no-such.txt"
 expect_error "missing -o" 2 "-o OUT.gguf" quantize -m "$M" --type q8_0
 expect_error "missing --type" 2 "--type" quantize -m "$M" -o "$T/x.gguf"

@@ -11,6 +11,7 @@
 
 #include "kernels/attention_simd.h"
 #include "kernels/dispatch.h"
+#include "kernels/la_gemm.h"
 #include "kernels/gemm_x16.h"
 #include "kernels/gemm_x32.h"
 #include "kernels/int8_gemm.h"
@@ -65,4 +66,5 @@ void kern_register_scalar(kern_ops_table *t) {
     /* no tiled prefill GEMM: the flat path (gemm_tiled_*_ref are its specification) */
     t->elt = &elt_scalar;
     t->attn = &attn_scalar;
+    t->la = &kern_la_scalar;
 }

@@ -11,6 +11,7 @@
 #include "core/cpu.h"
 #include "kernels/attention_simd.h"
 #include "kernels/dispatch.h"
+#include "kernels/la_gemm.h"
 #include "kernels/gemm_tiled.h"
 #include "kernels/int8_gemm.h"
 #include "kernels/ops_simd.h"
@@ -58,6 +59,7 @@ void kern_register_avx2(kern_ops_table *t) {
     t->elt = &elt_avx2;
 #endif
     t->attn = &attn_avx2;
+    t->la = &kern_la_avx2;
 }
 #else
 typedef int kite_empty_unit_register_avx2; /* ISO C wants a declaration */

@@ -11,6 +11,7 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include "kernels/attention_simd.h"
 #include "kernels/dispatch.h"
+#include "kernels/la_gemm.h"
 #include "kernels/gemm_tiled.h"
 #include "kernels/gemm_x16.h"
 #include "kernels/gemm_x32.h"
@@ -59,6 +60,7 @@ void kern_register_avx512(kern_ops_table *t) {
     t->elt = &elt_avx512;
 #endif
     t->attn = &attn_avx512;
+    t->la = &kern_la_avx512;
 }
 
 void kern_register_avx512vnni(kern_ops_table *t) {
