@@ -118,8 +118,8 @@ for c in $cmds; do
     rc=$?
     if [ "$rc" -ne 0 ] || ! grep -q "^usage: kite $c" "$T/h"; then e2e_fail "$c --help" "exit $rc: $(e2e_first_line "$T/h")"; continue; fi
     # flags the README and docs/ write after "kite $c" (code spans and code blocks)
-    # modes with their own table: bench --parallel / --spec, convert --hf, quantize --method smoothquant
-    for a in "--parallel 1" --spec-verify --lut-gemm --hf "--method smoothquant"; do
+    # modes with their own table: bench --parallel / --spec / --attn-ctx, convert --hf, quantize --method smoothquant
+    for a in "--parallel 1" --spec-verify --lut-gemm --hf "--method smoothquant" "--attn-ctx 2"; do
         # shellcheck disable=SC2086 # the mode's words split on purpose
         "$KITE" "$c" $a --help 2>/dev/null
     done >"$T/hm"
