@@ -23,7 +23,9 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "grammar/grammar.h"
 #include "grammar/json_schema.h"
+#include "kite.h"
 
 #define JS_MAX_DEPTH 64
 #define JS_MAX_BOUND 4096       /* the GBNF parser's repetition limit */
@@ -1077,6 +1079,23 @@ static int gen(conv *c, const jv *s, const char *path, int depth, sbuf *out) {
     return rc;
 }
 
+/* A $ref cycle that reaches itself before any character ({"$ref": "#"} at the root, or
+ * {"anyOf": [{"$ref": "#/$defs/a"}, ...]} inside a) becomes a left-recursive rule, which the
+ * grammar compiler refuses and no document could match past.  The compiler's own check is the
+ * one definition of that property, so the written grammar is put through it and the refusal
+ * turned into a schema error here; other compiler errors are left to the caller (they would be
+ * converter bugs, which fuzz_json_schema is there to find). */
+static int check_productive(const char *gbnf) {
+    grammar *g = NULL;
+    int rc = grammar_parse(gbnf, strlen(gbnf), NULL, &g);
+    grammar_free(g);
+    if (rc != KITE_E_FORMAT || !strstr(kite_last_error(), "is left-recursive")) return KITE_OK;
+    char why[320]; /* err_set writes the buffer kite_last_error() points at */
+    snprintf(why, sizeof why, "%s", kite_last_error());
+    return err_set(KITE_E_UNSUPPORTED, "json_schema: a $ref cycle reaches itself before matching any character, "
+                                       "so no document could match (%s)", why);
+}
+
 int grammar_json_schema_to_gbnf(const char *schema, size_t len, char **out) {
     if (!schema || !out) return err_set(KITE_E_ARG, "grammar_json_schema_to_gbnf: NULL argument");
     jrd r = {schema, schema + len, schema};
@@ -1113,6 +1132,7 @@ int grammar_json_schema_to_gbnf(const char *schema, size_t len, char **out) {
     free(c.defs);
     free(c.rules.s);
     jv_free(&root);
+    if (!rc) rc = check_productive(top.s);
     if (rc) {
         free(top.s);
         return rc;

@@ -36,7 +36,8 @@
  * *out a malloc'ed NUL-terminated string (free it); KITE_E_FORMAT for invalid JSON or a
  * keyword with a value of the wrong kind, KITE_E_UNSUPPORTED for a keyword or value
  * outside the subset (the message names it and its JSON pointer, e.g.
- * `json_schema: #/properties/name: unsupported keyword "pattern"`), KITE_E_NOT_FOUND for a
+ * `json_schema: #/properties/name: unsupported keyword "pattern"`) or a $ref cycle that
+ * reaches itself before matching a character (left recursion), KITE_E_NOT_FOUND for a
  * $ref that does not resolve, KITE_E_RANGE for bounds above 4096 or integers beyond
  * +-10^15, KITE_E_NOMEM.  *out is unchanged on error. */
 int grammar_json_schema_to_gbnf(const char *schema, size_t len, char **out /* OUT */);

@@ -262,6 +262,10 @@ TEST(errors) {
     expect_error("{\"$ref\":\"#/$defs/missing\"}", KITE_E_NOT_FOUND, "does not resolve");
     expect_error("{\"$ref\":\"http://example.com/s.json\"}", KITE_E_NOT_FOUND, "does not resolve");
     expect_error("{\"type\":\"strin\"}", KITE_E_FORMAT, "unknown type \"strin\"");
+    /* $ref cycles that match nothing first (fuzz_json_schema found the first in CI) */
+    expect_error("{\"$defs\":{\"n\":{\"type\":\"object\"}},\"$ref\":\"#\"}", KITE_E_UNSUPPORTED, "$ref cycle");
+    expect_error("{\"$defs\":{\"a\":{\"anyOf\":[{\"$ref\":\"#/$defs/a\"},{\"type\":\"null\"}]}},"
+                 "\"$ref\":\"#/$defs/a\"}", KITE_E_UNSUPPORTED, "$ref cycle");
     expect_error("{\"type\":\"object\",\"properties\":{},\"required\":[\"a\"]}", KITE_E_UNSUPPORTED,
                  "required property \"a\"");
     expect_error("{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", KITE_E_FORMAT, "no integer");
