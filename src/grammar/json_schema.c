@@ -775,7 +775,8 @@ static int gen_array(conv *c, const jv *s, const char *path, int depth, sbuf *ou
     sb_str(&body, "\"[\" json-ws ");
     size_t n_prefix = 0;
     if (prefix) {
-        if (prefix->k != JV_ARR) return err_set(KITE_E_FORMAT, "json_schema: %s: prefixItems is not an array", path);
+        if (prefix->k != JV_ARR)
+            return free(body.s), err_set(KITE_E_FORMAT, "json_schema: %s: prefixItems is not an array", path);
         n_prefix = prefix->n;
         if (has_mx && (long long)n_prefix > mx)
             return free(body.s), err_set(KITE_E_UNSUPPORTED, "json_schema: %s: maxItems below the prefixItems count", path);
