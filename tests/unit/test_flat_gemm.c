@@ -43,8 +43,9 @@
 
 TEST(test_flat_vs_gemv) {
     static const uint32_t types[] = {KITE_DTYPE_Q8_0, KITE_DTYPE_Q4_0, KITE_DTYPE_Q4_K, KITE_DTYPE_Q6_K,
-                                     KITE_DTYPE_F32,  KITE_DTYPE_Q5_K, KITE_DTYPE_IQ4_XS};
-    static const int64_t cols[] = {1120, 1120, 768, 768, 999, 768, 768};
+                                     KITE_DTYPE_F32,  KITE_DTYPE_Q5_K, KITE_DTYPE_IQ4_XS, KITE_DTYPE_Q3_K,
+                                     KITE_DTYPE_Q2_K};
+    static const int64_t cols[] = {1120, 1120, 768, 768, 999, 768, 768, 768, 768};
     threadpool *tp1 = tp_new(1), *tp2 = tp_new(2);
     CHECK(tp1 && tp2);
     for (int i = 0; i < (int)(sizeof types / sizeof types[0]); i++) {

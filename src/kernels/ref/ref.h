@@ -28,6 +28,8 @@ void vec_dot_q5_K_q8_K_ref(int64_t n, float *out, const void *w, const void *a);
 void vec_dot_iq4_xs_q8_K_ref(int64_t n, float *out, const void *w, const void *a);
 void vec_dot_iq4_nl_q8_0_ref(int64_t n, float *out, const void *w, const void *a);
 void vec_dot_q5_0_q8_0_ref(int64_t n, float *out, const void *w, const void *a);
+void vec_dot_q3_K_q8_K_ref(int64_t n, float *out, const void *w, const void *a);
+void vec_dot_q2_K_q8_K_ref(int64_t n, float *out, const void *w, const void *a);
 
 /* Activation quantizers, identical in output to ggml's quantize_row_q8_0 /
  * quantize_row_q8_K reference code (q8_0: d = amax/127 stored as f16,
@@ -61,6 +63,17 @@ static inline void ref_scale_min_k4(int j, const uint8_t *q, int *sc, int *m) {
     }
 }
 
+/* The 16 signed scales (6 bits, minus 32) of a q3_K block from its 12 packed bytes:
+ * scale j's low 4 bits are nibble j/8 of byte j%8, its high 2 bits bits 2*(j/4) of
+ * byte 8 + j%4 (ggml's layout). */
+static inline void ref_q3_K_scales(const uint8_t *s, int8_t sc[16]) {
+    for (int j = 0; j < 16; j++) {
+        const int low = j < 8 ? (s[j] & 0x0f) : (s[j - 8] >> 4);
+        const int high = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
+        sc[j] = (int8_t)((low | (high << 4)) - 32);
+    }
+}
+
 /* (flat GEMMs are defined from their vec_dot with KERN_DEFINE_GEMM,
  * gemm_driver.h: the one driver of every level) */
 void gemm_f32_ref(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr, const void *a,
@@ -84,6 +97,10 @@ void gemm_iq4_xs_q8_K_ref(int64_t n, float *y, int64_t ldy, const void *w, size_
 void gemm_iq4_nl_q8_0_ref(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr, const void *a,
                           size_t a_stride, int nt);
 void gemm_q5_0_q8_0_ref(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr, const void *a,
+                        size_t a_stride, int nt);
+void gemm_q3_K_q8_K_ref(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr, const void *a,
+                        size_t a_stride, int nt);
+void gemm_q2_K_q8_K_ref(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr, const void *a,
                         size_t a_stride, int nt);
 
 #endif

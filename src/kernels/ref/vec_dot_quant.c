@@ -10,8 +10,9 @@
  *
  * Range: q4_0 |sumi| <= 32*8*128; q8_0 <= 32*128*128; q4_K per super-block
  * <= 8*63*(32*15*128) + 8*63*(32*128); q5_K <= 8*63*(32*31*128);
- * q6_K <= 16*128*(16*32*128); iq4_xs <= 8*32*(32*127*128): all far inside
- * int32.
+ * q6_K <= 16*128*(16*32*128); iq4_xs <= 8*32*(32*127*128); q3_K <= 16*32*(16*4*128);
+ * q2_K <= 16*15*(16*3*128): all far inside int32.
+ * q3_K takes q6_K's float expression, q2_K q4_K's.
  */
 #include <stddef.h>
 #include <string.h>
@@ -214,6 +215,61 @@ void vec_dot_iq4_xs_q8_K_ref(int64_t n, float *out, const void *w, const void *a
     *out = sum;
 }
 
+/* q3_K: x = d*sc_g*q per 16-element group g, sc_g signed (ref_q3_K_scales), q in -4..3:
+ * its low 2 bits from qs, minus 4 where its hmask bit is clear.  Element e = 128h + 32k + r
+ * sits in qs[32h + r] at bits 2k and in hmask[r] at bit 4h + k (dequantize_row_q3_K). */
+void vec_dot_q3_K_q8_K_ref(int64_t n, float *out, const void *w, const void *a) {
+    const int64_t nb = n / QK_K;
+    const unsigned char *x = w, *y = a;
+    float sum = 0.0f;
+    for (int64_t b = 0; b < nb; b++, x += sizeof(block_q3_K), y += sizeof(block_q8_K)) {
+        const uint8_t *qs = x + offsetof(block_q3_K, qs), *hm = x + offsetof(block_q3_K, hmask);
+        const int8_t *q8 = (const int8_t *)(y + offsetof(block_q8_K, qs));
+        int8_t sc[16];
+        ref_q3_K_scales(x + offsetof(block_q3_K, scales), sc);
+        int32_t isum = 0;
+        for (int g = 0; g < QK_K / 16; g++) {
+            int32_t s = 0;
+            for (int i = 0; i < 16; i++) {
+                const int e = 16 * g + i, h = e / 128, k = (e / 32) % 4, r = e % 32;
+                const int q = ((qs[32 * h + r] >> (2 * k)) & 3) - (((hm[r] >> (4 * h + k)) & 1) ? 0 : 4);
+                s += q * q8[e];
+            }
+            isum += sc[g] * s;
+        }
+        sum += ld_half(x + offsetof(block_q3_K, d)) * ld_f32(y + offsetof(block_q8_K, d)) * (float)isum;
+    }
+    *out = sum;
+}
+
+/* q2_K: x = d*(sc_g & 15)*q - dmin*(sc_g >> 4) per 16-element group g, q in 0..3 at
+ * q3_K's low-bit positions; the mins act through the q8_K bsums (one per group). */
+void vec_dot_q2_K_q8_K_ref(int64_t n, float *out, const void *w, const void *a) {
+    const int64_t nb = n / QK_K;
+    const unsigned char *x = w, *y = a;
+    float sum = 0.0f;
+    for (int64_t b = 0; b < nb; b++, x += sizeof(block_q2_K), y += sizeof(block_q8_K)) {
+        const uint8_t *qs = x + offsetof(block_q2_K, qs), *sc = x + offsetof(block_q2_K, scales);
+        const int8_t *q8 = (const int8_t *)(y + offsetof(block_q8_K, qs));
+        const unsigned char *bsums = y + offsetof(block_q8_K, bsums);
+        int32_t isum = 0, msum = 0;
+        for (int g = 0; g < QK_K / 16; g++) {
+            int32_t s = 0;
+            for (int i = 0; i < 16; i++) {
+                const int e = 16 * g + i, h = e / 128, k = (e / 32) % 4, r = e % 32;
+                s += ((qs[32 * h + r] >> (2 * k)) & 3) * q8[e];
+            }
+            isum += (sc[g] & 15) * s;
+            msum += (sc[g] >> 4) * ld_i16(bsums + 2 * g);
+        }
+        const float dy = ld_f32(y + offsetof(block_q8_K, d));
+        const float d = ld_half(x + offsetof(block_q2_K, d)) * dy;
+        const float dmin = ld_half(x + offsetof(block_q2_K, dmin)) * dy;
+        sum += d * (float)isum - dmin * (float)msum;
+    }
+    *out = sum;
+}
+
 KERN_DEFINE_GEMM(gemm_q4_0_q8_0_ref, vec_dot_q4_0_q8_0_ref)
 KERN_DEFINE_GEMM(gemm_q8_0_q8_0_ref, vec_dot_q8_0_q8_0_ref)
 KERN_DEFINE_GEMM(gemm_q4_K_q8_K_ref, vec_dot_q4_K_q8_K_ref)
@@ -222,3 +278,5 @@ KERN_DEFINE_GEMM(gemm_q5_K_q8_K_ref, vec_dot_q5_K_q8_K_ref)
 KERN_DEFINE_GEMM(gemm_iq4_xs_q8_K_ref, vec_dot_iq4_xs_q8_K_ref)
 KERN_DEFINE_GEMM(gemm_iq4_nl_q8_0_ref, vec_dot_iq4_nl_q8_0_ref)
 KERN_DEFINE_GEMM(gemm_q5_0_q8_0_ref, vec_dot_q5_0_q8_0_ref)
+KERN_DEFINE_GEMM(gemm_q3_K_q8_K_ref, vec_dot_q3_K_q8_K_ref)
+KERN_DEFINE_GEMM(gemm_q2_K_q8_K_ref, vec_dot_q2_K_q8_K_ref)

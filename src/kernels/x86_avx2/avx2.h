@@ -17,6 +17,8 @@ void vec_dot_q8_0_q8_0_avx2(int64_t n, float *out, const void *w, const void *a)
 void vec_dot_q4_K_q8_K_avx2(int64_t n, float *out, const void *w, const void *a);
 void vec_dot_q6_K_q8_K_avx2(int64_t n, float *out, const void *w, const void *a);
 void vec_dot_q5_K_q8_K_avx2(int64_t n, float *out, const void *w, const void *a);
+void vec_dot_q3_K_q8_K_avx2(int64_t n, float *out, const void *w, const void *a);
+void vec_dot_q2_K_q8_K_avx2(int64_t n, float *out, const void *w, const void *a);
 void vec_dot_iq4_xs_q8_K_avx2(int64_t n, float *out, const void *w, const void *a);
 void vec_dot_iq4_nl_q8_0_avx2(int64_t n, float *out, const void *w, const void *a);
 void vec_dot_q5_0_q8_0_avx2(int64_t n, float *out, const void *w, const void *a);
@@ -34,6 +36,8 @@ KERN_GEMM_DECL(gemm_q8_0_q8_0_avx2);
 KERN_GEMM_DECL(gemm_q4_K_q8_K_avx2);
 KERN_GEMM_DECL(gemm_q6_K_q8_K_avx2);
 KERN_GEMM_DECL(gemm_q5_K_q8_K_avx2);
+KERN_GEMM_DECL(gemm_q3_K_q8_K_avx2);
+KERN_GEMM_DECL(gemm_q2_K_q8_K_avx2);
 KERN_GEMM_DECL(gemm_iq4_xs_q8_K_avx2);
 KERN_GEMM_DECL(gemm_iq4_nl_q8_0_avx2);
 KERN_GEMM_DECL(gemm_q5_0_q8_0_avx2);

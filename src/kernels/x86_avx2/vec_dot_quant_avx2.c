@@ -316,6 +316,90 @@ void vec_dot_iq4_xs_q8_K_avx2(int64_t n, float *out, const void *w, const void *
     *out = sum;
 }
 
+/* The 2-bit fields k (0..3) of 32 q2_K/q3_K qs bytes: elements 128h + 32k + 0..31. */
+static inline __m256i k2_field(__m256i qs, int k) {
+    return _mm256_and_si256(_mm256_srl_epi16(qs, _mm_cvtsi32_si128(2 * k)), _mm256_set1_epi8(3));
+}
+/* 16-element groups g (low 128-bit lane) and g+1 (high lane) scaled and summed in int32. */
+static inline __m256i k2_group_pair(__m256i u, const unsigned char *q8, int sc_lo, int sc_hi) {
+    const __m256i p = _mm256_maddubs_epi16(u, ld256(q8)); /* |pair| <= 2*7*128: no saturation */
+    return _mm256_madd_epi16(p, _mm256_set_m128i(_mm_set1_epi16((short)sc_hi), _mm_set1_epi16((short)sc_lo)));
+}
+
+/* Exact sum_g sc_g * sum(q*a8) of one q3_K x q8_K super-block, q = u - 4 with
+ * u = low bits | hmask bit << 2 (0..7, unsigned for vpmaddubsw); the -4 through bsums. */
+/* ref_q3_K_scales in SSE: low nibbles of bytes 0..7 then their high nibbles, each OR'ed
+ * with bits 2*(j/4) of byte 8 + j%4 moved to bits 4..5, minus 32 (prefill calls the dot
+ * once per row and token, so the unpack is on the hot path). */
+static inline __m128i q3_K_scales_sse(const unsigned char *p) {
+    unsigned char b[16] = {0};
+    memcpy(b, p, 12); /* the block ends 2 bytes after the scales: no 16-byte load */
+    const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)b), m4 = _mm_set1_epi8(0x0F);
+    const __m128i lo = _mm_unpacklo_epi64(_mm_and_si128(v, m4), _mm_and_si128(_mm_srli_epi16(v, 4), m4));
+    const __m128i hb = _mm_shuffle_epi8(v, _mm_setr_epi8(8, 9, 10, 11, 8, 9, 10, 11, 8, 9, 10, 11, 8, 9, 10, 11));
+    const __m128i h2 = _mm_and_si128(_mm_srlv_epi32(hb, _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi8(3));
+    return _mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(h2, 4)), _mm_set1_epi8(32));
+}
+
+static inline int32_t q3_K_block_avx2(const unsigned char *x, const unsigned char *y) {
+    const unsigned char *q8 = y + offsetof(block_q8_K, qs);
+    int8_t sc[16];
+    const __m128i sc8 = q3_K_scales_sse(x + offsetof(block_q3_K, scales));
+    _mm_storeu_si128((__m128i *)(void *)sc, sc8);
+    const __m256i hm = ld256(x + offsetof(block_q3_K, hmask));
+    __m256i acc = _mm256_setzero_si256();
+    for (int h = 0; h < 2; h++) {
+        const __m256i qs = ld256(x + offsetof(block_q3_K, qs) + 32 * h);
+        for (int k = 0; k < 4; k++) {
+            const __m256i hb = _mm256_and_si256(_mm256_srl_epi16(hm, _mm_cvtsi32_si128(4 * h + k)), _mm256_set1_epi8(1));
+            const __m256i u = _mm256_or_si256(k2_field(qs, k), _mm256_slli_epi16(hb, 2));
+            const int g = 8 * h + 2 * k;
+            acc = _mm256_add_epi32(acc, k2_group_pair(u, q8 + 128 * h + 32 * k, sc[g], sc[g + 1]));
+        }
+    }
+    const __m256i off = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8), ld256(y + offsetof(block_q8_K, bsums)));
+    return hsum8i(acc) - 4 * hsum8i(off);
+}
+
+void vec_dot_q3_K_q8_K_avx2(int64_t n, float *out, const void *w, const void *a) {
+    const int64_t nb = n / QK_K;
+    const unsigned char *x = w, *y = a;
+    float sum = 0.0f;
+    for (int64_t b = 0; b < nb; b++, x += sizeof(block_q3_K), y += sizeof(block_q8_K)) {
+        const int32_t isum = q3_K_block_avx2(x, y);
+        sum += ld_half(x + offsetof(block_q3_K, d)) * ld_f32s(y + offsetof(block_q8_K, d)) * (float)isum;
+    }
+    *out = sum;
+}
+
+/* q2_K: the exact sums sum_g (sc_g & 15) * sum(q*a8) and sum_g (sc_g >> 4) * bsum_g. */
+void vec_dot_q2_K_q8_K_avx2(int64_t n, float *out, const void *w, const void *a) {
+    const int64_t nb = n / QK_K;
+    const unsigned char *x = w, *y = a;
+    float sum = 0.0f;
+    for (int64_t b = 0; b < nb; b++, x += sizeof(block_q2_K), y += sizeof(block_q8_K)) {
+        const unsigned char *q8 = y + offsetof(block_q8_K, qs), *scp = x + offsetof(block_q2_K, scales);
+        __m256i acc = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            const __m256i qs = ld256(x + offsetof(block_q2_K, qs) + 32 * h);
+            for (int k = 0; k < 4; k++) {
+                const int g = 8 * h + 2 * k;
+                acc = _mm256_add_epi32(acc, k2_group_pair(k2_field(qs, k), q8 + 128 * h + 32 * k, scp[g] & 15,
+                                                          scp[g + 1] & 15));
+            }
+        }
+        const __m128i s8 = _mm_loadu_si128((const __m128i *)(const void *)scp);
+        const __m256i m16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s8, 4), _mm_set1_epi8(15)));
+        const int32_t isum = hsum8i(acc);
+        const int32_t msum = hsum8i(_mm256_madd_epi16(m16, ld256(y + offsetof(block_q8_K, bsums))));
+        const float dy = ld_f32s(y + offsetof(block_q8_K, d));
+        const float d = ld_half(x + offsetof(block_q2_K, d)) * dy;
+        const float dmin = ld_half(x + offsetof(block_q2_K, dmin)) * dy;
+        sum += d * (float)isum - dmin * (float)msum;
+    }
+    *out = sum;
+}
+
 KERN_DEFINE_GEMM(gemm_q4_0_q8_0_avx2, vec_dot_q4_0_q8_0_avx2)
 KERN_DEFINE_GEMM(gemm_q8_0_q8_0_avx2, vec_dot_q8_0_q8_0_avx2)
 KERN_DEFINE_GEMM(gemm_q4_K_q8_K_avx2, vec_dot_q4_K_q8_K_avx2)
@@ -324,6 +408,8 @@ KERN_DEFINE_GEMM(gemm_q5_K_q8_K_avx2, vec_dot_q5_K_q8_K_avx2)
 KERN_DEFINE_GEMM(gemm_iq4_xs_q8_K_avx2, vec_dot_iq4_xs_q8_K_avx2)
 KERN_DEFINE_GEMM(gemm_iq4_nl_q8_0_avx2, vec_dot_iq4_nl_q8_0_avx2)
 KERN_DEFINE_GEMM(gemm_q5_0_q8_0_avx2, vec_dot_q5_0_q8_0_avx2)
+KERN_DEFINE_GEMM(gemm_q3_K_q8_K_avx2, vec_dot_q3_K_q8_K_avx2)
+KERN_DEFINE_GEMM(gemm_q2_K_q8_K_avx2, vec_dot_q2_K_q8_K_avx2)
 #else
 typedef int kite_empty_unit_vec_dot_quant_avx2; /* ISO C wants a declaration */
 #endif
