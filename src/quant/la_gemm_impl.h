@@ -67,7 +67,7 @@ static void LA_FN(pack_b_)(LA_T *dst, const la_src *b, int64_t p0, int kc, int64
 static void LA_FN(gemm_region_)(const kern_la_ops *ops, const la_gemm_args *g, int64_t i0, int64_t i1, int64_t j0,
                                 int64_t j1, void *ws) {
     const int mr = ops->LA_MR, nr = ops->LA_NR;
-    const int64_t mp = (i1 - i0 + KERN_LA_MR_MAX - 1) / KERN_LA_MR_MAX * KERN_LA_MR_MAX; /* rows packed, padded */
+    const int64_t mp = (i1 - i0 + mr - 1) / mr * mr; /* rows packed, padded to whole MR panels */
     LA_T *apk = ws, *bpk = apk + (size_t)mp * LA_KC;
     LA_T *c = g->c;
     const LA_T alpha = (LA_T)g->alpha;

@@ -96,7 +96,10 @@ bool la_cholesky_inverse_upper(double *a, int n) {
 #define LA_NC_D 256
 
 size_t la_gemm_ws_bytes(int64_t rows) {
-    const size_t mp = (size_t)((rows + KERN_LA_MR_MAX - 1) / KERN_LA_MR_MAX * KERN_LA_MR_MAX);
+    /* rows padded to whole MR panels for any level's MR <= KERN_LA_MR_MAX: at most
+     * rows + MR - 1 (rounding to a multiple of 8 was not enough for AVX2's MR = 6: 8 rows
+     * pack as 12, and the A panels ran into the packed B) */
+    const size_t mp = (size_t)rows + KERN_LA_MR_MAX - 1;
     const size_t s = (mp * LA_KC + (size_t)LA_KC * LA_NC_S) * sizeof(float);
     const size_t d = (mp * LA_KC + (size_t)LA_KC * LA_NC_D) * sizeof(double);
     return (s > d ? s : d) + 64;

@@ -150,6 +150,43 @@ TEST(test_axpy_neg_levels) {
     }
 }
 
+/* la_sgemm_st with exactly the workspace la_gemm_ws_bytes promises, row counts whose MR
+ * padding exceeds a multiple of 8 at AVX2's MR = 6 (8 rows pack as 12, 128 as 132) and a
+ * full-depth slice: every level gives the scalar level's bits and writes nothing past the
+ * workspace.  The packed A panels once ran into the packed B there, which made GPTQ's
+ * factorization wrong on AVX2-only CPUs (test_gptq: 77% of weights as the reference). */
+TEST(test_gemm_st_workspace) {
+    static const int rows[] = {1, 5, 7, 8, 13, 128};
+    enum { N = 300, K = 400 }; /* K > LA_KC: a full-depth slice */
+    float *a = malloc((size_t)128 * K * sizeof *a), *b = malloc((size_t)K * N * sizeof *b);
+    float *c0 = malloc((size_t)128 * N * sizeof *c0), *cr = malloc((size_t)128 * N * sizeof *cr);
+    float *c = malloc((size_t)128 * N * sizeof *c);
+    for (int i = 0; i < 128 * K; i++) a[i] = (float)drand_();
+    for (int i = 0; i < K * N; i++) b[i] = (float)drand_();
+    for (int i = 0; i < 128 * N; i++) c0[i] = (float)drand_();
+    for (size_t ri = 0; ri < sizeof rows / sizeof *rows; ri++) {
+        const int m = rows[ri];
+        const size_t wsb = la_gemm_ws_bytes(m);
+        unsigned char *ws = aligned_alloc(64, (wsb + 64 + 63) / 64 * 64);
+        for (int lv = 0; lv <= (int)kern_level_max(); lv++) {
+            memset(ws + wsb, 0xA5, 64);
+            float *dst = lv == 0 ? cr : c;
+            memcpy(dst, c0, (size_t)m * N * sizeof *dst);
+            la_gemm_args g = {.m = m, .n = N, .k = K, .alpha = -1.0, .a = {.p = a, .ld = K, .f32 = true},
+                              .b = {.p = b, .ld = N, .f32 = true}, .c = dst, .ldc = N};
+            la_sgemm_st(kern_table_for_level((kern_level)lv)->la, &g, ws);
+            bool intact = true;
+            for (int j = 0; j < 64; j++) intact &= ws[wsb + j] == 0xA5;
+            CHECK_MSG(intact, "level %d, %d rows: wrote past la_gemm_ws_bytes", lv, m);
+            if (lv)
+                CHECK_MSG(memcmp(c, cr, (size_t)m * N * sizeof *c) == 0, "level %d, %d rows: bits differ from scalar",
+                          lv, m);
+        }
+        free(ws);
+    }
+    free(a), free(b), free(c0), free(cr), free(c);
+}
+
 /* max |x - y| over n x n */
 static double maxdiff(const double *x, const double *y, int n) {
     double w = 0;
@@ -317,6 +354,7 @@ int main(int argc, char **argv) {
     }
     RUN(test_gemm_levels_threads);
     RUN(test_axpy_neg_levels);
+    RUN(test_gemm_st_workspace);
     RUN(test_blocked_vs_textbook);
     return harness_summary("test_linalg");
 }
