@@ -23,7 +23,7 @@
 #     types, n > 1, missing fields, bad roles, a prompt longer than the
 #     context (context_length_exceeded), bodies over the limit (413, with and
 #     without Content-Length), unknown URL (404), wrong method (405), missing
-#     or wrong API key (401); unknown fields are ignored;
+#     or wrong API key (401); unknown fields, tools, bad logit_bias and n get 400;
 #   * a slow client (incomplete request) is dropped after the timeout while
 #     others are served; clients that disconnect mid-stream leave no running
 #     sequence or used KV block behind (/metrics);
@@ -238,10 +238,10 @@ else e2e_fail "seed" "'$s2' vs '$s3'"; fi
 # ---- chat --------------------------------------------------------------------
 
 CHAT='"messages": [{"role": "system", "content": "You tell stories."}, {"role": "user", "content": "Tell me a story."}]'
-call POST /v1/chat/completions "{$CHAT, \"max_completion_tokens\": 12, \"temperature\": 0, \"some_unknown_field\": {\"x\": 1}}"
+call POST /v1/chat/completions "{$CHAT, \"max_completion_tokens\": 12, \"temperature\": 0, \"user\": \"u1\", \"tools\": null}"
 if [ "$code" = 200 ] && has "$T/body" '"object":"chat.completion"' && has "$T/body" '"message":{"role":"assistant","content":"' &&
     has "$T/body" '"finish_reason":"' && has "$T/body" '"completion_tokens":' && has "$T/body" '"id":"chatcmpl-'; then
-    e2e_ok "chat completion shape (unknown fields ignored, max_completion_tokens)"
+    e2e_ok "chat completion shape (user and null fields accepted, max_completion_tokens)"
 else
     e2e_fail "chat completion" "status $code: $(e2e_first_line "$T/body")"
 fi
@@ -310,7 +310,18 @@ expect_error "max_tokens not an integer -> 400" 400 invalid_type POST /v1/comple
 expect_error "stream not a boolean -> 400" 400 invalid_type POST /v1/completions '{"prompt": "x", "stream": "yes"}'
 expect_error "stop of the wrong type -> 400" 400 invalid_type POST /v1/completions '{"prompt": "x", "stop": 5}'
 expect_error "top_p out of range -> 400" 400 invalid_value POST /v1/completions '{"prompt": "x", "top_p": 3}'
-expect_error "n = 2 -> 400" 400 invalid_value POST /v1/completions '{"prompt": "x", "n": 2}'
+expect_error "n above the server limit -> 400" 400 invalid_value POST /v1/completions '{"prompt": "x", "n": 17}'
+expect_error "n = 0 -> 400" 400 invalid_value POST /v1/completions '{"prompt": "x", "n": 0}'
+expect_error "unknown field -> 400 naming it" 400 unknown_parameter POST /v1/chat/completions "{$CHAT, \"some_unknown_field\": {\"x\": 1}}"
+has "$T/body" '"param":"some_unknown_field"' && e2e_ok "unknown field named in param" || e2e_fail "unknown field param" "$(e2e_first_line "$T/body")"
+expect_error "tools -> 400 unsupported" 400 unsupported_parameter POST /v1/chat/completions "{$CHAT, \"tools\": []}"
+expect_error "echo true -> 400" 400 unsupported_value POST /v1/completions '{"prompt": "x", "echo": true}'
+expect_error "logit_bias key not an id -> 400" 400 invalid_value POST /v1/completions '{"prompt": "x", "logit_bias": {"abc": 1}}'
+expect_error "logit_bias value out of range -> 400" 400 invalid_value POST /v1/completions '{"prompt": "x", "logit_bias": {"5": 101}}'
+expect_error "logit_bias id outside the vocabulary -> 400" 400 invalid_value POST /v1/completions '{"prompt": "x", "logit_bias": {"99999": 1}}'
+expect_error "top_logprobs without logprobs -> 400" 400 invalid_value POST /v1/chat/completions "{$CHAT, \"top_logprobs\": 2}"
+expect_error "top_logprobs above 20 -> 400" 400 invalid_value POST /v1/chat/completions "{$CHAT, \"logprobs\": true, \"top_logprobs\": 21}"
+expect_error "completions logprobs above 20 -> 400" 400 invalid_value POST /v1/completions '{"prompt": "x", "logprobs": 21}'
 expect_error "missing prompt -> 400" 400 missing_required_parameter POST /v1/completions '{"max_tokens": 3}'
 expect_error "missing messages -> 400" 400 missing_required_parameter POST /v1/chat/completions '{"prompt": "x"}'
 expect_error "messages not an array -> 400" 400 invalid_type POST /v1/chat/completions '{"messages": "hi"}'
