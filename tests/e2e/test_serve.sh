@@ -161,6 +161,10 @@ call GET /v1/models
 if [ "$code" = 200 ] && has "$T/body" '"object":"list"' && has "$T/body" '"id":"stories260K.gguf"' &&
     has "$T/body" '"object":"model"'; then e2e_ok "GET /v1/models"
 else e2e_fail "GET /v1/models" "status $code: $(e2e_first_line "$T/body")"; fi
+call GET /v1/models/stories260K.gguf
+if [ "$code" = 200 ] && has "$T/body" '{"id":"stories260K.gguf","object":"model"'; then e2e_ok "GET /v1/models/{id}"
+else e2e_fail "GET /v1/models/{id}" "status $code: $(e2e_first_line "$T/body")"; fi
+expect_error "GET /v1/models/{unknown id} -> 404" 404 model_not_found GET /v1/models/gpt-4
 
 call POST /tokenize '{"content": "Once upon a time", "add_special": true}'
 if [ "$code" = 200 ] && has "$T/body" '{"tokens":[1,403,407,261,378]}'; then e2e_ok "POST /tokenize"
@@ -464,6 +468,20 @@ else
             e2e_ok "openai npm package: chat, streaming chat, completions ($(tail -n 1 "$T/node.out"))"
         else
             e2e_fail "openai npm package" "$(tail -n 3 "$T/node.out" | tr '\n' ' ')"
+        fi
+        # issue 24: logprobs against kite run's logits, logit_bias, n, unknown fields, models/{id}
+        if "$KITE" run -p "Once upon a time" -n 8 --temp 0 --json --dump-logits "$T/dump.bin" </dev/null \
+            >"$T/run.json" 2>"$T/run.err"; then
+            ids=$(tail -n 1 "$T/run.json" | sed -n 's/.*"ids": \[\([0-9, ]*\)\].*/\1/p' | tr -d ' ')
+            n_pr=$(tail -n 1 "$T/run.json" | sed -n 's/.*"prompt_ids": \[\([0-9, ]*\)\].*/\1/p' | tr ',' '\n' | wc -l)
+            if KITE_NODE_DIR=$NODE_DIR KITE_URL=$URL KITE_KEY=$KEY KITE_DUMP=$T/dump.bin \
+                KITE_DUMP_PROMPT=$n_pr KITE_DUMP_IDS=$ids timeout 90 node tests/e2e/serve_api.mjs >"$T/api.out" 2>&1; then
+                e2e_ok "openai npm package: logprobs, logit_bias, n, unknown fields, models/{id} ($(tail -n 1 "$T/api.out"))"
+            else
+                e2e_fail "openai npm package (issue 24 API)" "$(tail -n 3 "$T/api.out" | tr '\n' ' ')"
+            fi
+        else
+            e2e_fail "kite run --dump-logits for the logprobs check" "$(e2e_first_line "$T/run.err")"
         fi
     else
         skip_client "openai npm package" "npm install openai failed (offline?): $(tail -n 1 "$T/npm.log" 2>/dev/null)"

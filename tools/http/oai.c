@@ -315,10 +315,10 @@ static const char *const COMMON_FIELDS[] = {
     "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "frequency_penalty", "presence_penalty",
     "repeat_penalty", "seed", "n", "stream", "stream_options", "ignore_eos", "t_max_predict_ms", "stop",
     "response_format", "grammar", "json_schema", "logprobs", "logit_bias",
+    "sot", "sot_skeleton", /* chat only: parse_fields names the endpoint in its 400 */
     "user", /* an end-user id for OpenAI's abuse monitoring: nothing to do here */
     NULL};
-static const char *const CHAT_FIELDS[] = {"messages", "max_completion_tokens", "top_logprobs", "sot",
-                                          "sot_skeleton", NULL};
+static const char *const CHAT_FIELDS[] = {"messages", "max_completion_tokens", "top_logprobs", NULL};
 static const char *const COMPLETION_FIELDS[] = {"prompt", NULL};
 /* OpenAI fields kite does not implement: named as unsupported rather than unknown. */
 static const char *const UNSUPPORTED_FIELDS[] = {
