@@ -101,7 +101,9 @@ for f in 'echo:true' 'best_of:3' 'suffix:"x"' 'frobnicate:1' 'logprobs:true' 'to
     post /v1/completions "{\"prompt\": \"x\", \"max_tokens\": 2, \"$name\": ${f#*:}}"
     if [ "$code" != 400 ] || ! grep -q "\"param\":\"$name\"" "$T/body"; then bad="$bad completions.$name($code)"; fi
 done
-if [ -z "$bad" ]; then ok "24 unhonoured or invalid fields each get a 400 naming the field"
+post /v1/chat/completions '{"messages": [{"role": "user", "content": "hi", "name": "bob"}], "max_tokens": 2}'
+if [ "$code" != 400 ] || ! grep -q "messages\[0\]\.name" "$T/body"; then bad="$bad messages[0].name($code)"; fi
+if [ -z "$bad" ]; then ok "25 unhonoured or invalid fields (one inside messages) each get a 400 naming the field"
 else fail "unhonoured fields get a 400 naming them" "$bad"; fi
 bad=
 for f in 'user:"u"' 'store:false' 'tools:null' 'n:2' 'seed:1' 'logprobs:true' 'logit_bias:{"5":-100}' \

@@ -212,6 +212,15 @@ static bool parse_messages(const cJSON *root, oai_request *r, oai_error *err) {
     }
     for (const cJSON *m = ms->child; m; m = m->next) {
         if (!cJSON_IsObject(m)) return bad_type(err, "messages", "an array of message objects");
+        for (const cJSON *f = m->child; f; f = f->next) /* name, tool_calls, ...: not honoured, so refused */
+            if (!cJSON_IsNull(f) && f->string && strcmp(f->string, "role") && strcmp(f->string, "content")) {
+                char shown[41];
+                http_utf8_copy(shown, sizeof shown, f->string);
+                oai_error_set(err, 400, INVALID, "unsupported_parameter", "messages",
+                              "Unsupported parameter: 'messages[%zu].%s' (kite reads only role and content).",
+                              r->n_msgs, shown);
+                return false;
+            }
         const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
         if (!cJSON_IsString(role)) return bad_type(err, "messages", "a string 'role' in every message");
         const char *rs = role->valuestring;
