@@ -16,6 +16,7 @@
  * speculatively, and prints both speeds and their ratio.
  */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +55,8 @@ typedef struct run_opts {
     const char *grammar;      /* --grammar STR: GBNF */
     const char *json_schema;  /* --json-schema F|STR: a file, or inline when it starts with '{' */
     bool json_object;         /* --json-object: any JSON object */
+    const char *logit_bias;   /* --logit-bias ID=BIAS[,ID=BIAS...] (parsed into bias[] by parse_args) */
+    kite_logit_bias bias[256];
 } run_opts;
 
 /* Growable byte buffer for the generated text (JSON output). */
@@ -102,6 +105,9 @@ static const cli_opt run_opts_table[] = {
     {.names = "--json",
      .help = "end the output with one JSON line: prompt_ids, ids, text,\nprefill_tok_s, decode_tok_s, kv_bytes",
      .kind = CLI_FLAG, CLI_AT(run_opts, json)},
+    {.names = "--logit-bias", .arg = "ID=BIAS,...",
+     .help = "add BIAS (-100..100) to token ID's logit; -100 bans it\n(OpenAI's logit_bias; up to 256 pairs)",
+     .kind = CLI_STR, CLI_AT(run_opts, logit_bias), .example = "13=-100,42=2.5"},
     {.names = "--dump-logits", .arg = "FILE",
      .help = "write float32 logits of every evaluated position\n(row-major [positions x vocab])", .kind = CLI_STR,
      CLI_AT(run_opts, dump_logits)},
@@ -130,6 +136,32 @@ const cli_spec cli_spec_run = {
     CLI_TABLE(run_opts_table, run_opts),
 };
 
+/* --logit-bias "ID=BIAS[,ID=BIAS...]" into o->bias / o->sp; 0 or a usage error.
+ * Ids beyond the vocabulary are refused by kite_sampler_new, naming the id. */
+static int parse_logit_bias(run_opts *o) {
+    const char *p = o->logit_bias;
+    int32_t n = 0;
+    while (*p) {
+        char *end;
+        if (*p < '0' || *p > '9') goto bad;
+        long long id = strtoll(p, &end, 10);
+        if (*end != '=' || id > INT32_MAX) goto bad;
+        p = end + 1;
+        double b = strtod(p, &end);
+        if (end == p || !isfinite(b) || b < -100.0 || b > 100.0 || (*end && *end != ',')) goto bad;
+        if (n == (int32_t)(sizeof o->bias / sizeof o->bias[0]))
+            return cli_usage_error("run", "--logit-bias: at most %d pairs", n);
+        o->bias[n++] = (kite_logit_bias){(kite_token)id, (float)b};
+        p = *end ? end + 1 : end;
+    }
+    o->sp.logit_bias = o->bias;
+    o->sp.n_logit_bias = n;
+    return 0;
+bad:
+    return cli_usage_error("run", "--logit-bias expects ID=BIAS[,ID=BIAS...] with token ids and biases in "
+                                  "[-100, 100], got '%s'", o->logit_bias);
+}
+
 /* cli_parse, then the checks across options; -1: go on, else the exit status. */
 static int parse_args(int argc, char **argv, run_opts *o) {
     const char *cmd = "run";
@@ -148,6 +180,7 @@ static int parse_args(int argc, char **argv, run_opts *o) {
     const int n_grammars = (o->grammar_file != NULL) + (o->grammar != NULL) + (o->json_schema != NULL) + o->json_object;
     if (n_grammars > 1)
         return cli_usage_error(cmd, "give at most one of --grammar-file, --grammar, --json-schema and --json-object");
+    if (o->logit_bias && (rc = parse_logit_bias(o)) != 0) return rc;
     if (n_grammars && n_drafters)
         return cli_usage_error(cmd, "speculative decoding is not available with a grammar in kite run (its drafts "
                                     "are not checked against the grammar; kite serve checks them)");

@@ -242,6 +242,12 @@ int32_t kite_ctx_profile(const kite_ctx *ctx, double *seconds, const char **name
 
 typedef struct kite_sampler kite_sampler;
 
+/* One entry of kite_sampler_params.logit_bias (OpenAI's logit_bias). */
+typedef struct kite_logit_bias {
+    kite_token token;        /* in [0, n_vocab) */
+    float bias;              /* added to the token's logit; <= -100 bans it (-inf), as OpenAI's -100 */
+} kite_logit_bias;
+
 typedef struct kite_sampler_params {
     float temperature;       /* <= 0: greedy (argmax) */
     int32_t top_k;           /* <= 0: off */
@@ -252,11 +258,15 @@ typedef struct kite_sampler_params {
     float presence_penalty;  /* 0: off; subtracts value once if seen */
     int32_t penalty_last_n;  /* window of recent tokens for the penalties; 0: off, -1: whole context */
     uint64_t seed;           /* same seed, same inputs -> same samples */
+    const kite_logit_bias *logit_bias; /* [n_logit_bias] or NULL; copied by kite_sampler_new.  Applied
+                                          to the logits first, before the penalties; a token listed
+                                          twice gets the sum */
+    int32_t n_logit_bias;
 } kite_sampler_params;
 
 /* Defaults: temperature 0.8, top_k 40, top_p 0.95, min_p 0.05,
  * repeat_penalty 1, frequency/presence 0, penalty_last_n 64, seed 0xC0FFEE.
- * The chain is penalties -> (temperature <= 0: argmax, ties to the lowest id)
+ * The chain is logit_bias -> penalties -> (temperature <= 0: argmax, ties to the lowest id)
  * -> top-k -> top-p -> min-p -> temperature -> softmax -> seeded draw
  * (xoshiro256**); the filters act on the temperature-1 distribution.
  * See docs/sampler.md. */
@@ -270,6 +280,30 @@ kite_token kite_sampler_sample(kite_sampler *s, const float *logits);
 /* Records a token of the context (prompt or generated) for the penalties. */
 void kite_sampler_accept(kite_sampler *s, kite_token t);
 void kite_sampler_reset(kite_sampler *s); /* forget history, reseed */
+
+/* Log-probabilities of a step (OpenAI's logprobs / top_logprobs). */
+#define KITE_MAX_TOP_LOGPROBS 20
+typedef struct kite_token_logprob {
+    kite_token token;
+    float logprob;           /* natural log; -INFINITY for a banned / grammar-masked token */
+} kite_token_logprob;
+typedef struct kite_logprobs {
+    kite_token token;        /* the token asked about (the one sampled) */
+    float logprob;
+    int32_t n_top;           /* entries of top[] in use: min(n_top asked, tokens with p > 0) */
+    kite_token_logprob top[KITE_MAX_TOP_LOGPROBS]; /* most likely first, ties to the lower id */
+} kite_logprobs;
+/* The log-probability of token and the n_top (0..KITE_MAX_TOP_LOGPROBS) most
+ * likely tokens under the distribution s samples from before truncation:
+ * log_softmax of logits after logit_bias and the penalties (with the
+ * sampler's current history), at temperature 1 - not reshaped by
+ * temperature, top-k, top-p or min-p (OpenAI's logprobs do not change with
+ * temperature either).  Call it before kite_sampler_accept(token) of the
+ * step.  Uses the sampler's scratch (invalidates sampler_candidates'
+ * output); no allocation, O(n_vocab * (1 + small n_top insertions)).
+ * Returns KITE_OK, or KITE_E_ARG (NULL, token or n_top out of range). */
+int kite_sampler_logprobs(kite_sampler *s, const float *logits, kite_token token, int32_t n_top,
+                          kite_logprobs *out /* OUT */);
 
 /* ---- grammars: constrained decoding (docs/grammar.md) ------------------ */
 

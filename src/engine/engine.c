@@ -80,6 +80,9 @@ typedef struct ereq {
     int32_t max_gen;             /* generated-token limit after clipping to the context */
     int32_t n_gen;               /* generated tokens (EOS excluded), as counted by gen */
     bool greedy;                 /* temperature <= 0 */
+    bool logprobs;               /* engine_req.logprobs */
+    int32_t top_logprobs;
+    kite_logprobs lp;            /* the latest token's (no allocation per token) */
     kite_grammar *grammar;       /* owned (engine_req.grammar), or NULL */
     spec_adapt adapt;            /* speculative: this sequence's draft length */
     sampler_rng rng_accept;      /* speculative acceptance draws (temperature > 0) */
@@ -217,12 +220,18 @@ static void finish(engine *e, ereq *r, const char *reason, int status, const cha
  * kite_gen's (EOG or BOS unless ignore_eos: "stop"; max_gen: "length"); a
  * stop string is the stop filter's ("stop").  Returns true when r has
  * finished: it has then been removed and freed. */
-static bool push_token(engine *e, ereq *r, kite_token t) {
+static bool push_token(engine *e, ereq *r, kite_token t, const float *logits) {
     const char *reason = NULL;
     bool stop_string = false;
     int32_t n_new = 0;
     e->text.n = 0;
     if (e->text.p) e->text.p[0] = '\0';
+    bool have_lp = false;
+    if (r->logprobs) { /* before the push: the grammar state and penalty history t was sampled under */
+        const float *masked = logits;
+        have_lp = kite_gen_masked_logits(r->gen, logits, &masked) == KITE_OK &&
+                  kite_sampler_logprobs(r->smp, masked, t, r->top_logprobs, &r->lp) == KITE_OK;
+    }
     kite_gen_step st;
     const int rc = kite_gen_push(r->gen, t, &st);
     KITE_ASSERT(rc == KITE_OK); /* t was sampled from the vocabulary and r is still generating */
@@ -251,7 +260,8 @@ static bool push_token(engine *e, ereq *r, kite_token t) {
     }
     if (n_new > 0 || e->text.n > 0) {
         engine_event ev = {.kind = ENGINE_EV_TEXT, .text = e->text.p ? e->text.p : "", .len = e->text.n,
-                           .tokens = &r->s.toks[r->s.n_toks - n_new], .n_tokens = n_new};
+                           .tokens = &r->s.toks[r->s.n_toks - n_new], .n_tokens = n_new,
+                           .logprobs = have_lp && n_new == 1 ? &r->lp : NULL};
         emit(e, r, &ev);
     }
     if (!reason) return false;
@@ -272,7 +282,7 @@ static void on_logits(engine *e, ereq *r, const float *logits) {
     kite_token t;
     const int rc = kite_gen_pick(r->gen, logits, &t);
     if (rc != KITE_OK) fail_req(e, r, rc);
-    else push_token(e, r, t);
+    else push_token(e, r, t, logits);
 }
 
 /* Verifies r's draft of n_draft tokens from rows[0..n_draft] (row i scores
@@ -330,7 +340,7 @@ static void verify_draft(engine *e, ereq *r, const float *rows, int32_t n_draft)
         }
         if (i < n_draft && !rejected) j++;
         last = x;
-        finished = push_token(e, r, x); /* r is freed when this returns true */
+        finished = push_token(e, r, x, logits); /* r is freed when this returns true */
     }
     e->spec_drafted += n_draft;
     e->spec_accepted += j;
@@ -686,6 +696,9 @@ static int check_req(const engine *e, const engine_req *req, engine_cb cb) {
         return err_set(KITE_E_ARG, "engine_submit: max_tokens must be >= 1 (got %d)", req->max_tokens);
     if (req->n_stop < 0 || (req->n_stop > 0 && !req->stop))
         return err_set(KITE_E_ARG, "engine_submit: %d stop strings but no array", req->n_stop);
+    if (req->top_logprobs < 0 || req->top_logprobs > KITE_MAX_TOP_LOGPROBS)
+        return err_set(KITE_E_ARG, "engine_submit: top_logprobs %d outside [0, %d]", (int)req->top_logprobs,
+                       KITE_MAX_TOP_LOGPROBS);
     return KITE_OK;
 }
 
@@ -701,6 +714,8 @@ int engine_submit(engine *e, const engine_req *req, engine_cb cb, void *user, ui
     r->user = user;
     r->t_submit = time_now_s();
     r->greedy = req->sampling.temperature <= 0.0f;
+    r->logprobs = req->logprobs;
+    r->top_logprobs = req->top_logprobs;
     spec_adapt_init(&r->adapt, e->la_w > 0 ? e->la_w : 1, e->draft_max, e->la_w > 0);
     sampler_rng_seed(&r->rng_accept, req->sampling.seed ^ 0x5EC0ACCE97ull);
     atomic_init(&r->cancelled, false);

@@ -105,6 +105,8 @@ typedef struct engine_req {
                                    step: a cancel cannot free it under the engine thread); on failure
                                    the caller keeps it.  The per-request hook for tools' argument
                                    constraints as well */
+    bool logprobs;              /* report each output token's log-probability (engine_event.logprobs) */
+    int32_t top_logprobs;       /* and its 0..KITE_MAX_TOP_LOGPROBS most likely alternatives */
 } engine_req;
 
 enum engine_event_kind {
@@ -119,6 +121,9 @@ typedef struct engine_event {
     size_t len;
     const kite_token *tokens;   /* TEXT: tokens produced since the previous event */
     int32_t n_tokens;
+    const kite_logprobs *logprobs; /* TEXT with n_tokens 1 of a request with logprobs: that token's
+                                      (kite_sampler_logprobs: the distribution after logit_bias,
+                                      penalties and the grammar mask, temperature 1), else NULL */
     const char *finish_reason;  /* DONE: "stop" (EOS or stop string), "length", "cancelled" */
     int32_t n_prompt;           /* usage: prompt tokens */
     int32_t n_gen;              /* usage: generated tokens so far */

@@ -4,7 +4,7 @@
  * DESIGN
  *   kite_sampler_sample() copies the logits into a candidate buffer and runs
  *
- *     penalties -> greedy (temperature <= 0: argmax, ties to the lowest id)
+ *     logit_bias -> penalties -> greedy (temperature <= 0: argmax, ties to the lowest id)
  *               -> top-k -> top-p -> min-p -> temperature -> softmax -> draw
  *
  *   which is llama.cpp's default order.  The filters (top-k, top-p, min-p)
@@ -23,6 +23,11 @@
  *   generator with the same stream on every platform (no rand()).  Every
  *   non-greedy draw takes exactly one 64-bit output (top 53 bits as a double
  *   in [0, 1)); greedy sampling never touches the generator.
+ *
+ *   logit_bias (OpenAI) adds a per-token value to the copied logits; a
+ *   bias <= -100 sets the logit to -inf, a ban even under greedy.
+ *   kite_sampler_logprobs reports log_softmax of the logits after bias and
+ *   penalties (temperature 1, nothing truncated).
  *
  *   Penalties use per-token counts over a window of the last penalty_last_n
  *   accepted tokens (a ring buffer of that capacity; -1 = every accepted
@@ -63,6 +68,8 @@ struct kite_sampler {
     int32_t ring_len;   /* entries in use, <= ring_cap */
     int32_t ring_head;  /* index of the oldest entry */
     sampler_rng rng;
+    kite_logit_bias *bias; /* [n_bias] copy of params.logit_bias (params.logit_bias points here) */
+    int32_t n_bias;
 };
 
 /* ---- PRNG ----------------------------------------------------------------- */
@@ -130,9 +137,26 @@ int kite_sampler_new(const kite_sampler_params *params, int32_t n_vocab, kite_sa
         return err_set(KITE_E_ARG, "sampler: penalty_last_n %d out of range [-1, %d]", (int)p.penalty_last_n,
                        SAMPLER_MAX_LAST_N);
 
+    if (p.n_logit_bias < 0 || (p.n_logit_bias > 0 && !p.logit_bias))
+        return err_set(KITE_E_ARG, "sampler: logit_bias is NULL with n_logit_bias %d", (int)p.n_logit_bias);
+    for (int32_t i = 0; i < p.n_logit_bias; i++) {
+        if (p.logit_bias[i].token < 0 || p.logit_bias[i].token >= n_vocab)
+            return err_set(KITE_E_ARG, "sampler: logit_bias token %d outside the vocabulary (%d tokens)",
+                           (int)p.logit_bias[i].token, (int)n_vocab);
+        if (!isfinite(p.logit_bias[i].bias))
+            return err_set(KITE_E_ARG, "sampler: logit_bias of token %d is not finite", (int)p.logit_bias[i].token);
+    }
+
     s = calloc(1, sizeof *s);
     if (!s) goto nomem;
     s->params = p;
+    if (p.n_logit_bias > 0) {
+        s->bias = malloc((size_t)p.n_logit_bias * sizeof *s->bias);
+        if (!s->bias) goto nomem;
+        memcpy(s->bias, p.logit_bias, (size_t)p.n_logit_bias * sizeof *s->bias);
+        s->n_bias = p.n_logit_bias;
+    }
+    s->params.logit_bias = s->bias;
     s->n_vocab = n_vocab;
     s->cand = malloc((size_t)n_vocab * sizeof *s->cand);
     s->counts = calloc((size_t)n_vocab, sizeof *s->counts);
@@ -152,6 +176,7 @@ nomem:
 
 void kite_sampler_free(kite_sampler *s) {
     if (!s) return;
+    free(s->bias);
     free(s->ring);
     free(s->counts);
     free(s->cand);
@@ -283,11 +308,20 @@ static void stage_penalties(kite_sampler *s) {
     }
 }
 
-/* The chain without the draw; returns the survivor count (see the header). */
-static size_t run_chain(kite_sampler *s, const float *logits) {
-    const kite_sampler_params *p = &s->params;
+/* logit_bias: added to the logits; -100 or less bans the token. */
+static void stage_bias(kite_sampler *s) {
+    for (int32_t i = 0; i < s->n_bias; i++) {
+        sampler_cand *c = &s->cand[s->bias[i].token];
+        c->logit = s->bias[i].bias <= -100.0f ? -INFINITY : c->logit + s->bias[i].bias;
+    }
+}
+
+/* Copies logits into the candidate buffer (NaN -> -inf, +inf -> FLT_MAX)
+ * and applies the bias and the penalties: the distribution every later
+ * stage, and kite_sampler_logprobs, starts from. */
+static void prepare(kite_sampler *s, const float *logits) {
     sampler_cand *c = s->cand;
-    size_t n = (size_t)s->n_vocab;
+    const size_t n = (size_t)s->n_vocab;
     for (size_t i = 0; i < n; i++) {
         float l = logits[i];
         if (isnan(l)) l = -INFINITY;
@@ -296,7 +330,16 @@ static size_t run_chain(kite_sampler *s, const float *logits) {
         c[i].logit = l;
         c[i].p = 0.0f;
     }
+    stage_bias(s);
     stage_penalties(s);
+}
+
+/* The chain without the draw; returns the survivor count (see the header). */
+static size_t run_chain(kite_sampler *s, const float *logits) {
+    const kite_sampler_params *p = &s->params;
+    sampler_cand *c = s->cand;
+    size_t n = (size_t)s->n_vocab;
+    prepare(s, logits);
 
     if (p->temperature <= 0.0f) { /* greedy: first maximum = lowest id */
         size_t best = 0;
@@ -351,4 +394,46 @@ kite_token kite_sampler_sample(kite_sampler *s, const float *logits) {
         if (r < cum) return s->cand[i].id;
     }
     return s->cand[last_pos].id; /* rounding at the very top */
+}
+
+int kite_sampler_logprobs(kite_sampler *s, const float *logits, kite_token token, int32_t n_top,
+                          kite_logprobs *out) {
+    if (!s || !logits || !out) return err_set(KITE_E_ARG, "kite_sampler_logprobs: NULL argument");
+    if (token < 0 || token >= s->n_vocab)
+        return err_set(KITE_E_ARG, "kite_sampler_logprobs: token %d outside the vocabulary", (int)token);
+    if (n_top < 0 || n_top > KITE_MAX_TOP_LOGPROBS)
+        return err_set(KITE_E_ARG, "kite_sampler_logprobs: n_top %d outside [0, %d]", (int)n_top,
+                       KITE_MAX_TOP_LOGPROBS);
+    prepare(s, logits);
+    const sampler_cand *c = s->cand;
+    const size_t n = (size_t)s->n_vocab;
+    out->token = token;
+    out->n_top = 0;
+    float max = max_logit(c, n);
+    if (max == -INFINITY) { /* nothing has mass: the sampler returns the lowest id with p = 1 */
+        out->logprob = token == 0 ? 0.0f : -INFINITY;
+        if (n_top > 0) out->top[out->n_top++] = (kite_token_logprob){0, 0.0f};
+        return KITE_OK;
+    }
+    double sum = 0.0;
+    for (size_t i = 0; i < n; i++) sum += exp((double)c[i].logit - (double)max);
+    const double log_z = (double)max + log(sum);
+    out->logprob = (float)((double)c[token].logit - log_z);
+    /* top n_top by (logit desc, id asc): insertion into a short sorted list;
+     * ids ascend, so an equal logit never displaces an earlier entry */
+    kite_token_logprob *top = out->top;
+    int32_t k = 0;
+    for (size_t i = 0; i < n && n_top > 0; i++) {
+        const float l = c[i].logit;
+        if (l == -INFINITY || (k == n_top && l <= top[k - 1].logprob)) continue;
+        int32_t j = k < n_top ? k++ : n_top - 1;
+        while (j > 0 && top[j - 1].logprob < l) {
+            top[j] = top[j - 1];
+            j--;
+        }
+        top[j] = (kite_token_logprob){(kite_token)i, l};
+    }
+    for (int32_t j = 0; j < k; j++) top[j].logprob = (float)((double)top[j].logprob - log_z);
+    out->n_top = k;
+    return KITE_OK;
 }

@@ -56,10 +56,10 @@ check(ctext === comp.choices[0].text, "streamed completion text");
 
 let status = 0;
 try {
-  await client.chat.completions.create({ model: "kite", messages, n: 3 });
+  await client.chat.completions.create({ model: "kite", messages, n: 17 });
 } catch (e) {
   status = e.status;
 }
-check(status === 400, "n = 3 gives 400, got " + status);
+check(status === 400, "n = 17 (above the server limit) gives 400, got " + status);
 
 console.log(`openai${mod.VERSION ? " " + mod.VERSION : ""}: ${chunks} chunks, ${usage.completion_tokens} tokens`);

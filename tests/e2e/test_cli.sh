@@ -155,6 +155,22 @@ else
     e2e_fail "greedy stories260K #1 -t 2 equals -t 1" "exit $rc; $(cmp "$T/t1" "$T/out" 2>&1 | head -n 1)"
 fi
 
+# --logit-bias: -100 on greedy's first token bans it; +100 on another forces that one
+e2e_kite "$T/out" "$T/err" run -m "$M" -p "Once upon a time" -n 4 --temp 0 --json
+first=$(tail -n 1 "$T/out" | sed -n 's/.*"ids": \[\([0-9]*\).*/\1/p')
+e2e_kite "$T/out" "$T/err" run -m "$M" -p "Once upon a time" -n 4 --temp 0 --json --logit-bias "$first=-100"
+ban1=$(tail -n 1 "$T/out" | sed -n 's/.*"ids": \[\([0-9]*\).*/\1/p')
+e2e_kite "$T/out" "$T/err" run -m "$M" -p "Once upon a time" -n 4 --temp 0 --json --logit-bias "7=-3,300=100"
+force=$(tail -n 1 "$T/out" | sed -n 's/.*"ids": \[\([0-9, ]*\)\].*/\1/p')
+if [ -n "$first" ] && [ -n "$ban1" ] && [ "$ban1" != "$first" ] && [ "$force" = "300, 300, 300, 300" ]; then
+    e2e_ok "run --logit-bias: -100 bans greedy's token $first, +100 forces token 300"
+else
+    e2e_fail "run --logit-bias" "first '$first', banned run '$ban1', forced '$force'"
+fi
+e2e_expect_error "run --logit-bias out of range exits 2" 2 "kite run: " "--logit-bias" run -m "$M" -p x --logit-bias 5=-101
+e2e_expect_error "run --logit-bias id outside the vocabulary exits 1" 1 "kite run: " "outside the vocabulary" \
+    run -m "$M" -p x --logit-bias 9999=1
+
 # ---- 2. --dump-logits -----------------------------------------------------
 
 # check_logits NAME FILE REFERENCE: 32 x 512 float32 within 1e-4.

@@ -23,7 +23,7 @@
 #     types, n > 1, missing fields, bad roles, a prompt longer than the
 #     context (context_length_exceeded), bodies over the limit (413, with and
 #     without Content-Length), unknown URL (404), wrong method (405), missing
-#     or wrong API key (401); unknown fields are ignored;
+#     or wrong API key (401); unknown fields, tools, bad logit_bias and n get 400;
 #   * a slow client (incomplete request) is dropped after the timeout while
 #     others are served; clients that disconnect mid-stream leave no running
 #     sequence or used KV block behind (/metrics);
@@ -161,6 +161,10 @@ call GET /v1/models
 if [ "$code" = 200 ] && has "$T/body" '"object":"list"' && has "$T/body" '"id":"stories260K.gguf"' &&
     has "$T/body" '"object":"model"'; then e2e_ok "GET /v1/models"
 else e2e_fail "GET /v1/models" "status $code: $(e2e_first_line "$T/body")"; fi
+call GET /v1/models/stories260K.gguf
+if [ "$code" = 200 ] && has "$T/body" '{"id":"stories260K.gguf","object":"model"'; then e2e_ok "GET /v1/models/{id}"
+else e2e_fail "GET /v1/models/{id}" "status $code: $(e2e_first_line "$T/body")"; fi
+expect_error "GET /v1/models/{unknown id} -> 404" 404 model_not_found GET /v1/models/gpt-4
 
 call POST /tokenize '{"content": "Once upon a time", "add_special": true}'
 if [ "$code" = 200 ] && has "$T/body" '{"tokens":[1,403,407,261,378]}'; then e2e_ok "POST /tokenize"
@@ -238,10 +242,10 @@ else e2e_fail "seed" "'$s2' vs '$s3'"; fi
 # ---- chat --------------------------------------------------------------------
 
 CHAT='"messages": [{"role": "system", "content": "You tell stories."}, {"role": "user", "content": "Tell me a story."}]'
-call POST /v1/chat/completions "{$CHAT, \"max_completion_tokens\": 12, \"temperature\": 0, \"some_unknown_field\": {\"x\": 1}}"
+call POST /v1/chat/completions "{$CHAT, \"max_completion_tokens\": 12, \"temperature\": 0, \"user\": \"u1\", \"tools\": null}"
 if [ "$code" = 200 ] && has "$T/body" '"object":"chat.completion"' && has "$T/body" '"message":{"role":"assistant","content":"' &&
     has "$T/body" '"finish_reason":"' && has "$T/body" '"completion_tokens":' && has "$T/body" '"id":"chatcmpl-'; then
-    e2e_ok "chat completion shape (unknown fields ignored, max_completion_tokens)"
+    e2e_ok "chat completion shape (user and null fields accepted, max_completion_tokens)"
 else
     e2e_fail "chat completion" "status $code: $(e2e_first_line "$T/body")"
 fi
@@ -310,7 +314,18 @@ expect_error "max_tokens not an integer -> 400" 400 invalid_type POST /v1/comple
 expect_error "stream not a boolean -> 400" 400 invalid_type POST /v1/completions '{"prompt": "x", "stream": "yes"}'
 expect_error "stop of the wrong type -> 400" 400 invalid_type POST /v1/completions '{"prompt": "x", "stop": 5}'
 expect_error "top_p out of range -> 400" 400 invalid_value POST /v1/completions '{"prompt": "x", "top_p": 3}'
-expect_error "n = 2 -> 400" 400 invalid_value POST /v1/completions '{"prompt": "x", "n": 2}'
+expect_error "n above the server limit -> 400" 400 invalid_value POST /v1/completions '{"prompt": "x", "n": 17}'
+expect_error "n = 0 -> 400" 400 invalid_value POST /v1/completions '{"prompt": "x", "n": 0}'
+expect_error "unknown field -> 400 naming it" 400 unknown_parameter POST /v1/chat/completions "{$CHAT, \"some_unknown_field\": {\"x\": 1}}"
+has "$T/body" '"param":"some_unknown_field"' && e2e_ok "unknown field named in param" || e2e_fail "unknown field param" "$(e2e_first_line "$T/body")"
+expect_error "tools -> 400 unsupported" 400 unsupported_parameter POST /v1/chat/completions "{$CHAT, \"tools\": []}"
+expect_error "echo true -> 400" 400 unsupported_value POST /v1/completions '{"prompt": "x", "echo": true}'
+expect_error "logit_bias key not an id -> 400" 400 invalid_value POST /v1/completions '{"prompt": "x", "logit_bias": {"abc": 1}}'
+expect_error "logit_bias value out of range -> 400" 400 invalid_value POST /v1/completions '{"prompt": "x", "logit_bias": {"5": 101}}'
+expect_error "logit_bias id outside the vocabulary -> 400" 400 invalid_value POST /v1/completions '{"prompt": "x", "logit_bias": {"99999": 1}}'
+expect_error "top_logprobs without logprobs -> 400" 400 invalid_value POST /v1/chat/completions "{$CHAT, \"top_logprobs\": 2}"
+expect_error "top_logprobs above 20 -> 400" 400 invalid_value POST /v1/chat/completions "{$CHAT, \"logprobs\": true, \"top_logprobs\": 21}"
+expect_error "completions logprobs above 20 -> 400" 400 invalid_value POST /v1/completions '{"prompt": "x", "logprobs": 21}'
 expect_error "missing prompt -> 400" 400 missing_required_parameter POST /v1/completions '{"max_tokens": 3}'
 expect_error "missing messages -> 400" 400 missing_required_parameter POST /v1/chat/completions '{"prompt": "x"}'
 expect_error "messages not an array -> 400" 400 invalid_type POST /v1/chat/completions '{"messages": "hi"}'
@@ -453,6 +468,20 @@ else
             e2e_ok "openai npm package: chat, streaming chat, completions ($(tail -n 1 "$T/node.out"))"
         else
             e2e_fail "openai npm package" "$(tail -n 3 "$T/node.out" | tr '\n' ' ')"
+        fi
+        # issue 24: logprobs against kite run's logits, logit_bias, n, unknown fields, models/{id}
+        if "$KITE" run -p "Once upon a time" -n 8 --temp 0 --json --dump-logits "$T/dump.bin" </dev/null \
+            >"$T/run.json" 2>"$T/run.err"; then
+            ids=$(tail -n 1 "$T/run.json" | sed -n 's/.*"ids": \[\([0-9, ]*\)\].*/\1/p' | tr -d ' ')
+            n_pr=$(tail -n 1 "$T/run.json" | sed -n 's/.*"prompt_ids": \[\([0-9, ]*\)\].*/\1/p' | tr ',' '\n' | wc -l)
+            if KITE_NODE_DIR=$NODE_DIR KITE_URL=$URL KITE_KEY=$KEY KITE_DUMP=$T/dump.bin \
+                KITE_DUMP_PROMPT=$n_pr KITE_DUMP_IDS=$ids timeout 90 node tests/e2e/serve_api.mjs >"$T/api.out" 2>&1; then
+                e2e_ok "openai npm package: logprobs, logit_bias, n, unknown fields, models/{id} ($(tail -n 1 "$T/api.out"))"
+            else
+                e2e_fail "openai npm package (issue 24 API)" "$(tail -n 3 "$T/api.out" | tr '\n' ' ')"
+            fi
+        else
+            e2e_fail "kite run --dump-logits for the logprobs check" "$(e2e_first_line "$T/run.err")"
         fi
     else
         skip_client "openai npm package" "npm install openai failed (offline?): $(tail -n 1 "$T/npm.log" 2>/dev/null)"

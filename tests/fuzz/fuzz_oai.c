@@ -12,7 +12,9 @@
  *      completions: exactly one of a text prompt or 1 or more token ids in
  *      [0, 2^31); at most SERVER_MAX_STOP non-NULL stop strings;
  *      max_tokens -1 or >= 1; temperature in [0, 100]; top_p, min_p in
- *      [0, 1]; t_max_predict_ms >= 0 - or fails with a 400 whose JSON error
+ *      [0, 1]; t_max_predict_ms >= 0; n in [1, SERVER_MAX_N];
+ *      top_logprobs in [0, 20] and 0 without logprobs; logit_bias entries
+ *      with ids >= 0 and biases in [-100, 100] - or fails with a 400 whose JSON error
  *      body (made valid UTF-8 as every response is) parses, is valid UTF-8
  *      and has a string message, type and the param and code members;
  *   2. oai_request_free frees everything (LeakSanitizer) after both;
@@ -87,6 +89,14 @@ static void fuzz_oai_body(const char *b, size_t n, bool chat) {
         FUZZ_OAI_REQUIRE(r.sampling.top_p >= 0.0f && r.sampling.top_p <= 1.0f);
         FUZZ_OAI_REQUIRE(r.sampling.min_p >= 0.0f && r.sampling.min_p <= 1.0f);
         FUZZ_OAI_REQUIRE(r.t_max_predict_ms >= 0);
+        FUZZ_OAI_REQUIRE(r.n >= 1 && r.n <= SERVER_MAX_N);
+        FUZZ_OAI_REQUIRE(r.top_logprobs >= 0 && r.top_logprobs <= KITE_MAX_TOP_LOGPROBS);
+        FUZZ_OAI_REQUIRE(r.logprobs || r.top_logprobs == 0);
+        FUZZ_OAI_REQUIRE(r.n_logit_bias >= 0 && r.n_logit_bias <= SERVER_MAX_LOGIT_BIAS);
+        FUZZ_OAI_REQUIRE(r.n_logit_bias == 0 || r.logit_bias != NULL);
+        for (int32_t i = 0; i < r.n_logit_bias; i++)
+            FUZZ_OAI_REQUIRE(r.logit_bias[i].token >= 0 && r.logit_bias[i].bias >= -100.0f &&
+                             r.logit_bias[i].bias <= 100.0f);
     } else {
         FUZZ_OAI_REQUIRE(e.status == 400);
         fuzz_oai_error_body(&e);

@@ -15,7 +15,9 @@
  *   - stop strings (cut before the match, held-back text, "stop"), the stop
  *     filter on hand-made pieces (split matches, false starts, UTF-8),
  *     max_tokens ("length"), submit errors (prompt too long, bad token,
- *     empty prompt, max_tokens 0), engine_free cancelling live requests.
+ *     empty prompt, max_tokens 0), engine_free cancelling live requests;
+ *   - per-token logprobs (issue 24) equal log_softmax of plain decoding's
+ *     rows with a logit_bias that bans greedy's first token.
  */
 #include <pthread.h>
 #include <stdbool.h>
@@ -479,6 +481,88 @@ TEST(bad_params) {
     engine_free(NULL);
 }
 
+/* Per-token logprobs of TEXT events (issue 24), beside the usual collection. */
+typedef struct lp_collect {
+    collect c; /* first: on_event's user */
+    kite_logprobs lp[MAX_TOK];
+    int32_t n_lp;
+} lp_collect;
+
+static void on_event_lp(void *user, const engine_event *ev) {
+    lp_collect *l = user;
+    if (ev->kind == ENGINE_EV_TEXT && ev->logprobs && l->n_lp < MAX_TOK) l->lp[l->n_lp++] = *ev->logprobs;
+    on_event(&l->c, ev);
+}
+
+/* logprobs: one record per output token, equal to log_softmax of plain
+ * decoding's row with the logit_bias applied; a -100 bias bans the token
+ * greedy would pick. */
+TEST(logprobs_and_logit_bias) {
+    req_spec s;
+    spec_from_text(&s, "Once upon a time", 24);
+    static collect ref;
+    memset(&ref, 0, sizeof ref);
+    reference(&s, &ref);
+    CHECK(ref.n_toks > 0);
+    const kite_token banned = ref.toks[0];
+    engine *e = new_engine(2, 256, 0, 64);
+    if (!e) return;
+    static lp_collect out;
+    collect_init(&out.c);
+    out.n_lp = 0;
+    engine_req q = to_req(&s);
+    kite_logit_bias b = {banned, -100.0f};
+    q.sampling.logit_bias = &b;
+    q.sampling.n_logit_bias = 1;
+    q.logprobs = true;
+    q.top_logprobs = 5;
+    CHECK_EQ_INT(engine_submit(e, &q, on_event_lp, &out, NULL), KITE_OK);
+    CHECK(collect_wait(&out.c, 30));
+    CHECK_EQ_INT(out.n_lp, out.c.n_toks);
+    /* replay the output with kite_ctx_eval and compare with log_softmax of each row */
+    kite_ctx_params cp = kite_ctx_default_params();
+    cp.n_ctx = MAX_TOK;
+    cp.n_threads = 1;
+    kite_ctx *ctx = NULL;
+    CHECK_EQ_INT(kite_ctx_new(g_model, &cp, &ctx), KITE_OK);
+    CHECK_EQ_INT(kite_ctx_eval(ctx, s.prompt, s.n_prompt, false), KITE_OK);
+    double worst = 0;
+    for (int32_t i = 0; i < out.n_lp && ctx; i++) {
+        const float *row = kite_ctx_logits(ctx, -1);
+        const kite_token t = out.c.toks[i];
+        CHECK(t != banned);
+        CHECK_EQ_INT(out.lp[i].token, t);
+        CHECK_EQ_INT(out.lp[i].n_top, 5);
+        CHECK_EQ_INT(out.lp[i].top[0].token, t); /* greedy: the most likely */
+        double max = -INFINITY, sum = 0;
+        for (int32_t v = 0; v < N_VOCAB; v++)
+            if (v != banned && row[v] > max) max = row[v];
+        for (int32_t v = 0; v < N_VOCAB; v++)
+            if (v != banned) sum += exp((double)row[v] - max);
+        const double want = (double)row[t] - max - log(sum), d = fabs(want - (double)out.lp[i].logprob);
+        if (d > worst) worst = d;
+        for (int32_t j = 0; j < 5; j++) CHECK(out.lp[i].top[j].token != banned);
+        CHECK_EQ_INT(kite_ctx_eval(ctx, &t, 1, false), KITE_OK);
+    }
+    CHECK_MSG(worst < 1e-5, "worst logprob error %g", worst);
+    kite_ctx_free(ctx);
+    /* without logprobs no record comes */
+    static lp_collect none;
+    collect_init(&none.c);
+    none.n_lp = 0;
+    q.logprobs = false;
+    q.top_logprobs = 0;
+    CHECK_EQ_INT(engine_submit(e, &q, on_event_lp, &none, NULL), KITE_OK);
+    CHECK(collect_wait(&none.c, 30));
+    CHECK_EQ_INT(none.n_lp, 0);
+    CHECK(same_output(&none.c, &out.c));
+    q.top_logprobs = KITE_MAX_TOP_LOGPROBS + 1;
+    CHECK_EQ_INT(engine_submit(e, &q, on_event_lp, &none, NULL), KITE_E_ARG);
+    engine_free(e);
+    collect_destroy(&out.c);
+    collect_destroy(&none.c);
+}
+
 int main(void) {
     kite_model_params mp = kite_model_default_params();
     if (kite_model_load(MODEL, &mp, &g_model) != KITE_OK) {
@@ -495,6 +579,7 @@ int main(void) {
     RUN(free_cancels_live_requests);
     RUN(stop_filter_pieces);
     RUN(bad_params);
+    RUN(logprobs_and_logit_bias);
     kite_model_free(g_model);
     return harness_summary(__FILE__);
 }

@@ -445,6 +445,88 @@ TEST(test_vocab_one) {
     kite_sampler_free(s);
 }
 
+/* logit_bias: -100 bans the argmax even under greedy, +bias shifts; bad
+ * entries are refused; the sampler keeps its own copy. */
+TEST(test_logit_bias) {
+    const float l[4] = {3.0f, 1.0f, 2.0f, 0.5f};
+    kite_logit_bias b[2] = {{0, -100.0f}, {3, 1.0f}};
+    kite_sampler_params p = plain_params(0.0f);
+    p.logit_bias = b;
+    p.n_logit_bias = 2;
+    kite_sampler *s = new_sampler(&p, 4);
+    b[0].bias = 0.0f; /* the copy is what counts */
+    CHECK_EQ_INT(kite_sampler_sample(s, l), 2);
+    kite_sampler_free(s);
+    b[0].bias = -100.0f;
+    b[1].bias = 2.0f; /* token 3: 2.5 > 2 */
+    s = new_sampler(&p, 4);
+    CHECK_EQ_INT(kite_sampler_sample(s, l), 3);
+    kite_sampler_free(s);
+    /* sampling never draws a banned token */
+    p = plain_params(1.0f);
+    kite_logit_bias ban = {0, -100.0f};
+    p.logit_bias = &ban;
+    p.n_logit_bias = 1;
+    s = new_sampler(&p, 4);
+    for (int i = 0; i < 500; i++) CHECK(kite_sampler_sample(s, l) != 0);
+    kite_sampler_free(s);
+    kite_sampler *bad = NULL;
+    ban.token = 4;
+    CHECK_EQ_INT(kite_sampler_new(&p, 4, &bad), KITE_E_ARG);
+    ban.token = 1;
+    ban.bias = NAN;
+    CHECK_EQ_INT(kite_sampler_new(&p, 4, &bad), KITE_E_ARG);
+    p.logit_bias = NULL;
+    CHECK_EQ_INT(kite_sampler_new(&p, 4, &bad), KITE_E_ARG);
+    CHECK(bad == NULL);
+}
+
+/* logprobs: log_softmax at temperature 1 whatever the temperature, after
+ * bias and penalties; top list sorted, ties to the lower id. */
+TEST(test_logprobs) {
+    const float l[5] = {1.0f, 3.0f, 2.0f, 3.0f, -INFINITY};
+    double z = exp(1.0) + 2 * exp(3.0) + exp(2.0);
+    kite_sampler_params p = plain_params(0.3f);
+    kite_sampler *s = new_sampler(&p, 5);
+    kite_logprobs lp;
+    CHECK_EQ_INT(kite_sampler_logprobs(s, l, 2, 5, &lp), KITE_OK);
+    CHECK_NEAR(lp.logprob, 2.0 - log(z), 1e-5);
+    CHECK_EQ_INT(lp.n_top, 4); /* the -inf token has no mass */
+    CHECK_EQ_INT(lp.top[0].token, 1);
+    CHECK_EQ_INT(lp.top[1].token, 3);
+    CHECK_EQ_INT(lp.top[2].token, 2);
+    CHECK_EQ_INT(lp.top[3].token, 0);
+    CHECK_NEAR(lp.top[0].logprob, 3.0 - log(z), 1e-5);
+    double sum = 0;
+    for (int i = 0; i < lp.n_top; i++) sum += exp(lp.top[i].logprob);
+    CHECK_NEAR(sum, 1.0, 1e-5);
+    CHECK_EQ_INT(kite_sampler_logprobs(s, l, 1, 1, &lp), KITE_OK);
+    CHECK_EQ_INT(lp.n_top, 1);
+    CHECK_EQ_INT(lp.top[0].token, 1);
+    CHECK_EQ_INT(kite_sampler_logprobs(s, l, 4, 0, &lp), KITE_OK);
+    CHECK(lp.logprob == -INFINITY);
+    CHECK_EQ_INT(lp.n_top, 0);
+    CHECK_EQ_INT(kite_sampler_logprobs(s, l, 5, 0, &lp), KITE_E_ARG);
+    CHECK_EQ_INT(kite_sampler_logprobs(s, l, 0, KITE_MAX_TOP_LOGPROBS + 1, &lp), KITE_E_ARG);
+    kite_sampler_free(s);
+    /* bias and presence penalty enter the distribution */
+    kite_logit_bias b = {1, -100.0f};
+    p.logit_bias = &b;
+    p.n_logit_bias = 1;
+    p.presence_penalty = 1.0f;
+    p.penalty_last_n = -1;
+    s = new_sampler(&p, 5);
+    kite_sampler_accept(s, 3);
+    z = exp(1.0) + exp(2.0) + exp(2.0);
+    CHECK_EQ_INT(kite_sampler_logprobs(s, l, 3, 3, &lp), KITE_OK);
+    CHECK_NEAR(lp.logprob, 2.0 - log(z), 1e-5);
+    CHECK_EQ_INT(lp.n_top, 3);
+    CHECK_EQ_INT(lp.top[0].token, 2);
+    CHECK_EQ_INT(lp.top[1].token, 3);
+    CHECK_EQ_INT(lp.top[2].token, 0);
+    kite_sampler_free(s);
+}
+
 int main(void) {
     RUN(test_defaults);
     RUN(test_bad_args);
@@ -457,5 +539,7 @@ int main(void) {
     RUN(test_distribution);
     RUN(test_penalties);
     RUN(test_vocab_one);
+    RUN(test_logit_bias);
+    RUN(test_logprobs);
     return harness_summary(__FILE__);
 }

@@ -3,9 +3,12 @@
  *
  * DESIGN
  *   gen_handle parses the body (oai.c), builds the prompt tokens (chat
- *   template for chat), and submits one engine request whose callback (on
- *   the engine thread) appends new text to the request's queue and signals
- *   its condvar.  The connection thread then either
+ *   template for chat), and submits one engine request per choice ("n";
+ *   choice i samples with seed_i = choice_seed(seed, i), choice 0 with the
+ *   seed itself, so n = 1 and choice 0 of n > 1 agree; the prompt's KV blocks
+ *   are shared through the prefix cache once computed) whose callback (on
+ *   the engine thread) appends new text and per-token logprobs to that
+ *   choice's queue and signals the request's condvar.  The connection thread then either
  *     - waits for the end and answers one JSON object (non-streaming), or
  *     - answers at once with a callback response (SSE) whose reader takes
  *       everything queued so far and turns it into one chunk, so a slow
@@ -34,6 +37,7 @@
  *   release cancels if the request is unfinished and then frees.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,25 +47,44 @@
 #include "server_internal.h"
 #include "sot/sot.h"
 
+/* One choice of a request: its engine sequence and output queue. */
+typedef struct gen_choice {
+    struct gen_req *g;
+    int32_t index;
+    uint64_t eng_id;               /* 0 = not submitted */
+    /* queue, guarded by g->mu */
+    char *text;                    /* pending output text (streaming: since the last chunk) */
+    size_t len, cap;
+    kite_logprobs *lp;             /* pending per-token logprobs (request with logprobs) */
+    size_t n_lp, cap_lp;
+    bool done;                     /* DONE or ERROR received, or ended at the deadline */
+    char finish[16];               /* finish_reason of DONE */
+    int32_t n_gen;                 /* generated tokens */
+    /* SSE output state (connection thread only) */
+    bool finish_sent;
+    int64_t text_offset;           /* completions logprobs: bytes of this choice's tokens so far */
+} gen_choice;
+
 struct gen_req {
     server *srv;
     struct MHD_Connection *conn;
     oai_request req;
     char id[48];                   /* "cmpl-..." / "chatcmpl-..." */
     int64_t created;               /* unix seconds */
-    uint64_t eng_id;
     atomic_int refs;
+    gen_choice ch[SERVER_MAX_N];
+    int32_t n_choices;             /* req.n, set before the first submit */
 
     /* queue, guarded by mu (engine callback -> connection thread) */
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    char *text;                    /* pending output text */
-    size_t len, cap;
-    bool done;                     /* DONE or ERROR received */
+    size_t pending;                /* text bytes + logprob entries queued in all choices */
+    int32_t n_done;                /* choices done */
+    int32_t n_finish_sent;         /* SSE: choices whose finish chunk went out (connection thread) */
+    bool done;                     /* every choice done, or one failed */
     bool failed;                   /* ERROR, or out of memory in the callback */
-    char finish[16];               /* finish_reason of DONE */
     char errmsg[256];
-    int32_t n_prompt, n_gen;       /* usage */
+    int32_t n_prompt, n_gen;       /* usage (n_gen: all choices) */
     bool unavailable;              /* failed with 503 (timeout in the queue, drain): err_code says which */
     const char *err_code;
     double t_first, t_last, t_done; /* first / latest token, end (time_now_s; 0 = not yet) */
@@ -85,10 +108,17 @@ void gen_req_release(gen_req *g) {
     bool finished = g->done;
     pthread_mutex_unlock(&g->mu);
     server *srv = g->srv;
-    if (g->eng_id && !finished) {
-        engine_cancel(srv->eng, g->eng_id);
-        atomic_fetch_add(&srv->http_cancelled, 1);
+    bool cancelled = false;
+    for (int32_t i = 0; i < g->n_choices; i++) {
+        pthread_mutex_lock(&g->mu);
+        bool ch_done = g->ch[i].done;
+        pthread_mutex_unlock(&g->mu);
+        if (g->ch[i].eng_id && !ch_done) {
+            engine_cancel(srv->eng, g->ch[i].eng_id);
+            cancelled = true;
+        }
     }
+    if (cancelled && !finished) atomic_fetch_add(&srv->http_cancelled, 1);
     if (g->t_done > 0 && g->t_submit > 0) {
         double e2e = g->t_done - g->t_arrive;
         srv_hist_observe(&srv->h_e2e, e2e);
@@ -100,7 +130,10 @@ void gen_req_release(gen_req *g) {
     pthread_cond_destroy(&g->cv);
     pthread_mutex_destroy(&g->mu);
     oai_request_free(&g->req);
-    free(g->text);
+    for (int32_t i = 0; i < SERVER_MAX_N; i++) {
+        free(g->ch[i].text);
+        free(g->ch[i].lp);
+    }
     free(g->out);
     free(g);
 }
@@ -120,9 +153,23 @@ static bool buf_append(char **p, size_t *len, size_t *cap, const char *s, size_t
     return true;
 }
 
+/* Appends one logprobs record (doubling growth: amortized, no allocation on most tokens). */
+static bool lp_append(gen_choice *ch, const kite_logprobs *lp) {
+    if (ch->n_lp == ch->cap_lp) {
+        size_t nc = ch->cap_lp ? ch->cap_lp * 2 : 16;
+        kite_logprobs *q = realloc(ch->lp, nc * sizeof *q);
+        if (!q) return false;
+        ch->lp = q;
+        ch->cap_lp = nc;
+    }
+    ch->lp[ch->n_lp++] = *lp;
+    return true;
+}
+
 /* Engine thread: queue the event and wake the connection thread. */
 static void gen_on_event(void *user, const engine_event *ev) {
-    gen_req *g = user;
+    gen_choice *ch = user;
+    gen_req *g = ch->g;
     server *srv = g->srv;
     pthread_mutex_lock(&g->mu);
     if (ev->kind == ENGINE_EV_TEXT && ev->n_tokens > 0) {
@@ -138,23 +185,30 @@ static void gen_on_event(void *user, const engine_event *ev) {
         g->t_last = now;
     }
     if (ev->kind == ENGINE_EV_TEXT) {
-        if (ev->len && !buf_append(&g->text, &g->len, &g->cap, ev->text, ev->len)) {
-            g->failed = true;
+        if ((ev->len && !buf_append(&ch->text, &ch->len, &ch->cap, ev->text, ev->len)) ||
+            (ev->logprobs && !lp_append(ch, ev->logprobs))) {
+            g->failed = g->done = true;
             snprintf(g->errmsg, sizeof g->errmsg, "out of memory");
         }
-    } else {
-        g->done = true;
-        g->t_done = time_now_s();
+        g->pending += ev->len + (ev->logprobs != NULL);
+    } else if (!ch->done) {
+        ch->done = true;
+        g->n_done++;
         if (ev->kind == ENGINE_EV_ERROR) {
-            g->failed = true;
+            g->failed = g->done = true; /* the other choices are cancelled by the last release */
             snprintf(g->errmsg, sizeof g->errmsg, "%s", ev->message ? ev->message : "generation failed");
         } else {
-            snprintf(g->finish, sizeof g->finish, "%s",
+            snprintf(ch->finish, sizeof ch->finish, "%s",
                      ev->finish_reason && !strcmp(ev->finish_reason, "length") ? "length" : "stop");
         }
+        if (g->n_done == g->n_choices) g->done = true;
+        if (g->done && g->t_done <= 0) g->t_done = time_now_s();
     }
     if (ev->n_prompt > 0) g->n_prompt = ev->n_prompt;
-    if (ev->n_gen > g->n_gen) g->n_gen = ev->n_gen;
+    if (ev->n_gen > ch->n_gen) {
+        g->n_gen += ev->n_gen - ch->n_gen;
+        ch->n_gen = ev->n_gen;
+    }
     pthread_cond_signal(&g->cv);
     pthread_mutex_unlock(&g->mu);
 }
@@ -196,17 +250,23 @@ static void end_at_deadline(gen_req *g) {
     bool done = g->done;
     pthread_mutex_unlock(&g->mu);
     if (done) return;
-    if (g->eng_id) engine_cancel(s->eng, g->eng_id);
+    for (int32_t i = 0; i < g->n_choices; i++)
+        if (g->ch[i].eng_id) engine_cancel(s->eng, g->ch[i].eng_id); /* finished ids are ignored */
     pthread_mutex_lock(&g->mu);
     if (!g->done) {
         g->done = true;
         g->t_done = time_now_s();
+        for (int32_t i = 0; i < g->n_choices; i++)
+            if (!g->ch[i].done) {
+                g->ch[i].done = true;
+                g->n_done++;
+                snprintf(g->ch[i].finish, sizeof g->ch[i].finish, "length");
+            }
         if (drain) {
             g->failed = g->unavailable = true;
             g->err_code = "server_shutting_down";
             snprintf(g->errmsg, sizeof g->errmsg, "The server is shutting down.");
         } else if (g->n_gen > 0) {
-            snprintf(g->finish, sizeof g->finish, "length");
             atomic_fetch_add(&s->timed_out[TMO_GENERATION], 1);
         } else {
             g->failed = g->unavailable = true;
@@ -312,22 +372,112 @@ static cJSON *base_json(const gen_req *g, const char *object) {
     return o;
 }
 
+/* ---- logprobs (OpenAI's shapes; docs/http.md) ---- */
+
+/* A token's bytes as a NUL-terminated string in buf (cap >= 9), or a malloc'd
+ * copy for a long piece (*heap set; free it).  NUL bytes end the string: the
+ * "bytes" array keeps them. */
+static const char *piece_str(const server *s, kite_token t, char *buf, size_t cap, size_t *len, char **heap) {
+    char b8[8];
+    const char *p = NULL;
+    int n = kite_token_to_piece(s->model, t, &p, b8);
+    *heap = NULL;
+    *len = 0;
+    if (n <= 0 || !p) {
+        buf[0] = '\0';
+        return buf;
+    }
+    char *dst = buf;
+    if ((size_t)n >= cap && !(dst = *heap = malloc((size_t)n + 1))) {
+        buf[0] = '\0';
+        return buf;
+    }
+    memcpy(dst, p, (size_t)n);
+    dst[n] = '\0';
+    *len = (size_t)n;
+    return dst;
+}
+
+/* JSON has no -Infinity: a token without mass gets -9999 (OpenAI's floor). */
+static double lp_num(float x) { return isfinite(x) ? (double)x : -9999.0; }
+
+/* {"token", "logprob", "bytes"} (+ "top_logprobs" when top is given). */
+static cJSON *chat_lp_entry(const server *s, kite_token t, float lp, const kite_logprobs *top) {
+    char buf[256], *heap;
+    size_t len;
+    const char *str = piece_str(s, t, buf, sizeof buf, &len, &heap);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "token", str);
+    cJSON_AddNumberToObject(o, "logprob", lp_num(lp));
+    cJSON *bytes = cJSON_AddArrayToObject(o, "bytes");
+    for (size_t i = 0; i < len; i++) cJSON_AddItemToArray(bytes, cJSON_CreateNumber((unsigned char)str[i]));
+    free(heap);
+    if (top) {
+        cJSON *arr = cJSON_AddArrayToObject(o, "top_logprobs");
+        for (int32_t i = 0; i < top->n_top; i++)
+            cJSON_AddItemToArray(arr, chat_lp_entry(s, top->top[i].token, top->top[i].logprob, NULL));
+    }
+    return o;
+}
+
+/* The "logprobs" member of a choice for n records: chat {"content": [...],
+ * "refusal": null}; completions {"tokens", "token_logprobs", "top_logprobs",
+ * "text_offset"} with offsets into the choice's generated text (*offset
+ * advanced).  JSON null when the request did not ask for logprobs. */
+static cJSON *logprobs_json(const gen_req *g, const kite_logprobs *lp, size_t n, int64_t *offset) {
+    if (!g->req.logprobs) return cJSON_CreateNull();
+    const server *s = g->srv;
+    cJSON *o = cJSON_CreateObject();
+    if (g->req.chat) {
+        cJSON *content = cJSON_AddArrayToObject(o, "content");
+        for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(content, chat_lp_entry(s, lp[i].token, lp[i].logprob, &lp[i]));
+        cJSON_AddNullToObject(o, "refusal");
+        return o;
+    }
+    cJSON *toks = cJSON_AddArrayToObject(o, "tokens"), *tlp = cJSON_AddArrayToObject(o, "token_logprobs"),
+          *top = cJSON_AddArrayToObject(o, "top_logprobs"), *off = cJSON_AddArrayToObject(o, "text_offset");
+    for (size_t i = 0; i < n; i++) {
+        char buf[256], *heap;
+        size_t len;
+        const char *str = piece_str(s, lp[i].token, buf, sizeof buf, &len, &heap);
+        cJSON_AddItemToArray(toks, cJSON_CreateString(str));
+        free(heap);
+        cJSON_AddItemToArray(tlp, cJSON_CreateNumber(lp_num(lp[i].logprob)));
+        cJSON_AddItemToArray(off, cJSON_CreateNumber((double)*offset));
+        *offset += (int64_t)len;
+        cJSON *d = cJSON_CreateObject();
+        for (int32_t j = 0; j < lp[i].n_top; j++) {
+            str = piece_str(s, lp[i].top[j].token, buf, sizeof buf, &len, &heap);
+            /* a dict: two tokens with the same text keep the more likely one (listed first) */
+            if (!cJSON_GetObjectItemCaseSensitive(d, str))
+                cJSON_AddNumberToObject(d, str, lp_num(lp[i].top[j].logprob));
+            free(heap);
+        }
+        cJSON_AddItemToArray(top, d);
+    }
+    return o;
+}
+
 /* The non-streaming answer (mu not needed: the request is finished). */
 static char *final_json(const gen_req *g) {
     cJSON *o = base_json(g, g->req.chat ? "chat.completion" : "text_completion");
     cJSON *choices = cJSON_AddArrayToObject(o, "choices");
-    cJSON *c = cJSON_CreateObject();
-    cJSON_AddNumberToObject(c, "index", 0);
-    if (g->req.chat) {
-        cJSON *m = cJSON_AddObjectToObject(c, "message");
-        cJSON_AddStringToObject(m, "role", "assistant");
-        cJSON_AddStringToObject(m, "content", g->text ? g->text : "");
-    } else {
-        cJSON_AddStringToObject(c, "text", g->text ? g->text : "");
+    for (int32_t i = 0; i < g->n_choices; i++) {
+        const gen_choice *ch = &g->ch[i];
+        cJSON *c = cJSON_CreateObject();
+        cJSON_AddNumberToObject(c, "index", i);
+        if (g->req.chat) {
+            cJSON *m = cJSON_AddObjectToObject(c, "message");
+            cJSON_AddStringToObject(m, "role", "assistant");
+            cJSON_AddStringToObject(m, "content", ch->text ? ch->text : "");
+        } else {
+            cJSON_AddStringToObject(c, "text", ch->text ? ch->text : "");
+        }
+        int64_t off = 0;
+        cJSON_AddItemToObject(c, "logprobs", logprobs_json(g, ch->lp, ch->n_lp, &off));
+        cJSON_AddStringToObject(c, "finish_reason", ch->finish);
+        cJSON_AddItemToArray(choices, c);
     }
-    cJSON_AddNullToObject(c, "logprobs");
-    cJSON_AddStringToObject(c, "finish_reason", g->finish);
-    cJSON_AddItemToArray(choices, c);
     cJSON_AddItemToObject(o, "usage", usage_json(g));
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
@@ -352,13 +502,16 @@ static bool sse_emit_json(gen_req *g, char *s) {
     return ok;
 }
 
-/* One streaming chunk: text (may be NULL = none) and finish_reason (NULL =
- * JSON null); role only in the first chat chunk. */
-static bool sse_chunk(gen_req *g, const char *text, size_t len, const char *finish, bool role) {
+/* One streaming chunk of choice ch: text (may be NULL = none), its tokens'
+ * logprobs (n_lp records; logprobs null when the request has none or n_lp
+ * is 0 on a finish chunk) and finish_reason (NULL = JSON null); role only in
+ * the first chat chunk. */
+static bool sse_chunk(gen_req *g, gen_choice *ch, const char *text, size_t len, const kite_logprobs *lp, size_t n_lp,
+                      const char *finish, bool role) {
     cJSON *o = base_json(g, g->req.chat ? "chat.completion.chunk" : "text_completion");
     cJSON *choices = cJSON_AddArrayToObject(o, "choices");
     cJSON *c = cJSON_CreateObject();
-    cJSON_AddNumberToObject(c, "index", 0);
+    cJSON_AddNumberToObject(c, "index", ch->index);
     char *tmp = NULL;
     if (text) {
         tmp = malloc(len + 1);
@@ -378,7 +531,8 @@ static bool sse_chunk(gen_req *g, const char *text, size_t len, const char *fini
         cJSON_AddStringToObject(c, "text", tmp ? tmp : "");
     }
     free(tmp);
-    cJSON_AddNullToObject(c, "logprobs");
+    if (n_lp > 0) cJSON_AddItemToObject(c, "logprobs", logprobs_json(g, lp, n_lp, &ch->text_offset));
+    else cJSON_AddNullToObject(c, "logprobs");
     if (finish) cJSON_AddStringToObject(c, "finish_reason", finish);
     else cJSON_AddNullToObject(c, "finish_reason");
     cJSON_AddItemToArray(choices, c);
@@ -386,7 +540,15 @@ static bool sse_chunk(gen_req *g, const char *text, size_t len, const char *fini
     return sse_emit(g, o);
 }
 
-/* Final chunks: finish_reason, usage (if asked), [DONE]; or an error. */
+/* The finish chunk of ch, once. */
+static bool sse_finish(gen_req *g, gen_choice *ch) {
+    if (ch->finish_sent) return true;
+    ch->finish_sent = true;
+    g->n_finish_sent++;
+    return sse_chunk(g, ch, g->req.chat ? NULL : "", 0, NULL, 0, ch->finish, false);
+}
+
+/* Final chunks: the finish_reasons not sent yet, usage (if asked), [DONE]; or an error. */
 static bool sse_end(gen_req *g, bool failed, const char *errmsg) {
     if (failed) {
         oai_error e;
@@ -394,7 +556,8 @@ static bool sse_end(gen_req *g, bool failed, const char *errmsg) {
         else oai_error_set(&e, 500, "server_error", NULL, NULL, "Generation failed: %s", errmsg);
         if (!sse_emit_json(g, oai_error_json(&e))) return false;
     } else {
-        if (!sse_chunk(g, g->req.chat ? NULL : "", 0, g->finish, false)) return false;
+        for (int32_t i = 0; i < g->n_choices; i++)
+            if (!sse_finish(g, &g->ch[i])) return false;
         if (g->req.include_usage) {
             cJSON *o = base_json(g, g->req.chat ? "chat.completion.chunk" : "text_completion");
             cJSON_AddArrayToObject(o, "choices");
@@ -430,10 +593,12 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
         if (keepalive_ms > 10000) keepalive_ms = 10000;
         int64_t waited_ms = 0;
         pthread_mutex_lock(&g->mu);
-        while (!g->len && !g->done) {
+        /* something to send: queued text or logprobs, a choice's end, the end */
+#define SSE_READY(g) ((g)->pending || (g)->done || (g)->n_done > (g)->n_finish_sent)
+        while (!SSE_READY(g)) {
             wait_slice(g);
             waited_ms += SERVER_POLL_MS;
-            if (g->len || g->done) break;
+            if (SSE_READY(g)) break;
             if (past_deadline(g)) {
                 pthread_mutex_unlock(&g->mu);
                 end_at_deadline(g);
@@ -457,19 +622,40 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
                 return (ssize_t)(sizeof ping - 1);
             }
         }
-        /* take everything queued so far */
-        char *text = g->text;
-        size_t len = g->len;
-        g->text = NULL;
-        g->len = g->cap = 0;
+        /* take everything queued so far, choice by choice */
+        struct {
+            char *text;
+            size_t len;
+            kite_logprobs *lp;
+            size_t n_lp;
+            bool ended;
+        } take[SERVER_MAX_N];
+        for (int32_t i = 0; i < g->n_choices; i++) {
+            gen_choice *ch = &g->ch[i];
+            take[i].text = ch->text;
+            take[i].len = ch->len;
+            take[i].lp = ch->lp;
+            take[i].n_lp = ch->n_lp;
+            take[i].ended = ch->done;
+            ch->text = NULL;
+            ch->lp = NULL;
+            ch->len = ch->cap = ch->n_lp = ch->cap_lp = 0;
+        }
+        g->pending = 0;
         bool done = g->done, failed = g->failed;
         char errmsg[sizeof g->errmsg];
         memcpy(errmsg, g->errmsg, sizeof errmsg);
         pthread_mutex_unlock(&g->mu);
 
         bool ok = true;
-        if (len) ok = sse_chunk(g, text, len, NULL, false); /* text before a failure still goes out */
-        free(text);
+        for (int32_t i = 0; i < g->n_choices; i++) {
+            /* text before a failure still goes out */
+            if (ok && (take[i].len || take[i].n_lp))
+                ok = sse_chunk(g, &g->ch[i], take[i].text, take[i].len, take[i].lp, take[i].n_lp, NULL, false);
+            if (ok && take[i].ended && !failed) ok = sse_finish(g, &g->ch[i]);
+            free(take[i].text);
+            free(take[i].lp);
+        }
         if (ok && done) {
             ok = sse_end(g, failed, errmsg);
             g->ended = true;
@@ -586,13 +772,16 @@ static bool sot_answer(server *s, gen_req *g, oai_error *err) {
         return false;
     }
     pthread_mutex_lock(&g->mu);
-    g->text = res.answer;
+    gen_choice *ch = &g->ch[0];
+    ch->text = res.answer;
     res.answer = NULL;
-    g->len = g->text ? strlen(g->text) : 0;
-    g->cap = g->len + 1;
-    g->n_gen = res.n_gen_total;
-    g->done = true;
-    snprintf(g->finish, sizeof g->finish, "stop");
+    ch->len = ch->text ? strlen(ch->text) : 0;
+    ch->cap = ch->len + 1;
+    g->pending = ch->len;
+    ch->n_gen = g->n_gen = res.n_gen_total;
+    ch->done = g->done = true;
+    g->n_done = 1;
+    snprintf(ch->finish, sizeof ch->finish, "stop");
     pthread_mutex_unlock(&g->mu);
     sot_result_free(&res);
     return true;
@@ -600,11 +789,22 @@ static bool sot_answer(server *s, gen_req *g, oai_error *err) {
 
 /* ---- entry point ---- */
 
+/* Choice i's seed: the request's for choice 0; for the others a mix of both,
+ * so that their streams do not overlap (the sampler seeds with
+ * splitmix64(seed): seeds a golden gamma apart would share outputs). */
+static uint64_t choice_seed(uint64_t seed, int32_t i) {
+    if (i == 0) return seed;
+    uint64_t z = seed ^ ((uint64_t)i * 0xD1B54A32D192ED03ull);
+    z = (z ^ (z >> 33)) * 0xff51afd7ed558ccdull;
+    z = (z ^ (z >> 33)) * 0xc4ceb9fe1a34e53ull;
+    return z ^ (z >> 33);
+}
+
 void gen_req_log_info(gen_req *g, int32_t *n_prompt, int32_t *n_gen, const char **note) {
     pthread_mutex_lock(&g->mu);
     *n_prompt = g->n_prompt;
     *n_gen = g->n_gen;
-    *note = g->client_gone || !g->done ? "cancelled" : g->failed ? "failed" : g->finish;
+    *note = g->client_gone || !g->done ? "cancelled" : g->failed ? "failed" : g->ch[0].finish;
     pthread_mutex_unlock(&g->mu);
 }
 
@@ -665,6 +865,8 @@ enum MHD_Result gen_handle(server *s, struct MHD_Connection *c, const char *body
         r->sampling.seed = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ atomic_load(&s->next_id);
     }
     if (r->sot) {
+        g->n_choices = 1;
+        g->ch[0].g = g;
         free(toks);
         toks = NULL;
         if (!sot_answer(s, g, &err)) goto fail;
@@ -680,53 +882,73 @@ enum MHD_Result gen_handle(server *s, struct MHD_Connection *c, const char *body
     /* OpenAI's defaults: 16 tokens for completions, the rest of the context for chat */
     int32_t room = s->n_ctx - n;
     int32_t max_tokens = r->max_tokens > 0 ? r->max_tokens : chat ? room : 16;
-    kite_grammar *kg = NULL; /* structured output: compiled per request, then owned by the engine */
-    if (r->grammar_kind >= 0) {
-        const char *gt = r->grammar_text ? r->grammar_text : "";
-        int grc = kite_grammar_new(s->model, r->grammar_kind, gt, strlen(gt), &kg);
-        if (grc != KITE_OK) {
-            if (grc == KITE_E_NOMEM)
-                oai_error_set(&err, 500, "server_error", NULL, NULL, "Out of memory compiling the grammar.");
+    for (int32_t i = 0; i < r->n_logit_bias; i++)
+        if (r->logit_bias[i].token >= s->n_vocab) {
+            oai_error_set(&err, 400, "invalid_request_error", "invalid_value", "logit_bias",
+                          "Invalid key in 'logit_bias': token id %d is outside the vocabulary (%d tokens).",
+                          (int)r->logit_bias[i].token, (int)s->n_vocab);
+            goto fail;
+        }
+    g->n_choices = r->n; /* before the first submit: a callback may come at once */
+    for (int32_t i = 0; i < r->n; i++) {
+        gen_choice *ch = &g->ch[i];
+        kite_grammar *kg = NULL; /* structured output: compiled per choice, then owned by the engine */
+        if (r->grammar_kind >= 0) {
+            const char *gt = r->grammar_text ? r->grammar_text : "";
+            int grc = kite_grammar_new(s->model, r->grammar_kind, gt, strlen(gt), &kg);
+            if (grc != KITE_OK) {
+                if (grc == KITE_E_NOMEM)
+                    oai_error_set(&err, 500, "server_error", NULL, NULL, "Out of memory compiling the grammar.");
+                else
+                    oai_error_set(&err, 400, "invalid_request_error", "invalid_value", r->grammar_param,
+                                  "Invalid '%s': %s", r->grammar_param, kite_last_error());
+                goto fail; /* choices already submitted are cancelled by the release */
+            }
+        }
+        engine_req er = {
+            .prompt = toks,
+            .n_prompt = n,
+            .max_tokens = max_tokens < room ? max_tokens : room,
+            .sampling = r->sampling,
+            .stop = n_stop ? stops : NULL,
+            .n_stop = n_stop,
+            .ignore_eos = r->ignore_eos,
+            .grammar = kg,
+            .logprobs = r->logprobs,
+            .top_logprobs = r->top_logprobs,
+        };
+        er.sampling.seed = choice_seed(r->sampling.seed, i);
+        er.sampling.logit_bias = r->logit_bias;
+        er.sampling.n_logit_bias = r->n_logit_bias;
+        ch->g = g;
+        ch->index = i;
+        if (i == 0) g->t_submit = time_now_s();
+        int st = engine_submit(s->eng, &er, gen_on_event, ch, &ch->eng_id);
+        if (st != KITE_OK) kite_grammar_free(kg);
+        if (st != KITE_OK) {
+            const char *msg = kite_last_error();
+            if (st == KITE_E_RANGE && strstr(msg, "context"))
+                oai_error_set(&err, 400, "invalid_request_error", "context_length_exceeded",
+                              chat ? "messages" : "prompt", "%s", msg);
+            else if (st == KITE_E_ARG || st == KITE_E_RANGE)
+                oai_error_set(&err, 400, "invalid_request_error", "invalid_value", chat ? "messages" : "prompt", "%s",
+                              msg);
             else
-                oai_error_set(&err, 400, "invalid_request_error", "invalid_value", r->grammar_param, "Invalid '%s': %s",
-                              r->grammar_param, kite_last_error());
+                oai_error_set(&err, 503, "server_error", NULL, NULL, "The engine could not take the request: %s", msg);
+            ch->eng_id = 0;
             goto fail;
         }
     }
-    engine_req er = {
-        .prompt = toks,
-        .n_prompt = n,
-        .max_tokens = max_tokens < room ? max_tokens : room,
-        .sampling = r->sampling,
-        .stop = n_stop ? stops : NULL,
-        .n_stop = n_stop,
-        .ignore_eos = r->ignore_eos,
-        .grammar = kg,
-    };
-    g->t_submit = time_now_s();
-    int st = engine_submit(s->eng, &er, gen_on_event, g, &g->eng_id);
     free(toks);
     toks = NULL;
-    if (st != KITE_OK) kite_grammar_free(kg);
-    if (st != KITE_OK) {
-        const char *msg = kite_last_error();
-        if (st == KITE_E_RANGE && strstr(msg, "context"))
-            oai_error_set(&err, 400, "invalid_request_error", "context_length_exceeded", chat ? "messages" : "prompt",
-                          "%s", msg);
-        else if (st == KITE_E_ARG || st == KITE_E_RANGE)
-            oai_error_set(&err, 400, "invalid_request_error", "invalid_value", chat ? "messages" : "prompt", "%s", msg);
-        else
-            oai_error_set(&err, 503, "server_error", NULL, NULL, "The engine could not take the request: %s", msg);
-        g->eng_id = 0;
-        goto fail;
-    }
 
 answer:
     if (r->stream) {
-        if (chat && !sse_chunk(g, "", 0, NULL, true)) {
-            oai_error_set(&err, 500, "server_error", NULL, NULL, "Out of memory.");
-            goto fail;
-        }
+        for (int32_t i = 0; chat && i < g->n_choices; i++)
+            if (!sse_chunk(g, &g->ch[i], "", 0, NULL, 0, NULL, true)) {
+                oai_error_set(&err, 500, "server_error", NULL, NULL, "Out of memory.");
+                goto fail;
+            }
         struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, sse_read, g, sse_free);
         if (!resp) {
             oai_error_set(&err, 500, "server_error", NULL, NULL, "Could not create the response.");

@@ -3,10 +3,12 @@
  *
  * DESIGN
  *   The body is parsed with cJSON into an oai_request that owns copies of
- *   every string, so the cJSON tree is freed before generation starts.  Like
- *   OpenAI, unknown fields are ignored and a null value means "not given";
- *   a known field of the wrong type or out of range is a 400 naming the
- *   field in "param".  Defaults follow OpenAI: temperature 1, top_p 1, no
+ *   every string, so the cJSON tree is freed before generation starts.  A
+ *   null value means "not given".  A field kite does not honour is a 400
+ *   naming it (never silently ignored; check_fields), except the few that
+ *   are harmless to ignore (user) or only accepted at their default
+ *   (store: false, echo: false, best_of: n, ...); a known field of the wrong
+ *   type or out of range is a 400 naming the field in "param".  Defaults follow OpenAI: temperature 1, top_p 1, no
  *   top-k / min-p, max_tokens 16 for completions and the rest of the
  *   context for chat.
  *
@@ -210,6 +212,15 @@ static bool parse_messages(const cJSON *root, oai_request *r, oai_error *err) {
     }
     for (const cJSON *m = ms->child; m; m = m->next) {
         if (!cJSON_IsObject(m)) return bad_type(err, "messages", "an array of message objects");
+        for (const cJSON *f = m->child; f; f = f->next) /* name, tool_calls, ...: not honoured, so refused */
+            if (!cJSON_IsNull(f) && f->string && strcmp(f->string, "role") && strcmp(f->string, "content")) {
+                char shown[41];
+                http_utf8_copy(shown, sizeof shown, f->string);
+                oai_error_set(err, 400, INVALID, "unsupported_parameter", "messages",
+                              "Unsupported parameter: 'messages[%zu].%s' (kite reads only role and content).",
+                              r->n_msgs, shown);
+                return false;
+            }
         const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
         if (!cJSON_IsString(role)) return bad_type(err, "messages", "a string 'role' in every message");
         const char *rs = role->valuestring;
@@ -308,6 +319,125 @@ static bool parse_grammar(const cJSON *root, oai_request *r, oai_error *err) {
     return true;
 }
 
+/* The fields each endpoint honours (parse_fields). */
+static const char *const COMMON_FIELDS[] = {
+    "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "frequency_penalty", "presence_penalty",
+    "repeat_penalty", "seed", "n", "stream", "stream_options", "ignore_eos", "t_max_predict_ms", "stop",
+    "response_format", "grammar", "json_schema", "logprobs", "logit_bias",
+    "sot", "sot_skeleton", /* chat only: parse_fields names the endpoint in its 400 */
+    "user", /* an end-user id for OpenAI's abuse monitoring: nothing to do here */
+    NULL};
+static const char *const CHAT_FIELDS[] = {"messages", "max_completion_tokens", "top_logprobs", NULL};
+static const char *const COMPLETION_FIELDS[] = {"prompt", NULL};
+/* OpenAI fields kite does not implement: named as unsupported rather than unknown. */
+static const char *const UNSUPPORTED_FIELDS[] = {
+    "tools", "tool_choice", "functions", "function_call", "parallel_tool_calls", "audio", "modalities",
+    "prediction", "reasoning_effort", "web_search_options", "service_tier", "metadata", "suffix", NULL};
+
+static bool in_list(const char *const *l, const char *k) {
+    for (; *l; l++)
+        if (!strcmp(*l, k)) return true;
+    return false;
+}
+
+/* Fields accepted only at the value that means "off" (OpenAI's default). */
+static bool default_only(const cJSON *v, const char *k, const oai_request *r, oai_error *err, bool *handled) {
+    *handled = true;
+    if (!strcmp(k, "store") || (!strcmp(k, "echo") && !r->chat)) {
+        if (cJSON_IsFalse(v)) return true;
+        if (!cJSON_IsBool(v)) return bad_type(err, k, "a boolean");
+        oai_error_set(err, 400, INVALID, "unsupported_value", k, "'%s': true is not supported by kite serve.", k);
+        return false;
+    }
+    if (!strcmp(k, "best_of") && !r->chat) {
+        if (cJSON_IsNumber(v) && v->valuedouble == (double)r->n) return true;
+        oai_error_set(err, 400, INVALID, "unsupported_value", k,
+                      "'best_of' is only supported equal to 'n' (no server-side ranking).");
+        return false;
+    }
+    *handled = false;
+    return true;
+}
+
+/* Every non-null member of root must be one kite honours. */
+static bool check_fields(const cJSON *root, const oai_request *r, oai_error *err) {
+    for (const cJSON *it = root->child; it; it = it->next) {
+        const char *k = it->string ? it->string : "";
+        if (cJSON_IsNull(it) || in_list(COMMON_FIELDS, k) || in_list(r->chat ? CHAT_FIELDS : COMPLETION_FIELDS, k))
+            continue;
+        bool handled;
+        if (!default_only(it, k, r, err, &handled)) return false;
+        if (handled) continue;
+        char shown[48];
+        http_utf8_copy(shown, sizeof shown, k);
+        if (in_list(UNSUPPORTED_FIELDS, k))
+            oai_error_set(err, 400, INVALID, "unsupported_parameter", shown,
+                          "Unsupported parameter: '%s' is not supported by kite serve (docs/http.md).", shown);
+        else
+            oai_error_set(err, 400, INVALID, "unknown_parameter", shown,
+                          "Unrecognized request argument supplied: '%s' (%s).", shown,
+                          r->chat ? "/v1/chat/completions" : "/v1/completions");
+        return false;
+    }
+    return true;
+}
+
+/* logit_bias: {"token id": bias in [-100, 100]}; ids are checked against the vocabulary in gen.c. */
+static bool parse_logit_bias(const cJSON *root, oai_request *r, oai_error *err) {
+    const cJSON *lb = oai_member(root, "logit_bias");
+    if (!lb) return true;
+    if (!cJSON_IsObject(lb)) return bad_type(err, "logit_bias", "an object mapping token ids to biases");
+    int n = cJSON_GetArraySize(lb);
+    if (n == 0) return true;
+    if (n > SERVER_MAX_LOGIT_BIAS) {
+        char what[64];
+        snprintf(what, sizeof what, "at most %d entries", SERVER_MAX_LOGIT_BIAS);
+        return bad_value(err, "logit_bias", what);
+    }
+    if (!(r->logit_bias = malloc((size_t)n * sizeof *r->logit_bias))) {
+        oai_error_set(err, 500, "server_error", NULL, NULL, "Out of memory.");
+        return false;
+    }
+    for (const cJSON *e = lb->child; e; e = e->next) {
+        const char *k = e->string ? e->string : "";
+        char shown[24];
+        http_utf8_copy(shown, sizeof shown, k);
+        size_t len = strlen(k);
+        bool digits = len > 0 && len <= 10;
+        for (size_t i = 0; digits && i < len; i++) digits = k[i] >= '0' && k[i] <= '9';
+        long long id = digits ? strtoll(k, NULL, 10) : -1;
+        if (!digits || id > 2147483647LL) {
+            oai_error_set(err, 400, INVALID, "invalid_value", "logit_bias",
+                          "Invalid key in 'logit_bias': '%s' is not a token id (a decimal integer string).", shown);
+            return false;
+        }
+        if (!cJSON_IsNumber(e) || !isfinite(e->valuedouble) || e->valuedouble < -100 || e->valuedouble > 100) {
+            oai_error_set(err, 400, INVALID, "invalid_value", "logit_bias",
+                          "Invalid value in 'logit_bias' for token %s: expected a number in [-100, 100].", shown);
+            return false;
+        }
+        r->logit_bias[r->n_logit_bias++] = (kite_logit_bias){(kite_token)id, (float)e->valuedouble};
+    }
+    return true;
+}
+
+/* chat: "logprobs": bool, "top_logprobs": 0..20 (needs logprobs); completions: "logprobs": 0..20. */
+static bool parse_logprobs(const cJSON *root, oai_request *r, oai_error *err) {
+    double v;
+    bool given;
+    if (r->chat) {
+        if (!get_bool(root, "logprobs", &r->logprobs, err)) return false;
+        if (!get_int(root, "top_logprobs", 0, KITE_MAX_TOP_LOGPROBS, &v, &given, err)) return false;
+        if (given && !r->logprobs) return bad_value(err, "top_logprobs", "needs \"logprobs\": true");
+        if (given) r->top_logprobs = (int32_t)v;
+        return true;
+    }
+    if (!get_int(root, "logprobs", 0, KITE_MAX_TOP_LOGPROBS, &v, &given, err)) return false;
+    r->logprobs = given;
+    if (given) r->top_logprobs = (int32_t)v;
+    return true;
+}
+
 static bool parse_fields(const cJSON *root, bool chat, oai_request *r, oai_error *err) {
     double v;
     bool given;
@@ -342,8 +472,14 @@ static bool parse_fields(const cJSON *root, bool chat, oai_request *r, oai_error
         r->sampling.seed = (uint64_t)(int64_t)v;
         r->seed_given = true;
     }
-    if (!get_int(root, "n", -1e9, 1e9, &v, &given, err)) return false;
-    if (given && v != 1) return bad_value(err, "n", "only n = 1 is supported");
+    char n_what[48];
+    snprintf(n_what, sizeof n_what, "an integer in [1, %d]", SERVER_MAX_N);
+    const cJSON *nv = oai_member(root, "n");
+    if (nv && (!cJSON_IsNumber(nv) || nv->valuedouble != floor(nv->valuedouble))) return bad_type(err, "n", "an integer");
+    if (nv && (nv->valuedouble < 1 || nv->valuedouble > SERVER_MAX_N)) return bad_value(err, "n", n_what);
+    if (nv) r->n = (int32_t)nv->valuedouble;
+    if (!check_fields(root, r, err)) return false;
+    if (!parse_logprobs(root, r, err) || !parse_logit_bias(root, r, err)) return false;
 
     if (!get_bool(root, "stream", &r->stream, err)) return false;
     if (!get_bool(root, "ignore_eos", &r->ignore_eos, err)) return false;
@@ -365,6 +501,8 @@ static bool parse_fields(const cJSON *root, bool chat, oai_request *r, oai_error
     if (sk && !(r->sot_skeleton = dup_str(sk->valuestring, err))) return false;
     if ((r->sot || r->sot_skeleton) && !chat) return bad_value(err, "sot", "only /v1/chat/completions supports sot");
     if (r->sot_skeleton && !r->sot) return bad_value(err, "sot_skeleton", "needs \"sot\": true");
+    if (r->sot && (r->n > 1 || r->logprobs))
+        return bad_value(err, "sot", "Skeleton-of-Thought answers one choice without logprobs");
     if (!parse_grammar(root, r, err)) return false;
     if (r->sot && r->grammar_kind >= 0)
         return bad_value(err, "sot", "Skeleton-of-Thought cannot be combined with a constrained output format");
@@ -381,6 +519,7 @@ bool oai_request_parse(const char *body, size_t len, bool chat, oai_request *r, 
     r->sampling.top_k = 0;
     r->sampling.min_p = 0.0f;
     r->sampling.penalty_last_n = -1;
+    r->n = 1;
 
     if (len == 0) {
         oai_error_set(err, 400, INVALID, "invalid_json", NULL, "The request body is empty; expected a JSON object.");
@@ -433,5 +572,6 @@ void oai_request_free(oai_request *r) {
     for (int32_t i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->sot_skeleton);
     free(r->grammar_text);
+    free(r->logit_bias);
     memset(r, 0, sizeof *r);
 }

@@ -264,10 +264,8 @@ int srv_tokenize(server *s, const char *text, size_t len, bool add_bos, bool par
     return KITE_OK;
 }
 
-static enum MHD_Result handle_models(server *s, struct MHD_Connection *c) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "object", "list");
-    cJSON *data = cJSON_AddArrayToObject(o, "data");
+/* The model object of GET /v1/models and /v1/models/{id}. */
+static cJSON *model_json(server *s) {
     cJSON *m = cJSON_CreateObject();
     cJSON_AddStringToObject(m, "id", s->model_id);
     cJSON_AddStringToObject(m, "object", "model");
@@ -282,8 +280,31 @@ static enum MHD_Result handle_models(server *s, struct MHD_Connection *c) {
     cJSON_AddNumberToObject(meta, "n_ctx_train", info.n_ctx_train);
     cJSON_AddNumberToObject(meta, "n_params", (double)info.n_params);
     cJSON_AddStringToObject(meta, "chat_template", chat_family_name(s->chat_family));
-    cJSON_AddItemToArray(data, m);
+    return m;
+}
+
+static enum MHD_Result handle_models(server *s, struct MHD_Connection *c) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "object", "list");
+    cJSON *data = cJSON_AddArrayToObject(o, "data");
+    cJSON_AddItemToArray(data, model_json(s));
     return reply_cjson(s, c, o);
+}
+
+/* GET /v1/models/{id}: the model object, or OpenAI's 404 model_not_found. */
+static enum MHD_Result handle_model(server *s, struct MHD_Connection *c, const char *url, int *status) {
+    const char *id = strstr(url, "/models/") + strlen("/models/");
+    if (!strcmp(id, s->model_id)) {
+        *status = 200;
+        return reply_cjson(s, c, model_json(s));
+    }
+    oai_error err;
+    char shown[128];
+    http_utf8_copy(shown, sizeof shown, id);
+    oai_error_set(&err, 404, "invalid_request_error", "model_not_found", "model",
+                  "The model '%s' does not exist (this server serves '%s').", shown, s->model_id);
+    *status = 404;
+    return srv_reply_error(s, c, &err);
 }
 
 /* Parses body as a JSON object for /tokenize and /detokenize. */
@@ -441,7 +462,7 @@ fail:
 
 /* ---- routing ---- */
 
-enum route { R_NONE, R_PAGE, R_HEALTH, R_MODELS, R_METRICS, R_COMPLETIONS, R_CHAT, R_TOKENIZE, R_DETOKENIZE };
+enum route { R_NONE, R_PAGE, R_HEALTH, R_MODELS, R_MODEL, R_METRICS, R_COMPLETIONS, R_CHAT, R_TOKENIZE, R_DETOKENIZE };
 
 static enum route route_of(const char *url, bool *post) {
     static const struct {
@@ -466,6 +487,7 @@ static enum route route_of(const char *url, bool *post) {
             return table[i].r;
         }
     *post = false;
+    if ((!strncmp(url, "/v1/models/", 11) && url[11]) || (!strncmp(url, "/models/", 8) && url[8])) return R_MODEL;
     if (!strcmp(url, "/")) return R_PAGE;
     for (size_t i = 0; i < web_assets_count; i++)
         if (!strcmp(url, web_assets[i].path)) return R_PAGE;
@@ -558,6 +580,7 @@ static enum MHD_Result dispatch(server *s, struct MHD_Connection *c, srv_conn *k
     case R_PAGE: return handle_page(s, c, k->url, &k->status);
     case R_HEALTH: return handle_health(s, c, &k->status);
     case R_MODELS: k->status = 200; return handle_models(s, c);
+    case R_MODEL: return handle_model(s, c, k->url, &k->status);
     case R_METRICS: {
         char *t = metrics_text(s);
         k->status = t ? 200 : 500;

@@ -33,6 +33,8 @@
 #define SERVER_POLL_MS 100      /* how often a waiting thread checks that its client is still there */
 #define SERVER_PROBE_MS 1000    /* after a FIN, how often a wait writes a probe (SSE comment / JSON space) */
 #define SERVER_MAX_STOP 16      /* stop strings per request */
+#define SERVER_MAX_N 16         /* "n": choices per request (each one engine sequence) */
+#define SERVER_MAX_LOGIT_BIAS 1024 /* "logit_bias" entries per request (OpenAI allows 300) */
 #define SERVER_MAX_URI 8192     /* request path + query bytes (414 above; nginx's large header buffer) */
 #define SERVER_MAX_HEADERS 32768 /* header bytes (431 above; nginx's 4 x 8 KiB) */
 #define SERVER_TOK_INLINE 8192  /* texts longer than this are tokenized on the tokenizer thread */
@@ -141,10 +143,17 @@ typedef struct oai_request {
     int grammar_kind;            /* enum kite_grammar_kind of the constraint, or -1: none */
     char *grammar_text;          /* its GBNF or JSON Schema text (owned) or NULL */
     const char *grammar_param;   /* the field it came from ("response_format", "grammar", "json_schema") */
+    bool logprobs;               /* chat "logprobs": true, or completions "logprobs": k */
+    int32_t top_logprobs;        /* chat "top_logprobs" / completions "logprobs" value, 0..KITE_MAX_TOP_LOGPROBS */
+    kite_logit_bias *logit_bias; /* "logit_bias" entries (owned; ids checked against the vocabulary in gen.c) */
+    int32_t n_logit_bias;
+    int32_t n;                   /* "n": choices, 1..SERVER_MAX_N */
 } oai_request;
 
-/* Parses and validates a request body.  Unknown fields are ignored; known
- * fields of the wrong type or out of range give 400 in *err.  Returns true on
+/* Parses and validates a request body.  Fields kite does not implement give
+ * 400 naming them (except null values and the accepted-and-ignored list of
+ * docs/http.md); known fields of the wrong type or out of range give 400 in
+ * *err.  Returns true on
  * success (free with oai_request_free, also after a failure). */
 bool oai_request_parse(const char *body, size_t len, bool chat, oai_request *r /* OUT */, oai_error *err);
 void oai_request_free(oai_request *r);
