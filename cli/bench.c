@@ -61,6 +61,7 @@ typedef struct bench_opts {
     int threads[MAX_THREAD_LIST];
     int n_threads_list;
     uint64_t seed;
+    uint64_t mem_budget; /* --mem-budget */
     bool json, use_mmap, probe, no_check, profile;
     int32_t kv_type; /* --kv-type, enum kite_kv_type */
 } bench_opts;
@@ -82,6 +83,7 @@ static const cli_opt bench_opts_table[] = {
      CLI_AT(bench_opts, seed), .def = "1"},
     {.names = "--mmap", .help = "map the file instead of reading it into memory", .kind = CLI_FLAG,
      CLI_AT(bench_opts, use_mmap)},
+    CLI_OPT_MEM_BUDGET(bench_opts, mem_budget),
     {.names = "--no-check", .help = "skip the core-availability check around each repetition", .kind = CLI_FLAG,
      CLI_AT(bench_opts, no_check)},
     {.names = "--json", .help = "one JSON line per test on stdout instead of the table", .kind = CLI_FLAG,
@@ -534,6 +536,7 @@ int cmd_bench(int argc, char **argv) {
     double t0 = time_now_s();
     kite_model_params mp = config_model_params();
     mp.use_mmap = o.use_mmap;
+    mp.mem_budget = o.mem_budget;
     if (kite_model_load(o.model, &mp, &model) != KITE_OK) {
         fprintf(stderr, "kite %s: %s\n", CMD, kite_last_error());
         goto done;

@@ -196,6 +196,15 @@ extern const size_t cli_n_commands;
 
 /* Rows shared by several tables. */
 
+/* --mem-budget SIZE into a uint64_t field (kite_model_params.mem_budget, docs/offload.md). */
+int cli_opt_mem_budget(const cli_opt *o, void *state, const char *cmd, const char *flag, char **vals, int n);
+#define CLI_OPT_MEM_BUDGET(T, f)                                                                               \
+    {.names = "--mem-budget", .arg = "SIZE",                                                                   \
+     .help = "hold at most SIZE bytes of weights in memory (512M, 2G):\n"                                       \
+             "layers beyond it are streamed from disk per token",                                              \
+     .kind = CLI_FN, .nargs = 1, CLI_AT(T, f), .fn = cli_opt_mem_budget, .example = "512M",                    \
+     .def_doc = "no bound"}
+
 /* --kv-type T into an int32_t field (enum kite_kv_type). */
 extern const char *const cli_kv_type_names[];
 extern const int32_t cli_kv_type_values[];

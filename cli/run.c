@@ -42,6 +42,7 @@ typedef struct run_opts {
     bool no_parse_special;   /* --no-parse-special: special-token text stays text */
     bool ignore_eos;
     bool use_mmap;
+    uint64_t mem_budget;     /* --mem-budget: kite_model_params.mem_budget */
     bool json;
     const char *dump_logits;
     const char *draft_model; /* --draft-model */
@@ -99,6 +100,7 @@ static const cli_opt run_opts_table[] = {
      CLI_AT(run_opts, ignore_eos)},
     {.names = "--mmap", .help = "map the model file instead of reading it into memory", .kind = CLI_FLAG,
      CLI_AT(run_opts, use_mmap)},
+    CLI_OPT_MEM_BUDGET(run_opts, mem_budget),
     {.names = "--json",
      .help = "end the output with one JSON line: prompt_ids, ids, text,\nprefill_tok_s, decode_tok_s, kv_bytes",
      .kind = CLI_FLAG, CLI_AT(run_opts, json)},
@@ -335,6 +337,7 @@ static int run_open(run_session *s) {
     const double t0 = time_now_s();
     kite_model_params mp = config_model_params();
     mp.use_mmap = o->use_mmap;
+    mp.mem_budget = o->mem_budget;
     if (kite_model_load(o->model, &mp, &s->model) != KITE_OK) return run_fail();
     kite_model_get_info(s->model, &s->info);
     kite_ctx_params cp = kite_ctx_default_params();
