@@ -126,6 +126,14 @@ typedef struct kite_model_info {
 
 void kite_model_get_info(const kite_model *model, kite_model_info *info /* OUT */);
 
+/* Streaming counters of a model with a mem_budget (all zero without one). */
+typedef struct kite_offload_stats {
+    uint64_t bytes_read;  /* bytes the streaming thread has read from the file since the load */
+    uint64_t n_passes;    /* forward passes run (each reads every streamed layer once) */
+    bool direct;          /* reads bypass the page cache (O_DIRECT) */
+} kite_offload_stats;
+void kite_model_offload_stats(const kite_model *model, kite_offload_stats *stats /* OUT */);
+
 /* ---- tokens ------------------------------------------------------------ */
 
 typedef int32_t kite_token;

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/error.h"
@@ -47,7 +48,8 @@ struct offload {
     stream_layer *sl;        /* [n_layer - n_resident] */
     void *tmp;               /* repack scratch (model_repack_layer) */
     size_t tmp_bytes;
-    int fd;                  /* the I/O thread's descriptor (O_DIRECT when direct) */
+    int fd;                  /* the I/O thread's descriptor (O_DIRECT when io_direct) */
+    bool io_direct;          /* the I/O thread's own copy of plan.direct (copied under mu) */
     pthread_t thread;
     bool thread_started;
     pthread_mutex_t mu;
@@ -55,7 +57,7 @@ struct offload {
     pthread_mutex_t pass_mu;
     bool stop, failed;
     uint64_t use_k;          /* streamed layers consumed so far */
-    uint64_t bytes_read;
+    uint64_t bytes_read, n_passes;
     char err[320];
 };
 
@@ -65,6 +67,52 @@ static void fmt_size(char *buf, size_t n, uint64_t b) {
     if (b >= (1ull << 30)) snprintf(buf, n, "%.2f GiB", (double)b / (double)(1ull << 30));
     else if (b >= (1ull << 20)) snprintf(buf, n, "%.1f MiB", (double)b / (double)(1ull << 20));
     else snprintf(buf, n, "%.1f KiB", (double)b / 1024.0);
+}
+
+int offload_probe_disk(const char *path, uint64_t max_bytes, double *gbs, bool *direct) {
+    const size_t chunk = 4u << 20;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+    *direct = fd >= 0;
+    if (fd < 0 && (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+        return err_set(KITE_E_IO, "%s: %s", path, strerror(errno));
+    void *buf = NULL;
+    if (posix_memalign(&buf, IO_ALIGN, chunk)) {
+        close(fd);
+        return err_set(KITE_E_NOMEM, "out of memory for the disk probe");
+    }
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    uint64_t got = 0;
+    while (got < max_bytes) {
+        ssize_t r = pread(fd, buf, chunk, (off_t)got);
+        if (r < 0 && errno == EINVAL && *direct) { /* O_DIRECT refused at read time: buffered */
+            close(fd);
+            *direct = false;
+            if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) break;
+            continue;
+        }
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (uint64_t)r;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (fd >= 0) close(fd);
+    free(buf);
+    const double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    if (got == 0 || s <= 0) return err_set(KITE_E_IO, "%s: the disk probe read nothing", path);
+    *gbs = (double)got / s / 1e9;
+    return KITE_OK;
+}
+
+uint64_t offload_proc_read_bytes(void) {
+    FILE *f = fopen("/proc/self/io", "r");
+    if (!f) return 0;
+    char line[128];
+    unsigned long long v = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "read_bytes: %llu", &v) == 1) break;
+    fclose(f);
+    return v;
 }
 
 int offload_parse_size(const char *text, uint64_t *out) {
@@ -192,12 +240,12 @@ static int load_slot(offload *o, int s, int32_t l, uint64_t *nread) {
     for (int i = 0; i < sl->n_runs; i++) {
         const io_run *r = &sl->runs[i];
         int e = read_full(o->fd, buf + r->buf_off, r->off, r->len, m->gguf->size, nread);
-        if (e == EINVAL && o->plan.direct) { /* the file system refused O_DIRECT here: buffered from now on */
+        if (e == EINVAL && o->io_direct) { /* the file system refused O_DIRECT here: buffered from now on */
             const int fd = open(m->path, O_RDONLY | O_CLOEXEC);
             if (fd >= 0) {
                 close(o->fd);
                 o->fd = fd;
-                o->plan.direct = 0;
+                o->io_direct = false;
                 e = read_full(o->fd, buf + r->buf_off, r->off, r->len, m->gguf->size, nread);
             }
         }
@@ -235,6 +283,7 @@ static void *io_main(void *arg) {
         const int rc = load_slot(o, s, l, &nread);
         pthread_mutex_lock(&o->mu);
         o->bytes_read += nread;
+        o->plan.direct = o->io_direct;
         o->slot_layer[s] = l;
         o->slot_state[s] = SLOT_READY;
         if (rc) o->failed = true;
@@ -355,8 +404,8 @@ int offload_setup(kite_model *m, uint64_t budget) {
             free(lbytes);
             return err_set(KITE_E_ARG,
                            "memory budget %s is too small for %s: the minimum is %s (%llu bytes: %s always resident "
-                           "- embeddings, classifier, norms - plus %s for one streamed layer)",
-                           b, m->path, mn, (unsigned long long)(always + slot), a, s);
+                           "- embeddings, classifier, norms - plus %s (%llu bytes) for one streamed layer)",
+                           b, m->path, mn, (unsigned long long)(always + slot), a, s, (unsigned long long)slot);
         }
         o->plan.n_slots = always + 2 * slot <= budget ? 2 : 1;
         uint64_t left = budget - always - (uint64_t)o->plan.n_slots * slot;
@@ -407,7 +456,7 @@ int offload_setup(kite_model *m, uint64_t budget) {
         if (plan_runs(m, o->plan.n_resident + i, &o->sl[i]) == 0)
             return err_set(KITE_E_NOMEM, "%s: out of memory", m->path);
     o->fd = open(m->path, O_RDONLY | O_CLOEXEC | O_DIRECT);
-    o->plan.direct = o->fd >= 0;
+    o->plan.direct = o->io_direct = o->fd >= 0;
     if (o->fd < 0 && (o->fd = open(m->path, O_RDONLY | O_CLOEXEC)) < 0)
         return err_set(KITE_E_IO, "%s: %s", m->path, strerror(errno));
     if (pthread_create(&o->thread, NULL, io_main, o) != 0)
@@ -417,7 +466,12 @@ int offload_setup(kite_model *m, uint64_t budget) {
 }
 
 void offload_pass_begin(offload *o) { pthread_mutex_lock(&o->pass_mu); }
-void offload_pass_end(offload *o) { pthread_mutex_unlock(&o->pass_mu); }
+void offload_pass_end(offload *o) {
+    pthread_mutex_lock(&o->mu);
+    o->n_passes++;
+    pthread_mutex_unlock(&o->mu);
+    pthread_mutex_unlock(&o->pass_mu);
+}
 
 const layer_weights *offload_layer(offload *o, int32_t l) {
     if (l < o->plan.n_resident) return &o->m->layers[l];
@@ -454,9 +508,13 @@ const char *offload_error(const offload *o) {
     return e;
 }
 
-uint64_t offload_bytes_read(const offload *o) {
-    pthread_mutex_lock((pthread_mutex_t *)&o->mu);
-    const uint64_t b = o->bytes_read;
-    pthread_mutex_unlock((pthread_mutex_t *)&o->mu);
-    return b;
+void kite_model_offload_stats(const kite_model *m, kite_offload_stats *st) {
+    memset(st, 0, sizeof *st);
+    offload *o = m ? m->offload : NULL;
+    if (!o) return;
+    pthread_mutex_lock(&o->mu);
+    st->bytes_read = o->bytes_read;
+    st->n_passes = o->n_passes;
+    st->direct = o->plan.direct != 0;
+    pthread_mutex_unlock(&o->mu);
 }

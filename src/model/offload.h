@@ -66,8 +66,16 @@ void offload_pass_end(offload *o);
 /* The first read error (a message), or NULL. */
 const char *offload_error(const offload *o);
 
-/* Bytes the I/O thread has read since setup (pread return values). */
-uint64_t offload_bytes_read(const offload *o);
+
+/* Storage read bandwidth: sequential reads of up to max_bytes of path in
+ * 4 MiB requests, with O_DIRECT where the file system takes it (*direct says
+ * whether it did; without it the figure may be page-cache speed).  Returns
+ * KITE_OK with *gbs (GB/s), or KITE_E_IO. */
+int offload_probe_disk(const char *path, uint64_t max_bytes, double *gbs, bool *direct);
+
+/* This process's bytes fetched from storage so far (/proc/self/io read_bytes:
+ * page-cache hits are not counted); 0 where the file is unreadable. */
+uint64_t offload_proc_read_bytes(void);
 
 /* Parses "512M", "1.5G", "4096", "64k" (binary multiples, case-insensitive,
  * optional "iB"/"B") into bytes > 0.  Returns KITE_OK or KITE_E_ARG with a
