@@ -94,7 +94,7 @@ budget_cases() {
     fi
     e2e_ok "$1 minimum budget is $_min bytes (slot $_slot)"
     _sz=$(wc -c <"$2")
-    equal_ids "$1" "$2" "$3" "$_min" "$((_min + _slot))" "$((_min + 3 * _slot))" "$((_sz * 2))"
+    equal_ids "$1" "$2" "$3" "$_min" "$((_min + _slot))" "$((_min + 2 * _slot))" "$((_sz * 2))"
 }
 
 # ---- 1. greedy equality ------------------------------------------------------
