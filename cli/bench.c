@@ -579,7 +579,7 @@ int cmd_bench(int argc, char **argv) {
                "reads %s; disk read %.2f GB/s (%s sequential probe of the model file)\n",
                (double)mi.mem_budget / 1048576.0, mi.n_resident_layers, mi.n_layer,
                (double)mi.resident_bytes / 1048576.0, (double)mi.ring_bytes / 1048576.0,
-               st.direct ? "O_DIRECT" : "buffered (page cache)", disk_gbs,
+               mi.ring_bytes == 0 ? "none (everything fits)" : st.direct ? "O_DIRECT" : "buffered (page cache)", disk_gbs,
                direct ? "O_DIRECT" : "buffered, so possibly page-cache speed:");
     }
     if (!o.json) print_header();
