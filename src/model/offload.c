@@ -58,7 +58,8 @@ struct offload {
     bool stop, failed;
     uint64_t use_k;          /* streamed layers consumed so far */
     uint64_t bytes_read, n_passes;
-    char err[320];
+    char err[320];           /* the first error (under mu) */
+    char io_err[320];        /* the I/O thread's own message, copied to err under mu */
 };
 
 static uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
@@ -250,7 +251,7 @@ static int load_slot(offload *o, int s, int32_t l, uint64_t *nread) {
             }
         }
         if (e) {
-            snprintf(o->err, sizeof o->err, "%s: reading layer %d (bytes %llu..%llu) failed: %s", m->path, l,
+            snprintf(o->io_err, sizeof o->io_err, "%s: reading layer %d (bytes %llu..%llu) failed: %s", m->path, l,
                      (unsigned long long)r->off, (unsigned long long)(r->off + r->len), strerror(e));
             return KITE_E_IO;
         }
@@ -286,7 +287,10 @@ static void *io_main(void *arg) {
         o->plan.direct = o->io_direct;
         o->slot_layer[s] = l;
         o->slot_state[s] = SLOT_READY;
-        if (rc) o->failed = true;
+        if (rc && !o->failed) {
+            memcpy(o->err, o->io_err, sizeof o->err);
+            o->failed = true;
+        }
         k++;
         pthread_cond_broadcast(&o->cv);
     }
@@ -479,14 +483,12 @@ const layer_weights *offload_layer(offload *o, int32_t l) {
     pthread_mutex_lock(&o->mu);
     while (o->slot_state[s] != SLOT_READY && !o->failed) pthread_cond_wait(&o->cv, &o->mu);
     const bool ok = o->slot_state[s] == SLOT_READY && o->slot_layer[s] == l && !o->failed;
-    pthread_mutex_unlock(&o->mu);
     if (!ok && !o->failed) { /* a pass took the layers out of order: a bug, not an input error */
         snprintf(o->err, sizeof o->err, "%s: streamed layer %d taken out of order", o->m->path, l);
-        pthread_mutex_lock(&o->mu);
         o->failed = true;
         pthread_cond_broadcast(&o->cv);
-        pthread_mutex_unlock(&o->mu);
     }
+    pthread_mutex_unlock(&o->mu);
     return ok ? &o->slot_L[s] : NULL;
 }
 
