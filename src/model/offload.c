@@ -21,7 +21,7 @@
 
 #define IO_ALIGN 4096u        /* O_DIRECT: buffer, file offset and length alignment */
 #define ARENA_ALIGN 64u       /* resident tensors keep at least a cache line's alignment */
-#define RUN_GAP (256u << 10)  /* tensors this close are read as one run (the norms between them) */
+#define RUN_GAP (256u << 10)  /* tensors this close are read as one run (the norms between them); not tuned */
 #define N_MATS 11
 
 enum { SLOT_FREE = 0, SLOT_READY = 1 };

@@ -1,7 +1,7 @@
 /*
  * test_offload.c - kite_model_params.mem_budget (src/model/offload.c).
  *
- *   - size parsing: suffixes, bad text;
+ *   - size parsing: suffixes, bad text; the fuzz_size corpus replayed;
  *   - logits with a budget are bit-identical to the unbounded run, token by
  *     token and as one prefill, at the minimum budget (one slot), two slots,
  *     some layers resident and everything resident: stories260K, and the
@@ -25,6 +25,10 @@
 #define MODEL "models/stories260K.gguf"
 #define TL4 "build/scale/tl4-q4_0.gguf"
 #define N_TOK 12
+
+#include "fuzz/fuzz_size.c"
+
+TEST(test_fuzz_corpus) { CHECK(harness_replay_dir("tests/fuzz/corpus/fuzz_size", LLVMFuzzerTestOneInput) >= 8); }
 
 static char tmpdir[] = "/tmp/kite-test-offload-XXXXXX";
 
@@ -231,6 +235,7 @@ TEST(test_read_error) {
 int main(void) {
     if (!mkdtemp(tmpdir)) return 1;
     RUN(test_parse_size);
+    RUN(test_fuzz_corpus);
     RUN(test_stories_budgets);
     RUN(test_tl4_budgets);
     RUN(test_two_contexts);
