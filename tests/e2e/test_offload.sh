@@ -10,7 +10,9 @@
 #   * the peak resident set (VmHWM, sampled from /proc/PID/status while the
 #     run decodes) stays under budget + OVERHEAD_MIB (KV cache, activations,
 #     logits, code and libc: 24 MiB), and the unbounded run's is above that
-#     bound, so the check can fail;
+#     bound, so the check can fail (not judged in an ASan build, whose shadow
+#     memory and quarantine grow the RSS); in every build the peak is below
+#     the unbounded run's by at least 80% (ASan: 50%) of the bytes left on disk;
 #   * bad budgets ("abc", "0", "12Q", too small) give one clear line: the
 #     too-small one names the minimum;
 #   * kite bench with a budget reports the bytes streamed per token.
@@ -122,7 +124,7 @@ Q=$SCALE/tl4-q4_0.gguf
 # the run touches and frees: there the absolute bound is not judged (and not counted), only
 # the saving against the unbounded run.
 asan=0
-grep -q AddressSanitizer "$KITE" 2>/dev/null && asan=1
+grep -q __asan_init "$KITE" 2>/dev/null && asan=1 # the runtime may be a shared library: its entry point's name
 if [ -s "$Q" ]; then
     qmin=$(min_budget "$Q")
     qslot=$(slot_of "$Q")
@@ -141,7 +143,8 @@ if [ -s "$Q" ]; then
             e2e_ok "tl4-q4_0 peak RSS $pk KiB <= budget $((b / 1024)) KiB + $OVERHEAD_MIB MiB"
         fi
         # the weights left on disk (file - budget) must show as a saving of at least 80% of them
-        save=$(((qsz - b) / 1024 * 8 / 10))
+        # (50% under ASan, whose quarantine keeps freed buffers resident)
+        save=$(((qsz - b) / 1024 * (8 - 3 * asan) / 10))
         if [ "$pk" -gt 0 ] && [ $((full - pk)) -ge "$save" ]; then
             e2e_ok "tl4-q4_0 at $b: peak RSS $((full - pk)) KiB below the unbounded run's (>= $save KiB)"
         else
