@@ -2,6 +2,7 @@
  * args.c - option tables (cli_parse, cli_usage; the design is in cli.h),
  * strict flag-value parsing and the rows several subcommands share.
  */
+#include "model/offload.h"
 #include "cli.h"
 
 #include <errno.h>
@@ -13,6 +14,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "model/offload.h"
 #include "spec/spec.h"
 #include "progress/progress.h"
 
@@ -142,6 +144,17 @@ int cli_opt_repeat_penalty(const cli_opt *o, void *state, const char *cmd, const
         cli_usage_error(cmd, "%s: expected a number > 0 (1 = off), got '%s'", flag, vals[0]);
         return -1;
     }
+    return 1;
+}
+
+int cli_opt_mem_budget(const cli_opt *o, void *state, const char *cmd, const char *flag, char **vals, int n) {
+    (void)n;
+    uint64_t v;
+    if (offload_parse_size(vals[0], &v) != KITE_OK) {
+        cli_usage_error(cmd, "%s: %s", flag, kite_last_error());
+        return -1;
+    }
+    memcpy((char *)state + o->off, &v, sizeof v);
     return 1;
 }
 

@@ -46,6 +46,7 @@
 #include "kernels/dispatch.h"
 #include "kernels/tune.h"
 #include "model/arch.h"
+#include "model/offload.h"
 #include "kite.h"
 #include "tensor/dtype.h"
 
@@ -61,6 +62,7 @@ typedef struct bench_opts {
     int threads[MAX_THREAD_LIST];
     int n_threads_list;
     uint64_t seed;
+    uint64_t mem_budget; /* --mem-budget */
     bool json, use_mmap, probe, no_check, profile;
     int32_t kv_type; /* --kv-type, enum kite_kv_type */
 } bench_opts;
@@ -82,6 +84,7 @@ static const cli_opt bench_opts_table[] = {
      CLI_AT(bench_opts, seed), .def = "1"},
     {.names = "--mmap", .help = "map the file instead of reading it into memory", .kind = CLI_FLAG,
      CLI_AT(bench_opts, use_mmap)},
+    CLI_OPT_MEM_BUDGET(bench_opts, mem_budget),
     {.names = "--no-check", .help = "skip the core-availability check around each repetition", .kind = CLI_FLAG,
      CLI_AT(bench_opts, no_check)},
     {.names = "--json", .help = "one JSON line per test on stdout instead of the table", .kind = CLI_FLAG,
@@ -534,6 +537,7 @@ int cmd_bench(int argc, char **argv) {
     double t0 = time_now_s();
     kite_model_params mp = config_model_params();
     mp.use_mmap = o.use_mmap;
+    mp.mem_budget = o.mem_budget;
     if (kite_model_load(o.model, &mp, &model) != KITE_OK) {
         fprintf(stderr, "kite %s: %s\n", CMD, kite_last_error());
         goto done;
@@ -565,6 +569,19 @@ int cmd_bench(int argc, char **argv) {
             o.model, t_load * 1e3, mi.residency, kernels, opts,
             (double)mf.bytes_per_token / 1e9, pr.cpu,
             probe_read_gbs(&pr, pr.n_read), pr.n_read, pr.fma_gflops, pr.isa, measured ? "just measured" : "cached");
+    double disk_gbs = 0.0;
+    if (mi.mem_budget > 0 && !o.json) { /* honest I/O (docs/offload.md): the plan, then the disk's own speed */
+        bool direct = false;
+        kite_offload_stats st;
+        kite_model_offload_stats(model, &st);
+        if (offload_probe_disk(o.model, 256u << 20, &disk_gbs, &direct) != KITE_OK) disk_gbs = 0.0;
+        printf("offload: budget %.1f MiB, %d of %d layers resident, %.1f MiB held (ring %.1f MiB), streamed "
+               "reads %s; disk read %.2f GB/s (%s sequential probe of the model file)\n",
+               (double)mi.mem_budget / 1048576.0, mi.n_resident_layers, mi.n_layer,
+               (double)mi.resident_bytes / 1048576.0, (double)mi.ring_bytes / 1048576.0,
+               mi.ring_bytes == 0 ? "none (everything fits)" : st.direct ? "O_DIRECT" : "buffered (page cache)", disk_gbs,
+               direct ? "O_DIRECT" : "buffered, so possibly page-cache speed:");
+    }
     if (!o.json) print_header();
     test_result done_tr[2 * MAX_THREAD_LIST];
     int n_done = 0;
@@ -585,6 +602,9 @@ int cmd_bench(int argc, char **argv) {
             bool prefill = k == 0;
             if ((prefill ? o.n_prompt : o.n_gen) == 0) continue;
             test_result tr;
+            kite_offload_stats st0, st1;
+            kite_model_offload_stats(model, &st0);
+            const uint64_t io0 = offload_proc_read_bytes();
             if (run_test(&o, ctx, ids, mi.n_vocab, prefill, o.threads[ti], &pr, &mf, &tr, &pg)) {
                 progress_end(&pg);
                 fprintf(stderr, "kite %s: %s\n", CMD, kite_last_error());
@@ -596,6 +616,19 @@ int cmd_bench(int argc, char **argv) {
             else
                 print_row(&o, &mf, &mi, kernels, &tr);
             done_tr[n_done++] = tr;
+            kite_model_offload_stats(model, &st1);
+            const uint64_t passes = st1.n_passes - st0.n_passes, io1 = offload_proc_read_bytes();
+            if (mi.mem_budget > 0 && !o.json && passes > 0) {
+                const double per = (double)(st1.bytes_read - st0.bytes_read) / (double)passes,
+                             disk = (double)(io1 - io0) / (double)passes;
+                printf("offload: %s t=%d: %.2f MB streamed per %s (I/O thread), %.2f MB read from disk per %s "
+                       "(/proc/self/io read_bytes)",
+                       prefill ? "pp" : "tg", o.threads[ti], per / 1e6, prefill ? "pass" : "token", disk / 1e6,
+                       prefill ? "pass" : "token");
+                if (!prefill && disk_gbs > 0 && per > 0)
+                    printf(", disk-bound roofline %.1f tok/s", disk_gbs * 1e9 / per);
+                printf("\n");
+            }
         }
         kite_ctx_free(ctx);
         ctx = NULL;

@@ -47,6 +47,7 @@ typedef struct chat_opts {
     bool seed_set;
     bool verbose;
     bool no_cache;
+    uint64_t mem_budget; /* --mem-budget */
 } chat_opts;
 
 static int check_template(const cli_opt *o, void *state, const char *cmd, const char *flag, char **vals, int n) {
@@ -61,6 +62,7 @@ static const cli_opt chat_opts_table[] = {
     {.names = "--chat-template", .arg = "NAME", .help = "llama2, llama3, chatml, mistral, zephyr or gemma",
      .kind = CLI_STR, CLI_AT(chat_opts, tmpl), .fn = check_template, .example = "chatml",
      .def_doc = "detected from the model, else chatml"},
+    CLI_OPT_MEM_BUDGET(chat_opts, mem_budget),
     {.names = "--system, -sys, --system-prompt", .arg = "TEXT", .help = "system message", .kind = CLI_STR,
      CLI_AT(chat_opts, system)},
     {.names = "-n, --n-predict", .arg = "N", .help = "longest reply in tokens", .kind = CLI_INT,
@@ -208,6 +210,7 @@ enum { CHAT_OK = 0, CHAT_E_API = 1, CHAT_E_NOMEM = 2 };
 static int chat_open(chat_session *s) {
     chat_opts *o = s->o;
     kite_model_params mp = config_model_params();
+    mp.mem_budget = o->mem_budget;
     if (kite_model_load(o->model, &mp, &s->model) != KITE_OK) return CHAT_E_API;
     kite_model_info info;
     kite_model_get_info(s->model, &info);

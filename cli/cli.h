@@ -39,6 +39,7 @@ int cmd_serve(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 int cmd_ppl(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+int cmd_batch(int argc, char **argv);
 int cmd_sot(int argc, char **argv);
 int cmd_tune(int argc, char **argv); /* tune.c: matmul variant table for this machine */
 /* `kite bench --lut-gemm` (cli/bench_lut.c): LUT-GEMM vs dequantize-then-multiply. */
@@ -179,7 +180,7 @@ bool cli_is_option(const char *arg);
 extern const cli_spec cli_spec_run, cli_spec_info, cli_spec_convert, cli_spec_tokenize, cli_spec_synth,
     cli_spec_bench, cli_spec_bench_lut, cli_spec_bench_serve, cli_spec_bench_spec, cli_spec_bench_attn, cli_spec_tune,
     cli_spec_roofline, cli_spec_chat, cli_spec_serve, cli_spec_sot, cli_spec_quantize, cli_spec_quantize_w8,
-    cli_spec_ppl, cli_spec_eval, cli_spec_convert_hf;
+    cli_spec_ppl, cli_spec_eval, cli_spec_convert_hf, cli_spec_batch;
 
 /* Every spec, for tests/unit/test_cli_opts.c (cli/commands.c). */
 extern const cli_spec *const cli_specs[];
@@ -195,6 +196,15 @@ extern const cli_command cli_commands[];
 extern const size_t cli_n_commands;
 
 /* Rows shared by several tables. */
+
+/* --mem-budget SIZE into a uint64_t field (kite_model_params.mem_budget, docs/offload.md). */
+int cli_opt_mem_budget(const cli_opt *o, void *state, const char *cmd, const char *flag, char **vals, int n);
+#define CLI_OPT_MEM_BUDGET(T, f)                                                                               \
+    {.names = "--mem-budget", .arg = "SIZE",                                                                   \
+     .help = "hold at most SIZE bytes of weights in memory (512M, 2G):\n"                                       \
+             "layers beyond it are streamed from disk per token",                                              \
+     .kind = CLI_FN, .nargs = 1, CLI_AT(T, f), .fn = cli_opt_mem_budget, .example = "512M",                    \
+     .def_doc = "no bound"}
 
 /* --kv-type T into an int32_t field (enum kite_kv_type). */
 extern const char *const cli_kv_type_names[];

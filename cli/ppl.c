@@ -24,6 +24,7 @@
 typedef struct ppl_opts {
     const char *model, *text, *save, *base, *docs;
     int64_t n_ctx, n_batch, n_threads;
+    uint64_t mem_budget; /* --mem-budget */
     int32_t kv_type; /* enum kite_kv_type */
     int32_t format;  /* enum eval_logits_format of --save-logits */
     bool json, half, quiet;
@@ -77,6 +78,7 @@ static const cli_opt ppl_opts_table[] = {
              "llama-perplexity --kl-divergence-base (or --format llamacpp):\n"
              "then its tokens and -c are used, cut as llama.cpp cuts them",
      .kind = CLI_STR, CLI_AT(ppl_opts, base)},
+    CLI_OPT_MEM_BUDGET(ppl_opts, mem_budget),
     {.names = "--json", .help = "end stdout with one line {\"ppl\", \"nll\", \"tokens\", \"kld\", \"top1\"}",
      .kind = CLI_FLAG, CLI_AT(ppl_opts, json)},
     {.names = "-q, --quiet", .help = "no per-window lines and no progress", .kind = CLI_FLAG, CLI_AT(ppl_opts, quiet)},
@@ -344,6 +346,7 @@ int cmd_ppl(int argc, char **argv) {
         goto done;
     }
     kite_model_params mp = config_model_params();
+    mp.mem_budget = args.mem_budget;
     if (kite_model_load(model_path, &mp, &model) != KITE_OK) {
         fprintf(stderr, "kite ppl: %s\n", kite_last_error());
         goto done;

@@ -43,6 +43,7 @@ typedef struct run_opts {
     bool no_parse_special;   /* --no-parse-special: special-token text stays text */
     bool ignore_eos;
     bool use_mmap;
+    uint64_t mem_budget;     /* --mem-budget: kite_model_params.mem_budget */
     bool json;
     const char *dump_logits;
     const char *draft_model; /* --draft-model */
@@ -102,6 +103,7 @@ static const cli_opt run_opts_table[] = {
      CLI_AT(run_opts, ignore_eos)},
     {.names = "--mmap", .help = "map the model file instead of reading it into memory", .kind = CLI_FLAG,
      CLI_AT(run_opts, use_mmap)},
+    CLI_OPT_MEM_BUDGET(run_opts, mem_budget),
     {.names = "--json",
      .help = "end the output with one JSON line: prompt_ids, ids, text,\nprefill_tok_s, decode_tok_s, kv_bytes",
      .kind = CLI_FLAG, CLI_AT(run_opts, json)},
@@ -368,6 +370,7 @@ static int run_open(run_session *s) {
     const double t0 = time_now_s();
     kite_model_params mp = config_model_params();
     mp.use_mmap = o->use_mmap;
+    mp.mem_budget = o->mem_budget;
     if (kite_model_load(o->model, &mp, &s->model) != KITE_OK) return run_fail();
     kite_model_get_info(s->model, &s->info);
     kite_ctx_params cp = kite_ctx_default_params();
@@ -530,6 +533,16 @@ static void run_report(run_session *s) {
             " decode steps, %.1f ms, %.1f tok/s) | stop: %s | threads %d | seed %" PRIu64 "\n",
             s->t_load * 1e3, s->info.residency, repacked, s->n_prompt, s->t_prefill * 1e3, prefill_tok_s, s->n_gen,
             s->n_decode_evals, s->t_decode * 1e3, decode_tok_s, stop_reason, kite_ctx_n_threads(s->ctx), o->sp.seed);
+    if (s->info.mem_budget > 0) {
+        kite_offload_stats st;
+        kite_model_offload_stats(s->model, &st);
+        fprintf(stderr,
+                "kite run: --mem-budget %.1f MiB: %d of %d layers resident, %.1f MiB of weights held (ring %.1f MiB), "
+                "%.1f MB streamed%s over %" PRIu64 " passes\n",
+                (double)s->info.mem_budget / 1048576.0, s->info.n_resident_layers, s->info.n_layer,
+                (double)s->info.resident_bytes / 1048576.0, (double)s->info.ring_bytes / 1048576.0,
+                (double)st.bytes_read / 1e6, st.direct ? " (O_DIRECT)" : "", st.n_passes);
+    }
     if (s->info.sliding_window > 0)
         fprintf(stderr, "kite run: KV cache %.2f MiB for %d positions (window %d on %d of %d layers%s)\n",
                 (double)kite_ctx_kv_bytes(s->ctx) / (1 << 20), s->n_ctx, s->info.sliding_window,

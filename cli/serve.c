@@ -25,6 +25,7 @@ typedef struct serve_opts {
     const char *model, *draft, *skip, *lookahead;
     int64_t kv_mem_mib; /* --kv-mem; 0: the engine's default */
     bool use_mmap;
+    uint64_t mem_budget; /* --mem-budget (the served model; a draft model is loaded whole) */
 } serve_opts;
 
 static const cli_opt serve_opts_table[] = {
@@ -73,6 +74,7 @@ static const cli_opt serve_opts_table[] = {
      .kind = CLI_FLAG, CLI_AT(serve_opts, sp.engine.no_prefix_cache)},
     {.names = "--mmap", .help = "map the model file instead of reading it into memory", .kind = CLI_FLAG,
      CLI_AT(serve_opts, use_mmap)},
+    CLI_OPT_MEM_BUDGET(serve_opts, mem_budget),
     {.names = "-q, --quiet", .help = "no per-request log lines", .kind = CLI_FLAG, CLI_AT(serve_opts, sp.quiet)},
     {.kind = CLI_SECTION, .help = "Speculative decoding, per request (lossless; docs/engine.md):"},
     CLI_OPTS_DRAFT(serve_opts, draft, skip, sp.engine.spec_lookup_n, lookahead, sp.engine.spec_draft_max),
@@ -126,7 +128,9 @@ int cmd_serve(int argc, char **argv) {
     mp.use_mmap = use_mmap;
     kite_model *model = NULL, *draft = NULL;
     bool *skip = NULL;
+    mp.mem_budget = o.mem_budget;
     int st = kite_model_load(model_path, &mp, &model);
+    mp.mem_budget = 0;
     if (st != KITE_OK) {
         fprintf(stderr, "kite serve: %s\n", kite_last_error());
         return 1;

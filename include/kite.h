@@ -77,6 +77,11 @@ typedef struct kite_model_params {
                         KITE_REPACK=0).  By default q4_0, q8_0, q4_K and q6_K matrices
                         of a heap-resident model are repacked into 16-row interleaved groups where
                         the CPU's kernels gain from it (docs/kernels.md) */
+    uint64_t mem_budget; /* bytes of weight memory the model may hold resident; 0 (default): no bound.
+                            Layers beyond it stay on disk and are streamed in per forward pass by an
+                            I/O thread (docs/offload.md); implies a file mapping (use_mmap is ignored).
+                            Too small (less than the always-resident tensors plus one layer):
+                            kite_model_load fails with KITE_E_ARG naming the minimum */
 } kite_model_params;
 
 kite_model_params kite_model_default_params(void);
@@ -106,8 +111,12 @@ typedef struct kite_model_info {
     uint64_t n_bytes;       /* bytes of tensor data */
     bool vocab_only;
     const char *residency;  /* where the weights live: "heap" (read into 2 MiB-aligned
-                               anonymous memory, use_mmap false) or "mmap" (file
-                               mapping); static string */
+                               anonymous memory, use_mmap false), "mmap" (file
+                               mapping) or "offload" (mem_budget); static string */
+    uint64_t mem_budget;    /* mem_budget in force (0: none), and with it: */
+    int32_t n_resident_layers; /* layers held in memory (the first ones); n_layer - this are streamed */
+    uint64_t resident_bytes; /* weight bytes held: resident tensors, float vectors, streaming ring */
+    uint64_t ring_bytes;    /* of which the ring of streamed-layer slots */
     int32_t n_repacked;     /* weight matrices repacked at load (no_repack above); 0: none */
     double repack_ms;       /* time the repacking took (part of the load) */
     int32_t sliding_window; /* attention window of the windowed layers in positions; 0: none */
@@ -116,6 +125,14 @@ typedef struct kite_model_info {
 } kite_model_info;
 
 void kite_model_get_info(const kite_model *model, kite_model_info *info /* OUT */);
+
+/* Streaming counters of a model with a mem_budget (all zero without one). */
+typedef struct kite_offload_stats {
+    uint64_t bytes_read;  /* bytes the streaming thread has read from the file since the load */
+    uint64_t n_passes;    /* forward passes run (each reads every streamed layer once) */
+    bool direct;          /* reads bypass the page cache (O_DIRECT) */
+} kite_offload_stats;
+void kite_model_offload_stats(const kite_model *model, kite_offload_stats *stats /* OUT */);
 
 /* ---- tokens ------------------------------------------------------------ */
 

@@ -446,6 +446,11 @@ static void run_step(engine *e, int32_t n) {
         nt += it->n_tok;
     }
     llama_forward_batch(e->ctx, e->batch, e->fseqs, n, e->logits);
+    if (llama_forward_failed(e->model) != KITE_OK) { /* a streamed layer was unreadable (mem_budget): the
+                                                        step's logits are garbage, its requests end with the error */
+        for (int32_t i = 0; i < n; i++) fail_req(e, (ereq *)e->items[i].seq, KITE_E_IO);
+        return;
+    }
     e->steps++;
     sched_advance(&e->sched, e->items, n);
     int32_t row = 0;

@@ -315,6 +315,11 @@ int kite_ctx_eval(kite_ctx *ctx, const kite_token *tokens, int32_t n, bool all_l
             first_out = len - 1;
         }
         llama_forward(ctx, tokens + start, len, first_out, path, dst);
+        int rc = llama_forward_failed(ctx->model); /* a streamed layer could not be read (mem_budget) */
+        if (rc) {
+            ctx->n_logits = 0;
+            return rc;
+        }
         ctx->n_past += len;
         if (ctx->n_past - 1 > ctx->ring_hi) ctx->ring_hi = ctx->n_past - 1;
         start += len;

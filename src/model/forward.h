@@ -48,4 +48,9 @@ void llama_forward_batch(kite_ctx *ctx, const kite_token *tokens, const fwd_seq 
 void llama_forward(kite_ctx *ctx, const kite_token *tokens, int32_t n, int32_t first_out, int32_t attn_path,
                    float *out_logits);
 
+/* After a pass of a model with a memory budget: KITE_OK, or KITE_E_IO with the
+ * message of the streaming thread's read error (the pass's logits are then
+ * garbage and the caller must not use them; every later pass fails too). */
+int llama_forward_failed(const kite_model *m);
+
 #endif

@@ -58,6 +58,7 @@
 #include "model/forward.h"
 #include "model/kv_cache.h"
 #include "model/moe.h"
+#include "model/offload.h"
 
 typedef struct fwd_pass fwd_pass;
 
@@ -78,6 +79,7 @@ struct fwd_pass {
     fwd_mm_fn mm;         /* mm_fused, or mm_timed when profiling */
     bool prof;            /* ctx->profiling at the start of the pass */
     double t_mark;        /* time of the last mark (profiling only) */
+    const layer_weights *L; /* the current layer's weights: m->layers[l], or its streamed slot (offload.h) */
 };
 
 /* ---- instrumentation ---------------------------------------------------- */
@@ -254,7 +256,7 @@ static void attention(fwd_pass *p, int32_t l) {
 static const float *attn_block(fwd_pass *p, int32_t l) {
     kite_ctx *ctx = p->ctx;
     const model_hparams *hp = p->hp;
-    const layer_weights *L = &p->m->layers[l];
+    const layer_weights *L = p->L;
     const int32_t n = p->n, E = hp->n_embd, Q = hp->n_head * hp->head_dim, KV = hp->n_head_kv * hp->head_dim;
     norm_rows(p, ctx->xb, ctx->x, L->attn_norm, L->attn_norm_b);
     tap(p, l, TAP_ATTN_IN, ctx->xb, n, E);
@@ -321,7 +323,7 @@ static const float *ffn_moe(fwd_pass *p, const layer_weights *L) {
  * branch output [n][n_embd]. */
 static const float *ffn_block(fwd_pass *p, int32_t l) {
     kite_ctx *ctx = p->ctx;
-    const layer_weights *L = &p->m->layers[l];
+    const layer_weights *L = p->L;
     norm_rows(p, ctx->xb, ctx->x, L->ffn_norm, L->ffn_norm_b);
     tap(p, l, TAP_FFN_IN, ctx->xb, p->n, p->hp->n_embd);
     mark(p, PROF_FFN_NORM);
@@ -372,11 +374,19 @@ void llama_forward_batch(kite_ctx *ctx, const kite_token *tokens, const fwd_seq 
 
     embed(&p, tokens);
     rope_table(&p);
+    offload *ol = p.m->offload;
+    if (ol) offload_pass_begin(ol);
     for (int32_t l = 0; l < p.hp->n_layer; l++) {
-        if (ctx->skip_layers && ctx->skip_layers[l]) continue; /* self-speculative draft: residual passes through */
-        residual_add(&p, attn_block(&p, l));
-        residual_add(&p, ffn_block(&p, l));
+        /* a streamed layer is taken even when skipped: the I/O thread reads them in order */
+        p.L = ol ? offload_layer(ol, l) : &p.m->layers[l];
+        if (!p.L) break; /* read error: the caller reports offload_error (llama_forward_failed) */
+        if (!(ctx->skip_layers && ctx->skip_layers[l])) { /* self-speculative draft: residual passes through */
+            residual_add(&p, attn_block(&p, l));
+            residual_add(&p, ffn_block(&p, l));
+        }
+        if (ol) offload_done(ol, l);
     }
+    if (ol) offload_pass_end(ol);
     head(&p, out_logits);
 }
 
@@ -385,4 +395,9 @@ void llama_forward(kite_ctx *ctx, const kite_token *tokens, int32_t n, int32_t f
     const fwd_seq one = {.block_table = NULL, .pos0 = ctx->n_past, .n_tok = n, .n_out = n - first_out,
                          .attn_path = attn_path};
     llama_forward_batch(ctx, tokens, &one, 1, out_logits);
+}
+
+int llama_forward_failed(const kite_model *m) {
+    const char *e = m->offload ? offload_error(m->offload) : NULL;
+    return e ? err_set(KITE_E_IO, "%s", e) : KITE_OK;
 }

@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "model/arch.h"
 #include "model/model.h"
+#include "model/offload.h"
 #include "tensor/dtype.h"
 #include "tokenizer/vocab.h"
 
@@ -29,6 +30,7 @@ kite_model_params kite_model_default_params(void) {
 
 void kite_model_free(kite_model *m) {
     if (!m) return;
+    offload_free(m->offload); /* stops the I/O thread before the mapping goes */
     vocab_free(m->vocab);
     gguf_close(m->gguf);
     free(m->layers);
@@ -356,7 +358,8 @@ static int bind_weights(kite_model *m, const arch_info *ai) {
     /* float copies: norms and biases; an upper bound of what any architecture has */
     const size_t per_layer = 4 * (size_t)E + 2 * (size_t)Q + 2 * (size_t)KV + 2 * (size_t)HD + (size_t)F + 2 * (size_t)E;
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
-    m->vectors = malloc(sizeof(float) * (per_layer * (size_t)hp->n_layer + 2 * (size_t)E + 3 * ((size_t)hp->n_rot / 2) + 1));
+    m->n_vector_bytes = sizeof(float) * (per_layer * (size_t)hp->n_layer + 2 * (size_t)E + 3 * ((size_t)hp->n_rot / 2) + 1);
+    m->vectors = malloc(m->n_vector_bytes);
     if (!m->layers || !m->vectors) return err_set(KITE_E_NOMEM, "%s: out of memory for the layer table", m->path);
     float *vec = m->vectors;
 
@@ -452,7 +455,8 @@ int kite_model_load(const char *path, const kite_model_params *params, kite_mode
     kite_model *m = calloc(1, sizeof *m);
     if (!m || !(m->path = strdup(path))) goto oom;
 
-    gguf_open_params gp = {.use_mmap = p.use_mmap};
+    /* a budget maps the file: offload_setup reads what stays resident into its own arena */
+    gguf_open_params gp = {.use_mmap = p.use_mmap || (p.mem_budget > 0 && !p.vocab_only)};
     if ((rc = gguf_open(path, &gp, &m->gguf))) goto fail;
     m->arch = str_or_empty(m->gguf, "general.architecture");
     m->name = str_or_empty(m->gguf, "general.name");
@@ -483,7 +487,14 @@ int kite_model_load(const char *path, const kite_model_params *params, kite_mode
     if ((rc = read_unified_max(m))) goto fail;
     if ((rc = bind_weights(m, ai))) goto fail;
     if ((rc = read_swa_pattern(m))) goto fail;
-    if (!p.no_repack && strcmp(gguf_residency(m->gguf), "heap") == 0 && (rc = model_repack(m))) goto fail;
+    m->n_resident = m->hp.n_layer;
+    const bool repack = !p.no_repack && (p.mem_budget > 0 || strcmp(gguf_residency(m->gguf), "heap") == 0);
+    m->repack_streamed = repack; /* set before the I/O thread starts reading */
+    if (p.mem_budget > 0) {
+        if ((rc = offload_setup(m, p.mem_budget))) goto fail;
+        m->n_resident = offload_get_plan(m->offload)->n_resident;
+    }
+    if (repack && (rc = model_repack(m))) goto fail;
     *out = m;
     return KITE_OK;
 oom:
@@ -509,7 +520,14 @@ void kite_model_get_info(const kite_model *m, kite_model_info *info) {
     info->n_params = m->n_params;
     info->n_bytes = m->n_bytes;
     info->vocab_only = m->vocab_only;
-    info->residency = gguf_residency(m->gguf);
+    info->residency = m->offload ? "offload" : gguf_residency(m->gguf);
+    if (m->offload) {
+        const offload_plan *pl = offload_get_plan(m->offload);
+        info->mem_budget = pl->budget;
+        info->resident_bytes = pl->resident;
+        info->ring_bytes = (uint64_t)pl->n_slots * pl->slot_bytes;
+    }
+    info->n_resident_layers = m->n_resident;
     info->n_repacked = m->n_repacked;
     info->repack_ms = m->repack_ms;
 }

@@ -133,6 +133,12 @@ struct kite_model {
                               (`kite tune --attn-calib`), or NULL: ATTN_PHI_DEFAULT */
     int32_t n_repacked;    /* matrices repacked at load (model_repack) */
     double repack_ms;
+    size_t n_vector_bytes; /* bytes of `vectors` */
+    struct offload *offload; /* kite_model_params.mem_budget in force (offload.h), or NULL: every layer
+                                is m->layers[l] in the file image */
+    int32_t n_resident;    /* layers 0..n_resident-1 are in memory (n_layer without a budget); the others
+                              are streamed (offload.h) and their m->layers views point into an unread mapping */
+    bool repack_streamed;  /* the loader repacks: the I/O thread repacks each streamed layer the same way */
 };
 
 /* Repacks the model's x16-type matrices (kern_x16_type) into the interleaved layout of
@@ -147,6 +153,12 @@ int model_repack(kite_model *m);
  * kite tune).  w->data must be writable.  Returns the layout w now has
  * (WEIGHT_LAYOUT_PLAIN when the level gains nothing, or out of memory). */
 uint32_t model_repack_matrix(weight *w);
+/* For streamed layers (offload.c): the scratch model_repack_layer needs for L,
+ * and the in-place repacking of L's matrices (n_exp views for expert tensors)
+ * with the layouts model_repack would give them; tmp preallocated, nothing is
+ * allocated per call. */
+size_t model_repack_layer_tmp(const layer_weights *L);
+void model_repack_layer(layer_weights *L, int n_exp, void *tmp, size_t tmp_bytes);
 
 /* The one message for a vocab-only file where weights are needed: records
  * "PATH is a vocab-only GGUF (a vocabulary, no weights)" and returns

@@ -106,6 +106,50 @@ uint32_t model_repack_matrix(weight *w) {
     return layout;
 }
 
+/* Scratch of one weight's repacking at this level (0: it stays plain). */
+static size_t weight_tmp(const weight *w, uint32_t layout) {
+    if (!w->data || layout == WEIGHT_LAYOUT_PLAIN) return 0;
+    return layout == WEIGHT_LAYOUT_X16 ? kern_x16_pack_tmp_bytes(w->type, w->ne[1], w->ne[0])
+                                       : kern_x32_pack_tmp_bytes(w->ne[0]);
+}
+
+static void layer_weight_list(layer_weights *L, weight **w) {
+    weight *v[10] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
+                     &L->gate_exps, &L->up_exps, &L->down_exps};
+    memcpy(w, v, sizeof v);
+}
+
+size_t model_repack_layer_tmp(const layer_weights *L) {
+    const kern_level level = kern_table()->level;
+    weight *w[10];
+    layer_weight_list((layer_weights *)(uintptr_t)L, w);
+    size_t need = 0;
+    for (int i = 0; i < 10; i++) {
+        const size_t t = weight_tmp(w[i], target_layout(w[i], level));
+        if (t > need) need = t;
+    }
+    return need;
+}
+
+void model_repack_layer(layer_weights *L, int n_exp, void *tmp, size_t tmp_bytes) {
+    const kern_level level = kern_table()->level;
+    weight *w[10];
+    layer_weight_list(L, w);
+    for (int i = 0; i < 10; i++) {
+        const uint32_t layout = target_layout(w[i], level);
+        if (!w[i]->data || layout == WEIGHT_LAYOUT_PLAIN || w[i]->layout != WEIGHT_LAYOUT_PLAIN) continue;
+        if (weight_tmp(w[i], layout) > tmp_bytes) continue; /* as repack_weight without its scratch */
+        const int nv = i >= 7 ? n_exp : 1;
+        for (int e = 0; e < nv; e++) {
+            const weight v = model_expert(w[i], e);
+            void *data = (void *)(uintptr_t)v.data;
+            if (layout == WEIGHT_LAYOUT_X16) kern_x16_pack(w[i]->type, data, v.ne[1], v.ne[0], tmp);
+            else kern_x32_pack(w[i]->type, data, v.ne[1], v.ne[0], tmp);
+        }
+        w[i]->layout = layout;
+    }
+}
+
 int model_repack(kite_model *m) {
     const kern_level level = kern_table()->level;
     if (!(kern_x16_pays(level) || kern_x32_pays(level, KITE_DTYPE_F16, 2, X32_ROWS))) return KITE_OK;
@@ -113,7 +157,7 @@ int model_repack(kite_model *m) {
     repack_state s = {0};
     int rc = KITE_OK;
     const int n_exp = m->hp.n_expert > 0 ? m->hp.n_expert : 1;
-    for (int l = 0; l < m->hp.n_layer && !rc; l++) {
+    for (int l = 0; l < m->n_resident && !rc; l++) { /* streamed layers: model_repack_layer, per read */
         layer_weights *L = &m->layers[l];
         weight *dense[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
         for (size_t i = 0; i < sizeof dense / sizeof *dense && !rc; i++) rc = repack_weight(m, &s, dense[i], 1);
