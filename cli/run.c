@@ -54,6 +54,7 @@ typedef struct run_opts {
     const char *grammar;      /* --grammar STR: GBNF */
     const char *json_schema;  /* --json-schema F|STR: a file, or inline when it starts with '{' */
     bool json_object;         /* --json-object: any JSON object */
+    const char *split_mode;   /* --split-mode none|tensor|layer (docs/distributed.md) */
 } run_opts;
 
 /* Growable byte buffer for the generated text (JSON output). */
@@ -99,6 +100,7 @@ static const cli_opt run_opts_table[] = {
      CLI_AT(run_opts, ignore_eos)},
     {.names = "--mmap", .help = "map the model file instead of reading it into memory", .kind = CLI_FLAG,
      CLI_AT(run_opts, use_mmap)},
+    CLI_OPT_SPLIT_MODE(run_opts, split_mode),
     {.names = "--json",
      .help = "end the output with one JSON line: prompt_ids, ids, text,\nprefill_tok_s, decode_tok_s, kv_bytes",
      .kind = CLI_FLAG, CLI_AT(run_opts, json)},
@@ -148,6 +150,8 @@ static int parse_args(int argc, char **argv, run_opts *o) {
     const int n_grammars = (o->grammar_file != NULL) + (o->grammar != NULL) + (o->json_schema != NULL) + o->json_object;
     if (n_grammars > 1)
         return cli_usage_error(cmd, "give at most one of --grammar-file, --grammar, --json-schema and --json-object");
+    if (o->split_mode && strcmp(o->split_mode, "none") && (n_drafters || o->spec_compare))
+        return cli_usage_error(cmd, "speculative decoding is not available with --split-mode yet");
     if (n_grammars && n_drafters)
         return cli_usage_error(cmd, "speculative decoding is not available with a grammar in kite run (its drafts "
                                     "are not checked against the grammar; kite serve checks them)");
@@ -281,6 +285,7 @@ typedef struct run_session {
     double t_load, t_prefill, t_decode; /* seconds */
     double ref_tok_s;    /* --spec-compare: plain decoding's speed and tokens */
     int64_t ref_tokens;
+    bool follower;       /* a rank > 0 of a tensor split: runs rank 0's passes (kite_ctx_follow) */
 } run_session;
 
 /* Prints the library's last error; returns 1 (the exit status). */
@@ -335,6 +340,8 @@ static int run_open(run_session *s) {
     const double t0 = time_now_s();
     kite_model_params mp = config_model_params();
     mp.use_mmap = o->use_mmap;
+    const int split = cli_split_mode("run", o->split_mode, &mp);
+    if (split >= 0) return split;
     if (kite_model_load(o->model, &mp, &s->model) != KITE_OK) return run_fail();
     kite_model_get_info(s->model, &s->info);
     kite_ctx_params cp = kite_ctx_default_params();
@@ -346,6 +353,8 @@ static int run_open(run_session *s) {
     if (kite_ctx_new(s->model, &cp, &s->ctx) != KITE_OK ||
         kite_sampler_new(&o->sp, s->info.n_vocab, &s->smp) != KITE_OK || kite_gen_new(s->model, &s->gen) != KITE_OK)
         return run_fail();
+    s->follower = mp.tp_size > 1 && mp.tp_rank > 0;
+    if (s->follower) return 0; /* tensor split: this rank computes its share of rank 0's passes, nothing else */
     if (run_grammar(s)) return 1;
     s->t_load = time_now_s() - t0;
     s->n_ctx = kite_ctx_n_ctx(s->ctx);
@@ -558,6 +567,11 @@ int cmd_run(int argc, char **argv) {
     if (!o.model) o.model = cli_default_model(argv[0]);
     run_session s = {.o = &o};
     int status = run_open(&s); /* 2 for a usage error found late (empty prompt with --no-bos) */
+    if (!status && s.follower) {
+        status = kite_ctx_follow(s.ctx) != KITE_OK ? run_fail() : 0;
+        run_close(&s);
+        return status;
+    }
     if (!status) status = run_prefill(&s) || run_decode(&s);
     if (!status) {
         run_report(&s);

@@ -77,6 +77,10 @@ typedef struct kite_model_params {
                         KITE_REPACK=0).  By default q4_0, q8_0, q4_K and q6_K matrices
                         of a heap-resident model are repacked into 16-row interleaved groups where
                         the CPU's kernels gain from it (docs/kernels.md) */
+    int32_t tp_size; /* tensor parallelism (docs/distributed.md): this process holds and computes
+                        1/tp_size of every layer's heads and FFN columns; 0 or 1: the whole model.
+                        Must equal the size of the process group (mpirun -np) */
+    int32_t tp_rank; /* this process's share, 0..tp_size-1 (its rank in the group) */
 } kite_model_params;
 
 kite_model_params kite_model_default_params(void);
@@ -177,7 +181,13 @@ kite_ctx_params kite_ctx_default_params(void);
 /* Creates an inference context (KV cache, scratch buffers, thread pool).
  * Borrows model, which must outlive the context. */
 int kite_ctx_new(kite_model *model, const kite_ctx_params *params, kite_ctx **out /* OUT */);
-void kite_ctx_free(kite_ctx *ctx);
+void kite_ctx_free(kite_ctx *ctx); /* tensor split, rank 0: also ends the other ranks' kite_ctx_follow */
+/* Tensor-split model (kite_model_params.tp_size > 1) on a rank other than 0:
+ * runs the forward passes rank 0's context makes, in lockstep, until rank 0
+ * frees its context; every rank creates its context with the same
+ * parameters.  Returns KITE_OK at once on rank 0 and for a model that is not
+ * split; KITE_E_STATE when rank 0 asks for a pass this context cannot run. */
+int kite_ctx_follow(kite_ctx *ctx);
 
 /* Evaluates n tokens at positions kite_ctx_n_past()..+n-1 as one batch
  * (prefill when n > 1, decode when n == 1) and appends them to the KV cache.

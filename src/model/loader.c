@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "dist/dist.h"
 #include "model/arch.h"
 #include "model/model.h"
 #include "tensor/dtype.h"
@@ -33,6 +34,7 @@ void kite_model_free(kite_model *m) {
     gguf_close(m->gguf);
     free(m->layers);
     free(m->vectors);
+    free(m->shard_data);
     free(m->attn_phi);
     free(m->arch);
     free(m->name);
@@ -483,6 +485,12 @@ int kite_model_load(const char *path, const kite_model_params *params, kite_mode
     if ((rc = read_unified_max(m))) goto fail;
     if ((rc = bind_weights(m, ai))) goto fail;
     if ((rc = read_swa_pattern(m))) goto fail;
+    if (p.tp_size > 1 && p.tp_size != dist_size()) {
+        rc = err_set(KITE_E_ARG, "%s: tensor split over %d ranks, but this process group has %d (start the ranks "
+                     "with mpirun -np %d)", path, p.tp_size, dist_size(), p.tp_size);
+        goto fail;
+    }
+    if ((rc = model_shard_tensor(m, p.tp_rank, p.tp_size > 1 ? p.tp_size : 1))) goto fail;
     if (!p.no_repack && strcmp(gguf_residency(m->gguf), "heap") == 0 && (rc = model_repack(m))) goto fail;
     *out = m;
     return KITE_OK;
@@ -503,9 +511,10 @@ void kite_model_get_info(const kite_model *m, kite_model_info *info) {
     info->n_layer = m->hp.n_layer;
     info->sliding_window = m->hp.sliding_window;
     info->n_swa_layers = m->hp.n_swa_layers;
-    info->n_head = m->hp.n_head;
-    info->n_head_kv = m->hp.n_head_kv;
-    info->n_ff = m->hp.n_ff;
+    const model_hparams *full = m->tp_size > 1 ? &m->hp_full : &m->hp; /* the model's, not this rank's share */
+    info->n_head = full->n_head;
+    info->n_head_kv = full->n_head_kv;
+    info->n_ff = full->n_ff;
     info->n_params = m->n_params;
     info->n_bytes = m->n_bytes;
     info->vocab_only = m->vocab_only;
