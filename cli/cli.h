@@ -284,6 +284,8 @@ int cli_dist_init(int *argc, char ***argv);
 /* --split-mode none|tensor|layer of command cmd into mp (tp_size, tp_rank);
  * -1: go on, else the exit status after the message. */
 int cli_split_mode(const char *cmd, const char *mode, kite_model_params *mp);
+/* This process's peak resident memory (getrusage), bytes; 0 if unknown. */
+uint64_t cli_peak_rss_bytes(void);
 /* The --split-mode option of a command's table (field: const char *). */
 #define CLI_OPT_SPLIT_MODE(T, field)                                                                             \
     {.names = "--split-mode", .arg = "MODE",                                                                    \

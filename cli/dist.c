@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "cli.h"
 #include "dist/dist.h"
@@ -43,4 +44,10 @@ int cli_split_mode(const char *cmd, const char *mode, kite_model_params *mp) {
     mp->tp_size = size;
     mp->tp_rank = dist_rank();
     return -1;
+}
+
+uint64_t cli_peak_rss_bytes(void) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru)) return 0;
+    return (uint64_t)ru.ru_maxrss * 1024; /* Linux: KiB */
 }

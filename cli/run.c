@@ -506,6 +506,11 @@ static void run_report(run_session *s) {
             " decode steps, %.1f ms, %.1f tok/s) | stop: %s | threads %d | seed %" PRIu64 "\n",
             s->t_load * 1e3, s->info.residency, repacked, s->n_prompt, s->t_prefill * 1e3, prefill_tok_s, s->n_gen,
             s->n_decode_evals, s->t_decode * 1e3, decode_tok_s, stop_reason, kite_ctx_n_threads(s->ctx), o->sp.seed);
+    if (s->info.tp_size > 1)
+        fprintf(stderr, "kite run: tensor split over %d ranks: rank 0 holds %.1f MiB of copies (its share of the layers' "
+                "%.1f MiB, and the classifier; file %.1f MiB), peak resident %.1f MiB\n", s->info.tp_size,
+                (double)s->info.n_bytes_split / (1 << 20), (double)s->info.n_bytes_layers / (1 << 20),
+                (double)s->info.n_bytes / (1 << 20), (double)cli_peak_rss_bytes() / (1 << 20));
     if (s->info.sliding_window > 0)
         fprintf(stderr, "kite run: KV cache %.2f MiB for %d positions (window %d on %d of %d layers%s)\n",
                 (double)kite_ctx_kv_bytes(s->ctx) / (1 << 20), s->n_ctx, s->info.sliding_window,

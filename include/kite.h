@@ -114,6 +114,9 @@ typedef struct kite_model_info {
                                mapping); static string */
     int32_t n_repacked;     /* weight matrices repacked at load (no_repack above); 0: none */
     double repack_ms;       /* time the repacking took (part of the load) */
+    int32_t tp_size;        /* ranks the layers are split over (kite_model_params.tp_size); 1: none */
+    uint64_t n_bytes_split; /* tensor split: bytes of this rank's copies of its share of the layers */
+    uint64_t n_bytes_layers; /* tensor split: bytes of the split matrices of the whole model */
     int32_t sliding_window; /* attention window of the windowed layers in positions; 0: none */
     int32_t n_swa_layers;   /* layers using it: n_layer (Mistral) or the local layers of an interleaved
                                local/global model ({arch}.attention.sliding_window_pattern) */

@@ -28,11 +28,7 @@ command -v ar >/dev/null 2>&1 || need="$need binutils"
 # builds the one-rank version).  The Makefile looks for mpicc when it starts:
 # a build that installed it here takes MPI from the next make on.
 if ! command -v mpicc >/dev/null 2>&1 && [ "${KITE_WITH_MPI:-1}" = 1 ]; then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        need="$need openmpi-bin libopenmpi-dev"
-    else
-        echo "note: without Open MPI (openmpi-bin libopenmpi-dev) kite builds without distributed inference" >&2
-    fi
+    [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && need="$need openmpi-bin libopenmpi-dev"
 fi
 [ -z "$need" ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

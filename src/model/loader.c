@@ -454,7 +454,8 @@ int kite_model_load(const char *path, const kite_model_params *params, kite_mode
     kite_model *m = calloc(1, sizeof *m);
     if (!m || !(m->path = strdup(path))) goto oom;
 
-    gguf_open_params gp = {.use_mmap = p.use_mmap};
+    /* a tensor-split rank maps the file: it reads only the pages of its share (shard.c) */
+    gguf_open_params gp = {.use_mmap = p.use_mmap || p.tp_size > 1};
     if ((rc = gguf_open(path, &gp, &m->gguf))) goto fail;
     m->arch = str_or_empty(m->gguf, "general.architecture");
     m->name = str_or_empty(m->gguf, "general.name");
@@ -491,7 +492,9 @@ int kite_model_load(const char *path, const kite_model_params *params, kite_mode
         goto fail;
     }
     if ((rc = model_shard_tensor(m, p.tp_rank, p.tp_size > 1 ? p.tp_size : 1))) goto fail;
-    if (!p.no_repack && strcmp(gguf_residency(m->gguf), "heap") == 0 && (rc = model_repack(m))) goto fail;
+    /* a split model's layer matrices are its own copies (shard.c): repacked in place whatever the residency */
+    if (!p.no_repack && (strcmp(gguf_residency(m->gguf), "heap") == 0 || m->tp_size > 1) && (rc = model_repack(m)))
+        goto fail;
     *out = m;
     return KITE_OK;
 oom:
@@ -521,4 +524,7 @@ void kite_model_get_info(const kite_model *m, kite_model_info *info) {
     info->residency = gguf_residency(m->gguf);
     info->n_repacked = m->n_repacked;
     info->repack_ms = m->repack_ms;
+    info->tp_size = m->tp_size > 1 ? m->tp_size : 1;
+    info->n_bytes_split = m->shard_bytes;
+    info->n_bytes_layers = m->shard_full_bytes;
 }

@@ -138,6 +138,7 @@ struct kite_model {
     model_hparams hp_full; /* == hp when tp_size is 1 */
     void *shard_data;      /* owned storage of this rank's slices of the split matrices, or NULL */
     size_t shard_bytes;
+    size_t shard_full_bytes; /* the split matrices' bytes in the file (all ranks' shares) */
     int32_t n_repacked;    /* matrices repacked at load (model_repack) */
     double repack_ms;
 };
@@ -146,7 +147,8 @@ struct kite_model {
  * kernels/gemm_x16.h and its f16 and bf16 matrices into that of kernels/gemm_x32.h,
  * in place, when the active kernel level gains from it (repack.c; the loader
  * skips it for kite_model_params.no_repack).  The file image must be private,
- * writable memory (heap residency).  Returns a kite_status. */
+ * writable memory (heap residency; a tensor-split model: its layer matrices are
+ * its own copies, and the classifier of its mapped file stays plain).  Returns a kite_status. */
 int model_repack(kite_model *m);
 /* Repacks one plain matrix in place exactly as model_repack would (same
  * layout choice for its type, shape and the active kernel level), for

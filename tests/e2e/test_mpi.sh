@@ -149,6 +149,7 @@ fi
 # once rank 0 has printed text; mpirun must then end the job, non-zero, in 30 s.
 f=build/scale/tl4-q4_0.gguf
 if [ -f "$f" ]; then
+    : >"$T/kill.out"
     $MPIRUN -np 2 "$KITE" run -m "$f" -p "Once upon a time" -n 2000 -c 2048 --ignore-eos --temp 0 -t 1 \
         --split-mode tensor </dev/null >"$T/kill.out" 2>"$T/kill.err" &
     mp=$!
