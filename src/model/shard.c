@@ -163,10 +163,10 @@ int model_shard_tensor(kite_model *m, int32_t rank, int32_t size) {
         if (plan[i].w != &m->output) m->shard_full_bytes += plan[i].src_bytes;
         slice_apply(&plan[i], p);
         p += (b + 63) & ~(size_t)63;
-    }
-    /* after every copy: the q, k, v (gate, up) views of a fused tensor share its pages */
-    for (int i = 0; i < n_plan; i++)
+        /* at once, so that the peak is the copies plus one tensor; the views of a fused tensor are disjoint
+         * byte ranges and release_range keeps their shared boundary pages */
         if (plan[i].src != m->tok_embd.data) release_range(plan[i].src, plan[i].src_bytes); /* tied: still read */
+    }
     if (m->attn_phi) { /* [n_layer][n_head] -> this rank's heads */
         for (int32_t l = 0; l < hp->n_layer; l++)
             memmove(m->attn_phi + (size_t)l * nh, m->attn_phi + (size_t)l * hp->n_head + rank * nh,
