@@ -26,7 +26,7 @@ int cli_dist_init(int *argc, char ***argv) {
     return 0;
 }
 
-int cli_split_mode(const char *cmd, const char *mode, kite_model_params *mp) {
+int cli_split_mode(const char *cmd, const char *mode, double timeout_s, kite_model_params *mp) {
     const int size = dist_size();
     if (!mode || !strcmp(mode, "none")) {
         if (size > 1)
@@ -43,6 +43,10 @@ int cli_split_mode(const char *cmd, const char *mode, kite_model_params *mp) {
         fprintf(stderr, "kite %s: this build has no MPI (make MPI=1): --split-mode tensor runs as one process\n", cmd);
     mp->tp_size = size;
     mp->tp_rank = dist_rank();
+    if (dist_set_timeout(timeout_s)) {
+        fprintf(stderr, "kite %s: cannot start the --dist-timeout watchdog thread\n", cmd);
+        return 1;
+    }
     return -1;
 }
 

@@ -55,6 +55,7 @@ typedef struct run_opts {
     const char *json_schema;  /* --json-schema F|STR: a file, or inline when it starts with '{' */
     bool json_object;         /* --json-object: any JSON object */
     const char *split_mode;   /* --split-mode none|tensor|layer (docs/distributed.md) */
+    int64_t dist_timeout;     /* --dist-timeout S: the watchdog of a split run; 0 = off */
 } run_opts;
 
 /* Growable byte buffer for the generated text (JSON output). */
@@ -100,7 +101,7 @@ static const cli_opt run_opts_table[] = {
      CLI_AT(run_opts, ignore_eos)},
     {.names = "--mmap", .help = "map the model file instead of reading it into memory", .kind = CLI_FLAG,
      CLI_AT(run_opts, use_mmap)},
-    CLI_OPT_SPLIT_MODE(run_opts, split_mode),
+    CLI_OPT_SPLIT_MODE(run_opts, split_mode, dist_timeout),
     {.names = "--json",
      .help = "end the output with one JSON line: prompt_ids, ids, text,\nprefill_tok_s, decode_tok_s, kv_bytes",
      .kind = CLI_FLAG, CLI_AT(run_opts, json)},
@@ -340,7 +341,7 @@ static int run_open(run_session *s) {
     const double t0 = time_now_s();
     kite_model_params mp = config_model_params();
     mp.use_mmap = o->use_mmap;
-    const int split = cli_split_mode("run", o->split_mode, &mp);
+    const int split = cli_split_mode("run", o->split_mode, (double)o->dist_timeout, &mp);
     if (split >= 0) return split;
     if (kite_model_load(o->model, &mp, &s->model) != KITE_OK) return run_fail();
     kite_model_get_info(s->model, &s->info);

@@ -33,6 +33,15 @@ int dist_rank(void); /* 0..dist_size()-1; 0 without a group */
 int dist_size(void); /* ranks in the group; 1 without one */
 bool dist_available(void); /* the build has a distributed runtime (MPI) */
 
+/* Watchdog: a collective or transfer that has not finished after seconds
+ * (> 0) means a peer hangs: this rank prints one line naming itself, the call
+ * and the time and exits (status 1), and the launcher then ends the other
+ * ranks.  0 (the default) turns it off.  dist_bcast_idle is not watched (a
+ * rank waiting for rank 0's next request may wait as long as rank 0 likes).
+ * Starts a thread on first use; returns 0, or -1 if it cannot. */
+int dist_set_timeout(double seconds);
+void dist_bcast_idle(void *buf, size_t bytes, int root);
+
 /* buf[0..n) = the sum over ranks of every rank's buf (in place, every rank). */
 void dist_allreduce_sum_f32(float *buf, size_t n);
 /* bytes of buf from root to every rank. */

@@ -432,7 +432,7 @@ int llama_follow(kite_ctx *ctx) {
     if (m->tp_size <= 1 || m->tp_rank == 0) return KITE_OK;
     for (;;) {
         tp_header h;
-        dist_bcast(&h, sizeof h, 0);
+        dist_bcast_idle(&h, sizeof h, 0); /* rank 0 samples, prints, or waits between passes: not watched */
         if (h.op == TP_OP_QUIT) return KITE_OK;
         if (h.op != TP_OP_PASS || h.n_tok < 1 || h.n_tok > ctx->n_batch || h.pos0 < 0 || h.pos0 + h.n_tok > ctx->n_ctx)
             return err_set(KITE_E_STATE, "rank %d: rank 0 asked for a pass of %d tokens at position %d (op %d), "

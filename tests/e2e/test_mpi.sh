@@ -16,7 +16,8 @@
 #   * clear errors: an unknown --split-mode, --split-mode layer (not
 #     implemented), a rank count that does not divide the heads, ranks
 #     without --split-mode;
-#   * killing one rank mid-decode ends the job (non-zero) within 30 s.
+#   * killing one rank mid-decode ends the job (non-zero) within 30 s, and so
+#     does stopping one (SIGSTOP: a hung peer), through the watchdog's one line.
 # Without mpirun, or with a kite built without MPI (make MPI=0), every check
 # prints SKIP and none passes.
 #
@@ -144,19 +145,20 @@ else
     e2e_fail "2 ranks without --split-mode refused" "exit $rc: $(grep -m1 "kite" "$T/err" | cut -c 1-200)"
 fi
 
-# ---- a rank dies mid-decode ---------------------------------------------------
-# rank 1 (found by its OMPI_COMM_WORLD_RANK among mpirun's children) is killed
-# once rank 0 has printed text; mpirun must then end the job, non-zero, in 30 s.
-f=build/scale/tl4-q4_0.gguf
-if [ -f "$f" ]; then
-    : >"$T/kill.out"
+# ---- a rank dies or hangs mid-decode --------------------------------------------
+# rank_fault NAME SIGNAL NEEDLE: rank 1 (found by its OMPI_COMM_WORLD_RANK among
+# mpirun's children) gets SIGNAL once rank 0 has printed text; the job must then
+# end, non-zero, within 30 s, and stderr hold NEEDLE (empty: anything).  KILL:
+# mpirun ends the job; STOP: rank 0's watchdog (--dist-timeout 3) does.
+rank_fault() {
+    : >"$T/fault.out"
     $MPIRUN -np 2 "$KITE" run -m "$f" -p "Once upon a time" -n 2000 -c 2048 --ignore-eos --temp 0 -t 1 \
-        --split-mode tensor </dev/null >"$T/kill.out" 2>"$T/kill.err" &
+        --split-mode tensor --dist-timeout 3 </dev/null >"$T/fault.out" 2>"$T/fault.err" &
     mp=$!
     victim=
     i=0
     while [ $i -lt 600 ] && [ -z "$victim" ]; do # up to 60 s for the load and the first tokens
-        if [ "$(wc -c <"$T/kill.out")" -gt 20 ]; then
+        if [ "$(wc -c <"$T/fault.out")" -gt 20 ]; then
             for c in $(pgrep -P "$mp"); do
                 tr '\0' '\n' <"/proc/$c/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && victim=$c
             done
@@ -167,30 +169,39 @@ if [ -f "$f" ]; then
     if [ -z "$victim" ]; then
         kill "$mp" 2>/dev/null
         wait "$mp"
-        e2e_fail "killed rank ends the job" "rank 1 not found, or no output within 60 s"
-    else
-        kill -9 "$victim"
-        i=0
-        while kill -0 "$mp" 2>/dev/null && [ $i -lt 300 ]; do
-            sleep 0.1
-            i=$((i + 1))
-        done
-        if kill -0 "$mp" 2>/dev/null; then
-            kill "$mp"
-            wait "$mp"
-            e2e_fail "killed rank ends the job" "mpirun still running 30 s after rank 1 was killed"
-        else
-            wait "$mp"
-            krc=$?
-            if [ "$krc" -ne 0 ]; then
-                e2e_ok "killed rank ends the job (exit $krc in $((i / 10)) s)"
-            else
-                e2e_fail "killed rank ends the job" "mpirun exited 0"
-            fi
-        fi
+        e2e_fail "$1" "rank 1 not found, or no output within 60 s"
+        return
     fi
+    kill "-$2" "$victim"
+    i=0
+    while kill -0 "$mp" 2>/dev/null && [ $i -lt 300 ]; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+    if kill -0 "$mp" 2>/dev/null; then
+        kill -9 "$victim" 2>/dev/null
+        kill "$mp"
+        wait "$mp"
+        e2e_fail "$1" "mpirun still running 30 s after SIG$2 to rank 1"
+        return
+    fi
+    wait "$mp"
+    krc=$?
+    if [ "$krc" -eq 0 ]; then
+        e2e_fail "$1" "mpirun exited 0"
+    elif [ -n "$3" ] && ! grep -qF "$3" "$T/fault.err"; then
+        e2e_fail "$1" "exit $krc, stderr lacks '$3': $(grep -m1 kite "$T/fault.err" | cut -c 1-200)"
+    else
+        e2e_ok "$1 (exit $krc in $((i / 10)) s)"
+    fi
+}
+f=build/scale/tl4-q4_0.gguf
+if [ -f "$f" ]; then
+    rank_fault "killed rank ends the job" KILL ""
+    rank_fault "stopped rank: the watchdog ends the job" STOP \
+        "kite: rank 0 of 2: MPI_Allreduce has not finished after 3 s: a peer is gone or hangs"
 else
-    e2e_fail "killed rank ends the job" "$f missing (make test makes it)"
+    e2e_fail "rank faults" "$f missing (make test makes it)"
 fi
 
 e2e_summary
