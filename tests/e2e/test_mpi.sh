@@ -30,9 +30,8 @@ e2e_init
 T=$E2E_TMP
 # Open MPI: loopback TCP and shared memory only; root is allowed (CI and containers run as root).
 # Its allocations at MPI_Finalize are not ours: LeakSanitizer (SAN=1 builds) is off for the ranks.
-MPIRUN="mpirun --oversubscribe --allow-run-as-root --mca btl self,vader,tcp -x ASAN_OPTIONS"
-ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
-export ASAN_OPTIONS
+MPIRUN="env ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 mpirun --oversubscribe --allow-run-as-root"
+MPIRUN="$MPIRUN --mca btl self,vader,tcp -x ASAN_OPTIONS"
 
 skip_all() {
     printf '  SKIP  %s\n' "$1"
