@@ -120,6 +120,15 @@ for q in q8_0 q4_0; do
     fi
 done
 
+# -np 1 is the single process: the same text, bit for bit
+e2e_kite "$T/a.out" "$T/a.err" run -p "Once upon a time" -n 32 --temp 0 -t 1
+mpi_kite "$T/b.out" "$T/b.err" 1 run -p "Once upon a time" -n 32 --temp 0 -t 1 --split-mode tensor
+if [ "$rc" -eq 0 ] && [ -s "$T/a.out" ] && cmp -s "$T/a.out" "$T/b.out"; then
+    e2e_ok "-np 1 --split-mode tensor = one process"
+else
+    e2e_fail "-np 1 --split-mode tensor = one process" "exit $rc: $(grep -m1 kite "$T/b.err" | cut -c 1-200)"
+fi
+
 # ---- errors ---------------------------------------------------------------
 mpi_kite "$T/out" "$T/err" 2 run -n 1 --split-mode diagonal
 if [ "$rc" -ne 0 ] && grep -q "kite run: --split-mode: 'diagonal' is not one of none, tensor, layer" "$T/err"; then
