@@ -11,6 +11,8 @@
 #                   docs/reports/QUANTIZATION.md
 #   make acceptance the slow acceptance checks (tests/acceptance/)
 #   make WERROR=1   treat warnings as errors (CI)
+#   make MPI=0|1    without / with Open MPI (default: with it when mpicc is found;
+#                   docs/distributed.md)
 #
 # Only files under an ISA folder (src/kernels/x86_*) may get ISA flags, so the
 # binary runs on any x86-64 and picks kernels at run time.
@@ -71,6 +73,18 @@ TOOLS_LDLIBS := -lmicrohttpd -lcjson
 CLI_SRC := $(sort $(wildcard cli/*.c))
 TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
 
+# Distributed inference (src/dist, docs/distributed.md): on Open MPI when mpicc is
+# found, or MPI=1; MPI=0 builds the one-rank src/dist/dist_none.c instead.  Only
+# dist_mpi.c sees the MPI headers (as system headers: -Werror is ours, not theirs).
+MPI ?= $(if $(shell command -v mpicc 2>/dev/null),1,0)
+ifeq ($(MPI),1)
+  LIB_SRC := $(filter-out src/dist/dist_none.c,$(LIB_SRC))
+  MPI_CPPFLAGS := $(patsubst -I%,-isystem %,$(shell mpicc --showme:compile 2>/dev/null))
+  LDLIBS += $(shell mpicc --showme:link 2>/dev/null)
+else
+  LIB_SRC := $(filter-out src/dist/dist_mpi.c,$(LIB_SRC))
+endif
+
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 TOOLS_OBJ := $(TOOLS_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
@@ -115,11 +129,20 @@ $(call ISA_OBJ,$(BUILD)/obj,x86_avx512,$(LIB_OBJ)): CFLAGS += $(AVX512_FLAGS)
 $(BUILD)/obj/src/kernels/x86_avx2/vec_dot_quant_avxvnni.o: CFLAGS += -mavxvnni
 endif
 
-$(BUILD)/libkite.a: $(LIB_OBJ)
+$(BUILD)/obj/src/dist/dist_mpi.o: CPPFLAGS += $(MPI_CPPFLAGS)
+
+# The archive is rebuilt when MPI changes (its objects differ: dist_mpi.o or dist_none.o).
+MPI_STAMP := $(BUILD)/mpi-$(MPI).stamp
+$(MPI_STAMP):
+	@mkdir -p $(dir $@)
+	$(Q)rm -f $(BUILD)/mpi-*.stamp
+	$(Q)touch $@
+
+$(BUILD)/libkite.a: $(LIB_OBJ) $(MPI_STAMP)
 	@mkdir -p $(dir $@)
 	$(say) AR $@
 	$(Q)rm -f $@
-	$(Q)ar rcs $@ $^
+	$(Q)ar rcs $@ $(LIB_OBJ)
 
 $(BUILD)/libkite-tools.a: $(TOOLS_OBJ)
 	@mkdir -p $(dir $@)
@@ -230,7 +253,9 @@ FUZZ_SECONDS ?= 30
 # 0: a random seed per run (exploration); CI passes a fixed seed so that its
 # short run replays the same mutation sequence as a local check.
 FUZZ_SEED ?= 0
-FUZZ_LIB_OBJ := $(LIB_SRC:%.c=build-fuzz/obj/%.o)
+# a fuzz target is one process: the one-rank src/dist whatever MPI says
+FUZZ_LIB_SRC := $(sort $(filter-out src/dist/dist_mpi.c,$(LIB_SRC)) src/dist/dist_none.c)
+FUZZ_LIB_OBJ := $(FUZZ_LIB_SRC:%.c=build-fuzz/obj/%.o)
 FUZZ_CFLAGS := -std=c11 -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -pthread -ffp-contract=off
 
 ifeq ($(KITE_X86),1)

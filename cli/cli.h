@@ -287,4 +287,24 @@ void cli_warn_ctx(const char *cmd, int64_t n_ctx, int32_t n_ctx_train);
 /* Prints the usage error line and returns 2. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* ---- distributed inference (cli/dist.c, docs/distributed.md) ---- */
+/* Joins the process group when mpirun started this process (one rank
+ * otherwise); ranks > 0 get stdout on /dev/null.  0, or -1 after a message. */
+int cli_dist_init(int *argc, char ***argv);
+/* --split-mode none|tensor|layer of command cmd into mp (tp_size, tp_rank),
+ * and the watchdog of --dist-timeout (seconds, 0: off) when split; -1: go
+ * on, else the exit status after the message. */
+int cli_split_mode(const char *cmd, const char *mode, double timeout_s, kite_model_params *mp);
+/* This process's peak resident memory (getrusage), bytes; 0 if unknown. */
+uint64_t cli_peak_rss_bytes(void);
+/* The --split-mode and --dist-timeout options of a command's table (fields:
+ * const char *, int64_t). */
+#define CLI_OPT_SPLIT_MODE(T, field, timeout)                                                                             \
+    {.names = "--split-mode", .arg = "MODE",                                                                    \
+     .help = "none, or tensor: split every layer's heads and FFN over the\nranks of mpirun -np N "              \
+             "(docs/distributed.md)", .kind = CLI_STR, CLI_AT(T, field), .def = "none"},                        \
+    {.names = "--dist-timeout", .arg = "S",                                                                     \
+     .help = "split: a rank whose all-reduce or transfer waits S seconds\nends the job (a peer hangs); 0: "      \
+             "never", .kind = CLI_INT, CLI_AT(T, timeout), .min = 0, .max = 86400, .def = "120"}
+
 #endif

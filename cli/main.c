@@ -29,6 +29,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < cli_n_commands; i++)
         if (!strcmp(argv[1], cli_commands[i].name)) {
             (void)config_get(); /* the environment and tune table, handed to the kernels before any runs */
+            if (cli_dist_init(&argc, &argv)) return 1; /* under mpirun: this rank joins the group */
             return cli_commands[i].fn(argc - 1, argv + 1);
         }
     fprintf(stderr, "kite: unknown command '%s' (see 'kite --help')\n", argv[1]);

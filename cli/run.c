@@ -58,6 +58,8 @@ typedef struct run_opts {
     bool json_object;         /* --json-object: any JSON object */
     const char *logit_bias;   /* --logit-bias ID=BIAS[,ID=BIAS...] (parsed into bias[] by parse_args) */
     kite_logit_bias bias[256];
+    const char *split_mode;   /* --split-mode none|tensor|layer (docs/distributed.md) */
+    int64_t dist_timeout;     /* --dist-timeout S: the watchdog of a split run; 0 = off */
 } run_opts;
 
 /* Growable byte buffer for the generated text (JSON output). */
@@ -104,6 +106,7 @@ static const cli_opt run_opts_table[] = {
     {.names = "--mmap", .help = "map the model file instead of reading it into memory", .kind = CLI_FLAG,
      CLI_AT(run_opts, use_mmap)},
     CLI_OPT_MEM_BUDGET(run_opts, mem_budget),
+    CLI_OPT_SPLIT_MODE(run_opts, split_mode, dist_timeout),
     {.names = "--json",
      .help = "end the output with one JSON line: prompt_ids, ids, text,\nprefill_tok_s, decode_tok_s, kv_bytes",
      .kind = CLI_FLAG, CLI_AT(run_opts, json)},
@@ -183,6 +186,8 @@ static int parse_args(int argc, char **argv, run_opts *o) {
     if (n_grammars > 1)
         return cli_usage_error(cmd, "give at most one of --grammar-file, --grammar, --json-schema and --json-object");
     if (o->logit_bias && (rc = parse_logit_bias(o)) != 0) return rc;
+    if (o->split_mode && strcmp(o->split_mode, "none") && (n_drafters || o->spec_compare))
+        return cli_usage_error(cmd, "speculative decoding is not available with --split-mode yet");
     if (n_grammars && n_drafters)
         return cli_usage_error(cmd, "speculative decoding is not available with a grammar in kite run (its drafts "
                                     "are not checked against the grammar; kite serve checks them)");
@@ -316,6 +321,7 @@ typedef struct run_session {
     double t_load, t_prefill, t_decode; /* seconds */
     double ref_tok_s;    /* --spec-compare: plain decoding's speed and tokens */
     int64_t ref_tokens;
+    bool follower;       /* a rank > 0 of a tensor split: runs rank 0's passes (kite_ctx_follow) */
 } run_session;
 
 /* Prints the library's last error; returns 1 (the exit status). */
@@ -371,6 +377,8 @@ static int run_open(run_session *s) {
     kite_model_params mp = config_model_params();
     mp.use_mmap = o->use_mmap;
     mp.mem_budget = o->mem_budget;
+    const int split = cli_split_mode("run", o->split_mode, (double)o->dist_timeout, &mp);
+    if (split >= 0) return split;
     if (kite_model_load(o->model, &mp, &s->model) != KITE_OK) return run_fail();
     kite_model_get_info(s->model, &s->info);
     kite_ctx_params cp = kite_ctx_default_params();
@@ -382,6 +390,8 @@ static int run_open(run_session *s) {
     if (kite_ctx_new(s->model, &cp, &s->ctx) != KITE_OK ||
         kite_sampler_new(&o->sp, s->info.n_vocab, &s->smp) != KITE_OK || kite_gen_new(s->model, &s->gen) != KITE_OK)
         return run_fail();
+    s->follower = mp.tp_size > 1 && mp.tp_rank > 0;
+    if (s->follower) return 0; /* tensor split: this rank computes its share of rank 0's passes, nothing else */
     if (run_grammar(s)) return 1;
     s->t_load = time_now_s() - t0;
     s->n_ctx = kite_ctx_n_ctx(s->ctx);
@@ -543,6 +553,11 @@ static void run_report(run_session *s) {
                 (double)s->info.resident_bytes / 1048576.0, (double)s->info.ring_bytes / 1048576.0,
                 (double)st.bytes_read / 1e6, st.direct ? " (O_DIRECT)" : "", st.n_passes);
     }
+    if (s->info.tp_size > 1)
+        fprintf(stderr, "kite run: tensor split over %d ranks: rank 0 holds %.1f MiB of copies (its share of the layers' "
+                "%.1f MiB, and the classifier; file %.1f MiB), peak resident %.1f MiB\n", s->info.tp_size,
+                (double)s->info.n_bytes_split / (1 << 20), (double)s->info.n_bytes_layers / (1 << 20),
+                (double)s->info.n_bytes / (1 << 20), (double)cli_peak_rss_bytes() / (1 << 20));
     if (s->info.sliding_window > 0)
         fprintf(stderr, "kite run: KV cache %.2f MiB for %d positions (window %d on %d of %d layers%s)\n",
                 (double)kite_ctx_kv_bytes(s->ctx) / (1 << 20), s->n_ctx, s->info.sliding_window,
@@ -604,6 +619,11 @@ int cmd_run(int argc, char **argv) {
     if (!o.model) o.model = cli_default_model(argv[0]);
     run_session s = {.o = &o};
     int status = run_open(&s); /* 2 for a usage error found late (empty prompt with --no-bos) */
+    if (!status && s.follower) {
+        status = kite_ctx_follow(s.ctx) != KITE_OK ? run_fail() : 0;
+        run_close(&s);
+        return status;
+    }
     if (!status) status = run_prefill(&s) || run_decode(&s);
     if (!status) {
         run_report(&s);

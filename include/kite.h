@@ -82,6 +82,10 @@ typedef struct kite_model_params {
                             I/O thread (docs/offload.md); implies a file mapping (use_mmap is ignored).
                             Too small (less than the always-resident tensors plus one layer):
                             kite_model_load fails with KITE_E_ARG naming the minimum */
+    int32_t tp_size; /* tensor parallelism (docs/distributed.md): this process holds and computes
+                        1/tp_size of every layer's heads and FFN columns; 0 or 1: the whole model.
+                        Must equal the size of the process group (mpirun -np) */
+    int32_t tp_rank; /* this process's share, 0..tp_size-1 (its rank in the group) */
 } kite_model_params;
 
 kite_model_params kite_model_default_params(void);
@@ -119,6 +123,9 @@ typedef struct kite_model_info {
     uint64_t ring_bytes;    /* of which the ring of streamed-layer slots */
     int32_t n_repacked;     /* weight matrices repacked at load (no_repack above); 0: none */
     double repack_ms;       /* time the repacking took (part of the load) */
+    int32_t tp_size;        /* ranks the layers are split over (kite_model_params.tp_size); 1: none */
+    uint64_t n_bytes_split; /* tensor split: bytes of this rank's copies of its share of the layers */
+    uint64_t n_bytes_layers; /* tensor split: bytes of the split matrices of the whole model */
     int32_t sliding_window; /* attention window of the windowed layers in positions; 0: none */
     int32_t n_swa_layers;   /* layers using it: n_layer (Mistral) or the local layers of an interleaved
                                local/global model ({arch}.attention.sliding_window_pattern) */
@@ -194,7 +201,13 @@ kite_ctx_params kite_ctx_default_params(void);
 /* Creates an inference context (KV cache, scratch buffers, thread pool).
  * Borrows model, which must outlive the context. */
 int kite_ctx_new(kite_model *model, const kite_ctx_params *params, kite_ctx **out /* OUT */);
-void kite_ctx_free(kite_ctx *ctx);
+void kite_ctx_free(kite_ctx *ctx); /* tensor split, rank 0: also ends the other ranks' kite_ctx_follow */
+/* Tensor-split model (kite_model_params.tp_size > 1) on a rank other than 0:
+ * runs the forward passes rank 0's context makes, in lockstep, until rank 0
+ * frees its context; every rank creates its context with the same
+ * parameters.  Returns KITE_OK at once on rank 0 and for a model that is not
+ * split; KITE_E_STATE when rank 0 asks for a pass this context cannot run. */
+int kite_ctx_follow(kite_ctx *ctx);
 
 /* Evaluates n tokens at positions kite_ctx_n_past()..+n-1 as one batch
  * (prefill when n > 1, decode when n == 1) and appends them to the KV cache.

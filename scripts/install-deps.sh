@@ -23,6 +23,13 @@ command -v ar >/dev/null 2>&1 || need="$need binutils"
     command -v npm >/dev/null 2>&1 || need="$need npm"
     [ -x /usr/bin/chromium ] || need="$need chromium"
 }
+# distributed inference (src/dist, docs/distributed.md; tests/e2e/test_mpi.sh
+# skips without it): Open MPI, installed when we can; not required (make MPI=0
+# builds the one-rank version).  The Makefile looks for mpicc when it starts:
+# a build that installed it here takes MPI from the next make on.
+if ! command -v mpicc >/dev/null 2>&1 && [ "${KITE_WITH_MPI:-1}" = 1 ]; then
+    [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && need="$need openmpi-bin libopenmpi-dev"
+fi
 [ -z "$need" ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "installing:$need"

@@ -540,6 +540,9 @@ int engine_new(kite_model *model, const engine_params *params, engine **out) {
     if (!model || !out) return err_set(KITE_E_ARG, "engine_new: model and out are required");
     engine_params p = params ? *params : engine_default_params();
     if (model->vocab_only) return model_err_vocab_only(model->path);
+    if (model->tp_size > 1) /* its passes carry block tables, which llama_follow does not relay yet */
+        return err_set(KITE_E_UNSUPPORTED, "%s: the serving engine does not run a tensor-split model yet",
+                       model->path);
     const model_hparams *hp = &model->hp;
     if (p.n_parallel < 0 || p.n_parallel > 4096 || p.n_ctx < 0 || p.kv_mem_bytes < 0 || p.block_size < 0 ||
         p.block_size > 4096 || p.step_tokens < 0 || p.step_tokens > 65536 || p.n_threads < 0)

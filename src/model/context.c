@@ -27,6 +27,7 @@ kite_ctx_params kite_ctx_default_params(void) {
 
 void kite_ctx_free(kite_ctx *ctx) {
     if (!ctx) return;
+    llama_follow_quit(ctx); /* tensor split, rank 0: the other ranks stop following */
     tp_free(ctx->tp);
     free(ctx->k_cache);
     free(ctx->v_cache);
@@ -55,6 +56,7 @@ void kite_ctx_free(kite_ctx *ctx) {
     free(ctx->moe_acc);
     free(ctx->moe_tok);
     free(ctx->moe_tw);
+    free(ctx->follow_tok);
     free(ctx);
 }
 
@@ -161,6 +163,7 @@ static int ctx_create(kite_model *model, int32_t n_ctx, int32_t n_batch, int32_t
     if (!c->k_cache || !c->v_cache || !c->x || !c->xb || !c->q || !c->kb || !c->vb || !c->att || !c->hb ||
         !c->hb2 || !c->rope_cs || !c->inv_freq || !c->mm_scratch || !c->att_scratch || !c->logits)
         goto oom;
+    if (model->tp_size > 1 && model->tp_rank > 0 && !(c->follow_tok = malloc(sizeof *c->follow_tok * B))) goto oom;
     if (NE > 0) {
         c->moe_logits = alloc_floats(B * NE);
         c->moe_sel = malloc(sizeof(int32_t) * B * K);
@@ -421,3 +424,8 @@ _Static_assert((int)KITE_KV_F32 == (int)KITE_DTYPE_F32 && (int)KITE_KV_F16 == (i
                    (int)KITE_KV_Q4_0 == (int)KITE_DTYPE_Q4_0 &&
                    (int)KITE_KV_Q8_0 == (int)KITE_DTYPE_Q8_0,
                "kite_kv_type values must be the dtype ids");
+
+int kite_ctx_follow(kite_ctx *ctx) {
+    if (!ctx) return err_set(KITE_E_ARG, "kite_ctx_follow: ctx is NULL");
+    return llama_follow(ctx);
+}

@@ -48,6 +48,7 @@ struct kite_ctx {
     kite_model *model;
     int32_t n_ctx;        /* positions the KV cache holds */
     int32_t n_batch;      /* max tokens per forward pass */
+    kite_token *follow_tok; /* [n_batch] tokens of the pass rank 0 announced (tensor split, ranks > 0; llama_follow) */
     int32_t n_threads;
     int32_t n_past;       /* positions currently cached */
     int32_t n_path;       /* positions < n_path are the prompt's and kite_ctx_eval runs their attention on the

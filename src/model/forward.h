@@ -53,4 +53,13 @@ void llama_forward(kite_ctx *ctx, const kite_token *tokens, int32_t n, int32_t f
  * garbage and the caller must not use them; every later pass fails too). */
 int llama_forward_failed(const kite_model *m);
 
+/* Tensor-split model (model.h tp_size > 1), ranks other than 0: runs the
+ * passes rank 0's llama_forward_batch announces, in lockstep (its K/V into
+ * this rank's cache, no logits), until rank 0 frees its context
+ * (llama_follow_quit).  KITE_OK at once on rank 0 and for an unsplit model;
+ * KITE_E_STATE if rank 0 asks for a pass this context cannot run. */
+int llama_follow(kite_ctx *ctx);
+/* Rank 0 of a tensor-split model: ends the other ranks' llama_follow (kite_ctx_free calls it). */
+void llama_follow_quit(kite_ctx *ctx);
+
 #endif

@@ -53,6 +53,7 @@
 
 #include "core/error.h"
 #include "core/timing.h"
+#include "dist/dist.h"
 #include "kernels/kernels.h"
 #include "model/context.h"
 #include "model/forward.h"
@@ -153,6 +154,41 @@ static void swiglu_part(void *arg, int64_t r0, int64_t r1) {
     const swiglu_rows *s = arg;
     for (int32_t t = 0; t < s->n_tok; t++)
         kern_swiglu(s->gate + (size_t)t * s->width + r0, s->up + (size_t)t * s->width + r0, r1 - r0);
+}
+
+/* ---- tensor parallelism (shard.c, docs/distributed.md) -------------------- */
+
+/* Tensor split: y [n][n_embd] holds this rank's partial sum of a row-split
+ * matmul (o or down); after the all-reduce every rank holds the full sum.
+ * Charged to PROF_OTHER.  One rank: nothing. */
+static void tp_reduce(fwd_pass *p, float *y) {
+    if (p->m->tp_size <= 1) return;
+    dist_allreduce_sum_f32(y, (size_t)p->n * (size_t)p->hp->n_embd);
+    mark(p, PROF_OTHER);
+}
+
+/* What rank 0 broadcasts before each pass of a tensor-split model, so that
+ * the other ranks (llama_follow) run the same pass: one sequence in the
+ * context's own cache (the CLI refuses the rest under --split-mode). */
+typedef struct tp_header {
+    int32_t op; /* TP_OP_* */
+    int32_t pos0, n_tok, attn_path;
+} tp_header;
+
+enum { TP_OP_QUIT = 0, TP_OP_PASS = 1 };
+
+void llama_follow_quit(kite_ctx *ctx) {
+    if (ctx->model->tp_size <= 1 || ctx->model->tp_rank != 0) return;
+    tp_header h = {.op = TP_OP_QUIT};
+    dist_bcast(&h, sizeof h, 0);
+}
+
+/* Rank 0: tells the others which pass to run, and its tokens. */
+static void tp_lead(fwd_pass *p, const kite_token *tokens) {
+    KITE_ASSERT(p->n_seq == 1 && !p->seqs[0].block_table && !p->ctx->skip_layers);
+    tp_header h = {.op = TP_OP_PASS, .pos0 = p->seqs[0].pos0, .n_tok = p->n, .attn_path = p->seqs[0].attn_path};
+    dist_bcast(&h, sizeof h, 0);
+    dist_bcast((void *)(uintptr_t)tokens, sizeof *tokens * (size_t)p->n, 0);
 }
 
 /* ---- blocks -------------------------------------------------------------- */
@@ -271,8 +307,9 @@ static const float *attn_block(fwd_pass *p, int32_t l) {
     attention(p, l);
     tap(p, l, TAP_WO_IN, ctx->att, n, Q);
     kern_matmul(ctx->tp, &L->wo, ctx->att, n, ctx->xb, E, ctx->mm_scratch);
-    add_bias(ctx->xb, L->bo, n, E);
     mark(p, PROF_O_PROJ);
+    tp_reduce(p, ctx->xb);
+    add_bias(ctx->xb, L->bo, n, E);
     return ctx->xb;
 }
 
@@ -288,6 +325,7 @@ static const float *ffn_swiglu(fwd_pass *p, const layer_weights *L, int32_t l) {
     mark(p, PROF_FFN_ACT);
     kern_matmul(ctx->tp, &L->w_down, ctx->hb, n, ctx->xb, E, ctx->mm_scratch);
     mark(p, PROF_FFN_DOWN);
+    tp_reduce(p, ctx->xb);
     return ctx->xb;
 }
 
@@ -302,8 +340,9 @@ static const float *ffn_gelu(fwd_pass *p, const layer_weights *L, int32_t l) {
     tap(p, l, TAP_DOWN_IN, ctx->hb, n, F);
     mark(p, PROF_FFN_ACT);
     kern_matmul(ctx->tp, &L->w_down, ctx->hb, n, ctx->xb, E, ctx->mm_scratch);
-    add_bias(ctx->xb, L->b_down, n, E);
     mark(p, PROF_FFN_DOWN);
+    tp_reduce(p, ctx->xb);
+    add_bias(ctx->xb, L->b_down, n, E);
     return ctx->xb;
 }
 
@@ -371,6 +410,7 @@ void llama_forward_batch(kite_ctx *ctx, const kite_token *tokens, const fwd_seq 
         p.n_out += seqs[s].n_out;
     }
     KITE_ASSERT(p.n >= 1 && p.n <= ctx->n_batch);
+    if (p.m->tp_size > 1 && p.m->tp_rank == 0) tp_lead(&p, tokens);
 
     embed(&p, tokens);
     rope_table(&p);
@@ -400,4 +440,24 @@ void llama_forward(kite_ctx *ctx, const kite_token *tokens, int32_t n, int32_t f
 int llama_forward_failed(const kite_model *m) {
     const char *e = m->offload ? offload_error(m->offload) : NULL;
     return e ? err_set(KITE_E_IO, "%s", e) : KITE_OK;
+}
+
+int llama_follow(kite_ctx *ctx) {
+    const kite_model *m = ctx->model;
+    if (m->tp_size <= 1 || m->tp_rank == 0) return KITE_OK;
+    for (;;) {
+        tp_header h;
+        dist_bcast_idle(&h, sizeof h, 0); /* rank 0 samples, prints, or waits between passes: not watched */
+        if (h.op == TP_OP_QUIT) return KITE_OK;
+        if (h.op != TP_OP_PASS || h.n_tok < 1 || h.n_tok > ctx->n_batch || h.pos0 < 0 || h.pos0 + h.n_tok > ctx->n_ctx)
+            return err_set(KITE_E_STATE, "rank %d: rank 0 asked for a pass of %d tokens at position %d (op %d), "
+                           "which this rank's context (n_ctx %d, n_batch %d) cannot run", m->tp_rank, h.n_tok,
+                           h.pos0, h.op, ctx->n_ctx, ctx->n_batch);
+        /* rank 0 sends at most n_batch tokens; the context's token scratch holds them */
+        dist_bcast(ctx->follow_tok, sizeof *ctx->follow_tok * (size_t)h.n_tok, 0);
+        /* only rank 0 computes logits (the classifier is replicated, not split) */
+        const fwd_seq one = {.block_table = NULL, .pos0 = h.pos0, .n_tok = h.n_tok, .n_out = 0,
+                             .attn_path = h.attn_path};
+        llama_forward_batch(ctx, ctx->follow_tok, &one, 1, NULL);
+    }
 }

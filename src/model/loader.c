@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "dist/dist.h"
 #include "model/arch.h"
 #include "model/model.h"
 #include "model/offload.h"
@@ -35,6 +36,7 @@ void kite_model_free(kite_model *m) {
     gguf_close(m->gguf);
     free(m->layers);
     free(m->vectors);
+    free(m->shard_data);
     free(m->attn_phi);
     free(m->arch);
     free(m->name);
@@ -455,8 +457,9 @@ int kite_model_load(const char *path, const kite_model_params *params, kite_mode
     kite_model *m = calloc(1, sizeof *m);
     if (!m || !(m->path = strdup(path))) goto oom;
 
-    /* a budget maps the file: offload_setup reads what stays resident into its own arena */
-    gguf_open_params gp = {.use_mmap = p.use_mmap || (p.mem_budget > 0 && !p.vocab_only)};
+    /* a budget maps the file (offload_setup reads what stays resident into its own arena), and so
+     * does a tensor-split rank (it reads only the pages of its share, shard.c) */
+    gguf_open_params gp = {.use_mmap = p.use_mmap || (p.mem_budget > 0 && !p.vocab_only) || p.tp_size > 1};
     if ((rc = gguf_open(path, &gp, &m->gguf))) goto fail;
     m->arch = str_or_empty(m->gguf, "general.architecture");
     m->name = str_or_empty(m->gguf, "general.name");
@@ -487,8 +490,20 @@ int kite_model_load(const char *path, const kite_model_params *params, kite_mode
     if ((rc = read_unified_max(m))) goto fail;
     if ((rc = bind_weights(m, ai))) goto fail;
     if ((rc = read_swa_pattern(m))) goto fail;
+    if (p.tp_size > 1 && p.tp_size != dist_size()) {
+        rc = err_set(KITE_E_ARG, "%s: tensor split over %d ranks, but this process group has %d (start the ranks "
+                     "with mpirun -np %d)", path, p.tp_size, dist_size(), p.tp_size);
+        goto fail;
+    }
+    if (p.tp_size > 1 && p.mem_budget > 0) {
+        rc = err_set(KITE_E_UNSUPPORTED, "%s: a memory budget with a tensor split is not supported yet", path);
+        goto fail;
+    }
+    if ((rc = model_shard_tensor(m, p.tp_rank, p.tp_size > 1 ? p.tp_size : 1))) goto fail;
     m->n_resident = m->hp.n_layer;
-    const bool repack = !p.no_repack && (p.mem_budget > 0 || strcmp(gguf_residency(m->gguf), "heap") == 0);
+    /* a split model's layer matrices are its own copies (shard.c): repacked in place whatever the residency */
+    const bool repack =
+        !p.no_repack && (p.mem_budget > 0 || m->tp_size > 1 || strcmp(gguf_residency(m->gguf), "heap") == 0);
     m->repack_streamed = repack; /* set before the I/O thread starts reading */
     if (p.mem_budget > 0) {
         if ((rc = offload_setup(m, p.mem_budget))) goto fail;
@@ -514,9 +529,10 @@ void kite_model_get_info(const kite_model *m, kite_model_info *info) {
     info->n_layer = m->hp.n_layer;
     info->sliding_window = m->hp.sliding_window;
     info->n_swa_layers = m->hp.n_swa_layers;
-    info->n_head = m->hp.n_head;
-    info->n_head_kv = m->hp.n_head_kv;
-    info->n_ff = m->hp.n_ff;
+    const model_hparams *full = m->tp_size > 1 ? &m->hp_full : &m->hp; /* the model's, not this rank's share */
+    info->n_head = full->n_head;
+    info->n_head_kv = full->n_head_kv;
+    info->n_ff = full->n_ff;
     info->n_params = m->n_params;
     info->n_bytes = m->n_bytes;
     info->vocab_only = m->vocab_only;
@@ -530,4 +546,7 @@ void kite_model_get_info(const kite_model *m, kite_model_info *info) {
     info->n_resident_layers = m->n_resident;
     info->n_repacked = m->n_repacked;
     info->repack_ms = m->repack_ms;
+    info->tp_size = m->tp_size > 1 ? m->tp_size : 1;
+    info->n_bytes_split = m->shard_bytes;
+    info->n_bytes_layers = m->shard_full_bytes;
 }

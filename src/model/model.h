@@ -131,6 +131,14 @@ struct kite_model {
     uint64_t n_bytes;
     float *attn_phi;       /* [n_layer][n_head] split-KV unified maxima from kite.attention.unified_max
                               (`kite tune --attn-calib`), or NULL: ATTN_PHI_DEFAULT */
+    int32_t tp_size;       /* tensor parallelism (shard.c): 1, or the ranks the layers are split over; with
+                              tp_size > 1 hp holds this rank's share (n_head, n_head_kv, n_ff) and hp_full
+                              the file's figures */
+    int32_t tp_rank;
+    model_hparams hp_full; /* == hp when tp_size is 1 */
+    void *shard_data;      /* owned storage of this rank's slices of the split matrices, or NULL */
+    size_t shard_bytes;
+    size_t shard_full_bytes; /* the split matrices' bytes in the file (all ranks' shares) */
     int32_t n_repacked;    /* matrices repacked at load (model_repack) */
     double repack_ms;
     size_t n_vector_bytes; /* bytes of `vectors` */
@@ -145,7 +153,8 @@ struct kite_model {
  * kernels/gemm_x16.h and its f16 and bf16 matrices into that of kernels/gemm_x32.h,
  * in place, when the active kernel level gains from it (repack.c; the loader
  * skips it for kite_model_params.no_repack).  The file image must be private,
- * writable memory (heap residency).  Returns a kite_status. */
+ * writable memory (heap residency; a tensor-split model: its layer matrices are
+ * its own copies, and the classifier of its mapped file stays plain).  Returns a kite_status. */
 int model_repack(kite_model *m);
 /* Repacks one plain matrix in place exactly as model_repack would (same
  * layout choice for its type, shape and the active kernel level), for
@@ -159,6 +168,15 @@ uint32_t model_repack_matrix(weight *w);
  * allocated per call. */
 size_t model_repack_layer_tmp(const layer_weights *L);
 void model_repack_layer(layer_weights *L, int n_exp, void *tmp, size_t tmp_bytes);
+
+/* Keeps this rank's share of every layer for tensor parallelism (shard.c):
+ * q/k/v and gate/up rows (output features) of heads / FFN columns
+ * [rank*n/size, (rank+1)*n/size), the matching columns (input features) of
+ * o and down, copied into m->shard_data, and hp reduced to the share.  Before
+ * model_repack.  Fails (KITE_E_UNSUPPORTED, naming the tensor or figure) when
+ * a count does not divide by size or a slice would cut a quantized block.
+ * Returns a kite_status. */
+int model_shard_tensor(kite_model *m, int32_t rank, int32_t size);
 
 /* The one message for a vocab-only file where weights are needed: records
  * "PATH is a vocab-only GGUF (a vocabulary, no weights)" and returns

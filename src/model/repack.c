@@ -165,7 +165,10 @@ int model_repack(kite_model *m) {
         for (size_t i = 0; i < sizeof experts / sizeof *experts && !rc; i++)
             rc = repack_weight(m, &s, experts[i], n_exp);
     }
-    if (!rc) rc = repack_weight(m, &s, &m->output, 1);
+    /* a split model's file is mapped read-only: rank 0 has its own copy of the classifier (shard.c), the
+     * other ranks never read theirs */
+    const bool output_writable = strcmp(gguf_residency(m->gguf), "heap") == 0 || (m->tp_size > 1 && m->tp_rank == 0);
+    if (!rc && output_writable) rc = repack_weight(m, &s, &m->output, 1);
     if (!rc && m->tok_embd.data == m->output.data) m->tok_embd.layout = m->output.layout; /* tied classifier */
     free(s.tmp);
     free(s.done);
