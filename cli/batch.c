@@ -82,8 +82,7 @@ typedef struct job {
     char *id_json;       /* the "id" value printed, or NULL */
     kite_token *prompt;
     int32_t n_prompt, max_tokens;
-    char *text;          /* generated text */
-    size_t len, cap;
+    cli_text text;       /* generated text */
     kite_token *ids;
     int32_t n_ids, ids_cap;
     const char *finish;  /* static string from the engine ("stop", "length", ...) */
@@ -104,16 +103,7 @@ typedef struct job_ref {
 } job_ref;
 
 static bool append(job *j, const char *s, size_t n, const kite_token *t, int32_t nt) {
-    if (j->len + n + 1 > j->cap) {
-        size_t cap = (j->cap ? j->cap * 2 : 256) + n;
-        char *p = realloc(j->text, cap);
-        if (!p) return false;
-        j->text = p;
-        j->cap = cap;
-    }
-    memcpy(j->text + j->len, s, n);
-    j->len += n;
-    j->text[j->len] = 0;
+    if (!cli_text_append(&j->text, s, n)) return false;
     if (j->n_ids + nt > j->ids_cap) {
         int32_t cap = (j->ids_cap ? j->ids_cap * 2 : 64) + nt;
         kite_token *p = realloc(j->ids, sizeof *p * (size_t)cap);
@@ -228,7 +218,7 @@ static void free_jobs(job *jobs, int n) {
     for (int i = 0; i < n; i++) {
         free(jobs[i].id_json);
         free(jobs[i].prompt);
-        free(jobs[i].text);
+        free(jobs[i].text.p);
         free(jobs[i].ids);
         free(jobs[i].message);
     }
@@ -252,7 +242,7 @@ static int write_out(const char *out, const job *jobs, int n) {
     for (int i = 0; i < n; i++) {
         const job *j = &jobs[i];
         fprintf(f, "{\"index\": %d, \"id\": %s, \"text\": ", i, j->id_json ? j->id_json : "null");
-        cli_json_string(f, j->text ? j->text : "", j->len);
+        cli_json_string(f, j->text.p ? j->text.p : "", j->text.len);
         fprintf(f, ", \"ids\": ");
         cli_json_ids(f, j->ids, (size_t)j->n_ids);
         fprintf(f, ", \"n_prompt\": %d, \"n_gen\": %d, \"finish_reason\": \"%s\"}\n", j->n_prompt, j->n_ids,

@@ -62,6 +62,14 @@ const char *cli_default_model(const char *argv0);
  * [lo, hi].  On failure prints "kite CMD: FLAG: ..." and returns false. */
 bool cli_parse_i64(const char *cmd, const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out);
 bool cli_parse_f32(const char *cmd, const char *flag, const char *s, float lo, float hi, float *out);
+
+/* Growable NUL-terminated byte buffer (generated text for --json and kite batch); zero-init
+ * is empty, free(p) releases it.  cli_text_append: false on out of memory (b unchanged). */
+typedef struct cli_text {
+    char *p;
+    size_t len, cap;
+} cli_text;
+bool cli_text_append(cli_text *b, const char *s, size_t n);
 bool cli_parse_u64(const char *cmd, const char *flag, const char *s, uint64_t *out);
 
 /* Median of v[0..n) (sorts v in place); 0 for n <= 0. */

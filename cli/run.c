@@ -62,26 +62,6 @@ typedef struct run_opts {
     int64_t dist_timeout;     /* --dist-timeout S: the watchdog of a split run; 0 = off */
 } run_opts;
 
-/* Growable byte buffer for the generated text (JSON output). */
-typedef struct text_buf {
-    char *p;
-    size_t len, cap;
-} text_buf;
-
-static bool text_append(text_buf *b, const char *s, size_t n) {
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 4096;
-        while (cap < b->len + n + 1) cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) return false;
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-    return true;
-}
 
 static const cli_opt run_opts_table[] = {
     {.names = "-m, --model", .arg = "FILE", .help = "GGUF model", .kind = CLI_STR, CLI_AT(run_opts, model)},
@@ -197,18 +177,18 @@ static int parse_args(int argc, char **argv, run_opts *o) {
 static char *read_all(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
-    text_buf b = {0};
+    cli_text b = {0};
     char chunk[65536];
     size_t n;
     while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        if (!text_append(&b, chunk, n)) {
+        if (!cli_text_append(&b, chunk, n)) {
             free(b.p);
             fclose(f);
             return NULL;
         }
     bool err = ferror(f);
     fclose(f);
-    if (err || !text_append(&b, "", 0)) {
+    if (err || !cli_text_append(&b, "", 0)) {
         free(b.p);
         return NULL;
     }
@@ -316,7 +296,7 @@ typedef struct run_session {
     size_t n_prompt, n_gen;
     char *prompt_buf;    /* -f FILE */
     FILE *dump;          /* --dump-logits */
-    text_buf text;       /* the generated text, for --json */
+    cli_text text;       /* the generated text, for --json */
     int64_t n_decode_evals;
     double t_load, t_prefill, t_decode; /* seconds */
     double ref_tok_s;    /* --spec-compare: plain decoding's speed and tokens */
@@ -454,7 +434,7 @@ static bool run_emit(run_session *s, const kite_gen_step *step) {
     s->ids[s->n_prompt + s->n_gen++] = step->token;
     if (step->len == 0) return true;
     fwrite(step->text, 1, step->len, stdout);
-    return !s->o->json || text_append(&s->text, step->text, step->len);
+    return !s->o->json || cli_text_append(&s->text, step->text, step->len);
 }
 
 /* Speculative decoding: every verification pass's tokens through kite_gen's
@@ -514,7 +494,7 @@ static int run_decode(run_session *s) {
     size_t n_tail = 0;
     if (rc == KITE_OK && kite_gen_flush(s->gen, &tail, &n_tail) == KITE_OK && n_tail > 0) {
         fwrite(tail, 1, n_tail, stdout);
-        if (s->o->json && !text_append(&s->text, tail, n_tail)) rc = RUN_E_TEXT;
+        if (s->o->json && !cli_text_append(&s->text, tail, n_tail)) rc = RUN_E_TEXT;
     }
     if (rc == RUN_E_TEXT) fprintf(stderr, "kite run: out of memory\n");
     else if (rc == RUN_E_DUMP) fprintf(stderr, "kite run: writing '%s' failed\n", s->o->dump_logits);
