@@ -103,7 +103,7 @@ same_greedy() {
 }
 
 same_greedy stories260K models/stories260K.gguf 48 0
-C=../shared/models
+C=tests/data/convert # the bundled copy: a clone needs no ../shared
 e2e_kite "$T/out" "$T/err" convert "$C/babyllama105/babyllama105.bin" --tokenizer "$C/babyllama105/tok105.bin" \
     -o "$T/babyllama105.gguf"
 if [ "$rc" -eq 0 ]; then

@@ -55,7 +55,7 @@ start lim --ctx 512 --parallel 1 --queue 2 --max-conns 16 --max-conns-per-ip 8 -
 PORT_LIM=$PORT
 start big --parallel 16 --queue 64 --header-timeout 3 --max-conns 1000
 PORT_BIG=$PORT
-"$KITE" serve --port 0 -t 1 --ctx 512 --parallel 1 --queue 40 --drain-timeout 1 </dev/null >"$T/drain.out" 2>"$T/drain.log" &
+"$KITE" serve --port 0 -t 1 --ctx 512 --parallel 1 --queue 80 --drain-timeout 1 </dev/null >"$T/drain.out" 2>"$T/drain.log" &
 PID_DRAIN=$!
 e2e_serve_port "$T/drain.log" $PID_DRAIN
 PORT_DRAIN=$PORT
