@@ -1,8 +1,9 @@
 #!/bin/sh
 # tests/acceptance/issue30_kernels.sh [BUILD] - issue 30, item 1: the common
 # GGUF types that fell to the generic dequantize-then-float path (q5_K, the
-# Q5_K_M mix, iq4_xs, iq4_nl, q5_0) run on integer kernels and, at
-# avx512vnni, on the 16-row interleaved layout, and their model outputs agree
+# Q5_K_M mix, iq4_xs, iq4_nl, q5_0; q4_1, q5_1) run on integer kernels and, at
+# avx512vnni, on the 16-row interleaved layout (q4_1, q5_1: plain AVX-512 VNNI
+# kernels, no repack yet), and their model outputs agree
 # with the other paths.
 #
 # Per type, on a 1-layer TinyLlama-shape model from `kite synth` (rows of
@@ -12,9 +13,9 @@
 #     max |difference| <= REPACK_TOL (2e-2) of max |logit|, the bound of
 #     test_x16.c's model check (another float order can move one quantized
 #     activation by a quantum);
-#   - KITE_CPU_LEVEL=avx2 (plain AVX2 kernels) against KITE_CPU_LEVEL=scalar
-#     (the references): within the same bound (the element-wise ops differ
-#     between the levels in their last bits);
+#   - KITE_CPU_LEVEL=avx2 (plain AVX2 kernels), and the default level,
+#     against KITE_CPU_LEVEL=scalar (the references): within the same bound
+#     (the element-wise ops differ between the levels in their last bits);
 #   - against a baseline kite that ran these types on the generic path (f32
 #     activations), on the prompt's positions (greedy tokens may part where a
 #     random-weight model's top logits are close; then every later logit
@@ -24,7 +25,7 @@
 #     baseline: KITE_BASE=/path/to/kite (skipped, and said so, without it).
 # Kernel-level bit-identity (SIMD == scalar twin at every token count,
 # decode == batch) is make test's (test_x16.c, test_registry.c).
-# ISSUE30_TYPES picks the types (default: all five).  Prints "N passed, N
+# ISSUE30_TYPES picks the types (default: all seven).  Prints "N passed, N
 # failed" like the e2e tests.  A few minutes (a synth and 4-5 runs per type).
 set -u
 build=${1:-build}
@@ -68,7 +69,7 @@ run() { # KITE MODEL OUT [ENV...]
         2>"$T/err" || { cat "$T/err" >&2; return 1; }
 }
 
-for ty in ${ISSUE30_TYPES:-q5_k_m q5_k iq4_xs iq4_nl q5_0}; do
+for ty in ${ISSUE30_TYPES:-q5_k_m q5_k iq4_xs iq4_nl q5_0 q4_1 q5_1}; do
     m=$T/$ty.gguf
     "$KITE" synth --shape tinyllama-1.1b --layers 1 --type "$ty" --seed 3 -o "$m" >/dev/null 2>"$T/err" ||
         { bad "$ty: synth"; cat "$T/err"; continue; }
@@ -78,6 +79,7 @@ for ty in ${ISSUE30_TYPES:-q5_k_m q5_k iq4_xs iq4_nl q5_0}; do
     run "$KITE" "$m" "$T/scalar.bin" KITE_CPU_LEVEL=scalar || { bad "$ty: run scalar"; continue; }
     run "$KITE" "$m" "$T/avx2.bin" KITE_CPU_LEVEL=avx2 || { bad "$ty: run avx2"; continue; }
     within "$ty: avx2 vs scalar" "$T/avx2.bin" "$T/scalar.bin" "$REPACK_TOL"
+    within "$ty: default level vs scalar" "$T/rp.bin" "$T/scalar.bin" "$REPACK_TOL"
     if [ -n "$base" ]; then
         gen=1
         run "$KITE" "$m" "$T/rp1.bin" && run "$base" "$m" "$T/base.bin" KITE_REPACK=0 ||

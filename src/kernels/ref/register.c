@@ -43,6 +43,8 @@ void kern_register_scalar(kern_ops_table *t) {
     kern_set_dot(t, KITE_DTYPE_IQ4_XS, KITE_DTYPE_Q8_K, vec_dot_iq4_xs_q8_K_ref, gemm_iq4_xs_q8_K_ref);
     kern_set_dot(t, KITE_DTYPE_IQ4_NL, KITE_DTYPE_Q8_0, vec_dot_iq4_nl_q8_0_ref, gemm_iq4_nl_q8_0_ref);
     kern_set_dot(t, KITE_DTYPE_Q5_0, KITE_DTYPE_Q8_0, vec_dot_q5_0_q8_0_ref, gemm_q5_0_q8_0_ref);
+    kern_set_dot(t, KITE_DTYPE_Q4_1, KITE_DTYPE_Q8_0, vec_dot_q4_1_q8_0_ref, gemm_q4_1_q8_0_ref);
+    kern_set_dot(t, KITE_DTYPE_Q5_1, KITE_DTYPE_Q8_0, vec_dot_q5_1_q8_0_ref, gemm_q5_1_q8_0_ref);
     kern_set_dot(t, KITE_DTYPE_Q3_K, KITE_DTYPE_Q8_K, vec_dot_q3_K_q8_K_ref, gemm_q3_K_q8_K_ref);
     kern_set_dot(t, KITE_DTYPE_Q2_K, KITE_DTYPE_Q8_K, vec_dot_q2_K_q8_K_ref, gemm_q2_K_q8_K_ref);
     /* W8A8 (int8_gemm.h): per-token int8 activations in the weight's own row format */

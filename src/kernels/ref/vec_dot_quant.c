@@ -1,6 +1,7 @@
 /*
  * vec_dot_quant.c - scalar integer dot products of quantized weight rows with
- * 8-bit activation rows (q8_0 for q4_0/q8_0, q8_K for q4_K/q6_K).
+ * 8-bit activation rows (q8_0 for q4_0/q4_1/q5_0/q5_1/q8_0/iq4_nl, q8_K for
+ * the K-quants and iq4_xs).
  *
  * Each block's sum of products is exact in int32; it is then scaled in float
  * (weight scale * activation scale, multiplied in that order) and added to a
@@ -86,6 +87,51 @@ void vec_dot_q5_0_q8_0_ref(int64_t n, float *out, const void *w, const void *a) 
             sumi += (int32_t)(((qs[j] >> 4) | ((qh >> (j + 16)) & 1) << 4) - 16) * q8[j + QK5_0 / 2];
         }
         sum += (float)sumi * (ld_half(x + offsetof(block_q5_0, d)) * ld_half(y + offsetof(block_q8_0, d)));
+    }
+    *out = sum;
+}
+
+/* q4_1 / q5_1: w = d*q + m with q in 0..15 (0..31 for q5_1, the fifth bit
+ * from qh as in q5_0).  Against a q8_0 row a = da*qa the block's dot is
+ * (d*da)*sum(q*qa) + (m*da)*sum(qa): two exact integer sums, then this float
+ * expression, in this order, which the SIMD kernels reproduce. */
+void vec_dot_q4_1_q8_0_ref(int64_t n, float *out, const void *w, const void *a) {
+    const int64_t nb = n / QK8_0;
+    const unsigned char *x = w, *y = a;
+    float sum = 0.0f;
+    for (int64_t b = 0; b < nb; b++, x += sizeof(block_q4_1), y += sizeof(block_q8_0)) {
+        const unsigned char *qs = x + offsetof(block_q4_1, qs);
+        const int8_t *q8 = (const int8_t *)(y + offsetof(block_q8_0, qs));
+        int32_t sumi = 0, suma = 0;
+        for (int j = 0; j < QK4_1 / 2; j++) {
+            sumi += (qs[j] & 0xF) * q8[j] + (qs[j] >> 4) * q8[j + QK4_1 / 2];
+            suma += q8[j] + q8[j + QK4_1 / 2];
+        }
+        const float da = ld_half(y + offsetof(block_q8_0, d));
+        sum += (float)sumi * (ld_half(x + offsetof(block_q4_1, d)) * da) +
+               (float)suma * (ld_half(x + offsetof(block_q4_1, m)) * da);
+    }
+    *out = sum;
+}
+
+void vec_dot_q5_1_q8_0_ref(int64_t n, float *out, const void *w, const void *a) {
+    const int64_t nb = n / QK8_0;
+    const unsigned char *x = w, *y = a;
+    float sum = 0.0f;
+    for (int64_t b = 0; b < nb; b++, x += sizeof(block_q5_1), y += sizeof(block_q8_0)) {
+        const unsigned char *qs = x + offsetof(block_q5_1, qs);
+        const int8_t *q8 = (const int8_t *)(y + offsetof(block_q8_0, qs));
+        uint32_t qh;
+        memcpy(&qh, x + offsetof(block_q5_1, qh), sizeof qh);
+        int32_t sumi = 0, suma = 0;
+        for (int j = 0; j < QK5_1 / 2; j++) {
+            sumi += (int32_t)((qs[j] & 0xF) | ((qh >> j) & 1) << 4) * q8[j];
+            sumi += (int32_t)((qs[j] >> 4) | ((qh >> (j + 16)) & 1) << 4) * q8[j + QK5_1 / 2];
+            suma += q8[j] + q8[j + QK5_1 / 2];
+        }
+        const float da = ld_half(y + offsetof(block_q8_0, d));
+        sum += (float)sumi * (ld_half(x + offsetof(block_q5_1, d)) * da) +
+               (float)suma * (ld_half(x + offsetof(block_q5_1, m)) * da);
     }
     *out = sum;
 }
@@ -278,5 +324,7 @@ KERN_DEFINE_GEMM(gemm_q5_K_q8_K_ref, vec_dot_q5_K_q8_K_ref)
 KERN_DEFINE_GEMM(gemm_iq4_xs_q8_K_ref, vec_dot_iq4_xs_q8_K_ref)
 KERN_DEFINE_GEMM(gemm_iq4_nl_q8_0_ref, vec_dot_iq4_nl_q8_0_ref)
 KERN_DEFINE_GEMM(gemm_q5_0_q8_0_ref, vec_dot_q5_0_q8_0_ref)
+KERN_DEFINE_GEMM(gemm_q4_1_q8_0_ref, vec_dot_q4_1_q8_0_ref)
+KERN_DEFINE_GEMM(gemm_q5_1_q8_0_ref, vec_dot_q5_1_q8_0_ref)
 KERN_DEFINE_GEMM(gemm_q3_K_q8_K_ref, vec_dot_q3_K_q8_K_ref)
 KERN_DEFINE_GEMM(gemm_q2_K_q8_K_ref, vec_dot_q2_K_q8_K_ref)

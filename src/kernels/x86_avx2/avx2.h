@@ -22,6 +22,8 @@ void vec_dot_q2_K_q8_K_avx2(int64_t n, float *out, const void *w, const void *a)
 void vec_dot_iq4_xs_q8_K_avx2(int64_t n, float *out, const void *w, const void *a);
 void vec_dot_iq4_nl_q8_0_avx2(int64_t n, float *out, const void *w, const void *a);
 void vec_dot_q5_0_q8_0_avx2(int64_t n, float *out, const void *w, const void *a);
+void vec_dot_q4_1_q8_0_avx2(int64_t n, float *out, const void *w, const void *a);
+void vec_dot_q5_1_q8_0_avx2(int64_t n, float *out, const void *w, const void *a);
 /* q8_0 activation rows, bytes equal to act_quantize_q8_0_ref (quant_act_avx2.c) */
 void act_quantize_q8_0_avx2(const float *x, void *dst, int64_t n);
 
@@ -41,5 +43,7 @@ KERN_GEMM_DECL(gemm_q2_K_q8_K_avx2);
 KERN_GEMM_DECL(gemm_iq4_xs_q8_K_avx2);
 KERN_GEMM_DECL(gemm_iq4_nl_q8_0_avx2);
 KERN_GEMM_DECL(gemm_q5_0_q8_0_avx2);
+KERN_GEMM_DECL(gemm_q4_1_q8_0_avx2);
+KERN_GEMM_DECL(gemm_q5_1_q8_0_avx2);
 
 #endif

@@ -45,6 +45,8 @@ void kern_register_avx2(kern_ops_table *t) {
     kern_set_dot(t, KITE_DTYPE_IQ4_XS, KITE_DTYPE_Q8_K, vec_dot_iq4_xs_q8_K_avx2, gemm_iq4_xs_q8_K_avx2);
     kern_set_dot(t, KITE_DTYPE_IQ4_NL, KITE_DTYPE_Q8_0, vec_dot_iq4_nl_q8_0_avx2, gemm_iq4_nl_q8_0_avx2);
     kern_set_dot(t, KITE_DTYPE_Q5_0, KITE_DTYPE_Q8_0, vec_dot_q5_0_q8_0_avx2, gemm_q5_0_q8_0_avx2);
+    kern_set_dot(t, KITE_DTYPE_Q4_1, KITE_DTYPE_Q8_0, vec_dot_q4_1_q8_0_avx2, gemm_q4_1_q8_0_avx2);
+    kern_set_dot(t, KITE_DTYPE_Q5_1, KITE_DTYPE_Q8_0, vec_dot_q5_1_q8_0_avx2, gemm_q5_1_q8_0_avx2);
     kern_set_dot(t, KITE_DTYPE_Q3_K, KITE_DTYPE_Q8_K, vec_dot_q3_K_q8_K_avx2, gemm_q3_K_q8_K_avx2);
     kern_set_dot(t, KITE_DTYPE_Q2_K, KITE_DTYPE_Q8_K, vec_dot_q2_K_q8_K_avx2, gemm_q2_K_q8_K_avx2);
     kern_set_dot(t, KITE_DTYPE_W8A8, KITE_DTYPE_W8A8, vec_dot_w8a8_avx2, gemm_w8a8_avx2);

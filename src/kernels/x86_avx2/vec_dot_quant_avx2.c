@@ -305,6 +305,50 @@ void vec_dot_q5_0_q8_0_avx2(int64_t n, float *out, const void *w, const void *a)
     *out = sum;
 }
 
+/* q4_1 / q5_1: the two exact integer sums of the reference (the quants are
+ * unsigned, so maddubs takes them as they are: |pair| <= 2*31*128 fits
+ * int16), then its float expression in its order (bit-identical). */
+void vec_dot_q4_1_q8_0_avx2(int64_t n, float *out, const void *w, const void *a) {
+    const int64_t nb = n / QK8_0;
+    const unsigned char *x = w, *y = a;
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+    float sum = 0.0f;
+    for (int64_t b = 0; b < nb; b++, x += sizeof(block_q4_1), y += sizeof(block_q8_0)) {
+        const __m128i bits = _mm_loadu_si128((const __m128i *)(const void *)(x + offsetof(block_q4_1, qs)));
+        const __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(bits, 4), m4), _mm_and_si128(bits, m4));
+        const __m256i q8 = ld256(y + offsetof(block_q8_0, qs));
+        const int32_t sumi = hsum8i(_mm256_madd_epi16(_mm256_maddubs_epi16(q, q8), ones16));
+        const int32_t suma = hsum8i(_mm256_madd_epi16(_mm256_maddubs_epi16(ones8, q8), ones16));
+        const float da = ld_half(y + offsetof(block_q8_0, d));
+        sum += (float)sumi * (ld_half(x + offsetof(block_q4_1, d)) * da) +
+               (float)suma * (ld_half(x + offsetof(block_q4_1, m)) * da);
+    }
+    *out = sum;
+}
+
+void vec_dot_q5_1_q8_0_avx2(int64_t n, float *out, const void *w, const void *a) {
+    const int64_t nb = n / QK8_0;
+    const unsigned char *x = w, *y = a;
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+    float sum = 0.0f;
+    for (int64_t b = 0; b < nb; b++, x += sizeof(block_q5_1), y += sizeof(block_q8_0)) {
+        const __m128i bits = _mm_loadu_si128((const __m128i *)(const void *)(x + offsetof(block_q5_1, qs)));
+        uint32_t qh;
+        memcpy(&qh, x + offsetof(block_q5_1, qh), 4);
+        const __m256i nib = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(bits, 4), m4), _mm_and_si128(bits, m4));
+        const __m256i q = _mm256_or_si256(nib, _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(0x10)));
+        const __m256i q8 = ld256(y + offsetof(block_q8_0, qs));
+        const int32_t sumi = hsum8i(_mm256_madd_epi16(_mm256_maddubs_epi16(q, q8), ones16));
+        const int32_t suma = hsum8i(_mm256_madd_epi16(_mm256_maddubs_epi16(ones8, q8), ones16));
+        const float da = ld_half(y + offsetof(block_q8_0, d));
+        sum += (float)sumi * (ld_half(x + offsetof(block_q5_1, d)) * da) +
+               (float)suma * (ld_half(x + offsetof(block_q5_1, m)) * da);
+    }
+    *out = sum;
+}
+
 void vec_dot_iq4_xs_q8_K_avx2(int64_t n, float *out, const void *w, const void *a) {
     const int64_t nb = n / QK_K;
     const unsigned char *x = w, *y = a;
@@ -408,6 +452,8 @@ KERN_DEFINE_GEMM(gemm_q5_K_q8_K_avx2, vec_dot_q5_K_q8_K_avx2)
 KERN_DEFINE_GEMM(gemm_iq4_xs_q8_K_avx2, vec_dot_iq4_xs_q8_K_avx2)
 KERN_DEFINE_GEMM(gemm_iq4_nl_q8_0_avx2, vec_dot_iq4_nl_q8_0_avx2)
 KERN_DEFINE_GEMM(gemm_q5_0_q8_0_avx2, vec_dot_q5_0_q8_0_avx2)
+KERN_DEFINE_GEMM(gemm_q4_1_q8_0_avx2, vec_dot_q4_1_q8_0_avx2)
+KERN_DEFINE_GEMM(gemm_q5_1_q8_0_avx2, vec_dot_q5_1_q8_0_avx2)
 KERN_DEFINE_GEMM(gemm_q3_K_q8_K_avx2, vec_dot_q3_K_q8_K_avx2)
 KERN_DEFINE_GEMM(gemm_q2_K_q8_K_avx2, vec_dot_q2_K_q8_K_avx2)
 #else

@@ -14,6 +14,8 @@ void vec_dot_f16_f32_avx512(int64_t n, float *out, const void *w, const void *a)
 void vec_dot_bf16_f32_avx512(int64_t n, float *out, const void *w, const void *a);
 void vec_dot_q4_0_q8_0_vnni(int64_t n, float *out, const void *w, const void *a);
 void vec_dot_q8_0_q8_0_vnni(int64_t n, float *out, const void *w, const void *a);
+void vec_dot_q4_1_q8_0_vnni(int64_t n, float *out, const void *w, const void *a);
+void vec_dot_q5_1_q8_0_vnni(int64_t n, float *out, const void *w, const void *a);
 /* q8_0 activation rows, bytes equal to act_quantize_q8_0_ref (quant_act_avx512.c) */
 void act_quantize_q8_0_avx512(const float *x, void *dst, int64_t n);
 
@@ -25,5 +27,7 @@ KERN_GEMM_DECL512(gemm_f16_f32_avx512);
 KERN_GEMM_DECL512(gemm_bf16_f32_avx512);
 KERN_GEMM_DECL512(gemm_q4_0_q8_0_vnni);
 KERN_GEMM_DECL512(gemm_q8_0_q8_0_vnni);
+KERN_GEMM_DECL512(gemm_q4_1_q8_0_vnni);
+KERN_GEMM_DECL512(gemm_q5_1_q8_0_vnni);
 
 #endif

@@ -66,6 +66,8 @@ void kern_register_avx512(kern_ops_table *t) {
 void kern_register_avx512vnni(kern_ops_table *t) {
     kern_set_dot(t, KITE_DTYPE_Q4_0, KITE_DTYPE_Q8_0, vec_dot_q4_0_q8_0_vnni, gemm_q4_0_q8_0_vnni);
     kern_set_dot(t, KITE_DTYPE_Q8_0, KITE_DTYPE_Q8_0, vec_dot_q8_0_q8_0_vnni, gemm_q8_0_q8_0_vnni);
+    kern_set_dot(t, KITE_DTYPE_Q4_1, KITE_DTYPE_Q8_0, vec_dot_q4_1_q8_0_vnni, gemm_q4_1_q8_0_vnni);
+    kern_set_dot(t, KITE_DTYPE_Q5_1, KITE_DTYPE_Q8_0, vec_dot_q5_1_q8_0_vnni, gemm_q5_1_q8_0_vnni);
     kern_set_dot(t, KITE_DTYPE_Q4_K, KITE_DTYPE_Q8_K, vec_dot_q4_K_q8_K_vnni, gemm_q4_K_q8_K_vnni);
     kern_set_dot(t, KITE_DTYPE_Q6_K, KITE_DTYPE_Q8_K, vec_dot_q6_K_q8_K_vnni, gemm_q6_K_q8_K_vnni);
     kern_set_dot(t, KITE_DTYPE_W8A8, KITE_DTYPE_W8A8, vec_dot_w8a8_vnni, gemm_w8a8_vnni);

@@ -1,5 +1,5 @@
 /*
- * vec_dot_quant_vnni.c - q4_0 and q8_0 weight rows x q8_0 activations with
+ * vec_dot_quant_vnni.c - q4_0, q8_0, q4_1 and q5_1 weight rows x q8_0 activations with
  * AVX-512 VNNI: vpdpbusd adds four unsigned-byte x signed-byte products into
  * each int32 lane without intermediate saturation, so block sums are exact.
  *
@@ -185,11 +185,92 @@ static ALWAYS_INLINE void q8_0_kernel(int64_t nb, float *y, int64_t ldy, const u
     store_sums(y, ldy, NR, NT, acc);
 }
 
+/* q4_1 / q5_1 (w = d*q + m, q unsigned): per lane d_w*d_a*dpbusd(q, a) +
+ * m_w*d_a*dpbusd(1, a), two FMAs; the activation sum dpbusd(1, a) is taken
+ * once per activation pair and shared by all rows.  q5_1's fifth bits: the
+ * pair's two qh words are one 64-bit byte mask in element order (the
+ * nibble bytes are in element order too), merged with one masked byte broadcast and an OR.  The
+ * scale pairs come from one 32-byte load of the pair (d, m at halves 0, 1
+ * and 10, 11 for q4_1's 20-byte blocks; 0, 1 and 12, 13 for q5_1's 24). */
+#define QB41 ((size_t)sizeof(block_q4_1)) /* 20 bytes */
+#define QB51 ((size_t)sizeof(block_q5_1)) /* 24 bytes */
+
+static ALWAYS_INLINE __m512 halves_pair(const unsigned char *x, short i0, short i1) {
+    const __m256i idx = _mm256_setr_epi16(i0, i0, i0, i0, i0, i0, i0, i0, i1, i1, i1, i1, i1, i1, i1, i1);
+    return _mm512_cvtph_ps(_mm256_permutexvar_epi16(idx, ld256(x)));
+}
+/* nibbles of the 16 qs bytes at q0, q1 (q1 NULL: zero), as q4_pair */
+static ALWAYS_INLINE __m512i nib_pair(const unsigned char *q0, const unsigned char *q1) {
+    __m512i t = _mm512_broadcast_i32x4(ld128(q0));
+    t = q1 ? _mm512_mask_broadcast_i32x4(t, 0xFF00, ld128(q1)) : _mm512_maskz_broadcast_i32x4(0x00FF, ld128(q0));
+    return _mm512_and_si512(_mm512_mask_srli_epi16(t, 0xFF00FF00u, t, 4), _mm512_set1_epi8(0x0F));
+}
+
+static ALWAYS_INLINE void q41_step(__m512 acc[4][4], int64_t b, const int two, const unsigned char *w, size_t ws,
+                                   const unsigned char *a, size_t as, const int NR, const int NT, const int Q5) {
+    const size_t qb = Q5 ? QB51 : QB41;
+    const size_t qs_off = Q5 ? offsetof(block_q5_1, qs) : offsetof(block_q4_1, qs);
+    const size_t pf = prefetch_ahead(NR, ws);
+    __m512i u[4];
+    __m512 dw[4], mw[4];
+    KITE_UNROLL
+    for (int r = 0; r < NR; r++) {
+        const unsigned char *x = w + (size_t)r * ws + (size_t)b * qb;
+        _mm_prefetch((const char *)x + pf, _MM_HINT_T0);
+        u[r] = nib_pair(x + qs_off, two ? x + qb + qs_off : NULL);
+        if (Q5) {
+            uint32_t h0, h1 = 0;
+            memcpy(&h0, x + offsetof(block_q5_1, qh), 4);
+            if (two) memcpy(&h1, x + qb + offsetof(block_q5_1, qh), 4);
+            u[r] = _mm512_or_si512(u[r], _mm512_maskz_set1_epi8((__mmask64)((uint64_t)h1 << 32 | h0), 0x10));
+        }
+        const short i1 = (short)(qb / 2);
+        dw[r] = two ? halves_pair(x, 0, i1) : scales2(ld_u16(x), 0);
+        mw[r] = two ? halves_pair(x, 1, (short)(i1 + 1)) : scales2(ld_u16(x + 2), 0);
+    }
+    KITE_UNROLL
+    for (int t = 0; t < NT; t++) {
+        const unsigned char *q = a + (size_t)t * as + (size_t)b * QB8;
+        const __m512i qa = q8_pair(q, two ? q + QB8 : NULL);
+        const __m512 sa = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(1), qa));
+        const __m512 da = two ? scales_q8_pair(q) : scales2(ld_u16(q), 0);
+        KITE_UNROLL
+        for (int r = 0; r < NR; r++) {
+            const __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[r], qa);
+            acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw[r], da), acc[r][t]);
+            acc[r][t] = _mm512_fmadd_ps(sa, _mm512_mul_ps(mw[r], da), acc[r][t]);
+        }
+    }
+}
+
+static ALWAYS_INLINE void q41_kernel_any(int64_t nb, float *y, int64_t ldy, const unsigned char *w, size_t ws,
+                                         const unsigned char *a, size_t as, const int NR, const int NT, const int Q5) {
+    __m512 acc[4][4];
+    KITE_UNROLL
+    for (int r = 0; r < NR; r++)
+        KITE_UNROLL
+        for (int t = 0; t < NT; t++) acc[r][t] = _mm512_setzero_ps();
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) q41_step(acc, b, 1, w, ws, a, as, NR, NT, Q5);
+    if (b < nb) q41_step(acc, b, 0, w, ws, a, as, NR, NT, Q5);
+    store_sums(y, ldy, NR, NT, acc);
+}
+static ALWAYS_INLINE void q4_1_kernel(int64_t nb, float *y, int64_t ldy, const unsigned char *w, size_t ws,
+                                      const unsigned char *a, size_t as, const int NR, const int NT) {
+    q41_kernel_any(nb, y, ldy, w, ws, a, as, NR, NT, 0);
+}
+static ALWAYS_INLINE void q5_1_kernel(int64_t nb, float *y, int64_t ldy, const unsigned char *w, size_t ws,
+                                      const unsigned char *a, size_t as, const int NR, const int NT) {
+    q41_kernel_any(nb, y, ldy, w, ws, a, as, NR, NT, 1);
+}
+
 /* The flat GEMM over micro-kernels: rows in fours (then singles), tokens in
  * groups of up to 4.  Every output goes through the same per-output
  * instruction sequence whatever NR/NT, so it equals vec_dot bit for bit. */
 KERN_GEMM_DRIVER(gemm_q4_0_q8_0_vnni, q4_0_kernel, QK8_0, 4, 4, TOKENS_OUTER, KERN_GEMM_TAIL_GROUPED)
 KERN_GEMM_DRIVER(gemm_q8_0_q8_0_vnni, q8_0_kernel, QK8_0, 4, 4, TOKENS_OUTER, KERN_GEMM_TAIL_GROUPED)
+KERN_GEMM_DRIVER(gemm_q4_1_q8_0_vnni, q4_1_kernel, QK8_0, 4, 4, TOKENS_OUTER, KERN_GEMM_TAIL_GROUPED)
+KERN_GEMM_DRIVER(gemm_q5_1_q8_0_vnni, q5_1_kernel, QK8_0, 4, 4, TOKENS_OUTER, KERN_GEMM_TAIL_GROUPED)
 
 void vec_dot_q4_0_q8_0_vnni(int64_t n, float *out, const void *w, const void *a) {
     q4_0_kernel(n / QK8_0, out, 1, w, 0, a, 0, 1, 1);
@@ -197,6 +278,14 @@ void vec_dot_q4_0_q8_0_vnni(int64_t n, float *out, const void *w, const void *a)
 
 void vec_dot_q8_0_q8_0_vnni(int64_t n, float *out, const void *w, const void *a) {
     q8_0_kernel(n / QK8_0, out, 1, w, 0, a, 0, 1, 1);
+}
+
+void vec_dot_q4_1_q8_0_vnni(int64_t n, float *out, const void *w, const void *a) {
+    q4_1_kernel(n / QK8_0, out, 1, w, 0, a, 0, 1, 1);
+}
+
+void vec_dot_q5_1_q8_0_vnni(int64_t n, float *out, const void *w, const void *a) {
+    q5_1_kernel(n / QK8_0, out, 1, w, 0, a, 0, 1, 1);
 }
 #else
 typedef int kite_empty_unit_vec_dot_quant_vnni; /* ISO C wants a declaration */
