@@ -64,7 +64,8 @@ static const char *expected_null(kern_level l, uint32_t t, int slot) {
     static const uint32_t dot_types[] = {KITE_DTYPE_F32,  KITE_DTYPE_F16,  KITE_DTYPE_BF16,     KITE_DTYPE_Q4_0,
                                          KITE_DTYPE_Q8_0, KITE_DTYPE_Q4_K, KITE_DTYPE_Q6_K,     KITE_DTYPE_W8A8,
                                          KITE_DTYPE_LLM_INT8, KITE_DTYPE_Q5_K, KITE_DTYPE_IQ4_XS, KITE_DTYPE_IQ4_NL,
-                                         KITE_DTYPE_Q5_0, KITE_DTYPE_Q3_K, KITE_DTYPE_Q2_K};
+                                         KITE_DTYPE_Q5_0, KITE_DTYPE_Q3_K, KITE_DTYPE_Q2_K, KITE_DTYPE_Q4_1,
+                                         KITE_DTYPE_Q5_1};
     static const uint32_t float_types[] = {KITE_DTYPE_F32, KITE_DTYPE_F16, KITE_DTYPE_BF16};
     static const uint32_t vnni_tiled[] = {KITE_DTYPE_Q4_0, KITE_DTYPE_Q8_0};
     static const uint32_t x16_types[] = {KITE_DTYPE_Q4_0, KITE_DTYPE_Q8_0, KITE_DTYPE_Q4_K,
@@ -78,7 +79,7 @@ static const char *expected_null(kern_level l, uint32_t t, int slot) {
 #endif
     switch (slot) {
     case SLOT_DOT:
-        return is_one_of(t, dot_types, 15) ? NULL : "no dot kernel: kern_matmul's generic path (to_float, f32 dot)";
+        return is_one_of(t, dot_types, (int)(sizeof dot_types / sizeof dot_types[0])) ? NULL : "no dot kernel: kern_matmul's generic path (to_float, f32 dot)";
     case SLOT_TILED:
         if (l == KERN_LEVEL_SCALAR || !x86) return "scalar: the flat GEMM (gemm_tiled_*_ref specify the tiled ones)";
         if (is_one_of(t, float_types, 3)) return NULL;
