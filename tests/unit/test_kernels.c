@@ -243,7 +243,7 @@ static void check_type_level(const kern_ops_table *kt, const kern_ops_table *ref
                       kt->name, tr->name, (long long)n, edge, off, got, want, tol);
             if (t == KITE_DTYPE_Q4_K || t == KITE_DTYPE_Q5_K || t == KITE_DTYPE_Q6_K || t == KITE_DTYPE_IQ4_XS ||
                 t == KITE_DTYPE_IQ4_NL || t == KITE_DTYPE_Q5_0 || t == KITE_DTYPE_Q3_K || t == KITE_DTYPE_Q2_K ||
-                ((t == KITE_DTYPE_Q4_1 || t == KITE_DTYPE_Q5_1) && kt->level < KERN_LEVEL_AVX512VNNI) || is_bf16) /* documented: same float expression as ref */
+                is_bf16) /* documented: same float expression as ref */
                 CHECK_MSG(memcmp(&got, &want, sizeof got) == 0, "%s %s n=%lld edge=%d: not bit-identical",
                           kt->name, tr->name, (long long)n, edge);
             n_kernel_checks[kt->level]++;

@@ -94,7 +94,7 @@ void vec_dot_q5_0_q8_0_ref(int64_t n, float *out, const void *w, const void *a) 
 /* q4_1 / q5_1: w = d*q + m with q in 0..15 (0..31 for q5_1, the fifth bit
  * from qh as in q5_0).  Against a q8_0 row a = da*qa the block's dot is
  * (d*da)*sum(q*qa) + (m*da)*sum(qa): two exact integer sums, then this float
- * expression, in this order, which the SIMD kernels reproduce. */
+ * expression (the SIMD kernels sum in vector lanes: within a budget). */
 void vec_dot_q4_1_q8_0_ref(int64_t n, float *out, const void *w, const void *a) {
     const int64_t nb = n / QK8_0;
     const unsigned char *x = w, *y = a;

@@ -9,7 +9,7 @@
  * most 2*128*127 < 32767.  q4_K nibbles (0..15) and q6_K 6-bit values
  * (0..63, the -32 offset applied through bsums) are already unsigned.
  *
- * q4_0/q8_0 accumulate the scaled block sums in a float vector (fast, but
+ * q4_0/q8_0/q4_1/q5_1 accumulate the scaled block sums in a float vector (fast, but
  * summed in another order than the reference: tested within a budget).
  * q4_K/q5_K/q6_K/iq4_xs (and iq4_nl, q5_0) form each (super-)block's integer sum exactly and
  * then evaluate the reference's float expression in the reference's order,
@@ -305,49 +305,48 @@ void vec_dot_q5_0_q8_0_avx2(int64_t n, float *out, const void *w, const void *a)
     *out = sum;
 }
 
-/* q4_1 / q5_1: the two exact integer sums of the reference (the quants are
- * unsigned, so maddubs takes them as they are: |pair| <= 2*31*128 fits
- * int16), then its float expression in its order (bit-identical). */
-void vec_dot_q4_1_q8_0_avx2(int64_t n, float *out, const void *w, const void *a) {
-    const int64_t nb = n / QK8_0;
-    const unsigned char *x = w, *y = a;
+/* q4_1 / q5_1: per block the 8 lanes of sum(q*a) (q unsigned, so maddubs
+ * takes it as it is: |pair| <= 2*31*127 fits int16) and of sum(a), scaled by
+ * d_w*d_a and m_w*d_a into float vectors (q4_0's scheme: the float order
+ * differs from the reference, tested within a budget; a horizontal sum per
+ * block to stay bit-identical made prefill slower than the generic path). */
+static inline __attribute__((always_inline)) __m256 q41_block_avx2(const int Q5, const unsigned char *x,
+                                                                   const unsigned char *y, __m256 acc) {
+    const size_t qs = Q5 ? offsetof(block_q5_1, qs) : offsetof(block_q4_1, qs);
+    const __m128i bits = _mm_loadu_si128((const __m128i *)(const void *)(x + qs));
     const __m128i m4 = _mm_set1_epi8(0x0F);
-    const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
-    float sum = 0.0f;
-    for (int64_t b = 0; b < nb; b++, x += sizeof(block_q4_1), y += sizeof(block_q8_0)) {
-        const __m128i bits = _mm_loadu_si128((const __m128i *)(const void *)(x + offsetof(block_q4_1, qs)));
-        const __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(bits, 4), m4), _mm_and_si128(bits, m4));
-        const __m256i q8 = ld256(y + offsetof(block_q8_0, qs));
-        const int32_t sumi = hsum8i(_mm256_madd_epi16(_mm256_maddubs_epi16(q, q8), ones16));
-        const int32_t suma = hsum8i(_mm256_madd_epi16(_mm256_maddubs_epi16(ones8, q8), ones16));
-        const float da = ld_half(y + offsetof(block_q8_0, d));
-        sum += (float)sumi * (ld_half(x + offsetof(block_q4_1, d)) * da) +
-               (float)suma * (ld_half(x + offsetof(block_q4_1, m)) * da);
-    }
-    *out = sum;
-}
-
-void vec_dot_q5_1_q8_0_avx2(int64_t n, float *out, const void *w, const void *a) {
-    const int64_t nb = n / QK8_0;
-    const unsigned char *x = w, *y = a;
-    const __m128i m4 = _mm_set1_epi8(0x0F);
-    const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
-    float sum = 0.0f;
-    for (int64_t b = 0; b < nb; b++, x += sizeof(block_q5_1), y += sizeof(block_q8_0)) {
-        const __m128i bits = _mm_loadu_si128((const __m128i *)(const void *)(x + offsetof(block_q5_1, qs)));
+    __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(bits, 4), m4), _mm_and_si128(bits, m4));
+    if (Q5) {
         uint32_t qh;
         memcpy(&qh, x + offsetof(block_q5_1, qh), 4);
-        const __m256i nib = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(bits, 4), m4), _mm_and_si128(bits, m4));
-        const __m256i q = _mm256_or_si256(nib, _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(0x10)));
-        const __m256i q8 = ld256(y + offsetof(block_q8_0, qs));
-        const int32_t sumi = hsum8i(_mm256_madd_epi16(_mm256_maddubs_epi16(q, q8), ones16));
-        const int32_t suma = hsum8i(_mm256_madd_epi16(_mm256_maddubs_epi16(ones8, q8), ones16));
-        const float da = ld_half(y + offsetof(block_q8_0, d));
-        sum += (float)sumi * (ld_half(x + offsetof(block_q5_1, d)) * da) +
-               (float)suma * (ld_half(x + offsetof(block_q5_1, m)) * da);
+        q = _mm256_or_si256(q, _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(0x10)));
     }
-    *out = sum;
+    const __m256i q8 = ld256(y + offsetof(block_q8_0, qs)), ones16 = _mm256_set1_epi16(1);
+    const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q, q8), ones16);
+    const __m256i sa = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q8), ones16);
+    const float da = ld_half(y + offsetof(block_q8_0, d));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(ld_half(x) * da), acc);
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(sa), _mm256_set1_ps(ld_half(x + 2) * da), acc); /* m after d */
 }
+
+static inline __attribute__((always_inline)) void dot_q41_avx2(const int Q5, int64_t n, float *out, const void *w,
+                                                               const void *a) {
+    const int64_t nb = n / QK8_0;
+    const size_t qb = Q5 ? sizeof(block_q5_1) : sizeof(block_q4_1);
+    const unsigned char *x = w, *y = a;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2, x += 2 * qb, y += 2 * sizeof(block_q8_0)) {
+        acc0 = q41_block_avx2(Q5, x, y, acc0);
+        acc1 = q41_block_avx2(Q5, x + qb, y + sizeof(block_q8_0), acc1);
+    }
+    if (b < nb) acc0 = q41_block_avx2(Q5, x, y, acc0);
+    *out = hsum8(_mm256_add_ps(acc0, acc1));
+}
+
+void vec_dot_q4_1_q8_0_avx2(int64_t n, float *out, const void *w, const void *a) { dot_q41_avx2(0, n, out, w, a); }
+
+void vec_dot_q5_1_q8_0_avx2(int64_t n, float *out, const void *w, const void *a) { dot_q41_avx2(1, n, out, w, a); }
 
 void vec_dot_iq4_xs_q8_K_avx2(int64_t n, float *out, const void *w, const void *a) {
     const int64_t nb = n / QK_K;
