@@ -1,5 +1,5 @@
 /*
- * vec_dot_kquant_vnni.c - q4_K and q6_K weight rows x q8_K activations with
+ * vec_dot_kquant_vnni.c - q4_K, q6_K, q2_K and q3_K weight rows x q8_K activations with
  * AVX-512 VNNI, as a register-blocked flat GEMM (4 weight rows, or 1 for
  * the remainder, x 1..4 activation rows per micro-kernel).
  *
@@ -269,16 +269,154 @@ static ALWAYS_INLINE void q6_K_kernel(int64_t nb, float *y, int64_t ldy, const u
     store4(y, ldy, NR, NT, acc);
 }
 
+/* ---- q2_K and q3_K ---- */
+
+/* Their 2-bit fields: element e = 128h + 32k + r is bits 2k of qs[32h + r]
+ * (q3_K: its third bit is bit 4h + k of hmask[r]).  Zmm j (elements
+ * 64j..64j+63: h = j/2, k = 2(j%2) and 2(j%2)+1) is the 32 bytes broadcast
+ * to both halves, each half shifted by its own count (vpsrlvw: the bits a
+ * word shift moves in from the upper byte are masked off), so the values
+ * are in element order like q6_K's and the activations load contiguously;
+ * 128-bit lane L of zmm j is group 4j + L (16 elements), and k6_perm maps
+ * the packed lane sums to their scales.  Lane sums are at most 4*7*127:
+ * exact through vpackssdw.  q3_K's unsigned u = low | third << 2 (0..7) is
+ * q + 4: the offset -4 * sum_g sc_g * bsum_g comes from the bsums.  Both
+ * evaluate the reference's float expression in its order (bit-identical). */
+/* The 32 bytes at p broadcast to both 256-bit halves, the low half shifted
+ * right by s0 and the high half by s1, masked. */
+static ALWAYS_INLINE __m512i k2_fields(const unsigned char *p, int s0, int s1, char mask) {
+    const __m512i q = _mm512_broadcast_i64x4(ld256(p));
+    const __m512i sh = _mm512_inserti64x4(_mm512_set1_epi16((short)s0), _mm256_set1_epi16((short)s1), 1);
+    return _mm512_and_si512(_mm512_srlv_epi16(q, sh), _mm512_set1_epi8(mask));
+}
+
+/* q3_K's 16 6-bit scales minus 32 as int16 (the values of ref_q3_K_scales)
+ * from one 16-byte load ending at d (bytes 94..109: inside the block):
+ * scales byte i is byte i + 2.  Scale j: low 4 bits from byte j % 8 (>> 4
+ * for j >= 8), high 2 bits from byte 8 + j % 4 at bits 2 * (j / 4). */
+static ALWAYS_INLINE __m256i k3_scales(const unsigned char *x) {
+    const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(x + offsetof(block_q3_K, scales) - 2));
+    const __m128i il = _mm_setr_epi8(2, 3, 4, 5, 6, 7, 8, 9, 2, 3, 4, 5, 6, 7, 8, 9);
+    const __m128i ih = _mm_setr_epi8(10, 11, 12, 13, 10, 11, 12, 13, 10, 11, 12, 13, 10, 11, 12, 13);
+    const __m256i sl = _mm256_setr_epi16(0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4);
+    const __m256i sh = _mm256_setr_epi16(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6);
+    const __m256i lo = _mm256_and_si256(_mm256_srlv_epi16(_mm256_cvtepu8_epi16(_mm_shuffle_epi8(v, il)), sl),
+                                        _mm256_set1_epi16(15));
+    const __m256i hi = _mm256_and_si256(_mm256_srlv_epi16(_mm256_cvtepu8_epi16(_mm_shuffle_epi8(v, ih)), sh),
+                                        _mm256_set1_epi16(3));
+    return _mm256_sub_epi16(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)), _mm256_set1_epi16(32));
+}
+
+static ALWAYS_INLINE void q23_K_step(__m128 acc[4], const unsigned char *w, size_t ws, const unsigned char *a,
+                                     size_t as, const int NR, const int NT, __m512i i01, __m512i i23, const int Q3) {
+    const size_t pf = prefetch_ahead(NR, ws);
+    const size_t qs_off = Q3 ? offsetof(block_q3_K, qs) : offsetof(block_q2_K, qs);
+    __m512i u[4][4], scA[4], scB[4];
+    __m256i sc16[4], m16[4];
+    uint16_t d[4] = {0, 0, 0, 0}, dm[4] = {0, 0, 0, 0};
+    KITE_UNROLL
+    for (int r = 0; r < NR; r++) {
+        const unsigned char *x = w + (size_t)r * ws;
+        _mm_prefetch((const char *)x + pf, _MM_HINT_T0);
+        _mm_prefetch((const char *)x + pf + 64, _MM_HINT_T0);
+        if (Q3) _mm_prefetch((const char *)x + pf + 108, _MM_HINT_T0);
+        KITE_UNROLL
+        for (int j = 0; j < 4; j++) {
+            const int h = j / 2, k0 = 2 * (j % 2);
+            u[r][j] = k2_fields(x + qs_off + 32 * h, 2 * k0, 2 * k0 + 2, 3);
+            if (Q3) /* the third bits: hmask bits 4h + k */
+                u[r][j] = _mm512_or_si512(u[r][j], _mm512_slli_epi16(k2_fields(x + offsetof(block_q3_K, hmask),
+                                                                               4 * h + k0, 4 * h + k0 + 1, 1), 2));
+        }
+        if (Q3) {
+            sc16[r] = k3_scales(x);
+            d[r] = ld_u16(x + offsetof(block_q3_K, d));
+        } else {
+            const __m128i s8 = _mm_loadu_si128((const __m128i *)(const void *)(x + offsetof(block_q2_K, scales)));
+            sc16[r] = _mm256_cvtepu8_epi16(_mm_and_si128(s8, _mm_set1_epi8(15)));
+            m16[r] = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s8, 4), _mm_set1_epi8(15)));
+            d[r] = ld_u16(x + offsetof(block_q2_K, d));
+            dm[r] = ld_u16(x + offsetof(block_q2_K, dmin));
+        }
+        const __m512i sw = _mm512_castsi256_si512(sc16[r]);
+        scA[r] = _mm512_permutexvar_epi16(i01, sw); /* groups 0..7 */
+        scB[r] = _mm512_permutexvar_epi16(i23, sw); /* groups 8..15 */
+    }
+    const __m128 dw = halves4(d), dmw = halves4(dm);
+    KITE_UNROLL
+    for (int t = 0; t < NT; t++) {
+        const unsigned char *y = a + (size_t)t * as;
+        const unsigned char *q8 = y + offsetof(block_q8_K, qs);
+        const __m512i a0 = ld512(q8), a1 = ld512(q8 + 64), a2 = ld512(q8 + 128), a3 = ld512(q8 + 192);
+        const __m256i bs = ld256(y + offsetof(block_q8_K, bsums));
+        __m512i is[4], ms[4];
+        KITE_UNROLL
+        for (int r = 0; r < 4; r++) {
+            if (r < NR) {
+                const __m512i z = _mm512_setzero_si512();
+                const __m512i p0 = _mm512_dpbusd_epi32(z, u[r][0], a0), p1 = _mm512_dpbusd_epi32(z, u[r][1], a1);
+                const __m512i p2 = _mm512_dpbusd_epi32(z, u[r][2], a2), p3 = _mm512_dpbusd_epi32(z, u[r][3], a3);
+                const __m512i sm = _mm512_add_epi32(_mm512_madd_epi16(_mm512_packs_epi32(p0, p1), scA[r]),
+                                                    _mm512_madd_epi16(_mm512_packs_epi32(p2, p3), scB[r]));
+                if (Q3) { /* q = u - 4: -4 * sum_g sc_g * bsum_g */
+                    const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(sc16[r], bs), 2);
+                    is[r] = _mm512_sub_epi32(sm, _mm512_zextsi256_si512(off));
+                    ms[r] = _mm512_setzero_si512();
+                } else {
+                    is[r] = sm;
+                    ms[r] = _mm512_zextsi256_si512(_mm256_madd_epi16(m16[r], bs));
+                }
+            } else {
+                is[r] = ms[r] = _mm512_setzero_si512();
+            }
+        }
+        const __m128 isum = _mm_cvtepi32_ps(reduce4_512(is[0], is[1], is[2], is[3]));
+        const __m128 dy = _mm_set1_ps(ld_f32(y + offsetof(block_q8_K, d)));
+        if (Q3) { /* ref: sum += half(d) * dy * (float)isum */
+            acc[t] = _mm_add_ps(acc[t], _mm_mul_ps(_mm_mul_ps(dw, dy), isum));
+        } else { /* ref: sum += d * (float)isum - dmin * (float)msum, d = half(d) * dy */
+            const __m128 msum = _mm_cvtepi32_ps(reduce4_512(ms[0], ms[1], ms[2], ms[3]));
+            acc[t] = _mm_add_ps(acc[t],
+                                _mm_sub_ps(_mm_mul_ps(_mm_mul_ps(dw, dy), isum), _mm_mul_ps(_mm_mul_ps(dmw, dy), msum)));
+        }
+    }
+}
+
+static ALWAYS_INLINE void q2_K_kernel(int64_t nb, float *y, int64_t ldy, const unsigned char *w, size_t ws,
+                                      const unsigned char *a, size_t as, const int NR, const int NT) {
+    const __m512i i01 = k6_perm(0), i23 = k6_perm(8);
+    __m128 acc[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
+    for (int64_t b = 0; b < nb; b++)
+        q23_K_step(acc, w + (size_t)b * sizeof(block_q2_K), ws, a + (size_t)b * KB8, as, NR, NT, i01, i23, 0);
+    store4(y, ldy, NR, NT, acc);
+}
+static ALWAYS_INLINE void q3_K_kernel(int64_t nb, float *y, int64_t ldy, const unsigned char *w, size_t ws,
+                                      const unsigned char *a, size_t as, const int NR, const int NT) {
+    const __m512i i01 = k6_perm(0), i23 = k6_perm(8);
+    __m128 acc[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
+    for (int64_t b = 0; b < nb; b++)
+        q23_K_step(acc, w + (size_t)b * sizeof(block_q3_K), ws, a + (size_t)b * KB8, as, NR, NT, i01, i23, 1);
+    store4(y, ldy, NR, NT, acc);
+}
+
 /* Rows in fours (then singles), tokens in groups of up to 4 (one call per
  * token for the single rows). */
 KERN_GEMM_DRIVER(gemm_q4_K_q8_K_vnni, q4_K_kernel, QK_K, 4, 4, TOKENS_OUTER, KERN_GEMM_TAIL_SINGLE)
 KERN_GEMM_DRIVER(gemm_q6_K_q8_K_vnni, q6_K_kernel, QK_K, 4, 4, TOKENS_OUTER, KERN_GEMM_TAIL_SINGLE)
+KERN_GEMM_DRIVER(gemm_q2_K_q8_K_vnni, q2_K_kernel, QK_K, 4, 4, TOKENS_OUTER, KERN_GEMM_TAIL_SINGLE)
+KERN_GEMM_DRIVER(gemm_q3_K_q8_K_vnni, q3_K_kernel, QK_K, 4, 4, TOKENS_OUTER, KERN_GEMM_TAIL_SINGLE)
 
 void vec_dot_q4_K_q8_K_vnni(int64_t n, float *out, const void *w, const void *a) {
     q4_K_kernel(n / QK_K, out, 1, w, 0, a, 0, 1, 1);
 }
 void vec_dot_q6_K_q8_K_vnni(int64_t n, float *out, const void *w, const void *a) {
     q6_K_kernel(n / QK_K, out, 1, w, 0, a, 0, 1, 1);
+}
+void vec_dot_q2_K_q8_K_vnni(int64_t n, float *out, const void *w, const void *a) {
+    q2_K_kernel(n / QK_K, out, 1, w, 0, a, 0, 1, 1);
+}
+void vec_dot_q3_K_q8_K_vnni(int64_t n, float *out, const void *w, const void *a) {
+    q3_K_kernel(n / QK_K, out, 1, w, 0, a, 0, 1, 1);
 }
 #else
 typedef int kite_empty_unit_vec_dot_kquant_vnni; /* ISO C wants a declaration */
