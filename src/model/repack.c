@@ -166,8 +166,10 @@ int model_repack(kite_model *m) {
             rc = repack_weight(m, &s, experts[i], n_exp);
     }
     /* a split model's file is mapped read-only: rank 0 has its own copy of the classifier (shard.c), the
-     * other ranks never read theirs */
-    const bool output_writable = strcmp(gguf_residency(m->gguf), "heap") == 0 || (m->tp_size > 1 && m->tp_rank == 0);
+     * other ranks never read theirs; under a memory budget the classifier was copied into the resident
+     * arena (offload.c), so it is repacked like an unbounded heap model's: the same kernels, the same bits */
+    const bool output_writable = strcmp(gguf_residency(m->gguf), "heap") == 0 || m->offload != NULL ||
+                                 (m->tp_size > 1 && m->tp_rank == 0);
     if (!rc && output_writable) rc = repack_weight(m, &s, &m->output, 1);
     if (!rc && m->tok_embd.data == m->output.data) m->tok_embd.layout = m->output.layout; /* tied classifier */
     free(s.tmp);
