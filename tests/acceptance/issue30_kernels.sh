@@ -1,8 +1,8 @@
 #!/bin/sh
 # tests/acceptance/issue30_kernels.sh [BUILD] - issue 30, item 1: the common
 # GGUF types that fell to the generic dequantize-then-float path (q5_K, the
-# Q5_K_M mix, iq4_xs, iq4_nl, q5_0; q4_1, q5_1, q3_K, q2_K) run on integer kernels and, at
-# avx512vnni, on the 16-row interleaved layout (q4_1, q5_1, q3_K, q2_K: plain VNNI
+# Q5_K_M mix, iq4_xs, iq4_nl, q5_0; q4_1, q5_1, q3_K, q2_K, tq1_0, tq2_0) run on integer kernels and, at
+# avx512vnni, on the 16-row interleaved layout (q4_1 ... tq2_0: plain VNNI
 # kernels, no repack yet), and their model outputs agree
 # with the other paths.
 #
@@ -25,7 +25,7 @@
 #     baseline: KITE_BASE=/path/to/kite (skipped, and said so, without it).
 # Kernel-level bit-identity (SIMD == scalar twin at every token count,
 # decode == batch) is make test's (test_x16.c, test_registry.c).
-# ISSUE30_TYPES picks the types (default: all nine).  Prints "N passed, N
+# ISSUE30_TYPES picks the types (default: all eleven).  Prints "N passed, N
 # failed" like the e2e tests.  A few minutes (a synth and 4-5 runs per type).
 set -u
 build=${1:-build}
@@ -69,7 +69,7 @@ run() { # KITE MODEL OUT [ENV...]
         2>"$T/err" || { cat "$T/err" >&2; return 1; }
 }
 
-for ty in ${ISSUE30_TYPES:-q5_k_m q5_k iq4_xs iq4_nl q5_0 q4_1 q5_1 q3_k q2_k}; do
+for ty in ${ISSUE30_TYPES:-q5_k_m q5_k iq4_xs iq4_nl q5_0 q4_1 q5_1 q3_k q2_k tq1_0 tq2_0}; do
     m=$T/$ty.gguf
     "$KITE" synth --shape tinyllama-1.1b --layers 1 --type "$ty" --seed 3 -o "$m" >/dev/null 2>"$T/err" ||
         { bad "$ty: synth"; cat "$T/err"; continue; }

@@ -58,7 +58,8 @@
 static const uint32_t kernel_types[] = {KITE_DTYPE_F32,  KITE_DTYPE_F16,  KITE_DTYPE_BF16, KITE_DTYPE_Q4_0,
                                         KITE_DTYPE_Q8_0, KITE_DTYPE_Q4_K, KITE_DTYPE_Q6_K, KITE_DTYPE_Q5_K,
                                         KITE_DTYPE_IQ4_XS, KITE_DTYPE_IQ4_NL, KITE_DTYPE_Q5_0, KITE_DTYPE_Q3_K,
-                                        KITE_DTYPE_Q2_K, KITE_DTYPE_Q4_1, KITE_DTYPE_Q5_1};
+                                        KITE_DTYPE_Q2_K, KITE_DTYPE_Q4_1, KITE_DTYPE_Q5_1, KITE_DTYPE_TQ1_0,
+                                        KITE_DTYPE_TQ2_0};
 #define N_KTYPES (int)(sizeof kernel_types / sizeof kernel_types[0])
 
 static void put_half(unsigned char *p, uint16_t h) { memcpy(p, &h, 2); }
@@ -93,6 +94,8 @@ static void make_row(uint32_t t, int64_t n, unsigned char *dst, float *x, int ed
             if (t == KITE_DTYPE_Q6_K) put_half(blk + offsetof(block_q6_K, d), h);
             else if (t == KITE_DTYPE_Q3_K) put_half(blk + offsetof(block_q3_K, d), h);
             else if (t == KITE_DTYPE_Q2_K) put_half(blk + offsetof(block_q2_K, d), h), put_half(blk + offsetof(block_q2_K, dmin), h);
+            else if (t == KITE_DTYPE_TQ1_0) put_half(blk + offsetof(block_tq1_0, d), h);
+            else if (t == KITE_DTYPE_TQ2_0) put_half(blk + offsetof(block_tq2_0, d), h);
             else put_half(blk, h); /* d is first in q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K, iq4_xs, iq4_nl */
         }
     }
@@ -101,8 +104,10 @@ static void make_row(uint32_t t, int64_t n, unsigned char *dst, float *x, int ed
     const bool random_bits = t == KITE_DTYPE_Q4_0 || t == KITE_DTYPE_Q4_K || t == KITE_DTYPE_Q5_K ||
                              t == KITE_DTYPE_Q6_K || t == KITE_DTYPE_IQ4_XS || t == KITE_DTYPE_IQ4_NL ||
                              t == KITE_DTYPE_Q5_0 || t == KITE_DTYPE_Q3_K || t == KITE_DTYPE_Q2_K ||
-                             t == KITE_DTYPE_Q4_1 || t == KITE_DTYPE_Q5_1;
-    const bool d_last = t == KITE_DTYPE_Q6_K || t == KITE_DTYPE_Q3_K || t == KITE_DTYPE_Q2_K;
+                             t == KITE_DTYPE_Q4_1 || t == KITE_DTYPE_Q5_1 || t == KITE_DTYPE_TQ1_0 ||
+                             t == KITE_DTYPE_TQ2_0; /* tq: any byte, also the 2-bit value 3 */
+    const bool d_last = t == KITE_DTYPE_Q6_K || t == KITE_DTYPE_Q3_K || t == KITE_DTYPE_Q2_K ||
+                        t == KITE_DTYPE_TQ1_0 || t == KITE_DTYPE_TQ2_0;
     const size_t j0 = d_last ? 0 : t == KITE_DTYPE_Q4_0 || t == KITE_DTYPE_Q4_K || t == KITE_DTYPE_Q5_K ||
                                            t == KITE_DTYPE_Q4_1 || t == KITE_DTYPE_Q5_1
                                        ? 4
@@ -151,7 +156,9 @@ TEST(test_dispatch_names) {
     CHECK_EQ_INT(t->ops[KITE_DTYPE_Q2_K].act_type, KITE_DTYPE_Q8_K);
     CHECK_EQ_INT(t->ops[KITE_DTYPE_Q4_1].act_type, KITE_DTYPE_Q8_0);
     CHECK_EQ_INT(t->ops[KITE_DTYPE_Q5_1].act_type, KITE_DTYPE_Q8_0);
-    CHECK(t->ops[KITE_DTYPE_TQ1_0].vec_dot == NULL); /* generic path */
+    CHECK_EQ_INT(t->ops[KITE_DTYPE_TQ1_0].act_type, KITE_DTYPE_Q8_K);
+    CHECK_EQ_INT(t->ops[KITE_DTYPE_TQ2_0].act_type, KITE_DTYPE_Q8_K);
+    CHECK(t->ops[KITE_DTYPE_IQ2_XXS].vec_dot == NULL); /* generic path */
     /* bf16 activations only for bf16 weights, only at avx512bf16 */
     for (int l = 0; l <= (int)max; l++) {
         const kern_ops_table *kt = kern_table_for_level((kern_level)l);
@@ -243,7 +250,7 @@ static void check_type_level(const kern_ops_table *kt, const kern_ops_table *ref
                       kt->name, tr->name, (long long)n, edge, off, got, want, tol);
             if (t == KITE_DTYPE_Q4_K || t == KITE_DTYPE_Q5_K || t == KITE_DTYPE_Q6_K || t == KITE_DTYPE_IQ4_XS ||
                 t == KITE_DTYPE_IQ4_NL || t == KITE_DTYPE_Q5_0 || t == KITE_DTYPE_Q3_K || t == KITE_DTYPE_Q2_K ||
-                is_bf16) /* documented: same float expression as ref */
+                t == KITE_DTYPE_TQ1_0 || t == KITE_DTYPE_TQ2_0 || is_bf16) /* documented: same float expression as ref */
                 CHECK_MSG(memcmp(&got, &want, sizeof got) == 0, "%s %s n=%lld edge=%d: not bit-identical",
                           kt->name, tr->name, (long long)n, edge);
             n_kernel_checks[kt->level]++;

@@ -65,7 +65,7 @@ static const char *expected_null(kern_level l, uint32_t t, int slot) {
                                          KITE_DTYPE_Q8_0, KITE_DTYPE_Q4_K, KITE_DTYPE_Q6_K,     KITE_DTYPE_W8A8,
                                          KITE_DTYPE_LLM_INT8, KITE_DTYPE_Q5_K, KITE_DTYPE_IQ4_XS, KITE_DTYPE_IQ4_NL,
                                          KITE_DTYPE_Q5_0, KITE_DTYPE_Q3_K, KITE_DTYPE_Q2_K, KITE_DTYPE_Q4_1,
-                                         KITE_DTYPE_Q5_1};
+                                         KITE_DTYPE_Q5_1, KITE_DTYPE_TQ1_0, KITE_DTYPE_TQ2_0};
     static const uint32_t float_types[] = {KITE_DTYPE_F32, KITE_DTYPE_F16, KITE_DTYPE_BF16};
     static const uint32_t vnni_tiled[] = {KITE_DTYPE_Q4_0, KITE_DTYPE_Q8_0};
     static const uint32_t x16_types[] = {KITE_DTYPE_Q4_0, KITE_DTYPE_Q8_0, KITE_DTYPE_Q4_K,

@@ -30,6 +30,8 @@ void vec_dot_iq4_nl_q8_0_ref(int64_t n, float *out, const void *w, const void *a
 void vec_dot_q5_0_q8_0_ref(int64_t n, float *out, const void *w, const void *a);
 void vec_dot_q4_1_q8_0_ref(int64_t n, float *out, const void *w, const void *a);
 void vec_dot_q5_1_q8_0_ref(int64_t n, float *out, const void *w, const void *a);
+void vec_dot_tq1_0_q8_K_ref(int64_t n, float *out, const void *w, const void *a);
+void vec_dot_tq2_0_q8_K_ref(int64_t n, float *out, const void *w, const void *a);
 void vec_dot_q3_K_q8_K_ref(int64_t n, float *out, const void *w, const void *a);
 void vec_dot_q2_K_q8_K_ref(int64_t n, float *out, const void *w, const void *a);
 
@@ -104,6 +106,10 @@ void gemm_q4_1_q8_0_ref(int64_t n, float *y, int64_t ldy, const void *w, size_t 
                         size_t a_stride, int nt);
 void gemm_q5_1_q8_0_ref(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr, const void *a,
                         size_t a_stride, int nt);
+void gemm_tq1_0_q8_K_ref(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr, const void *a,
+                          size_t a_stride, int nt);
+void gemm_tq2_0_q8_K_ref(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr, const void *a,
+                          size_t a_stride, int nt);
 void gemm_q3_K_q8_K_ref(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr, const void *a,
                         size_t a_stride, int nt);
 void gemm_q2_K_q8_K_ref(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr, const void *a,

@@ -47,6 +47,8 @@ void kern_register_scalar(kern_ops_table *t) {
     kern_set_dot(t, KITE_DTYPE_Q5_1, KITE_DTYPE_Q8_0, vec_dot_q5_1_q8_0_ref, gemm_q5_1_q8_0_ref);
     kern_set_dot(t, KITE_DTYPE_Q3_K, KITE_DTYPE_Q8_K, vec_dot_q3_K_q8_K_ref, gemm_q3_K_q8_K_ref);
     kern_set_dot(t, KITE_DTYPE_Q2_K, KITE_DTYPE_Q8_K, vec_dot_q2_K_q8_K_ref, gemm_q2_K_q8_K_ref);
+    kern_set_dot(t, KITE_DTYPE_TQ1_0, KITE_DTYPE_Q8_K, vec_dot_tq1_0_q8_K_ref, gemm_tq1_0_q8_K_ref);
+    kern_set_dot(t, KITE_DTYPE_TQ2_0, KITE_DTYPE_Q8_K, vec_dot_tq2_0_q8_K_ref, gemm_tq2_0_q8_K_ref);
     /* W8A8 (int8_gemm.h): per-token int8 activations in the weight's own row format */
     kern_set_dot(t, KITE_DTYPE_W8A8, KITE_DTYPE_W8A8, vec_dot_w8a8_ref, gemm_w8a8_ref);
     /* its int8 half; kern_matmul adds the outliers */

@@ -316,6 +316,51 @@ void vec_dot_q2_K_q8_K_ref(int64_t n, float *out, const void *w, const void *a) 
     *out = sum;
 }
 
+/* tq2_0: x = d*(q - 1), q in 0..2 at q2_K's positions (element 128g + 32k + m
+ * is bits 2k of qs[32g + m]); q3_K's float expression. */
+void vec_dot_tq2_0_q8_K_ref(int64_t n, float *out, const void *w, const void *a) {
+    const int64_t nb = n / QK_K;
+    const unsigned char *x = w, *y = a;
+    float sum = 0.0f;
+    for (int64_t b = 0; b < nb; b++, x += sizeof(block_tq2_0), y += sizeof(block_q8_K)) {
+        const uint8_t *qs = x + offsetof(block_tq2_0, qs);
+        const int8_t *q8 = (const int8_t *)(y + offsetof(block_q8_K, qs));
+        int32_t isum = 0;
+        for (int e = 0; e < QK_K; e++) isum += (((qs[32 * (e / 128) + e % 32] >> (2 * ((e / 32) % 4))) & 3) - 1) * q8[e];
+        sum += ld_half(x + offsetof(block_tq2_0, d)) * ld_f32(y + offsetof(block_q8_K, d)) * (float)isum;
+    }
+    *out = sum;
+}
+
+/* Trit k (0 = most significant) of a tq1_0 byte: the byte times 3^k mod 256
+ * keeps trits k.. as a fraction of 256; times 3, the integer part is trit k. */
+static inline int tq1_trit(uint8_t byte, int k) {
+    static const uint8_t pow3[5] = {1, 3, 9, 27, 81};
+    return (((uint8_t)(byte * pow3[k])) * 3) >> 8;
+}
+
+/* tq1_0: x = d*(t - 1), t the base-3 digits in dequantize_row_tq1_0's order
+ * (element 32k + m: trit k of qs[m]; 160 + 16k + m: of qs[32 + m]; 240 + 4k +
+ * m: of qh[m]); q3_K's float expression. */
+void vec_dot_tq1_0_q8_K_ref(int64_t n, float *out, const void *w, const void *a) {
+    const int64_t nb = n / QK_K;
+    const unsigned char *x = w, *y = a;
+    float sum = 0.0f;
+    for (int64_t b = 0; b < nb; b++, x += sizeof(block_tq1_0), y += sizeof(block_q8_K)) {
+        const uint8_t *qs = x + offsetof(block_tq1_0, qs), *qh = x + offsetof(block_tq1_0, qh);
+        const int8_t *q8 = (const int8_t *)(y + offsetof(block_q8_K, qs));
+        int32_t isum = 0;
+        for (int k = 0; k < 5; k++)
+            for (int m = 0; m < 32; m++) isum += (tq1_trit(qs[m], k) - 1) * q8[32 * k + m];
+        for (int k = 0; k < 5; k++)
+            for (int m = 0; m < 16; m++) isum += (tq1_trit(qs[32 + m], k) - 1) * q8[160 + 16 * k + m];
+        for (int k = 0; k < 4; k++)
+            for (int m = 0; m < 4; m++) isum += (tq1_trit(qh[m], k) - 1) * q8[240 + 4 * k + m];
+        sum += ld_half(x + offsetof(block_tq1_0, d)) * ld_f32(y + offsetof(block_q8_K, d)) * (float)isum;
+    }
+    *out = sum;
+}
+
 KERN_DEFINE_GEMM(gemm_q4_0_q8_0_ref, vec_dot_q4_0_q8_0_ref)
 KERN_DEFINE_GEMM(gemm_q8_0_q8_0_ref, vec_dot_q8_0_q8_0_ref)
 KERN_DEFINE_GEMM(gemm_q4_K_q8_K_ref, vec_dot_q4_K_q8_K_ref)
@@ -328,3 +373,5 @@ KERN_DEFINE_GEMM(gemm_q4_1_q8_0_ref, vec_dot_q4_1_q8_0_ref)
 KERN_DEFINE_GEMM(gemm_q5_1_q8_0_ref, vec_dot_q5_1_q8_0_ref)
 KERN_DEFINE_GEMM(gemm_q3_K_q8_K_ref, vec_dot_q3_K_q8_K_ref)
 KERN_DEFINE_GEMM(gemm_q2_K_q8_K_ref, vec_dot_q2_K_q8_K_ref)
+KERN_DEFINE_GEMM(gemm_tq1_0_q8_K_ref, vec_dot_tq1_0_q8_K_ref)
+KERN_DEFINE_GEMM(gemm_tq2_0_q8_K_ref, vec_dot_tq2_0_q8_K_ref)

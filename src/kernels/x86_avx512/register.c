@@ -72,6 +72,8 @@ void kern_register_avx512vnni(kern_ops_table *t) {
     kern_set_dot(t, KITE_DTYPE_Q6_K, KITE_DTYPE_Q8_K, vec_dot_q6_K_q8_K_vnni, gemm_q6_K_q8_K_vnni);
     kern_set_dot(t, KITE_DTYPE_Q2_K, KITE_DTYPE_Q8_K, vec_dot_q2_K_q8_K_vnni, gemm_q2_K_q8_K_vnni);
     kern_set_dot(t, KITE_DTYPE_Q3_K, KITE_DTYPE_Q8_K, vec_dot_q3_K_q8_K_vnni, gemm_q3_K_q8_K_vnni);
+    kern_set_dot(t, KITE_DTYPE_TQ1_0, KITE_DTYPE_Q8_K, vec_dot_tq1_0_q8_K_vnni, gemm_tq1_0_q8_K_vnni);
+    kern_set_dot(t, KITE_DTYPE_TQ2_0, KITE_DTYPE_Q8_K, vec_dot_tq2_0_q8_K_vnni, gemm_tq2_0_q8_K_vnni);
     kern_set_dot(t, KITE_DTYPE_W8A8, KITE_DTYPE_W8A8, vec_dot_w8a8_vnni, gemm_w8a8_vnni);
     kern_set_dot(t, KITE_DTYPE_LLM_INT8, KITE_DTYPE_W8A8, vec_dot_w8a8_vnni, gemm_w8a8_vnni); /* its int8 half */
     t->ops[KITE_DTYPE_Q8_0].tiled = gemm_tiled_q8_0_vnni;

@@ -1,5 +1,5 @@
 /*
- * vec_dot_kquant_vnni.c - q4_K, q6_K, q2_K and q3_K weight rows x q8_K activations with
+ * vec_dot_kquant_vnni.c - q4_K, q6_K, q2_K, q3_K, tq1_0 and tq2_0 weight rows x q8_K activations with
  * AVX-512 VNNI, as a register-blocked flat GEMM (4 weight rows, or 1 for
  * the remainder, x 1..4 activation rows per micro-kernel).
  *
@@ -399,12 +399,121 @@ static ALWAYS_INLINE void q3_K_kernel(int64_t nb, float *y, int64_t ldy, const u
     store4(y, ldy, NR, NT, acc);
 }
 
+/* ---- tq2_0 and tq1_0 (ternary: x = d*(t - 1), t in 0..2) ----
+ * Both build the 256 unsigned t in element order in 4 zmm, so that the
+ * activations load contiguously; sum((t-1)*a) = sum_j dpbusd(t_j, a_j) -
+ * sum(bsums), exact.  tq2_0's t are q2_K's 2-bit fields.  tq1_0's are base-3
+ * digits: digit k of byte b is the integer part of 3 * (b * 3^k mod 256) /
+ * 256, i.e. (q > 85) + (q > 170) for q = b * 3^k mod 256 (two unsigned byte
+ * compares); the byte products come from two vpmullw (even bytes, and odd
+ * bytes with the even ones masked off), with one multiplier per word since
+ * both bytes of a word take the same power.  The reference's float
+ * expression, q3_K's, in its order: bit-identical. */
+static ALWAYS_INLINE __m512i tq1_digits(__m512i z, __m512i mul) {
+    const __m512i lo = _mm512_and_si512(_mm512_mullo_epi16(z, mul), _mm512_set1_epi16(0x00FF));
+    const __m512i hi = _mm512_mullo_epi16(_mm512_and_si512(z, _mm512_set1_epi16((short)0xFF00)), mul);
+    const __m512i q = _mm512_or_si512(lo, hi);
+    return _mm512_add_epi8(_mm512_maskz_set1_epi8(_mm512_cmpgt_epu8_mask(q, _mm512_set1_epi8(85)), 1),
+                           _mm512_maskz_set1_epi8(_mm512_cmpgt_epu8_mask(q, _mm512_set1_epi8((char)170)), 1));
+}
+
+/* Word multipliers of the 4 tq1_0 zmm (see tq1_rows): 3^k per 16 bytes. */
+static const int16_t tq1_mul[4][32] = {
+    {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3},
+    {9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27},
+    {81, 81, 81, 81, 81, 81, 81, 81, 81, 81, 81, 81, 81, 81, 81, 81, 1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3},
+    {9, 9, 9, 9, 9, 9, 9, 9, 27, 27, 27, 27, 27, 27, 27, 27, 81, 81, 81, 81, 81, 81, 81, 81, 1, 1, 3, 3, 9, 9, 27, 27},
+};
+
+/* The 256 digits of a tq1_0 block in element order: zmm 0 = qs[0..31] x 1, x 3;
+ * 1 = x 9, x 27; 2 = x 81 | qs[32..47] x 1, x 3; 3 = qs[32..47] x 9, x 27, x 81 |
+ * qh[0..3] x 1, 3, 9, 27 (one dword each). */
+static ALWAYS_INLINE void tq1_rows(const unsigned char *x, __m512i u[4]) {
+    const __m256i A = ld256(x + offsetof(block_tq1_0, qs));
+    const __m128i B = _mm_loadu_si128((const __m128i *)(const void *)(x + offsetof(block_tq1_0, qs) + 32));
+    uint32_t h;
+    memcpy(&h, x + offsetof(block_tq1_0, qh), 4);
+    const __m512i zA = _mm512_broadcast_i64x4(A);
+    const __m512i zB = _mm512_broadcast_i32x4(B);
+    const __m512i z2 = _mm512_inserti64x4(_mm512_castsi256_si512(A), _mm512_castsi512_si256(zB), 1);
+    const __m512i z3 = _mm512_inserti32x4(zB, _mm_set1_epi32((int)h), 3);
+    u[0] = tq1_digits(zA, ld512(tq1_mul[0]));
+    u[1] = tq1_digits(zA, ld512(tq1_mul[1]));
+    u[2] = tq1_digits(z2, ld512(tq1_mul[2]));
+    u[3] = tq1_digits(z3, ld512(tq1_mul[3]));
+}
+
+static ALWAYS_INLINE void tq_step(__m128 acc[4], const unsigned char *w, size_t ws, const unsigned char *a, size_t as,
+                                  const int NR, const int NT, const int TQ1) {
+    const size_t pf = prefetch_ahead(NR, ws);
+    __m512i u[4][4];
+    uint16_t d[4] = {0, 0, 0, 0};
+    KITE_UNROLL
+    for (int r = 0; r < NR; r++) {
+        const unsigned char *x = w + (size_t)r * ws;
+        _mm_prefetch((const char *)x + pf, _MM_HINT_T0);
+        _mm_prefetch((const char *)x + pf + 64, _MM_HINT_T0);
+        if (TQ1) {
+            tq1_rows(x, u[r]);
+            d[r] = ld_u16(x + offsetof(block_tq1_0, d));
+        } else {
+            KITE_UNROLL
+            for (int j = 0; j < 4; j++) {
+                const int k0 = 2 * (j % 2);
+                u[r][j] = k2_fields(x + offsetof(block_tq2_0, qs) + 32 * (j / 2), 2 * k0, 2 * k0 + 2, 3);
+            }
+            d[r] = ld_u16(x + offsetof(block_tq2_0, d));
+        }
+    }
+    const __m128 dw = halves4(d);
+    KITE_UNROLL
+    for (int t = 0; t < NT; t++) {
+        const unsigned char *y = a + (size_t)t * as;
+        const unsigned char *q8 = y + offsetof(block_q8_K, qs);
+        const __m512i a0 = ld512(q8), a1 = ld512(q8 + 64), a2 = ld512(q8 + 128), a3 = ld512(q8 + 192);
+        const __m512i off =
+            _mm512_zextsi256_si512(_mm256_madd_epi16(ld256(y + offsetof(block_q8_K, bsums)), _mm256_set1_epi16(1)));
+        __m512i is[4];
+        KITE_UNROLL
+        for (int r = 0; r < 4; r++) {
+            if (r < NR) {
+                __m512i s = _mm512_dpbusd_epi32(_mm512_sub_epi32(_mm512_setzero_si512(), off), u[r][0], a0);
+                s = _mm512_dpbusd_epi32(s, u[r][1], a1);
+                s = _mm512_dpbusd_epi32(s, u[r][2], a2);
+                is[r] = _mm512_dpbusd_epi32(s, u[r][3], a3);
+            } else {
+                is[r] = _mm512_setzero_si512();
+            }
+        }
+        const __m128 isum = _mm_cvtepi32_ps(reduce4_512(is[0], is[1], is[2], is[3]));
+        const __m128 dy = _mm_set1_ps(ld_f32(y + offsetof(block_q8_K, d)));
+        acc[t] = _mm_add_ps(acc[t], _mm_mul_ps(_mm_mul_ps(dw, dy), isum)); /* ref: half(d) * dy * (float)isum */
+    }
+}
+
+static ALWAYS_INLINE void tq1_0_kernel(int64_t nb, float *y, int64_t ldy, const unsigned char *w, size_t ws,
+                                       const unsigned char *a, size_t as, const int NR, const int NT) {
+    __m128 acc[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
+    for (int64_t b = 0; b < nb; b++)
+        tq_step(acc, w + (size_t)b * sizeof(block_tq1_0), ws, a + (size_t)b * KB8, as, NR, NT, 1);
+    store4(y, ldy, NR, NT, acc);
+}
+static ALWAYS_INLINE void tq2_0_kernel(int64_t nb, float *y, int64_t ldy, const unsigned char *w, size_t ws,
+                                       const unsigned char *a, size_t as, const int NR, const int NT) {
+    __m128 acc[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
+    for (int64_t b = 0; b < nb; b++)
+        tq_step(acc, w + (size_t)b * sizeof(block_tq2_0), ws, a + (size_t)b * KB8, as, NR, NT, 0);
+    store4(y, ldy, NR, NT, acc);
+}
+
 /* Rows in fours (then singles), tokens in groups of up to 4 (one call per
  * token for the single rows). */
 KERN_GEMM_DRIVER(gemm_q4_K_q8_K_vnni, q4_K_kernel, QK_K, 4, 4, TOKENS_OUTER, KERN_GEMM_TAIL_SINGLE)
 KERN_GEMM_DRIVER(gemm_q6_K_q8_K_vnni, q6_K_kernel, QK_K, 4, 4, TOKENS_OUTER, KERN_GEMM_TAIL_SINGLE)
 KERN_GEMM_DRIVER(gemm_q2_K_q8_K_vnni, q2_K_kernel, QK_K, 4, 4, TOKENS_OUTER, KERN_GEMM_TAIL_SINGLE)
 KERN_GEMM_DRIVER(gemm_q3_K_q8_K_vnni, q3_K_kernel, QK_K, 4, 4, TOKENS_OUTER, KERN_GEMM_TAIL_SINGLE)
+KERN_GEMM_DRIVER(gemm_tq1_0_q8_K_vnni, tq1_0_kernel, QK_K, 4, 4, TOKENS_OUTER, KERN_GEMM_TAIL_SINGLE)
+KERN_GEMM_DRIVER(gemm_tq2_0_q8_K_vnni, tq2_0_kernel, QK_K, 4, 4, TOKENS_OUTER, KERN_GEMM_TAIL_SINGLE)
 
 void vec_dot_q4_K_q8_K_vnni(int64_t n, float *out, const void *w, const void *a) {
     q4_K_kernel(n / QK_K, out, 1, w, 0, a, 0, 1, 1);
@@ -417,6 +526,12 @@ void vec_dot_q2_K_q8_K_vnni(int64_t n, float *out, const void *w, const void *a)
 }
 void vec_dot_q3_K_q8_K_vnni(int64_t n, float *out, const void *w, const void *a) {
     q3_K_kernel(n / QK_K, out, 1, w, 0, a, 0, 1, 1);
+}
+void vec_dot_tq1_0_q8_K_vnni(int64_t n, float *out, const void *w, const void *a) {
+    tq1_0_kernel(n / QK_K, out, 1, w, 0, a, 0, 1, 1);
+}
+void vec_dot_tq2_0_q8_K_vnni(int64_t n, float *out, const void *w, const void *a) {
+    tq2_0_kernel(n / QK_K, out, 1, w, 0, a, 0, 1, 1);
 }
 #else
 typedef int kite_empty_unit_vec_dot_kquant_vnni; /* ISO C wants a declaration */
