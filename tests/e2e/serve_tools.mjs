@@ -165,6 +165,7 @@ async function expect400(body, param, what) {
 await expect400({ tools: [{ type: "function", function: { name: "bad name!" } }] }, "tools", "a bad function name");
 await expect400({ tools: [{ type: "retrieval" }] }, "tools", "a tool that is not a function");
 await expect400({ tools: { name: "x" } }, "tools", "tools not an array");
+await expect400({ tools: [] }, "tools", "an empty tools array");
 await expect400({ tools: [{ type: "function", function: { name: "f", parameters: { type: "string", pattern: "a+" } } }] }, "tools", "an unsupported schema keyword");
 await expect400({ tools, tool_choice: { type: "function", function: { name: "nope" } } }, "tool_choice", "a named unknown function");
 await expect400({ tools, tool_choice: "sometimes" }, "tool_choice", "a bad tool_choice");

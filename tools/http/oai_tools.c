@@ -182,6 +182,7 @@ bool oai_parse_tools(const cJSON *root, oai_request *r, oai_error *err) {
     if (tools) {
         if (!cJSON_IsArray(tools)) return t_type(err, "tools", "tools", "an array");
         int n = cJSON_GetArraySize(tools);
+        if (n == 0) return t_value(err, "tools", "tools", "an empty array (give at least one tool, or leave tools out)");
         if (n > SERVER_MAX_TOOLS) {
             char why[48];
             snprintf(why, sizeof why, "at most %d tools", SERVER_MAX_TOOLS);
