@@ -87,7 +87,7 @@ else fail "logprobs under a grammar" "seeds:$bad"; fi
 # 3. every OpenAI request field: honoured, or a 400 naming it
 CHAT='"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2'
 bad=
-for f in 'tools:[{"type":"function","function":{"name":"f"}}]' 'tool_choice:"auto"' 'functions:[{"name":"f"}]' \
+for f in 'tools:[{"type":"function","function":{"name":"f g"}}]' 'tool_choice:"auto"' 'functions:[{"name":"f"}]' \
     'function_call:"auto"' 'parallel_tool_calls:true' 'audio:{"voice":"alloy","format":"wav"}' 'modalities:["text"]' \
     'prediction:{"type":"content","content":"x"}' 'reasoning_effort:"low"' 'web_search_options:{}' \
     'service_tier:"auto"' 'metadata:{"a":"b"}' 'store:true' 'frobnicate:1' 'logit_bias:{"x":1}' 'n:17' \

@@ -132,8 +132,8 @@ async function status(p) {
   try { await p; return 200; } catch (e) { return e.status; }
 }
 check(await status(client.chat.completions.create({ model: "kite", messages, n: 17 })) === 400, "n above the limit -> 400");
-check(await status(client.chat.completions.create({ model: "kite", messages, tools: [{ type: "function", function: { name: "f" } }] })) === 400,
-      "tools -> 400");
+check(await status(client.chat.completions.create({ model: "kite", messages, functions: [{ name: "f" }] })) === 400,
+      "legacy functions -> 400");
 check(await status(client.chat.completions.create({ model: "kite", messages, frobnicate: 1 })) === 400, "unknown field -> 400");
 check(await status(client.chat.completions.create({ model: "kite", messages, logit_bias: { x: 1 } })) === 400, "bad logit_bias -> 400");
 

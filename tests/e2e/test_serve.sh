@@ -23,7 +23,7 @@
 #     types, n > 1, missing fields, bad roles, a prompt longer than the
 #     context (context_length_exceeded), bodies over the limit (413, with and
 #     without Content-Length), unknown URL (404), wrong method (405), missing
-#     or wrong API key (401); unknown fields, tools, bad logit_bias and n get 400;
+#     or wrong API key (401); unknown fields, functions, bad logit_bias and n get 400;
 #   * a slow client (incomplete request) is dropped after the timeout while
 #     others are served; clients that disconnect mid-stream leave no running
 #     sequence or used KV block behind (/metrics);
@@ -318,7 +318,7 @@ expect_error "n above the server limit -> 400" 400 invalid_value POST /v1/comple
 expect_error "n = 0 -> 400" 400 invalid_value POST /v1/completions '{"prompt": "x", "n": 0}'
 expect_error "unknown field -> 400 naming it" 400 unknown_parameter POST /v1/chat/completions "{$CHAT, \"some_unknown_field\": {\"x\": 1}}"
 has "$T/body" '"param":"some_unknown_field"' && e2e_ok "unknown field named in param" || e2e_fail "unknown field param" "$(e2e_first_line "$T/body")"
-expect_error "tools -> 400 unsupported" 400 unsupported_parameter POST /v1/chat/completions "{$CHAT, \"tools\": []}"
+expect_error "legacy functions -> 400 unsupported" 400 unsupported_parameter POST /v1/chat/completions "{$CHAT, \"functions\": []}"
 expect_error "echo true -> 400" 400 unsupported_value POST /v1/completions '{"prompt": "x", "echo": true}'
 expect_error "logit_bias key not an id -> 400" 400 invalid_value POST /v1/completions '{"prompt": "x", "logit_bias": {"abc": 1}}'
 expect_error "logit_bias value out of range -> 400" 400 invalid_value POST /v1/completions '{"prompt": "x", "logit_bias": {"5": 101}}'

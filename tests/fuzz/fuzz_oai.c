@@ -18,6 +18,11 @@
  *      body (made valid UTF-8 as every response is) parses, is valid UTF-8
  *      and has a string message, type and the param and code members;
  *   2. oai_request_free frees everything (LeakSanitizer) after both;
+ *   4. (tools, issue 24) a parsed chat request renders with chat_apply_tools
+ *      in every family (KITE_OK); its tools give a forcing grammar or a
+ *      status (never a crash); tool_calls_parse on every message content,
+ *      in every family, finds only calls with a non-empty name and
+ *      arguments that parse as a JSON object (the output parser's reach);
  *   3. http_head_check returns 0 or one of 400, 414, 431, 501, 505, with a
  *      NUL-terminated message; 0 only for a head whose request line ends
  *      in " HTTP/1.0" or " HTTP/1.1"; http_head_end never exceeds the size.
@@ -35,6 +40,7 @@
 
 #include "http/http_check.h"
 #include "http/server_internal.h"
+#include "http/tool_calls.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -66,6 +72,38 @@ static void fuzz_oai_error_body(const oai_error *e) {
     free(fixed);
 }
 
+/* Invariant 4: the tool paths of a parsed chat request. */
+static void fuzz_oai_tools(const oai_request *r) {
+    for (int f = 0; f < CHAT_FAMILY_COUNT; f++) {
+        char *out = NULL;
+        int st = chat_apply_tools(f, r->msgs, r->msg_tools, r->n_msgs, r->tools, r->n_tools, true, &out);
+        FUZZ_OAI_REQUIRE(st == KITE_OK ? out != NULL : st == KITE_E_NOMEM);
+        free(out);
+    }
+    if (r->n_tools) {
+        char *g = NULL;
+        if (tool_grammar_gbnf(CHAT_CHATML, r->tools, r->n_tools, r->tool_named, r->parallel_tool_calls, &g) == KITE_OK)
+            FUZZ_OAI_REQUIRE(g != NULL);
+        free(g);
+    }
+    for (size_t i = 0; i < r->n_msgs; i++)
+        for (int f = 0; f < CHAT_FAMILY_COUNT; f++) {
+            tool_parse p;
+            const char *c = r->msgs[i].content;
+            if (!tool_calls_parse(f, c, strlen(c), r->tools, r->n_tools, &p)) {
+                FUZZ_OAI_REQUIRE(p.n_calls == 0 && p.calls == NULL);
+                continue;
+            }
+            for (size_t k = 0; k < p.n_calls; k++) {
+                FUZZ_OAI_REQUIRE(p.calls[k].name && p.calls[k].name[0]);
+                cJSON *a = cJSON_Parse(p.calls[k].arguments);
+                FUZZ_OAI_REQUIRE(cJSON_IsObject(a));
+                cJSON_Delete(a);
+            }
+            tool_parse_free(&p);
+        }
+}
+
 static void fuzz_oai_body(const char *b, size_t n, bool chat) {
     oai_request r;
     oai_error e;
@@ -75,6 +113,9 @@ static void fuzz_oai_body(const char *b, size_t n, bool chat) {
         if (chat) {
             FUZZ_OAI_REQUIRE(r.n_msgs >= 1 && r.msgs != NULL);
             for (size_t i = 0; i < r.n_msgs; i++) FUZZ_OAI_REQUIRE(r.msgs[i].role && r.msgs[i].content);
+            FUZZ_OAI_REQUIRE(r.tool_choice == OAI_TOOLS_OFF || r.n_tools >= 1);
+            FUZZ_OAI_REQUIRE(r.tool_named < (int32_t)r.n_tools);
+            fuzz_oai_tools(&r);
         } else {
             FUZZ_OAI_REQUIRE((r.prompt_text != NULL) != (r.prompt_ids != NULL));
             if (r.prompt_ids) {

@@ -44,6 +44,7 @@
 #include <time.h>
 
 #include "core/timing.h"
+#include "http/tool_calls.h"
 #include "server_internal.h"
 #include "sot/sot.h"
 
@@ -190,7 +191,8 @@ static void gen_on_event(void *user, const engine_event *ev) {
             g->failed = g->done = true;
             snprintf(g->errmsg, sizeof g->errmsg, "out of memory");
         }
-        g->pending += ev->len + (ev->logprobs != NULL);
+        /* with tools a choice's text is held until it ends (tool_calls chunks, docs/http.md) */
+        if (g->req.tool_choice == OAI_TOOLS_OFF) g->pending += ev->len + (ev->logprobs != NULL);
     } else if (!ch->done) {
         ch->done = true;
         g->n_done++;
@@ -298,7 +300,14 @@ static bool build_prompt(server *s, oai_request *r, double deadline, kite_token 
     int st;
     if (r->chat) {
         char *text = NULL;
-        st = chat_apply(s->chat_family, r->msgs, r->n_msgs, true, &text);
+        bool tool_parts = r->tool_choice != OAI_TOOLS_OFF;
+        for (size_t i = 0; i < r->n_msgs && !tool_parts; i++)
+            tool_parts = !strcmp(r->msgs[i].role, "tool") || (r->msg_tools && r->msg_tools[i].n_calls);
+        if (tool_parts) /* tool_choice "none": the tools are not offered (docs/http.md) */
+            st = chat_apply_tools(s->chat_family, r->msgs, r->msg_tools, r->n_msgs, r->tools,
+                                  r->tool_choice != OAI_TOOLS_OFF ? r->n_tools : 0, true, &text);
+        else
+            st = chat_apply(s->chat_family, r->msgs, r->n_msgs, true, &text);
         if (st != KITE_OK) {
             oai_error_set(err, 400, "invalid_request_error", "invalid_value", "messages", "%s",
                           kite_last_error()[0] ? kite_last_error() : "invalid messages");
@@ -458,6 +467,51 @@ static cJSON *logprobs_json(const gen_req *g, const kite_logprobs *lp, size_t n,
     return o;
 }
 
+/* ---- tool calls (docs/http.md, "Tools") ---- */
+
+/* The calls in a finished choice's text (false: none, or no tools offered). */
+static bool choice_tool_calls(const gen_req *g, const char *text, size_t len, tool_parse *tp) {
+    if (!g->req.chat || g->req.tool_choice == OAI_TOOLS_OFF || !text) return false;
+    return tool_calls_parse(g->srv->chat_family, text, len, g->req.tools, g->req.n_tools, tp);
+}
+
+/* A call id unique to (request, choice, call): "call_" + 24 hex digits, or
+ * 9 letters and digits for Mistral's template, which asks for that shape. */
+static void tool_call_id(const gen_req *g, int32_t choice, size_t k, char *buf, size_t cap) {
+    uint64_t h = 1469598103934665603ull;
+    for (const char *p = g->id; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    h ^= ((uint64_t)choice << 40) ^ (uint64_t)k * 0x9E3779B97F4A7C15ull;
+    uint64_t a = h * 0xff51afd7ed558ccdull, b = (h ^ (h >> 29)) * 0xc4ceb9fe1a34e53ull;
+    if (chat_tool_format(g->srv->chat_family) == CHAT_TOOLS_MISTRAL) {
+        static const char al[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+        size_t i = 0;
+        for (; i < 9 && i + 1 < cap; i++, a /= 62) buf[i] = al[a % 62];
+        buf[i] = '\0';
+    } else {
+        snprintf(buf, cap, "call_%016llx%08llx", (unsigned long long)a, (unsigned long long)(b >> 32));
+    }
+}
+
+/* message.tool_calls, or (stream) delta.tool_calls with "index" and the
+ * arguments in a chunk of their own (part 0: index, id, type, name,
+ * arguments ""; part 1: index, arguments). */
+static cJSON *tool_calls_json(const gen_req *g, int32_t choice, const tool_parse *tp, bool stream) {
+    cJSON *arr = cJSON_CreateArray();
+    for (size_t k = 0; k < tp->n_calls; k++) {
+        char id[48];
+        tool_call_id(g, choice, k, id, sizeof id);
+        cJSON *o = cJSON_CreateObject();
+        if (stream) cJSON_AddNumberToObject(o, "index", (double)k);
+        cJSON_AddStringToObject(o, "id", id);
+        cJSON_AddStringToObject(o, "type", "function");
+        cJSON *f = cJSON_AddObjectToObject(o, "function");
+        cJSON_AddStringToObject(f, "name", tp->calls[k].name);
+        cJSON_AddStringToObject(f, "arguments", stream ? "" : tp->calls[k].arguments);
+        cJSON_AddItemToArray(arr, o);
+    }
+    return arr;
+}
+
 /* The non-streaming answer (mu not needed: the request is finished). */
 static char *final_json(const gen_req *g) {
     cJSON *o = base_json(g, g->req.chat ? "chat.completion" : "text_completion");
@@ -466,7 +520,17 @@ static char *final_json(const gen_req *g) {
         const gen_choice *ch = &g->ch[i];
         cJSON *c = cJSON_CreateObject();
         cJSON_AddNumberToObject(c, "index", i);
-        if (g->req.chat) {
+        tool_parse tp;
+        const char *finish = ch->finish;
+        if (choice_tool_calls(g, ch->text, ch->len, &tp)) {
+            cJSON *m = cJSON_AddObjectToObject(c, "message");
+            cJSON_AddStringToObject(m, "role", "assistant");
+            if (tp.content) cJSON_AddStringToObject(m, "content", tp.content);
+            else cJSON_AddNullToObject(m, "content");
+            cJSON_AddItemToObject(m, "tool_calls", tool_calls_json(g, i, &tp, false));
+            tool_parse_free(&tp);
+            finish = "tool_calls";
+        } else if (g->req.chat) {
             cJSON *m = cJSON_AddObjectToObject(c, "message");
             cJSON_AddStringToObject(m, "role", "assistant");
             cJSON_AddStringToObject(m, "content", ch->text ? ch->text : "");
@@ -475,7 +539,7 @@ static char *final_json(const gen_req *g) {
         }
         int64_t off = 0;
         cJSON_AddItemToObject(c, "logprobs", logprobs_json(g, ch->lp, ch->n_lp, &off));
-        cJSON_AddStringToObject(c, "finish_reason", ch->finish);
+        cJSON_AddStringToObject(c, "finish_reason", finish);
         cJSON_AddItemToArray(choices, c);
     }
     cJSON_AddItemToObject(o, "usage", usage_json(g));
@@ -538,6 +602,39 @@ static bool sse_chunk(gen_req *g, gen_choice *ch, const char *text, size_t len, 
     cJSON_AddItemToArray(choices, c);
     if (g->req.include_usage) cJSON_AddNullToObject(o, "usage");
     return sse_emit(g, o);
+}
+
+/* Streams a finished choice of a tools request (its text was held): the
+ * content (the text before the calls, or all of it), then each call in two
+ * chunks as OpenAI streams them (index, id, type, name and empty arguments;
+ * then the arguments); finish_reason "tool_calls" when there were calls. */
+static bool sse_tools(gen_req *g, gen_choice *ch, const char *text, size_t len) {
+    tool_parse tp;
+    if (!choice_tool_calls(g, text, len, &tp)) return !len || sse_chunk(g, ch, text, len, NULL, 0, NULL, false);
+    bool ok = !tp.content || sse_chunk(g, ch, tp.content, strlen(tp.content), NULL, 0, NULL, false);
+    cJSON *all = tool_calls_json(g, ch->index, &tp, true);
+    for (size_t k = 0; ok && k < tp.n_calls; k++)
+        for (int part = 0; ok && part < 2; part++) {
+            cJSON *o = base_json(g, "chat.completion.chunk");
+            cJSON *c = cJSON_CreateObject();
+            cJSON_AddNumberToObject(c, "index", ch->index);
+            cJSON *arr = cJSON_AddArrayToObject(cJSON_AddObjectToObject(c, "delta"), "tool_calls");
+            cJSON *call = part == 0 ? cJSON_Duplicate(cJSON_GetArrayItem(all, (int)k), true) : cJSON_CreateObject();
+            if (part == 1) {
+                cJSON_AddNumberToObject(call, "index", (double)k);
+                cJSON_AddStringToObject(cJSON_AddObjectToObject(call, "function"), "arguments", tp.calls[k].arguments);
+            }
+            cJSON_AddItemToArray(arr, call);
+            cJSON_AddNullToObject(c, "logprobs");
+            cJSON_AddNullToObject(c, "finish_reason");
+            cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "choices"), c);
+            if (g->req.include_usage) cJSON_AddNullToObject(o, "usage");
+            ok = sse_emit(g, o);
+        }
+    cJSON_Delete(all);
+    tool_parse_free(&tp);
+    snprintf(ch->finish, sizeof ch->finish, "tool_calls");
+    return ok;
 }
 
 /* The finish chunk of ch, once. */
@@ -630,8 +727,13 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
             size_t n_lp;
             bool ended;
         } take[SERVER_MAX_N];
+        bool tools = g->req.chat && g->req.tool_choice != OAI_TOOLS_OFF;
         for (int32_t i = 0; i < g->n_choices; i++) {
             gen_choice *ch = &g->ch[i];
+            if (tools && !ch->done) { /* held until the choice ends (sse_tools) */
+                memset(&take[i], 0, sizeof take[i]);
+                continue;
+            }
             take[i].text = ch->text;
             take[i].len = ch->len;
             take[i].lp = ch->lp;
@@ -650,7 +752,9 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
         bool ok = true;
         for (int32_t i = 0; i < g->n_choices; i++) {
             /* text before a failure still goes out */
-            if (ok && (take[i].len || take[i].n_lp))
+            if (ok && tools && take[i].ended && !g->ch[i].finish_sent)
+                ok = sse_tools(g, &g->ch[i], take[i].text, take[i].len);
+            else if (ok && (take[i].len || take[i].n_lp))
                 ok = sse_chunk(g, &g->ch[i], take[i].text, take[i].len, take[i].lp, take[i].n_lp, NULL, false);
             if (ok && take[i].ended && !failed) ok = sse_finish(g, &g->ch[i]);
             free(take[i].text);
@@ -889,6 +993,17 @@ enum MHD_Result gen_handle(server *s, struct MHD_Connection *c, const char *body
                           (int)r->logit_bias[i].token, (int)s->n_vocab);
             goto fail;
         }
+    if (chat && r->tool_choice == OAI_TOOLS_REQUIRED) { /* forced calls: the tools' grammar (tool_calls.c) */
+        int st = tool_grammar_gbnf(s->chat_family, r->tools, r->n_tools, r->tool_named, r->parallel_tool_calls,
+                                   &r->grammar_text);
+        if (st != KITE_OK) {
+            oai_error_set(&err, st == KITE_E_NOMEM ? 500 : 400, st == KITE_E_NOMEM ? "server_error" : "invalid_request_error",
+                          "invalid_value", "tools", "Invalid 'tools': %s", kite_last_error());
+            goto fail;
+        }
+        r->grammar_kind = KITE_GRAMMAR_GBNF;
+        r->grammar_param = "tools";
+    }
     g->n_choices = r->n; /* before the first submit: a callback may come at once */
     for (int32_t i = 0; i < r->n; i++) {
         gen_choice *ch = &g->ch[i];

@@ -163,12 +163,12 @@ static bool parse_prompt(const cJSON *root, oai_request *r, oai_error *err) {
  * an assistant message (OpenAI allows it there, next to tool calls). */
 static char *message_content(const cJSON *m, const char *role, size_t i, oai_error *err) {
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "content");
-    if (!c || (cJSON_IsNull(c) && strcmp(role, "assistant"))) {
+    if ((!c || cJSON_IsNull(c)) && strcmp(role, "assistant")) {
         oai_error_set(err, 400, INVALID, "missing_required_parameter", "messages",
                       "Missing required parameter: 'messages[%zu].content' (a %s message needs content).", i, role);
         return NULL;
     }
-    if (cJSON_IsNull(c)) return dup_str("", err);
+    if (!c || cJSON_IsNull(c)) return dup_str("", err); /* an assistant message with tool_calls only */
     if (cJSON_IsString(c)) return dup_str(c->valuestring, err);
     if (!cJSON_IsArray(c)) {
         bad_type(err, "messages", "message content as a string or an array of text parts");
@@ -206,18 +206,21 @@ static bool parse_messages(const cJSON *root, oai_request *r, oai_error *err) {
     int n = cJSON_GetArraySize(ms);
     if (n < 1) return bad_value(err, "messages", "at least one message is required");
     r->msgs = calloc((size_t)n, sizeof *r->msgs);
-    if (!r->msgs) {
+    r->msg_tools = calloc((size_t)n, sizeof *r->msg_tools); /* tool calls / results (oai_tools.c) */
+    if (!r->msgs || !r->msg_tools) {
         oai_error_set(err, 500, "server_error", NULL, NULL, "Out of memory.");
         return false;
     }
     for (const cJSON *m = ms->child; m; m = m->next) {
         if (!cJSON_IsObject(m)) return bad_type(err, "messages", "an array of message objects");
-        for (const cJSON *f = m->child; f; f = f->next) /* name, tool_calls, ...: not honoured, so refused */
-            if (!cJSON_IsNull(f) && f->string && strcmp(f->string, "role") && strcmp(f->string, "content")) {
+        for (const cJSON *f = m->child; f; f = f->next) /* refusal, audio, ...: not honoured, so refused */
+            if (!cJSON_IsNull(f) && f->string && strcmp(f->string, "role") && strcmp(f->string, "content") &&
+                !oai_msg_tool_field(f->string)) {
                 char shown[41];
                 http_utf8_copy(shown, sizeof shown, f->string);
                 oai_error_set(err, 400, INVALID, "unsupported_parameter", "messages",
-                              "Unsupported parameter: 'messages[%zu].%s' (kite reads only role and content).",
+                              "Unsupported parameter: 'messages[%zu].%s' (kite reads role, content, tool_calls, "
+                              "tool_call_id, name).",
                               r->n_msgs, shown);
                 return false;
             }
@@ -225,10 +228,10 @@ static bool parse_messages(const cJSON *root, oai_request *r, oai_error *err) {
         if (!cJSON_IsString(role)) return bad_type(err, "messages", "a string 'role' in every message");
         const char *rs = role->valuestring;
         if (!strcmp(rs, "developer")) rs = "system"; /* OpenAI's newer name for the system role */
-        if (strcmp(rs, "system") && strcmp(rs, "user") && strcmp(rs, "assistant")) {
+        if (strcmp(rs, "system") && strcmp(rs, "user") && strcmp(rs, "assistant") && strcmp(rs, "tool")) {
             char shown[41], what[128];
             http_utf8_copy(shown, sizeof shown, rs);
-            snprintf(what, sizeof what, "unsupported role '%s' in messages[%zu] (system, user, assistant)", shown,
+            snprintf(what, sizeof what, "unsupported role '%s' in messages[%zu] (system, user, assistant, tool)", shown,
                      r->n_msgs);
             return bad_value(err, "messages", what);
         }
@@ -238,6 +241,7 @@ static bool parse_messages(const cJSON *root, oai_request *r, oai_error *err) {
         cm->role = role_copy;
         r->n_msgs++;
         if (!(cm->content = message_content(m, rs, r->n_msgs - 1, err))) return false;
+        if (!oai_parse_msg_tools(m, rs, r->n_msgs - 1, r, err)) return false;
     }
     return true;
 }
@@ -327,11 +331,13 @@ static const char *const COMMON_FIELDS[] = {
     "sot", "sot_skeleton", /* chat only: parse_fields names the endpoint in its 400 */
     "user", /* an end-user id for OpenAI's abuse monitoring: nothing to do here */
     NULL};
-static const char *const CHAT_FIELDS[] = {"messages", "max_completion_tokens", "top_logprobs", NULL};
+static const char *const CHAT_FIELDS[] = {"messages", "max_completion_tokens", "top_logprobs",
+                                          "tools", "tool_choice", "parallel_tool_calls", NULL};
 static const char *const COMPLETION_FIELDS[] = {"prompt", NULL};
 /* OpenAI fields kite does not implement: named as unsupported rather than unknown. */
 static const char *const UNSUPPORTED_FIELDS[] = {
-    "tools", "tool_choice", "functions", "function_call", "parallel_tool_calls", "audio", "modalities",
+    "functions", "function_call", /* the legacy names of tools and tool_choice (docs/http.md) */
+    "audio", "modalities",
     "prediction", "reasoning_effort", "web_search_options", "service_tier", "metadata", "suffix", NULL};
 
 static bool in_list(const char *const *l, const char *k) {
@@ -506,6 +512,12 @@ static bool parse_fields(const cJSON *root, bool chat, oai_request *r, oai_error
     if (!parse_grammar(root, r, err)) return false;
     if (r->sot && r->grammar_kind >= 0)
         return bad_value(err, "sot", "Skeleton-of-Thought cannot be combined with a constrained output format");
+    if (chat && !oai_parse_tools(root, r, err)) return false;
+    if (r->tool_choice != OAI_TOOLS_OFF) { /* docs/http.md, "Tools": what does not combine */
+        if (r->grammar_kind >= 0) return bad_value(err, r->grammar_param, "cannot be combined with tools");
+        if (r->sot) return bad_value(err, "sot", "Skeleton-of-Thought cannot be combined with tools");
+        if (r->logprobs) return bad_value(err, "logprobs", "kite does not give logprobs together with tools");
+    }
     return parse_stop(root, r, err);
 }
 
@@ -561,6 +573,7 @@ bool oai_request_parse(const char *body, size_t len, bool chat, oai_request *r, 
 }
 
 void oai_request_free(oai_request *r) {
+    oai_tools_free(r);
     free(r->model);
     free(r->prompt_text);
     free(r->prompt_ids);

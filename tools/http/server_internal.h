@@ -28,6 +28,7 @@
 
 #include "chat/chat_template.h"
 #include "chat/chat_tokenize.h"
+#include "chat/chat_tools.h"
 #include "server.h"
 
 #define SERVER_POLL_MS 100      /* how often a waiting thread checks that its client is still there */
@@ -148,7 +149,30 @@ typedef struct oai_request {
     kite_logit_bias *logit_bias; /* "logit_bias" entries (owned; ids checked against the vocabulary in gen.c) */
     int32_t n_logit_bias;
     int32_t n;                   /* "n": choices, 1..SERVER_MAX_N */
+    /* tools (oai_tools.c, docs/http.md "Tools") */
+    chat_tool *tools;            /* "tools": [n_tools] functions (strings owned) or NULL */
+    size_t n_tools;
+    int tool_choice;             /* enum oai_tool_choice */
+    int32_t tool_named;          /* tool_choice {"function": {"name"}}: its index in tools, else -1 */
+    bool parallel_tool_calls;    /* "parallel_tool_calls", default true */
+    chat_msg_tools *msg_tools;   /* [n_msgs] tool calls / tool_call_id of each message (owned) or NULL */
 } oai_request;
+
+enum oai_tool_choice {
+    OAI_TOOLS_OFF = 0,  /* no tools, or tool_choice "none": plain content, tools not offered */
+    OAI_TOOLS_AUTO,     /* offered; calls parsed from the free output */
+    OAI_TOOLS_REQUIRED  /* offered and forced by a grammar (tool_named: that one) */
+};
+
+/* oai_tools.c: "tools", "tool_choice", "parallel_tool_calls" of a chat request
+ * (after its messages); 400 naming the field on a bad shape. */
+bool oai_parse_tools(const cJSON *root, oai_request *r, oai_error *err);
+/* oai_tools.c: the tool parts of messages[i] (m, role already checked):
+ * tool_calls of an assistant, tool_call_id (and name) of a tool message. */
+bool oai_parse_msg_tools(const cJSON *m, const char *role, size_t i, oai_request *r, oai_error *err);
+/* true if key is a message field oai_parse_msg_tools reads. */
+bool oai_msg_tool_field(const char *key);
+void oai_tools_free(oai_request *r);
 
 /* Parses and validates a request body.  Fields kite does not implement give
  * 400 naming them (except null values and the accepted-and-ignored list of
