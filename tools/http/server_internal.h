@@ -101,6 +101,7 @@ struct server {
     srv_hist h_queue, h_ttft, h_itl, h_e2e;  /* seconds: arrival -> admission, -> first token, between tokens,
                                                 arrival -> end */
     char start_error[160];                   /* first MHD message while starting */
+    struct srv_embed *embed;                 /* owned: the embeddings context and its lock (embed.h) */
 };
 
 /* ---- OpenAI errors ---- */
