@@ -8,6 +8,8 @@
  *   gen.c      generation requests: the per-request queue filled by the
  *              engine callback, waiting, non-streaming answers, SSE streams
  *   metrics.c  Prometheus text
+ *   embed.c    embeddings (/v1/embeddings, /embedding) on a context of their own;
+ *              embed_parse.c parses their bodies (embed.h)
  *
  * THREADS
  *   A srv_conn belongs to one connection thread.  A gen_req is shared by
