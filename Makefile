@@ -275,10 +275,10 @@ build-fuzz/obj/%.o: %.c
 	clang $(CPPFLAGS) $(FUZZ_CFLAGS) -c $< -o $@
 
 # tools/ objects a fuzz target needs (the safetensors parser uses cJSON;
-# fuzz_oai the server's request parsing, head checks and tool-call parser)
+# fuzz_oai the server's request parsing, head checks and tool-call parser; fuzz_embed embed_parse.c)
 FUZZ_TOOLS_OBJ := build-fuzz/obj/tools/convert/safetensors.o build-fuzz/obj/tools/http/oai.o \
                   build-fuzz/obj/tools/http/http_check.o build-fuzz/obj/tools/http/oai_tools.o \
-                  build-fuzz/obj/tools/http/tool_calls.o
+                  build-fuzz/obj/tools/http/tool_calls.o build-fuzz/obj/tools/http/embed_parse.o
 build-fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_OBJ) $(FUZZ_TOOLS_OBJ)
 	clang $(CPPFLAGS) -std=c11 -O1 -g -fsanitize=fuzzer,address,undefined -pthread $< $(FUZZ_LIB_OBJ) $(FUZZ_TOOLS_OBJ) -o $@ -lm -lpcre2-8 -lutf8proc -lcjson
 

@@ -268,6 +268,43 @@ int kite_ctx_set_profiling(kite_ctx *ctx, bool on);
  * profiling was first turned on. */
 int32_t kite_ctx_profile(const kite_ctx *ctx, double *seconds, const char **names, int32_t cap);
 
+/* ---- embeddings (docs/model.md, "Embeddings") --------------------------- */
+
+/* How the final hidden states of an input's tokens become one vector. */
+typedef enum kite_pooling {
+    KITE_POOLING_MEAN = 0, /* the mean over every token (BOS included), as llama.cpp's --pooling mean */
+    KITE_POOLING_LAST = 1, /* the last token's: the only one that has seen the whole input (causal models) */
+    KITE_POOLING_CLS = 2   /* the first token's (BERT's CLS).  In a causal model it has seen only itself:
+                              every input that starts with BOS gets the same vector */
+} kite_pooling;
+
+typedef struct kite_embed_params {
+    int32_t pooling;  /* enum kite_pooling; default KITE_POOLING_MEAN */
+    bool normalize;   /* divide by the L2 norm (an all-zero vector stays zero); default true */
+} kite_embed_params;
+
+kite_embed_params kite_embed_default_params(void);
+
+/* Embeds n_seq inputs: tokens holds input i's n_tok[i] (>= 1) tokens after
+ * those of inputs 0..i-1; out[i * n_embd .. +n_embd) receives the pooled
+ * final hidden state of input i, after the model's final norm (the
+ * classifier is not run).  Each input is evaluated from an empty KV cache
+ * in n_batch chunks, so its vector depends only on its own tokens: a call
+ * with several inputs gives bit for bit the vectors of one call per input,
+ * and the same thread count gives the same bits every time.  The context's
+ * KV cache and scratch are used and it is left empty (n_past 0, no logits).
+ * params NULL: the defaults.  Returns KITE_OK; KITE_E_ARG (NULL pointers,
+ * n_seq < 1, an empty input, an unknown pooling), KITE_E_RANGE (an input
+ * longer than n_ctx, a token outside the vocabulary), KITE_E_STATE (a paged
+ * serving context), KITE_E_NOMEM, KITE_E_IO (a streamed layer could not be
+ * read); on error out is unspecified and the context is left empty. */
+int kite_ctx_embed_batch(kite_ctx *ctx, const kite_token *tokens, const int32_t *n_tok, int32_t n_seq,
+                         const kite_embed_params *params, float *out /* OUT: n_seq * n_embd */);
+
+/* kite_ctx_embed_batch of one input of n tokens. */
+int kite_ctx_embed(kite_ctx *ctx, const kite_token *tokens, int32_t n, const kite_embed_params *params,
+                   float *out /* OUT: n_embd */);
+
 /* ---- sampler ----------------------------------------------------------- */
 
 typedef struct kite_sampler kite_sampler;

@@ -55,6 +55,7 @@
 
 #include "core/error.h"
 #include "core/timing.h"
+#include "embed.h"
 #include "http/gate.h"
 #include "http/http_check.h"
 #include "http/web_assets.h"
@@ -462,7 +463,8 @@ fail:
 
 /* ---- routing ---- */
 
-enum route { R_NONE, R_PAGE, R_HEALTH, R_MODELS, R_MODEL, R_METRICS, R_COMPLETIONS, R_CHAT, R_TOKENIZE, R_DETOKENIZE };
+enum route { R_NONE, R_PAGE, R_HEALTH, R_MODELS, R_MODEL, R_METRICS, R_COMPLETIONS, R_CHAT, R_TOKENIZE, R_DETOKENIZE,
+             R_EMBEDDINGS, R_EMBEDDING };
 
 static enum route route_of(const char *url, bool *post) {
     static const struct {
@@ -480,6 +482,9 @@ static enum route route_of(const char *url, bool *post) {
         {"/chat/completions", R_CHAT, true},
         {"/tokenize", R_TOKENIZE, true},
         {"/detokenize", R_DETOKENIZE, true},
+        {"/v1/embeddings", R_EMBEDDINGS, true},
+        {"/embeddings", R_EMBEDDINGS, true},
+        {"/embedding", R_EMBEDDING, true},
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
         if (!strcmp(url, table[i].path)) {
@@ -591,6 +596,8 @@ static enum MHD_Result dispatch(server *s, struct MHD_Connection *c, srv_conn *k
     case R_CHAT: return gen_handle(s, c, body, k->len, r == R_CHAT, &k->status, &k->gen);
     case R_TOKENIZE: return handle_tokenize(s, c, body, k->len, &k->status);
     case R_DETOKENIZE: return handle_detokenize(s, c, body, k->len, &k->status);
+    case R_EMBEDDINGS:
+    case R_EMBEDDING: return embed_handle(s, c, body, k->len, r == R_EMBEDDINGS, &k->status);
     case R_NONE: break;
     }
     oai_error_set(&err, 500, "server_error", NULL, NULL, "unreachable");
@@ -959,6 +966,7 @@ int server_start(kite_model *model, const server_params *params, server **out) {
     s->p.chat_template = NULL;
     if ((st = chat_family_for_model(model, params->chat_template, &s->chat_family)) != KITE_OK) goto fail;
     if ((st = chat_tokenizer_new(model, &s->ctok)) != KITE_OK) goto fail;
+    if ((st = srv_embed_new(&s->embed)) != KITE_OK) goto fail;
 
     kite_model_info info;
     kite_model_get_info(model, &info);
@@ -1066,6 +1074,7 @@ void server_stop(server *s) {
     gate_free(s->gate);
     tok_pool_free(s->tok);
     engine_free(s->eng);
+    srv_embed_free(s->embed);
     chat_tokenizer_free(s->ctok);
     free(s->api_key);
     free(s->model_id);
