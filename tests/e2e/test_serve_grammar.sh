@@ -90,7 +90,7 @@ fi
 start() {
     _name=$1
     shift
-    "$KITE" serve --port 0 -t 1 --parallel 4 --ctx 512 -q "$@" </dev/null >"$T/$_name.out" 2>"$T/$_name.log" &
+    "$KITE" serve --port 0 -t 1 --parallel 4 --ctx 512 -q -a kite "$@" </dev/null >"$T/$_name.out" 2>"$T/$_name.log" &
     PIDS="$PIDS $!"
     e2e_serve_port "$T/$_name.log" "$!"
 }
