@@ -471,6 +471,20 @@ int kite_gen_masked_logits(kite_gen *g, const float *logits, const float **out /
  * kite_gen_masked_logits, or KITE_E_STATE without a sampler. */
 int kite_gen_pick(kite_gen *g, const float *logits, kite_token *out /* OUT */);
 
+/* Checks a speculative draft against the rules of the current state without
+ * changing it: *n_ok receives the length of the longest prefix of
+ * draft[0..n) that p.grammar allows, taken in order (a token that ends the
+ * generation - end-of-generation, BOS, a stop token - counts only where the
+ * grammar may end, and nothing after it, nor after a token that completes
+ * the grammar, counts).  Without a grammar *n_ok = n; once the generation is
+ * over, 0.  So a decoder can truncate a draft before verifying it: under
+ * greedy acceptance, or a point-mass draft (prompt lookup), every dropped
+ * token would have been rejected anyway.  Cost: a copy of the matcher's
+ * live stacks and one matcher step per draft byte; a scratch matcher is
+ * allocated at the first call of a generation.  Returns KITE_OK, KITE_E_ARG,
+ * or KITE_E_RANGE / KITE_E_NOMEM from the matcher (*n_ok then 0). */
+int kite_gen_check_draft(kite_gen *g, const kite_token *draft, int32_t n, int32_t *n_ok /* OUT */);
+
 /* One step with token t chosen elsewhere (a speculative verification):
  * applies the stop rules, records an output token in p.sampler (if any) and
  * detokenizes it.  Returns KITE_OK, KITE_E_STATE (the generation is over:

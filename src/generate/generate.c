@@ -58,6 +58,7 @@ struct kite_gen {
     kite_token eog[GEN_MAX_EOG]; /* the vocabulary's end-of-generation tokens */
     int n_eog;
     grammar_matcher *gm; /* owned: p.grammar's state in this generation, or NULL */
+    grammar_matcher *try_gm; /* owned: scratch copy of gm for kite_gen_check_draft, made at its first call */
     uint32_t *mask;      /* [(n_vocab + 31) / 32] allowed tokens of the current state */
     bool mask_valid;     /* mask is the current state's */
     float *masked;       /* [n_vocab] kite_gen_masked_logits' row */
@@ -112,6 +113,7 @@ void kite_gen_free(kite_gen *g) {
     kite_detok_free(g->dt);
     free(g->piece);
     grammar_matcher_free(g->gm);
+    grammar_matcher_free(g->try_gm);
     free(g->mask);
     free(g->masked);
     free(g);
@@ -138,6 +140,8 @@ int kite_gen_begin(kite_gen *g, const kite_gen_params *p, int32_t n_past) {
         grammar_matcher_free(g->gm);
         g->gm = NULL;
     }
+    grammar_matcher_free(g->try_gm); /* its grammar may be gone: a new one at the first check */
+    g->try_gm = NULL;
     g->mask_valid = false;
     g->p = *p;
     g->n_past = n_past;
@@ -213,6 +217,38 @@ int kite_gen_push(kite_gen *g, kite_token t, kite_gen_step *out) {
     else if (g->p.n_ctx > 0 && (int64_t)g->n_past + g->n_gen > g->p.n_ctx) g->stop = KITE_STOP_CONTEXT;
     else if (g->gm && grammar_matcher_is_finished(g->gm)) g->stop = KITE_STOP_GRAMMAR;
     step_out(g, t, true, n, out);
+    return KITE_OK;
+}
+
+int kite_gen_check_draft(kite_gen *g, const kite_token *draft, int32_t n, int32_t *n_ok) {
+    if (!g || !n_ok || n < 0 || (n > 0 && !draft)) return err_set(KITE_E_ARG, "kite_gen_check_draft: bad arguments");
+    *n_ok = 0;
+    if (g->stop != KITE_STOP_NONE) return KITE_OK;
+    if (!g->gm) {
+        *n_ok = n;
+        return KITE_OK;
+    }
+    int rc = g->try_gm ? grammar_matcher_copy(g->try_gm, g->gm) : grammar_matcher_clone(g->gm, &g->try_gm);
+    if (rc) return rc;
+    for (int32_t i = 0; i < n; i++) {
+        const kite_token t = draft[i];
+        if (t < 0 || t >= g->n_vocab) return KITE_OK;
+        const int stop = stop_before(g, t);
+        if (stop != KITE_STOP_NONE) { /* ends the generation: as the mask, end and stop tokens where it may end */
+            if ((stop == KITE_STOP_TOKEN || vocab_is_eog(g->v, t)) && grammar_matcher_is_accepting(g->try_gm))
+                *n_ok = i + 1;
+            return KITE_OK;
+        }
+        const char *piece;
+        char buf[8];
+        const int nb = vocab_token_to_piece(g->v, t, &piece, buf);
+        if (nb <= 0) return KITE_OK;
+        rc = grammar_matcher_accept_bytes(g->try_gm, piece, (size_t)nb);
+        if (rc == KITE_E_STATE) return KITE_OK; /* refused: the draft ends before t */
+        if (rc) return rc;
+        *n_ok = i + 1;
+        if (grammar_matcher_is_finished(g->try_gm)) return KITE_OK; /* the generation ends with t */
+    }
     return KITE_OK;
 }
 
