@@ -246,8 +246,12 @@ static int draft(spec_decoder *d, int32_t k, int32_t *nd) {
     kite_ctx *D = d->dctx;
     const int32_t m = D->n_past; /* <= n_hist - 1 by the truncation after each step */
     int rc = kite_ctx_eval(D, d->hist + m, d->n_hist - m, false);
+    /* under a grammar the draft model samples from its masked logits, advancing a draft state
+     * (kite_gen_draft_*): every draft token is allowed, and q is the masked distribution */
+    if (rc == KITE_OK && d->gen) rc = kite_gen_draft_begin(d->gen);
     for (int32_t i = 0; i < k && rc == KITE_OK; i++) {
         const float *logits = kite_ctx_logits(D, -1);
+        if (d->gen && (rc = kite_gen_draft_masked_logits(d->gen, logits, &logits)) != KITE_OK) break;
         kite_token t;
         if (d->greedy) {
             t = kite_sampler_sample(d->ds, logits);
@@ -258,6 +262,9 @@ static int draft(spec_decoder *d, int32_t k, int32_t *nd) {
         }
         d->verify[1 + i] = t;
         (*nd)++;
+        bool more = true;
+        if (d->gen && (rc = kite_gen_draft_push(d->gen, t, &more)) != KITE_OK) break;
+        if (!more) break; /* t ends the generation: nothing after it can be kept */
         if (i + 1 < k) rc = kite_ctx_eval(D, &t, 1, false);
     }
     return rc;

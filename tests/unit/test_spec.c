@@ -15,9 +15,11 @@
  *   - under a JSON schema (spec_set_grammar): greedy speculative output is
  *     token for token greedy output under the schema alone, for each drafter,
  *     on the bundled model and on the quantized 32k-vocabulary scale model
- *     (build/scale/tl4-q8_0.gguf); sampled speculative output only ever holds
- *     tokens the grammar allows and ends by the grammar; kite_gen_check_draft
- *     agrees with the grammar mask token by token.
+ *     (build/scale/tl4-q8_0.gguf); model drafts drawn under the grammar are
+ *     all accepted when the draft is the target; sampled speculative output
+ *     (lookup, a draft model) only ever holds tokens the grammar allows and ends
+ *     by the grammar; kite_gen_check_draft and kite_gen_draft_masked_logits
+ *     agree with the grammar mask token by token.
  */
 #include <math.h>
 #include <stdint.h>
@@ -692,7 +694,9 @@ static void check_grammar_drafters(kite_model *m, const char *label, int n_new) 
         printf("  %s under the schema, %s: %d tokens (%s) in %lld passes, %lld of %lld drafted accepted\n", label,
                name, n, kite_stop_name(stop), (long long)st.n_steps, (long long)st.n_accepted,
                (long long)st.n_drafted);
-        if (v == 4) CHECK(st.n_drafted > 0 && st.n_accepted == st.n_drafted); /* its own drafts, cut by the grammar */
+        /* its own drafts, drawn under the grammar (kite_gen_draft_*): all accepted, about k + 1 tokens a pass */
+        if (v == 4) CHECK_MSG(st.n_drafted > 0 && st.n_accepted == st.n_drafted && st.n_steps * 3 < n,
+                              "%lld passes for %d tokens", (long long)st.n_steps, n);
         if (v == 0 && n_new > 40) CHECK(st.n_drafted > 0);
     }
 done:
@@ -735,6 +739,17 @@ TEST(test_grammar_sampled) {
         int n = grammar_generate(m, g, &p, 1.0f, prompt, (int)n_prompt, 400, out, &stop, &st);
         CHECK_MSG(n > 0 && stop == KITE_STOP_GRAMMAR, "%d tokens, stop %s", n, kite_stop_name(stop));
         CHECK(st.n_drafted > 0);
+        /* a model drafter samples its draft from the masked q: all allowed, most accepted */
+        kite_model *m16 = load_model_checked(MODEL_F16);
+        p.drafter = SPEC_DRAFT_MODEL;
+        p.draft_model = m16;
+        if (m16) {
+            n = grammar_generate(m, g, &p, 1.0f, prompt, (int)n_prompt, 400, out, &stop, &st);
+            CHECK_MSG(n > 0 && stop == KITE_STOP_GRAMMAR, "draft model: %d tokens, stop %s", n, kite_stop_name(stop));
+            CHECK_MSG(st.n_drafted > 0 && st.n_accepted > 0, "draft model: %lld of %lld accepted",
+                      (long long)st.n_accepted, (long long)st.n_drafted);
+        }
+        kite_model_free(m16);
     }
     kite_grammar_free(g);
     free(schema);
@@ -773,13 +788,26 @@ TEST(test_grammar_check_draft) {
         }
         CHECK_MSG(n_agree == N_VOCAB, "step %d: check_draft and the mask disagree on %d tokens", step,
                   N_VOCAB - n_agree);
+        float *live = malloc(N_VOCAB * sizeof *live);
+        const float *drow = NULL;
+        if (live) memcpy(live, row, N_VOCAB * sizeof *live);
+        CHECK_EQ_INT(kite_gen_draft_begin(gen), KITE_OK);
+        CHECK_EQ_INT(kite_gen_draft_masked_logits(gen, ones, &drow), KITE_OK);
+        CHECK(live && drow && memcmp(live, drow, N_VOCAB * sizeof *live) == 0); /* a draft starts at the state */
+        free(live);
         CHECK(n_allowed > 0 && n_allowed < N_VOCAB && first_ok >= 0);
         /* a two-token draft: the allowed token, then one refused after it */
         kite_token two[3] = {first_ok, 0, first_ok};
         CHECK_EQ_INT(kite_gen_check_draft(gen, two, 3, &ok), KITE_OK);
         CHECK(ok <= 1);
+        bool more = false;
+        CHECK_EQ_INT(kite_gen_draft_push(gen, first_ok, &more), KITE_E_STATE); /* the check ended the draft */
+        CHECK_EQ_INT(kite_gen_draft_begin(gen), KITE_OK);
+        CHECK_EQ_INT(kite_gen_draft_push(gen, first_ok, &more), KITE_OK);
+        CHECK(more);
+        CHECK_EQ_INT(kite_gen_draft_push(gen, 0, &more), KITE_E_STATE); /* <unk>: no text for the grammar */
         kite_gen_step st;
-        CHECK_EQ_INT(kite_gen_push(gen, first_ok, &st), KITE_OK); /* the state moves on; the check did not move it */
+        CHECK_EQ_INT(kite_gen_push(gen, first_ok, &st), KITE_OK); /* the state moves on; the drafts did not move it */
     }
     CHECK_EQ_INT(kite_gen_check_draft(gen, NULL, 0, &ok), KITE_OK);
     CHECK_EQ_INT(ok, 0);
