@@ -416,7 +416,8 @@ static void make_drafts(engine *e) {
         if (k > budget) k = budget;
         if (k <= 0) continue;
         budget -= k;
-        e->jobs[n_jobs++] = (edraft_job){.ds = &r->ds, .hist = r->s.toks, .n_hist = r->s.n_toks,
+        e->jobs[n_jobs++] = (edraft_job){.ds = &r->ds, .gen = r->grammar ? r->gen : NULL, .hist = r->s.toks,
+                                         .n_hist = r->s.n_toks,
                                          .n_path = r->s.n_path, .k = k, .out = r->draft};
     }
     if (n_jobs == 0) return;

@@ -19,8 +19,9 @@
 #     response_format json_schema (strict), streaming, json_object, the
 #     llama-server fields, stop strings, a 400 naming an unsupported keyword
 #     (tests/e2e/serve_structured.mjs);
-#   * a --lookup server (drafts judged under the grammar) gives the plain
-#     server's temperature-0 constrained output and drafted tokens.
+#   * a --lookup server (drafts judged under the grammar) and a --draft-skip-layers
+#     server (drafts drawn under it) give the plain server's temperature-0
+#     constrained output, with drafted and accepted tokens.
 #
 # The last line is "tests/e2e/test_serve_grammar.sh: N passed, M failed".
 
@@ -117,7 +118,9 @@ start plain
 PLAIN=$PORT
 start spec --lookup 2 --draft-max 4
 SPEC=$PORT
-if [ -z "$PLAIN" ] || [ -z "$SPEC" ]; then
+start skip --draft-skip-layers 1
+SKIP=$PORT
+if [ -z "$PLAIN" ] || [ -z "$SPEC" ] || [ -z "$SKIP" ]; then
     e2e_fail "servers start" "$(e2e_first_line "$T/plain.log") $(e2e_first_line "$T/spec.log")"
     e2e_summary
     exit 1
@@ -136,17 +139,25 @@ fi
 
 # the lookup drafter copies prompt n-grams: a prompt full of the schema's own text gets drafts
 body='{"prompt":"{\"kind\":\"dog\",\"kind\":\"dog\",\"kind\":\"dog\",\"kind\":\"dog\"} {\"kind\":\"dog\",","max_tokens":60,"temperature":0,"json_schema":{"type":"object","properties":{"kind":{"enum":["cat","dog"]},"name":{"type":"string","maxLength":20}},"required":["kind","name"]}}'
-for srv in plain spec; do
+for srv in plain spec skip; do
     eval port=\$$(echo "$srv" | tr a-z A-Z)
     curl -s "http://127.0.0.1:$port/v1/completions" -d "$body" >"$T/$srv.json"
 done
 a=$(json_raw "$T/plain.json" text)
 b=$(json_raw "$T/spec.json" text)
+c=$(json_raw "$T/skip.json" text)
 drafted=$(curl -s "http://127.0.0.1:$SPEC/metrics" | sed -n 's/^kite_spec_draft_tokens_total \([0-9.e+]*\)$/\1/p')
 if [ -n "$a" ] && [ "$a" = "$b" ] && [ "${drafted:-0}" != 0 ]; then
     e2e_ok "--lookup server under a grammar: same temperature-0 output as plain ($drafted drafted)"
 else
     e2e_fail "--lookup server under a grammar" "plain $a, spec $b, drafted ${drafted:-none}"
+fi
+# the self drafter draws its drafts under the grammar (engine_draft.c): most are accepted
+acc=$(curl -s "http://127.0.0.1:$SKIP/metrics" | sed -n 's/^kite_spec_accepted_tokens_total \([0-9.e+]*\)$/\1/p')
+if [ -n "$a" ] && [ "$a" = "$c" ] && [ "${acc:-0}" != 0 ]; then
+    e2e_ok "--draft-skip-layers server under a grammar: same temperature-0 output as plain ($acc accepted)"
+else
+    e2e_fail "--draft-skip-layers server under a grammar" "plain $a, skip $c, accepted ${acc:-none}"
 fi
 curl -s -o "$T/e.json" -w '%{http_code}' "http://127.0.0.1:$PLAIN/v1/completions" \
     -d '{"prompt":"x","grammar":"root ::= a","max_tokens":2}' >"$T/code"
