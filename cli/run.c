@@ -168,9 +168,6 @@ static int parse_args(int argc, char **argv, run_opts *o) {
     if (o->logit_bias && (rc = parse_logit_bias(o)) != 0) return rc;
     if (o->split_mode && strcmp(o->split_mode, "none") && (n_drafters || o->spec_compare))
         return cli_usage_error(cmd, "speculative decoding is not available with --split-mode yet");
-    if (n_grammars && n_drafters)
-        return cli_usage_error(cmd, "speculative decoding is not available with a grammar in kite run (its drafts "
-                                    "are not checked against the grammar; kite serve checks them)");
     return -1;
 }
 
@@ -209,13 +206,15 @@ static bool dump_rows(FILE *f, const kite_ctx *ctx, int32_t n, int32_t n_vocab) 
  * nothing: the reference speed of --spec-compare (tokens per second from
  * the end of prefill to the last token).  Leaves ctx empty, smp reset and
  * gen's detokenizer as new. */
-static int plain_reference(kite_ctx *ctx, kite_sampler *smp, kite_gen *gen, const kite_token *prompt,
-                           size_t n_prompt, int64_t n_predict, bool ignore_eos, double *tok_s, int64_t *n_out) {
+static int plain_reference(kite_ctx *ctx, kite_sampler *smp, kite_gen *gen, const kite_grammar *grammar,
+                           const kite_token *prompt, size_t n_prompt, int64_t n_predict, bool ignore_eos,
+                           double *tok_s, int64_t *n_out) {
     kite_gen_params gp = kite_gen_default_params();
     gp.sampler = smp;
     gp.n_predict = n_predict;
     gp.n_ctx = kite_ctx_n_ctx(ctx);
     gp.ignore_eos = ignore_eos;
+    gp.grammar = grammar;
     int rc = kite_gen_begin(gen, &gp, (int32_t)n_prompt);
     int64_t n = 0;
     for (size_t i = 0; i < n_prompt; i++) kite_sampler_accept(smp, prompt[i]);
@@ -398,8 +397,10 @@ static int run_open(run_session *s) {
     }
     const bool use_spec = o->draft_model || o->draft_skip || o->lookup_n > 0 || o->lookahead;
     if (use_spec && spec_setup(o, s->model, s->ctx, &s->draft, &s->sd)) return 1;
-    if (o->spec_compare && plain_reference(s->ctx, s->smp, s->gen, s->ids, s->n_prompt, o->n_predict, o->ignore_eos,
-                                           &s->ref_tok_s, &s->ref_tokens) != KITE_OK)
+    /* drafts checked against the grammar, every verified row masked (spec.h) */
+    if (s->sd && s->grammar && spec_set_grammar(s->sd, s->grammar, o->ignore_eos) != KITE_OK) return run_fail();
+    if (o->spec_compare && plain_reference(s->ctx, s->smp, s->gen, s->grammar, s->ids, s->n_prompt, o->n_predict,
+                                           o->ignore_eos, &s->ref_tok_s, &s->ref_tokens) != KITE_OK)
         return run_fail();
     return 0;
 }

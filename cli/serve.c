@@ -22,7 +22,7 @@
 
 typedef struct serve_opts {
     server_params sp;
-    const char *model, *draft, *skip, *lookahead;
+    const char *model, *alias, *draft, *skip, *lookahead;
     int64_t kv_mem_mib; /* --kv-mem; 0: the engine's default */
     bool use_mmap;
     uint64_t mem_budget; /* --mem-budget (the served model; a draft model is loaded whole) */
@@ -30,6 +30,9 @@ typedef struct serve_opts {
 
 static const cli_opt serve_opts_table[] = {
     {.names = "-m, --model", .arg = "FILE", .help = "GGUF model", .kind = CLI_STR, CLI_AT(serve_opts, model)},
+    {.names = "-a, --alias", .arg = "NAME",
+     .help = "serve the model under this name (/v1/models; requests may give it or the file name)", .kind = CLI_STR,
+     CLI_AT(serve_opts, alias), .def_doc = "the file name"},
     {.names = "--host", .arg = "ADDR", .help = "address to bind (the default is loopback only)", .kind = CLI_STR,
      CLI_AT(serve_opts, sp.host), .show_default = true},
     {.names = "--port", .arg = "N", .help = "TCP port; 0 = any free port", .kind = CLI_INT,
@@ -114,7 +117,8 @@ int cmd_serve(int argc, char **argv) {
     if ((sp.engine.spec_lookup_n > 0) + (draft_path != NULL) + (skip_list != NULL) + (o.lookahead != NULL) > 1)
         return cli_usage_error("serve", "give at most one of --lookup, --draft-model, --draft-skip-layers and --lookahead");
     if (!model_path) model_path = cli_default_model(argv[0]);
-    sp.model_id = base_name(model_path);
+    sp.model_file = base_name(model_path);
+    sp.model_id = o.alias && o.alias[0] ? o.alias : sp.model_file;
 
     /* block the signals before any thread exists; sigwait below takes them */
     sigset_t sigs;

@@ -508,6 +508,36 @@ int kite_gen_masked_logits(kite_gen *g, const float *logits, const float **out /
  * kite_gen_masked_logits, or KITE_E_STATE without a sampler. */
 int kite_gen_pick(kite_gen *g, const float *logits, kite_token *out /* OUT */);
 
+/* Checks a speculative draft against the rules of the current state without
+ * changing it: *n_ok receives the length of the longest prefix of
+ * draft[0..n) that p.grammar allows, taken in order (a token that ends the
+ * generation - end-of-generation, BOS, a stop token - counts only where the
+ * grammar may end, and nothing after it, nor after a token that completes
+ * the grammar, counts).  Without a grammar *n_ok = n; once the generation is
+ * over, 0.  So a decoder can truncate a draft before verifying it: under
+ * greedy acceptance, or a point-mass draft (prompt lookup), every dropped
+ * token would have been rejected anyway.  Cost: a copy of the matcher's
+ * live stacks and one matcher step per draft byte; a scratch matcher is
+ * allocated at the first call of a generation.  Returns KITE_OK, KITE_E_ARG,
+ * or KITE_E_RANGE / KITE_E_NOMEM from the matcher (*n_ok then 0). */
+int kite_gen_check_draft(kite_gen *g, const kite_token *draft, int32_t n, int32_t *n_ok /* OUT */);
+
+/* Drafting under the rules (a model drafter): kite_gen_draft_begin starts a
+ * draft at the current state (the scratch matcher of kite_gen_check_draft,
+ * which a later check resets); kite_gen_draft_masked_logits masks a draft
+ * model's logits with the draft's state as kite_gen_masked_logits does with
+ * the generation's (the same buffer: valid until the next call); and
+ * kite_gen_draft_push advances the draft over t, *more false when t ends the
+ * generation (draft no further).  The generation itself never moves.  A
+ * draft drawn this way is all allowed, so the drafter's q is the masked
+ * distribution and the rejection rule stays exact.  Without a grammar the
+ * logits pass unmasked and *more is false only for an end token.  Returns
+ * KITE_OK, KITE_E_STATE (the generation is over, no draft begun, t refused:
+ * nothing done), KITE_E_ARG, KITE_E_RANGE / KITE_E_NOMEM from the matcher. */
+int kite_gen_draft_begin(kite_gen *g);
+int kite_gen_draft_masked_logits(kite_gen *g, const float *logits, const float **out /* OUT */);
+int kite_gen_draft_push(kite_gen *g, kite_token t, bool *more /* OUT */);
+
 /* One step with token t chosen elsewhere (a speculative verification):
  * applies the stop rules, records an output token in p.sampler (if any) and
  * detokenizes it.  Returns KITE_OK, KITE_E_STATE (the generation is over:

@@ -363,6 +363,21 @@ static bool lookahead_start(engine *e, ereq *r) {
     return true;
 }
 
+/* Cuts r's draft at the first token its grammar refuses (kite_gen_check_draft;
+ * nothing without a grammar): greedy, or with a point-mass draft (lookup,
+ * lookahead), that token and all after it would be rejected for sure, and
+ * the row before it yields the masked replacement verify_draft would draw.
+ * A sampled model draft keeps its first refused token, whose rejection draws
+ * from the residual (p - q)+ as the rule needs.  A matcher error drops the
+ * draft (the verification meets the error again and fails the request). */
+static void grammar_cut_draft(ereq *r) {
+    if (!r->grammar || r->s.n_draft <= 0) return;
+    int32_t ok = 0;
+    if (kite_gen_check_draft(r->gen, r->draft, r->s.n_draft, &ok) != KITE_OK) ok = 0;
+    else if (!r->greedy && r->ds.q && ok < r->s.n_draft) ok++;
+    r->s.n_draft = ok;
+}
+
 /* Before planning a step: drafts for every running sequence that is
  * decoding (one pending token past the prompt path), at most its adaptive
  * length and never more than the tokens it may still produce minus the one
@@ -390,16 +405,19 @@ static void make_drafts(engine *e) {
             int from_pool = 0;
             r->s.n_draft = spec_la_draft(&r->la, r->s.toks[r->s.n_toks - 1], k, r->draft, &from_pool);
             e->spec_pool_drafts += from_pool;
+            grammar_cut_draft(r);
             continue;
         }
         if (!e->drafter) {
             if (k > 0) r->s.n_draft = spec_lookup_draft(r->s.toks, r->s.n_toks, e->spec_n, k, r->draft);
+            grammar_cut_draft(r);
             continue;
         }
         if (k > budget) k = budget;
         if (k <= 0) continue;
         budget -= k;
-        e->jobs[n_jobs++] = (edraft_job){.ds = &r->ds, .hist = r->s.toks, .n_hist = r->s.n_toks,
+        e->jobs[n_jobs++] = (edraft_job){.ds = &r->ds, .gen = r->grammar ? r->gen : NULL, .hist = r->s.toks,
+                                         .n_hist = r->s.n_toks,
                                          .n_path = r->s.n_path, .k = k, .out = r->draft};
     }
     if (n_jobs == 0) return;
@@ -407,6 +425,7 @@ static void make_drafts(engine *e) {
     for (int32_t j = 0; j < n_jobs; j++) {
         ereq *r = (ereq *)((char *)e->jobs[j].ds - offsetof(ereq, ds));
         r->s.n_draft = e->jobs[j].k;
+        grammar_cut_draft(r);
     }
     if (starved > 0)
         for (sched_seq *q = s->wait_head; q; q = q->q_next) edraft_seq_drop(e->drafter, &((ereq *)q)->ds);

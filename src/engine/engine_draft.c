@@ -22,6 +22,7 @@ typedef struct job_state {
     int32_t catch_end;  /* history positions to cache this run (n_hist, or less when out of budget) */
     int32_t got;        /* draft tokens produced */
     int32_t k;          /* draft tokens to produce (0: catch up only, or nothing) */
+    bool ended;         /* the grammar ended the draft early (not a shortage) */
 } job_state;
 
 struct edrafter {
@@ -155,13 +156,21 @@ static void sync_seq(edrafter *d, edraft_seq *s, const kite_token *hist, int32_t
     }
 }
 
-/* Picks job j's next draft token from its logits row. */
-static kite_token pick(edrafter *d, edraft_job *job, int32_t j, const float *row) {
+/* Picks job j's next draft token from its logits row (masked under the job's grammar: then q
+ * is the masked distribution).  False when the grammar cannot continue the draft; *more false
+ * when the token ends the generation. */
+static bool pick(edrafter *d, edraft_job *job, int32_t j, const float *row, kite_token *t, bool *more) {
     edraft_seq *s = job->ds;
-    if (s->greedy) return kite_sampler_sample(s->smp, row); /* argmax, ties to the lowest id */
-    float *q = d->q + ((size_t)j * (size_t)d->draft_max + (size_t)d->js[j].got) * (size_t)d->n_vocab;
-    spec_probs(s->smp, row, d->n_vocab, q);
-    return spec_draw(q, d->n_vocab, &s->rng);
+    *more = true;
+    if (job->gen && kite_gen_draft_masked_logits(job->gen, row, &row) != KITE_OK) return false;
+    if (s->greedy) {
+        *t = kite_sampler_sample(s->smp, row); /* argmax, ties to the lowest id */
+    } else {
+        float *q = d->q + ((size_t)j * (size_t)d->draft_max + (size_t)d->js[j].got) * (size_t)d->n_vocab;
+        spec_probs(s->smp, row, d->n_vocab, q);
+        *t = spec_draw(q, d->n_vocab, &s->rng);
+    }
+    return !job->gen || kite_gen_draft_push(job->gen, *t, more) == KITE_OK;
 }
 
 /* Reserves blocks and budget for job j; sets its job_state.  *budget is
@@ -177,6 +186,7 @@ static void plan_job(edrafter *d, edraft_job *job, int32_t j, int32_t *budget) {
     st->m = s->n_cached;
     st->got = 0;
     st->k = 0;
+    st->ended = false;
     st->catch_end = s->n_cached;
     int32_t want = job->k < d->draft_max ? job->k : d->draft_max;
     const int32_t need = job->n_hist - s->n_cached; /* >= 1: the pending token */
@@ -193,6 +203,10 @@ static void plan_job(edrafter *d, edraft_job *job, int32_t j, int32_t *budget) {
     if (want < 1 || kv_prepare_write(d->kv, &s->kv, s->n_cached, need + want - 1, copy_rows, d) != KITE_OK) return;
     st->catch_end = job->n_hist;
     st->k = want;
+    if (job->gen && kite_gen_draft_begin(job->gen) != KITE_OK) { /* catch up only */
+        st->k = 0;
+        st->ended = true;
+    }
     *budget -= need;
 }
 
@@ -235,8 +249,16 @@ int32_t edraft_run(edrafter *d, edraft_job *jobs, int32_t n) {
             job_state *st = &d->js[j];
             st->m += d->fseqs[i].n_tok;
             if (!d->fseqs[i].n_out) continue;
-            jobs[j].out[st->got] = pick(d, &jobs[j], j, d->logits + (size_t)row * (size_t)d->n_vocab);
-            st->got++;
+            kite_token t;
+            bool more;
+            if (pick(d, &jobs[j], j, d->logits + (size_t)row * (size_t)d->n_vocab, &t, &more))
+                jobs[j].out[st->got++] = t;
+            else
+                more = false;
+            if (!more) { /* the grammar ends the draft here */
+                st->k = st->got;
+                st->ended = true;
+            }
             row++;
         }
     }
@@ -253,7 +275,7 @@ int32_t edraft_run(edrafter *d, edraft_job *jobs, int32_t n) {
         kv_truncate(d->kv, &s->kv, s->n_cached);
         kv_commit(d->kv, &s->kv, job->hist, s->n_cached < job->n_hist ? s->n_cached : job->n_hist, job->n_path);
         s->q = !s->greedy && st->got > 0 ? d->q + (size_t)j * (size_t)d->draft_max * (size_t)d->n_vocab : NULL;
-        if (st->got < job->k) starved++;
+        if (st->got < job->k && !st->ended) starved++;
         job->k = st->got;
     }
     d->seconds += time_now_s() - t0;

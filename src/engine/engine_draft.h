@@ -78,6 +78,10 @@ typedef struct edraft_job {
     int32_t n_path;              /* positions < n_path are computed on the prompt attention path */
     int32_t k;                   /* in: tokens wanted (>= 1); out: tokens drafted (0..k) */
     kite_token *out;             /* [k] drafted tokens */
+    kite_gen *gen;               /* the request's generation when it has a grammar: drafts are drawn from
+                                    the draft model's logits masked with a draft state of it
+                                    (kite_gen_draft_*), and end with a token that ends the generation;
+                                    NULL: unmasked */
 } edraft_job;
 
 typedef struct edraft_config {

@@ -58,6 +58,11 @@ struct kite_gen {
     kite_token eog[GEN_MAX_EOG]; /* the vocabulary's end-of-generation tokens */
     int n_eog;
     grammar_matcher *gm; /* owned: p.grammar's state in this generation, or NULL */
+    grammar_matcher *try_gm; /* owned: scratch copy of gm for drafts (kite_gen_check_draft, kite_gen_draft_*),
+                                made at the first call of a generation */
+    uint32_t *try_mask;  /* [(n_vocab + 31) / 32] try_gm's mask (kite_gen_draft_masked_logits), or NULL */
+    bool try_mask_valid;
+    bool drafting;       /* try_gm follows a draft of kite_gen_draft_begin */
     uint32_t *mask;      /* [(n_vocab + 31) / 32] allowed tokens of the current state */
     bool mask_valid;     /* mask is the current state's */
     float *masked;       /* [n_vocab] kite_gen_masked_logits' row */
@@ -112,6 +117,8 @@ void kite_gen_free(kite_gen *g) {
     kite_detok_free(g->dt);
     free(g->piece);
     grammar_matcher_free(g->gm);
+    grammar_matcher_free(g->try_gm);
+    free(g->try_mask);
     free(g->mask);
     free(g->masked);
     free(g);
@@ -138,6 +145,9 @@ int kite_gen_begin(kite_gen *g, const kite_gen_params *p, int32_t n_past) {
         grammar_matcher_free(g->gm);
         g->gm = NULL;
     }
+    grammar_matcher_free(g->try_gm); /* its grammar may be gone: a new one at the first check */
+    g->try_gm = NULL;
+    g->drafting = false;
     g->mask_valid = false;
     g->p = *p;
     g->n_past = n_past;
@@ -216,22 +226,64 @@ int kite_gen_push(kite_gen *g, kite_token t, kite_gen_step *out) {
     return KITE_OK;
 }
 
-int kite_gen_masked_logits(kite_gen *g, const float *logits, const float **out) {
-    if (!g || !logits || !out) return err_set(KITE_E_ARG, "kite_gen_masked_logits: NULL argument");
-    if (g->stop != KITE_STOP_NONE) return err_set(KITE_E_STATE, "kite_gen_masked_logits: the generation is over");
+/* Steps the scratch matcher over draft token t: TRY_NO (refused; unchanged), TRY_GO (taken, the
+ * generation goes on), TRY_END (taken, the generation ends with it), or a negative status. */
+enum { TRY_NO = 0, TRY_GO = 1, TRY_END = 2 };
+static int try_token(kite_gen *g, kite_token t) {
+    if (t < 0 || t >= g->n_vocab) return TRY_NO;
+    const int stop = stop_before(g, t);
+    if (stop != KITE_STOP_NONE) /* ends the generation: as the mask, end and stop tokens where it may end */
+        return (stop == KITE_STOP_TOKEN || vocab_is_eog(g->v, t)) && grammar_matcher_is_accepting(g->try_gm)
+                   ? TRY_END
+                   : TRY_NO;
+    const char *piece;
+    char buf[8];
+    const int nb = vocab_token_to_piece(g->v, t, &piece, buf);
+    if (nb <= 0) return TRY_NO;
+    const int rc = grammar_matcher_accept_bytes(g->try_gm, piece, (size_t)nb);
+    if (rc == KITE_E_STATE) return TRY_NO;
+    if (rc) return rc;
+    return grammar_matcher_is_finished(g->try_gm) ? TRY_END : TRY_GO;
+}
+
+/* try_gm := gm (made at the first call of a generation). */
+static int try_reset(kite_gen *g) {
+    return g->try_gm ? grammar_matcher_copy(g->try_gm, g->gm) : grammar_matcher_clone(g->gm, &g->try_gm);
+}
+
+int kite_gen_check_draft(kite_gen *g, const kite_token *draft, int32_t n, int32_t *n_ok) {
+    if (!g || !n_ok || n < 0 || (n > 0 && !draft)) return err_set(KITE_E_ARG, "kite_gen_check_draft: bad arguments");
+    *n_ok = 0;
+    if (g->stop != KITE_STOP_NONE) return KITE_OK;
     if (!g->gm) {
-        *out = logits;
+        *n_ok = n;
         return KITE_OK;
     }
-    if (!g->mask_valid) {
-        int rc = grammar_matcher_fill_mask_cached(g->gm, g->p.grammar->cache, g->mask);
-        if (rc) return rc;
-        g->mask_valid = true;
+    int rc = try_reset(g);
+    if (rc) return rc;
+    g->drafting = false; /* try_gm now follows this check, not a draft */
+    for (int32_t i = 0; i < n; i++) {
+        rc = try_token(g, draft[i]);
+        if (rc < 0) return rc;
+        if (rc == TRY_NO) break;
+        *n_ok = i + 1;
+        if (rc == TRY_END) break;
     }
-    int64_t n_allowed = grammar_mask_apply(g->mask, (uint32_t)g->n_vocab, logits, g->masked);
+    return KITE_OK;
+}
+
+/* The masked row of logits under matcher m (its mask in mask, recomputed unless *valid). */
+static int mask_row(kite_gen *g, grammar_matcher *m, uint32_t *mask, bool *valid, const float *logits,
+                    const float **out) {
+    if (!*valid) {
+        int rc = grammar_matcher_fill_mask_cached(m, g->p.grammar->cache, mask);
+        if (rc) return rc;
+        *valid = true;
+    }
+    int64_t n_allowed = grammar_mask_apply(mask, (uint32_t)g->n_vocab, logits, g->masked);
     /* ends: where the grammar may end, the end-of-generation and stop tokens (not with ignore_eos:
      * then an end-of-generation token would be text, and the grammar ends the generation itself) */
-    if (grammar_matcher_is_accepting(g->gm)) {
+    if (grammar_matcher_is_accepting(m)) {
         for (int i = 0; i < g->n_eog && !g->p.ignore_eos; i++, n_allowed++) g->masked[g->eog[i]] = logits[g->eog[i]];
         for (int32_t i = 0; i < g->p.n_stop_tokens; i++, n_allowed++) {
             kite_token t = g->p.stop_tokens[i];
@@ -241,6 +293,57 @@ int kite_gen_masked_logits(kite_gen *g, const float *logits, const float **out) 
     if (!n_allowed)
         return err_set(KITE_E_STATE, "kite_gen: no token of the vocabulary continues the grammar here");
     *out = g->masked;
+    return KITE_OK;
+}
+
+int kite_gen_masked_logits(kite_gen *g, const float *logits, const float **out) {
+    if (!g || !logits || !out) return err_set(KITE_E_ARG, "kite_gen_masked_logits: NULL argument");
+    if (g->stop != KITE_STOP_NONE) return err_set(KITE_E_STATE, "kite_gen_masked_logits: the generation is over");
+    if (!g->gm) {
+        *out = logits;
+        return KITE_OK;
+    }
+    return mask_row(g, g->gm, g->mask, &g->mask_valid, logits, out);
+}
+
+int kite_gen_draft_begin(kite_gen *g) {
+    if (!g) return err_set(KITE_E_ARG, "kite_gen_draft_begin: NULL argument");
+    g->drafting = false;
+    if (g->stop != KITE_STOP_NONE) return err_set(KITE_E_STATE, "kite_gen_draft_begin: the generation is over");
+    if (!g->gm) return KITE_OK;
+    if (!g->try_mask && !(g->try_mask = malloc(((size_t)g->n_vocab + 31) / 32 * sizeof *g->try_mask)))
+        return err_set(KITE_E_NOMEM, "kite_gen_draft_begin: out of memory");
+    int rc = try_reset(g);
+    if (rc) return rc;
+    g->drafting = true;
+    g->try_mask_valid = false;
+    return KITE_OK;
+}
+
+int kite_gen_draft_masked_logits(kite_gen *g, const float *logits, const float **out) {
+    if (!g || !logits || !out) return err_set(KITE_E_ARG, "kite_gen_draft_masked_logits: NULL argument");
+    if (!g->gm) {
+        *out = logits;
+        return KITE_OK;
+    }
+    if (!g->drafting) return err_set(KITE_E_STATE, "kite_gen_draft_masked_logits: no draft (kite_gen_draft_begin)");
+    return mask_row(g, g->try_gm, g->try_mask, &g->try_mask_valid, logits, out);
+}
+
+int kite_gen_draft_push(kite_gen *g, kite_token t, bool *more) {
+    if (!g || !more) return err_set(KITE_E_ARG, "kite_gen_draft_push: NULL argument");
+    *more = false;
+    if (!g->gm) {
+        *more = t >= 0 && t < g->n_vocab && stop_before(g, t) == KITE_STOP_NONE;
+        return KITE_OK;
+    }
+    if (!g->drafting) return err_set(KITE_E_STATE, "kite_gen_draft_push: no draft (kite_gen_draft_begin)");
+    const int rc = try_token(g, t);
+    if (rc < 0) return rc;
+    if (rc == TRY_NO) return err_set(KITE_E_STATE, "kite_gen_draft_push: token %d is not allowed here", t);
+    g->try_mask_valid = false;
+    *more = rc == TRY_GO;
+    if (!*more) g->drafting = false;
     return KITE_OK;
 }
 

@@ -77,6 +77,13 @@ uint32_t grammar_n_elements(const grammar *g); /* rule table size, END markers i
 int grammar_matcher_new(const grammar *g, const grammar_matcher_params *params, grammar_matcher **out /* OUT */);
 /* An independent copy of m's state (for speculative drafts, brute-force checks). */
 int grammar_matcher_clone(const grammar_matcher *m, grammar_matcher **out /* OUT */);
+/* Sets dst's state to src's (both of the same grammar; dst's caps should be
+ * src's), reusing dst's arrays: once they have grown to the grammar's needs
+ * a copy allocates nothing, so a speculative decoder can try its drafts on a
+ * scratch matcher every step.  Cost: a copy of src's live stack nodes.
+ * KITE_OK, KITE_E_ARG (NULL, another grammar), KITE_E_RANGE / KITE_E_NOMEM
+ * while growing (dst unchanged). */
+int grammar_matcher_copy(grammar_matcher *dst, const grammar_matcher *src);
 void grammar_matcher_free(grammar_matcher *m);
 
 /* Advances over one code point.  KITE_OK; KITE_E_STATE if the grammar does

@@ -414,6 +414,27 @@ int grammar_matcher_clone(const grammar_matcher *m, grammar_matcher **out) {
     return KITE_OK;
 }
 
+int grammar_matcher_copy(grammar_matcher *dst, const grammar_matcher *src) {
+    if (!dst || !src) return err_set(KITE_E_ARG, "grammar_matcher_copy: NULL argument");
+    if (dst->g != src->g) return err_set(KITE_E_ARG, "grammar_matcher_copy: the matchers have different grammars");
+    if (dst == src) return KITE_OK;
+    /* grow first (dst unchanged on failure); the caps are src's, which it stayed within */
+    while (dst->cap_nodes < src->n_nodes) {
+        int rc = grow_nodes(dst);
+        if (rc) return rc;
+    }
+    while (dst->cap_heads < src->n_heads) {
+        int rc = grow_heads(dst);
+        if (rc) return rc;
+    }
+    memcpy(dst->nodes, src->nodes, (size_t)src->n_nodes * sizeof *dst->nodes);
+    memcpy(dst->heads, src->heads, (size_t)src->n_heads * sizeof *dst->heads);
+    dst->n_nodes = src->n_nodes;
+    dst->n_heads = src->n_heads;
+    dst->st = src->st;
+    return KITE_OK;
+}
+
 void grammar_matcher_free(grammar_matcher *m) {
     if (!m) return;
     free(m->nodes);

@@ -40,6 +40,7 @@ struct spec_decoder {
     spec_la la;             /* lookahead state (SPEC_DRAFT_LOOKAHEAD) */
     kite_token pred[SPEC_MAX_DRAFT + 1]; /* argmax of each verified row (lookahead) */
     spec_stats stats;
+    kite_gen *gen;          /* spec_set_grammar: the grammar's state after the history, owned, or NULL */
     bool begun;
 };
 
@@ -52,6 +53,7 @@ spec_params spec_default_params(void) {
 void spec_free(spec_decoder *d) {
     if (!d) return;
     kite_ctx_free(d->dctx);
+    kite_gen_free(d->gen);
     spec_la_free(&d->la);
     kite_sampler_free(d->ts);
     kite_sampler_free(d->ds);
@@ -181,6 +183,33 @@ static int hist_push(spec_decoder *d, const kite_token *t, int32_t n) {
     return KITE_OK;
 }
 
+int spec_set_grammar(spec_decoder *d, const kite_grammar *grammar, bool ignore_eos) {
+    if (!d || !grammar) return err_set(KITE_E_ARG, "spec_set_grammar: NULL argument");
+    if (d->begun || d->gen) return err_set(KITE_E_STATE, "spec_set_grammar: call it once, before spec_begin");
+    kite_gen *g = NULL;
+    int rc = kite_gen_new(d->target->model, &g);
+    if (rc != KITE_OK) return rc;
+    /* only the grammar and the end rules: the caller's generator applies the limits */
+    kite_gen_params gp = kite_gen_default_params();
+    gp.n_predict = INT64_MAX;
+    gp.ignore_eos = ignore_eos;
+    gp.grammar = grammar;
+    if ((rc = kite_gen_begin(g, &gp, 0)) != KITE_OK) {
+        kite_gen_free(g);
+        return rc;
+    }
+    d->gen = g;
+    return KITE_OK;
+}
+
+/* Advances the grammar over an output token t; *ended: the generation ends with it. */
+static int gen_advance(spec_decoder *d, kite_token t, bool *ended) {
+    kite_gen_step st;
+    int rc = kite_gen_push(d->gen, t, &st);
+    *ended = rc == KITE_OK && st.stop != KITE_STOP_NONE;
+    return rc;
+}
+
 int spec_begin(spec_decoder *d, const kite_token *prompt, int32_t n) {
     if (!d || !prompt || n < 1) return err_set(KITE_E_ARG, "spec_begin: a prompt of at least one token is required");
     if (d->begun || d->target->n_past != 0)
@@ -217,8 +246,12 @@ static int draft(spec_decoder *d, int32_t k, int32_t *nd) {
     kite_ctx *D = d->dctx;
     const int32_t m = D->n_past; /* <= n_hist - 1 by the truncation after each step */
     int rc = kite_ctx_eval(D, d->hist + m, d->n_hist - m, false);
+    /* under a grammar the draft model samples from its masked logits, advancing a draft state
+     * (kite_gen_draft_*): every draft token is allowed, and q is the masked distribution */
+    if (rc == KITE_OK && d->gen) rc = kite_gen_draft_begin(d->gen);
     for (int32_t i = 0; i < k && rc == KITE_OK; i++) {
         const float *logits = kite_ctx_logits(D, -1);
+        if (d->gen && (rc = kite_gen_draft_masked_logits(d->gen, logits, &logits)) != KITE_OK) break;
         kite_token t;
         if (d->greedy) {
             t = kite_sampler_sample(d->ds, logits);
@@ -229,6 +262,9 @@ static int draft(spec_decoder *d, int32_t k, int32_t *nd) {
         }
         d->verify[1 + i] = t;
         (*nd)++;
+        bool more = true;
+        if (d->gen && (rc = kite_gen_draft_push(d->gen, t, &more)) != KITE_OK) break;
+        if (!more) break; /* t ends the generation: nothing after it can be kept */
         if (i + 1 < k) rc = kite_ctx_eval(D, &t, 1, false);
     }
     return rc;
@@ -250,15 +286,29 @@ int spec_step(spec_decoder *d, int32_t max_new, kite_token *out, int32_t *n_out)
     int32_t nd = 0;
     int rc = k > 0 ? draft(d, k, &nd) : KITE_OK;
     if (rc != KITE_OK) return rc;
+    if (d->gen && nd > 0) {
+        /* drafts the grammar refuses end the draft: under greedy acceptance, or a point-mass draft
+         * (lookup, lookahead), such a token would be rejected for sure and its replacement drawn from
+         * the masked p, which is what the row before it gives now.  A sampled model draft keeps its
+         * first refused token, so that the rejection rule draws the replacement from the residual
+         * (p - q)+ as it must for the output to stay distributed as p */
+        int32_t ok = 0;
+        if ((rc = kite_gen_check_draft(d->gen, d->verify + 1, nd, &ok)) != KITE_OK) return rc;
+        if (d->greedy || !d->q) nd = ok;
+        else if (ok + 1 < nd) nd = ok + 1;
+    }
     double t1 = time_now_s();
     d->verify[0] = d->hist[n - 1];
     if ((rc = kite_ctx_eval(T, d->verify, nd + 1, true)) != KITE_OK) return rc;
 
+    /* under a grammar every row is judged on the masked logits of the state the accepted tokens
+     * reached, as plain decoding under the grammar would see them */
     int32_t j = 0;
     kite_token x = -1;
-    bool rejected = false;
+    bool rejected = false, ended = false;
     for (int32_t i = 0; i < nd; i++) {
         const float *logits = kite_ctx_logits(T, i);
+        if (d->gen && (rc = kite_gen_masked_logits(d->gen, logits, &logits)) != KITE_OK) return rc;
         const kite_token dt = d->verify[1 + i];
         if (d->greedy) {
             x = kite_sampler_sample(d->ts, logits);
@@ -270,10 +320,22 @@ int spec_step(spec_decoder *d, int32_t max_new, kite_token *out, int32_t *n_out)
         }
         if (rejected) break;
         kite_sampler_accept(d->ts, dt);
+        if (d->gen && (rc = gen_advance(d, dt, &ended)) != KITE_OK) return rc;
+        if (ended) { /* the grammar's end or an end token: dt is the step's last token */
+            x = dt;
+            break;
+        }
         out[j++] = dt;
     }
-    if (!rejected) x = kite_sampler_sample(d->ts, kite_ctx_logits(T, nd)); /* bonus token */
-    kite_sampler_accept(d->ts, x);
+    if (!ended) {
+        if (!rejected) { /* bonus token */
+            const float *logits = kite_ctx_logits(T, nd);
+            if (d->gen && (rc = kite_gen_masked_logits(d->gen, logits, &logits)) != KITE_OK) return rc;
+            x = kite_sampler_sample(d->ts, logits);
+        }
+        kite_sampler_accept(d->ts, x);
+        if (d->gen && (rc = gen_advance(d, x, &ended)) != KITE_OK) return rc;
+    }
     out[j] = x;
     *n_out = j + 1;
 
@@ -301,7 +363,7 @@ int spec_step(spec_decoder *d, int32_t max_new, kite_token *out, int32_t *n_out)
 
     d->stats.n_steps++;
     d->stats.n_drafted += nd;
-    d->stats.n_accepted += j;
+    d->stats.n_accepted += j + (ended && !rejected && j < nd); /* a draft that ended the generation */
     d->stats.n_generated += j + 1;
     d->stats.t_draft_s += t1 - t0;
     d->stats.t_verify_s += t2 - t1;

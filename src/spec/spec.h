@@ -35,6 +35,14 @@
  *   would (penalties stay exact; the draft's q ignores them, which costs
  *   acceptance, not correctness).
  *
+ *   Grammar (spec_set_grammar): the decoder keeps a kite_gen of the grammar
+ *   in step with the history.  A draft is cut at the first token the
+ *   grammar refuses (checked on a scratch copy of the matcher, so a refused
+ *   draft costs no rollback); verification masks each row with the state
+ *   the tokens accepted before it reached and advances it only over
+ *   accepted tokens, so greedy output under a grammar is token for token
+ *   plain greedy output under it.
+ *
  *   Draft length: adaptive (adapt.h) unless fixed; also capped by the space
  *   left in the context and by the caller's max_new.
  *
@@ -96,13 +104,27 @@ typedef struct spec_decoder spec_decoder;
 int spec_new(kite_ctx *target, const kite_sampler_params *sp, const spec_params *p, spec_decoder **out /* OUT */);
 void spec_free(spec_decoder *d);
 
+/* Constrains the output to grammar (borrowed: it must outlive d): drafts
+ * are checked against the grammar's state and cut at the first token it
+ * refuses (kite_gen_check_draft), and every verified row is masked with the
+ * state the accepted tokens before it reached, so the output is what plain
+ * decoding under the grammar gives: token for token at temperature 0,
+ * distributed alike otherwise.  ignore_eos as kite_gen_params'.  A step
+ * then also ends with a token that ends the generation (the grammar
+ * complete, or an end-of-generation token where it may end).  Once, before
+ * spec_begin.  Returns KITE_OK, KITE_E_ARG (another model's grammar),
+ * KITE_E_STATE or KITE_E_NOMEM. */
+int spec_set_grammar(spec_decoder *d, const kite_grammar *grammar, bool ignore_eos);
+
 /* Feeds the prompt (n >= 1 tokens): records it for the penalties and
  * evaluates all but the last token in the target (prefill).  Once. */
 int spec_begin(spec_decoder *d, const kite_token *prompt, int32_t n);
 
 /* One draft + verification step: writes 1..k+1 new tokens (at most max_new
  * >= 1) to out and their count to *n_out.  Returns KITE_E_RANGE when the
- * target context is full (nothing produced), or an eval's status. */
+ * target context is full (nothing produced), or an eval's status (with a
+ * grammar also the matcher's: KITE_E_STATE once the generation is over or
+ * no token continues the grammar). */
 int spec_step(spec_decoder *d, int32_t max_new, kite_token *out /* OUT: [SPEC_MAX_DRAFT + 1] */,
               int32_t *n_out /* OUT */);
 

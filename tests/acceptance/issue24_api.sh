@@ -13,7 +13,9 @@
 #      chosen token has mass, top_logprobs sorted with exp-sum <= 1;
 #   3. no field is silently ignored: every request field of OpenAI's chat and
 #      completions references that kite does not honour gets a 400 naming it in
-#      "param", while the honoured ones (and user, null values) are accepted.
+#      "param", while the honoured ones (and user, null values) are accepted;
+#   4. an unknown "model" is a 404 model_not_found (the server runs with --alias kite:
+#      "kite" and the file name are accepted).
 # Prints "N passed, N failed".  About 20 s.
 set -u
 build=${1:-build}
@@ -30,7 +32,7 @@ fail() { failed=$((failed + 1)); echo "  FAIL  $1: $2"; }
 NODE_DIR=${KITE_NODE_DIR:-$here/tests/e2e/.node}
 KEY=issue24
 
-"$KITE" serve --port 0 -t 2 --parallel 8 --ctx 256 --api-key "$KEY" </dev/null >"$T/out" 2>"$T/log" &
+"$KITE" serve --port 0 -t 2 --parallel 8 --ctx 256 --api-key "$KEY" -a kite </dev/null >"$T/out" 2>"$T/log" &
 PID=$!
 i=0
 PORT=
@@ -103,18 +105,38 @@ for f in 'echo:true' 'best_of:3' 'suffix:"x"' 'frobnicate:1' 'logprobs:true' 'to
 done
 post /v1/chat/completions '{"messages": [{"role": "user", "content": "hi", "name": "bob"}], "max_tokens": 2}'
 if [ "$code" != 400 ] || ! grep -q "messages\[0\]\.name" "$T/body"; then bad="$bad messages[0].name($code)"; fi
-if [ -z "$bad" ]; then ok "25 unhonoured or invalid fields (one inside messages) each get a 400 naming the field"
+for f in 'verbosity:"low"' 'user:1' 'prompt_cache_key:{}' 'stream_options:{"include_obfuscation":true}' \
+    'stream_options:{"frobnicate":1}'; do
+    name=${f%%:*}
+    post /v1/chat/completions "{$CHAT, \"$name\": ${f#*:}}"
+    if [ "$code" != 400 ] || ! grep -q "\"param\":\"$name" "$T/body"; then bad="$bad $name($code)"; fi
+done
+if [ -z "$bad" ]; then ok "30 unhonoured or invalid fields (one inside messages) each get a 400 naming the field"
 else fail "unhonoured fields get a 400 naming them" "$bad"; fi
 bad=
 for f in 'user:"u"' 'store:false' 'tools:null' 'n:2' 'seed:1' 'logprobs:true' 'logit_bias:{"5":-100}' \
-    'stream_options:{"include_usage":false}' 'top_p:0.5' 'stop:["x"]' 'response_format:{"type":"text"}'; do
+    'stream_options:{"include_usage":false}' 'top_p:0.5' 'stop:["x"]' 'response_format:{"type":"text"}' \
+    'safety_identifier:"s"' 'prompt_cache_key:"k"' 'stream_options:{"include_obfuscation":false}' \
+    'model:"kite"' 'model:"stories260K.gguf"'; do
     post /v1/chat/completions "{$CHAT, \"${f%%:*}\": ${f#*:}}"
     [ "$code" = 200 ] || bad="$bad ${f%%:*}($code: $(head -c 120 "$T/body"))"
 done
 post /v1/completions '{"prompt": "x", "max_tokens": 2, "echo": false, "best_of": 2, "n": 2, "logprobs": 2}'
 [ "$code" = 200 ] || bad="$bad completions.best_of=n($code)"
-if [ -z "$bad" ]; then ok "honoured fields, user, store false, null values, best_of = n are accepted"
+if [ -z "$bad" ]; then ok "honoured fields, user, store false, null values, best_of = n, the alias and the file name are accepted"
 else fail "accepted fields" "$bad"; fi
+
+# 4. an unknown model is OpenAI's 404 (curl; serve_api.mjs checks the npm client's NotFoundError)
+bad=
+for ep in chat/completions completions; do
+    if [ $ep = completions ]; then body='"prompt": "x", "max_tokens": 2'; else body=$CHAT; fi
+    post /v1/$ep "{$body, \"model\": \"gpt-4o\"}"
+    if [ "$code" != 404 ] || ! grep -q '"type":"invalid_request_error","param":"model","code":"model_not_found"' "$T/body"; then
+        bad="$bad $ep($code: $(head -c 160 "$T/body"))"
+    fi
+done
+if [ -z "$bad" ]; then ok "unknown model -> 404 model_not_found (param model), chat and completions"
+else fail "unknown model" "$bad"; fi
 
 echo "issue24_api: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -55,11 +55,11 @@ check "run the converted model" "$W/o" "Once upon a time, there was a little gir
 $K info ts.gguf >"$W/o" 2>&1
 check "info" "$W/o" "n_tensors:  20"
 port=$((20000 + $$ % 20000))
-$K serve -m ts.gguf --port "$port" -t 1 >"$W/serve.out" 2>"$W/serve.err" &
+$K serve -m ts.gguf --alias ts --port "$port" -t 1 >"$W/serve.out" 2>"$W/serve.err" &
 PID=$!
 i=0
 while [ $i -lt 100 ] && ! curl -s "localhost:$port/health" >"$W/o" 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
-check "serve: /health names the model" "$W/o" '{"status":"ok","model":"'
+check "serve: /health names the model" "$W/o" '{"status":"ok","model":"ts"'
 curl -s "localhost:$port/v1/completions" -H 'Content-Type: application/json' \
     -d '{"prompt": "Once upon a time, ", "max_tokens": 30, "temperature": 0}' >"$W/o"
 check "serve: /v1/completions" "$W/o" '"text":"there was a little girl named Lily. She loved to eat yummy food.'

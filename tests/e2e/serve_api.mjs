@@ -143,5 +143,24 @@ const id = list.data[0].id;
 const m = await client.models.retrieve(id);
 check(m.id === id && m.object === "model", "models.retrieve: " + JSON.stringify(m));
 check(await status(client.models.retrieve("no-such-model")) === 404, "unknown model -> 404");
+// an unknown "model" in a generation request: OpenAI's 404, which the client throws as NotFoundError
+for (const [what, p] of [
+  ["chat", () => client.chat.completions.create({ model: "gpt-4o", messages, max_tokens: 2 })],
+  ["completions", () => client.completions.create({ model: "gpt-4o", prompt: "Once", max_tokens: 2 })],
+  ["chat stream", () => client.chat.completions.create({ model: "gpt-4o", messages, max_tokens: 2, stream: true })],
+]) {
+  let e = null;
+  try { await p(); } catch (x) { e = x; }
+  check(e instanceof mod.NotFoundError && e.status === 404 && e.code === "model_not_found" && e.param === "model" &&
+        e.type === "invalid_request_error" && /The model `gpt-4o` does not exist/.test(e.message),
+        `${what}: unknown model -> NotFoundError model_not_found (${e && e.message})`);
+}
+// the served name is answered whichever accepted name the request gave
+const byFile = process.env.KITE_MODEL_FILE;
+if (byFile) {
+  const r = await client.completions.create({ model: byFile, prompt: "Once", max_tokens: 2, temperature: 0 });
+  check(r.model === id, `the file name ${byFile} is accepted and answered as ${id} (got ${r.model})`);
+  check((await client.models.retrieve(byFile)).id === id, "models.retrieve(file name) gives the served model");
+}
 
 console.log(`openai${mod.VERSION ? " " + mod.VERSION : ""}: ${n_checks} checks, logprobs worst error ${worst.toExponential(1)}`);

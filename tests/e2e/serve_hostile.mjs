@@ -159,12 +159,13 @@ function errCode(r) { return r.json && r.json.error ? r.json.error.code : undefi
 // ---- 1. strict output -----------------------------------------------------
 
 async function strictOutput() {
-    // the request's model echoed: invalid bytes replaced by U+FFFD
-    let r = await ask('model echo', post('/v1/completions', '{"model":"m\xff\xfe\xe2\x82","prompt":"Once","max_tokens":3,"temperature":0}'));
-    check('invalid UTF-8 in "model" is echoed as U+FFFD', r.status === 200 && r.json && r.json.model === 'm\ufffd\ufffd\ufffd', r.text);
-    r = await ask('model echo, stream', post('/v1/chat/completions', '{"model":"\xc0\xaf","messages":[{"role":"user","content":"hi"}],"max_tokens":3,"stream":true}'));
-    check('invalid UTF-8 in "model" is echoed as U+FFFD in every SSE chunk',
-        r.status === 200 && r.events && r.events.length > 2 && r.events.every((e) => e === '[DONE]' || e.model === '\ufffd\ufffd'), r.text.slice(0, 200));
+    // an unknown model is named in the 404: invalid bytes replaced by U+FFFD
+    let r = await ask('model 404', post('/v1/completions', '{"model":"m\xff\xfe\xe2\x82","prompt":"Once","max_tokens":3,"temperature":0}'));
+    check('invalid UTF-8 in an unknown "model" comes back as U+FFFD in the 404',
+        r.status === 404 && errCode(r) === 'model_not_found' && r.json.error.message.includes('`m\ufffd\ufffd\ufffd`'), r.text);
+    r = await ask('model 404, stream', post('/v1/chat/completions', '{"model":"\xc0\xaf","messages":[{"role":"user","content":"hi"}],"max_tokens":3,"stream":true}'));
+    check('a stream for an unknown model gets the JSON 404, U+FFFD for invalid bytes',
+        r.status === 404 && errCode(r) === 'model_not_found' && r.json.error.message.includes('`\ufffd\ufffd`'), r.text.slice(0, 200));
     // raw URL bytes in the 404 message, also past the 160-byte copy
     r = await ask('404 bytes', get('/%FF%FEx'));
     check('404 for a URL with invalid bytes is UTF-8 JSON', r.status === 404 && errCode(r) === 'unknown_url' && r.json.error.message.includes('\ufffd'), r.text);

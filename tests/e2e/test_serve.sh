@@ -71,7 +71,7 @@ fi
 
 # ---- start -------------------------------------------------------------------
 
-"$KITE" serve --port 0 -t 1 --parallel 8 --ctx 256 --api-key "$KEY" --idle-timeout 2 --max-body 65536 \
+"$KITE" serve --port 0 -t 1 --parallel 8 --ctx 256 --api-key "$KEY" --idle-timeout 2 --max-body 65536 -a kite \
     </dev/null >"$T/server.out" 2>"$T/server.log" &
 PID=$!
 e2e_serve_port "$T/server.log" "$PID"
@@ -158,12 +158,15 @@ if [ "$code" = 200 ] && has "$T/body" '"status":"ok"'; then e2e_ok "GET /health 
 else e2e_fail "GET /health" "status $code: $(e2e_first_line "$T/body")"; fi
 
 call GET /v1/models
-if [ "$code" = 200 ] && has "$T/body" '"object":"list"' && has "$T/body" '"id":"stories260K.gguf"' &&
-    has "$T/body" '"object":"model"'; then e2e_ok "GET /v1/models"
+if [ "$code" = 200 ] && has "$T/body" '"object":"list"' && has "$T/body" '"id":"kite"' &&
+    has "$T/body" '"object":"model"' && ! has "$T/body" 'stories260K.gguf'; then e2e_ok "GET /v1/models lists the --alias"
 else e2e_fail "GET /v1/models" "status $code: $(e2e_first_line "$T/body")"; fi
-call GET /v1/models/stories260K.gguf
-if [ "$code" = 200 ] && has "$T/body" '{"id":"stories260K.gguf","object":"model"'; then e2e_ok "GET /v1/models/{id}"
+call GET /v1/models/kite
+if [ "$code" = 200 ] && has "$T/body" '{"id":"kite","object":"model"'; then e2e_ok "GET /v1/models/{id}"
 else e2e_fail "GET /v1/models/{id}" "status $code: $(e2e_first_line "$T/body")"; fi
+call GET /v1/models/stories260K.gguf
+if [ "$code" = 200 ] && has "$T/body" '{"id":"kite","object":"model"'; then e2e_ok "GET /v1/models/{file name} gives the aliased model"
+else e2e_fail "GET /v1/models/{file name}" "status $code: $(e2e_first_line "$T/body")"; fi
 expect_error "GET /v1/models/{unknown id} -> 404" 404 model_not_found GET /v1/models/gpt-4
 
 call POST /tokenize '{"content": "Once upon a time", "add_special": true}'
@@ -190,7 +193,7 @@ fi
 
 expected=$("$KITE" run -p "Once upon a time" -n 20 --temp 0 -t 1 2>/dev/null)
 expected=${expected#Once upon a time}
-call POST /v1/completions '{"model": "x", "prompt": "Once upon a time", "max_tokens": 20, "temperature": 0}'
+call POST /v1/completions '{"model": "kite", "prompt": "Once upon a time", "max_tokens": 20, "temperature": 0}'
 got=$(json_str "$T/body" text)
 if [ "$code" != 200 ]; then
     e2e_fail "completion (greedy)" "status $code: $(e2e_first_line "$T/body")"
@@ -199,13 +202,24 @@ elif [ "$got" != "$expected" ]; then
 else
     e2e_ok "completion (greedy) equals kite run --temp 0"
 fi
-if has "$T/body" '"object":"text_completion"' && has "$T/body" '"model":"x"' && has "$T/body" '"finish_reason":"length"' &&
+if has "$T/body" '"object":"text_completion"' && has "$T/body" '"model":"kite"' && has "$T/body" '"finish_reason":"length"' &&
     has "$T/body" '"usage":{"prompt_tokens":5,"completion_tokens":20,"total_tokens":25}' && has "$T/body" '"id":"cmpl-'; then
     e2e_ok "completion shape, model echoed, finish_reason, usage"
 else
     e2e_fail "completion shape" "$(e2e_first_line "$T/body")"
 fi
 cp "$T/body" "$T/greedy.json"
+# "model": the alias or the file name; answers carry the served name; absent is accepted (llama-server)
+call POST /v1/completions '{"model": "stories260K.gguf", "prompt": "Once upon a time", "max_tokens": 2, "temperature": 0}'
+if [ "$code" = 200 ] && has "$T/body" '"model":"kite"'; then e2e_ok "model: the file name is accepted, answered as the alias"
+else e2e_fail "model: the file name" "status $code: $(e2e_first_line "$T/body")"; fi
+expect_error "completions: unknown model -> 404" 404 model_not_found POST /v1/completions \
+    '{"model": "gpt-4o", "prompt": "Once", "max_tokens": 2}'
+if has "$T/body" '"param":"model"' && has "$T/body" '"type":"invalid_request_error"' &&
+    has "$T/body" 'The model `gpt-4o` does not exist'; then e2e_ok "unknown model: OpenAI's error body"
+else e2e_fail "unknown model: OpenAI's error body" "$(e2e_first_line "$T/body")"; fi
+expect_error "chat: unknown model -> 404" 404 model_not_found POST /v1/chat/completions \
+    '{"model": "stories260K", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "stream": true}'
 
 call POST /v1/completions '{"prompt": [1, 403, 407, 261, 378], "max_tokens": 20, "temperature": 0}'
 if [ "$code" = 200 ] && [ "$(json_str "$T/body" text)" = "$expected" ]; then e2e_ok "prompt as token ids"
@@ -474,7 +488,7 @@ else
             >"$T/run.json" 2>"$T/run.err"; then
             ids=$(tail -n 1 "$T/run.json" | sed -n 's/.*"ids": \[\([0-9, ]*\)\].*/\1/p' | tr -d ' ')
             n_pr=$(tail -n 1 "$T/run.json" | sed -n 's/.*"prompt_ids": \[\([0-9, ]*\)\].*/\1/p' | tr ',' '\n' | wc -l)
-            if KITE_NODE_DIR=$NODE_DIR KITE_URL=$URL KITE_KEY=$KEY KITE_DUMP=$T/dump.bin \
+            if KITE_NODE_DIR=$NODE_DIR KITE_URL=$URL KITE_KEY=$KEY KITE_DUMP=$T/dump.bin KITE_MODEL_FILE=stories260K.gguf \
                 KITE_DUMP_PROMPT=$n_pr KITE_DUMP_IDS=$ids timeout 90 node tests/e2e/serve_api.mjs >"$T/api.out" 2>&1; then
                 e2e_ok "openai npm package: logprobs, logit_bias, n, unknown fields, models/{id} ($(tail -n 1 "$T/api.out"))"
             else

@@ -12,13 +12,16 @@
 #   * kite run --json-schema at temperature 1 over 5 seeds: every output
 #     parses and validates (ajv), stops by the grammar, and the seeds differ;
 #   * --grammar, --json-object; bad grammars and schemas exit 1 naming the
-#     problem; a grammar with a drafter is refused (exit 2);
+#     problem; with each drafter (--lookup, --lookahead, --draft-skip-layers,
+#     --draft-model) temperature-0 output under the schema equals the schema
+#     alone's;
 #   * kite serve: the openai client at temperature 1 over 20 seeds with
 #     response_format json_schema (strict), streaming, json_object, the
 #     llama-server fields, stop strings, a 400 naming an unsupported keyword
 #     (tests/e2e/serve_structured.mjs);
-#   * a --lookup server (drafts judged under the grammar) gives the plain
-#     server's temperature-0 constrained output and drafted tokens.
+#   * a --lookup server (drafts judged under the grammar) and a --draft-skip-layers
+#     server (drafts drawn under it) give the plain server's temperature-0
+#     constrained output, with drafted and accepted tokens.
 #
 # The last line is "tests/e2e/test_serve_grammar.sh: N passed, M failed".
 
@@ -77,8 +80,25 @@ case "$(run_text "$T/out")" in '{'*'}') e2e_ok "kite run --json-object: an objec
 e2e_expect_error "bad GBNF names line:column" 1 "kite run: grammar:1:" "" run -p x -n 2 --grammar 'root ::= "a'
 e2e_expect_error "unsupported schema keyword named" 1 "" 'unsupported keyword "pattern"' \
     run -p x -n 2 --json-schema '{"type":"string","pattern":"a"}'
-e2e_expect_error "grammar with a drafter" 2 "" "not available with a grammar" \
-    run -p x -n 2 --json-object --lookup 3
+# speculative decoding under the schema (drafts checked against it, every row masked): greedy
+# output equals the grammar alone's for each drafter; the prompt repeats the schema's text so
+# that lookup drafts
+P='{"name": "Tom", "kind": "dog", "age": 3, "home": {"town": "Ely"}} {"name": "Tom", "kind": "dog", "age": 3, "home": {"town": "Ely"}}'
+e2e_kite "$T/g0" "$T/g0.err" run -p "$P" -n 300 --temp 0 -t 1 --json-schema "$T/schema.json"
+bad=
+for d in "--lookup 3" "--lookup 1 --draft-max 16" "--lookahead 8,4,8" "--draft-skip-layers 1" \
+    "--draft-model tests/data/tokenizer/stories260K-F16.gguf"; do
+    # shellcheck disable=SC2086
+    e2e_kite "$T/g1" "$T/g1.err" run -p "$P" -n 300 --temp 0 -t 1 --json-schema "$T/schema.json" $d
+    cmp -s "$T/g0" "$T/g1" || bad="$bad [$d: $(tail -c 80 "$T/g1")$(e2e_first_line "$T/g1.err")]"
+done
+e2e_kite "$T/g2" "$T/g2.err" run -p "$P" -n 300 --temp 0 -t 1 --json-schema "$T/schema.json" --lookup 3 --json
+acc=$(tail -n 1 "$T/g2" | sed -n 's/.*"spec_accept_rate": \([0-9.]*\).*/\1/p')
+if [ -s "$T/g0" ] && [ -z "$bad" ] && [ "${acc:-0}" != 0.0000 ] && [ -n "$acc" ]; then
+    e2e_ok "kite run --json-schema with 5 drafters: greedy output = the schema alone's (lookup accepts $acc)"
+else
+    e2e_fail "kite run --json-schema with drafters" "$(e2e_first_line "$T/g0.err")$bad accept ${acc:-none}"
+fi
 
 # ---- kite serve ------------------------------------------------------------------
 
@@ -90,7 +110,7 @@ fi
 start() {
     _name=$1
     shift
-    "$KITE" serve --port 0 -t 1 --parallel 4 --ctx 512 -q "$@" </dev/null >"$T/$_name.out" 2>"$T/$_name.log" &
+    "$KITE" serve --port 0 -t 1 --parallel 4 --ctx 512 -q -a kite "$@" </dev/null >"$T/$_name.out" 2>"$T/$_name.log" &
     PIDS="$PIDS $!"
     e2e_serve_port "$T/$_name.log" "$!"
 }
@@ -98,7 +118,9 @@ start plain
 PLAIN=$PORT
 start spec --lookup 2 --draft-max 4
 SPEC=$PORT
-if [ -z "$PLAIN" ] || [ -z "$SPEC" ]; then
+start skip --draft-skip-layers 1
+SKIP=$PORT
+if [ -z "$PLAIN" ] || [ -z "$SPEC" ] || [ -z "$SKIP" ]; then
     e2e_fail "servers start" "$(e2e_first_line "$T/plain.log") $(e2e_first_line "$T/spec.log")"
     e2e_summary
     exit 1
@@ -117,17 +139,25 @@ fi
 
 # the lookup drafter copies prompt n-grams: a prompt full of the schema's own text gets drafts
 body='{"prompt":"{\"kind\":\"dog\",\"kind\":\"dog\",\"kind\":\"dog\",\"kind\":\"dog\"} {\"kind\":\"dog\",","max_tokens":60,"temperature":0,"json_schema":{"type":"object","properties":{"kind":{"enum":["cat","dog"]},"name":{"type":"string","maxLength":20}},"required":["kind","name"]}}'
-for srv in plain spec; do
+for srv in plain spec skip; do
     eval port=\$$(echo "$srv" | tr a-z A-Z)
     curl -s "http://127.0.0.1:$port/v1/completions" -d "$body" >"$T/$srv.json"
 done
 a=$(json_raw "$T/plain.json" text)
 b=$(json_raw "$T/spec.json" text)
+c=$(json_raw "$T/skip.json" text)
 drafted=$(curl -s "http://127.0.0.1:$SPEC/metrics" | sed -n 's/^kite_spec_draft_tokens_total \([0-9.e+]*\)$/\1/p')
 if [ -n "$a" ] && [ "$a" = "$b" ] && [ "${drafted:-0}" != 0 ]; then
     e2e_ok "--lookup server under a grammar: same temperature-0 output as plain ($drafted drafted)"
 else
     e2e_fail "--lookup server under a grammar" "plain $a, spec $b, drafted ${drafted:-none}"
+fi
+# the self drafter draws its drafts under the grammar (engine_draft.c): most are accepted
+acc=$(curl -s "http://127.0.0.1:$SKIP/metrics" | sed -n 's/^kite_spec_accepted_tokens_total \([0-9.e+]*\)$/\1/p')
+if [ -n "$a" ] && [ "$a" = "$c" ] && [ "${acc:-0}" != 0 ]; then
+    e2e_ok "--draft-skip-layers server under a grammar: same temperature-0 output as plain ($acc accepted)"
+else
+    e2e_fail "--draft-skip-layers server under a grammar" "plain $a, skip $c, accepted ${acc:-none}"
 fi
 curl -s -o "$T/e.json" -w '%{http_code}' "http://127.0.0.1:$PLAIN/v1/completions" \
     -d '{"prompt":"x","grammar":"root ::= a","max_tokens":2}' >"$T/code"

@@ -346,6 +346,39 @@ TEST(clone_is_independent) {
     grammar_free(g);
 }
 
+/* grammar_matcher_copy: grows a small destination to a deep state, the copies then move
+ * independently, a copy back to the start works, and another grammar's matcher is refused. */
+TEST(copy_into_existing) {
+    grammar *g = parse("root ::= \"(\" root \")\" | \"x\"\n"), *h = parse("root ::= \"y\"\n");
+    if (!g || !h) return;
+    grammar_matcher *m = NULL, *d = NULL, *start = NULL, *other = NULL;
+    CHECK_EQ_INT(grammar_matcher_new(g, NULL, &m), KITE_OK);
+    CHECK_EQ_INT(grammar_matcher_new(g, NULL, &d), KITE_OK);
+    CHECK_EQ_INT(grammar_matcher_new(g, NULL, &start), KITE_OK);
+    CHECK_EQ_INT(grammar_matcher_new(h, NULL, &other), KITE_OK);
+    if (!m || !d || !start || !other) goto done;
+    for (int i = 0; i < 40; i++) CHECK_EQ_INT(grammar_matcher_accept_bytes(m, "(", 1), KITE_OK); /* > 16 nodes */
+    CHECK_EQ_INT(grammar_matcher_copy(d, m), KITE_OK);
+    CHECK_EQ_INT(grammar_matcher_accept_bytes(d, "x", 1), KITE_OK);
+    for (int i = 0; i < 40; i++) CHECK_EQ_INT(grammar_matcher_accept_bytes(d, ")", 1), KITE_OK);
+    CHECK(grammar_matcher_is_finished(d) && grammar_matcher_is_accepting(d));
+    CHECK(!grammar_matcher_is_accepting(m));
+    CHECK_EQ_INT(grammar_matcher_accept_bytes(m, ")", 1), KITE_E_STATE); /* m did not move */
+    CHECK_EQ_INT(grammar_matcher_copy(d, start), KITE_OK);               /* back to the start */
+    CHECK_EQ_INT(grammar_matcher_accept_bytes(d, "x", 1), KITE_OK);
+    CHECK(grammar_matcher_is_finished(d));
+    CHECK_EQ_INT(grammar_matcher_copy(d, other), KITE_E_ARG);
+    CHECK(grammar_matcher_is_finished(d)); /* unchanged */
+    CHECK_EQ_INT(grammar_matcher_copy(NULL, m), KITE_E_ARG);
+done:
+    grammar_matcher_free(other);
+    grammar_matcher_free(start);
+    grammar_matcher_free(d);
+    grammar_matcher_free(m);
+    grammar_free(h);
+    grammar_free(g);
+}
+
 /* ---- masks against brute force --------------------------------------------- */
 
 /* Mask caches at key depths 1, 2 and 4 (1 leaves the most tokens uncertain, so the run-time
@@ -508,6 +541,7 @@ int main(void) {
     RUN(left_recursion);
     RUN(caps);
     RUN(clone_is_independent);
+    RUN(copy_into_existing);
     RUN(mask_small_vocab);
     RUN(mask_llama2_vocab);
     RUN(fuzz_corpus_replay);

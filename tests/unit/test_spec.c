@@ -11,7 +11,15 @@
  *   - KV rollback: after truncating rejected drafts, the next logits equal
  *     those of a context that never saw them;
  *   - adaptive k stays in bounds and moves the right way; n-gram lookup and
- *     layer-list parsing; argument errors.
+ *     layer-list parsing; argument errors;
+ *   - under a JSON schema (spec_set_grammar): greedy speculative output is
+ *     token for token greedy output under the schema alone, for each drafter,
+ *     on the bundled model and on the quantized 32k-vocabulary scale model
+ *     (build/scale/tl4-q8_0.gguf); model drafts drawn under the grammar are
+ *     all accepted when the draft is the target; sampled speculative output
+ *     (lookup, a draft model) only ever holds tokens the grammar allows and ends
+ *     by the grammar; kite_gen_check_draft and kite_gen_draft_masked_logits
+ *     agree with the grammar mask token by token.
  */
 #include <math.h>
 #include <stdint.h>
@@ -33,6 +41,8 @@
 #define GOLD_GREEDY "tests/data/golden/stories260K-greedy.jsonl"
 #define N_VOCAB 512
 #define MAX_TOK 512
+#define SCHEMA "tests/data/grammar/pet.schema.json"
+#define SCALE_Q8 "build/scale/tl4-q8_0.gguf" /* make build/scale/tl4-q8_0.gguf (a make test prerequisite) */
 
 /* Generates with the speculative decoder from prompt[0..n_prompt) until
  * n_total tokens or a generated BOS (kept, like test_model's loop).  Returns
@@ -573,6 +583,243 @@ TEST(test_errors) {
     kite_model_free(m);
 }
 
+/* ---- under a grammar ------------------------------------------------------ */
+
+/* Generates up to n_new tokens after prompt under grammar g through a kite_gen
+ * (the rules kite run applies), speculatively with p or plainly (p NULL), at
+ * temperature temp.  Every token goes through kite_gen_push, which refuses a
+ * token the grammar does not allow.  Returns the count written to out (the
+ * stop reason in *stop), or -1. */
+static int grammar_generate(kite_model *m, const kite_grammar *g, const spec_params *p, float temp,
+                            const kite_token *prompt, int n_prompt, int n_new, kite_token *out, int *stop,
+                            spec_stats *st) {
+    kite_model_info info;
+    kite_model_get_info(m, &info);
+    kite_ctx *c = new_ctx_checked(m, n_prompt + n_new + SPEC_MAX_DRAFT + 2, 1);
+    kite_sampler_params sp = kite_sampler_default_params();
+    sp.temperature = temp;
+    sp.seed = 11;
+    kite_sampler *smp = NULL;
+    kite_gen *gen = NULL;
+    spec_decoder *d = NULL;
+    int n = -1;
+    if (!c || kite_sampler_new(&sp, info.n_vocab, &smp) != KITE_OK || kite_gen_new(m, &gen) != KITE_OK) goto done;
+    kite_gen_params gp = kite_gen_default_params();
+    gp.sampler = p ? NULL : smp;
+    gp.n_predict = n_new;
+    gp.grammar = g;
+    CHECK_EQ_INT(kite_gen_begin(gen, &gp, n_prompt), KITE_OK);
+    kite_gen_step step;
+    int rc;
+    n = 0;
+    if (p) {
+        spec_params q = *p;
+        q.seed = 5;
+        rc = spec_new(c, &sp, &q, &d);
+        CHECK_MSG(rc == KITE_OK, "spec_new: %s", kite_last_error());
+        if (rc != KITE_OK || (rc = spec_set_grammar(d, g, false)) != KITE_OK || (rc = spec_begin(d, prompt, n_prompt))) {
+            CHECK_MSG(0, "spec setup: %s", kite_last_error());
+            n = -1;
+            goto done;
+        }
+        while (kite_gen_stopped(gen) == KITE_STOP_NONE) {
+            kite_token o[SPEC_MAX_DRAFT + 1];
+            int32_t got = 0;
+            rc = spec_step(d, n_new - n, o, &got);
+            CHECK_MSG(rc == KITE_OK, "spec_step: %s", kite_last_error());
+            if (rc != KITE_OK) break;
+            for (int32_t i = 0; i < got && kite_gen_stopped(gen) == KITE_STOP_NONE; i++) {
+                rc = kite_gen_push(gen, o[i], &step);
+                CHECK_MSG(rc == KITE_OK, "token %d refused: %s", o[i], kite_last_error());
+                if (rc != KITE_OK) goto done;
+                if (step.output) out[n++] = o[i];
+            }
+        }
+        if (st) *st = *spec_get_stats(d);
+    } else {
+        for (int i = 0; i < n_prompt; i++) kite_sampler_accept(smp, prompt[i]);
+        rc = kite_ctx_eval(c, prompt, n_prompt, false);
+        while (rc == KITE_OK && kite_gen_stopped(gen) == KITE_STOP_NONE) {
+            rc = kite_gen_sample(gen, kite_ctx_logits(c, -1), &step);
+            CHECK_MSG(rc == KITE_OK, "kite_gen_sample: %s", kite_last_error());
+            if (rc != KITE_OK || !step.output) break;
+            out[n++] = step.token;
+            if (step.stop == KITE_STOP_NONE) rc = kite_ctx_eval(c, &step.token, 1, false);
+        }
+    }
+    *stop = kite_gen_stopped(gen);
+done:
+    spec_free(d);
+    kite_gen_free(gen);
+    kite_sampler_free(smp);
+    kite_ctx_free(c);
+    return n;
+}
+
+/* Greedy under the pet schema: each drafter's output == the grammar alone's, on model m. */
+static void check_grammar_drafters(kite_model *m, const char *label, int n_new) {
+    size_t len = 0;
+    char *schema = harness_read_file(SCHEMA, &len);
+    kite_grammar *g = NULL;
+    CHECK(schema && kite_grammar_new(m, KITE_GRAMMAR_JSON_SCHEMA, schema, len, &g) == KITE_OK);
+    /* a prompt full of the schema's own text, so that lookup drafts often */
+    const char *text = "{\"name\": \"Tom\", \"kind\": \"dog\", \"age\": 3, \"home\": {\"town\": \"Ely\"}} "
+                       "{\"name\": \"Tom\", \"kind\": \"dog\", \"age\": 3, \"home\": {\"town\": \"Ely\"}} ";
+    kite_token prompt[128], ref[MAX_TOK], got[MAX_TOK];
+    size_t n_prompt = 0;
+    CHECK(kite_tokenize(m, text, strlen(text), true, prompt, 128, &n_prompt) == KITE_OK);
+    int stop_ref = -1, stop = -1;
+    const int n_ref = g ? grammar_generate(m, g, NULL, 0.0f, prompt, (int)n_prompt, n_new, ref, &stop_ref, NULL) : -1;
+    CHECK(n_ref > 0);
+    bool *skip = NULL;
+    kite_model_info info;
+    kite_model_get_info(m, &info);
+    skip = calloc((size_t)info.n_layer, sizeof *skip);
+    CHECK(skip != NULL);
+    if (n_ref <= 0 || !skip) goto done;
+    skip[info.n_layer - 1] = true;
+    for (int v = 0; v < 5; v++) {
+        spec_params p = spec_default_params();
+        const char *name = "lookup 3";
+        if (v == 1) { p.drafter = SPEC_DRAFT_LOOKUP; p.lookup_n = 1; p.fixed_k = true; p.draft_max = SPEC_MAX_DRAFT; name = "lookup 1, k 16"; }
+        else if (v == 2) { p.drafter = SPEC_DRAFT_LOOKAHEAD; name = "lookahead 8,4,8"; }
+        else if (v == 3) { p.drafter = SPEC_DRAFT_SELF; p.skip_layers = skip; p.n_skip = info.n_layer; name = "self, last layer skipped"; }
+        else if (v == 4) { p.drafter = SPEC_DRAFT_MODEL; p.draft_model = m; p.fixed_k = true; p.draft_max = 4; name = "draft = same model"; }
+        else p.drafter = SPEC_DRAFT_LOOKUP;
+        spec_stats st = {0};
+        const int n = grammar_generate(m, g, &p, 0.0f, prompt, (int)n_prompt, n_new, got, &stop, &st);
+        CHECK_MSG(n == n_ref && stop == stop_ref && memcmp(got, ref, (size_t)n_ref * sizeof *ref) == 0,
+                  "%s, %s: %d tokens (stop %s), the grammar alone %d (stop %s)", label, name, n, kite_stop_name(stop),
+                  n_ref, kite_stop_name(stop_ref));
+        printf("  %s under the schema, %s: %d tokens (%s) in %lld passes, %lld of %lld drafted accepted\n", label,
+               name, n, kite_stop_name(stop), (long long)st.n_steps, (long long)st.n_accepted,
+               (long long)st.n_drafted);
+        /* its own drafts, drawn under the grammar (kite_gen_draft_*): all accepted, about k + 1 tokens a pass */
+        if (v == 4) CHECK_MSG(st.n_drafted > 0 && st.n_accepted == st.n_drafted && st.n_steps * 3 < n,
+                              "%lld passes for %d tokens", (long long)st.n_steps, n);
+        if (v == 0 && n_new > 40) CHECK(st.n_drafted > 0);
+    }
+done:
+    free(skip);
+    kite_grammar_free(g);
+    free(schema);
+}
+
+TEST(test_grammar_greedy) {
+    kite_model *m = load_model_checked(MODEL_F32);
+    if (!m) return;
+    check_grammar_drafters(m, "stories260K", 300);
+    kite_model_free(m);
+}
+
+TEST(test_grammar_greedy_scale) {
+    kite_model *m = load_model_checked(SCALE_Q8); /* a missing file fails, as in test_scale */
+    if (!m) return;
+    check_grammar_drafters(m, "tl4-q8_0", 40);
+    kite_model_free(m);
+}
+
+/* Sampling at temperature 1 with lookup drafts: every token passes kite_gen_push's grammar check. */
+TEST(test_grammar_sampled) {
+    kite_model *m = load_model_checked(MODEL_F32);
+    size_t len = 0;
+    char *schema = harness_read_file(SCHEMA, &len);
+    kite_grammar *g = NULL;
+    CHECK(m && schema && kite_grammar_new(m, KITE_GRAMMAR_JSON_SCHEMA, schema, len, &g) == KITE_OK);
+    if (g) {
+        const char *text = "{\"name\": \"Tom\", \"kind\": \"cat\", \"age\": 3, \"home\": {\"town\": \"Ely\"}}";
+        kite_token prompt[64], out[MAX_TOK];
+        size_t n_prompt = 0;
+        CHECK(kite_tokenize(m, text, strlen(text), true, prompt, 64, &n_prompt) == KITE_OK);
+        spec_params p = spec_default_params();
+        p.drafter = SPEC_DRAFT_LOOKUP;
+        p.lookup_n = 1;
+        int stop = -1;
+        spec_stats st = {0};
+        int n = grammar_generate(m, g, &p, 1.0f, prompt, (int)n_prompt, 400, out, &stop, &st);
+        CHECK_MSG(n > 0 && stop == KITE_STOP_GRAMMAR, "%d tokens, stop %s", n, kite_stop_name(stop));
+        CHECK(st.n_drafted > 0);
+        /* a model drafter samples its draft from the masked q: all allowed, most accepted */
+        kite_model *m16 = load_model_checked(MODEL_F16);
+        p.drafter = SPEC_DRAFT_MODEL;
+        p.draft_model = m16;
+        if (m16) {
+            n = grammar_generate(m, g, &p, 1.0f, prompt, (int)n_prompt, 400, out, &stop, &st);
+            CHECK_MSG(n > 0 && stop == KITE_STOP_GRAMMAR, "draft model: %d tokens, stop %s", n, kite_stop_name(stop));
+            CHECK_MSG(st.n_drafted > 0 && st.n_accepted > 0, "draft model: %lld of %lld accepted",
+                      (long long)st.n_accepted, (long long)st.n_drafted);
+        }
+        kite_model_free(m16);
+    }
+    kite_grammar_free(g);
+    free(schema);
+    kite_model_free(m);
+}
+
+/* kite_gen_check_draft against the mask: after a grammar's first output token,
+ * a draft [t] is allowed exactly when t survives kite_gen_masked_logits. */
+TEST(test_grammar_check_draft) {
+    kite_model *m = load_model_checked(MODEL_F32);
+    size_t len = 0;
+    char *schema = harness_read_file(SCHEMA, &len);
+    kite_grammar *g = NULL;
+    kite_gen *gen = NULL;
+    float *ones = malloc(N_VOCAB * sizeof *ones);
+    CHECK(m && schema && ones && kite_grammar_new(m, KITE_GRAMMAR_JSON_SCHEMA, schema, len, &g) == KITE_OK &&
+          kite_gen_new(m, &gen) == KITE_OK);
+    if (!gen) goto done;
+    for (int i = 0; i < N_VOCAB; i++) ones[i] = 0.0f;
+    kite_gen_params gp = kite_gen_default_params();
+    gp.grammar = g;
+    CHECK_EQ_INT(kite_gen_begin(gen, &gp, 1), KITE_OK);
+    int32_t ok = -1;
+    for (int step = 0; step < 3; step++) {
+        const float *row = NULL;
+        CHECK_EQ_INT(kite_gen_masked_logits(gen, ones, &row), KITE_OK);
+        if (!row) break;
+        kite_token first_ok = -1;
+        int n_allowed = 0, n_agree = 0;
+        for (kite_token t = 0; t < N_VOCAB; t++) {
+            CHECK_EQ_INT(kite_gen_check_draft(gen, &t, 1, &ok), KITE_OK);
+            const bool allowed = row[t] != -INFINITY;
+            n_allowed += allowed;
+            n_agree += (ok == 1) == allowed;
+            if (allowed && first_ok < 0 && !kite_token_is_eog(m, t)) first_ok = t;
+        }
+        CHECK_MSG(n_agree == N_VOCAB, "step %d: check_draft and the mask disagree on %d tokens", step,
+                  N_VOCAB - n_agree);
+        float *live = malloc(N_VOCAB * sizeof *live);
+        const float *drow = NULL;
+        if (live) memcpy(live, row, N_VOCAB * sizeof *live);
+        CHECK_EQ_INT(kite_gen_draft_begin(gen), KITE_OK);
+        CHECK_EQ_INT(kite_gen_draft_masked_logits(gen, ones, &drow), KITE_OK);
+        CHECK(live && drow && memcmp(live, drow, N_VOCAB * sizeof *live) == 0); /* a draft starts at the state */
+        free(live);
+        CHECK(n_allowed > 0 && n_allowed < N_VOCAB && first_ok >= 0);
+        /* a two-token draft: the allowed token, then one refused after it */
+        kite_token two[3] = {first_ok, 0, first_ok};
+        CHECK_EQ_INT(kite_gen_check_draft(gen, two, 3, &ok), KITE_OK);
+        CHECK(ok <= 1);
+        bool more = false;
+        CHECK_EQ_INT(kite_gen_draft_push(gen, first_ok, &more), KITE_E_STATE); /* the check ended the draft */
+        CHECK_EQ_INT(kite_gen_draft_begin(gen), KITE_OK);
+        CHECK_EQ_INT(kite_gen_draft_push(gen, first_ok, &more), KITE_OK);
+        CHECK(more);
+        CHECK_EQ_INT(kite_gen_draft_push(gen, 0, &more), KITE_E_STATE); /* <unk>: no text for the grammar */
+        kite_gen_step st;
+        CHECK_EQ_INT(kite_gen_push(gen, first_ok, &st), KITE_OK); /* the state moves on; the drafts did not move it */
+    }
+    CHECK_EQ_INT(kite_gen_check_draft(gen, NULL, 0, &ok), KITE_OK);
+    CHECK_EQ_INT(ok, 0);
+    CHECK(kite_gen_check_draft(gen, NULL, 1, &ok) == KITE_E_ARG);
+done:
+    free(ones);
+    kite_gen_free(gen);
+    kite_grammar_free(g);
+    free(schema);
+    kite_model_free(m);
+}
+
 int main(void) {
     RUN(test_greedy_lookup);
     RUN(test_greedy_lookahead);
@@ -589,5 +836,9 @@ int main(void) {
     RUN(test_lookup);
     RUN(test_parse_layers);
     RUN(test_errors);
+    RUN(test_grammar_check_draft);
+    RUN(test_grammar_greedy);
+    RUN(test_grammar_sampled);
+    RUN(test_grammar_greedy_scale);
     return harness_summary(__FILE__);
 }

@@ -376,7 +376,7 @@ static cJSON *base_json(const gen_req *g, const char *object) {
     cJSON_AddStringToObject(o, "id", g->id);
     cJSON_AddStringToObject(o, "object", object);
     cJSON_AddNumberToObject(o, "created", (double)g->created);
-    cJSON_AddStringToObject(o, "model", g->req.model ? g->req.model : g->srv->model_id);
+    cJSON_AddStringToObject(o, "model", g->srv->model_id); /* the served name, as OpenAI answers the resolved one */
     cJSON_AddStringToObject(o, "system_fingerprint", "kite");
     return o;
 }
@@ -949,7 +949,7 @@ enum MHD_Result gen_handle(server *s, struct MHD_Connection *c, const char *body
         goto busy;
     }
 
-    if (!oai_request_parse(body, len, chat, &g->req, &err)) goto fail;
+    if (!oai_request_parse(body, len, chat, &g->req, &err) || !srv_model_check(s, g->req.model, &err)) goto fail;
     double limit_s = s->p.timeout_s;
     if (g->req.t_max_predict_ms > 0 && g->req.t_max_predict_ms * 1e-3 < limit_s) limit_s = g->req.t_max_predict_ms * 1e-3;
     g->deadline = g->t_arrive + limit_s;

@@ -329,8 +329,13 @@ static const char *const COMMON_FIELDS[] = {
     "repeat_penalty", "seed", "n", "stream", "stream_options", "ignore_eos", "t_max_predict_ms", "stop",
     "response_format", "grammar", "json_schema", "logprobs", "logit_bias",
     "sot", "sot_skeleton", /* chat only: parse_fields names the endpoint in its 400 */
-    "user", /* an end-user id for OpenAI's abuse monitoring: nothing to do here */
+    "user", "safety_identifier", "prompt_cache_key", /* IGNORED_FIELDS */
     NULL};
+/* Accepted (as strings) and ignored, because ignoring them changes nothing a
+ * client can see: end-user ids for OpenAI's abuse monitoring, and a routing
+ * key for OpenAI's prompt cache (kite's prefix cache matches prompts by
+ * content whatever the key). */
+static const char *const IGNORED_FIELDS[] = {"user", "safety_identifier", "prompt_cache_key", NULL};
 static const char *const CHAT_FIELDS[] = {"messages", "max_completion_tokens", "top_logprobs",
                                           "tools", "tool_choice", "parallel_tool_calls", NULL};
 static const char *const COMPLETION_FIELDS[] = {"prompt", NULL};
@@ -338,7 +343,8 @@ static const char *const COMPLETION_FIELDS[] = {"prompt", NULL};
 static const char *const UNSUPPORTED_FIELDS[] = {
     "functions", "function_call", /* the legacy names of tools and tool_choice (docs/http.md) */
     "audio", "modalities",
-    "prediction", "reasoning_effort", "web_search_options", "service_tier", "metadata", "suffix", NULL};
+    "prediction", "reasoning_effort", "web_search_options", "service_tier", "metadata", "suffix",
+    "verbosity", NULL};
 
 static bool in_list(const char *const *l, const char *k) {
     for (; *l; l++)
@@ -450,6 +456,10 @@ static bool parse_fields(const cJSON *root, bool chat, oai_request *r, oai_error
     const cJSON *model = oai_member(root, "model");
     if (model && !cJSON_IsString(model)) return bad_type(err, "model", "a string");
     if (model && !(r->model = dup_str(model->valuestring, err))) return false;
+    for (const char *const *k = IGNORED_FIELDS; *k; k++) {
+        const cJSON *x = oai_member(root, *k);
+        if (x && !cJSON_IsString(x)) return bad_type(err, *k, "a string");
+    }
 
     if (chat ? !parse_messages(root, r, err) : !parse_prompt(root, r, err)) return false;
 
@@ -499,6 +509,23 @@ static bool parse_fields(const cJSON *root, bool chat, oai_request *r, oai_error
         const cJSON *iu = oai_member(so, "include_usage");
         if (iu && !cJSON_IsBool(iu)) return bad_type(err, "stream_options.include_usage", "a boolean");
         r->include_usage = iu && cJSON_IsTrue(iu);
+        for (const cJSON *f = so->child; f; f = f->next) {
+            const char *k = f->string ? f->string : "";
+            if (cJSON_IsNull(f) || !strcmp(k, "include_usage")) continue;
+            /* OpenAI pads stream chunks with an "obfuscation" field; kite does not */
+            if (!strcmp(k, "include_obfuscation") && cJSON_IsFalse(f)) continue;
+            char shown[48];
+            http_utf8_copy(shown, sizeof shown, k);
+            if (!strcmp(k, "include_obfuscation") && cJSON_IsTrue(f))
+                oai_error_set(err, 400, INVALID, "unsupported_value", "stream_options.include_obfuscation",
+                              "'stream_options.include_obfuscation': true is not supported by kite serve.");
+            else if (!strcmp(k, "include_obfuscation"))
+                return bad_type(err, "stream_options.include_obfuscation", "a boolean");
+            else
+                oai_error_set(err, 400, INVALID, "unknown_parameter", "stream_options",
+                              "Unrecognized request argument supplied: 'stream_options.%s'.", shown);
+            return false;
+        }
     }
     /* kite extension: Skeleton-of-Thought (docs/http.md) */
     if (!get_bool(root, "sot", &r->sot, err)) return false;

@@ -292,18 +292,24 @@ static enum MHD_Result handle_models(server *s, struct MHD_Connection *c) {
     return reply_cjson(s, c, o);
 }
 
+bool srv_model_check(const server *s, const char *model, oai_error *err) {
+    if (!model || !model[0] || !strcmp(model, s->model_id) || (s->model_file && !strcmp(model, s->model_file)))
+        return true;
+    char shown[128];
+    http_utf8_copy(shown, sizeof shown, model);
+    oai_error_set(err, 404, "invalid_request_error", "model_not_found", "model",
+                  "The model `%s` does not exist (this server serves `%s`).", shown, s->model_id);
+    return false;
+}
+
 /* GET /v1/models/{id}: the model object, or OpenAI's 404 model_not_found. */
 static enum MHD_Result handle_model(server *s, struct MHD_Connection *c, const char *url, int *status) {
     const char *id = strstr(url, "/models/") + strlen("/models/");
-    if (!strcmp(id, s->model_id)) {
+    oai_error err;
+    if (srv_model_check(s, id, &err)) {
         *status = 200;
         return reply_cjson(s, c, model_json(s));
     }
-    oai_error err;
-    char shown[128];
-    http_utf8_copy(shown, sizeof shown, id);
-    oai_error_set(&err, 404, "invalid_request_error", "model_not_found", "model",
-                  "The model '%s' does not exist (this server serves '%s').", shown, s->model_id);
     *status = 404;
     return srv_reply_error(s, c, &err);
 }
@@ -952,6 +958,11 @@ int server_start(kite_model *model, const server_params *params, server **out) {
         st = err_set(KITE_E_NOMEM, "out of memory");
         goto fail;
     }
+    if (params->model_file && params->model_file[0] && strcmp(params->model_file, s->model_id) &&
+        !(s->model_file = strdup(params->model_file))) {
+        st = err_set(KITE_E_NOMEM, "out of memory");
+        goto fail;
+    }
     if (!(s->host = strdup(params->host && params->host[0] ? params->host : "127.0.0.1")) ||
         (params->allowed_hosts && params->allowed_hosts[0] && !(s->allowed_hosts = strdup(params->allowed_hosts))) ||
         (params->cors && params->cors[0] && !(s->cors = strdup(params->cors)))) {
@@ -960,6 +971,7 @@ int server_start(kite_model *model, const server_params *params, server **out) {
     }
     s->p.api_key = s->api_key;
     s->p.model_id = s->model_id;
+    s->p.model_file = s->model_file;
     s->p.host = s->host;
     s->p.allowed_hosts = s->allowed_hosts;
     s->p.cors = s->cors;
@@ -1078,6 +1090,7 @@ void server_stop(server *s) {
     chat_tokenizer_free(s->ctok);
     free(s->api_key);
     free(s->model_id);
+    free(s->model_file);
     free(s->host);
     free(s->allowed_hosts);
     free(s->cors);

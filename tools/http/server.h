@@ -41,7 +41,9 @@ typedef struct server_params {
     int32_t port;              /* 0 = any free port (see server_port) */
     const char *api_key;       /* NULL/"" = no authentication */
     const char *chat_template; /* family name overriding the model's, or NULL */
-    const char *model_id;      /* name reported by /v1/models (borrowed) */
+    const char *model_id;      /* name served: listed by /v1/models, echoed in answers (borrowed); NULL = "kite" */
+    const char *model_file;    /* another name requests may give as "model" (the file name when model_id
+                                  is an --alias), or NULL (borrowed) */
     int32_t timeout_s;         /* per-request deadline in seconds, queue time included; 0 = 600 */
     int32_t idle_timeout_s;    /* a connection silent this long is closed; 0 = 30 */
     int32_t header_timeout_s;  /* the whole request head must arrive within this after the accept; 0 = 10 */

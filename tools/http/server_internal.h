@@ -74,7 +74,8 @@ struct server {
     struct MHD_Daemon *daemon;
     server_params p;            /* strings below are owned copies */
     char *api_key;              /* NULL = no authentication */
-    char *model_id;
+    char *model_id;             /* the served name (params.model_id) */
+    char *model_file;           /* also accepted in requests, or NULL */
     char *host;                 /* bound address as given (Host allowlist) */
     char *allowed_hosts;        /* NULL = none */
     char *cors;                 /* NULL = CORS off */
@@ -204,6 +205,12 @@ void gen_req_release(gen_req *g); /* NULL is a no-op */
 void gen_req_log_info(gen_req *g, int32_t *n_prompt, int32_t *n_gen, const char **note);
 
 /* ---- helpers in server.c ---- */
+
+/* The "model" of a request (NULL: absent): true when it names the served
+ * model (its id, or its file name when the id is an alias; absent, null or
+ * "" are accepted, as llama-server does), else false with OpenAI's 404
+ * model_not_found in *err.  Any thread. */
+bool srv_model_check(const server *s, const char *model, oai_error *err);
 
 /* Makes a serialized JSON text valid UTF-8: returns json itself when it is,
  * else a copy with every ill-formed sequence replaced by U+FFFD (json is
