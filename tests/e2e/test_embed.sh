@@ -107,7 +107,7 @@ if ! command -v curl >/dev/null 2>&1; then
     e2e_summary
     exit
 fi
-"$KITE" serve --port 0 -t 1 --parallel 2 --ctx 64 -q </dev/null >"$T/srv.out" 2>"$T/srv.log" &
+"$KITE" serve --port 0 -t 1 --parallel 2 --ctx 64 --alias emb-alias -q </dev/null >"$T/srv.out" 2>"$T/srv.log" &
 PIDS="$PIDS $!"
 e2e_serve_port "$T/srv.log" "$!"
 if [ -z "$PORT" ]; then
@@ -160,6 +160,11 @@ long=$(awk 'BEGIN { for (i = 0; i < 80; i++) printf "cat dog "; }')
 expect_400 "input over --ctx 64" "{\"input\":\"$long\"}" input
 if grep -q context_length_exceeded "$T/r.json"; then e2e_ok "  ... with code context_length_exceeded"
 else e2e_fail "context_length_exceeded" "$(head -c 200 "$T/r.json")"; fi
+# --alias: the served name is listed and answered; the file's own name is accepted too
+[ "$MODEL" = emb-alias ] && e2e_ok "--alias emb-alias is the listed model" || e2e_fail "--alias listed" "got '$MODEL'"
+post /v1/embeddings '{"input":"x","model":"stories260K.gguf"}'
+if [ "$code" = 200 ] && grep -q '"model":"emb-alias"' "$T/r.json"; then e2e_ok "the file name is accepted, the alias answered"
+else e2e_fail "file name as model" "$code $(head -c 200 "$T/r.json")"; fi
 post /v1/embeddings '{"input":"x","model":"no-such-model"}'
 if [ "$code" = 404 ] && grep -q model_not_found "$T/r.json"; then e2e_ok "unknown model: 404 model_not_found"
 else e2e_fail "unknown model" "$code $(head -c 200 "$T/r.json")"; fi

@@ -137,7 +137,7 @@ static char *answer(const server *s, const embed_request *r, const float *vec, i
     }
     if (r->oai) {
         eb_put(&b, "],\"model\":", 10);
-        eb_jstr(&b, r->model ? r->model : s->model_id);
+        eb_jstr(&b, s->model_id); /* the served name, as the other endpoints answer */
         eb_printf(&b, ",\"usage\":{\"prompt_tokens\":%lld,", (long long)n_tokens);
         eb_printf(&b, "\"total_tokens\":%lld}}", (long long)n_tokens);
     } else {
@@ -187,13 +187,7 @@ enum MHD_Result embed_handle(server *s, struct MHD_Connection *c, const char *bo
     float *vec = NULL;
     char *json = NULL;
     if (!embed_parse(body, len, oai, info.n_vocab, E, &r, &err)) goto fail;
-    if (r.model && strcmp(r.model, s->model_id)) {
-        char shown[128];
-        http_utf8_copy(shown, sizeof shown, r.model);
-        oai_error_set(&err, 404, "invalid_request_error", "model_not_found", "model",
-                      "The model '%s' does not exist (this server serves '%s').", shown, s->model_id);
-        goto fail;
-    }
+    if (!srv_model_check(s, r.model, &err)) goto fail; /* the served name (--alias) or the file's */
     const char *key = oai ? "input" : "content";
     /* texts to tokens; every input into one array, as kite_ctx_embed_batch takes them */
     if (!(n_tok = calloc((size_t)r.n_input, sizeof *n_tok))) goto oom;
