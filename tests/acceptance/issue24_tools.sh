@@ -42,7 +42,7 @@ serve_with() {
     name=$1
     seeds=$2
     shift 2
-    "$KITE" serve --port 0 -t 1 --parallel 2 -q "$@" </dev/null >"$T/serve.out" 2>"$T/serve.log" &
+    "$KITE" serve --port 0 -t 1 --parallel 2 --alias kite -q "$@" </dev/null >"$T/serve.out" 2>"$T/serve.log" &
     PID=$!
     port=
     w=0

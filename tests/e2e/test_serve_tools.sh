@@ -43,7 +43,7 @@ command -v node >/dev/null 2>&1 && e2e_npm_ready "$NODE_DIR" openai "$T/npm.log"
     e2e_npm_ready "$NODE_DIR" ajv "$T/npm.log" && HAVE_NODE=1
 
 for fam in chatml llama3 mistral gemma; do
-    "$KITE" serve --port 0 -t 1 --parallel 2 --ctx 2048 -q --chat-template $fam </dev/null >"$T/$fam.out" \
+    "$KITE" serve --port 0 -t 1 --parallel 2 --ctx 2048 --alias kite -q --chat-template $fam </dev/null >"$T/$fam.out" \
         2>"$T/$fam.log" &
     PIDS="$PIDS $!"
     e2e_serve_port "$T/$fam.log" "$!"
