@@ -24,6 +24,8 @@ void vec_dot_iq4_nl_q8_0_avx2(int64_t n, float *out, const void *w, const void *
 void vec_dot_q5_0_q8_0_avx2(int64_t n, float *out, const void *w, const void *a);
 void vec_dot_q4_1_q8_0_avx2(int64_t n, float *out, const void *w, const void *a);
 void vec_dot_q5_1_q8_0_avx2(int64_t n, float *out, const void *w, const void *a);
+void vec_dot_tq1_0_q8_K_avx2(int64_t n, float *out, const void *w, const void *a);
+void vec_dot_tq2_0_q8_K_avx2(int64_t n, float *out, const void *w, const void *a);
 /* q8_0 activation rows, bytes equal to act_quantize_q8_0_ref (quant_act_avx2.c) */
 void act_quantize_q8_0_avx2(const float *x, void *dst, int64_t n);
 
@@ -45,5 +47,7 @@ KERN_GEMM_DECL(gemm_iq4_nl_q8_0_avx2);
 KERN_GEMM_DECL(gemm_q5_0_q8_0_avx2);
 KERN_GEMM_DECL(gemm_q4_1_q8_0_avx2);
 KERN_GEMM_DECL(gemm_q5_1_q8_0_avx2);
+KERN_GEMM_DECL(gemm_tq1_0_q8_K_avx2);
+KERN_GEMM_DECL(gemm_tq2_0_q8_K_avx2);
 
 #endif

@@ -443,6 +443,75 @@ void vec_dot_q2_K_q8_K_avx2(int64_t n, float *out, const void *w, const void *a)
     *out = sum;
 }
 
+/* tq2_0 / tq1_0: the 256 unsigned digits t (0..2; tq2_0's 2-bit fields may
+ * hold 3) in element order, 32 at a time against the contiguous activations:
+ * vpmaddubsw pairs are at most 2*3*127 and 8 of them summed stay inside int16,
+ * so the block takes one vpmaddwd; sum((t-1)*a) = that - sum(bsums), exact,
+ * then the reference's float expression (bit-identical).  tq1_0's digit k of
+ * byte b: q = b * 3^k mod 256 (two vpmullw: even bytes, and odd bytes with the
+ * even ones masked off), t = (q >= 86) + (q >= 171) from unsigned max
+ * compares (see vec_dot_kquant_vnni.c). */
+static inline int32_t bsum_total(const unsigned char *y) {
+    return hsum8i(_mm256_madd_epi16(ld256(y + offsetof(block_q8_K, bsums)), _mm256_set1_epi16(1)));
+}
+
+void vec_dot_tq2_0_q8_K_avx2(int64_t n, float *out, const void *w, const void *a) {
+    const int64_t nb = n / QK_K;
+    const unsigned char *x = w, *y = a;
+    float sum = 0.0f;
+    for (int64_t b = 0; b < nb; b++, x += sizeof(block_tq2_0), y += sizeof(block_q8_K)) {
+        const unsigned char *q8 = y + offsetof(block_q8_K, qs);
+        __m256i acc = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            const __m256i qs = ld256(x + offsetof(block_tq2_0, qs) + 32 * h);
+            for (int k = 0; k < 4; k++)
+                acc = _mm256_add_epi16(acc, _mm256_maddubs_epi16(k2_field(qs, k), ld256(q8 + 128 * h + 32 * k)));
+        }
+        const int32_t isum = hsum8i(_mm256_madd_epi16(acc, _mm256_set1_epi16(1))) - bsum_total(y);
+        sum += ld_half(x + offsetof(block_tq2_0, d)) * ld_f32s(y + offsetof(block_q8_K, d)) * (float)isum;
+    }
+    *out = sum;
+}
+
+static inline __m256i tq1_digits_avx2(__m256i z, __m256i mul) {
+    const __m256i lo = _mm256_and_si256(_mm256_mullo_epi16(z, mul), _mm256_set1_epi16(0x00FF));
+    const __m256i hi = _mm256_mullo_epi16(_mm256_and_si256(z, _mm256_set1_epi16((short)0xFF00)), mul);
+    const __m256i q = _mm256_or_si256(lo, hi);
+    const __m256i c1 = _mm256_cmpeq_epi8(_mm256_max_epu8(q, _mm256_set1_epi8(86)), q);
+    const __m256i c2 = _mm256_cmpeq_epi8(_mm256_max_epu8(q, _mm256_set1_epi8((char)171)), q);
+    return _mm256_sub_epi8(_mm256_setzero_si256(), _mm256_add_epi8(c1, c2)); /* -(-1 + -1) */
+}
+
+void vec_dot_tq1_0_q8_K_avx2(int64_t n, float *out, const void *w, const void *a) {
+    static const short pow3[5] = {1, 3, 9, 27, 81};
+    const int64_t nb = n / QK_K;
+    const unsigned char *x = w, *y = a;
+    /* word multipliers of the qs[32..47] pairs (x 1 | x 3, x 9 | x 27) and of
+     * [qs[32..47] x 81 | qh x 1, 3, 9, 27 per dword] */
+    const __m256i m01 = _mm256_set_m128i(_mm_set1_epi16(3), _mm_set1_epi16(1));
+    const __m256i m23 = _mm256_set_m128i(_mm_set1_epi16(27), _mm_set1_epi16(9));
+    const __m256i m4h = _mm256_set_m128i(_mm_setr_epi16(1, 1, 3, 3, 9, 9, 27, 27), _mm_set1_epi16(81));
+    float sum = 0.0f;
+    for (int64_t b = 0; b < nb; b++, x += sizeof(block_tq1_0), y += sizeof(block_q8_K)) {
+        const unsigned char *q8 = y + offsetof(block_q8_K, qs);
+        const __m256i A = ld256(x + offsetof(block_tq1_0, qs));
+        const __m128i B = _mm_loadu_si128((const __m128i *)(const void *)(x + offsetof(block_tq1_0, qs) + 32));
+        uint32_t h;
+        memcpy(&h, x + offsetof(block_tq1_0, qh), 4);
+        const __m256i BB = _mm256_set_m128i(B, B), BH = _mm256_set_m128i(_mm_set1_epi32((int)h), B);
+        __m256i acc = _mm256_setzero_si256();
+        for (int k = 0; k < 5; k++)
+            acc = _mm256_add_epi16(
+                acc, _mm256_maddubs_epi16(tq1_digits_avx2(A, _mm256_set1_epi16(pow3[k])), ld256(q8 + 32 * k)));
+        acc = _mm256_add_epi16(acc, _mm256_maddubs_epi16(tq1_digits_avx2(BB, m01), ld256(q8 + 160)));
+        acc = _mm256_add_epi16(acc, _mm256_maddubs_epi16(tq1_digits_avx2(BB, m23), ld256(q8 + 192)));
+        acc = _mm256_add_epi16(acc, _mm256_maddubs_epi16(tq1_digits_avx2(BH, m4h), ld256(q8 + 224)));
+        const int32_t isum = hsum8i(_mm256_madd_epi16(acc, _mm256_set1_epi16(1))) - bsum_total(y);
+        sum += ld_half(x + offsetof(block_tq1_0, d)) * ld_f32s(y + offsetof(block_q8_K, d)) * (float)isum;
+    }
+    *out = sum;
+}
+
 KERN_DEFINE_GEMM(gemm_q4_0_q8_0_avx2, vec_dot_q4_0_q8_0_avx2)
 KERN_DEFINE_GEMM(gemm_q8_0_q8_0_avx2, vec_dot_q8_0_q8_0_avx2)
 KERN_DEFINE_GEMM(gemm_q4_K_q8_K_avx2, vec_dot_q4_K_q8_K_avx2)
@@ -455,6 +524,8 @@ KERN_DEFINE_GEMM(gemm_q4_1_q8_0_avx2, vec_dot_q4_1_q8_0_avx2)
 KERN_DEFINE_GEMM(gemm_q5_1_q8_0_avx2, vec_dot_q5_1_q8_0_avx2)
 KERN_DEFINE_GEMM(gemm_q3_K_q8_K_avx2, vec_dot_q3_K_q8_K_avx2)
 KERN_DEFINE_GEMM(gemm_q2_K_q8_K_avx2, vec_dot_q2_K_q8_K_avx2)
+KERN_DEFINE_GEMM(gemm_tq1_0_q8_K_avx2, vec_dot_tq1_0_q8_K_avx2)
+KERN_DEFINE_GEMM(gemm_tq2_0_q8_K_avx2, vec_dot_tq2_0_q8_K_avx2)
 #else
 typedef int kite_empty_unit_vec_dot_quant_avx2; /* ISO C wants a declaration */
 #endif
