@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "chat/chat_template.h"
 #include "chat/chat_tokenize.h"
@@ -184,10 +185,31 @@ static void collector_destroy(collector *c) {
     free(c->text.s);
 }
 
-/* Waits for the request; returns its status (setting the error message). */
-static int collector_wait(collector *c) {
+/* Waits for the request; returns its status (setting the error message).
+ * With p->should_stop, polls it every SOT_POLL_MS: when it says stop, the
+ * request is cancelled (its callback is never called again: c may then be
+ * destroyed) and KITE_E_STATE returned. */
+static int collector_wait(engine *e, const sot_params *p, collector *c) {
     pthread_mutex_lock(&c->mu);
-    while (!c->done) pthread_cond_wait(&c->cv, &c->mu);
+    while (!c->done) {
+        if (!p->should_stop) {
+            pthread_cond_wait(&c->cv, &c->mu);
+            continue;
+        }
+        if (p->should_stop(p->stop_arg)) {
+            pthread_mutex_unlock(&c->mu);
+            engine_cancel(e, c->id);
+            return err_set(KITE_E_STATE, "skeleton-of-thought request stopped (deadline or shutdown)");
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += SOT_POLL_MS * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec += 1;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+    }
     pthread_mutex_unlock(&c->mu);
     if (c->status != KITE_OK) return err_set(c->status, "skeleton-of-thought request: %s", c->message);
     if (c->text.oom) return err_set(KITE_E_NOMEM, "out of memory collecting a reply");
@@ -265,7 +287,7 @@ static int run_plain(engine *e, const kite_model *m, const chat_tokenizer *ct, c
     collector_init(&c);
     const double t0 = time_now_s();
     int rc = submit_prompt(e, m, p, ct, prompt, p->plain_tokens > 0 ? p->plain_tokens : 512, NULL, 0, &c);
-    if (rc == KITE_OK) rc = collector_wait(&c);
+    if (rc == KITE_OK) rc = collector_wait(e, p, &c);
     r->expand_s = time_now_s() - t0;
     if (rc == KITE_OK) {
         r->fallback = true;
@@ -304,7 +326,7 @@ int sot_run(engine *e, const kite_model *m, const char *question, const sot_para
         collector_init(&c);
         static const char *const stop[] = {"\n\n"};
         rc = submit_prompt(e, m, &p, ct, prompt, p.skeleton_tokens > 0 ? p.skeleton_tokens : 200, stop, 1, &c);
-        if (rc == KITE_OK) rc = collector_wait(&c);
+        if (rc == KITE_OK) rc = collector_wait(e, &p, &c);
         free(prompt);
         if (rc == KITE_OK) {
             /* the prompt ended in "1.": put it back in front of the continuation */
@@ -362,7 +384,7 @@ int sot_run(engine *e, const kite_model *m, const char *question, const sot_para
             engine_cancel(e, pc[i].id);
             continue;
         }
-        rc = collector_wait(&pc[i]);
+        rc = collector_wait(e, &p, &pc[i]);
     }
     out->expand_s = time_now_s() - t1;
     if (rc != KITE_OK) goto fail;

@@ -48,7 +48,15 @@ typedef struct sot_params {
     int32_t plain_tokens;        /* token limit of the fallback answer; 0 = 512 */
     int chat_family;             /* enum chat_family, or -1: raw text prompts */
     kite_sampler_params sampling;
+    /* Polled about every SOT_POLL_MS while sot_run waits for the engine (NULL:
+     * never): true cancels every request still running and sot_run returns
+     * KITE_E_STATE ("stopped").  The server passes its request deadline and the
+     * drain deadline (tools/http/gen.c).  Called on sot_run's thread. */
+    bool (*should_stop)(void *arg);
+    void *stop_arg;
 } sot_params;
+
+#define SOT_POLL_MS 20
 
 typedef struct sot_point {
     char *title;                 /* the skeleton's text of the point */

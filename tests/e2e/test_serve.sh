@@ -312,6 +312,15 @@ if [ "$(sse_text "$T/sse")" = "$sot_text" ] && [ "$(tail -n 2 "$T/sse" | head -n
 else
     e2e_fail "sot streaming" "$(head -c 400 "$T/sse")"
 fi
+# the request's deadline stops Skeleton-of-Thought too: 10 points of up to 400 tokens
+# cannot be expanded in 1 ms; its engine requests are cancelled and the answer is a 503
+SOT_LONG='"messages": [{"role": "user", "content": "Tell me a story."}], "sot": true, "sot_skeleton": "1. a\n2. b\n3. c\n4. d\n5. e\n6. f\n7. g\n8. h\n9. i\n10. j", "max_tokens": 400, "temperature": 1, "t_max_predict_ms": 1'
+call POST /v1/chat/completions "{$SOT_LONG}"
+if [ "$code" = 503 ] && has "$T/body" '"code":"timeout"'; then e2e_ok "sot: t_max_predict_ms stops it with a 503 timeout"
+else e2e_fail "sot deadline" "status $code: $(e2e_first_line "$T/body")"; fi
+call POST /v1/chat/completions "{$SOT}"
+if [ "$code" = 200 ] && [ "$(json_raw "$T/body" content)" = "$sot_text" ]; then e2e_ok "sot: the next request is answered as before"
+else e2e_fail "sot after a stop" "status $code: $(e2e_first_line "$T/body")"; fi
 expect_error "sot on /v1/completions is a 400" 400 invalid_value POST /v1/completions '{"prompt": "x", "sot": true}'
 expect_error "sot_skeleton of the wrong type is a 400" 400 invalid_type POST /v1/chat/completions \
     '{"messages": [{"role": "user", "content": "x"}], "sot": true, "sot_skeleton": 5}'

@@ -845,11 +845,16 @@ static enum MHD_Result answer_after_fin(server *s, struct MHD_Connection *c, gen
 
 /* ---- Skeleton-of-Thought ("sot": true, docs/http.md) ---- */
 
+static bool sot_stop(void *arg) { return past_deadline(arg); }
+
 /* Runs SoT for a chat request on the connection thread (blocks until the
  * answer is assembled; the engine decodes) and stores the answer as the
  * request's finished output, so the non-streaming and streaming paths below
  * send it like a finished generation (streaming: one content chunk).  The
- * question is the last user message. */
+ * question is the last user message.  The request's deadline (--timeout,
+ * t_max_predict_ms) and the drain deadline stop it (sot_params.should_stop):
+ * its engine requests are cancelled and the answer is a 503, as nothing has
+ * been sent. */
 static bool sot_answer(server *s, gen_req *g, oai_error *err) {
     const oai_request *r = &g->req;
     const char *question = NULL;
@@ -865,9 +870,24 @@ static bool sot_answer(server *s, gen_req *g, oai_error *err) {
     p.sampling = r->sampling;
     p.skeleton_text = r->sot_skeleton;
     if (r->max_tokens > 0) p.point_tokens = p.plain_tokens = r->max_tokens;
+    p.should_stop = sot_stop; /* the request's deadline and the drain deadline */
+    p.stop_arg = g;
     sot_result res;
     memset(&res, 0, sizeof res);
     int st = sot_run(s->eng, s->model, question, &p, &res);
+    if (st != KITE_OK && past_deadline(g)) { /* stopped: nothing was sent yet, so a 503 (Retry-After) */
+        const bool drain = atomic_load(&s->drain_abort);
+        if (drain)
+            oai_error_set(err, 503, "server_error", "server_shutting_down", NULL, "The server is shutting down.");
+        else
+            oai_error_set(err, 503, "server_error", "timeout", NULL,
+                          "The request reached its deadline (%.0f ms) before its Skeleton-of-Thought answer was "
+                          "complete.",
+                          (g->deadline - g->t_arrive) * 1e3);
+        if (!drain) atomic_fetch_add(&s->timed_out[TMO_GENERATION], 1);
+        sot_result_free(&res);
+        return false;
+    }
     if (st != KITE_OK) {
         oai_error_set(err, st == KITE_E_ARG || st == KITE_E_RANGE ? 400 : 500,
                       st == KITE_E_ARG || st == KITE_E_RANGE ? "invalid_request_error" : "server_error", NULL, NULL,
@@ -973,7 +993,10 @@ enum MHD_Result gen_handle(server *s, struct MHD_Connection *c, const char *body
         g->ch[0].g = g;
         free(toks);
         toks = NULL;
-        if (!sot_answer(s, g, &err)) goto fail;
+        if (!sot_answer(s, g, &err)) {
+            if (err.status == 503) goto busy; /* stopped by a deadline: Retry-After */
+            goto fail;
+        }
         goto answer;
     }
     const char *stops[SERVER_MAX_STOP + 16];
