@@ -39,6 +39,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/textbuf.h"
 #include "model/model.h"
 #include "generate/stop.h"
 
@@ -119,42 +120,6 @@ int chat_family_for_model(const kite_model *model, const char *override, int *fa
 
 /* ---- formatting -------------------------------------------------------------- */
 
-typedef struct tbuf {
-    char *p;
-    size_t len, cap;
-    bool oom;
-} tbuf;
-
-static void sb_putn(tbuf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1) cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-static void sb_put(tbuf *b, const char *s) { sb_putn(b, s, strlen(s)); }
-
-static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
-
-/* Appends s without its leading and trailing ASCII whitespace. */
-static void sb_put_trim(tbuf *b, const char *s) {
-    size_t n = strlen(s), i = 0;
-    while (i < n && is_space(s[i])) i++;
-    while (n > i && is_space(s[n - 1])) n--;
-    sb_putn(b, s + i, n - i);
-}
-
 enum role { ROLE_SYSTEM, ROLE_USER, ROLE_ASSISTANT };
 
 static int role_of(const char *r) {
@@ -165,53 +130,53 @@ static int role_of(const char *r) {
 }
 
 /* chatml: <|im_start|>role\ncontent<|im_end|>\n */
-static void fmt_chatml(tbuf *b, const chat_msg *m, size_t n, bool gen) {
+static void fmt_chatml(textbuf *b, const chat_msg *m, size_t n, bool gen) {
     for (size_t i = 0; i < n; i++) {
-        sb_put(b, "<|im_start|>");
-        sb_put(b, m[i].role);
-        sb_put(b, "\n");
-        sb_put(b, m[i].content);
-        sb_put(b, "<|im_end|>\n");
+        textbuf_put(b, "<|im_start|>");
+        textbuf_put(b, m[i].role);
+        textbuf_put(b, "\n");
+        textbuf_put(b, m[i].content);
+        textbuf_put(b, "<|im_end|>\n");
     }
-    if (gen) sb_put(b, "<|im_start|>assistant\n");
+    if (gen) textbuf_put(b, "<|im_start|>assistant\n");
 }
 
 /* llama3: <|start_header_id|>role<|end_header_id|>\n\ntrim(content)<|eot_id|> */
-static void fmt_llama3(tbuf *b, const chat_msg *m, size_t n, bool gen) {
+static void fmt_llama3(textbuf *b, const chat_msg *m, size_t n, bool gen) {
     for (size_t i = 0; i < n; i++) {
-        sb_put(b, "<|start_header_id|>");
-        sb_put(b, m[i].role);
-        sb_put(b, "<|end_header_id|>\n\n");
-        sb_put_trim(b, m[i].content);
-        sb_put(b, "<|eot_id|>");
+        textbuf_put(b, "<|start_header_id|>");
+        textbuf_put(b, m[i].role);
+        textbuf_put(b, "<|end_header_id|>\n\n");
+        textbuf_put_trim(b, m[i].content);
+        textbuf_put(b, "<|eot_id|>");
     }
-    if (gen) sb_put(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    if (gen) textbuf_put(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
 /* zephyr: <|role|>\ncontent</s>\n */
-static void fmt_zephyr(tbuf *b, const chat_msg *m, size_t n, bool gen) {
+static void fmt_zephyr(textbuf *b, const chat_msg *m, size_t n, bool gen) {
     for (size_t i = 0; i < n; i++) {
-        sb_put(b, "<|");
-        sb_put(b, m[i].role);
-        sb_put(b, "|>\n");
-        sb_put(b, m[i].content);
-        sb_put(b, "</s>\n");
+        textbuf_put(b, "<|");
+        textbuf_put(b, m[i].role);
+        textbuf_put(b, "|>\n");
+        textbuf_put(b, m[i].content);
+        textbuf_put(b, "</s>\n");
     }
-    if (gen) sb_put(b, "<|assistant|>\n");
+    if (gen) textbuf_put(b, "<|assistant|>\n");
 }
 
 /* phi3: <|role|>\ncontent<|end|>\n (Phi-3-mini-instruct's template; no
  * eos_token after the last turn without a generation prompt, as llama.cpp's
  * built-in phi3) */
-static void fmt_phi3(tbuf *b, const chat_msg *m, size_t n, bool gen) {
+static void fmt_phi3(textbuf *b, const chat_msg *m, size_t n, bool gen) {
     for (size_t i = 0; i < n; i++) {
-        sb_put(b, "<|");
-        sb_put(b, m[i].role);
-        sb_put(b, "|>\n");
-        sb_put(b, m[i].content);
-        sb_put(b, "<|end|>\n");
+        textbuf_put(b, "<|");
+        textbuf_put(b, m[i].role);
+        textbuf_put(b, "|>\n");
+        textbuf_put(b, m[i].content);
+        textbuf_put(b, "<|end|>\n");
     }
-    if (gen) sb_put(b, "<|assistant|>\n");
+    if (gen) textbuf_put(b, "<|assistant|>\n");
 }
 
 /* llama2 (Meta): a user turn is "[INST] " + strip(sys + user) + " [/INST]"
@@ -220,36 +185,36 @@ static void fmt_phi3(tbuf *b, const chat_msg *m, size_t n, bool gen) {
  * turn but a leading one starts with "<s>"; assistant turns are
  * " " + strip(content) + " </s>".  System text with no user turn after it
  * opens a turn: "[INST] " + sys. */
-static void fmt_llama2(tbuf *b, const chat_msg *m, size_t n) {
-    tbuf sys = {0}, turn = {0};
+static void fmt_llama2(textbuf *b, const chat_msg *m, size_t n) {
+    textbuf sys = {0}, turn = {0};
     for (size_t i = 0; i < n && !sys.oom && !turn.oom; i++) {
         int r = role_of(m[i].role);
         if (r == ROLE_SYSTEM) {
-            sb_put(&sys, sys.len ? "\n" : "<<SYS>>\n");
-            sb_put(&sys, m[i].content);
+            textbuf_put(&sys, sys.len ? "\n" : "<<SYS>>\n");
+            textbuf_put(&sys, m[i].content);
         } else if (r == ROLE_ASSISTANT) {
-            sb_put(b, " ");
-            sb_put_trim(b, m[i].content);
-            sb_put(b, " </s>");
+            textbuf_put(b, " ");
+            textbuf_put_trim(b, m[i].content);
+            textbuf_put(b, " </s>");
         } else {
             turn.len = 0;
             if (sys.len) {
-                sb_putn(&turn, sys.p, sys.len);
-                sb_put(&turn, "\n<</SYS>>\n\n");
+                textbuf_putn(&turn, sys.p, sys.len);
+                textbuf_put(&turn, "\n<</SYS>>\n\n");
                 sys.len = 0;
             }
-            sb_put(&turn, m[i].content);
-            if (b->len) sb_put(b, "<s>");
-            sb_put(b, "[INST] ");
-            if (turn.len) sb_put_trim(b, turn.p);
-            sb_put(b, " [/INST]");
+            textbuf_put(&turn, m[i].content);
+            if (b->len) textbuf_put(b, "<s>");
+            textbuf_put(b, "[INST] ");
+            if (turn.len) textbuf_put_trim(b, turn.p);
+            textbuf_put(b, " [/INST]");
         }
     }
     if (sys.len && !sys.oom) {
-        if (b->len) sb_put(b, "<s>");
-        sb_put(b, "[INST] ");
-        sb_putn(b, sys.p, sys.len);
-        sb_put(b, "\n<</SYS>>\n\n");
+        if (b->len) textbuf_put(b, "<s>");
+        textbuf_put(b, "[INST] ");
+        textbuf_putn(b, sys.p, sys.len);
+        textbuf_put(b, "\n<</SYS>>\n\n");
     }
     if (sys.oom || turn.oom) b->oom = true;
     free(sys.p);
@@ -258,26 +223,26 @@ static void fmt_llama2(tbuf *b, const chat_msg *m, size_t n) {
 
 /* mistral (v0.1/v0.2): "[INST] " + [system + "\n"] + user + " [/INST]",
  * assistant content + "</s>"; no stripping. */
-static void fmt_mistral(tbuf *b, const chat_msg *m, size_t n) {
+static void fmt_mistral(textbuf *b, const chat_msg *m, size_t n) {
     bool open = false; /* "[INST] " written, user text not yet */
     for (size_t i = 0; i < n; i++) {
         int r = role_of(m[i].role);
         if (r == ROLE_ASSISTANT) {
             if (open) { /* system text with no user message: close the turn */
-                sb_put(b, " [/INST]");
+                textbuf_put(b, " [/INST]");
                 open = false;
             }
-            sb_put(b, m[i].content);
-            sb_put(b, "</s>");
+            textbuf_put(b, m[i].content);
+            textbuf_put(b, "</s>");
             continue;
         }
-        if (!open) sb_put(b, "[INST] ");
+        if (!open) textbuf_put(b, "[INST] ");
         open = true;
-        sb_put(b, m[i].content);
+        textbuf_put(b, m[i].content);
         if (r == ROLE_SYSTEM) {
-            sb_put(b, "\n");
+            textbuf_put(b, "\n");
         } else {
-            sb_put(b, " [/INST]");
+            textbuf_put(b, " [/INST]");
             open = false;
         }
     }
@@ -285,7 +250,7 @@ static void fmt_mistral(tbuf *b, const chat_msg *m, size_t n) {
 
 /* gemma: <start_of_turn>user|model\ntrim(content)<end_of_turn>\n; pending
  * system text (trimmed, joined with "\n\n") + "\n\n" opens the next user turn. */
-static void fmt_gemma(tbuf *b, const chat_msg *m, size_t n, bool gen) {
+static void fmt_gemma(textbuf *b, const chat_msg *m, size_t n, bool gen) {
     size_t sys_from = 0;
     bool have_sys = false;
     for (size_t i = 0; i < n; i++) {
@@ -295,21 +260,21 @@ static void fmt_gemma(tbuf *b, const chat_msg *m, size_t n, bool gen) {
             have_sys = true;
             continue;
         }
-        sb_put(b, r == ROLE_ASSISTANT ? "<start_of_turn>model\n" : "<start_of_turn>user\n");
+        textbuf_put(b, r == ROLE_ASSISTANT ? "<start_of_turn>model\n" : "<start_of_turn>user\n");
         if (r == ROLE_USER && have_sys) {
             for (size_t k = sys_from; k < i; k++) {
                 if (role_of(m[k].role) != ROLE_SYSTEM) continue;
                 const char *c = m[k].content;
                 size_t before = b->len;
-                sb_put_trim(b, c);
-                if (b->len > before) sb_put(b, "\n\n"); /* an empty system text adds nothing */
+                textbuf_put_trim(b, c);
+                if (b->len > before) textbuf_put(b, "\n\n"); /* an empty system text adds nothing */
             }
             have_sys = false;
         }
-        sb_put_trim(b, m[i].content);
-        sb_put(b, "<end_of_turn>\n");
+        textbuf_put_trim(b, m[i].content);
+        textbuf_put(b, "<end_of_turn>\n");
     }
-    if (gen) sb_put(b, "<start_of_turn>model\n");
+    if (gen) textbuf_put(b, "<start_of_turn>model\n");
 }
 
 int chat_apply(int family, const chat_msg *msgs, size_t n, bool gen, char **out) {
@@ -324,8 +289,8 @@ int chat_apply(int family, const chat_msg *msgs, size_t n, bool gen, char **out)
             return err_set(KITE_E_ARG, "chat_apply: message %zu: unknown role '%s' (expected system, user or assistant)",
                            i, msgs[i].role);
     }
-    tbuf b = {0};
-    sb_put(&b, ""); /* an empty conversation still gives "" */
+    textbuf b = {0};
+    textbuf_put(&b, ""); /* an empty conversation still gives "" */
     switch (family) {
     case CHAT_LLAMA2: fmt_llama2(&b, msgs, n); break;
     case CHAT_LLAMA3: fmt_llama3(&b, msgs, n, gen); break;

@@ -24,87 +24,55 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/textbuf.h"
 
-/* ---- growable text ------------------------------------------------------------ */
-
-typedef struct tb {
-    char *p;
-    size_t len, cap;
-    bool oom;
-} tb;
-
-static void tb_putn(tb *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1) cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-static void tb_put(tb *b, const char *s) { tb_putn(b, s, strlen(s)); }
+/* ---- text helpers (core/textbuf.h) ---------------------------------------------- */
 
 static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
 
-static void tb_put_trim(tb *b, const char *s) {
-    size_t n = strlen(s), i = 0;
-    while (i < n && is_space(s[i])) i++;
-    while (n > i && is_space(s[n - 1])) n--;
-    tb_putn(b, s + i, n - i);
-}
-
 /* A JSON string literal of s (json.dumps with ensure_ascii=False). */
-static void tb_put_jstr(tb *b, const char *s) {
+static void tb_put_jstr(textbuf *b, const char *s) {
     static const char hex[] = "0123456789abcdef";
-    tb_put(b, "\"");
+    textbuf_put(b, "\"");
     for (const unsigned char *q = (const unsigned char *)s; *q; q++) {
         char e[7];
         switch (*q) {
-        case '"': tb_put(b, "\\\""); break;
-        case '\\': tb_put(b, "\\\\"); break;
-        case '\n': tb_put(b, "\\n"); break;
-        case '\r': tb_put(b, "\\r"); break;
-        case '\t': tb_put(b, "\\t"); break;
-        case '\b': tb_put(b, "\\b"); break;
-        case '\f': tb_put(b, "\\f"); break;
+        case '"': textbuf_put(b, "\\\""); break;
+        case '\\': textbuf_put(b, "\\\\"); break;
+        case '\n': textbuf_put(b, "\\n"); break;
+        case '\r': textbuf_put(b, "\\r"); break;
+        case '\t': textbuf_put(b, "\\t"); break;
+        case '\b': textbuf_put(b, "\\b"); break;
+        case '\f': textbuf_put(b, "\\f"); break;
         default:
             if (*q < 0x20) {
                 memcpy(e, "\\u00", 4);
                 e[4] = hex[*q >> 4];
                 e[5] = hex[*q & 15];
-                tb_putn(b, e, 6);
+                textbuf_putn(b, e, 6);
             } else {
-                tb_putn(b, (const char *)q, 1);
+                textbuf_putn(b, (const char *)q, 1);
             }
         }
     }
-    tb_put(b, "\"");
+    textbuf_put(b, "\"");
 }
 
-static void tb_indent(tb *b, int indent, int depth) {
-    tb_put(b, "\n");
-    for (int i = 0; i < indent * depth; i++) tb_put(b, " ");
+static void tb_indent(textbuf *b, int indent, int depth) {
+    textbuf_put(b, "\n");
+    for (int i = 0; i < indent * depth; i++) textbuf_put(b, " ");
 }
 
 char *chat_json_respace(const char *s, int indent) {
-    tb b = {0};
-    tb_put(&b, "");
+    textbuf b = {0};
+    textbuf_put(&b, "");
     int depth = 0;
     for (size_t i = 0; s && s[i]; i++) {
         char c = s[i];
         if (c == '"') { /* a string, escapes included, verbatim */
             size_t j = i + 1;
             while (s[j] && s[j] != '"') j += (s[j] == '\\' && s[j + 1]) ? 2 : 1;
-            tb_putn(&b, s + i, (s[j] ? j + 1 : j) - i);
+            textbuf_putn(&b, s + i, (s[j] ? j + 1 : j) - i);
             if (!s[j]) break;
             i = j;
         } else if (is_space(c)) {
@@ -113,25 +81,25 @@ char *chat_json_respace(const char *s, int indent) {
             size_t j = i + 1;
             while (is_space(s[j])) j++;
             if (s[j] == (c == '{' ? '}' : ']')) {
-                tb_put(&b, c == '{' ? "{}" : "[]");
+                textbuf_put(&b, c == '{' ? "{}" : "[]");
                 i = j;
                 continue;
             }
-            tb_putn(&b, &c, 1);
+            textbuf_putn(&b, &c, 1);
             depth++;
             if (indent >= 0) tb_indent(&b, indent, depth);
         } else if (c == '}' || c == ']') {
             if (depth > 0) depth--;
             if (indent >= 0) tb_indent(&b, indent, depth);
-            tb_putn(&b, &c, 1);
+            textbuf_putn(&b, &c, 1);
         } else if (c == ',') {
-            tb_put(&b, ",");
+            textbuf_put(&b, ",");
             if (indent >= 0) tb_indent(&b, indent, depth);
-            else tb_put(&b, " ");
+            else textbuf_put(&b, " ");
         } else if (c == ':') {
-            tb_put(&b, ": ");
+            textbuf_put(&b, ": ");
         } else {
-            tb_putn(&b, &c, 1);
+            textbuf_putn(&b, &c, 1);
         }
     }
     if (b.oom) {
@@ -143,19 +111,19 @@ char *chat_json_respace(const char *s, int indent) {
 
 /* {"type": "function", "function": {"name": ..., "description": ..., "parameters": ...}} re-spaced. */
 static char *tool_json(const chat_tool *t, int indent, bool function_only) {
-    tb b = {0};
-    if (!function_only) tb_put(&b, "{\"type\":\"function\",\"function\":");
-    tb_put(&b, "{\"name\":");
+    textbuf b = {0};
+    if (!function_only) textbuf_put(&b, "{\"type\":\"function\",\"function\":");
+    textbuf_put(&b, "{\"name\":");
     tb_put_jstr(&b, t->name);
     if (t->description) {
-        tb_put(&b, ",\"description\":");
+        textbuf_put(&b, ",\"description\":");
         tb_put_jstr(&b, t->description);
     }
     if (t->parameters) {
-        tb_put(&b, ",\"parameters\":");
-        tb_put(&b, t->parameters);
+        textbuf_put(&b, ",\"parameters\":");
+        textbuf_put(&b, t->parameters);
     }
-    tb_put(&b, function_only ? "}" : "}}");
+    textbuf_put(&b, function_only ? "}" : "}}");
     char *r = b.oom ? NULL : chat_json_respace(b.p, indent);
     free(b.p);
     return r;
@@ -184,7 +152,7 @@ typedef struct pool {
     bool oom;
 } pool;
 
-static const char *pool_take(pool *pl, tb *b) {
+static const char *pool_take(pool *pl, textbuf *b) {
     if (b->oom || pl->oom) {
         free(b->p);
         pl->oom = true;
@@ -221,14 +189,14 @@ static const char GENERIC_TAIL[] =
     "\"arguments\": <arguments object>}]}.";
 
 /* One call in the HERMES or GENERIC syntax. */
-static void put_call(tb *b, const chat_tool_call *c, const char *args_key) {
-    tb_put(b, "{\"name\": ");
+static void put_call(textbuf *b, const chat_tool_call *c, const char *args_key) {
+    textbuf_put(b, "{\"name\": ");
     tb_put_jstr(b, c->name);
-    tb_put(b, ", \"");
-    tb_put(b, args_key);
-    tb_put(b, "\": ");
-    tb_put(b, c->arguments);
-    tb_put(b, "}");
+    textbuf_put(b, ", \"");
+    textbuf_put(b, args_key);
+    textbuf_put(b, "\": ");
+    textbuf_put(b, c->arguments);
+    textbuf_put(b, "}");
 }
 
 /* HERMES / GENERIC: rewrite into system/user/assistant messages, then chat_apply. */
@@ -239,69 +207,69 @@ static int apply_rewritten(int family, int fmt, const chat_msg *msgs, const chat
     if (!m) return err_set(KITE_E_NOMEM, "chat_apply_tools: out of memory");
     size_t k = 0, i = 0;
     if (n_tools) {
-        tb b = {0};
+        textbuf b = {0};
         if (n && !strcmp(msgs[0].role, "system")) {
-            tb_put(&b, msgs[0].content);
-            tb_put(&b, "\n\n");
+            textbuf_put(&b, msgs[0].content);
+            textbuf_put(&b, "\n\n");
             i = 1;
         }
-        tb_put(&b, fmt == CHAT_TOOLS_HERMES ? HERMES_HEAD : GENERIC_HEAD);
+        textbuf_put(&b, fmt == CHAT_TOOLS_HERMES ? HERMES_HEAD : GENERIC_HEAD);
         for (size_t t = 0; t < n_tools; t++) {
             char *j = tool_json(&tools[t], -1, false);
             if (!j) b.oom = true;
             else {
-                if (fmt == CHAT_TOOLS_HERMES) tb_put(&b, "\n");
-                tb_put(&b, j);
-                if (fmt == CHAT_TOOLS_GENERIC) tb_put(&b, "\n");
+                if (fmt == CHAT_TOOLS_HERMES) textbuf_put(&b, "\n");
+                textbuf_put(&b, j);
+                if (fmt == CHAT_TOOLS_GENERIC) textbuf_put(&b, "\n");
             }
             free(j);
         }
-        tb_put(&b, fmt == CHAT_TOOLS_HERMES ? HERMES_TAIL : GENERIC_TAIL);
+        textbuf_put(&b, fmt == CHAT_TOOLS_HERMES ? HERMES_TAIL : GENERIC_TAIL);
         m[k++] = (chat_msg){.role = "system", .content = pool_take(&pl, &b)};
     }
     for (; i < n; i++) {
         const chat_msg_tools *x = ext ? &ext[i] : NULL;
         if (!strcmp(msgs[i].role, "tool")) {
-            tb b = {0};
+            textbuf b = {0};
             for (; i < n && !strcmp(msgs[i].role, "tool"); i++) {
                 const char *id = ext ? ext[i].tool_call_id : NULL;
                 if (fmt == CHAT_TOOLS_HERMES) {
-                    if (b.len) tb_put(&b, "\n");
-                    tb_put(&b, "<tool_response>\n");
-                    tb_put(&b, msgs[i].content);
-                    tb_put(&b, "\n</tool_response>");
+                    if (b.len) textbuf_put(&b, "\n");
+                    textbuf_put(&b, "<tool_response>\n");
+                    textbuf_put(&b, msgs[i].content);
+                    textbuf_put(&b, "\n</tool_response>");
                 } else {
-                    if (b.len) tb_put(&b, "\n\n");
-                    tb_put(&b, "Tool result");
+                    if (b.len) textbuf_put(&b, "\n\n");
+                    textbuf_put(&b, "Tool result");
                     if (id) {
-                        tb_put(&b, " (");
-                        tb_put(&b, id);
-                        tb_put(&b, ")");
+                        textbuf_put(&b, " (");
+                        textbuf_put(&b, id);
+                        textbuf_put(&b, ")");
                     }
-                    tb_put(&b, ":\n");
-                    tb_put(&b, msgs[i].content);
+                    textbuf_put(&b, ":\n");
+                    textbuf_put(&b, msgs[i].content);
                 }
             }
             i--;
             m[k++] = (chat_msg){.role = "user", .content = pool_take(&pl, &b)};
         } else if (x && x->n_calls) {
-            tb b = {0};
-            tb_put(&b, msgs[i].content);
+            textbuf b = {0};
+            textbuf_put(&b, msgs[i].content);
             if (fmt == CHAT_TOOLS_HERMES) {
                 for (size_t c = 0; c < x->n_calls; c++) {
-                    if (c || msgs[i].content[0]) tb_put(&b, "\n");
-                    tb_put(&b, "<tool_call>\n");
+                    if (c || msgs[i].content[0]) textbuf_put(&b, "\n");
+                    textbuf_put(&b, "<tool_call>\n");
                     put_call(&b, &x->calls[c], "arguments");
-                    tb_put(&b, "\n</tool_call>");
+                    textbuf_put(&b, "\n</tool_call>");
                 }
             } else {
-                if (msgs[i].content[0]) tb_put(&b, "\n");
-                tb_put(&b, "{\"tool_calls\": [");
+                if (msgs[i].content[0]) textbuf_put(&b, "\n");
+                textbuf_put(&b, "{\"tool_calls\": [");
                 for (size_t c = 0; c < x->n_calls; c++) {
-                    if (c) tb_put(&b, ", ");
+                    if (c) textbuf_put(&b, ", ");
                     put_call(&b, &x->calls[c], "arguments");
                 }
-                tb_put(&b, "]}");
+                textbuf_put(&b, "]}");
             }
             m[k++] = (chat_msg){.role = msgs[i].role, .content = pool_take(&pl, &b)};
         } else {
@@ -315,81 +283,81 @@ static int apply_rewritten(int family, int fmt, const chat_msg *msgs, const chat
 }
 
 /* LLAMA3 (Meta's Llama 3.1 template, tools in the first user message). */
-static void fmt_llama3_tools(tb *b, const chat_msg *msgs, const chat_msg_tools *ext, size_t n,
+static void fmt_llama3_tools(textbuf *b, const chat_msg *msgs, const chat_msg_tools *ext, size_t n,
                              const chat_tool *tools, size_t n_tools, bool gen) {
     size_t i = 0;
     bool tools_pending = n_tools > 0;
     if (n_tools) {
-        tb_put(b, "<|start_header_id|>system<|end_header_id|>\n\nEnvironment: ipython\n"
+        textbuf_put(b, "<|start_header_id|>system<|end_header_id|>\n\nEnvironment: ipython\n"
                   "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n");
         if (n && !strcmp(msgs[0].role, "system")) {
-            tb_put_trim(b, msgs[0].content);
+            textbuf_put_trim(b, msgs[0].content);
             i = 1;
         }
-        tb_put(b, "<|eot_id|>");
+        textbuf_put(b, "<|eot_id|>");
     }
     for (; i < n; i++) {
         const chat_msg_tools *x = ext ? &ext[i] : NULL;
         const char *role = msgs[i].role;
         if (!strcmp(role, "tool")) role = "ipython";
-        tb_put(b, "<|start_header_id|>");
-        tb_put(b, tools_pending ? "user" : role);
-        tb_put(b, "<|end_header_id|>\n\n");
+        textbuf_put(b, "<|start_header_id|>");
+        textbuf_put(b, tools_pending ? "user" : role);
+        textbuf_put(b, "<|end_header_id|>\n\n");
         if (tools_pending) {
-            tb_put(b, "Given the following functions, please respond with a JSON for a function call with its "
+            textbuf_put(b, "Given the following functions, please respond with a JSON for a function call with its "
                       "proper arguments that best answers the given prompt.\n\nRespond in the format {\"name\": "
                       "function name, \"parameters\": dictionary of argument name and its value}.Do not use "
                       "variables.\n\n");
             for (size_t t = 0; t < n_tools; t++) {
                 char *j = tool_json(&tools[t], 4, false);
                 if (!j) b->oom = true;
-                else tb_put(b, j);
+                else textbuf_put(b, j);
                 free(j);
-                tb_put(b, "\n\n");
+                textbuf_put(b, "\n\n");
             }
             tools_pending = false;
             if (strcmp(role, "user")) { /* no first user message: the tools get a turn of their own */
-                tb_put(b, "<|eot_id|><|start_header_id|>");
-                tb_put(b, role);
-                tb_put(b, "<|end_header_id|>\n\n");
+                textbuf_put(b, "<|eot_id|><|start_header_id|>");
+                textbuf_put(b, role);
+                textbuf_put(b, "<|end_header_id|>\n\n");
             }
         }
         if (x && x->n_calls) {
             for (size_t c = 0; c < x->n_calls; c++) {
-                if (c) tb_put(b, "\n");
+                if (c) textbuf_put(b, "\n");
                 put_call(b, &x->calls[c], "parameters");
             }
         } else if (!strcmp(role, "ipython")) {
-            tb_put(b, msgs[i].content);
+            textbuf_put(b, msgs[i].content);
         } else {
-            tb_put_trim(b, msgs[i].content);
+            textbuf_put_trim(b, msgs[i].content);
         }
-        tb_put(b, "<|eot_id|>");
+        textbuf_put(b, "<|eot_id|>");
     }
     if (tools_pending) { /* tools but no message after the system one */
-        tb_put(b, "<|start_header_id|>user<|end_header_id|>\n\n");
+        textbuf_put(b, "<|start_header_id|>user<|end_header_id|>\n\n");
         for (size_t t = 0; t < n_tools; t++) {
             char *j = tool_json(&tools[t], 4, false);
             if (!j) b->oom = true;
-            else tb_put(b, j);
+            else textbuf_put(b, j);
             free(j);
-            tb_put(b, "\n\n");
+            textbuf_put(b, "\n\n");
         }
-        tb_put(b, "<|eot_id|>");
+        textbuf_put(b, "<|eot_id|>");
     }
-    if (gen) tb_put(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    if (gen) textbuf_put(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
 /* MISTRAL (Mistral-7B-Instruct-v0.3's template). */
-static void fmt_mistral_tools(tb *b, const chat_msg *msgs, const chat_msg_tools *ext, size_t n,
+static void fmt_mistral_tools(textbuf *b, const chat_msg *msgs, const chat_msg_tools *ext, size_t n,
                               const chat_tool *tools, size_t n_tools) {
     size_t last_user = n;
-    tb sys = {0};
+    textbuf sys = {0};
     for (size_t i = 0; i < n; i++) {
         if (!strcmp(msgs[i].role, "user")) last_user = i;
         if (!strcmp(msgs[i].role, "system")) {
-            if (sys.len) tb_put(&sys, "\n\n");
-            tb_put(&sys, msgs[i].content);
+            if (sys.len) textbuf_put(&sys, "\n\n");
+            textbuf_put(&sys, msgs[i].content);
         }
     }
     for (size_t i = 0; i < n; i++) {
@@ -398,55 +366,55 @@ static void fmt_mistral_tools(tb *b, const chat_msg *msgs, const chat_msg_tools 
         if (!strcmp(role, "system")) continue;
         if (!strcmp(role, "user")) {
             if (n_tools && i == last_user) {
-                tb_put(b, "[AVAILABLE_TOOLS] [");
+                textbuf_put(b, "[AVAILABLE_TOOLS] [");
                 for (size_t t = 0; t < n_tools; t++) {
                     char *j = tool_json(&tools[t], -1, false);
                     if (!j) b->oom = true;
-                    else tb_put(b, j);
+                    else textbuf_put(b, j);
                     free(j);
-                    if (t + 1 < n_tools) tb_put(b, ", ");
+                    if (t + 1 < n_tools) textbuf_put(b, ", ");
                 }
-                tb_put(b, "][/AVAILABLE_TOOLS]");
+                textbuf_put(b, "][/AVAILABLE_TOOLS]");
             }
-            tb_put(b, "[INST] ");
+            textbuf_put(b, "[INST] ");
             if (i == last_user && sys.len) {
-                tb_putn(b, sys.p, sys.len);
-                tb_put(b, "\n\n");
+                textbuf_putn(b, sys.p, sys.len);
+                textbuf_put(b, "\n\n");
             }
-            tb_put(b, msgs[i].content);
-            tb_put(b, "[/INST]");
+            textbuf_put(b, msgs[i].content);
+            textbuf_put(b, "[/INST]");
         } else if (x && x->n_calls) {
-            tb_put(b, "[TOOL_CALLS] [");
+            textbuf_put(b, "[TOOL_CALLS] [");
             for (size_t c = 0; c < x->n_calls; c++) {
-                if (c) tb_put(b, ", ");
-                tb_put(b, "{\"name\": ");
+                if (c) textbuf_put(b, ", ");
+                textbuf_put(b, "{\"name\": ");
                 tb_put_jstr(b, x->calls[c].name);
-                tb_put(b, ", \"arguments\": ");
-                tb_put(b, x->calls[c].arguments);
+                textbuf_put(b, ", \"arguments\": ");
+                textbuf_put(b, x->calls[c].arguments);
                 if (x->calls[c].id) {
-                    tb_put(b, ", \"id\": ");
+                    textbuf_put(b, ", \"id\": ");
                     tb_put_jstr(b, x->calls[c].id);
                 }
-                tb_put(b, "}");
+                textbuf_put(b, "}");
             }
-            tb_put(b, "]</s>");
+            textbuf_put(b, "]</s>");
         } else if (!strcmp(role, "assistant")) {
-            tb_put(b, " ");
-            tb_put_trim(b, msgs[i].content);
-            tb_put(b, "</s>");
+            textbuf_put(b, " ");
+            textbuf_put_trim(b, msgs[i].content);
+            textbuf_put(b, "</s>");
         } else { /* tool */
             const char *id = x && x->tool_call_id ? x->tool_call_id : "";
-            tb_put(b, "[TOOL_RESULTS] {\"content\": ");
-            tb_put(b, msgs[i].content);
-            tb_put(b, ", \"call_id\": ");
+            textbuf_put(b, "[TOOL_RESULTS] {\"content\": ");
+            textbuf_put(b, msgs[i].content);
+            textbuf_put(b, ", \"call_id\": ");
             tb_put_jstr(b, id);
-            tb_put(b, "}[/TOOL_RESULTS]");
+            textbuf_put(b, "}[/TOOL_RESULTS]");
         }
     }
     if (last_user == n && sys.len) { /* system text and no user turn */
-        tb_put(b, "[INST] ");
-        tb_putn(b, sys.p, sys.len);
-        tb_put(b, "[/INST]");
+        textbuf_put(b, "[INST] ");
+        textbuf_putn(b, sys.p, sys.len);
+        textbuf_put(b, "[/INST]");
     }
     if (sys.oom) b->oom = true;
     free(sys.p);
@@ -479,8 +447,8 @@ int chat_apply_tools(int family, const chat_msg *msgs, const chat_msg_tools *ext
     int fmt = chat_tool_format(family);
     if (fmt == CHAT_TOOLS_HERMES || fmt == CHAT_TOOLS_GENERIC)
         return apply_rewritten(family, fmt, msgs, ext, n, tools, n_tools, gen, out);
-    tb b = {0};
-    tb_put(&b, "");
+    textbuf b = {0};
+    textbuf_put(&b, "");
     if (fmt == CHAT_TOOLS_LLAMA3) fmt_llama3_tools(&b, msgs, ext, n, tools, n_tools, gen);
     else fmt_mistral_tools(&b, msgs, ext, n, tools, n_tools);
     if (b.oom) {

@@ -24,13 +24,13 @@
  */
 #include <math.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "core/error.h"
+#include "core/textbuf.h"
 #include "core/timing.h"
 #include "embed.h"
 #include "http/http_check.h"
@@ -55,52 +55,21 @@ void srv_embed_free(srv_embed *e) {
     free(e);
 }
 
-/* A growable text buffer for the answer. */
-typedef struct ebuf {
-    char *p;
-    size_t n, cap;
-    bool oom;
-} ebuf;
-
-static void eb_put(ebuf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t nc = b->cap ? b->cap : 4096;
-        while (nc < b->n + n + 1) nc *= 2;
-        char *q = realloc(b->p, nc);
-        if (!q) {
-            b->oom = true;
-            return;
-        }
-        b->p = q;
-        b->cap = nc;
+static void eb_floats(textbuf *b, const float *v, int32_t n) {
+    textbuf_putn(b, "[", 1);
+    char tmp[32];
+    for (int32_t i = 0; i < n; i++) {
+        const int k = snprintf(tmp, sizeof tmp, i ? ",%.9g" : "%.9g", (double)v[i]); /* at most 16 bytes */
+        textbuf_putn(b, tmp, k > 0 ? (size_t)k : 0);
     }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-}
-
-static void eb_printf(ebuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void eb_printf(ebuf *b, const char *fmt, ...) {
-    char tmp[64];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n > 0) eb_put(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
-}
-
-static void eb_floats(ebuf *b, const float *v, int32_t n) {
-    eb_put(b, "[", 1);
-    for (int32_t i = 0; i < n; i++) eb_printf(b, i ? ",%.9g" : "%.9g", (double)v[i]);
-    eb_put(b, "]", 1);
+    textbuf_putn(b, "]", 1);
 }
 
 /* A JSON string (the model name) via cJSON's escaping. */
-static void eb_jstr(ebuf *b, const char *s) {
+static void eb_jstr(textbuf *b, const char *s) {
     cJSON *j = cJSON_CreateString(s);
     char *t = j ? cJSON_PrintUnformatted(j) : NULL;
-    if (t) eb_put(b, t, strlen(t));
+    if (t) textbuf_putn(b, t, strlen(t));
     else b->oom = true;
     free(t);
     cJSON_Delete(j);
@@ -108,40 +77,40 @@ static void eb_jstr(ebuf *b, const char *s) {
 
 /* The answer: OpenAI's list object, or llama-server's array of {index, embedding: [[...]]}. */
 static char *answer(const server *s, const embed_request *r, const float *vec, int32_t E, int64_t n_tokens) {
-    ebuf b = {0};
-    if (r->oai) eb_put(&b, "{\"object\":\"list\",\"data\":[", 25);
-    else eb_put(&b, "[", 1);
+    textbuf b = {0};
+    if (r->oai) textbuf_putn(&b, "{\"object\":\"list\",\"data\":[", 25);
+    else textbuf_putn(&b, "[", 1);
     for (int32_t i = 0; i < r->n_input && !b.oom; i++) {
         const float *v = vec + (size_t)i * (size_t)E;
-        if (i) eb_put(&b, ",", 1);
+        if (i) textbuf_putn(&b, ",", 1);
         if (r->oai) {
-            eb_printf(&b, "{\"object\":\"embedding\",\"index\":%d,\"embedding\":", (int)i);
+            textbuf_printf(&b, "{\"object\":\"embedding\",\"index\":%d,\"embedding\":", (int)i);
             if (r->base64) {
                 char *t = embed_base64_f32(v, (size_t)E);
                 if (!t) b.oom = true;
                 else {
-                    eb_put(&b, "\"", 1);
-                    eb_put(&b, t, strlen(t));
-                    eb_put(&b, "\"", 1);
+                    textbuf_putn(&b, "\"", 1);
+                    textbuf_putn(&b, t, strlen(t));
+                    textbuf_putn(&b, "\"", 1);
                 }
                 free(t);
             } else {
                 eb_floats(&b, v, E);
             }
-            eb_put(&b, "}", 1);
+            textbuf_putn(&b, "}", 1);
         } else {
-            eb_printf(&b, "{\"index\":%d,\"embedding\":[", (int)i);
+            textbuf_printf(&b, "{\"index\":%d,\"embedding\":[", (int)i);
             eb_floats(&b, v, E);
-            eb_put(&b, "]}", 2);
+            textbuf_putn(&b, "]}", 2);
         }
     }
     if (r->oai) {
-        eb_put(&b, "],\"model\":", 10);
+        textbuf_putn(&b, "],\"model\":", 10);
         eb_jstr(&b, s->model_id); /* the served name, as the other endpoints answer */
-        eb_printf(&b, ",\"usage\":{\"prompt_tokens\":%lld,", (long long)n_tokens);
-        eb_printf(&b, "\"total_tokens\":%lld}}", (long long)n_tokens);
+        textbuf_printf(&b, ",\"usage\":{\"prompt_tokens\":%lld,", (long long)n_tokens);
+        textbuf_printf(&b, "\"total_tokens\":%lld}}", (long long)n_tokens);
     } else {
-        eb_put(&b, "]", 1);
+        textbuf_putn(&b, "]", 1);
     }
     if (b.oom) {
         free(b.p);

@@ -14,35 +14,11 @@
 #include <cjson/cJSON.h>
 
 #include "core/error.h"
+#include "core/textbuf.h"
 #include "grammar/json_schema.h"
 
 /* ---- grammar ------------------------------------------------------------------- */
 
-typedef struct gb {
-    char *p;
-    size_t len, cap;
-    bool oom;
-} gb;
-
-static void gb_putn(gb *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 1024;
-        while (cap < b->len + n + 1) cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-static void gb_put(gb *b, const char *s) { gb_putn(b, s, strlen(s)); }
 
 static bool is_word(char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
@@ -50,7 +26,7 @@ static bool is_word(char c) {
 
 /* GBNF text with every rule name prefixed: names are the words outside
  * string literals, character classes, {m,n} bounds and comments. */
-static void put_prefixed(gb *b, const char *g, const char *prefix) {
+static void put_prefixed(textbuf *b, const char *g, const char *prefix) {
     size_t i = 0, n = strlen(g);
     while (i < n) {
         char c = g[i];
@@ -66,23 +42,23 @@ static void put_prefixed(gb *b, const char *g, const char *prefix) {
             while (j < n && g[j] != '\n') j++;
         } else if (is_word(c)) {
             while (j < n && is_word(g[j])) j++;
-            gb_put(b, prefix);
+            textbuf_put(b, prefix);
         }
-        gb_putn(b, g + i, j - i);
+        textbuf_putn(b, g + i, j - i);
         i = j;
     }
 }
 
 /* A GBNF string literal of s. */
-static void put_lit(gb *b, const char *s) {
-    gb_put(b, "\"");
+static void put_lit(textbuf *b, const char *s) {
+    textbuf_put(b, "\"");
     for (; *s; s++) {
-        if (*s == '"') gb_put(b, "\\\"");
-        else if (*s == '\\') gb_put(b, "\\\\");
-        else if (*s == '\n') gb_put(b, "\\n");
-        else gb_putn(b, s, 1);
+        if (*s == '"') textbuf_put(b, "\\\"");
+        else if (*s == '\\') textbuf_put(b, "\\\\");
+        else if (*s == '\n') textbuf_put(b, "\\n");
+        else textbuf_putn(b, s, 1);
     }
-    gb_put(b, "\"");
+    textbuf_put(b, "\"");
 }
 
 int tool_grammar_gbnf(int family, const chat_tool *tools, size_t n, int named, bool parallel, char **out) {
@@ -91,18 +67,18 @@ int tool_grammar_gbnf(int family, const chat_tool *tools, size_t n, int named, b
     if (n == 0) return err_set(KITE_E_ARG, "tool_grammar_gbnf: no tools");
     int fmt = chat_tool_format(family);
     const char *args_key = fmt == CHAT_TOOLS_LLAMA3 ? "parameters" : "arguments";
-    gb b = {0};
+    textbuf b = {0};
     /* the call alternatives */
-    gb_put(&b, "tc-call ::=");
+    textbuf_put(&b, "tc-call ::=");
     bool first = true;
     for (size_t i = 0; i < n; i++) {
         if (named >= 0 && (size_t)named != i) continue;
         char r[32];
         snprintf(r, sizeof r, "%s tc-call-%zu", first ? "" : " |", i);
-        gb_put(&b, r);
+        textbuf_put(&b, r);
         first = false;
     }
-    gb_put(&b, "\n");
+    textbuf_put(&b, "\n");
     for (size_t i = 0; i < n; i++) {
         if (named >= 0 && (size_t)named != i) continue;
         const char *schema = tools[i].parameters ? tools[i].parameters : "{\"type\":\"object\"}";
@@ -117,31 +93,31 @@ int tool_grammar_gbnf(int family, const chat_tool *tools, size_t n, int named, b
         char prefix[24], head[160];
         snprintf(prefix, sizeof prefix, "t%zu-", i);
         snprintf(head, sizeof head, "tc-call-%zu ::= ", i);
-        gb_put(&b, head);
+        textbuf_put(&b, head);
         char lit[160];
         snprintf(lit, sizeof lit, "{\"name\": \"%s\", \"%s\": ", tools[i].name, args_key);
         put_lit(&b, lit);
-        gb_put(&b, " ");
-        gb_put(&b, prefix);
-        gb_put(&b, "root \"}\"\n");
+        textbuf_put(&b, " ");
+        textbuf_put(&b, prefix);
+        textbuf_put(&b, "root \"}\"\n");
         put_prefixed(&b, g, prefix);
-        gb_put(&b, "\n");
+        textbuf_put(&b, "\n");
         free(g);
     }
     switch (fmt) {
     case CHAT_TOOLS_HERMES:
-        gb_put(&b, "tc-one ::= \"<tool_call>\\n\" tc-call \"\\n</tool_call>\"\n");
-        gb_put(&b, parallel ? "root ::= tc-one ( \"\\n\" tc-one )*\n" : "root ::= tc-one\n");
+        textbuf_put(&b, "tc-one ::= \"<tool_call>\\n\" tc-call \"\\n</tool_call>\"\n");
+        textbuf_put(&b, parallel ? "root ::= tc-one ( \"\\n\" tc-one )*\n" : "root ::= tc-one\n");
         break;
     case CHAT_TOOLS_LLAMA3:
-        gb_put(&b, parallel ? "root ::= tc-call ( \"\\n\" tc-call )*\n" : "root ::= tc-call\n");
+        textbuf_put(&b, parallel ? "root ::= tc-call ( \"\\n\" tc-call )*\n" : "root ::= tc-call\n");
         break;
     case CHAT_TOOLS_MISTRAL:
-        gb_put(&b, parallel ? "root ::= \"[TOOL_CALLS] [\" tc-call ( \", \" tc-call )* \"]\"\n"
+        textbuf_put(&b, parallel ? "root ::= \"[TOOL_CALLS] [\" tc-call ( \", \" tc-call )* \"]\"\n"
                             : "root ::= \"[TOOL_CALLS] [\" tc-call \"]\"\n");
         break;
     default:
-        gb_put(&b, parallel ? "root ::= \"{\\\"tool_calls\\\": [\" tc-call ( \", \" tc-call )* \"]}\"\n"
+        textbuf_put(&b, parallel ? "root ::= \"{\\\"tool_calls\\\": [\" tc-call ( \", \" tc-call )* \"]}\"\n"
                             : "root ::= \"{\\\"tool_calls\\\": [\" tc-call \"]}\"\n");
     }
     if (b.oom) {
