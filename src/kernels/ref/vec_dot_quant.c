@@ -95,46 +95,33 @@ void vec_dot_q5_0_q8_0_ref(int64_t n, float *out, const void *w, const void *a) 
  * from qh as in q5_0).  Against a q8_0 row a = da*qa the block's dot is
  * (d*da)*sum(q*qa) + (m*da)*sum(qa): two exact integer sums, then this float
  * expression (the SIMD kernels sum in vector lanes: within a budget). */
-void vec_dot_q4_1_q8_0_ref(int64_t n, float *out, const void *w, const void *a) {
+static inline void dot_q41_ref(const int Q5, int64_t n, float *out, const void *w, const void *a) {
+    const size_t qb = Q5 ? sizeof(block_q5_1) : sizeof(block_q4_1);
+    const size_t qs_off = Q5 ? offsetof(block_q5_1, qs) : offsetof(block_q4_1, qs);
     const int64_t nb = n / QK8_0;
     const unsigned char *x = w, *y = a;
     float sum = 0.0f;
-    for (int64_t b = 0; b < nb; b++, x += sizeof(block_q4_1), y += sizeof(block_q8_0)) {
-        const unsigned char *qs = x + offsetof(block_q4_1, qs);
+    for (int64_t b = 0; b < nb; b++, x += qb, y += sizeof(block_q8_0)) {
+        const unsigned char *qs = x + qs_off;
         const int8_t *q8 = (const int8_t *)(y + offsetof(block_q8_0, qs));
+        uint32_t qh = 0;
+        if (Q5) memcpy(&qh, x + offsetof(block_q5_1, qh), sizeof qh);
         int32_t sumi = 0, suma = 0;
         for (int j = 0; j < QK4_1 / 2; j++) {
-            sumi += (qs[j] & 0xF) * q8[j] + (qs[j] >> 4) * q8[j + QK4_1 / 2];
+            sumi += (int32_t)((qs[j] & 0xF) | ((qh >> j) & 1) << 4) * q8[j];
+            sumi += (int32_t)((qs[j] >> 4) | ((qh >> (j + 16)) & 1) << 4) * q8[j + QK4_1 / 2];
             suma += q8[j] + q8[j + QK4_1 / 2];
         }
         const float da = ld_half(y + offsetof(block_q8_0, d));
-        sum += (float)sumi * (ld_half(x + offsetof(block_q4_1, d)) * da) +
-               (float)suma * (ld_half(x + offsetof(block_q4_1, m)) * da);
+        /* d then m open both blocks */
+        sum += (float)sumi * (ld_half(x) * da) + (float)suma * (ld_half(x + 2) * da);
     }
     *out = sum;
 }
 
-void vec_dot_q5_1_q8_0_ref(int64_t n, float *out, const void *w, const void *a) {
-    const int64_t nb = n / QK8_0;
-    const unsigned char *x = w, *y = a;
-    float sum = 0.0f;
-    for (int64_t b = 0; b < nb; b++, x += sizeof(block_q5_1), y += sizeof(block_q8_0)) {
-        const unsigned char *qs = x + offsetof(block_q5_1, qs);
-        const int8_t *q8 = (const int8_t *)(y + offsetof(block_q8_0, qs));
-        uint32_t qh;
-        memcpy(&qh, x + offsetof(block_q5_1, qh), sizeof qh);
-        int32_t sumi = 0, suma = 0;
-        for (int j = 0; j < QK5_1 / 2; j++) {
-            sumi += (int32_t)((qs[j] & 0xF) | ((qh >> j) & 1) << 4) * q8[j];
-            sumi += (int32_t)((qs[j] >> 4) | ((qh >> (j + 16)) & 1) << 4) * q8[j + QK5_1 / 2];
-            suma += q8[j] + q8[j + QK5_1 / 2];
-        }
-        const float da = ld_half(y + offsetof(block_q8_0, d));
-        sum += (float)sumi * (ld_half(x + offsetof(block_q5_1, d)) * da) +
-               (float)suma * (ld_half(x + offsetof(block_q5_1, m)) * da);
-    }
-    *out = sum;
-}
+void vec_dot_q4_1_q8_0_ref(int64_t n, float *out, const void *w, const void *a) { dot_q41_ref(0, n, out, w, a); }
+
+void vec_dot_q5_1_q8_0_ref(int64_t n, float *out, const void *w, const void *a) { dot_q41_ref(1, n, out, w, a); }
 
 /* iq4_nl: q4_0's block with the nibbles indexing the codebook
  * (kite_iq4nl_values); q4_0's float expression. */
