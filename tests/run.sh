@@ -26,12 +26,14 @@ chmod 555 "$scratch/home"
 for t in "$build"/tests/test_* tests/e2e/test_*.sh; do
     case "$t" in *.d) continue ;; esac
     [ -f "$t" ] || continue
+    t0=$(date +%s)
     case "$t" in
     *.sh) out=$(XDG_CACHE_HOME="$scratch/cache" KITE_BUILD="$build" sh "$t" 2>&1) ;;
     *) out=$(HOME="$scratch/home" XDG_CACHE_HOME="$scratch/home" "$t" 2>&1) ;;
     esac
     rc=$?
     printf '%s\n' "$out"
+    echo "$(($(date +%s) - t0)) $t" >>"$scratch/times"
     line=$(printf '%s\n' "$out" | tail -n 1)
     p=$(printf '%s' "$line" | sed -n 's/.*: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p')
     f=$(printf '%s' "$line" | sed -n 's/.*: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p')
@@ -53,5 +55,7 @@ else
     echo "  ok    tests/run.sh: the unit tests left their HOME empty"
     passed=$((passed + 1))
 fi
+# where the time goes (issue 28: make test should stay under 3 minutes)
+echo "  slowest: $(sort -rn "$scratch/times" | head -n 6 | awk '{ printf "%s%s %ss", (NR > 1 ? ", " : ""), $2, $1 }')"
 echo "$passed passed, $failed failed"
 exit $status
