@@ -89,7 +89,11 @@ check "quantize: per-tensor fallback lines" "$W/o" "fallback: row length 128 is 
 $K ppl -m ts.gguf -f "$S" --save-logits base.kl >"$W/o" 2>&1
 check "ppl --save-logits" "$W/o" "saved: base.kl"
 $K ppl -m ts-q4_k_m.gguf -f "$S" --kld-base base.kl >"$W/o" 2>&1
-check "ppl --kld-base: delta ppl" "$W/o" "delta ppl = +0.89"
+# "about +2%" (docs/getting-started.md): the last digits depend on the CPU and its kernels
+# (+0.89 on earlier sessions' AVX2-only machines; +0.904, 2.05%, on an AVX-512 EPYC)
+pct=$(sed -n 's/.*delta ppl = +[0-9.]* (+\([0-9.]*\)%).*/\1/p' "$W/o")
+if [ -n "$pct" ] && awk -v p="$pct" 'BEGIN { exit !(p >= 1.5 && p <= 2.5) }'; then ok "ppl --kld-base: delta ppl +$pct%"
+else bad "ppl --kld-base: delta ppl" "'+${pct:-?}%' is not about +2%: $(tr '\n' ' ' <"$W/o" | head -c 300)"; fi
 check "ppl --kld-base: top-1 agreement" "$W/o" "top-1 agreement = 91.5"
 $K eval -m ts-q4_k_m.gguf --task tests/data/eval/tinystories-mc.jsonl >"$W/o" 2>&1
 check "eval" "$W/o" "acc_norm = "
