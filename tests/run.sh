@@ -34,11 +34,16 @@ for t in "$build"/tests/test_* tests/e2e/test_*.sh; do
     rc=$?
     printf '%s\n' "$out"
     echo "$(($(date +%s) - t0)) $t" >>"$scratch/times"
+    # failures are repeated at the end, under the test that printed them
+    # (CI shows only that part: .ci/run)
+    printf '%s\n' "$out" | grep -E '^  FAIL  |^    [^ ]+:[0-9]+: ' | head -n 20 |
+        sed "s|^|FAILED $t: |" >>"$scratch/fails"
     line=$(printf '%s\n' "$out" | tail -n 1)
     p=$(printf '%s' "$line" | sed -n 's/.*: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p')
     f=$(printf '%s' "$line" | sed -n 's/.*: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p')
     if [ -z "$p" ]; then
         echo "$t: crashed or exited early (status $rc)"
+        echo "FAILED $t: crashed or exited early (status $rc): $(printf '%s\n' "$out" | tail -n 1)" >>"$scratch/fails"
         failed=$((failed + 1))
         status=1
         continue
@@ -57,5 +62,6 @@ else
 fi
 # where the time goes (issue 28: make test should stay under 3 minutes)
 echo "  slowest: $(sort -rn "$scratch/times" | head -n 6 | awk '{ printf "%s%s %ss", (NR > 1 ? ", " : ""), $2, $1 }')"
+[ -s "$scratch/fails" ] && cat "$scratch/fails"
 echo "$passed passed, $failed failed"
 exit $status
