@@ -318,24 +318,27 @@ TEST(long_text_is_fast) {
     for (size_t i = 0; i < len; i++) text[i] = para[i % (sizeof para - 1)];
     while (len > 0 && ((uint8_t)text[len - 1] & 0xC0) == 0x80) len--; /* whole characters */
     len--;
+    /* CPU time of this thread, not the wall clock: a guard against quadratic
+     * behaviour (which takes minutes here), not a speed claim, so the bound is
+     * loose and other processes' load does not count */
     struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
     size_t n;
     kite_token *ids = tokenize(&llama2.m, text, len, true, &n);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
     double sec = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    printf("    100 KB: %zu tokens in %.3f s\n", n, sec);
+    printf("    100 KB: %zu tokens in %.3f CPU s\n", n, sec);
     CHECK(ids != NULL);
-    CHECK(sec < 1.0);
+    CHECK(sec < 3.0);
     /* one long word without spaces: no piece longer than max_piece_len is searched */
     memset(text, 'a', len);
     free(ids);
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
     ids = tokenize(&llama2.m, text, len, false, &n);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
     sec = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    printf("    100 KB of 'a': %zu tokens in %.3f s\n", n, sec);
-    CHECK(sec < 1.0);
+    printf("    100 KB of 'a': %zu tokens in %.3f CPU s\n", n, sec);
+    CHECK(sec < 3.0);
     free(ids);
     free(text);
 }

@@ -31,9 +31,12 @@ static loaded gpt2 = {TOK_DATA "vocab-gpt2.gguf", NULL, {0}, 0};
 static loaded llama3 = {TOK_DATA "vocab-llama3.gguf", NULL, {0}, 0};
 static loaded qwen3 = {TOK_DATA "vocab-qwen3.gguf", NULL, {0}, 0};
 
+/* CPU time of this thread: the timed checks below guard against quadratic
+ * behaviour (minutes), they are not speed claims, so their bounds are loose
+ * and other processes' load does not count */
 static double now_s(void) {
     struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
@@ -465,7 +468,7 @@ TEST(load_and_encode_speed) {
     CHECK(load(&llama3));
     if (!llama3.m.vocab) return;
     printf("    llama3 reload: %.3f s\n", llama3.load_s);
-    CHECK(llama3.load_s < 2.0);
+    CHECK(llama3.load_s < 4.0);
     size_t len = 100 * 1024;
     char *text = malloc(len);
     static const char para[] = "The quick brown fox jumps over the lazy dog. Привет, мир! 你好世界 🙂 12345\n";
@@ -479,9 +482,9 @@ TEST(load_and_encode_speed) {
         size_t n;
         kite_token *ids = tokenize(&all[k]->m, text, len, false, &n);
         double sec = now_s() - t0;
-        printf("    %s 100 KB: %zu tokens in %.3f s\n", all[k]->path, n, sec);
+        printf("    %s 100 KB: %zu tokens in %.3f CPU s\n", all[k]->path, n, sec);
         CHECK(ids != NULL);
-        CHECK(sec < 1.0);
+        CHECK(sec < 3.0);
         free(ids);
     }
     memset(text, 'a', len); /* one 100 KB chunk */
@@ -490,7 +493,7 @@ TEST(load_and_encode_speed) {
     kite_token *ids = tokenize(&llama3.m, text, len, false, &n);
     double sec = now_s() - t0;
     printf("    llama3 100 KB of 'a': %zu tokens in %.3f s\n", n, sec);
-    CHECK(sec < 1.0);
+    CHECK(sec < 3.0);
     free(ids);
     free(text);
 }
