@@ -245,6 +245,23 @@ static void run_pool(void *p) {
     run_mm(&r->mm);
 }
 
+/* The layout the probe times a matrix in: the loader's (model_repack_matrix),
+ * so that the profile describes the kernels decode and prefill run.  One
+ * function for both timings, and rl_probe_layout for the test that checks it
+ * against a loaded model (tests/unit/test_roofline_probe.c). */
+static uint32_t probe_repack(weight *w) {
+    return model_repack_matrix(w);
+}
+
+uint32_t rl_probe_layout(uint32_t t, int64_t rows) {
+    weight w;
+    void *data = make_weight(t, MM_K, rows, &w);
+    if (!data) return WEIGHT_LAYOUT_PLAIN;
+    uint32_t layout = probe_repack(&w);
+    free(data);
+    return layout;
+}
+
 /* Seconds per kern_matmul call of one token over rows x MM_K matrices of
  * type t cycled through a pool, each matrix repacked as the loader would
  * (model_repack_matrix: x16 / x32 where the level gains from it), so the
@@ -269,7 +286,7 @@ static double time_pool(window_ctx *wc, threadpool *tp, uint32_t t, int64_t rows
     for (int64_t i = 0; i < r.n_mat; i++) { /* every matrix as the loader leaves it */
         weight m = r.w;
         m.data = pool + r.mat_bytes * (size_t)i;
-        layout = model_repack_matrix(&m);
+        layout = probe_repack(&m);
     }
     r.w.layout = layout;
     r.mm = (mm_run){.tp = tp, .w = &r.w, .x = x, .y = y, .scratch = scratch, .n_tok = 1};
@@ -376,7 +393,7 @@ int rl_hw_measure(int n_threads, const probe_result *probe, const uint32_t *type
         weight w;
         void *data = make_weight(t, K, GEMM_ROWS, &w);
         if (!data) continue;
-        w.layout = model_repack_matrix(&w);
+        w.layout = probe_repack(&w);
         mm_run mr = {.tp = tp, .w = &w, .x = x, .y = y, .scratch = scratch, .n_tok = NT};
         double s = time_windows(&wc, run_mm, &mr);
         hw.gemm_gops[t] = 2.0 * (double)NT * (double)K * (double)GEMM_ROWS / s / 1e9;

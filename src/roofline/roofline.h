@@ -197,6 +197,10 @@ struct probe_result;
 int rl_hw_measure(int n_threads, const struct probe_result *probe, const uint32_t *types, int n_types,
                   rl_hw *out /* OUT */);
 
+/* The weight layout (WEIGHT_LAYOUT_*) rl_hw_measure times a rows x 2048
+ * matrix of type t in: the one the loader gives the same matrix. */
+uint32_t rl_probe_layout(uint32_t t, int64_t rows);
+
 /* ---- SVG chart (svg.c) ---- */
 int rl_svg_write(const char *path, const rl_shape *sh, const rl_hw *hw, const rl_setting *st, const rl_result *r);
 

@@ -4,7 +4,8 @@
 # (kite synth --shape tinyllama-1.1b --type T), `kite roofline --hw probe`
 # (re-probed once, at the start) predicts prefill and decode tok/s within 25%
 # of what `kite bench` measures right after it (-p 128 -n 32, the median of
-# ROOF_REPS repetitions).  One check per model and phase: 6 in all.
+# ROOF_REPS repetitions).  One check per model and phase: 6 in all, and the
+# unit test's timed check (test_roofline_probe --timed): 7.
 #
 # Environment (defaults): ROOF_LAYERS (22, the real shape; 4 for a quick
 # look), ROOF_THREADS (2), ROOF_REPS (5), ROOF_TOL (0.25), ROOF_MODELS (a
@@ -69,5 +70,15 @@ for type in q8_0 q4_0 f16; do
     check "$type prefill" "$(num "$T/roof.json" prefill_tok_s)" "$(num "$T/pp.json" tok_s)" "$(num "$T/pp.json" avail_pct)"
     check "$type decode" "$(num "$T/roof.json" decode_tok_s)" "$(num "$T/tg.json" tok_s)" "$(num "$T/tg.json" avail_pct)"
 done
+# the unit test's timed factor-of-2 check on a small q8_0 model (make test runs only its
+# deterministic layout check: timed checks do not belong in the suite)
+if [ -x "$here/$build/tests/test_roofline_probe" ] &&
+    "$here/$build/tests/test_roofline_probe" --timed >"$T/probe.out" 2>&1; then
+    passed=$((passed + 1))
+    echo "  ok    test_roofline_probe --timed: $(grep 'round' "$T/probe.out" | tail -n 1 | sed 's/^ *//')"
+else
+    failed=$((failed + 1))
+    echo "  FAIL  test_roofline_probe --timed: $(grep -E 'round|FAIL|No such' "$T/probe.out" 2>/dev/null | tail -n 2 | tr '\n' ' ')"
+fi
 echo "tests/acceptance/issue22_roofline.sh: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
