@@ -3,7 +3,8 @@
  * loader.c, llama.c, moe.c): Llama 3 rope scaling, Mistral's sliding window,
  * Qwen2 (QKV bias), Qwen3 (QK-norm), Qwen3-MoE and Mixtral (mixture of
  * experts), GPT-2 (LayerNorm, learned positions, GELU), Phi-3 (fused
- * q/k/v and gate/up, LongRoPE).
+ * q/k/v and gate/up, LongRoPE), Gemma 2 (GeGLU, post-norms, soft caps,
+ * embedding scale, local/global layers).
  *
  * Every model is a tiny synthetic one written here by synth_write (shape
  * "tiny-<arch>", f32, seed 1: the bytes depend only on those), so no model
@@ -146,6 +147,7 @@ static const struct {
     {"tiny-llama3", 0x108d89152184870dull},  {"tiny-mistral", 0x32947e8a9ba6afafull},
     {"tiny-mixtral", 0x3dbc149325ea4864ull}, {"tiny-qwen2", 0x4c0a59feed726c1dull},
     {"tiny-gpt2", 0x7f09ad4cd6186a6aull},    {"tiny-phi3", 0xdcd33cf1f9612ba4ull},
+    {"tiny-gemma2", 0x94027cdbd46c34e7ull},
 };
 
 static void check_llamacpp(const char *shape, int n_pos, double tol) {
@@ -187,6 +189,11 @@ TEST(test_llamacpp_gpt2) { check_llamacpp("tiny-gpt2", N_TOK, REF_TOL_GPT2); }
  * (context 64 > 32) and attn_factor; the window (16) is beyond the 10 tokens
  * here: tests/e2e/test_arch_llamacpp.sh compares windows and short factors */
 TEST(test_llamacpp_phi3) { check_llamacpp("tiny-phi3", N_TOK, REF_TOL); }
+/* gemma2: GeGLU, post-norms, both soft caps, embedding scale, head_dim 32
+ * != n_embd / n_head, 26 layers; the window of 8 on the even layers is
+ * active from position 8 on (llama.cpp applies it for gemma2).  ggml's GELU
+ * is its f16 table, as for gpt2 */
+TEST(test_llamacpp_gemma2) { check_llamacpp("tiny-gemma2", N_TOK, REF_TOL_GPT2); }
 /* llama.cpp ignores the window: positions < window (8) see their whole prefix */
 TEST(test_llamacpp_mistral_inside_window) { check_llamacpp("tiny-mistral", 8, REF_TOL); }
 
@@ -872,6 +879,7 @@ int main(void) {
     RUN(test_llamacpp_mixtral);
     RUN(test_llamacpp_gpt2);
     RUN(test_llamacpp_phi3);
+    RUN(test_llamacpp_gemma2);
     RUN(test_llamacpp_mistral_inside_window);
     RUN(test_naive_reference_all);
     RUN(test_profiling_bit_identical_every_arch);
@@ -883,7 +891,7 @@ int main(void) {
     RUN(test_moe_batch_independent);
     RUN(test_rope_freqs_matter);
     RUN(test_loader_errors_name_the_tensor);
-    printf("    worst vs llama.cpp (gpt2 apart): %.2e of the logit range (budget %g); vs naive: %.2e (budget %g)\n",
+    printf("    worst vs llama.cpp (gpt2, gemma2 apart: ggml's f16 GELU): %.2e of the logit range (budget %g); vs naive: %.2e (budget %g)\n",
            worst_ref, REF_TOL, worst_naive, NAIVE_TOL);
     for (size_t i = 0; i < N_ALL_SHAPES; i++) unlink(model_path(all_shapes[i]));
     rmdir(tmpdir);
