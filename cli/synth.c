@@ -56,11 +56,13 @@ const cli_spec cli_spec_synth = {
     .cmd = CMD,
     .usage = "usage: kite synth --shape NAME --type TYPE -o OUT.gguf [--layers N] [-s SEED] [-t THREADS] [-q]\n"
              "\n"
-             "Writes a GGUF model with the architecture (llama, qwen2, qwen3, qwen3moe, gpt2; Mixtral\n"
-             "experts, Mistral sliding window, Llama 3 rope factors), hyperparameters and vocabulary\n"
+             "Writes a GGUF model with the architecture (llama, qwen2, qwen3, qwen3moe, gpt2, phi3,\n"
+             "gemma2; Mixtral experts, Mistral sliding window, Llama 3 rope factors), hyperparameters and\n"
+             "vocabulary "
              "size of a real model and deterministic random weights, scaled so that activations stay\n"
              "finite and logits are O(1): for benchmarks and tests without downloads.  tiny-* shapes\n"
-             "are 2-layer test models.  llama.cpp loads them too (its Feb 2025 snapshot: not qwen3*).\n",
+             "are small test models (2 layers; tiny-gemma2 26, as llama.cpp requires).  llama.cpp\n"
+             "loads them too (its Feb 2025 snapshot: not qwen3*).\n",
     CLI_TABLE(synth_opts_table, synth_opts),
 };
 

@@ -105,6 +105,7 @@ static void ref_part(void *arg, int ith, int nth) {
             const float *k = attn_kv_row(g, a->k_cache, attn_row_run(a, p, &run), kvh, hd, row);
             score[p - p0] = kern_dot_f32(q, k, hd) * a->scale;
         }
+        if (a->softcap > 0.0f) attn_softcap(score, n_kv - p0, a->softcap);
         kern_softmax_ref(score, n_kv - p0); /* libm expf at every level: the specification */
         float *out = a->out + (size_t)t * g->q_dim + (size_t)h * hd;
         memset(out, 0, sizeof(float) * (size_t)hd);
@@ -120,7 +121,7 @@ void kern_attention(threadpool *tp, const attn_args *a) { kern_attention_with(at
 void kern_attention_with(const attn_ops *ops, threadpool *tp, const attn_args *a) {
     KITE_ASSERT(ops != NULL);
     KITE_ASSERT(a->n_tok >= 1 && a->pos0 >= 0 && a->pos0 + a->n_tok <= a->n_ctx && a->n_head_kv >= 1 &&
-                (!a->block_table || a->block_size >= 1) && a->window >= 0 &&
+                (!a->block_table || a->block_size >= 1) && a->window >= 0 && a->softcap >= 0.0f &&
                 a->n_head % a->n_head_kv == 0 && a->head_dim >= 1);
     KITE_ASSERT(a->kv_type == KITE_DTYPE_F32 || a->kv_type == KITE_DTYPE_F16 ||
                 ((a->kv_type == KITE_DTYPE_Q8_0 || a->kv_type == KITE_DTYPE_Q4_0) && a->head_dim % 32 == 0));

@@ -134,6 +134,7 @@ static void flash_job(const attn_args *a, const attn_geom *g, int32_t qt, int32_
                 if (hi[r] <= lo[r]) continue;
                 const int32_t i = i0 + r, j0 = lo[r], nj = hi[r];
                 float *sr = S + (size_t)i * bk;
+                if (a->softcap > 0.0f) attn_softcap(sr + j0, nj - j0, a->softcap);
                 const float mx = g->ops->max(sr + j0, nj - j0);
                 const float m_new = mx > m[i] ? mx : m[i];
                 const float sum = g->ops->exp_sum(sr + j0, m_new, nj - j0);

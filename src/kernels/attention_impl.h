@@ -21,6 +21,7 @@
 #ifndef KITE_KERNELS_ATTENTION_IMPL_H
 #define KITE_KERNELS_ATTENTION_IMPL_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -145,6 +146,14 @@ static inline size_t attn_kv_ld(const attn_geom *g) { return g->row_bytes / size
 /* First position the query at position p attends to (sliding window). */
 static inline int32_t attn_win_lo(const attn_args *a, int32_t p) {
     return a->window > 0 && p - a->window + 1 > 0 ? p - a->window + 1 : 0;
+}
+
+/* Soft cap of scaled scores in place (attn_args.softcap > 0): s = cap *
+ * tanh(s / cap), libm tanhf as ggml's tanh, so every path and level gives
+ * the same bits for the same score.  Cost: n tanhf calls. */
+static inline void attn_softcap(float *s, int32_t n, float cap) {
+    const float inv = 1.0f / cap;
+    for (int32_t i = 0; i < n; i++) s[i] = tanhf(s[i] * inv) * cap;
 }
 
 /* Work units (multiply-adds) of an attention call, for tp_threads_for. */

@@ -105,6 +105,7 @@ static void chunk_partial(const attn_args *a, const attn_geom *g, const float *q
         else
             for (int32_t jj = j; jj < end; jj++, row++)
                 sbuf[jj] = g->ops->dot(qs, attn_kv_row(g, a->k_cache, row, kvh, hd, tmp), hd);
+        if (a->softcap > 0.0f) attn_softcap(sbuf + j, end - j, a->softcap);
         for (; j < end; j++) mx = sbuf[j] > mx ? sbuf[j] : mx;
     }
     const float ref = chunk_ref(mx, phi, mode);
@@ -176,6 +177,7 @@ static void chunk_partial_group(const split_task *st, const float *qs, int32_t r
     for (int32_t gi = 0; gi < G; gi++) {
         float *part = partial_at(st, r, kvh * G + gi, c);
         const float *s = sb + (size_t)gi * C;
+        if (a->softcap > 0.0f) attn_softcap(sb + (size_t)gi * C, n, a->softcap);
         /* the max from -inf: ops->max (the sequential rule from s[0]) gives the same value unless s[0] is NaN */
         float mx = g->ops->max(s, n);
         if (mx != mx) {

@@ -173,6 +173,9 @@ typedef struct attn_args {
     int32_t window;       /* sliding window (Mistral): the query at position p attends to positions
                              max(0, p - window + 1) .. p; 0 = unlimited.  window >= p + 1 is the same
                              as 0, bit for bit (the same arithmetic runs) */
+    float softcap;        /* attention logit soft cap (Gemma 2): every scaled score s becomes
+                             softcap * tanh(s / softcap) before the softmax, on every path; 0 = none
+                             (nothing runs: the arithmetic is that without the field) */
     int32_t kv_type;      /* element type of k_cache/v_cache: KITE_DTYPE_F32 (0, default), _F16, _Q8_0 or
                              _Q4_0 (head_dim a multiple of 32); rows are dequantized on the fly, per kv-head
                              row (docs/attention.md, "Quantized KV cache").  f32 runs the same arithmetic

@@ -39,6 +39,7 @@ static const struct {
     [TR_ATTN_K_NORM] = ROLE("attn_k_norm", "weight"),
     [TR_ATTN_OUT] = ROLE("attn_output", "weight"),
     [TR_ATTN_OUT_B] = ROLE("attn_output", "bias"),
+    [TR_ATTN_POST_NORM] = ROLE("post_attention_norm", "weight"),
     [TR_FFN_NORM] = ROLE("ffn_norm", "weight"),
     [TR_FFN_NORM_B] = ROLE("ffn_norm", "bias"),
     [TR_FFN_GATE] = ROLE("ffn_gate", "weight"),
@@ -50,6 +51,7 @@ static const struct {
     [TR_FFN_GATE_EXPS] = ROLE("ffn_gate_exps", "weight"),
     [TR_FFN_UP_EXPS] = ROLE("ffn_up_exps", "weight"),
     [TR_FFN_DOWN_EXPS] = ROLE("ffn_down_exps", "weight"),
+    [TR_FFN_POST_NORM] = ROLE("post_ffw_norm", "weight"),
 };
 #undef ROLE
 
@@ -87,6 +89,12 @@ static const arch_info archs[] = {
      * and a sliding window from phi3.attention.sliding_window */
     {.name = "phi3", .rope_type = ROPE_NEOX, .fused_qkv = true, .fused_gate_up = true,
      .has = {COMMON_ROLES, [TR_ATTN_QKV] = true, [TR_ROPE_FACTORS_LONG] = true, [TR_ROPE_FACTORS_SHORT] = true}},
+    /* Gemma 2: GeGLU FFN, RMSNorm before and after attention and FFN (the
+     * GGUF's gains already hold Gemma's 1 + w), embeddings x sqrt(n_embd),
+     * attention and final logit soft-capping, NEOX rope, tied classifier,
+     * a window on the even layers (llama.cpp's il % 2 == 0) */
+    {.name = "gemma2", .rope_type = ROPE_NEOX, .ffn_type = FFN_GEGLU, .gemma2 = true, .swa_period = 2,
+     .has = {COMMON_ROLES, QKV_ROLES, [TR_FFN_GATE] = true, [TR_ATTN_POST_NORM] = true, [TR_FFN_POST_NORM] = true}},
 };
 #define N_ARCHS (sizeof archs / sizeof archs[0])
 

@@ -54,6 +54,7 @@ enum tensor_role {
     TR_ATTN_K_NORM,
     TR_ATTN_OUT,
     TR_ATTN_OUT_B,
+    TR_ATTN_POST_NORM, /* RMSNorm of the attention output before the residual add (gemma2) */
     TR_FFN_NORM,
     TR_FFN_NORM_B,
     TR_FFN_GATE,
@@ -65,6 +66,7 @@ enum tensor_role {
     TR_FFN_GATE_EXPS, /* MoE experts, 3-D [n_embd, n_ff_exp, n_expert] */
     TR_FFN_UP_EXPS,
     TR_FFN_DOWN_EXPS, /* [n_ff_exp, n_embd, n_expert] */
+    TR_FFN_POST_NORM, /* RMSNorm of the FFN output before the residual add (gemma2) */
     TR_COUNT
 };
 
@@ -83,6 +85,11 @@ typedef struct arch_info {
     bool pos_embd;         /* learned positions, no rope (gpt2) */
     bool moe_required;     /* expert_count must be > 0 (qwen3moe) */
     bool expert_norm;      /* default of {arch}.expert_weights_norm (llama.cpp's norm_w per arch) */
+    bool gemma2;           /* Gemma 2: embeddings x sqrt(n_embd), post-attention and post-FFN norms
+                              (required), attention and final logit soft-capping, window 4096 on the
+                              even layers unless the file says otherwise, 27B's query scale rule */
+    int swa_period;        /* default of {arch}.attention.sliding_window_pattern when absent: 0 every
+                              layer windowed (Mistral), p > 0 as the integer form (gemma2: 2) */
     bool has[TR_COUNT];    /* the roles this architecture can have (required or optional) */
 } arch_info;
 

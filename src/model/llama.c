@@ -12,6 +12,10 @@
  *             output/FFN biases, GELU FFN without gate;
  *   phi3      fused QKV and gate/up (row views, loader.c), NEOX rope with
  *             LongRoPE factors and attn_factor (context.c, rope_table), window;
+ *   gemma2    embeddings x sqrt(n_embd), RMSNorm after attention and FFN too
+ *             (attn_post_norm, ffn_post_norm), GeGLU FFN, attention soft cap
+ *             (attn_args.softcap, every attention path), final soft cap on the
+ *             logits, window on the even layers;
  *   MoE       (Mixtral, qwen3moe) router + top-k experts, moe.c.
  * With none of them (a plain llama) the arithmetic is exactly the original
  * llama path: the extra steps are skipped, not run as no-ops.
@@ -199,6 +203,8 @@ static void embed(fwd_pass *p, const kite_token *tokens) {
     const kite_model *m = p->m;
     const int32_t E = p->hp->n_embd;
     for (int32_t t = 0; t < p->n; t++) kern_get_row(&m->tok_embd, tokens[t], ctx->x + (size_t)t * E);
+    if (p->hp->embd_scale != 1.0f) /* gemma2: x sqrt(n_embd) */
+        for (size_t i = 0; i < (size_t)p->n * (size_t)E; i++) ctx->x[i] *= p->hp->embd_scale;
     if (m->pos_embd.data) { /* x += position_embd[pos] */
         for (int32_t s = 0; s < p->n_seq; s++) KITE_ASSERT(p->seqs[s].pos0 + p->seqs[s].n_tok <= p->hp->n_ctx_train);
         for (int32_t s = 0, t = 0; s < p->n_seq; s++)
@@ -274,7 +280,7 @@ static void attention(fwd_pass *p, int32_t l) {
             .block_table = table, .block_size = bs,
             .out = ctx->att + (size_t)t * Q, .scratch = ctx->att_scratch, .n_tok = sq->n_tok,
             .pos0 = sq->pos0, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .head_dim = HD,
-            .n_ctx = ctx->n_ctx, .scale = 1.0f / sqrtf((float)HD), .phi = ctx->attn_phi,
+            .n_ctx = ctx->n_ctx, .scale = hp->attn_scale, .softcap = hp->attn_softcap, .phi = ctx->attn_phi,
             .phi_head = ctx->attn_phi_head ? ctx->attn_phi_head + (size_t)l * hp->n_head : NULL,
             .phi_mode = ctx->attn_phi_mode, .stats = ctx->attn_stats,
             .chunk_max = ctx->attn_tap ? ctx->attn_chunk_max + (size_t)t * hp->n_head * 2 : NULL,
@@ -310,6 +316,10 @@ static const float *attn_block(fwd_pass *p, int32_t l) {
     mark(p, PROF_O_PROJ);
     tp_reduce(p, ctx->xb);
     add_bias(ctx->xb, L->bo, n, E);
+    if (L->attn_post_norm) { /* gemma2: the branch is normed before the residual add */
+        norm_rows(p, ctx->xb, ctx->xb, L->attn_post_norm, NULL);
+        mark(p, PROF_ATTN_NORM);
+    }
     return ctx->xb;
 }
 
@@ -321,6 +331,34 @@ static const float *ffn_swiglu(fwd_pass *p, const layer_weights *L, int32_t l) {
     swiglu_rows sw = {.gate = ctx->hb, .up = ctx->hb2, .n_tok = n, .width = F};
     const kern_mm_item gate_up[2] = {{&L->w_gate, ctx->hb, F}, {&L->w_up, ctx->hb2, F}};
     p->mm(p, gate_up, gate_up_ops, 2, ctx->xb, swiglu_part, &sw);
+    tap(p, l, TAP_DOWN_IN, ctx->hb, n, F);
+    mark(p, PROF_FFN_ACT);
+    kern_matmul(ctx->tp, &L->w_down, ctx->hb, n, ctx->xb, E, ctx->mm_scratch);
+    mark(p, PROF_FFN_DOWN);
+    tp_reduce(p, ctx->xb);
+    return ctx->xb;
+}
+
+/* GELU(gate) * up over columns [r0, r1) of every token's gate/up rows
+ * (gemma2's GeGLU; tanh GELU, as ggml's and Gemma's gelu_pytorch_tanh). */
+static void geglu_part(void *arg, int64_t r0, int64_t r1) {
+    const swiglu_rows *s = arg;
+    for (int32_t t = 0; t < s->n_tok; t++) {
+        float *g = s->gate + (size_t)t * s->width + r0;
+        const float *u = s->up + (size_t)t * s->width + r0;
+        kern_gelu(g, r1 - r0);
+        for (int64_t i = 0; i < r1 - r0; i++) g[i] *= u[i];
+    }
+}
+
+/* GeGLU FFN on xb (gemma2): as ffn_swiglu with GELU in place of SiLU.
+ * Returns xb. */
+static const float *ffn_geglu(fwd_pass *p, const layer_weights *L, int32_t l) {
+    kite_ctx *ctx = p->ctx;
+    const int32_t n = p->n, E = p->hp->n_embd, F = p->hp->n_ff;
+    swiglu_rows sw = {.gate = ctx->hb, .up = ctx->hb2, .n_tok = n, .width = F};
+    const kern_mm_item gate_up[2] = {{&L->w_gate, ctx->hb, F}, {&L->w_up, ctx->hb2, F}};
+    p->mm(p, gate_up, gate_up_ops, 2, ctx->xb, geglu_part, &sw);
     tap(p, l, TAP_DOWN_IN, ctx->hb, n, F);
     mark(p, PROF_FFN_ACT);
     kern_matmul(ctx->tp, &L->w_down, ctx->hb, n, ctx->xb, E, ctx->mm_scratch);
@@ -366,9 +404,15 @@ static const float *ffn_block(fwd_pass *p, int32_t l) {
     norm_rows(p, ctx->xb, ctx->x, L->ffn_norm, L->ffn_norm_b);
     tap(p, l, TAP_FFN_IN, ctx->xb, p->n, p->hp->n_embd);
     mark(p, PROF_FFN_NORM);
-    if (p->hp->n_expert > 0) return ffn_moe(p, L);
-    if (p->hp->ffn_type == FFN_GELU) return ffn_gelu(p, L, l);
-    return ffn_swiglu(p, L, l);
+    const float *y = p->hp->n_expert > 0            ? ffn_moe(p, L)
+                     : p->hp->ffn_type == FFN_GELU  ? ffn_gelu(p, L, l)
+                     : p->hp->ffn_type == FFN_GEGLU ? ffn_geglu(p, L, l)
+                                                    : ffn_swiglu(p, L, l);
+    if (L->ffn_post_norm) { /* gemma2: the branch is normed before the residual add (y is a context buffer) */
+        norm_rows(p, (float *)y, y, L->ffn_post_norm, NULL);
+        mark(p, PROF_FFN_NORM);
+    }
+    return y;
 }
 
 /* x += y over the batch's n rows of width n_embd. */
@@ -393,6 +437,10 @@ static void head(fwd_pass *p, float *out_logits) {
     tap(p, p->hp->n_layer, TAP_OUTPUT_IN, ctx->xb, p->n_out, E);
     mark(p, PROF_OUT_NORM);
     kern_matmul(ctx->tp, &m->output, ctx->xb, p->n_out, out_logits, p->hp->n_vocab, ctx->mm_scratch);
+    const float cap = p->hp->final_softcap;
+    if (cap > 0.0f) /* gemma2: z = cap * tanh(z / cap), as llama.cpp's scale, tanh, scale */
+        for (size_t i = 0; i < (size_t)p->n_out * (size_t)p->hp->n_vocab; i++)
+            out_logits[i] = tanhf(out_logits[i] * (1.0f / cap)) * cap;
     mark(p, PROF_OUTPUT);
 }
 

@@ -131,6 +131,27 @@ static int phi3_window(kite_model *m) {
     return KITE_OK;
 }
 
+/* Gemma 2 as llama.cpp reads it: the window defaults to 4096 (absent key),
+ * both soft caps are read when present (absent: llama.cpp's defaults, 50
+ * and 30), embeddings are scaled by sqrt(n_embd) and q by 1/sqrt(head_dim),
+ * except for the 27B model (46 layers), whose query_pre_attn_scalar is
+ * n_embd / n_head (llama.cpp picks the scale by layer count; the converter
+ * writes no key for it). */
+static int gemma2_hparams(kite_model *m) {
+    model_hparams *hp = &m->hp;
+    char key[128];
+    int rc;
+    snprintf(key, sizeof key, "%s.attention.sliding_window", m->arch);
+    if (!gguf_get(m->gguf, key)) hp->sliding_window = 4096;
+    hp->attn_softcap = 50.0f;
+    hp->final_softcap = 30.0f;
+    if ((rc = hparam_f32(m, "attn_logit_softcapping", &hp->attn_softcap))) return rc;
+    if ((rc = hparam_f32(m, "final_logit_softcapping", &hp->final_softcap))) return rc;
+    hp->embd_scale = sqrtf((float)hp->n_embd);
+    if (hp->n_layer == 46) hp->attn_scale = 1.0f / sqrtf((float)(hp->n_embd / hp->n_head));
+    return KITE_OK;
+}
+
 static int read_hparams(kite_model *m, const arch_info *ai) {
     model_hparams *hp = &m->hp;
     int rc;
@@ -186,6 +207,9 @@ static int read_hparams(kite_model *m, const arch_info *ai) {
     if (ai->pos_embd) hp->n_rot = 0; /* learned positions instead of rope */
     if ((rc = hparam_count(m, "attention.sliding_window", 1u << 24, &hp->sliding_window))) return rc;
     if (!strcmp(ai->name, "phi3") && (rc = phi3_window(m))) return rc;
+    hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
+    hp->embd_scale = 1.0f;
+    if (ai->gemma2 && (rc = gemma2_hparams(m))) return rc;
     if ((rc = hparam_count(m, "expert_count", 4096, &hp->n_expert))) return rc;
     if (ai->moe_required && hp->n_expert == 0)
         return err_set(KITE_E_FORMAT, "%s: %s.expert_count must be > 0 for architecture %s", m->path, m->arch,
@@ -318,7 +342,9 @@ static weight row_slice(const weight *w, int64_t r0, int64_t n) {
  * integer period p (layer l is windowed when l % p < p - 1, so every p-th
  * layer is global: Gemma-3 is 6, Gemma-2 2; 0: every layer windowed, 1:
  * none, as llama.cpp's set_swa_pattern).
- * Absent: every layer is windowed (Mistral).  Sets layers[].full_attn and
+ * Absent: the architecture's default period (arch_info.swa_period: gemma2's
+ * 2, as llama.cpp's il % 2 == 0 windowed), else every layer is windowed
+ * (Mistral).  Sets layers[].full_attn and
  * n_swa_layers; a pattern without a window is ignored. */
 static int read_swa_pattern(kite_model *m) {
     model_hparams *hp = &m->hp;
@@ -326,8 +352,11 @@ static int read_swa_pattern(kite_model *m) {
     snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", m->arch);
     const gguf_value *v = gguf_get(m->gguf, key);
     hp->n_swa_layers = hp->sliding_window > 0 ? hp->n_layer : 0;
-    if (!v || hp->sliding_window == 0) return KITE_OK;
-    if (v->type == GGUF_VT_ARRAY) {
+    if (hp->sliding_window == 0) return KITE_OK;
+    if (!v) { /* the architecture's own pattern (arch_info.swa_period): gemma2's files carry no key */
+        const int period = arch_find(m->arch)->swa_period;
+        for (int32_t l = 0; l < hp->n_layer && period > 0; l++) m->layers[l].full_attn = l % period == period - 1;
+    } else if (v->type == GGUF_VT_ARRAY) {
         gguf_array a;
         if (gguf_get_arr(m->gguf, key, GGUF_VT_BOOL, &a) != KITE_OK) {
             err_prefix(m->path);
@@ -408,6 +437,8 @@ static int bind_weights(kite_model *m, const arch_info *ai) {
         if ((rc = bind_vec(m, ai, TR_ATTN_K_NORM, l, HD, ai->qk_norm, &vec, &L->k_norm))) return rc;
         if ((rc = bind(m, ai, TR_ATTN_OUT, l, Q, E, true, &L->wo))) return rc;
         if ((rc = bind_vec(m, ai, TR_ATTN_OUT_B, l, E, ai->biases, &vec, &L->bo))) return rc;
+        if ((rc = bind_vec(m, ai, TR_ATTN_POST_NORM, l, E, ai->gemma2, &vec, &L->attn_post_norm))) return rc;
+        if ((rc = bind_vec(m, ai, TR_FFN_POST_NORM, l, E, ai->gemma2, &vec, &L->ffn_post_norm))) return rc;
         if ((rc = bind_vector(m, ai, TR_FFN_NORM, l, E, &vec, &L->ffn_norm))) return rc;
         if ((rc = bind_vec(m, ai, TR_FFN_NORM_B, l, E, ai->biases, &vec, &L->ffn_norm_b))) return rc;
         if (moe) {
@@ -423,7 +454,7 @@ static int bind_weights(kite_model *m, const arch_info *ai) {
                 L->w_gate = row_slice(&gu, 0, F);
                 L->w_up = row_slice(&gu, F, F);
             } else {
-                if (ai->ffn_type == FFN_SWIGLU && (rc = bind(m, ai, TR_FFN_GATE, l, E, F, true, &L->w_gate)))
+                if (ai->ffn_type != FFN_GELU && (rc = bind(m, ai, TR_FFN_GATE, l, E, F, true, &L->w_gate)))
                     return rc;
                 if ((rc = bind(m, ai, TR_FFN_UP, l, E, F, true, &L->w_up))) return rc;
             }

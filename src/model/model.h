@@ -38,7 +38,8 @@ enum rope_type {
 };
 
 enum norm_type { NORM_RMS = 0, NORM_LAYER = 1 };   /* RMSNorm(x)*g  /  LayerNorm(x)*g + b */
-enum ffn_type { FFN_SWIGLU = 0, FFN_GELU = 1 };    /* down(silu(gate x) * up x)  /  down(gelu(up x + b) ) + b */
+/* down(silu(gate x) * up x)  /  down(gelu(up x + b)) + b  /  down(gelu(gate x) * up x) (gemma2; tanh GELU) */
+enum ffn_type { FFN_SWIGLU = 0, FFN_GELU = 1, FFN_GEGLU = 2 };
 
 typedef struct model_hparams {
     int32_t n_vocab;
@@ -66,6 +67,11 @@ typedef struct model_hparams {
     bool expert_norm;      /* renormalise the top-k router probabilities to sum 1 */
     int32_t sliding_window; /* attention window in positions (Mistral, the local layers of Gemma-2/3-style
                                models); 0: unlimited */
+    float attn_scale;       /* factor on q.k before the softmax (and the soft cap): 1/sqrt(head_dim), or
+                               Gemma 2 27B's 1/sqrt(n_embd/n_head) (llama.cpp's rule by layer count) */
+    float attn_softcap;     /* {arch}.attn_logit_softcapping: scores become c*tanh(s/c) (gemma2); 0: none */
+    float final_softcap;    /* {arch}.final_logit_softcapping: logits become c*tanh(z/c) (gemma2); 0: none */
+    float embd_scale;       /* token embeddings are multiplied by it (gemma2: sqrt(n_embd)); 1: none */
     int32_t n_swa_layers;   /* layers that use the window: n_layer (all, Mistral) unless
                                {arch}.attention.sliding_window_pattern marks some global
                                (layer_weights.full_attn); 0 when sliding_window is 0 */
@@ -89,6 +95,9 @@ typedef struct layer_weights {
     const float *k_norm;    /* (head_dim) same for k */
     const float *ffn_norm;  /* (n_embd) */
     const float *ffn_norm_b; /* (n_embd) LayerNorm bias or NULL */
+    const float *attn_post_norm; /* (n_embd) RMSNorm gain on the attention output before the residual add,
+                                    or NULL (gemma2's post_attention_norm) */
+    const float *ffn_post_norm;  /* (n_embd) same on the FFN output (gemma2's post_ffw_norm), or NULL */
     weight w_gate;          /* (n_ff, n_embd); absent for gpt2 and MoE layers */
     weight w_up;            /* (n_ff, n_embd) */
     weight w_down;          /* (n_embd, n_ff) */

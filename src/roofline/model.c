@@ -123,7 +123,7 @@ static void build_phase(builder *b, const rl_shape *s, const rl_setting *st, dou
      * read) in place of RMSNorm (4; gain) */
     const double nf = s->gpt2 ? 8 : 4, nw = s->gpt2 ? 8 : 4;
 
-    add_op(b, "embed", 1, false, w, 0, T * d * wb, T * d * a, 0);
+    add_op(b, "embed", 1, false, w, s->gemma2 ? T * d : 0, T * d * wb, T * d * a, 0); /* gemma2: x sqrt(d) */
     if (s->gpt2) add_op(b, "pos_embd", 1, false, w, T * d, T * d * 4, 2 * T * d * a, 0); /* f32 rows, added */
     add_op(b, "attn_norm", L, false, w, nf * T * d, d * nw * wreads, 2 * T * d * a, 0);
     if (s->gpt2) { /* one fused q|k|v matrix, no RoPE */
@@ -137,8 +137,11 @@ static void build_phase(builder *b, const rl_shape *s, const rl_setting *st, dou
     }
     add_op(b, "attn_scores", L, false, w, 2 * pairs * nh * hd, 0, T * dq * a, kvpos * dkv * kb);
     add_op(b, "softmax", L, false, w, 5 * pairs * nh, 0, 0, 0);
+    if (s->gemma2) add_op(b, "attn_softcap", L, false, w, 10 * pairs * nh, 0, 0, 0); /* c tanh(s / c) */
     add_op(b, "attn_values", L, false, w, 2 * pairs * nh * hd, 0, T * dq * a, kvpos * dkv * kb);
     add_op(b, "o_proj", L, true, w, 2 * T * dq * d, d * dq * wb * wreads, T * dq * a + T * d * a, 0);
+    if (s->gemma2) /* post_attention_norm and post_ffw_norm */
+        add_op(b, "post_norms", 2 * L, false, w, nf * T * d, d * nw * wreads, 2 * T * d * a, 0);
     add_op(b, "ffn_norm", L, false, w, nf * T * d, d * nw * wreads, 2 * T * d * a, 0);
     if (s->n_expert > 0) {
         /* MoE: the router scores every expert for every token; each token then runs its top k
@@ -161,12 +164,14 @@ static void build_phase(builder *b, const rl_shape *s, const rl_setting *st, dou
     } else {
         add_op(b, "ffn_gate", L, true, w, 2 * T * d * ff, ff * d * wb * wreads, T * d * a + T * ff * a, 0);
         add_op(b, "ffn_up", L, true, w, 2 * T * d * ff, ff * d * wb * wreads, T * d * a + T * ff * a, 0);
-        add_op(b, "ffn_act", L, false, w, 5 * T * ff, 0, 3 * T * ff * a, 0);
+        /* SwiGLU 5 FLOPs per element; GeGLU (gemma2) the tanh GELU's 8 and the product */
+        add_op(b, "ffn_act", L, false, w, (s->gemma2 ? 9 : 5) * T * ff, 0, 3 * T * ff * a, 0);
         add_op(b, "ffn_down", L, true, w, 2 * T * ff * d, d * ff * wb * wreads, T * ff * a + T * d * a, 0);
     }
     add_op(b, "out_norm", 1, false, w, nf * rows * d, d * nw * out_reads, 2 * rows * d * a, 0);
     add_op(b, "output", 1, true, s->out_type, 2 * rows * d * V, V * d * ob * out_reads, rows * d * a + rows * V * a,
            0);
+    if (s->gemma2) add_op(b, "logit_softcap", 1, false, w, 10 * rows * V, 0, 2 * rows * V * a, 0);
 }
 
 unsigned rl_hw_suspect(const rl_hw *hw, double now) {
@@ -195,16 +200,27 @@ int rl_predict(const rl_shape *s, const rl_hw *hw, const rl_setting *st, rl_resu
 
     /* prefill: each sequence in chunks of RL_CHUNK; a chunk ending at
      * position e reads K/V rows 0..e-1 once (fused attention). */
-    double chunks = 0, kvpos = 0;
+    /* windowed layers (sliding_window W on n_swa_layers of them): a query at position p sees
+     * min(p + 1, W) keys, and a chunk [s, e) reads rows from s - W + 1 on; the attention ops
+     * take the layers' mean, so that their count times it is the total */
+    const double W = s->sliding_window > 0 && s->n_swa_layers > 0 ? (double)s->sliding_window : 0;
+    const double f_swa = W > 0 ? (double)s->n_swa_layers / (double)s->n_layer : 0;
+    double chunks = 0, kvpos = 0, kvpos_w = 0;
     for (int64_t e = 0; e < st->prompt;) {
+        const int64_t s0 = e;
         e = e + RL_CHUNK < st->prompt ? e + RL_CHUNK : st->prompt;
         chunks += 1;
         kvpos += (double)e;
+        kvpos_w += W > 0 ? fmin((double)e, (double)(e - s0) + W - 1) : (double)e;
     }
+    const double pairs_full = P * (P + 1) / 2;
+    const double pairs_w = W <= 0 || P <= W ? pairs_full : W * (W + 1) / 2 + (P - W) * W;
+    const double pairs_pf = (1 - f_swa) * pairs_full + f_swa * pairs_w;
+    kvpos = (1 - f_swa) * kvpos + f_swa * kvpos_w;
     b.ph = &r->ph[RL_PREFILL];
     b.calls = B * chunks;
     b.prefill = true;
-    build_phase(&b, s, st, B * P, B * chunks, B * P * (P + 1) / 2, B * kvpos, B, B);
+    build_phase(&b, s, st, B * P, B * chunks, B * pairs_pf, B * kvpos, B, B);
 
     /* decode: one step of B sequences at context prompt + gen/2 (the new
      * token's key included). */
@@ -212,7 +228,8 @@ int rl_predict(const rl_shape *s, const rl_hw *hw, const rl_setting *st, rl_resu
     b.ph = &r->ph[RL_DECODE];
     b.calls = 1;
     b.prefill = false;
-    build_phase(&b, s, st, B, 1, B * ctx, B * ctx, B, 1);
+    const double ctx_mean = W > 0 ? (1 - f_swa) * ctx + f_swa * fmin(ctx, W) : ctx;
+    build_phase(&b, s, st, B, 1, B * ctx_mean, B * ctx_mean, B, 1);
 
     for (int p = 0; p < 2; p++) r->ph[p].compute_bound = r->ph[p].t_compute > r->ph[p].t_memory;
     r->ttft_s = r->ph[RL_PREFILL].time;

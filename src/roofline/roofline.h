@@ -66,6 +66,10 @@ typedef struct rl_shape {
     uint32_t router_type;  /* enum kite_dtype of the router (ffn_gate_inp) when n_expert > 0 */
     bool gpt2;             /* LayerNorm (gain and bias), learned positions instead of RoPE, GELU FFN without
                               gate, fused QKV projection (gpt2) */
+    bool gemma2;           /* post-attention and post-FFN norms, GeGLU, attention and final logit soft caps,
+                              embeddings scaled (gemma2) */
+    int64_t sliding_window; /* attention window of the windowed layers (positions); 0 = none */
+    int64_t n_swa_layers;   /* layers that use it (the others attend to the whole context) */
 } rl_shape;
 
 typedef struct rl_hw {

@@ -38,6 +38,12 @@ int rl_shape_from_name(const char *name, uint32_t wtype, rl_shape *sh) {
     sh->n_ff_exp = s->n_ff_exp;
     sh->router_type = wtype; /* synth writes the router as a matrix of the weight type */
     sh->gpt2 = s->arch && !strcmp(s->arch, "gpt2");
+    sh->gemma2 = s->arch && !strcmp(s->arch, "gemma2");
+    /* the loader's rule (loader.c, read_swa_pattern): a pattern period, gemma2's even layers, else all */
+    sh->sliding_window = s->sliding_window;
+    const int64_t period = s->swa_period > 0 ? s->swa_period : sh->gemma2 ? 2 : 0;
+    for (int64_t l = 0; l < s->n_layer && s->sliding_window > 0; l++)
+        sh->n_swa_layers += period == 0 || l % period < period - 1;
     return KITE_OK;
 }
 
@@ -79,6 +85,9 @@ int rl_shape_from_file(const char *path, rl_shape *sh) {
     sh->wtype = tq->type;
     sh->out_type = to->type;
     sh->gpt2 = gpt2;
+    sh->gemma2 = mi.arch && !strcmp(mi.arch, "gemma2");
+    sh->sliding_window = mi.sliding_window;
+    sh->n_swa_layers = mi.n_swa_layers;
     /* MoE: experts stacked as (n_embd, n_ff_exp, n_expert); the router (n_embd, n_expert) */
     char e_name[ARCH_NAME_MAX] = "", r_name[ARCH_NAME_MAX] = "";
     const gguf_tensor *te =

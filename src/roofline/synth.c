@@ -46,6 +46,8 @@ static const synth_shape shapes[] = {
     {"phi-3-mini", 3072, 8192, 32, 32, 32, 32064, 4096, 10000.0f, 1e-5f, .arch = "phi3", .sliding_window = 2047},
     {"phi-3-mini-128k", 3072, 8192, 32, 32, 32, 32064, 131072, 10000.0f, 1e-5f, .arch = "phi3",
      .sliding_window = 262144, .longrope_ctx = 4096},
+    {"gemma-2-2b", 2304, 9216, 26, 8, 4, 256000, 8192, 10000.0f, 1e-6f, .arch = "gemma2", .head_dim = 256,
+     .sliding_window = 4096, .tied = 1, .attn_softcap = 50.0f, .final_softcap = 30.0f},
     /* tiny test models (tests/unit/test_arch.c): 2 layers, 64 wide, 512 tokens */
     {"tiny-llama3", 64, 128, 2, 4, 2, 512, 128, 500000.0f, 1e-5f, .rope_llama3_ctx = 64},
     {"tiny-mistral", 64, 128, 2, 4, 2, 512, 128, 10000.0f, 1e-5f, .sliding_window = 8},
@@ -60,6 +62,12 @@ static const synth_shape shapes[] = {
     /* GQA, a window of 16 and LongRoPE from 32 positions: every phi3 path in a tiny model */
     {"tiny-phi3", 64, 128, 2, 4, 2, 512, 128, 10000.0f, 1e-5f, .arch = "phi3", .sliding_window = 16,
      .longrope_ctx = 32},
+    /* 26 layers, as llama.cpp build 4748 knows Gemma 2 only by its sizes (26, 42, 46 layers) and aborts
+     * on others; head_dim 32 (not n_embd / n_head), window 8 on the even layers, soft caps that bite on
+     * these weights (removing the attention cap moves the logits by 2.4% of their range, the final one
+     * by 52%: tests/unit/test_arch.c) */
+    {"tiny-gemma2", 64, 128, 26, 4, 2, 512, 128, 10000.0f, 1e-6f, .arch = "gemma2", .head_dim = 32,
+     .sliding_window = 8, .tied = 1, .attn_softcap = 4.0f, .final_softcap = 30.0f},
 };
 
 const synth_shape *synth_shape_find(const char *name) {
@@ -71,8 +79,9 @@ const synth_shape *synth_shape_find(const char *name) {
 
 const char *synth_shape_list(void) {
     return "tinyllama-1.1b|llama2-7b|llama3-8b|llama3.2-1b|mistral-7b|mistral-7b-v0.1|mixtral-8x7b|qwen2-0.5b|"
-           "qwen3-0.6b|qwen3moe-30b-a3b|gpt2-124m|phi-3-mini|phi-3-mini-128k|stories260k|tiny-llama3|"
-           "tiny-mistral|tiny-mixtral|tiny-qwen2|tiny-qwen3|tiny-qwen3moe|tiny-gpt2|tiny-phi3";
+           "qwen3-0.6b|qwen3moe-30b-a3b|gpt2-124m|phi-3-mini|phi-3-mini-128k|gemma-2-2b|stories260k|"
+           "tiny-llama3|tiny-mistral|tiny-mixtral|tiny-qwen2|tiny-qwen3|tiny-qwen3moe|tiny-gpt2|tiny-phi3|"
+           "tiny-gemma2";
 }
 
 static const char *shape_arch(const synth_shape *s) { return s->arch ? s->arch : "llama"; }
@@ -284,6 +293,7 @@ static size_t build_tensors(const synth_params *p, synth_tensor *t) {
         }
         MAT(TR_ATTN_OUT, l, Q, E);
         if (biases) VEC(E, 0.0f, 0.1f, TR_ATTN_OUT_B, l);
+        if (ai->gemma2) NORM(TR_ATTN_POST_NORM, l);
         NORM(TR_FFN_NORM, l);
         if (biases) VEC(E, 0.0f, 0.1f, TR_FFN_NORM_B, l);
         if (NE > 0) {
@@ -298,6 +308,7 @@ static size_t build_tensors(const synth_params *p, synth_tensor *t) {
             MAT(TR_FFN_DOWN, l, F, E);
             if (biases) VEC(E, 0.0f, 0.1f, TR_FFN_DOWN_B, l);
         }
+        if (ai->gemma2) NORM(TR_FFN_POST_NORM, l);
     }
     NORM(TR_OUTPUT_NORM, -1);
     if (biases) VEC(E, 0.0f, 0.1f, TR_OUTPUT_NORM_B, -1);
@@ -345,6 +356,8 @@ int synth_check(const synth_params *p) {
     const arch_info *ai = arch_find(arch);
     /* "mistral" is llama's graph under another name: synth writes Mistral shapes as llama, as their GGUFs are */
     if (!ai || !strcmp(arch, "mistral")) return err_set(KITE_E_ARG, "unknown architecture '%s'", arch);
+    if (ai->gemma2 && !(s->attn_softcap > 0.0f && s->final_softcap > 0.0f))
+        return err_set(KITE_E_ARG, "shape '%s': gemma2 needs both soft caps > 0", s->name ? s->name : "?");
     if ((ai->moe_required && s->n_expert == 0) || (s->n_expert > 0 && !arch_has_role(ai, TR_FFN_GATE_INP)))
         return err_set(KITE_E_ARG, "architecture '%s' with %d experts is not a kite model", arch, s->n_expert);
     size_t n = build_tensors(p, NULL);
@@ -433,9 +446,17 @@ static const char *const phi3_added[] = {"<|endoftext|>", "<|assistant|>", "<|pl
                                          "<|placeholder5|>", "<|placeholder6|>", "<|user|>"};
 #define N_PHI3_ADDED ((int32_t)(sizeof phi3_added / sizeof phi3_added[0]))
 
+/* Gemma's turn markers (ids 106, 107 of the real vocabulary): its chat template needs them. */
+static const char *const gemma_added[] = {"<start_of_turn>", "<end_of_turn>"};
+#define N_GEMMA_ADDED ((int32_t)(sizeof gemma_added / sizeof gemma_added[0]))
+
 static int vocab_build(int32_t n, const char *arch, synth_vocab *v) {
-    /* phi3: the last ids are the added tokens (the real file has exactly 32064 - 32011 padding after them) */
-    const int32_t added0 = !strcmp(arch, "phi3") && n >= 260 + N_PHI3_ADDED ? n - N_PHI3_ADDED : n;
+    /* phi3 and gemma2: the last ids are the added tokens (the real phi3 file has exactly 32064 - 32011
+     * padding after them) */
+    const bool gemma = !strcmp(arch, "gemma2");
+    const char *const *added = gemma ? gemma_added : phi3_added;
+    const int32_t n_added = gemma ? N_GEMMA_ADDED : !strcmp(arch, "phi3") ? N_PHI3_ADDED : 0;
+    const int32_t added0 = n_added > 0 && n >= 260 + n_added ? n - n_added : n;
     v->n = n;
     v->tok = calloc((size_t)n, sizeof *v->tok);
     v->score = calloc((size_t)n, sizeof *v->score);
@@ -450,7 +471,7 @@ static int vocab_build(int32_t n, const char *arch, synth_vocab *v) {
             snprintf(buf, sizeof buf, "<0x%02X>", i - 3);
             v->type[i] = 6;
         } else if (i >= added0) {
-            snprintf(buf, sizeof buf, "%s", phi3_added[i - added0]);
+            snprintf(buf, sizeof buf, "%s", added[i - added0]);
             v->type[i] = 3;
         } else if (i == 259) {
             snprintf(buf, sizeof buf, "\xe2\x96\x81"); /* the bare word-start marker, as in real SPM vocabularies */
@@ -539,6 +560,10 @@ static int set_metadata(gguf_writer *w, const synth_params *p, const synth_vocab
         TRY(gguf_writer_set_u32(w, KEY("expert_count"), (uint32_t)s->n_expert));
         TRY(gguf_writer_set_u32(w, KEY("expert_used_count"), (uint32_t)s->n_expert_used));
         if (s->n_ff_exp > 0) TRY(gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), (uint32_t)s->n_ff_exp));
+    }
+    if (!strcmp(arch, "gemma2")) { /* as llama.cpp's converter: both caps, always */
+        TRY(gguf_writer_set_f32(w, KEY("attn_logit_softcapping"), s->attn_softcap));
+        TRY(gguf_writer_set_f32(w, KEY("final_logit_softcapping"), s->final_softcap));
     }
     if (s->sliding_window > 0 || !strcmp(arch, "phi3")) /* phi3: 0 is written too, it means "none" (Phi-4) */
         TRY(gguf_writer_set_u32(w, KEY("attention.sliding_window"), (uint32_t)s->sliding_window));

@@ -78,6 +78,8 @@ typedef struct synth_shape {
     int32_t rope_llama3_ctx; /* > 0: write Llama 3 rope_freqs.weight (factor 8, low 1, high 4, this original
                                 context length) as llama.cpp's converter computes it */
     int32_t tied;      /* 1: no output.weight (the classifier is token_embd) */
+    float attn_softcap;  /* gemma2: attn_logit_softcapping (written for gemma2 shapes only) */
+    float final_softcap; /* gemma2: final_logit_softcapping */
     int32_t longrope_ctx; /* > 0: Phi-3 LongRoPE with this original context: rope_factors_long/short.weight,
                              rope.scaling.attn_factor and original_context_length as llama.cpp's converter
                              writes them (the factors are made up: a smooth ramp) */

@@ -9,7 +9,8 @@
 # synth output's sha256 is checked first, so a change to synth that alters
 # the file says that the references must be regenerated
 # (tests/data/arch/README.md).  Each comparison: mean KLD(llama.cpp || kite)
-# below 1e-5 nats and top-1 agreement 100% (measured: KLD 5e-7..8e-7).
+# below 1e-5 nats and top-1 agreement 100% (measured: phi3 5e-7..8e-7,
+# gemma2 1.4e-6..2.0e-6).
 #
 # The last line is "tests/e2e/test_arch_llamacpp.sh: N passed, M failed".
 set -u
@@ -42,5 +43,19 @@ else
 fi
 check "phi3 -c 24 (window, short rope factors)" "$T/tiny-phi3.gguf" tests/data/arch/tiny-phi3-c24.kld
 check "phi3 -c 64 (window, long rope factors)" "$T/tiny-phi3.gguf" tests/data/arch/tiny-phi3-c64.kld
+
+# ---- gemma2: window 8 on the even layers, soft caps 4 (attention) and 30 (final), GeGLU, post-norms;
+# both lengths put scored positions beyond the window (llama.cpp scores the second half of each chunk) ----
+e2e_kite "$T/out" "$T/err" synth --shape tiny-gemma2 --type f32 --seed 1 -o "$T/tiny-gemma2.gguf"
+sum=$(sha256sum "$T/tiny-gemma2.gguf" | cut -d' ' -f1)
+if [ "$sum" = 2625e3f262495a09edf706411d097a8905e520c37685377e1f0c09c204f7e4a1 ]; then
+    e2e_ok "tiny-gemma2 is the file llama.cpp saw"
+else
+    e2e_fail "tiny-gemma2 is the file llama.cpp saw" "sha256 $sum: regenerate tests/data/arch/tiny-gemma2-*.kld"
+fi
+check "gemma2 -c 24 (window, soft caps)" "$T/tiny-gemma2.gguf" tests/data/arch/tiny-gemma2-c24.kld
+check "gemma2 -c 64 (window, soft caps)" "$T/tiny-gemma2.gguf" tests/data/arch/tiny-gemma2-c64.kld
+# the 512-token text: 4 chunks of 128 (the model's whole context), 252 positions scored
+check "gemma2 -c 128 x 4 (512 tokens)" "$T/tiny-gemma2.gguf" tests/data/arch/tiny-gemma2-c128.kld
 
 e2e_summary

@@ -3,7 +3,8 @@
  * loader.c, llama.c, moe.c): Llama 3 rope scaling, Mistral's sliding window,
  * Qwen2 (QKV bias), Qwen3 (QK-norm), Qwen3-MoE and Mixtral (mixture of
  * experts), GPT-2 (LayerNorm, learned positions, GELU), Phi-3 (fused
- * q/k/v and gate/up, LongRoPE).
+ * q/k/v and gate/up, LongRoPE), Gemma 2 (GeGLU, post-norms, soft caps,
+ * embedding scale, local/global layers).
  *
  * Every model is a tiny synthetic one written here by synth_write (shape
  * "tiny-<arch>", f32, seed 1: the bytes depend only on those), so no model
@@ -64,7 +65,8 @@ static const kite_token toks[N_TOK] = {1, 300, 301, 5, 400, 260, 17, 42, 511, 25
 
 /* Every tiny synth shape, one per architecture variant. */
 static const char *const all_shapes[] = {"tiny-llama3", "tiny-mistral",  "tiny-mixtral", "tiny-qwen2", "tiny-qwen3",
-                                         "tiny-qwen3moe", "tiny-gpt2",   "tiny-phi3",    "tiny-swa"};
+                                         "tiny-qwen3moe", "tiny-gpt2",   "tiny-phi3",    "tiny-swa",
+                                         "tiny-gemma2"};
 #define N_ALL_SHAPES (sizeof all_shapes / sizeof all_shapes[0])
 
 static char tmpdir[] = "/tmp/kite-test-arch-XXXXXX";
@@ -145,6 +147,7 @@ static const struct {
     {"tiny-llama3", 0x108d89152184870dull},  {"tiny-mistral", 0x32947e8a9ba6afafull},
     {"tiny-mixtral", 0x3dbc149325ea4864ull}, {"tiny-qwen2", 0x4c0a59feed726c1dull},
     {"tiny-gpt2", 0x7f09ad4cd6186a6aull},    {"tiny-phi3", 0xdcd33cf1f9612ba4ull},
+    {"tiny-gemma2", 0x94027cdbd46c34e7ull},
 };
 
 static void check_llamacpp(const char *shape, int n_pos, double tol) {
@@ -186,6 +189,11 @@ TEST(test_llamacpp_gpt2) { check_llamacpp("tiny-gpt2", N_TOK, REF_TOL_GPT2); }
  * (context 64 > 32) and attn_factor; the window (16) is beyond the 10 tokens
  * here: tests/e2e/test_arch_llamacpp.sh compares windows and short factors */
 TEST(test_llamacpp_phi3) { check_llamacpp("tiny-phi3", N_TOK, REF_TOL); }
+/* gemma2: GeGLU, post-norms, both soft caps, embedding scale, head_dim 32
+ * != n_embd / n_head, 26 layers; the window of 8 on the even layers is
+ * active from position 8 on (llama.cpp applies it for gemma2).  ggml's GELU
+ * is its f16 table, as for gpt2 */
+TEST(test_llamacpp_gemma2) { check_llamacpp("tiny-gemma2", N_TOK, REF_TOL_GPT2); }
 /* llama.cpp ignores the window: positions < window (8) see their whole prefix */
 TEST(test_llamacpp_mistral_inside_window) { check_llamacpp("tiny-mistral", 8, REF_TOL); }
 
@@ -238,6 +246,9 @@ static void ref_rope(const kite_model *m, double *x, int pos) {
 }
 
 static double silu(double v) { return v / (1.0 + exp(-v)); }
+static double gelu(double v) { return 0.5 * v * (1.0 + tanh(sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v))); }
+/* Gemma 2's soft cap c * tanh(v / c); c 0: none. */
+static double softcap(double v, double c) { return c > 0.0 ? c * tanh(v / c) : v; }
 
 /* FFN of one token (dense or MoE); x normed input, y output (n_embd). */
 static void ref_ffn(const kite_model *m, const layer_weights *L, const double *x, double *y) {
@@ -281,10 +292,10 @@ static void ref_ffn(const kite_model *m, const layer_weights *L, const double *x
     ref_mv(&L->w_up, x, h + F);
     ref_add(h + F, L->b_up, F);
     if (hp->ffn_type == FFN_GELU) {
-        for (int i = 0; i < F; i++) {
-            const double v = h[F + i];
-            h[i] = 0.5 * v * (1.0 + tanh(sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
-        }
+        for (int i = 0; i < F; i++) h[i] = gelu(h[F + i]);
+    } else if (hp->ffn_type == FFN_GEGLU) { /* gemma2: gelu(gate) * up */
+        ref_mv(&L->w_gate, x, h);
+        for (int i = 0; i < F; i++) h[i] = gelu(h[i]) * h[F + i];
     } else {
         ref_mv(&L->w_gate, x, h);
         for (int i = 0; i < F; i++) h[i] = silu(h[i]) * h[F + i];
@@ -305,8 +316,12 @@ static void ref_forward(const kite_model *m, int n, float *out) {
     double *y = malloc(sizeof(double) * E), *s = malloc(sizeof(double) * n), *lg = malloc(sizeof(double) * V);
     for (int t = 0; t < n; t++) {
         const float *e = wrow(&m->tok_embd, toks[t]);
-        for (int i = 0; i < E; i++) x[(size_t)t * E + i] = e[i] + (m->pos_embd.data ? wrow(&m->pos_embd, t)[i] : 0.0f);
+        for (int i = 0; i < E; i++)
+            x[(size_t)t * E + i] = e[i] * (double)hp->embd_scale + (m->pos_embd.data ? wrow(&m->pos_embd, t)[i] : 0.0f);
     }
+    /* attention scale: 1/sqrt(head_dim), gemma2 27B's 1/sqrt(n_embd / n_head) (46 layers) */
+    const double qscale = strcmp(m->arch, "gemma2") == 0 && hp->n_layer == 46
+                              ? 1.0 / sqrt((double)(E / H)) : 1.0 / sqrt((double)HD);
     for (int l = 0; l < hp->n_layer; l++) {
         const layer_weights *L = &m->layers[l];
         for (int t = 0; t < n; t++) {
@@ -336,7 +351,7 @@ static void ref_forward(const kite_model *m, int n, float *out) {
                 for (int p = lo; p <= t; p++) {
                     double d = 0.0;
                     for (int i = 0; i < HD; i++) d += q[(size_t)t * Q + h * HD + i] * k[(size_t)p * KV + kh * HD + i];
-                    s[p] = d / sqrt((double)HD);
+                    s[p] = softcap(d * qscale, hp->attn_softcap);
                     mx = fmax(mx, s[p]);
                 }
                 for (int p = lo; p <= t; p++) sum += s[p] = exp(s[p] - mx);
@@ -348,18 +363,20 @@ static void ref_forward(const kite_model *m, int n, float *out) {
             }
             ref_mv(&L->wo, att, y);
             ref_add(y, L->bo, E);
+            if (L->attn_post_norm) ref_norm(hp, y, L->attn_post_norm, NULL, E, y); /* gemma2 */
             for (int i = 0; i < E; i++) x[(size_t)t * E + i] += y[i];
         }
         for (int t = 0; t < n; t++) {
             ref_norm(hp, x + (size_t)t * E, L->ffn_norm, L->ffn_norm_b, E, xn);
             ref_ffn(m, L, xn, y);
+            if (L->ffn_post_norm) ref_norm(hp, y, L->ffn_post_norm, NULL, E, y); /* gemma2 */
             for (int i = 0; i < E; i++) x[(size_t)t * E + i] += y[i];
         }
     }
     for (int t = 0; t < n; t++) {
         ref_norm(hp, x + (size_t)t * E, m->output_norm, m->output_norm_b, E, xn);
         ref_mv(&m->output, xn, lg);
-        for (int i = 0; i < V; i++) out[(size_t)t * V + i] = (float)lg[i];
+        for (int i = 0; i < V; i++) out[(size_t)t * V + i] = (float)softcap(lg[i], hp->final_softcap);
     }
     free(x), free(xn), free(q), free(k), free(v), free(att), free(y), free(s), free(lg);
 }
@@ -478,6 +495,62 @@ TEST(test_window_decode_matches_prefill) {
     }
     CHECK_MSG(worst <= 1e-5, "decode vs prefill with a window: %.3g", worst);
     kite_ctx_free(c);
+    free(pre);
+    kite_model_free(m);
+}
+
+/* Gemma 2 (tiny-gemma2: window 8 on the even layers, soft caps 2 and 10):
+ * the prefill on each attention path (reference, FlashAttention, split-KV)
+ * and token-by-token decode (split-KV, the windowed layers' KV in rings)
+ * give the same logits; each soft cap changes them, and the final one bounds
+ * every logit. */
+TEST(test_gemma2_paths_and_caps) {
+    kite_model *m = load_shape("tiny-gemma2");
+    if (!m) return;
+    const size_t V = (size_t)m->hp.n_vocab;
+    CHECK(m->hp.sliding_window == 8 && m->hp.n_swa_layers == 13 && !m->layers[0].full_attn && m->layers[1].full_attn);
+    CHECK(m->hp.attn_softcap == 4.0f && m->hp.final_softcap == 30.0f && m->hp.embd_scale == 8.0f);
+    float *pre = kite_logits(m, 2); /* flash: 10 tokens > ATTN_SPLITKV_MAX_TOK */
+    float *path_out = malloc(sizeof(float) * N_TOK * V);
+    static const int paths[] = {ATTN_PATH_REF, ATTN_PATH_SPLITKV};
+    for (int pi = 0; pi < 2 && pre; pi++) {
+        kite_ctx *c = NULL;
+        kite_ctx_params cp = {.n_ctx = REF_N_CTX, .n_threads = 2};
+        CHECK(kite_ctx_new(m, &cp, &c) == KITE_OK);
+        if (!c) continue;
+        llama_forward(c, toks, N_TOK, 0, paths[pi], path_out);
+        const double r = rel_diff(path_out, pre, N_TOK * V);
+        printf("    tiny-gemma2    prefill on path %d vs flash: %.2e\n", paths[pi], r);
+        CHECK_MSG(r <= 1e-5, "path %d vs flash: %.3g", paths[pi], r);
+        kite_ctx_free(c);
+    }
+    kite_ctx *c = NULL;
+    kite_ctx_params cp = {.n_ctx = REF_N_CTX, .n_threads = 2};
+    CHECK(kite_ctx_new(m, &cp, &c) == KITE_OK);
+    double worst = 0.0, top = 0.0;
+    for (int t = 0; c && pre && t < N_TOK; t++) {
+        CHECK(kite_ctx_eval(c, &toks[t], 1, false) == KITE_OK);
+        worst = fmax(worst, rel_diff(kite_ctx_logits(c, -1), pre + t * V, V));
+    }
+    for (size_t i = 0; pre && i < N_TOK * V; i++) top = fmax(top, fabs(pre[i]));
+    printf("    tiny-gemma2    token-by-token decode vs prefill: %.2e; max |logit| %.3g (cap 30)\n", worst, top);
+    CHECK_MSG(worst <= 1e-5, "decode vs prefill: %.3g", worst);
+    CHECK(top < 30.0 && top > 15.0);
+    kite_ctx_free(c);
+    /* without either cap the logits change (the caps are active on this model) */
+    const float caps[2] = {m->hp.attn_softcap, m->hp.final_softcap};
+    for (int k = 0; k < 2 && pre; k++) {
+        if (k == 0) m->hp.attn_softcap = 0.0f;
+        else m->hp.final_softcap = 0.0f;
+        float *un = kite_logits(m, 2);
+        const double r = un ? rel_diff(un, pre, N_TOK * V) : 0.0;
+        printf("    tiny-gemma2    without the %s cap: %.2e\n", k == 0 ? "attention" : "final", r);
+        CHECK_MSG(r > 1e-3, "the %s cap changes the logits by only %.3g", k == 0 ? "attention" : "final", r);
+        free(un);
+        m->hp.attn_softcap = caps[0];
+        m->hp.final_softcap = caps[1];
+    }
+    free(path_out);
     free(pre);
     kite_model_free(m);
 }
@@ -764,9 +837,9 @@ TEST(test_supported_list_matches_table) {
         if (a) strcat(want, ", ");
         strcat(want, ai->name);
     }
-    CHECK_EQ_INT((int)n, 7);
+    CHECK_EQ_INT((int)n, 8);
     CHECK_STR_EQ(arch_supported_list(), want);
-    CHECK_STR_EQ(arch_supported_list(), "llama, mistral, qwen2, qwen3, qwen3moe, gpt2, phi3");
+    CHECK_STR_EQ(arch_supported_list(), "llama, mistral, qwen2, qwen3, qwen3moe, gpt2, phi3, gemma2");
     CHECK(arch_at(n) == NULL);
 }
 
@@ -778,7 +851,7 @@ TEST(test_shapes_param_counts) {
         double params; /* billions */
     } want[] = {{"llama3.2-1b", 1.236}, {"mixtral-8x7b", 46.70}, {"qwen2-0.5b", 0.494},
                 {"qwen3-0.6b", 0.596}, {"qwen3moe-30b-a3b", 30.53}, {"gpt2-124m", 0.163},
-                {"mistral-7b-v0.1", 7.24}};
+                {"mistral-7b-v0.1", 7.24}, {"gemma-2-2b", 2.614}};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         const synth_shape *s = synth_shape_find(want[i].name);
         CHECK_MSG(s != NULL, "shape %s", want[i].name);
@@ -806,17 +879,19 @@ int main(void) {
     RUN(test_llamacpp_mixtral);
     RUN(test_llamacpp_gpt2);
     RUN(test_llamacpp_phi3);
+    RUN(test_llamacpp_gemma2);
     RUN(test_llamacpp_mistral_inside_window);
     RUN(test_naive_reference_all);
     RUN(test_profiling_bit_identical_every_arch);
     RUN(test_window_vs_full);
     RUN(test_window_decode_matches_prefill);
+    RUN(test_gemma2_paths_and_caps);
     RUN(test_moe_all_experts_is_dense_mixture);
     RUN(test_moe_unchosen_experts_not_read);
     RUN(test_moe_batch_independent);
     RUN(test_rope_freqs_matter);
     RUN(test_loader_errors_name_the_tensor);
-    printf("    worst vs llama.cpp (gpt2 apart): %.2e of the logit range (budget %g); vs naive: %.2e (budget %g)\n",
+    printf("    worst vs llama.cpp (gpt2, gemma2 apart: ggml's f16 GELU): %.2e of the logit range (budget %g); vs naive: %.2e (budget %g)\n",
            worst_ref, REF_TOL, worst_naive, NAIVE_TOL);
     for (size_t i = 0; i < N_ALL_SHAPES; i++) unlink(model_path(all_shapes[i]));
     rmdir(tmpdir);

@@ -43,6 +43,7 @@ typedef struct acase {
     int path, q_tile, kv_tile, kv_chunk;
     float phi;
     int window;    /* sliding window, 0 = none */
+    float softcap; /* attention logit soft cap (Gemma 2), 0 = none */
     const float *phi_head; /* [n_head] per-head phi, or NULL */
     int phi_mode;  /* ATTN_PHI_UNIFIED / ATTN_PHI_EXACT */
     float *chunk_max; /* OUT [n_tok][n_head][2], or NULL */
@@ -105,7 +106,7 @@ static double compare_ref(const acase *c, abufs *b, int *n_bad) {
                     d += (double)q[i] * k[i];
                     a += fabs((double)q[i] * k[i]);
                 }
-                s[p] = d * scale;
+                s[p] = c->softcap > 0 ? c->softcap * tanh(d * scale / c->softcap) : d * scale;
                 cmax = fmax(cmax, a * scale);
                 mx = fmax(mx, s[p]);
             }
@@ -132,7 +133,7 @@ static void run_attention(threadpool *tp, const acase *c, abufs *b, attn_stats *
                    .n_ctx = c->n_ctx, .scale = 1.0f / sqrtf((float)c->head_dim), .phi = c->phi,
                    .stats = stats, .path = c->path, .q_tile = c->q_tile, .kv_tile = c->kv_tile,
                    .kv_chunk = c->kv_chunk, .window = c->window, .phi_head = c->phi_head,
-                   .phi_mode = c->phi_mode, .chunk_max = c->chunk_max};
+                   .phi_mode = c->phi_mode, .chunk_max = c->chunk_max, .softcap = c->softcap};
     a.scratch = malloc(sizeof(float) * kern_attention_scratch_floats(&a, tp_n_threads(tp)));
     kern_attention(tp, &a);
     free(a.scratch);
@@ -511,6 +512,46 @@ TEST(test_sliding_window) {
                 }
 }
 
+/* Gemma 2's attention logit soft cap (attn_args.softcap): every path, with
+ * and without a window, every head shape (the grouped split-KV jobs of GQA
+ * and the per-head ones), against the capped double reference; queries
+ * scaled x4 so that the caps of 0.5 and 3 bite and 50 nearly does not. */
+TEST(test_softcap_every_path) {
+    static const float caps[] = {0.5f, 3.0f, 50.0f};
+    static const int tok_pos[][2] = {{1, 0}, {1, 40}, {3, 17}, {12, 0}, {20, 30}};
+    static const int tiles[][3] = {{0, 0, 0}, {4, 8, 7}, {5, 3, 16}};
+    static const int paths[] = {ATTN_PATH_REF, ATTN_PATH_FLASH, ATTN_PATH_SPLITKV};
+    for (size_t ci = 0; ci < 3; ci++)
+        for (int window = 0; window <= 7; window += 7)
+            for (int sh = 0; sh < N_SHAPES; sh++)
+                for (size_t tp_i = 0; tp_i < sizeof tok_pos / sizeof tok_pos[0]; tp_i++)
+                    for (size_t pi = 0; pi < 3; pi++) {
+                        const size_t ti = (tp_i + pi + (size_t)sh) % 3;
+                        acase c = {.n_tok = tok_pos[tp_i][0], .pos0 = tok_pos[tp_i][1], .n_head = head_shapes[sh][0],
+                                   .n_head_kv = head_shapes[sh][1], .head_dim = head_shapes[sh][2], .n_ctx = 64,
+                                   .q_mul = 4, .path = paths[pi], .q_tile = tiles[ti][0], .kv_tile = tiles[ti][1],
+                                   .kv_chunk = tiles[ti][2], .window = window, .softcap = caps[ci]};
+                        check_case(pools[1 + (int)((tp_i + ci) % 3)], &c, NULL);
+                    }
+    /* a cap changes the result (the reference above would then be checking the uncapped arithmetic) */
+    acase c = {.n_tok = 3, .pos0 = 17, .n_head = 4, .n_head_kv = 2, .head_dim = 12, .n_ctx = 64, .q_mul = 4,
+               .path = ATTN_PATH_FLASH};
+    abufs b0, b1;
+    fill(&c, &b0);
+    fill(&c, &b1); /* then b0's values copied in */
+    memcpy(b1.q, b0.q, sizeof(float) * 3 * 4 * 12);
+    memcpy(b1.k, b0.k, sizeof(float) * 64 * 2 * 12);
+    memcpy(b1.v, b0.v, sizeof(float) * 64 * 2 * 12);
+    run_attention(pools[1], &c, &b0, NULL);
+    c.softcap = 0.5f;
+    run_attention(pools[1], &c, &b1, NULL);
+    double d = 0.0;
+    for (int i = 0; i < 3 * 4 * 12; i++) d = fmax(d, fabs((double)b0.out[i] - b1.out[i]));
+    CHECK_MSG(d > 1e-3, "soft cap 0.5 changed the output by only %.3g", d);
+    free_bufs(&b0);
+    free_bufs(&b1);
+}
+
 /* A window at least as long as every row is the same computation as no
  * window: bit-identical outputs on every path. */
 TEST(test_window_ge_context_bit_identical) {
@@ -745,6 +786,7 @@ int main(void) {
     RUN(test_splitkv_overflow_recompute);
     RUN(test_block_table_bit_identical);
     RUN(test_sliding_window);
+    RUN(test_softcap_every_path);
     RUN(test_window_ge_context_bit_identical);
     RUN(test_simd_bit_identical);
     printf("    worst error / budget: %.3f\n", worst_ratio);

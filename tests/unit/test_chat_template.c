@@ -141,6 +141,13 @@ TEST(test_detect_excerpts) {
     CHECK_EQ_INT(chat_template_detect("{{ '<start_of_turn>' + role + '\n' + message['content'] | trim + "
                                       "'<end_of_turn>\n' }}{% if add_generation_prompt %}{{'<start_of_turn>model\n'}}"),
                  CHAT_GEMMA);
+    /* gemma-2-*-it: the system-role check and the assistant -> model rename around the same turns */
+    CHECK_EQ_INT(chat_template_detect("{{ bos_token }}{% if messages[0]['role'] == 'system' %}{{ raise_exception("
+                                      "'System role not supported') }}{% endif %}{% for message in messages %}{% if "
+                                      "(message['role'] == 'assistant') %}{% set role = 'model' %}{% else %}{% set "
+                                      "role = message['role'] %}{% endif %}{{ '<start_of_turn>' + role + '\n' + "
+                                      "message['content'] | trim + '<end_of_turn>\n' }}{% endfor %}"),
+                 CHAT_GEMMA);
     CHECK_EQ_INT(chat_template_detect("{{'<|im_start|>' + message['role'] + '\n' + message['content'] + "
                                       "'<|im_end|>' + '\n'}}"),
                  CHAT_CHATML);

@@ -1119,6 +1119,129 @@ TEST(test_gpt2) {
     clean_dir();
 }
 
+/* ---- gemma2 ----------------------------------------------------------------------- */
+
+/* Gemma2ForCausalLM: its four RMSNorm gains per layer (input, post-attention,
+ * pre- and post-feedforward) and the final one come out as 1 + w under
+ * llama.cpp's names (post_attention_layernorm is the attention's post-norm,
+ * not the FFN's input norm), q/k unpermuted (NEOX rope), tied classifier, the
+ * soft caps and window written, no pattern key for the even-layer default,
+ * add_space_prefix false; the converted file loads and runs.  A
+ * query_pre_attn_scalar GGUF cannot express is refused. */
+TEST(test_gemma2) {
+    const int E = 32, F = 48, H = 4, KV = 2, HD = 16, V = 265;
+    clean_dir();
+    reset_srcs();
+    rng = 41;
+    add("model.embed_tokens.weight", KITE_DTYPE_BF16, 2, V, E, 0, NULL);
+    static const char *const norms[] = {"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+                                        "post_feedforward_layernorm"};
+    for (int l = 0; l < 2; l++) {
+        char n[128];
+#define A(suffix, dt, nd, d0, d1)                                                                               \
+    do {                                                                                                        \
+        snprintf(n, sizeof n, "model.layers.%d.%s", l, suffix);                                                 \
+        add(n, dt, nd, d0, d1, l, NULL);                                                                        \
+    } while (0)
+        for (int k = 0; k < 4; k++) {
+            char leaf[64];
+            snprintf(leaf, sizeof leaf, "%s.weight", norms[k]);
+            A(leaf, KITE_DTYPE_F32, 1, E, 1);
+        }
+        A("self_attn.q_proj.weight", KITE_DTYPE_F32, 2, H * HD, E);
+        A("self_attn.k_proj.weight", KITE_DTYPE_F32, 2, KV * HD, E);
+        A("self_attn.v_proj.weight", KITE_DTYPE_F32, 2, KV * HD, E);
+        A("self_attn.o_proj.weight", KITE_DTYPE_F32, 2, E, H * HD);
+        A("mlp.gate_proj.weight", KITE_DTYPE_F32, 2, F, E);
+        A("mlp.up_proj.weight", KITE_DTYPE_F32, 2, F, E);
+        A("mlp.down_proj.weight", KITE_DTYPE_F32, 2, E, F);
+#undef A
+    }
+    add("model.norm.weight", KITE_DTYPE_F32, 1, E, 1, 1, NULL);
+    write_spm_tokenizer();
+    write_weights(true);
+    patch_config("gemma2", "{\"architectures\": [\"Gemma2ForCausalLM\"], \"head_dim\": 16, "
+                           "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"hidden_size\": 32, "
+                           "\"intermediate_size\": 48, \"attn_logit_softcapping\": 50.0, "
+                           "\"final_logit_softcapping\": 30.0, \"sliding_window\": 4, "
+                           "\"query_pre_attn_scalar\": 16, \"hidden_activation\": \"gelu_pytorch_tanh\"}");
+    /* tie_word_embeddings: llama_shape writes false; Gemma 2's checkpoints have no lm_head either way,
+     * so drop the key and let Gemma2Config's default (true) apply */
+    cJSON *c = NULL;
+    CHECK_EQ_INT(hf_json_load(tmpdir, "config.json", false, &c), KITE_OK);
+    if (c) {
+        cJSON_DeleteItemFromObjectCaseSensitive(c, "tie_word_embeddings");
+        write_json(tpath("config.json"), c);
+    }
+    TPATH(out, "gemma2.gguf");
+    int rc = convert(KITE_DTYPE_F32, out, NULL);
+    CHECK_MSG(rc == KITE_OK, "convert: %s", kite_last_error());
+    gguf_ctx *g = rc ? NULL : open_out(out);
+    if (g) {
+        check_str(g, "general.architecture", "gemma2");
+        float f = 0;
+        CHECK(gguf_get_f32(g, "gemma2.attn_logit_softcapping", &f) == KITE_OK && f == 50.0f);
+        CHECK(gguf_get_f32(g, "gemma2.final_logit_softcapping", &f) == KITE_OK && f == 30.0f);
+        CHECK_EQ_INT(get_int(g, "gemma2.attention.sliding_window"), 4);
+        CHECK_EQ_INT(get_int(g, "gemma2.attention.key_length"), 16);
+        CHECK(gguf_find_key(g, "gemma2.attention.sliding_window_pattern") < 0);
+        bool asp = true;
+        CHECK(gguf_get_bool(g, "tokenizer.ggml.add_space_prefix", &asp) == KITE_OK && !asp);
+        CHECK(gguf_find_tensor(g, "output.weight") == NULL);
+        check_tensor(g, "blk.1.attn_q.weight", "model.layers.1.self_attn.q_proj.weight", 0, KITE_DTYPE_F32, 0);
+        check_tensor(g, "blk.1.attn_k.weight", "model.layers.1.self_attn.k_proj.weight", 0, KITE_DTYPE_F32, 0);
+        static const char *const gguf_norms[] = {"attn_norm", "post_attention_norm", "ffn_norm", "post_ffw_norm"};
+        for (int l = 0; l < 2; l++)
+            for (int k = 0; k < 5; k++) {
+                if (k == 4 && l == 1) continue;
+                char gn[64], hn[128];
+                if (k == 4) {
+                    snprintf(gn, sizeof gn, "output_norm.weight");
+                    snprintf(hn, sizeof hn, "model.norm.weight");
+                } else {
+                    snprintf(gn, sizeof gn, "blk.%d.%s.weight", l, gguf_norms[k]);
+                    snprintf(hn, sizeof hn, "model.layers.%d.%s.weight", l, norms[k]);
+                }
+                const gguf_tensor *t = gguf_find_tensor(g, gn);
+                const src *sv = find_src(hn);
+                CHECK_MSG(t && sv && t->type == KITE_DTYPE_F32 && t->ne[0] == E, "%s", gn);
+                bool ok = t && sv;
+                for (int i = 0; ok && i < E; i++) ok = ((const float *)t->data)[i] == sv->v[i] + 1.0f;
+                CHECK_MSG(ok, "%s is not 1 + %s", gn, hn);
+            }
+        gguf_close(g);
+    }
+    kite_model *m = NULL;
+    kite_model_params mp = kite_model_default_params();
+    rc = rc ? rc : kite_model_load(out, &mp, &m);
+    CHECK_MSG(rc == KITE_OK, "load: %s", kite_last_error());
+    if (m) {
+        kite_model_info mi;
+        kite_model_get_info(m, &mi);
+        CHECK(mi.sliding_window == 4 && mi.n_swa_layers == 1 && mi.n_layer == 2); /* layer 0 local, 1 global */
+        kite_ctx *ctx = NULL;
+        kite_ctx_params cp = {.n_ctx = 16, .n_threads = 1};
+        CHECK(kite_ctx_new(m, &cp, &ctx) == KITE_OK);
+        const kite_token tk[6] = {1, 100, 101, 5, 200, 7};
+        CHECK(ctx && kite_ctx_eval(ctx, tk, 6, true) == KITE_OK);
+        bool finite = ctx != NULL;
+        for (int t = 0; finite && t < 6; t++)
+            for (int i = 0; i < V; i++) finite = finite && fabsf(kite_ctx_logits(ctx, t)[i]) < 30.0f;
+        CHECK_MSG(finite, "the converted gemma2 model's logits are not finite and within the cap of 30");
+        kite_ctx_free(ctx);
+        kite_model_free(m);
+    }
+    unlink(out);
+    /* 27B's rule (46 layers: n_embd / n_head) or head_dim; anything else has no GGUF form */
+    patch_config("gemma2", "{\"head_dim\": 16, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
+                           "\"hidden_size\": 32, \"intermediate_size\": 48, \"query_pre_attn_scalar\": 20}");
+    rc = convert(KITE_DTYPE_F32, out, NULL);
+    CHECK_EQ_INT(rc, KITE_E_UNSUPPORTED);
+    CHECK_MSG(strstr(kite_last_error(), "query_pre_attn_scalar 20") != NULL, "%s", kite_last_error());
+    unlink(out);
+    clean_dir();
+}
+
 /* ---- malformed input ------------------------------------------------------------ */
 
 /* A safetensors image with header text hdr and data_len bytes of data. */
@@ -1346,6 +1469,7 @@ int main(int argc, char **argv) {
     RUN(test_qwen2);
     RUN(test_qwen3_and_moe);
     RUN(test_gpt2);
+    RUN(test_gemma2);
     RUN(test_directory_errors);
     clean_dir();
     reset_srcs();

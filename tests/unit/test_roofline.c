@@ -95,6 +95,47 @@ TEST(test_counts_by_hand) {
     CHECK_NEAR(find(&r.ph[RL_DECODE], "attn_scores")->t_compute, 96e-8, 1e-15);
 }
 
+/* Windowed layers (Gemma 2: window W on half the layers) and Gemma 2's own
+ * ops, by hand on the tiny shape (2 layers, one windowed, W = 2).  Prefill of
+ * 4 tokens: a windowed layer sees 1+2+2+2 = 7 pairs per head and its one
+ * chunk [0, 4) reads min(4, 4 + 2 - 1) = 4 rows; the mean with the
+ * global layer's 10 is 8.5.  Decode at context 6: min(6, 2) = 2 and 6 give a
+ * mean of 4 K rows.  Without windowed layers, or with W >= the context, the
+ * counts are the unwindowed ones. */
+TEST(test_window_and_gemma2_by_hand) {
+    rl_shape s = tiny_shape();
+    rl_hw h = synth_hw();
+    rl_setting st = {.batch = 1, .prompt = 4, .gen = 2, .atype = RL_A_F32, .kvtype = KITE_DTYPE_F32};
+    rl_result r;
+    s.sliding_window = 2;
+    s.n_swa_layers = 1;
+    CHECK_EQ_INT(rl_predict(&s, &h, &st, &r), KITE_OK);
+    /* scores: 2 * 8.5 pairs * 2 heads * 4 = 136; K rows 4 (both) * 4 * 4 = 64 */
+    CHECK_OP(&r.ph[RL_PREFILL], "attn_scores", 136, 0, 128, 64);
+    /* decode: 2 * 4 * 2 * 4 = 64; K 4 * 4 * 4 = 64 */
+    CHECK_OP(&r.ph[RL_DECODE], "attn_scores", 64, 0, 32, 64);
+    s.sliding_window = 64; /* longer than every context: the unwindowed counts */
+    CHECK_EQ_INT(rl_predict(&s, &h, &st, &r), KITE_OK);
+    CHECK_OP(&r.ph[RL_PREFILL], "attn_scores", 160, 0, 128, 64);
+    CHECK_OP(&r.ph[RL_DECODE], "attn_scores", 96, 0, 32, 96);
+    s.sliding_window = 0;
+    s.n_swa_layers = 0;
+    s.gemma2 = true;
+    CHECK_EQ_INT(rl_predict(&s, &h, &st, &r), KITE_OK);
+    const rl_phase_result *p = &r.ph[RL_PREFILL];
+    CHECK_OP(p, "attn_softcap", 200, 0, 0, 0);      /* 10 FLOPs * 10 pairs * 2 heads */
+    CHECK_OP(p, "post_norms", 128, 32, 256, 0);     /* as attn_norm, twice per layer */
+    CHECK_EQ_INT(find(p, "post_norms")->count, 4);
+    CHECK_OP(p, "ffn_act", 9 * 4 * 16, 0, 768, 0);  /* tanh GELU (8) and the product */
+    CHECK_OP(p, "logit_softcap", 10 * 32, 0, 2 * 32 * 4, 0); /* the last row's 32 logits */
+    CHECK_OP(p, "embed", 32, 34, 128, 0);           /* x sqrt(n_embd) */
+    CHECK_EQ_INT(p->n_ops, 20);
+    /* gemma-2-2b from the shape table: the even 13 of 26 layers windowed (4096) */
+    rl_shape g;
+    CHECK_EQ_INT(rl_shape_from_name("gemma-2-2b", KITE_DTYPE_Q4_0, &g), KITE_OK);
+    CHECK(g.gemma2 && g.sliding_window == 4096 && g.n_swa_layers == 13 && g.head_dim == 256);
+}
+
 TEST(test_decode_crossover_closed_form) {
     /* One matmul of K = N = 64 (q_proj of a 64-wide single-head model), f32
      * weights and activations, W = 1 GB/s, P = 10 GFLOP/s: ridge P/W = 10
@@ -428,6 +469,7 @@ TEST(test_bad_input) {
 
 int main(void) {
     RUN(test_counts_by_hand);
+    RUN(test_window_and_gemma2_by_hand);
     RUN(test_decode_crossover_closed_form);
     RUN(test_fit_line_by_hand);
     RUN(test_call_costs_by_hand);

@@ -17,7 +17,17 @@
  * precedence.  Written as {arch}.attention.sliding_window, plus
  * {arch}.attention.sliding_window_pattern (one bool per layer, llama.cpp's
  * form) when not every layer is windowed.  Plain llama ignores the key, as
- * Hugging Face's LlamaAttention does.
+ * Hugging Face's LlamaAttention does.  Gemma 2 windows its even layers
+ * (Gemma2Attention's layer_idx % 2 == 0), which kite's loader and llama.cpp
+ * assume for gemma2: no pattern key is written for it unless layer_types
+ * says otherwise.
+ *
+ * Gemma 2 also gives attn_logit_softcapping and final_logit_softcapping
+ * (written as {arch}.attn_logit_softcapping / final_logit_softcapping, as
+ * llama.cpp's converter does), ties its embeddings unless told otherwise,
+ * and query_pre_attn_scalar, which GGUF has no key for: llama.cpp scales q
+ * by 1/sqrt(head_dim), or 1/sqrt(hidden_size / num_attention_heads) for
+ * the 46-layer 27B model, so a config whose scalar is neither is refused.
  */
 #include <stdio.h>
 #include <string.h>
@@ -39,6 +49,7 @@ static const struct {
     {"qwen3", "Qwen3ForCausalLM", HF_QWEN3, "qwen3"},
     {"qwen3_moe", "Qwen3MoeForCausalLM", HF_QWEN3_MOE, "qwen3moe"},
     {"gpt2", "GPT2LMHeadModel", HF_GPT2, "gpt2"},
+    {"gemma2", "Gemma2ForCausalLM", HF_GEMMA2, "gemma2"},
 };
 #define N_FAMILIES (sizeof families / sizeof families[0])
 
@@ -82,7 +93,7 @@ static int find_family(hf_config *c) {
     char b1[ST_PRINTABLE_MAX], b2[ST_PRINTABLE_MAX];
     return err_set(KITE_E_UNSUPPORTED,
                    "%s: model_type '%s' (architectures[0] '%s') is not supported "
-                   "(llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, gpt2)",
+                   "(llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, gpt2, gemma2)",
                    c->path, mt ? st_printable(mt, b1) : "(none)", cJSON_IsString(a0) ? st_printable(a0->valuestring, b2) : "(none)");
 }
 
@@ -136,7 +147,7 @@ static int load_sliding_window(hf_config *c) {
     if (use && !cJSON_IsBool(use))
         return err_set(KITE_E_FORMAT, "%s: 'use_sliding_window' must be true or false", c->path);
     if (use ? cJSON_IsFalse(use) : qwen) return KITE_OK; /* declared but not applied */
-    for (int64_t l = 0; l < c->n_layer; l++) c->swa_layers[l] = 1;
+    for (int64_t l = 0; l < c->n_layer; l++) c->swa_layers[l] = c->family == HF_GEMMA2 ? l % 2 == 0 : 1;
     const cJSON *types = cJSON_GetObjectItemCaseSensitive(c->json, "layer_types");
     int64_t period = 0, first = 0;
     if (types && !cJSON_IsNull(types)) {
@@ -217,6 +228,16 @@ int hf_config_load(const char *dir, hf_config *c) {
                 (rc = hf_json_int(c->json, c->path, "moe_intermediate_size", true, 1, MAXDIM, &c->n_ff_exp)))
                 goto fail;
         }
+        if (c->family == HF_GEMMA2) {
+            if (!tie) c->tie_embd = true; /* Gemma2Config's default */
+            if ((rc = opt_num(c, "attn_logit_softcapping", &c->attn_softcap, NULL)) ||
+                (rc = opt_num(c, "final_logit_softcapping", &c->final_softcap, NULL)))
+                goto fail;
+            if (c->attn_softcap < 0 || c->final_softcap < 0) {
+                rc = err_set(KITE_E_FORMAT, "%s: the soft caps must be positive", c->path);
+                goto fail;
+            }
+        }
         if ((rc = load_rope_scaling(c))) goto fail;
         if ((rc = load_sliding_window(c))) goto fail;
     }
@@ -232,6 +253,17 @@ int hf_config_load(const char *dir, hf_config *c) {
         rc = err_set(KITE_E_FORMAT, "%s: num_attention_heads %lld is not a multiple of num_key_value_heads %lld", c->path,
                      (long long)c->n_head, (long long)c->n_head_kv);
         goto fail;
+    }
+    if (c->family == HF_GEMMA2) {
+        double qpas = (double)c->head_dim;
+        if ((rc = opt_num(c, "query_pre_attn_scalar", &qpas, NULL))) goto fail;
+        const double want = c->n_layer == 46 ? (double)(c->n_embd / c->n_head) : (double)c->head_dim;
+        if (qpas != want) {
+            rc = err_set(KITE_E_UNSUPPORTED, "%s: query_pre_attn_scalar %g: a GGUF gemma2 model is scaled by "
+                         "1/sqrt(%g) (llama.cpp's rule for %lld layers; GGUF has no key for another value)",
+                         c->path, qpas, want, (long long)c->n_layer);
+            goto fail;
+        }
     }
     if (c->family == HF_LLAMA && c->head_dim % 2) {
         rc = err_set(KITE_E_FORMAT, "%s: head size %lld must be even for RoPE", c->path, (long long)c->head_dim);
@@ -289,7 +321,13 @@ int hf_config_write(const hf_config *c, gguf_writer *w) {
     }
     if (c->n_ff_exp) TRY(put_u32(w, c, "expert_feed_forward_length", c->n_ff_exp));
     if (c->sliding_window) TRY(put_u32(w, c, "attention.sliding_window", c->sliding_window));
-    if (c->sliding_window && c->n_swa_layers < c->n_layer) {
+    bool gemma2_pattern = c->family == HF_GEMMA2; /* the even layers: the loaders' own default */
+    for (int64_t l = 0; l < c->n_layer && gemma2_pattern; l++) gemma2_pattern = c->swa_layers[l] == (l % 2 == 0);
+    if (c->family == HF_GEMMA2) {
+        if (c->attn_softcap > 0) TRY(put_f32(w, c, "attn_logit_softcapping", c->attn_softcap));
+        if (c->final_softcap > 0) TRY(put_f32(w, c, "final_logit_softcapping", c->final_softcap));
+    }
+    if (c->sliding_window && c->n_swa_layers < c->n_layer && !gemma2_pattern) {
         char k[96];
         snprintf(k, sizeof k, "%s.attention.sliding_window_pattern", c->arch);
         TRY(gguf_writer_set_arr(w, k, GGUF_VT_BOOL, c->swa_layers, (uint64_t)c->n_layer));

@@ -39,7 +39,8 @@ enum hf_family {
     HF_QWEN2,     /* GGUF "qwen2" */
     HF_QWEN3,     /* GGUF "qwen3" */
     HF_QWEN3_MOE, /* GGUF "qwen3moe" */
-    HF_GPT2       /* GGUF "gpt2" */
+    HF_GPT2,      /* GGUF "gpt2" */
+    HF_GEMMA2     /* GGUF "gemma2" */
 };
 
 typedef struct hf_config {
@@ -60,6 +61,8 @@ typedef struct hf_config {
     int rope_scaling;       /* 0 none, 1 linear, 2 llama3, 3 yarn */
     double rope_factor, rope_low_freq, rope_high_freq;
     int64_t rope_orig_ctx;
+    /* gemma2: soft caps (attn_logit_softcapping, final_logit_softcapping; 0: absent or null) */
+    double attn_softcap, final_softcap;
     /* sliding window (load_sliding_window) */
     int64_t sliding_window; /* positions; 0: none (absent, null, or use_sliding_window false) */
     int64_t n_swa_layers;   /* layers using it; < n_layer: swa_layers is written as the pattern */

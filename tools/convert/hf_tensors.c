@@ -10,7 +10,9 @@
  *   llama.cpp stores MoE experts), optionally transformed:
  *     - PERMUTE (llama family q/k, weights and biases): destination row r
  *       takes source row hf_permute_src_row(r, head_dim) - see hf_internal.h;
- *     - TRANSPOSE (GPT-2 Conv1D weights, stored [in, out]).
+ *     - TRANSPOSE (GPT-2 Conv1D weights, stored [in, out]);
+ *     - PLUS1 (Gemma 2's RMSNorm gains: HF computes x * (1 + w), GGUF stores
+ *       1 + w, as llama.cpp's converter writes it).
  *   Rows are converted source dtype -> float -> output type one at a time
  *   into the writer's buffer (F16->F16 and BF16->BF16 are exact this way).
  *
@@ -34,7 +36,7 @@
 #include "model/arch.h"
 #include "tensor/dtype.h"
 
-enum { XF_NONE, XF_PERMUTE, XF_TRANSPOSE };
+enum { XF_NONE, XF_PERMUTE, XF_TRANSPOSE, XF_PLUS1 };
 
 typedef struct out_tensor {
     char name[ARCH_NAME_MAX];  /* GGUF name (of its role, model/arch.h) */
@@ -128,6 +130,8 @@ static int fill_rows(void *user, int64_t row0, int64_t n_rows, void *dst) {
                 src_row(s, hf_permute_src_row(rr, t->head_dim), cols, row);
             } else {
                 src_row(s, rr, cols, row);
+                if (t->xform == XF_PLUS1)
+                    for (int64_t k = 0; k < cols; k++) row[k] += 1.0f;
             }
         }
         out->from_float(row, (uint8_t *)dst + (size_t)i * rs, cols);
@@ -275,7 +279,9 @@ static int map_llama_like(hf_plan *p) {
                   V = c->n_vocab ? c->n_vocab : -1, HD = c->head_dim;
     const int VEC = -2;
     const bool llama = c->family == HF_LLAMA, qk_norm = c->family == HF_QWEN3 || c->family == HF_QWEN3_MOE;
+    const bool gemma2 = c->family == HF_GEMMA2;
     const int qk_xf = llama ? XF_PERMUTE : XF_NONE;
+    const int nx = gemma2 ? XF_PLUS1 : XF_NONE; /* the norms' gains */
     int rc;
     bool embd_from_head;
     const char *embd = embd_source(p, "model.embed_tokens.weight", &embd_from_head);
@@ -287,7 +293,7 @@ static int map_llama_like(hf_plan *p) {
         snprintf(h, sizeof h, "model.layers.%d.%s", (int)l, hh);                                                \
         if ((rc = map1(p, role, l, h, req, d0, d1, xf))) return rc;                                             \
     } while (0)
-        M(TR_ATTN_NORM, "input_layernorm.weight", true, E, VEC, XF_NONE);
+        M(TR_ATTN_NORM, "input_layernorm.weight", true, E, VEC, nx);
         M(TR_ATTN_Q, "self_attn.q_proj.weight", true, Q, E, qk_xf);
         M(TR_ATTN_Q_B, "self_attn.q_proj.bias", c->family == HF_QWEN2, Q, VEC, qk_xf);
         /* permute k with n_head_kv heads: same head_dim, fewer rows */
@@ -301,7 +307,13 @@ static int map_llama_like(hf_plan *p) {
             M(TR_ATTN_Q_NORM, "self_attn.q_norm.weight", true, HD, VEC, XF_NONE);
             M(TR_ATTN_K_NORM, "self_attn.k_norm.weight", true, HD, VEC, XF_NONE);
         }
-        M(TR_FFN_NORM, "post_attention_layernorm.weight", true, E, VEC, XF_NONE);
+        if (gemma2) { /* post_attention_layernorm is the attention's post-norm, the FFN has its own pair */
+            M(TR_ATTN_POST_NORM, "post_attention_layernorm.weight", true, E, VEC, nx);
+            M(TR_FFN_NORM, "pre_feedforward_layernorm.weight", true, E, VEC, nx);
+            M(TR_FFN_POST_NORM, "post_feedforward_layernorm.weight", true, E, VEC, nx);
+        } else {
+            M(TR_FFN_NORM, "post_attention_layernorm.weight", true, E, VEC, XF_NONE);
+        }
         if (c->n_expert && c->family == HF_LLAMA) {
             M(TR_FFN_GATE_INP, "block_sparse_moe.gate.weight", true, c->n_expert, E, XF_NONE);
             const char *grp = "block_sparse_moe.experts";
@@ -321,7 +333,12 @@ static int map_llama_like(hf_plan *p) {
         }
 #undef M
     }
-    if ((rc = map1(p, TR_OUTPUT_NORM, -1, "model.norm.weight", true, E, VEC, XF_NONE))) return rc;
+    if ((rc = map1(p, TR_OUTPUT_NORM, -1, "model.norm.weight", true, E, VEC, nx))) return rc;
+    if (gemma2 && c->tie_embd) { /* a tied lm_head.weight (AutoAWQ keeps one) is skipped, as llama.cpp does */
+        const st_tensor *lm = st_model_find(p->st, "lm_head.weight");
+        if (lm && !embd_from_head) p->used[st_index(p->st, lm)] = true;
+        return KITE_OK;
+    }
     if (!embd_from_head && (rc = map1(p, TR_OUTPUT, -1, "lm_head.weight", !c->tie_embd, V, E, XF_NONE)))
         return rc;
     return KITE_OK;

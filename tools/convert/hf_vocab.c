@@ -316,8 +316,8 @@ static int write_specials(const vocab_build *v, const hf_config *c, const cJSON 
     if (cJSON_IsBool(ae) && (rc = gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", cJSON_IsTrue(ae))))
         return err_set(rc, "out of memory");
     const cJSON *asp = tcfg ? cJSON_GetObjectItemCaseSensitive(tcfg, "add_prefix_space") : NULL;
-    if (!pre && cJSON_IsBool(asp) &&
-        (rc = gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", cJSON_IsTrue(asp))))
+    if (!pre && (cJSON_IsBool(asp) || c->family == HF_GEMMA2) && /* gemma2: always false, as llama.cpp */
+        (rc = gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", c->family != HF_GEMMA2 && cJSON_IsTrue(asp))))
         return err_set(rc, "out of memory");
     const cJSON *ct = tcfg ? cJSON_GetObjectItemCaseSensitive(tcfg, "chat_template") : NULL;
     if (cJSON_IsString(ct)) {
