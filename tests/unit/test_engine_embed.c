@@ -5,8 +5,9 @@
  * generation requests in the same passes, with chunked prefill (a small
  * step budget), under preemption (a small pool), for every pooling mode -
  * and the generation requests beside them still equal plain decoding.
- * Also: an input of n_ctx tokens fits, errors are refused at submit, and an
- * embedding never takes a prefix-cache match.
+ * and with each drafter (lookup, skipped layers, lookahead).  Also: an input
+ * of n_ctx tokens fits, errors are refused at submit, and an embedding never
+ * takes a prefix-cache match.
  */
 #include <pthread.h>
 #include <stdbool.h>
@@ -88,6 +89,10 @@ static void reference_vecs(const kite_token (*toks)[MAX_TOK], const int32_t *n, 
 /* The embeddings of N_IN texts (each submitted `copies` times) beside `n_gen` generation
  * requests, on an engine with the given pool and step budget: every vector equals the
  * reference bit for bit, and every generation equals plain decoding. */
+/* drafter settings for embed_mixed: 0 none, 1 prompt lookup, 2 self-speculative (layers
+ * skipped), 3 lookahead */
+static int g_drafter;
+
 static int64_t embed_mixed(int32_t n_parallel, int64_t kv_mem, int32_t step, int32_t pooling, int n_gen, int copies,
                            const char *what) {
     kite_model_info info;
@@ -104,6 +109,17 @@ static int64_t embed_mixed(int32_t n_parallel, int64_t kv_mem, int32_t step, int
     reference_vecs((const kite_token(*)[MAX_TOK])toks, n, pooling, ref, E);
 
     engine_params p = harness_params(n_parallel, MAX_TOK, kv_mem, step);
+    bool skip[5] = {false, true, false, true, false}; /* stories260K: 5 layers */
+    if (g_drafter == 1) p.spec_lookup_n = 3;
+    if (g_drafter == 2) {
+        p.spec_skip_layers = skip;
+        p.n_spec_skip = 5;
+    }
+    if (g_drafter == 3) {
+        p.spec_la_window = 4;
+        p.spec_la_ngram = 3;
+        p.spec_la_pool = 4;
+    }
     engine *e = harness_engine(&p);
     if (!e) {
         free(ref);
@@ -189,6 +205,13 @@ TEST(embed_under_preemption) {
     CHECK_MSG(pre > 0, "no preemption happened (%lld)", (long long)pre);
 }
 
+/* with each drafter: embeddings draft nothing, and both kinds of output are unchanged */
+TEST(embed_with_drafters) {
+    static const char *const names[] = {"", "prompt lookup", "skipped layers", "lookahead"};
+    for (g_drafter = 1; g_drafter <= 3; g_drafter++) (void)embed_mixed(4, 0, 512, KITE_POOLING_MEAN, 3, 1, names[g_drafter]);
+    g_drafter = 0;
+}
+
 TEST(embed_submit_errors) {
     engine_params p = harness_params(2, 64, 0, 512);
     engine *e = harness_engine(&p);
@@ -223,6 +246,7 @@ int main(void) {
     RUN(embed_mixed_with_generation);
     RUN(embed_chunked_prefill);
     RUN(embed_under_preemption);
+    RUN(embed_with_drafters);
     RUN(embed_submit_errors);
     kite_model_free(g_model);
     return harness_summary(__FILE__);
