@@ -657,6 +657,7 @@ int engine_new(kite_model *model, const engine_params *params, engine **out) {
     }
     int rc = ctx_new_sized(model, e->n_blocks * bs, step, bs, p.n_threads, &e->ctx);
     if (rc != KITE_OK) goto fail_early;
+    ctx_set_rope_n_ctx(e->ctx, n_ctx); /* per sequence, not the pool: LongRoPE's choice as kite_ctx_eval makes it */
     rc = kv_pool_new(e->n_blocks, bs, !p.no_prefix_cache, &e->kv);
     if (rc != KITE_OK) goto fail_early;
     rc = sched_init(&e->sched, e->kv, n_parallel, step, copy_block_rows, e);

@@ -15,12 +15,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "kite.h"
 #include "engine/engine.h"
 
 #include "engine_harness.h"
+#include "synth_harness.h"
 
 #define N_EMBD_MAX 4096
 
@@ -212,6 +214,55 @@ TEST(embed_with_drafters) {
     g_drafter = 0;
 }
 
+/* Phi-3 LongRoPE (tiny-phi3: long factors past 32 positions): an engine of 4 sequences of
+ * 24 positions has a pool of 96, but each sequence must get the short factors a context of
+ * 24 uses (ctx_set_rope_n_ctx) - the vectors equal kite_ctx_embed's at n_ctx 24 */
+TEST(embed_longrope_per_sequence) {
+    char path[] = "/tmp/kite-test-engine-embed-phi3-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd < 0) return;
+    close(fd);
+    unlink(path); /* harness_synth_model writes it */
+    kite_model *m = harness_synth_model(path, "tiny-phi3");
+    if (!m) return;
+    kite_model_info info;
+    kite_model_get_info(m, &info);
+    const int32_t E = info.n_embd;
+    const kite_token toks[3][20] = {{1, 5, 9, 200, 7, 33, 12, 8, 100, 4, 3, 2, 60, 61, 62, 63, 64, 65, 66, 67},
+                                    {1, 400, 401, 402},
+                                    {1, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9}};
+    const int32_t n[3] = {20, 4, 12};
+    kite_ctx_params cp = kite_ctx_default_params();
+    cp.n_ctx = 24;
+    cp.n_threads = 1;
+    kite_ctx *ctx = NULL;
+    CHECK_EQ_INT(kite_ctx_new(m, &cp, &ctx), KITE_OK);
+    float ref[3][N_EMBD_MAX];
+    for (int i = 0; i < 3 && ctx; i++) CHECK_EQ_INT(kite_ctx_embed(ctx, toks[i], n[i], NULL, ref[i]), KITE_OK);
+    kite_ctx_free(ctx);
+    engine_params p = harness_params(4, 24, 0, 512);
+    engine *e = NULL;
+    CHECK_MSG(engine_new(m, &p, &e) == KITE_OK, "engine_new: %s", kite_last_error());
+    ecollect c[3];
+    memset(c, 0, sizeof c);
+    for (int i = 0; i < 3 && e; i++) {
+        pthread_mutex_init(&c[i].mu, NULL);
+        pthread_cond_init(&c[i].cv, NULL);
+        engine_req q = {.prompt = toks[i], .n_prompt = n[i], .embed = true, .embed_params = kite_embed_default_params()};
+        CHECK_EQ_INT(engine_submit(e, &q, on_embed, &c[i], NULL), KITE_OK);
+    }
+    for (int i = 0; i < 3 && e; i++) {
+        CHECK(ecollect_wait(&c[i], 60) && c[i].n_embd == E);
+        CHECK_MSG(!memcmp(c[i].vec, ref[i], sizeof(float) * (size_t)E), "phi3 input %d: engine != kite_ctx_embed", i);
+        pthread_mutex_destroy(&c[i].mu);
+        pthread_cond_destroy(&c[i].cv);
+    }
+    engine_free(e);
+    kite_model_free(m);
+    unlink(path);
+}
+
 TEST(embed_submit_errors) {
     engine_params p = harness_params(2, 64, 0, 512);
     engine *e = harness_engine(&p);
@@ -247,6 +298,7 @@ int main(void) {
     RUN(embed_chunked_prefill);
     RUN(embed_under_preemption);
     RUN(embed_with_drafters);
+    RUN(embed_longrope_per_sequence);
     RUN(embed_submit_errors);
     kite_model_free(g_model);
     return harness_summary(__FILE__);
