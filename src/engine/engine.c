@@ -853,6 +853,7 @@ queue:
     e->in_tail = r;
     e->n_incoming++;
     e->st.requests_total++;
+    if (r->s.embed) e->st.embed_total++;
     if (id) *id = r->id;
     pthread_cond_signal(&e->cv);
     pthread_mutex_unlock(&e->mu);

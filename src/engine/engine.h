@@ -152,7 +152,8 @@ typedef struct engine_event {
 typedef void (*engine_cb)(void *user, const engine_event *ev);
 
 typedef struct engine_stats {
-    int64_t requests_total;      /* submitted */
+    int64_t requests_total;      /* submitted (embedding inputs included) */
+    int64_t embed_total;         /* of those, embedding requests (engine_req.embed) */
     int64_t requests_done;       /* finished in any way */
     int64_t tokens_in;           /* prompt tokens of admitted requests */
     int64_t tokens_out;          /* generated tokens */
