@@ -89,6 +89,9 @@ typedef struct ereq {
     kite_token draft[SPEC_MAX_DRAFT]; /* this step's draft (s.draft points here) */
     edraft_seq ds;               /* model drafters: draft cache and sampler of this sequence */
     spec_la la;                  /* lookahead: window and n-gram pool of this sequence */
+    kite_embed_params ep;        /* embed request (s.embed): pooling */
+    double *esum;                /* embed, mean pooling: [n_embd] sum of the normed rows */
+    float *evec;                 /* embed: [n_embd] the vector */
     atomic_bool cancelled;
     double t_submit, queue_s;    /* engine_submit time; seconds until first admitted (0 = not yet) */
     struct ereq *reg_prev, *reg_next; /* registry of live requests (mu) */
@@ -131,6 +134,7 @@ struct engine {
     int32_t n_rows;              /* logits rows of a step: n_parallel, more with drafts */
     float *prob;                 /* [n_vocab] target distribution (speculative sampling) */
     float *resid;                /* [n_vocab] residual distribution (speculative sampling) */
+    float *erow;                 /* [n_embd] scratch row of embedding pooling */
     int32_t *scratch;            /* [n_blocks] for sched_kv_usage */
     attn_args win;               /* shape and window of the attention (every layer windowed), for
                                     sched.first_read */
@@ -171,6 +175,8 @@ static void req_free(ereq *r) {
     kite_gen_free(r->gen);
     kite_grammar_free(r->grammar); /* after the generator that used it */
     stop_filter_free(&r->stop);
+    free(r->esum);
+    free(r->evec);
     free(r);
 }
 
@@ -396,6 +402,7 @@ static void make_drafts(engine *e) {
         r->s.n_draft = 0;
         r->s.draft = r->draft;
         r->ds.q = NULL;
+        if (r->s.embed) continue;
         if (r->s.n_toks - r->s.n_computed != 1 || r->s.n_computed < r->s.n_path) continue;
         int32_t k = r->adapt.k;
         if (k > r->max_gen - r->n_gen - 1) k = r->max_gen - r->n_gen - 1;
@@ -451,6 +458,17 @@ static void reap_cancelled(engine *e) {
     }
 }
 
+/* An embedding whose last chunk is computed: its vector in the DONE event; r is freed. */
+static void finish_embed(engine *e, ereq *r) {
+    const int32_t E = e->model->hp.n_embd;
+    embed_pool_end(E, r->s.n_toks, r->ep.pooling, r->ep.normalize, r->esum, r->evec);
+    sched_remove(&e->sched, &r->s);
+    engine_event ev = {.kind = ENGINE_EV_DONE, .finish_reason = "stop", .embedding = r->evec, .n_embd = E};
+    emit(e, r, &ev);
+    e->requests_done++;
+    req_retire(e, r);
+}
+
 static void run_step(engine *e, int32_t n) {
     int32_t nt = 0;
     for (int32_t i = 0; i < n; i++) {
@@ -471,10 +489,25 @@ static void run_step(engine *e, int32_t n) {
         return;
     }
     e->steps++;
+    /* embeddings pool their rows of the residual stream (before sched_advance: n_computed is the
+     * item's first position; a sequence restarted at 0 after a preemption starts its sum afresh) */
+    const int32_t E = e->model->hp.n_embd;
+    for (int32_t i = 0, t = 0; i < n; t += e->items[i].n_tok, i++) {
+        const sched_seq *q = e->items[i].seq;
+        if (!q->embed) continue;
+        ereq *r = (ereq *)(void *)e->items[i].seq;
+        if (q->n_computed == 0 && r->esum) memset(r->esum, 0, sizeof *r->esum * (size_t)E);
+        embed_pool_rows(e->model, e->ctx->x + (size_t)t * (size_t)E, e->items[i].n_tok, q->n_computed, q->n_toks,
+                        r->ep.pooling, r->esum, r->evec, e->erow);
+    }
     sched_advance(&e->sched, e->items, n);
     int32_t row = 0;
     for (int32_t i = 0; i < n; i++) {
         const sched_item *it = &e->items[i];
+        if (it->seq->embed) {
+            if (it->seq->n_computed == it->seq->n_toks) finish_embed(e, (ereq *)(void *)it->seq);
+            continue;
+        }
         if (!it->n_out) continue;
         const float *rows = e->logits + (size_t)row * (size_t)e->n_vocab;
         if (it->n_draft > 0) verify_draft(e, (ereq *)it->seq, rows, it->n_draft);
@@ -624,6 +657,7 @@ int engine_new(kite_model *model, const engine_params *params, engine **out) {
     }
     int rc = ctx_new_sized(model, e->n_blocks * bs, step, bs, p.n_threads, &e->ctx);
     if (rc != KITE_OK) goto fail_early;
+    ctx_set_rope_n_ctx(e->ctx, n_ctx); /* per sequence, not the pool: LongRoPE's choice as kite_ctx_eval makes it */
     rc = kv_pool_new(e->n_blocks, bs, !p.no_prefix_cache, &e->kv);
     if (rc != KITE_OK) goto fail_early;
     rc = sched_init(&e->sched, e->kv, n_parallel, step, copy_block_rows, e);
@@ -641,7 +675,8 @@ int engine_new(kite_model *model, const engine_params *params, engine **out) {
     e->scratch = malloc((size_t)e->n_blocks * sizeof *e->scratch);
     e->prob = malloc((size_t)e->n_vocab * sizeof *e->prob);
     e->resid = malloc((size_t)e->n_vocab * sizeof *e->resid);
-    if (!e->items || !e->fseqs || !e->batch || !e->logits || !e->scratch || !e->prob || !e->resid) {
+    e->erow = malloc((size_t)hp->n_embd * sizeof *e->erow);
+    if (!e->items || !e->fseqs || !e->batch || !e->logits || !e->scratch || !e->prob || !e->resid || !e->erow) {
         rc = err_set(KITE_E_NOMEM, "engine_new: out of memory");
         goto fail_early;
     }
@@ -701,6 +736,7 @@ void engine_free(engine *e) {
     free(e->scratch);
     free(e->prob);
     free(e->resid);
+    free(e->erow);
     sbuf_free(&e->text);
     pthread_cond_destroy(&e->cv);
     pthread_mutex_destroy(&e->cb_mu);
@@ -716,6 +752,19 @@ static int check_req(const engine *e, const engine_req *req, engine_cb cb) {
         if (req->prompt[i] < 0 || req->prompt[i] >= e->n_vocab)
             return err_set(KITE_E_RANGE, "engine_submit: prompt token %d (index %d) is outside the vocabulary "
                            "[0, %d)", req->prompt[i], i, e->n_vocab);
+    if (req->embed) {
+        if (req->grammar) return err_set(KITE_E_ARG, "engine_submit: an embedding request takes no grammar");
+        const kite_embed_params *ep = &req->embed_params;
+        if (ep->pooling != KITE_POOLING_MEAN && ep->pooling != KITE_POOLING_LAST && ep->pooling != KITE_POOLING_CLS)
+            return err_set(KITE_E_ARG, "engine_submit: unknown pooling %d", (int)ep->pooling);
+        if (req->n_prompt > e->n_ctx)
+            return err_set(KITE_E_RANGE, "engine_submit: input of %d tokens does not fit the context of %d tokens",
+                           req->n_prompt, e->n_ctx);
+        if (e->model->pos_embd.data && req->n_prompt > e->model->hp.n_ctx_train)
+            return err_set(KITE_E_RANGE, "engine_submit: input of %d tokens is more than the model's %d positions",
+                           req->n_prompt, e->model->hp.n_ctx_train);
+        return KITE_OK;
+    }
     if (req->n_prompt >= e->n_ctx)
         return err_set(KITE_E_RANGE, "engine_submit: prompt of %d tokens does not fit the context of %d tokens "
                        "(with room for one generated token)", req->n_prompt, e->n_ctx);
@@ -735,6 +784,27 @@ int engine_submit(engine *e, const engine_req *req, engine_cb cb, void *user, ui
     if (rc != KITE_OK) return rc;
     ereq *r = calloc(1, sizeof *r);
     if (!r) return err_set(KITE_E_NOMEM, "engine_submit: out of memory");
+    if (req->embed) { /* prompt only: no sampler, generator, stop filter or drafter state */
+        const int32_t E = e->model->hp.n_embd;
+        r->cb = cb;
+        r->user = user;
+        r->t_submit = time_now_s();
+        r->ep = req->embed_params;
+        atomic_init(&r->cancelled, false);
+        kv_table_init(&r->s.kv);
+        r->s.embed = true;
+        r->s.n_prompt = r->s.n_toks = req->n_prompt;
+        r->s.n_path = req->n_prompt > ATTN_SPLITKV_MAX_TOK ? req->n_prompt : 0; /* kite_ctx_embed's path */
+        r->s.toks = malloc((size_t)req->n_prompt * sizeof *r->s.toks);
+        r->evec = calloc((size_t)E, sizeof *r->evec);
+        r->esum = r->ep.pooling == KITE_POOLING_MEAN ? calloc((size_t)E, sizeof *r->esum) : NULL;
+        if (!r->s.toks || !r->evec || (r->ep.pooling == KITE_POOLING_MEAN && !r->esum)) {
+            req_free(r);
+            return err_set(KITE_E_NOMEM, "engine_submit: out of memory");
+        }
+        memcpy(r->s.toks, req->prompt, (size_t)req->n_prompt * sizeof *r->s.toks);
+        goto queue;
+    }
     const int32_t room = e->n_ctx - req->n_prompt;
     r->max_gen = req->max_tokens < room ? req->max_tokens : room;
     r->cb = cb;
@@ -773,6 +843,7 @@ int engine_submit(engine *e, const engine_req *req, engine_cb cb, void *user, ui
     if (e->drafter && (rc = edraft_seq_init(e->drafter, &r->ds, &req->sampling)) != KITE_OK) goto fail;
 
     r->grammar = req->grammar; /* ownership passes only now: every failure above leaves it to the caller */
+queue:
     pthread_mutex_lock(&e->mu);
     r->id = ++e->next_id;
     r->reg_next = e->live;
@@ -782,6 +853,7 @@ int engine_submit(engine *e, const engine_req *req, engine_cb cb, void *user, ui
     e->in_tail = r;
     e->n_incoming++;
     e->st.requests_total++;
+    if (r->s.embed) e->st.embed_total++;
     if (id) *id = r->id;
     pthread_cond_signal(&e->cv);
     pthread_mutex_unlock(&e->mu);

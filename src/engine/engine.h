@@ -37,6 +37,13 @@
  *   spec_lookup_n, spec_draft_model, spec_skip_layers and spec_la_window
  *   may be set.
  *
+ *   Embedding requests (engine_req.embed) are sequences whose prompt is
+ *   prefilled in the same batches as everything else and then pooled
+ *   (model/forward.h, embed_pool_rows) from the residual rows of the pass -
+ *   no logits row, no sampling; they finish when their last chunk is
+ *   computed.  A sequence's rows do not depend on what shares its pass, so
+ *   the vector equals kite_ctx_embed's bit for bit.
+ *
  *   Detokenization and stop sequences are handled here, so every front end
  *   (HTTP server, `kite bench --parallel`, tests) gets the same text.  Text
  *   that may be the start of a stop sequence is held back until it is
@@ -107,6 +114,12 @@ typedef struct engine_req {
                                    constraints as well */
     bool logprobs;              /* report each output token's log-probability (engine_event.logprobs) */
     int32_t top_logprobs;       /* and its 0..KITE_MAX_TOP_LOGPROBS most likely alternatives */
+    bool embed;                 /* an embedding: the prompt (n_prompt <= n_ctx) is prefilled only - no
+                                   classifier, no sampling, never a prefix-cache match (every position's
+                                   hidden state is pooled) - and DONE carries the pooled final hidden
+                                   state (engine_event.embedding).  max_tokens, sampling, stop,
+                                   ignore_eos, logprobs are ignored; grammar must be NULL */
+    kite_embed_params embed_params; /* embed: pooling and normalisation (kite_embed_default_params) */
 } engine_req;
 
 enum engine_event_kind {
@@ -132,12 +145,15 @@ typedef struct engine_event {
                                    (0 while still waiting) */
     int status;                 /* ERROR: a kite_status */
     const char *message;        /* ERROR: one line */
+    const float *embedding;     /* DONE of an embed request: n_embd floats, valid only during the callback */
+    int32_t n_embd;
 } engine_event;
 
 typedef void (*engine_cb)(void *user, const engine_event *ev);
 
 typedef struct engine_stats {
-    int64_t requests_total;      /* submitted */
+    int64_t requests_total;      /* submitted (embedding inputs included) */
+    int64_t embed_total;         /* of those, embedding requests (engine_req.embed) */
     int64_t requests_done;       /* finished in any way */
     int64_t tokens_in;           /* prompt tokens of admitted requests */
     int64_t tokens_out;          /* generated tokens */

@@ -95,6 +95,7 @@ int edraft_new(const edraft_config *c, edrafter **out) {
     d->n_batch = c->step_tokens + c->n_parallel; /* catch-up budget plus one draft token per job */
     rc = ctx_new_sized(dm, (int32_t)n_blocks * c->block_size, d->n_batch, c->block_size, c->n_threads, &d->ctx);
     if (rc != KITE_OK) goto fail;
+    ctx_set_rope_n_ctx(d->ctx, c->n_ctx); /* per sequence, as the target's (engine.c) */
     if (!c->draft_model && (rc = kite_ctx_set_skip_layers(d->ctx, c->skip_layers, c->n_skip)) != KITE_OK) goto fail;
     if ((rc = kv_pool_new((int32_t)n_blocks, c->block_size, c->prefix_cache, &d->kv)) != KITE_OK) goto fail;
     const size_t np = (size_t)c->n_parallel, nv = (size_t)d->n_vocab;

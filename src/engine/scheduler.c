@@ -89,7 +89,7 @@ static int32_t avail_for(const sched *s, const sched_seq *q) { return kv_pool_av
 static bool admit_head(sched *s) {
     sched_seq *q = s->wait_head;
     kv_pool *kv = s->kv;
-    int32_t m = kv_match_prefix(kv, &q->kv, q->toks, q->n_toks - 1, q->n_path);
+    int32_t m = q->embed ? 0 : kv_match_prefix(kv, &q->kv, q->toks, q->n_toks - 1, q->n_path);
     if (m < 0) m = 0;
     const int32_t need = kv_write_cost(kv, &q->kv, m, q->n_toks - m);
     const int32_t avail = avail_for(s, NULL);
@@ -141,7 +141,7 @@ int32_t sched_plan(sched *s, sched_item *items) {
         }
         if (dropped) break; /* q was the newest: nothing after it */
         if (kv_prepare_write(kv, &q->kv, q->n_computed, 1, s->copy, s->copy_user) != KITE_OK) continue;
-        items[n++] = (sched_item){.seq = q, .n_tok = 1, .n_out = 1, .prompt_path = q->n_computed < q->n_path};
+        items[n++] = (sched_item){.seq = q, .n_tok = 1, .n_out = !q->embed, .prompt_path = q->n_computed < q->n_path};
         budget--;
     }
 
@@ -170,7 +170,7 @@ int32_t sched_plan(sched *s, sched_item *items) {
         if (on_path && take > q->n_path - q->n_computed) take = q->n_path - q->n_computed; /* one path per item */
         if (kv_write_cost(kv, &q->kv, q->n_computed, take) > avail_for(s, q)) continue;
         if (kv_prepare_write(kv, &q->kv, q->n_computed, take, s->copy, s->copy_user) != KITE_OK) continue;
-        items[n++] = (sched_item){.seq = q, .n_tok = take, .n_out = take == pend ? 1 : 0, .prompt_path = on_path};
+        items[n++] = (sched_item){.seq = q, .n_tok = take, .n_out = take == pend && !q->embed, .prompt_path = on_path};
         budget -= take;
     }
     return n;

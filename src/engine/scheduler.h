@@ -82,6 +82,8 @@ typedef struct sched_seq {
     const kite_token *draft;   /* [n_draft] speculative draft to follow the pending token, set by the
                                   engine before each sched_plan (used only for a decode item) */
     int32_t n_draft;           /* 0: no draft */
+    bool embed;                /* prompt only, pooled: no prefix-cache match (every position is computed),
+                                  no logits (items' n_out 0); done when n_computed == n_toks */
 } sched_seq;
 
 typedef struct sched_item {

@@ -175,19 +175,7 @@ static int ctx_create(kite_model *model, int32_t n_ctx, int32_t n_batch, int32_t
         if (!c->moe_logits || !c->moe_sel || !c->moe_w || !c->moe_x || !c->moe_acc || !c->moe_tok || !c->moe_tw)
             goto oom;
     }
-    /* theta_i = pos * scale / base^(2i / n_rot), evaluated like llama2.c; Llama 3
-     * rope scaling divides pair i's frequency by its factor (rope_freqs.weight,
-     * as llama.cpp's ggml_rope_ext freq_factors) */
-    for (int32_t i = 0; i < hp->n_rot / 2; i++) {
-        c->inv_freq[i] = hp->rope_freq_scale / powf(hp->rope_freq_base, (float)(2 * i) / (float)hp->n_rot);
-        if (model->rope_freqs) c->inv_freq[i] /= model->rope_freqs[i];
-    }
-    /* Phi-3 LongRoPE: the long factors when this context exceeds the original
-     * one (llama.cpp's choice, per context), and cos/sin scaled by attn_factor */
-    const float *factors = n_ctx > hp->n_ctx_orig ? model->rope_long : model->rope_short;
-    if (factors)
-        for (int32_t i = 0; i < hp->n_rot / 2; i++) c->inv_freq[i] /= factors[i];
-    c->rope_mscale = hp->rope_attn_factor;
+    ctx_set_rope_n_ctx(c, n_ctx);
     *out = c;
     return KITE_OK;
 oom:
@@ -218,6 +206,24 @@ int kite_ctx_new(kite_model *model, const kite_ctx_params *params, kite_ctx **ou
     const int32_t n_ctx = p.n_ctx ? p.n_ctx : model->hp.n_ctx_train;
     return ctx_create(model, n_ctx, n_ctx < KITE_MAX_BATCH ? n_ctx : KITE_MAX_BATCH, 0, p.n_threads, p.kv_type,
                       p.swa_full, out);
+}
+
+void ctx_set_rope_n_ctx(kite_ctx *c, int32_t n_ctx) {
+    const kite_model *model = c->model;
+    const model_hparams *hp = &model->hp;
+    /* theta_i = pos * scale / base^(2i / n_rot), evaluated like llama2.c; Llama 3
+     * rope scaling divides pair i's frequency by its factor (rope_freqs.weight,
+     * as llama.cpp's ggml_rope_ext freq_factors) */
+    for (int32_t i = 0; i < hp->n_rot / 2; i++) {
+        c->inv_freq[i] = hp->rope_freq_scale / powf(hp->rope_freq_base, (float)(2 * i) / (float)hp->n_rot);
+        if (model->rope_freqs) c->inv_freq[i] /= model->rope_freqs[i];
+    }
+    /* Phi-3 LongRoPE: the long factors when the context exceeds the original
+     * one (llama.cpp's choice, per context), and cos/sin scaled by attn_factor */
+    const float *factors = n_ctx > hp->n_ctx_orig ? model->rope_long : model->rope_short;
+    if (factors)
+        for (int32_t i = 0; i < hp->n_rot / 2; i++) c->inv_freq[i] /= factors[i];
+    c->rope_mscale = hp->rope_attn_factor;
 }
 
 int ctx_new_sized(kite_model *model, int32_t n_ctx, int32_t n_batch, int32_t kv_block, int32_t n_threads,

@@ -137,6 +137,13 @@ enum ctx_prof_op {
  * kv_block) addressed through block tables, for batches of up to n_batch
  * tokens.  No sequence may be longer than n_ctx positions (the attention
  * scratch is sized by it).  kite_ctx_eval refuses it (KITE_E_STATE). */
+/* Sets the rotary frequencies for sequences of at most n_ctx positions:
+ * Phi-3 LongRoPE takes its long factors when n_ctx exceeds the model's
+ * original context.  ctx_create uses the cache size; a paged context whose
+ * pool holds many sequences (the serving engine) sets its per-sequence
+ * n_ctx, so that a sequence gets the rows a context of that size computes. */
+void ctx_set_rope_n_ctx(kite_ctx *c, int32_t n_ctx);
+
 int ctx_new_sized(kite_model *model, int32_t n_ctx, int32_t n_batch, int32_t kv_block, int32_t n_threads,
                   kite_ctx **out);
 

@@ -14,8 +14,9 @@
  *
  *   Inputs of a batch run one after the other, each from position 0 of the
  *   same cache: an input's vector depends on its tokens only, so a batch
- *   equals the inputs one by one bit for bit.  (Packing several inputs into
- *   one pass would need block tables, i.e. a paged context.)
+ *   equals the inputs one by one bit for bit.  Packing several inputs into
+ *   one pass needs block tables: the serving engine does that (engine_req
+ *   .embed), pooling with the same embed_pool_rows / embed_pool_end.
  *
  * MEMORY / THREADS
  *   The context's buffers; one n_embd array of doubles per call for the sum.
@@ -42,34 +43,18 @@ static void final_norm(const kite_model *m, float *out, const float *x) {
         kern_rmsnorm(out, x, m->output_norm, m->hp.n_embd, m->hp.rms_eps);
 }
 
-/* Evaluates one input of n tokens from an empty cache and pools it into out. */
-static int embed_one(kite_ctx *ctx, const kite_token *tokens, int32_t n, int32_t pooling, double *sum, float *out) {
-    const int32_t E = ctx->model->hp.n_embd;
-    kite_ctx_truncate(ctx, 0); /* to 0 always succeeds */
-    const int32_t path = n > ATTN_SPLITKV_MAX_TOK ? ATTN_PATH_FLASH : ATTN_PATH_SPLITKV;
-    if (pooling == KITE_POOLING_MEAN) memset(sum, 0, sizeof *sum * (size_t)E);
-    for (int32_t start = 0; start < n;) {
-        const int32_t len = n - start < ctx->n_batch ? n - start : ctx->n_batch;
-        llama_forward(ctx, tokens + start, len, len /* no logits */, path, NULL);
-        int rc = llama_forward_failed(ctx->model);
-        if (rc) return rc;
-        ctx->n_past += len;
-        if (ctx->n_past - 1 > ctx->ring_hi) ctx->ring_hi = ctx->n_past - 1;
-        /* xb is free after the pass: one normed row at a time */
-        for (int32_t t = 0; t < len; t++) {
-            const int32_t pos = start + t;
-            if (pooling == KITE_POOLING_MEAN) {
-                final_norm(ctx->model, ctx->xb, ctx->x + (size_t)t * E);
-                for (int32_t i = 0; i < E; i++) sum[i] += ctx->xb[i];
-            } else if ((pooling == KITE_POOLING_CLS && pos == 0) || (pooling == KITE_POOLING_LAST && pos == n - 1)) {
-                final_norm(ctx->model, out, ctx->x + (size_t)t * E);
-            }
+void embed_pool_rows(const kite_model *m, const float *x, int32_t n_rows, int32_t pos0, int32_t n, int32_t pooling,
+                     double *sum, float *out, float *scratch) {
+    const int32_t E = m->hp.n_embd;
+    for (int32_t t = 0; t < n_rows; t++) {
+        const int32_t pos = pos0 + t;
+        if (pooling == KITE_POOLING_MEAN) {
+            final_norm(m, scratch, x + (size_t)t * E);
+            for (int32_t i = 0; i < E; i++) sum[i] += scratch[i];
+        } else if ((pooling == KITE_POOLING_CLS && pos == 0) || (pooling == KITE_POOLING_LAST && pos == n - 1)) {
+            final_norm(m, out, x + (size_t)t * E);
         }
-        start += len;
     }
-    if (pooling == KITE_POOLING_MEAN)
-        for (int32_t i = 0; i < E; i++) out[i] = (float)(sum[i] / n);
-    return KITE_OK;
 }
 
 static void l2_normalize(float *v, int32_t n) {
@@ -78,6 +63,34 @@ static void l2_normalize(float *v, int32_t n) {
     if (ss <= 0.0) return;
     const double inv = 1.0 / sqrt(ss);
     for (int32_t i = 0; i < n; i++) v[i] = (float)(v[i] * inv);
+}
+
+void embed_pool_end(int32_t n_embd, int32_t n, int32_t pooling, bool normalize, const double *sum, float *out) {
+    if (pooling == KITE_POOLING_MEAN)
+        for (int32_t i = 0; i < n_embd; i++) out[i] = (float)(sum[i] / n);
+    if (normalize) l2_normalize(out, n_embd);
+}
+
+/* Evaluates one input of n tokens from an empty cache and pools it into out. */
+static int embed_one(kite_ctx *ctx, const kite_token *tokens, int32_t n, const kite_embed_params *p, double *sum,
+                     float *out) {
+    const int32_t E = ctx->model->hp.n_embd;
+    kite_ctx_truncate(ctx, 0); /* to 0 always succeeds */
+    const int32_t path = n > ATTN_SPLITKV_MAX_TOK ? ATTN_PATH_FLASH : ATTN_PATH_SPLITKV;
+    if (p->pooling == KITE_POOLING_MEAN) memset(sum, 0, sizeof *sum * (size_t)E);
+    for (int32_t start = 0; start < n;) {
+        const int32_t len = n - start < ctx->n_batch ? n - start : ctx->n_batch;
+        llama_forward(ctx, tokens + start, len, len /* no logits */, path, NULL);
+        int rc = llama_forward_failed(ctx->model);
+        if (rc) return rc;
+        ctx->n_past += len;
+        if (ctx->n_past - 1 > ctx->ring_hi) ctx->ring_hi = ctx->n_past - 1;
+        /* xb is free after the pass: the scratch row */
+        embed_pool_rows(ctx->model, ctx->x, len, start, n, p->pooling, sum, out, ctx->xb);
+        start += len;
+    }
+    embed_pool_end(E, n, p->pooling, p->normalize, sum, out);
+    return KITE_OK;
 }
 
 int kite_ctx_embed_batch(kite_ctx *ctx, const kite_token *tokens, const int32_t *n_tok, int32_t n_seq,
@@ -110,8 +123,7 @@ int kite_ctx_embed_batch(kite_ctx *ctx, const kite_token *tokens, const int32_t 
     off = 0;
     for (int32_t s = 0; s < n_seq && rc == KITE_OK; s++) {
         float *v = out + (size_t)s * (size_t)E;
-        rc = embed_one(ctx, tokens + off, n_tok[s], p.pooling, sum, v);
-        if (rc == KITE_OK && p.normalize) l2_normalize(v, E);
+        rc = embed_one(ctx, tokens + off, n_tok[s], &p, sum, v);
         off += (size_t)n_tok[s];
     }
     kite_ctx_truncate(ctx, 0);

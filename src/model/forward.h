@@ -53,6 +53,18 @@ void llama_forward(kite_ctx *ctx, const kite_token *tokens, int32_t n, int32_t f
  * garbage and the caller must not use them; every later pass fails too). */
 int llama_forward_failed(const kite_model *m);
 
+/* Embedding pooling (model/embed.c), shared by kite_ctx_embed and the serving
+ * engine so that both do the same arithmetic.  embed_pool_rows takes n_rows
+ * residual rows x (the stream after the last layer, ctx->x of a pass) of an
+ * input of n tokens, the first at position pos0, and pools them with the
+ * model's final norm: MEAN adds each normed row to sum[n_embd] (double; the
+ * caller zeroes it before position 0), LAST and CLS norm their row into out.
+ * scratch: n_embd floats.  embed_pool_end then writes the mean into out and
+ * L2-normalises it if asked.  Cost: O(n_rows * n_embd); no allocation. */
+void embed_pool_rows(const kite_model *m, const float *x, int32_t n_rows, int32_t pos0, int32_t n, int32_t pooling,
+                     double *sum, float *out, float *scratch);
+void embed_pool_end(int32_t n_embd, int32_t n, int32_t pooling, bool normalize, const double *sum, float *out);
+
 /* Tensor-split model (model.h tp_size > 1), ranks other than 0: runs the
  * passes rank 0's llama_forward_batch announces, in lockstep (its K/V into
  * this rank's cache, no logits), until rank 0 frees its context

@@ -10,7 +10,7 @@
 #      byte for byte, and 1 and 2 threads print the same bytes, for each pooling mode;
 #   3. the server under mixed load: 8 concurrent /v1/embeddings requests beside 4
 #      concurrent completions all answer 200, and each embedding equals the one a lone
-#      request gets (the embedding context is locked, the engine untouched).
+#      request gets (embeddings are batched in the engine beside the completions).
 # Prints "N passed, N failed".  About a minute (the Q4_0 synth, when missing, about 20 s more).
 set -u
 build=${1:-build}

@@ -1,7 +1,7 @@
 // tests/e2e/serve_tools.mjs - tool calling of `kite serve` through the official `openai` npm
 // package (issue 24 part 4), arguments validated with `ajv`: tool_choice "required" at
 // temperature 1.0 over several seeds (one call, then parallel calls), a named tool_choice,
-// streamed calls (raw chunks and the client's own stream helper) reassembling to the
+// streamed calls (raw chunks, token by token, and the client's own stream helper) reassembling to the
 // non-streamed call, tool role messages in the history, "auto" and "none", and 400s for bad
 // tools.  Run by tests/e2e/test_serve_tools.sh with KITE_URL, KITE_NODE_DIR and KITE_FAMILY
 // (the server's --chat-template, for the messages); the last line is a summary.
@@ -103,35 +103,75 @@ for (let seed = 1; seed <= 3; seed++) {
   checkCalls(r.choices[0], `named, seed ${seed}`, "add");
   n++;
 }
-// streaming: raw chunks reassemble to the non-streamed call
-const req = { model: "kite", messages, tools, tool_choice: "required", parallel_tool_calls: false, temperature: 1.0, seed: 7, max_tokens: 400 };
-const plain = await client.chat.completions.create(req);
-const want = checkCalls(plain.choices[0], "stream reference");
-const stream = await client.chat.completions.create({ ...req, stream: true });
-const got = [];
-let finish = null;
-for await (const chunk of stream) {
-  const ch = chunk.choices[0];
-  if (!ch) continue;
-  for (const d of ch.delta?.tool_calls ?? []) {
-    check(Number.isInteger(d.index), `stream: delta without index ${JSON.stringify(d)}`);
-    if (!got[d.index]) {
-      check(d.id && d.type === "function" && d.function?.name, `stream: first delta of a call lacks id/type/name ${JSON.stringify(d)}`);
-      got[d.index] = { id: d.id, name: d.function.name, arguments: "" };
+// streaming: raw chunks reassemble to the non-streamed call, token by token: the first delta
+// of a call has index, id, type, name and arguments "", the next ones index and a fragment
+async function streamCalls(body) {
+  const stream = await client.chat.completions.create({ ...body, stream: true });
+  const got = [];
+  let finish = null, content = "", argChunks = 0;
+  for await (const chunk of stream) {
+    const ch = chunk.choices[0];
+    if (!ch) continue;
+    content += ch.delta?.content ?? "";
+    for (const d of ch.delta?.tool_calls ?? []) {
+      check(Number.isInteger(d.index), `stream: delta without index ${JSON.stringify(d)}`);
+      if (!got[d.index]) {
+        check(d.index === got.length, `stream: call ${d.index} before call ${got.length}`);
+        check(d.id && d.type === "function" && d.function?.name && d.function.arguments === "",
+          `stream: first delta of a call lacks id/type/name/arguments "" ${JSON.stringify(d)}`);
+        got[d.index] = { id: d.id, name: d.function.name, arguments: "" };
+      } else {
+        check(!d.id && !d.function?.name && typeof d.function?.arguments === "string" && d.function.arguments.length > 0,
+          `stream: a later delta of a call ${JSON.stringify(d)}`);
+        got[d.index].arguments += d.function.arguments;
+        argChunks++;
+      }
     }
-    got[d.index].arguments += d.function?.arguments ?? "";
+    if (ch.finish_reason) finish = ch.finish_reason;
   }
-  if (ch.finish_reason) finish = ch.finish_reason;
+  return { got, finish, content, argChunks };
 }
-check(finish === "tool_calls", `stream: finish_reason ${finish}`);
-check(got.length === want.length && got.every((c, i) => c.name === want[i].function.name && c.arguments === want[i].function.arguments),
-  `stream reassembles to ${JSON.stringify(got)}, not ${JSON.stringify(want)}`);
-n++;
+const req = { model: "kite", messages, tools, tool_choice: "required", parallel_tool_calls: false, temperature: 1.0, seed: 7, max_tokens: 400 };
+let argChunksSeen = 0, argCalls = 0;
+for (const r of [req, { ...req, seed: 3, tool_choice: { type: "function", function: { name: "add" } } },
+                 { ...req, seed: 5, parallel_tool_calls: true, max_tokens: 200 }]) {
+  const plain = await client.chat.completions.create(r);
+  const want = checkCalls(plain.choices[0], `stream reference, seed ${r.seed}`);
+  const { got, finish, content, argChunks } = await streamCalls(r);
+  // with parallel calls a last call cut by max_tokens is streamed (finish "length") and dropped whole
+  const nGot = finish === "length" ? got.length - 1 : got.length;
+  check(finish === "tool_calls" || (finish === "length" && r.parallel_tool_calls), `stream: finish_reason ${finish}`);
+  check(nGot === want.length && want.every((c, i) => c.function.name === got[i].name &&
+    c.function.arguments === got[i].arguments),
+    `stream (seed ${r.seed}) reassembles to ${JSON.stringify(got)}, not ${JSON.stringify(want)}`);
+  check(content === (plain.choices[0].message.content ?? ""), `stream content ${JSON.stringify(content)}`);
+  // chunks hold what was decoded since the client's last read: a fast model on a busy
+  // machine may give a few tokens per chunk, so the count is checked over the three requests
+  argChunksSeen += argChunks;
+  argCalls += got.length;
+  n++;
+}
+// (the old whole-call stream sent exactly one arguments chunk per call; tests/unit/test_chat_tools.c
+// checks fragment by fragment that every token's bytes go out as soon as they are decoded)
+check(argChunksSeen >= argCalls + 2, `stream: ${argCalls} calls' arguments in ${argChunksSeen} chunks (not token by token)`);
+// "auto" (unconstrained): the streamed content and calls equal the non-streamed answer
+for (let seed = 1; seed <= 3; seed++) {
+  const r = { model: "kite", messages, tools, temperature: 1.0, seed, max_tokens: 48 };
+  const plain = await client.chat.completions.create(r);
+  const { got, finish, content } = await streamCalls(r);
+  const pm = plain.choices[0].message;
+  check(finish === plain.choices[0].finish_reason || (finish === "length" && got.length), `auto stream: finish ${finish}`);
+  check(content === (pm.content ?? ""), `auto stream content ${JSON.stringify(content)} != ${JSON.stringify(pm.content)}`);
+  const want = pm.tool_calls ?? [];
+  check(want.every((c, i) => got[i] && c.function.arguments === got[i].arguments), `auto stream calls ${JSON.stringify(got)}`);
+  n++;
+}
 // the client's own stream helper accumulates the same message
 const streamApi = client.chat.completions.stream ? client.chat.completions : client.beta.chat.completions;
 const helper = streamApi.stream({ ...req, stream: true });
 const final = await helper.finalChatCompletion();
 const hc = checkCalls(final.choices[0], "stream helper");
+const want = checkCalls((await client.chat.completions.create(req)).choices[0], "stream reference");
 check(hc[0].function.name === want[0].function.name && hc[0].function.arguments === want[0].function.arguments,
   `stream helper: ${JSON.stringify(hc)}`);
 n++;
@@ -175,4 +215,4 @@ await expect400({ tools, tool_choice: "required", response_format: { type: "json
 await expect400({ messages: [{ role: "tool", content: "x" }] }, "messages", "a tool message without tool_call_id");
 await expect400({ messages: [{ role: "assistant", tool_calls: [{ type: "function", function: { name: "f", arguments: "{x" } }] }] },
   "messages", "tool call arguments that are not JSON");
-console.log(`serve_tools (${family}): ${n} checks passed (${SEEDS} seeds, ${distinct.size} distinct calls)`);
+console.log(`serve_tools (${family}): ${n} checks passed (${SEEDS} seeds, ${distinct.size} distinct calls, ${argChunksSeen} streamed argument chunks)`);

@@ -168,9 +168,12 @@ else e2e_fail "file name as model" "$code $(head -c 200 "$T/r.json")"; fi
 post /v1/embeddings '{"input":"x","model":"no-such-model"}'
 if [ "$code" = 404 ] && grep -q model_not_found "$T/r.json"; then e2e_ok "unknown model: 404 model_not_found"
 else e2e_fail "unknown model" "$code $(head -c 200 "$T/r.json")"; fi
-# generation still works beside the embeddings context
+# generation still works beside the embeddings, which go through the engine (counted there)
 post /v1/completions '{"prompt":"Once upon","max_tokens":4,"temperature":0}'
 if [ "$code" = 200 ]; then e2e_ok "completions still answer"; else e2e_fail "completions" "$code"; fi
+n_emb=$(curl -s "$URL/metrics" | sed -n 's/^kite_embedding_inputs_total \([0-9]*\).*/\1/p')
+if [ -n "$n_emb" ] && [ "$n_emb" -ge 3 ]; then e2e_ok "the engine ran the embedding inputs (kite_embedding_inputs_total $n_emb)"
+else e2e_fail "embeddings through the engine" "kite_embedding_inputs_total '$n_emb'"; fi
 
 NODE_DIR=${KITE_NODE_DIR:-tests/e2e/.node}
 case "$NODE_DIR" in /*) ;; *) NODE_DIR=$(pwd)/$NODE_DIR ;; esac

@@ -11,7 +11,8 @@
 #     tool_choice "required" at temperature 1 over 10 seeds -> finish_reason
 #     "tool_calls", arguments that parse and validate (ajv); parallel calls;
 #     a named function; streamed calls (raw chunks and the client's stream
-#     helper) equal to the non-streamed call; tool messages in the history;
+#     helper) sent token by token (argument chunks counted), equal to the
+#     non-streamed call for the same seed, "auto" included; tool messages in the history;
 #     "none"; 400s naming the parameter for bad tools;
 #   * with curl: the legacy functions field is refused with a 400 naming it,
 #     a forced call's prompt carries the tool list (prompt_tokens grow).

@@ -17,6 +17,7 @@
 
 #include "chat/chat_template.h"
 #include "chat/chat_tools.h"
+#include "core/textbuf.h"
 #include "grammar/grammar.h"
 #include "harness.h"
 #include "http/tool_calls.h"
@@ -168,14 +169,14 @@ TEST(test_parse_good) {
                                     "</tool_call>", &p), 1);
     CHECK(p.content == NULL);
     CHECK_STR_EQ(p.calls[0].name, "get_weather");
-    CHECK_STR_EQ(p.calls[0].arguments, "{\"city\":\"Paris\"}");
+    CHECK_STR_EQ(p.calls[0].arguments, "{\"city\": \"Paris\"}"); /* the model's text */
     tool_parse_free(&p);
     CHECK_EQ_INT(parse(CHAT_CHATML, "Let me look.\n\n<tool_call>\n{\"name\": \"add\", \"arguments\": \"{\\\"a\\\":1}\"}"
                                     "\n</tool_call>\n<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 2}}\n"
                                     "</tool_call>", &p), 2);
     CHECK_STR_EQ(p.content, "Let me look.");
     CHECK_STR_EQ(p.calls[0].arguments, "{\"a\":1}");
-    CHECK_STR_EQ(p.calls[1].arguments, "{\"a\":2}");
+    CHECK_STR_EQ(p.calls[1].arguments, "{\"a\": 2}");
     tool_parse_free(&p);
     /* a second call cut off by max_tokens: the first is kept */
     CHECK_EQ_INT(parse(CHAT_CHATML, "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1}}\n</tool_call>\n"
@@ -247,6 +248,111 @@ TEST(test_parse_garbage) {
     }
     CHECK(found > 0);
     CHECK(!tool_calls_parse(CHAT_CHATML, NULL, 0, tools, 2, &(tool_parse){0}));
+}
+
+/* ---- the incremental parser ---- */
+
+/* What a feed reports, flattened: "C<content>" per content piece, "N<k>:<name>" per call,
+ * "A<k>:<fragment>" per arguments fragment (each on its own line). */
+typedef struct rec {
+    textbuf content, log;
+    textbuf args[4];
+    size_t n_args_frags, n_calls;
+} rec;
+
+static bool rec_content(void *u, const char *s, size_t n) {
+    textbuf_putn(&((rec *)u)->content, s, n);
+    return true;
+}
+static bool rec_call(void *u, size_t k, const char *name) {
+    rec *r = u;
+    CHECK_EQ_INT(k, r->n_calls);
+    r->n_calls++;
+    textbuf_printf(&r->log, "N%zu:%s\n", k, name);
+    return true;
+}
+static bool rec_args(void *u, size_t k, const char *s, size_t n) {
+    rec *r = u;
+    CHECK(k + 1 == r->n_calls && n > 0);
+    if (k < 4) textbuf_putn(&r->args[k], s, n);
+    r->n_args_frags++;
+    return true;
+}
+static void rec_free(rec *r) {
+    free(r->content.p);
+    free(r->log.p);
+    for (int i = 0; i < 4; i++) free(r->args[i].p);
+}
+
+/* Fed byte by byte, the output gives the same content, calls and arguments as
+ * tool_calls_parse on the whole text, with arguments in many fragments. */
+TEST(test_stream_equals_whole) {
+    static const struct {
+        int family;
+        const char *text;
+    } cases[] = {
+        {CHAT_CHATML, "Let me look. \n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Pa}r\\\"is\", "
+                      "\"unit\": \"celsius\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 12, "
+                      "\"b\": -3}}\n</tool_call>"},
+        {CHAT_LLAMA3, "{\"name\": \"add\", \"parameters\": {\"a\": 1, \"b\": [2, {\"c\": null}]}}\n{\"name\": "
+                      "\"get_weather\", \"parameters\": {\"city\": \"x\"}}"},
+        {CHAT_LLAMA3, "<|python_tag|>{\"name\": \"add\", \"parameters\": {\"a\": 100}}"},
+        {CHAT_MISTRAL, "[TOOL_CALLS] [{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}, {\"name\": \"add\", "
+                       "\"arguments\": {\"a\": 3}}]"},
+        {CHAT_GEMMA, "Sure.\n{\"tool_calls\": [{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 22}}]}"},
+        {CHAT_CHATML, "{\"a\": \"<tool_\"} <tool_cal no call"}, /* content only */
+        {CHAT_CHATML, "<tool_call>\n{\"name\": \"add\", \"arguments\": \"{\\\"a\\\": 1}\"}\n</tool_call>"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const char *t = cases[c].text;
+        size_t len = strlen(t);
+        tool_parse whole;
+        bool any = tool_calls_parse(cases[c].family, t, len, tools, 2, &whole);
+        rec r = {0};
+        tool_stream_sink sink = {&r, rec_content, rec_call, rec_args};
+        tool_stream s;
+        tool_stream_init(&s, cases[c].family, tools, 2);
+        for (size_t i = 1; i <= len; i++) CHECK(tool_stream_feed(&s, t, i, i == len, &sink));
+        CHECK(!s.cut);
+        if (!any) {
+            CHECK_EQ_INT(r.n_calls, 0);
+            CHECK_STR_EQ(r.content.p ? r.content.p : "", t); /* all of it is content */
+        } else {
+            CHECK_EQ_INT(r.n_calls, whole.n_calls);
+            CHECK_STR_EQ(r.content.p ? r.content.p : "", whole.content ? whole.content : "");
+            for (size_t k = 0; k < whole.n_calls && k < 4; k++)
+                CHECK_STR_EQ(r.args[k].p ? r.args[k].p : "", whole.calls[k].arguments);
+            if (c != 6) CHECK_MSG(r.n_args_frags > 2 * whole.n_calls, "case %zu: %zu fragments", c, r.n_args_frags);
+        }
+        tool_parse_free(&whole);
+        rec_free(&r);
+    }
+}
+
+/* Content is sent as soon as it cannot start a call, and held while it can. */
+TEST(test_stream_holds_markers) {
+    const char *t = "Hello <tool_";
+    rec r = {0};
+    tool_stream_sink sink = {&r, rec_content, rec_call, rec_args};
+    tool_stream s;
+    tool_stream_init(&s, CHAT_CHATML, tools, 2);
+    CHECK(tool_stream_feed(&s, t, strlen(t), false, &sink));
+    CHECK_STR_EQ(r.content.p, "Hello"); /* the space and the partial marker held */
+    const char *t2 = "Hello <tool_x> more";
+    CHECK(tool_stream_feed(&s, t2, strlen(t2), false, &sink));
+    CHECK_STR_EQ(r.content.p, "Hello <tool_x> more");
+    CHECK(tool_stream_feed(&s, t2, strlen(t2), true, &sink));
+    CHECK_STR_EQ(r.content.p, "Hello <tool_x> more");
+    rec_free(&r);
+    /* a call cut off after it was announced: its fragments are out, cut says so */
+    const char *t3 = "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1";
+    r = (rec){0};
+    tool_stream_init(&s, CHAT_CHATML, tools, 2);
+    CHECK(tool_stream_feed(&s, t3, strlen(t3) - 3, false, &sink));
+    CHECK(tool_stream_feed(&s, t3, strlen(t3), true, &sink));
+    CHECK(s.cut && r.n_calls == 1);
+    CHECK_STR_EQ(r.args[0].p, "{\"a\": 1");
+    rec_free(&r);
 }
 
 /* ---- grammar ---- */
@@ -338,6 +444,8 @@ int main(void) {
     RUN(test_parse_good);
     RUN(test_parse_bad);
     RUN(test_parse_garbage);
+    RUN(test_stream_equals_whole);
+    RUN(test_stream_holds_markers);
     RUN(test_grammar_hermes);
     RUN(test_grammar_families);
     return harness_summary(__FILE__);

@@ -4,15 +4,20 @@
  * DESIGN
  *   The body is parsed (embed_parse.c) and its texts tokenized - with BOS,
  *   special-token text as the special tokens, like kite embed - on the
- *   connection thread, outside any lock.  Then the request takes the
- *   srv_embed mutex (polling, so that a client that leaves, the deadline
- *   --timeout or the drain deadline end the wait: 503 with Retry-After),
- *   creates the embedding context on first use (n_ctx positions, --ctx-size,
- *   with the engine's thread count; an f32 KV cache of its own,
- *   kite_ctx_kv_bytes), embeds its inputs one after the other (kite_ctx_embed
- *   per input, the same bits as one kite_ctx_embed_batch call; the same
- *   checks between inputs) and releases the lock before writing the answer.
- *   Embeddings thus share the CPU with the engine but none of its state.
+ *   connection thread.  Then each input goes to the serving engine as an
+ *   embedding sequence (engine_req.embed: prefilled in the engine's batches
+ *   beside generation, no classifier, pooled there; the vector arrives in
+ *   its DONE event, on the engine thread, and is copied into the answer's
+ *   array).  At most n_parallel inputs of a request are in the engine at
+ *   once: the next is submitted as one finishes, so a request of 2048
+ *   inputs does not queue all of them ahead of the requests that come after
+ *   it (the engine's queue is FCFS).  The connection thread waits in
+ *   SERVER_POLL_MS slices and checks the client, the deadline --timeout and
+ *   the drain deadline (503 with Retry-After); whatever ends the wait, the
+ *   inputs still in the engine are cancelled before the job is freed (no
+ *   callback after engine_cancel).  The engine's rows of a sequence do not
+ *   depend on the batch they share, so an input's vector equals kite
+ *   embed's (kite_ctx_embed) bit for bit, alone or in a batch.
  *
  *   An input longer than n_ctx tokens is a 400 context_length_exceeded; an
  *   unknown "model" a 404 model_not_found.  Floats are written with %.9g,
@@ -20,7 +25,9 @@
  *   float32 bytes (what the openai clients decode).
  *
  * THREADS
- *   Connection threads; the context is used under srv_embed.mu only.
+ *   Connection threads (any number at once); the callback on the engine
+ *   thread writes only its input's row of vec and the job's counters, under
+ *   emb_job.mu.
  */
 #include <math.h>
 #include <pthread.h>
@@ -35,24 +42,39 @@
 #include "embed.h"
 #include "http/http_check.h"
 
-struct srv_embed {
+/* One request's inputs in the engine. */
+typedef struct emb_job {
     pthread_mutex_t mu;
-    kite_ctx *ctx;  /* made by the first request (NULL before, or after a failed creation) */
-};
+    pthread_cond_t cv;
+    float *vec;            /* [n_input][E] the answers (row i written by input i's callback) */
+    int32_t E;
+    int32_t n_done;        /* inputs whose vector arrived (mu) */
+    bool failed;           /* an input ended without a vector (mu) */
+    char errmsg[200];      /* (mu) */
+} emb_job;
 
-int srv_embed_new(srv_embed **out) {
-    srv_embed *e = calloc(1, sizeof *e);
-    if (!e) return err_set(KITE_E_NOMEM, "out of memory");
-    pthread_mutex_init(&e->mu, NULL);
-    *out = e;
-    return KITE_OK;
-}
+typedef struct emb_input {
+    emb_job *job;
+    int32_t index;
+    uint64_t id;           /* engine id; 0 = not submitted */
+} emb_input;
 
-void srv_embed_free(srv_embed *e) {
-    if (!e) return;
-    kite_ctx_free(e->ctx);
-    pthread_mutex_destroy(&e->mu);
-    free(e);
+/* Engine thread: an input's end. */
+static void on_embed(void *user, const engine_event *ev) {
+    emb_input *in = user;
+    emb_job *j = in->job;
+    if (ev->kind == ENGINE_EV_TEXT) return; /* an embedding streams nothing */
+    pthread_mutex_lock(&j->mu);
+    if (ev->kind == ENGINE_EV_DONE && ev->embedding && ev->n_embd == j->E) {
+        memcpy(j->vec + (size_t)in->index * (size_t)j->E, ev->embedding, sizeof *j->vec * (size_t)j->E);
+        j->n_done++;
+    } else if (!j->failed) {
+        j->failed = true;
+        snprintf(j->errmsg, sizeof j->errmsg, "%s",
+                 ev->message ? ev->message : ev->finish_reason ? ev->finish_reason : "no vector");
+    }
+    pthread_cond_signal(&j->cv);
+    pthread_mutex_unlock(&j->mu);
 }
 
 static void eb_floats(textbuf *b, const float *v, int32_t n) {
@@ -119,29 +141,84 @@ static char *answer(const server *s, const embed_request *r, const float *vec, i
     return b.p;
 }
 
-/* Takes the embedding lock, polling every SERVER_POLL_MS: 0 once held, or
- * 503 (*err set) when the deadline or the drain deadline passes first, or -1
- * when the client left (nothing to answer). */
-static int lock_until(server *s, double deadline, struct MHD_Connection *c, oai_error *err) {
-    for (;;) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += SERVER_POLL_MS * 1000000L;
-        ts.tv_sec += ts.tv_nsec / 1000000000L;
-        ts.tv_nsec %= 1000000000L;
-        if (pthread_mutex_timedlock(&s->embed->mu, &ts) == 0) return 0;
-        if (srv_client_state(c) == SRV_CLIENT_GONE) return -1;
-        if (atomic_load(&s->drain_abort)) {
-            oai_error_set(err, 503, "server_error", "server_shutting_down", NULL, "The server is shutting down.");
-            return 503;
+/* Waits (j->mu held) up to SERVER_POLL_MS for an input's end. */
+static void wait_slice(emb_job *j) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += SERVER_POLL_MS * 1000000L;
+    ts.tv_sec += ts.tv_nsec / 1000000000L;
+    ts.tv_nsec %= 1000000000L;
+    pthread_cond_timedwait(&j->cv, &j->mu, &ts);
+}
+
+/* Runs the n inputs (tokens in all, counts in n_tok) through the engine into
+ * vec: 0 when every vector arrived, -1 when the client left, else an HTTP
+ * status with *err set (503 deadline or drain, 400 an input the engine
+ * refuses, 500). */
+static int run_inputs(server *s, struct MHD_Connection *c, const kite_token *all, const int32_t *n_tok, int32_t n,
+                      float *vec, int32_t E, double deadline, oai_error *err) {
+    emb_job j = {.vec = vec, .E = E};
+    emb_input *in = calloc((size_t)n, sizeof *in);
+    if (!in) {
+        oai_error_set(err, 500, "server_error", NULL, NULL, "Out of memory.");
+        return 500;
+    }
+    pthread_mutex_init(&j.mu, NULL);
+    pthread_cond_init(&j.cv, NULL);
+    const int32_t window = s->n_parallel > 0 ? s->n_parallel : 1;
+    int rc = 0;
+    size_t off = 0;
+    int32_t next = 0;
+    pthread_mutex_lock(&j.mu);
+    while (j.n_done < n && !j.failed) {
+        while (next < n && next - j.n_done < window) { /* keep `window` inputs in the engine */
+            pthread_mutex_unlock(&j.mu);
+            in[next] = (emb_input){.job = &j, .index = next};
+            engine_req er = {.prompt = all + off, .n_prompt = n_tok[next], .embed = true,
+                             .embed_params = kite_embed_default_params()};
+            int st = engine_submit(s->eng, &er, on_embed, &in[next], &in[next].id);
+            pthread_mutex_lock(&j.mu);
+            if (st != KITE_OK) {
+                if (st == KITE_E_RANGE)
+                    oai_error_set(err, 400, "invalid_request_error", "context_length_exceeded", NULL,
+                                  "Input %d: %s", (int)next, kite_last_error());
+                else
+                    oai_error_set(err, 500, "server_error", NULL, NULL, "Embedding failed: %s", kite_last_error());
+                rc = err->status;
+                goto out;
+            }
+            off += (size_t)n_tok[next];
+            next++;
         }
-        if (time_now_s() > deadline) {
-            oai_error_set(err, 503, "server_error", "timeout", NULL,
-                          "The request reached its deadline (%d s) waiting for the embedding context: the server is "
-                          "busy.", (int)s->p.timeout_s);
-            return 503;
+        wait_slice(&j);
+        if (j.n_done == n || j.failed) break;
+        if (srv_client_state(c) == SRV_CLIENT_GONE) {
+            rc = -1;
+            break;
+        }
+        if (atomic_load(&s->drain_abort) || time_now_s() > deadline) {
+            const bool drain = atomic_load(&s->drain_abort);
+            oai_error_set(err, 503, "server_error", drain ? "server_shutting_down" : "timeout", NULL,
+                          drain ? "The server is shutting down." :
+                                  "The request reached its deadline (%d s) after %d of its %d inputs.",
+                          (int)s->p.timeout_s, (int)j.n_done, (int)n);
+            rc = 503;
+            break;
         }
     }
+    if (rc == 0 && j.failed) {
+        oai_error_set(err, 500, "server_error", NULL, NULL, "Embedding failed: %s", j.errmsg);
+        rc = 500;
+    }
+out:
+    pthread_mutex_unlock(&j.mu);
+    /* no callback after engine_cancel: then the job may go (finished ids are ignored) */
+    for (int32_t i = 0; i < next; i++)
+        if (in[i].id) engine_cancel(s->eng, in[i].id);
+    pthread_cond_destroy(&j.cv);
+    pthread_mutex_destroy(&j.mu);
+    free(in);
+    return rc;
 }
 
 enum MHD_Result embed_handle(server *s, struct MHD_Connection *c, const char *body, size_t len, bool oai, int *status) {
@@ -197,40 +274,9 @@ enum MHD_Result embed_handle(server *s, struct MHD_Connection *c, const char *bo
         memcpy(all + off, r.ids[i], sizeof *all * (size_t)n_tok[i]);
     if (!(vec = malloc(sizeof *vec * (size_t)r.n_input * (size_t)E))) goto oom;
 
-    int lk = lock_until(s, deadline, c, &err);
-    if (lk < 0) goto gone;
-    if (lk > 0) goto fail;
-    int rc = KITE_OK;
-    if (!s->embed->ctx) {
-        kite_ctx_params cp = kite_ctx_default_params();
-        cp.n_ctx = s->n_ctx;
-        cp.n_threads = s->p.engine.n_threads;
-        rc = kite_ctx_new(s->model, &cp, &s->embed->ctx);
-    }
-    if (rc != KITE_OK) oai_error_set(&err, 500, "server_error", NULL, NULL, "Embedding failed: %s", kite_last_error());
-    /* one input at a time (the same bits as one batch call), checking the
-     * client, the deadline and the drain between inputs */
-    bool left = false;
-    for (int32_t i = 0, off = 0; rc == KITE_OK && i < r.n_input; off += n_tok[i], i++) {
-        if (i > 0 && srv_client_state(c) == SRV_CLIENT_GONE) {
-            left = true;
-            break;
-        }
-        if (i > 0 && (time_now_s() > deadline || atomic_load(&s->drain_abort))) {
-            const bool drain = atomic_load(&s->drain_abort);
-            oai_error_set(&err, 503, "server_error", drain ? "server_shutting_down" : "timeout", NULL,
-                          drain ? "The server is shutting down." :
-                                  "The request reached its deadline (%d s) after %d of its %d inputs.",
-                          (int)s->p.timeout_s, (int)i, (int)r.n_input);
-            rc = KITE_E_STATE;
-            break;
-        }
-        rc = kite_ctx_embed(s->embed->ctx, all + off, n_tok[i], NULL, vec + (size_t)i * (size_t)E);
-        if (rc != KITE_OK) oai_error_set(&err, 500, "server_error", NULL, NULL, "Embedding failed: %s", kite_last_error());
-    }
-    pthread_mutex_unlock(&s->embed->mu);
-    if (left) goto gone;
-    if (rc != KITE_OK) goto fail;
+    int rc = run_inputs(s, c, all, n_tok, r.n_input, vec, E, deadline, &err);
+    if (rc < 0) goto gone;
+    if (rc > 0) goto fail;
     for (size_t i = 0; i < (size_t)r.n_input * (size_t)E; i++)
         if (!isfinite(vec[i])) {
             oai_error_set(&err, 500, "server_error", NULL, NULL, "The model produced a non-finite embedding value.");

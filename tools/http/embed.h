@@ -4,15 +4,15 @@
  *
  * DESIGN
  *   embed_parse.c turns a request body into an embed_request (a pure
- *   function, fuzzed by tests/fuzz/fuzz_embed.c); embed.c answers it on a
- *   kite context of its own (kite_ctx_embed), created on the first request
- *   and shared by the requests under a mutex: embeddings never enter the
- *   continuous-batching engine, whose KV pool and scheduler they would
- *   disturb, and one request runs at a time.
+ *   function, fuzzed by tests/fuzz/fuzz_embed.c); embed.c answers it
+ *   through the serving engine: each input is an embedding sequence
+ *   (engine_req.embed, prefilled in the same batches as generation, pooled
+ *   there), at most n_parallel of a request in flight at once so that a
+ *   large batch interleaves with the traffic queued behind it.
  *
  * THREADS
- *   embed_parse: any thread.  embed_handle: connection threads, serialised
- *   on the srv_embed mutex.
+ *   embed_parse: any thread.  embed_handle: connection threads, any number
+ *   at once (no lock: the engine orders the work).
  */
 #ifndef KITE_TOOLS_HTTP_EMBED_H
 #define KITE_TOOLS_HTTP_EMBED_H
@@ -46,11 +46,6 @@ void embed_request_free(embed_request *r);
 /* Base64 (RFC 4648, padded) of n floats as little-endian float32: a
  * malloc'd NUL-terminated string, or NULL on OOM. */
 char *embed_base64_f32(const float *v, size_t n);
-
-/* The server's embedding state: created by server_start, its context made by the first request. */
-typedef struct srv_embed srv_embed;
-int srv_embed_new(srv_embed **out /* OUT */);
-void srv_embed_free(srv_embed *e); /* NULL is a no-op */
 
 /* Answers POST /v1/embeddings (oai) or /embedding with the full body. */
 enum MHD_Result embed_handle(server *s, struct MHD_Connection *c, const char *body, size_t len, bool oai,

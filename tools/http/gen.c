@@ -13,6 +13,10 @@
  *     - answers at once with a callback response (SSE) whose reader takes
  *       everything queued so far and turns it into one chunk, so a slow
  *       client gets fewer, larger chunks instead of holding up the engine.
+ *   A chat request with tools streams its calls as they are decoded: the
+ *   connection thread keeps each choice's whole text and feeds it to the
+ *   choice's tool_stream (tool_calls.h), which says what is content, when a
+ *   call begins and which bytes are its arguments (sse_tools).
  *   Both wait in SERVER_POLL_MS slices and check that the client is still
  *   connected; if it is not (or a write fails), the request is cancelled
  *   when its last reference goes (gen_req_release), freeing its KV blocks.
@@ -64,6 +68,9 @@ typedef struct gen_choice {
     /* SSE output state (connection thread only) */
     bool finish_sent;
     int64_t text_offset;           /* completions logprobs: bytes of this choice's tokens so far */
+    tool_stream ts;                /* a tools request: the calls parsed from the text so far */
+    char *tacc;                    /* a tools request: all the text so far (ts reads it again) */
+    size_t tlen, tcap;
 } gen_choice;
 
 struct gen_req {
@@ -134,6 +141,7 @@ void gen_req_release(gen_req *g) {
     for (int32_t i = 0; i < SERVER_MAX_N; i++) {
         free(g->ch[i].text);
         free(g->ch[i].lp);
+        free(g->ch[i].tacc);
     }
     free(g->out);
     free(g);
@@ -191,8 +199,7 @@ static void gen_on_event(void *user, const engine_event *ev) {
             g->failed = g->done = true;
             snprintf(g->errmsg, sizeof g->errmsg, "out of memory");
         }
-        /* with tools a choice's text is held until it ends (tool_calls chunks, docs/http.md) */
-        if (g->req.tool_choice == OAI_TOOLS_OFF) g->pending += ev->len + (ev->logprobs != NULL);
+        g->pending += ev->len + (ev->logprobs != NULL);
     } else if (!ch->done) {
         ch->done = true;
         g->n_done++;
@@ -492,21 +499,18 @@ static void tool_call_id(const gen_req *g, int32_t choice, size_t k, char *buf, 
     }
 }
 
-/* message.tool_calls, or (stream) delta.tool_calls with "index" and the
- * arguments in a chunk of their own (part 0: index, id, type, name,
- * arguments ""; part 1: index, arguments). */
-static cJSON *tool_calls_json(const gen_req *g, int32_t choice, const tool_parse *tp, bool stream) {
+/* message.tool_calls. */
+static cJSON *tool_calls_json(const gen_req *g, int32_t choice, const tool_parse *tp) {
     cJSON *arr = cJSON_CreateArray();
     for (size_t k = 0; k < tp->n_calls; k++) {
         char id[48];
         tool_call_id(g, choice, k, id, sizeof id);
         cJSON *o = cJSON_CreateObject();
-        if (stream) cJSON_AddNumberToObject(o, "index", (double)k);
         cJSON_AddStringToObject(o, "id", id);
         cJSON_AddStringToObject(o, "type", "function");
         cJSON *f = cJSON_AddObjectToObject(o, "function");
         cJSON_AddStringToObject(f, "name", tp->calls[k].name);
-        cJSON_AddStringToObject(f, "arguments", stream ? "" : tp->calls[k].arguments);
+        cJSON_AddStringToObject(f, "arguments", tp->calls[k].arguments);
         cJSON_AddItemToArray(arr, o);
     }
     return arr;
@@ -527,7 +531,7 @@ static char *final_json(const gen_req *g) {
             cJSON_AddStringToObject(m, "role", "assistant");
             if (tp.content) cJSON_AddStringToObject(m, "content", tp.content);
             else cJSON_AddNullToObject(m, "content");
-            cJSON_AddItemToObject(m, "tool_calls", tool_calls_json(g, i, &tp, false));
+            cJSON_AddItemToObject(m, "tool_calls", tool_calls_json(g, i, &tp));
             tool_parse_free(&tp);
             finish = "tool_calls";
         } else if (g->req.chat) {
@@ -604,37 +608,75 @@ static bool sse_chunk(gen_req *g, gen_choice *ch, const char *text, size_t len, 
     return sse_emit(g, o);
 }
 
-/* Streams a finished choice of a tools request (its text was held): the
- * content (the text before the calls, or all of it), then each call in two
- * chunks as OpenAI streams them (index, id, type, name and empty arguments;
- * then the arguments); finish_reason "tool_calls" when there were calls. */
-static bool sse_tools(gen_req *g, gen_choice *ch, const char *text, size_t len) {
-    tool_parse tp;
-    if (!choice_tool_calls(g, text, len, &tp)) return !len || sse_chunk(g, ch, text, len, NULL, 0, NULL, false);
-    bool ok = !tp.content || sse_chunk(g, ch, tp.content, strlen(tp.content), NULL, 0, NULL, false);
-    cJSON *all = tool_calls_json(g, ch->index, &tp, true);
-    for (size_t k = 0; ok && k < tp.n_calls; k++)
-        for (int part = 0; ok && part < 2; part++) {
-            cJSON *o = base_json(g, "chat.completion.chunk");
-            cJSON *c = cJSON_CreateObject();
-            cJSON_AddNumberToObject(c, "index", ch->index);
-            cJSON *arr = cJSON_AddArrayToObject(cJSON_AddObjectToObject(c, "delta"), "tool_calls");
-            cJSON *call = part == 0 ? cJSON_Duplicate(cJSON_GetArrayItem(all, (int)k), true) : cJSON_CreateObject();
-            if (part == 1) {
-                cJSON_AddNumberToObject(call, "index", (double)k);
-                cJSON_AddStringToObject(cJSON_AddObjectToObject(call, "function"), "arguments", tp.calls[k].arguments);
-            }
-            cJSON_AddItemToArray(arr, call);
-            cJSON_AddNullToObject(c, "logprobs");
-            cJSON_AddNullToObject(c, "finish_reason");
-            cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "choices"), c);
-            if (g->req.include_usage) cJSON_AddNullToObject(o, "usage");
-            ok = sse_emit(g, o);
-        }
-    cJSON_Delete(all);
-    tool_parse_free(&tp);
-    snprintf(ch->finish, sizeof ch->finish, "tool_calls");
-    return ok;
+/* ---- streamed tool calls: the sink of ch->ts (tool_calls.h) ---- */
+
+typedef struct tool_sse {
+    gen_req *g;
+    gen_choice *ch;
+} tool_sse;
+
+static bool tool_sse_content(void *u, const char *s, size_t n) {
+    tool_sse *t = u;
+    return sse_chunk(t->g, t->ch, s, n, NULL, 0, NULL, false);
+}
+
+/* One chunk whose delta.tool_calls holds call k: the first with index, id,
+ * type, name and arguments "" (name != NULL), the next ones with index and a
+ * fragment of the arguments, as OpenAI streams them. */
+static bool tool_sse_part(gen_req *g, gen_choice *ch, size_t k, const char *name, const char *frag, size_t n) {
+    char *a = NULL;
+    if (frag && !(a = malloc(n + 1))) return false;
+    if (a) {
+        memcpy(a, frag, n);
+        a[n] = '\0';
+    }
+    cJSON *o = base_json(g, "chat.completion.chunk");
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddNumberToObject(c, "index", ch->index);
+    cJSON *call = cJSON_CreateObject();
+    cJSON_AddNumberToObject(call, "index", (double)k);
+    if (name) {
+        char id[48];
+        tool_call_id(g, ch->index, k, id, sizeof id);
+        cJSON_AddStringToObject(call, "id", id);
+        cJSON_AddStringToObject(call, "type", "function");
+    }
+    cJSON *f = cJSON_AddObjectToObject(call, "function");
+    if (name) cJSON_AddStringToObject(f, "name", name);
+    cJSON_AddStringToObject(f, "arguments", a ? a : "");
+    free(a);
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(cJSON_AddObjectToObject(c, "delta"), "tool_calls"), call);
+    cJSON_AddNullToObject(c, "logprobs");
+    cJSON_AddNullToObject(c, "finish_reason");
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "choices"), c);
+    if (g->req.include_usage) cJSON_AddNullToObject(o, "usage");
+    return sse_emit(g, o);
+}
+
+static bool tool_sse_call(void *u, size_t k, const char *name) {
+    tool_sse *t = u;
+    return tool_sse_part(t->g, t->ch, k, name, NULL, 0);
+}
+
+static bool tool_sse_args(void *u, size_t k, const char *s, size_t n) {
+    tool_sse *t = u;
+    return tool_sse_part(t->g, t->ch, k, NULL, s, n);
+}
+
+/* Streams the new text of a choice of a tools request: appended to all its
+ * text so far, which the choice's tool_stream reads again; content as soon
+ * as it cannot be the start of a call, each call's header once its name is
+ * complete, its arguments as they are decoded.  final: the choice ended;
+ * finish_reason "tool_calls" when there were calls ("length" when the last
+ * one was cut off). */
+static bool sse_tools(gen_req *g, gen_choice *ch, const char *text, size_t len, bool final) {
+    if (len && !buf_append(&ch->tacc, &ch->tlen, &ch->tcap, text, len)) return false;
+    if (!ch->tacc && !final) return true;
+    tool_sse t = {g, ch};
+    tool_stream_sink sink = {&t, tool_sse_content, tool_sse_call, tool_sse_args};
+    if (!tool_stream_feed(&ch->ts, ch->tacc ? ch->tacc : "", ch->tlen, final, &sink)) return false;
+    if (final && ch->ts.n_calls) snprintf(ch->finish, sizeof ch->finish, "%s", ch->ts.cut ? "length" : "tool_calls");
+    return true;
 }
 
 /* The finish chunk of ch, once. */
@@ -730,10 +772,6 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
         bool tools = g->req.chat && g->req.tool_choice != OAI_TOOLS_OFF;
         for (int32_t i = 0; i < g->n_choices; i++) {
             gen_choice *ch = &g->ch[i];
-            if (tools && !ch->done) { /* held until the choice ends (sse_tools) */
-                memset(&take[i], 0, sizeof take[i]);
-                continue;
-            }
             take[i].text = ch->text;
             take[i].len = ch->len;
             take[i].lp = ch->lp;
@@ -752,8 +790,8 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
         bool ok = true;
         for (int32_t i = 0; i < g->n_choices; i++) {
             /* text before a failure still goes out */
-            if (ok && tools && take[i].ended && !g->ch[i].finish_sent)
-                ok = sse_tools(g, &g->ch[i], take[i].text, take[i].len);
+            if (ok && tools && !g->ch[i].finish_sent)
+                ok = sse_tools(g, &g->ch[i], take[i].text, take[i].len, take[i].ended && !failed);
             else if (ok && (take[i].len || take[i].n_lp))
                 ok = sse_chunk(g, &g->ch[i], take[i].text, take[i].len, take[i].lp, take[i].n_lp, NULL, false);
             if (ok && take[i].ended && !failed) ok = sse_finish(g, &g->ch[i]);
@@ -1060,6 +1098,7 @@ enum MHD_Result gen_handle(server *s, struct MHD_Connection *c, const char *body
         er.sampling.n_logit_bias = r->n_logit_bias;
         ch->g = g;
         ch->index = i;
+        if (chat && r->tool_choice != OAI_TOOLS_OFF) tool_stream_init(&ch->ts, s->chat_family, r->tools, r->n_tools);
         if (i == 0) g->t_submit = time_now_s();
         int st = engine_submit(s->eng, &er, gen_on_event, ch, &ch->eng_id);
         if (st != KITE_OK) kite_grammar_free(kg);

@@ -75,8 +75,10 @@ char *metrics_text(server *s) {
     text t = {.p = malloc(4096), .cap = 4096};
     if (!t.p) return NULL;
     t.p[0] = '\0';
-    metric(&t, "kite_requests_total", "counter", "Generation requests submitted to the engine.", (double)st.requests_total);
-    metric(&t, "kite_requests_done_total", "counter", "Generation requests finished in any way.", (double)st.requests_done);
+    metric(&t, "kite_requests_total", "counter", "Sequences submitted to the engine (generation requests and embedding inputs).",
+           (double)st.requests_total);
+    metric(&t, "kite_requests_done_total", "counter", "Engine sequences finished in any way.", (double)st.requests_done);
+    metric(&t, "kite_embedding_inputs_total", "counter", "Embedding inputs submitted to the engine.", (double)st.embed_total);
     metric(&t, "kite_tokens_in_total", "counter", "Prompt tokens of admitted requests.", (double)st.tokens_in);
     metric(&t, "kite_tokens_out_total", "counter", "Generated tokens.", (double)st.tokens_out);
     metric(&t, "kite_prefix_cache_hit_tokens_total", "counter",

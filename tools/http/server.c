@@ -978,7 +978,6 @@ int server_start(kite_model *model, const server_params *params, server **out) {
     s->p.chat_template = NULL;
     if ((st = chat_family_for_model(model, params->chat_template, &s->chat_family)) != KITE_OK) goto fail;
     if ((st = chat_tokenizer_new(model, &s->ctok)) != KITE_OK) goto fail;
-    if ((st = srv_embed_new(&s->embed)) != KITE_OK) goto fail;
 
     kite_model_info info;
     kite_model_get_info(model, &info);
@@ -1086,7 +1085,6 @@ void server_stop(server *s) {
     gate_free(s->gate);
     tok_pool_free(s->tok);
     engine_free(s->eng);
-    srv_embed_free(s->embed);
     chat_tokenizer_free(s->ctok);
     free(s->api_key);
     free(s->model_id);

@@ -8,8 +8,8 @@
  *   gen.c      generation requests: the per-request queue filled by the
  *              engine callback, waiting, non-streaming answers, SSE streams
  *   metrics.c  Prometheus text
- *   embed.c    embeddings (/v1/embeddings, /embedding) on a context of their own;
- *              embed_parse.c parses their bodies (embed.h)
+ *   embed.c    embeddings (/v1/embeddings, /embedding) through the engine (prefill-only
+ *              sequences); embed_parse.c parses their bodies (embed.h)
  *
  * THREADS
  *   A srv_conn belongs to one connection thread.  A gen_req is shared by
@@ -105,7 +105,6 @@ struct server {
     srv_hist h_queue, h_ttft, h_itl, h_e2e;  /* seconds: arrival -> admission, -> first token, between tokens,
                                                 arrival -> end */
     char start_error[160];                   /* first MHD message while starting */
-    struct srv_embed *embed;                 /* owned: the embeddings context and its lock (embed.h) */
 };
 
 /* ---- OpenAI errors ---- */

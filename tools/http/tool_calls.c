@@ -128,16 +128,9 @@ int tool_grammar_gbnf(int family, const chat_tool *tools, size_t n, int named, b
     return KITE_OK;
 }
 
-/* ---- parser -------------------------------------------------------------------- */
+/* ---- parser (incremental; tool_calls_parse is one final feed) ------------------ */
 
 static bool ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-
-static const char *find(const char *s, const char *end, const char *needle) {
-    size_t n = strlen(needle);
-    for (const char *p = s; p + n <= end; p++)
-        if (!memcmp(p, needle, n)) return p;
-    return NULL;
-}
 
 static bool known(const chat_tool *tools, size_t n, const char *name) {
     for (size_t i = 0; i < n; i++)
@@ -145,146 +138,401 @@ static bool known(const chat_tool *tools, size_t n, const char *name) {
     return false;
 }
 
-/* Parses one JSON value at text[*pos..len) (leading white space skipped);
- * NULL if there is none.  *pos moves past it. */
-static cJSON *json_at(const char *text, size_t len, size_t *pos) {
-    while (*pos < len && ws(text[*pos])) (*pos)++;
-    if (*pos >= len) return NULL;
-    const char *end = NULL;
-    cJSON *v = cJSON_ParseWithLengthOpts(text + *pos, len - *pos, &end, false);
-    if (!v) return NULL;
-    if (end && end > text + *pos && end <= text + len) *pos = (size_t)(end - text);
-    else *pos = len;
-    return v;
+enum { TS_SCAN, TS_H_OPEN, TS_L3_START, TS_L3_NEXT, TS_LIST_OPEN, TS_LIST_ITEM, TS_LIST_NEXT, TS_CALL, TS_TEXT, TS_STOP };
+enum { CS_MORE, CS_BAD, CS_DONE };
+
+/* Whether a marker starts at t[p]: its length, 0 (no), -1 (the text ends
+ * inside what may still become one).  ' ' in a pattern is white space*. */
+static long marker_at(int fmt, const char *t, size_t len, size_t p) {
+    const char *pat = fmt == CHAT_TOOLS_HERMES ? "<tool_call>" : fmt == CHAT_TOOLS_MISTRAL ? "[TOOL_CALLS]"
+                                                                                          : "{ \"tool_calls\" :";
+    size_t q = p;
+    for (const char *c = pat; *c; c++) {
+        if (*c == ' ') {
+            while (q < len && ws(t[q])) q++;
+            continue;
+        }
+        if (q == len) return -1;
+        if (t[q] != *c) return 0;
+        q++;
+    }
+    return (long)(q - p);
 }
 
-/* Adds the call in object o ({"name": ..., "arguments"|"parameters": ...}). */
-static bool add_call(tool_parse *p, const cJSON *o, const chat_tool *tools, size_t n_tools, bool need_known) {
-    if (!cJSON_IsObject(o)) return false;
-    const cJSON *name = cJSON_GetObjectItemCaseSensitive(o, "name");
-    const cJSON *args = cJSON_GetObjectItemCaseSensitive(o, "arguments");
-    if (!args) args = cJSON_GetObjectItemCaseSensitive(o, "parameters");
-    if (!cJSON_IsString(name) || !name->valuestring[0] || !args) return false;
-    if (need_known && !known(tools, n_tools, name->valuestring)) return false;
-    char *a = NULL;
-    if (cJSON_IsObject(args)) {
-        a = cJSON_PrintUnformatted(args);
-    } else if (cJSON_IsString(args)) { /* arguments as a JSON string: must hold an object */
-        cJSON *inner = cJSON_Parse(args->valuestring);
-        if (cJSON_IsObject(inner)) a = cJSON_PrintUnformatted(inner);
-        cJSON_Delete(inner);
-        if (!a) return false;
+/* The end of the JSON value at t[p] (p < len): CS_DONE with *end set,
+ * CS_MORE when the text ends inside it, CS_BAD.  Only the extent is found
+ * (strings, nesting); cJSON validates the whole call at its end. */
+static int value_end(const char *t, size_t len, size_t p, size_t *end) {
+    char c = t[p];
+    if (c == '"') {
+        for (size_t q = p + 1; q < len; q++) {
+            if (t[q] == '\\') q++;
+            else if (t[q] == '"') {
+                *end = q + 1;
+                return CS_DONE;
+            }
+        }
+        return CS_MORE;
+    }
+    if (c == '{' || c == '[') {
+        size_t depth = 0;
+        bool str = false;
+        for (size_t q = p; q < len; q++) {
+            char d = t[q];
+            if (str) {
+                if (d == '\\') q++;
+                else if (d == '"') str = false;
+            } else if (d == '"') {
+                str = true;
+            } else if (d == '{' || d == '[') {
+                depth++;
+            } else if ((d == '}' || d == ']') && --depth == 0) {
+                *end = q + 1;
+                return CS_DONE;
+            }
+        }
+        return CS_MORE;
+    }
+    if (c == '}' || c == ']' || c == ',' || c == ':') return CS_BAD;
+    size_t q = p;
+    while (q < len && !ws(t[q]) && t[q] != ',' && t[q] != '}' && t[q] != ']') q++;
+    if (q == len) return CS_MORE;
+    *end = q;
+    return CS_DONE;
+}
+
+/* One call object from t[at] == '{' as far as the text goes: the spans of
+ * the first "name" (when a string) and of the first "arguments" or
+ * "parameters" value (args_end 0 while it is open), and the object's end. */
+typedef struct call_scan {
+    int st;                    /* CS_MORE, CS_BAD, CS_DONE */
+    size_t name_off, name_end; /* the name's string token; 0 = none */
+    size_t args_off, args_end; /* the arguments value; 0 = none / open */
+    size_t end;                /* past the object's '}' (CS_DONE) */
+} call_scan;
+
+static void scan_call(const char *t, size_t len, size_t at, call_scan *cs) {
+    memset(cs, 0, sizeof *cs);
+    cs->st = CS_MORE;
+    bool seen_name = false;
+    size_t p = at + 1;
+#define SKIP_WS()                                                                                                      \
+    do {                                                                                                               \
+        while (p < len && ws(t[p])) p++;                                                                               \
+        if (p >= len) return;                                                                                          \
+    } while (0)
+    for (bool first = true;; first = false) {
+        SKIP_WS();
+        if (t[p] == '}' && first) {
+            cs->end = p + 1;
+            cs->st = CS_DONE;
+            return;
+        }
+        if (t[p] != '"') {
+            cs->st = CS_BAD;
+            return;
+        }
+        size_t kend = 0;
+        int st = value_end(t, len, p, &kend);
+        if (st != CS_DONE) {
+            cs->st = st;
+            return;
+        }
+        const char *k = t + p + 1;
+        size_t kn = kend - p - 2;
+        p = kend;
+        SKIP_WS();
+        if (t[p] != ':') {
+            cs->st = CS_BAD;
+            return;
+        }
+        p++;
+        SKIP_WS();
+        size_t v0 = p, vend = 0;
+        st = value_end(t, len, p, &vend);
+        bool is_args = (kn == 9 && !memcmp(k, "arguments", 9)) || (kn == 10 && !memcmp(k, "parameters", 10));
+        if (is_args && !cs->args_off) {
+            cs->args_off = v0;
+            cs->args_end = st == CS_DONE ? vend : 0;
+        }
+        if (st != CS_DONE) {
+            cs->st = st;
+            return;
+        }
+        if (kn == 4 && !memcmp(k, "name", 4) && !seen_name) {
+            seen_name = true;
+            if (t[v0] == '"') {
+                cs->name_off = v0;
+                cs->name_end = vend;
+            }
+        }
+        p = vend;
+        SKIP_WS();
+        if (t[p] == '}') {
+            cs->end = p + 1;
+            cs->st = CS_DONE;
+            return;
+        }
+        if (t[p] != ',') {
+            cs->st = CS_BAD;
+            return;
+        }
+        p++;
+    }
+#undef SKIP_WS
+}
+
+/* The decoded name of a scanned call (malloc'd), NULL if none or empty. */
+static char *call_name(const char *t, const call_scan *cs) {
+    if (!cs->name_off) return NULL;
+    cJSON *v = cJSON_ParseWithLength(t + cs->name_off, cs->name_end - cs->name_off);
+    char *n = cJSON_IsString(v) && v->valuestring[0] ? strdup(v->valuestring) : NULL;
+    cJSON_Delete(v);
+    return n;
+}
+
+void tool_stream_init(tool_stream *s, int family, const chat_tool *tools, size_t n_tools) {
+    memset(s, 0, sizeof *s);
+    s->fmt = chat_tool_format(family);
+    s->tools = tools;
+    s->n_tools = n_tools;
+    s->mode = s->fmt == CHAT_TOOLS_LLAMA3 ? TS_L3_START : TS_SCAN;
+}
+
+/* Not a call where one was expected: before any call the whole text is content. */
+static void ts_fail(tool_stream *s) { s->mode = s->n_calls ? TS_STOP : TS_TEXT; }
+
+static bool ts_content(tool_stream *s, const char *t, size_t to, const tool_stream_sink *k) {
+    if (to <= s->content_end) return true;
+    bool ok = k->content(k->user, t + s->content_end, to - s->content_end);
+    s->content_end = to;
+    return ok;
+}
+
+static bool ts_args(tool_stream *s, const char *t, size_t to, const tool_stream_sink *k) {
+    if (to <= s->args_sent) return true;
+    bool ok = k->args(k->user, s->n_calls - 1, t + s->args_sent, to - s->args_sent);
+    s->args_sent = to;
+    return ok;
+}
+
+/* The call at s->call_start: header and arguments as far as they go. */
+static bool ts_call(tool_stream *s, const char *t, size_t len, bool final, const tool_stream_sink *k) {
+    call_scan cs;
+    scan_call(t, len, s->call_start, &cs);
+    if (cs.st == CS_BAD) {
+        if (s->committed) s->mode = TS_STOP; /* streamed already: it stays a call */
+        else ts_fail(s);
+        s->committed = false;
+        return true;
+    }
+    if (cs.st == CS_MORE) {
+        if (final) { /* cut off (max_tokens): dropped unless already streamed */
+            bool ok = true;
+            if (s->committed) {
+                ok = ts_args(s, t, cs.args_end ? cs.args_end : len, k);
+                s->cut = true;
+                s->mode = TS_STOP;
+            } else {
+                ts_fail(s);
+            }
+            s->committed = false;
+            return ok;
+        }
+        if (!s->committed && cs.args_off && t[cs.args_off] == '{') {
+            char *name = call_name(t, &cs);
+            if (name && (s->fmt != CHAT_TOOLS_LLAMA3 || known(s->tools, s->n_tools, name))) {
+                s->n_calls++;
+                s->committed = true;
+                s->args_sent = cs.args_off;
+                bool ok = k->call(k->user, s->n_calls - 1, name);
+                free(name);
+                if (!ok) return false;
+            } else {
+                free(name);
+            }
+        }
+        return !s->committed || ts_args(s, t, cs.args_end ? cs.args_end : len, k);
+    }
+    /* complete: validated as a whole, then sent (or the rest of it) */
+    bool ok = true;
+    if (s->committed) {
+        ok = ts_args(s, t, cs.args_end, k);
     } else {
-        return false;
+        cJSON *o = cJSON_ParseWithLength(t + s->call_start, cs.end - s->call_start);
+        char *name = cJSON_IsObject(o) ? call_name(t, &cs) : NULL;
+        char *inner = NULL; /* arguments given as a JSON string holding an object */
+        bool good = name && cs.args_off && (s->fmt != CHAT_TOOLS_LLAMA3 || known(s->tools, s->n_tools, name));
+        if (good && t[cs.args_off] == '"') {
+            cJSON *v = cJSON_ParseWithLength(t + cs.args_off, cs.args_end - cs.args_off);
+            cJSON *in = cJSON_IsString(v) ? cJSON_Parse(v->valuestring) : NULL;
+            if (cJSON_IsObject(in)) inner = strdup(v->valuestring);
+            good = inner != NULL;
+            cJSON_Delete(in);
+            cJSON_Delete(v);
+        } else if (good) {
+            good = t[cs.args_off] == '{';
+        }
+        cJSON_Delete(o);
+        if (!good) {
+            free(name);
+            free(inner);
+            ts_fail(s);
+            return true;
+        }
+        s->n_calls++;
+        ok = k->call(k->user, s->n_calls - 1, name);
+        if (ok && inner) ok = k->args(k->user, s->n_calls - 1, inner, strlen(inner));
+        else if (ok) {
+            s->args_sent = cs.args_off;
+            ok = ts_args(s, t, cs.args_end, k);
+        }
+        free(name);
+        free(inner);
     }
-    tool_parsed_call *q = realloc(p->calls, (p->n_calls + 1) * sizeof *q);
-    char *nm = strdup(name->valuestring);
-    if (!a || !q || !nm) {
-        if (q) p->calls = q;
-        free(a);
-        free(nm);
-        return false;
+    s->committed = false;
+    s->pos = cs.end;
+    s->mode = s->fmt == CHAT_TOOLS_HERMES ? TS_SCAN : s->fmt == CHAT_TOOLS_LLAMA3 ? TS_L3_NEXT : TS_LIST_NEXT;
+    return ok;
+}
+
+bool tool_stream_feed(tool_stream *s, const char *t, size_t len, bool final, const tool_stream_sink *k) {
+    static const char tag[] = "<|python_tag|>";
+    for (;;) {
+        size_t p = s->pos;
+        switch (s->mode) {
+        case TS_STOP:
+            return true;
+        case TS_TEXT:
+            return ts_content(s, t, len, k);
+        case TS_SCAN: { /* content (before the first call) up to a marker */
+            long m = 0;
+            for (; p < len; p++)
+                if ((m = marker_at(s->fmt, t, len, p)) != 0) break;
+            if (m < 0 && final) m = 0, p = len; /* a marker that never came */
+            size_t held = p;                     /* white space before a call is not content */
+            while (held > s->content_end && ws(t[held - 1])) held--;
+            if (!s->n_calls && !ts_content(s, t, p == len && final ? len : held, k)) return false;
+            if (m <= 0) {
+                s->pos = p;
+                if (final) s->mode = TS_STOP;
+                if (final || m < 0 || p == len) return true;
+            }
+            s->pos = p + (size_t)m;
+            s->mode = s->fmt == CHAT_TOOLS_HERMES ? TS_H_OPEN : TS_LIST_OPEN;
+            break;
+        }
+        case TS_L3_START:
+        case TS_L3_NEXT:
+        case TS_H_OPEN:
+        case TS_LIST_OPEN:
+        case TS_LIST_ITEM:
+        case TS_LIST_NEXT:
+            while (p < len && (ws(t[p]) || (s->mode == TS_L3_NEXT && t[p] == ';'))) p++;
+            s->pos = p;
+            if (s->mode == TS_L3_START && p < len && t[p] == '<') {
+                size_t n = len - p < sizeof tag - 1 ? len - p : sizeof tag - 1;
+                if (memcmp(t + p, tag, n)) {
+                    ts_fail(s);
+                } else if (n == sizeof tag - 1) {
+                    s->pos = p + n;
+                    s->mode = TS_L3_NEXT;
+                } else if (final) {
+                    ts_fail(s);
+                } else {
+                    return true;
+                }
+                break;
+            }
+            if (p == len) {
+                if (!final) return true;
+                ts_fail(s);
+                break;
+            }
+            if (s->mode == TS_LIST_OPEN) {
+                if (t[p] == '[') s->pos = p + 1, s->mode = TS_LIST_ITEM;
+                else ts_fail(s);
+            } else if (s->mode == TS_LIST_NEXT) {
+                if (t[p] == ',') s->pos = p + 1, s->mode = TS_LIST_ITEM;
+                else s->mode = TS_STOP;
+            } else if (t[p] == '{') {
+                s->call_start = p;
+                s->mode = TS_CALL;
+            } else {
+                ts_fail(s);
+            }
+            break;
+        case TS_CALL:
+            if (!ts_call(s, t, len, final, k)) return false;
+            if (s->mode == TS_CALL) return true; /* waits for more text */
+            break;
+        }
     }
-    p->calls = q;
-    p->calls[p->n_calls++] = (tool_parsed_call){nm, a};
+}
+
+/* ---- the whole text at once ---- */
+
+typedef struct collect {
+    tool_parse *p;
+    textbuf content, args; /* args: the current (last) call's */
+    bool oom;
+} collect;
+
+static void collect_close(collect *c) {
+    if (c->p->n_calls && !c->p->calls[c->p->n_calls - 1].arguments) {
+        if (c->args.oom) c->oom = true;
+        c->p->calls[c->p->n_calls - 1].arguments = c->args.p ? c->args.p : strdup("");
+        if (!c->p->calls[c->p->n_calls - 1].arguments) c->oom = true;
+    }
+    memset(&c->args, 0, sizeof c->args);
+}
+
+static bool collect_content(void *u, const char *s, size_t n) {
+    textbuf_putn(&((collect *)u)->content, s, n);
     return true;
 }
 
-static void parse_hermes(tool_parse *p, const char *text, size_t len, const chat_tool *tools, size_t n_tools) {
-    const char *end = text + len;
-    const char *at = find(text, end, "<tool_call>");
-    while (at) {
-        size_t pos = (size_t)(at - text) + strlen("<tool_call>");
-        cJSON *o = json_at(text, len, &pos);
-        bool ok = o && add_call(p, o, tools, n_tools, false);
-        cJSON_Delete(o);
-        if (!ok) return;
-        at = find(text + pos, end, "<tool_call>");
+static bool collect_call(void *u, size_t k, const char *name) {
+    collect *c = u;
+    (void)k;
+    collect_close(c);
+    tool_parsed_call *q = realloc(c->p->calls, (c->p->n_calls + 1) * sizeof *q);
+    char *nm = strdup(name);
+    if (!q || !nm) {
+        if (q) c->p->calls = q;
+        free(nm);
+        c->oom = true;
+        return false;
     }
+    c->p->calls = q;
+    c->p->calls[c->p->n_calls++] = (tool_parsed_call){nm, NULL};
+    return true;
 }
 
-static void parse_llama3(tool_parse *p, const char *text, size_t len, size_t pos, const chat_tool *tools,
-                         size_t n_tools) {
-    static const char tag[] = "<|python_tag|>";
-    if (len - pos >= sizeof tag - 1 && !memcmp(text + pos, tag, sizeof tag - 1)) pos += sizeof tag - 1;
-    for (;;) {
-        while (pos < len && (ws(text[pos]) || text[pos] == ';')) pos++;
-        if (pos >= len || text[pos] != '{') return;
-        cJSON *o = json_at(text, len, &pos);
-        bool ok = o && add_call(p, o, tools, n_tools, true);
-        cJSON_Delete(o);
-        if (!ok) return;
-    }
-}
-
-/* A list of call objects at text[pos]: "[" obj ("," obj)* "]", stopping at the first bad one. */
-static void parse_list(tool_parse *p, const char *text, size_t len, size_t pos, const chat_tool *tools,
-                       size_t n_tools) {
-    while (pos < len && ws(text[pos])) pos++;
-    if (pos >= len || text[pos] != '[') return;
-    pos++;
-    for (;;) {
-        cJSON *o = json_at(text, len, &pos);
-        bool ok = o && add_call(p, o, tools, n_tools, false);
-        cJSON_Delete(o);
-        if (!ok) return;
-        while (pos < len && ws(text[pos])) pos++;
-        if (pos >= len || text[pos] != ',') return;
-        pos++;
-    }
+static bool collect_args(void *u, size_t k, const char *s, size_t n) {
+    (void)k;
+    textbuf_putn(&((collect *)u)->args, s, n);
+    return true;
 }
 
 bool tool_calls_parse(int family, const char *text, size_t len, const chat_tool *tools, size_t n_tools,
                       tool_parse *out) {
     memset(out, 0, sizeof *out);
     if (!text) return false;
-    const char *end = text + len;
-    const char *start = NULL; /* where the calls begin: the content is the text before */
-    size_t lead = 0;
-    while (lead < len && ws(text[lead])) lead++;
-    switch (chat_tool_format(family)) {
-    case CHAT_TOOLS_HERMES:
-        start = find(text, end, "<tool_call>");
-        if (start) parse_hermes(out, text, len, tools, n_tools);
-        break;
-    case CHAT_TOOLS_LLAMA3:
-        start = text + lead;
-        parse_llama3(out, text, len, lead, tools, n_tools);
-        break;
-    case CHAT_TOOLS_MISTRAL:
-        start = find(text, end, "[TOOL_CALLS]");
-        if (start) parse_list(out, text, len, (size_t)(start - text) + strlen("[TOOL_CALLS]"), tools, n_tools);
-        break;
-    default:
-        /* {"tool_calls": [...]}: the first '{' whose object names tool_calls */
-        for (const char *q = text; q < end; q++) {
-            if (*q != '{') continue;
-            size_t pos = (size_t)(q - text) + 1;
-            while (pos < len && ws(text[pos])) pos++;
-            static const char key[] = "\"tool_calls\"";
-            if (len - pos < sizeof key - 1 || memcmp(text + pos, key, sizeof key - 1)) continue;
-            pos += sizeof key - 1;
-            while (pos < len && ws(text[pos])) pos++;
-            if (pos >= len || text[pos] != ':') continue;
-            start = q;
-            parse_list(out, text, len, pos + 1, tools, n_tools);
-            break;
-        }
-    }
-    if (out->n_calls == 0) {
+    collect c = {.p = out};
+    tool_stream_sink sink = {&c, collect_content, collect_call, collect_args};
+    tool_stream s;
+    tool_stream_init(&s, family, tools, n_tools);
+    bool ok = tool_stream_feed(&s, text, len, true, &sink);
+    collect_close(&c);
+    free(c.args.p);
+    if (!ok || c.oom || c.content.oom || out->n_calls == 0) {
+        free(c.content.p);
         tool_parse_free(out);
         return false;
     }
-    size_t n = (size_t)(start - text);
-    while (n > 0 && ws(text[n - 1])) n--;
-    if (n > 0) {
-        if (!(out->content = malloc(n + 1))) {
-            tool_parse_free(out);
-            return false;
-        }
-        memcpy(out->content, text, n);
-        out->content[n] = '\0';
-    }
+    if (c.content.p && c.content.p[0]) out->content = c.content.p;
+    else free(c.content.p);
     return true;
 }
 
