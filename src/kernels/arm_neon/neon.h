@@ -54,6 +54,17 @@ void gemm_q4_0_q8_0_dotprod(int64_t n, float *y, int64_t ldy, const void *w, siz
 void gemm_q8_0_q8_0_dotprod(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr,
                             const void *a, size_t a_stride, int nt);
 
+/* gemm_x16_neon.c, gemm_x16_dotprod.c: the 16-row interleaved q4_0 / q8_0
+ * kernels (gemm_x16.h), the reference's bits */
+void gemm_x16_q4_0_neon(int64_t nb, float *y, int64_t ldy, const void *grp, const void *a, size_t a_stride,
+                        const int32_t *corr, const float *da, int64_t c_stride, int nt, int acc);
+void gemm_x16_q8_0_neon(int64_t nb, float *y, int64_t ldy, const void *grp, const void *a, size_t a_stride,
+                        const int32_t *corr, const float *da, int64_t c_stride, int nt, int acc);
+void gemm_x16_q4_0_dotprod(int64_t nb, float *y, int64_t ldy, const void *grp, const void *a, size_t a_stride,
+                           const int32_t *corr, const float *da, int64_t c_stride, int nt, int acc);
+void gemm_x16_q8_0_dotprod(int64_t nb, float *y, int64_t ldy, const void *grp, const void *a, size_t a_stride,
+                           const int32_t *corr, const float *da, int64_t c_stride, int nt, int acc);
+
 /* quant_act_neon.c: the reference quantizer's bytes */
 void act_quantize_q8_0_neon(const float *x, void *dst, int64_t n);
 

@@ -27,11 +27,18 @@ void kern_register_neon(kern_ops_table *t) {
     t->elt = &kern_elt_neon; /* the x86 SIMD levels' bits (ops_neon.c) */
 #endif
     t->attn = &kern_attn_neon;
+    /* the 16-row layout's kernels; repack stays false (the scalar level's):
+     * repacking is decided per level, for every x16 type at once, and with no
+     * AArch64 machine to measure on, whether it pays here is unknown */
+    t->ops[KITE_DTYPE_Q4_0].x16 = gemm_x16_q4_0_neon;
+    t->ops[KITE_DTYPE_Q8_0].x16 = gemm_x16_q8_0_neon;
 }
 
 void kern_register_dotprod(kern_ops_table *t) {
     kern_set_dot(t, KITE_DTYPE_Q4_0, KITE_DTYPE_Q8_0, vec_dot_q4_0_q8_0_dotprod, gemm_q4_0_q8_0_dotprod);
     kern_set_dot(t, KITE_DTYPE_Q8_0, KITE_DTYPE_Q8_0, vec_dot_q8_0_q8_0_dotprod, gemm_q8_0_q8_0_dotprod);
+    t->ops[KITE_DTYPE_Q4_0].x16 = gemm_x16_q4_0_dotprod;
+    t->ops[KITE_DTYPE_Q8_0].x16 = gemm_x16_q8_0_dotprod;
 }
 #else
 typedef int kite_empty_unit_register_arm; /* ISO C wants a declaration */
