@@ -54,6 +54,9 @@
 #include "kernels/x86_avx2/avx2.h"
 #include "kernels/x86_avx2/avxvnni.h"
 #endif
+#if defined(__aarch64__)
+#include "kernels/arm_neon/neon.h"
+#endif
 
 static const uint32_t kernel_types[] = {KITE_DTYPE_F32,  KITE_DTYPE_F16,  KITE_DTYPE_BF16, KITE_DTYPE_Q4_0,
                                         KITE_DTYPE_Q8_0, KITE_DTYPE_Q4_K, KITE_DTYPE_Q6_K, KITE_DTYPE_Q5_K,
@@ -631,6 +634,34 @@ TEST(test_avx2_avxvnni_variant) {
 #endif
 }
 
+/* The AArch64 levels hold their folder's kernels: neon the smull/sadalp
+ * q4_0/q8_0 ones, dotprod the sdot ones over the same float kernels, and
+ * the active level follows HWCAP_ASIMDDP (qemu -cpu cortex-a53: neon; -cpu
+ * max: dotprod; make test-arm runs both). */
+TEST(test_arm_levels) {
+#if defined(__aarch64__)
+    const kern_ops_table *n = kern_table_for_level(KERN_LEVEL_NEON), *d = kern_table_for_level(KERN_LEVEL_DOTPROD);
+    CHECK(n != NULL);
+    if (!n) return;
+    CHECK(n->ops[KITE_DTYPE_Q4_0].vec_dot == vec_dot_q4_0_q8_0_neon && n->ops[KITE_DTYPE_Q4_0].gemm == gemm_q4_0_q8_0_neon);
+    CHECK(n->ops[KITE_DTYPE_Q8_0].vec_dot == vec_dot_q8_0_q8_0_neon && n->ops[KITE_DTYPE_Q8_0].x16 == gemm_x16_q8_0_neon);
+    CHECK(n->ops[KITE_DTYPE_F16].vec_dot == vec_dot_f16_f32_neon && n->act_from_f32[KITE_DTYPE_Q8_0] == act_quantize_q8_0_neon);
+    CHECK(n->elt == &kern_elt_neon && n->attn == &kern_attn_neon);
+    CHECK_EQ_INT(kern_table()->level, cpu_features()->dotprod ? KERN_LEVEL_DOTPROD : KERN_LEVEL_NEON);
+    if (!d) { /* the neon checks above still count */
+        printf("    neon table holds the arm_neon kernels; no dot product (HWCAP_ASIMDDP): dotprod not run\n");
+        return;
+    }
+    CHECK(d->ops[KITE_DTYPE_Q4_0].vec_dot == vec_dot_q4_0_q8_0_dotprod && d->ops[KITE_DTYPE_Q4_0].x16 == gemm_x16_q4_0_dotprod);
+    CHECK(d->ops[KITE_DTYPE_Q8_0].vec_dot == vec_dot_q8_0_q8_0_dotprod && d->ops[KITE_DTYPE_Q8_0].gemm == gemm_q8_0_q8_0_dotprod);
+    CHECK(d->ops[KITE_DTYPE_F32].vec_dot == vec_dot_f32_neon && d->elt == n->elt); /* inherited from neon */
+    printf("    neon and dotprod tables hold the arm_neon kernels (active %s)\n", kern_table()->name);
+#else
+    CHECK(!kern_level_supported(KERN_LEVEL_NEON) && !kern_level_supported(KERN_LEVEL_DOTPROD));
+    SKIP_TEST("not AArch64: the neon and dotprod levels are not supported here");
+#endif
+}
+
 int main(void) {
     RUN(test_env_invalid); /* forked children: each builds its own table */
     RUN(test_env_cap_scalar);
@@ -640,6 +671,7 @@ int main(void) {
     RUN(test_gemm_equals_vec_dot);
     RUN(test_gemm_shapes_unaligned);
     RUN(test_avx2_avxvnni_variant);
+    RUN(test_arm_levels);
     RUN(test_bf16_act_converter);
     RUN(test_bf16_dot_model);
     RUN(test_matmul_all_types);
