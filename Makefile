@@ -131,6 +131,10 @@ $(call ISA_OBJ,$(BUILD)/obj,x86_avx512,$(LIB_OBJ)): CFLAGS += $(AVX512_FLAGS)
 # AVX-VNNI (VEX vpdpbusd) q4_0/q8_0 kernels: a run-time variant of the avx2 level
 $(BUILD)/obj/src/kernels/x86_avx2/vec_dot_quant_avxvnni.o: CFLAGS += -mavxvnni
 endif
+# A native AArch64 build: the dot-product kernels alone get +dotprod (as in make test-arm)
+ifneq ($(filter aarch64% arm64%,$(KITE_TARGET)),)
+$(filter $(BUILD)/obj/src/kernels/arm_neon/%_dotprod.o,$(LIB_OBJ)): CFLAGS += -march=armv8.2-a+dotprod
+endif
 
 $(BUILD)/obj/src/dist/dist_mpi.o: CPPFLAGS += $(MPI_CPPFLAGS)
 
@@ -271,6 +275,9 @@ ifeq ($(KITE_X86),1)
 $(call ISA_OBJ,build-fuzz/obj,x86_avx2,$(FUZZ_LIB_OBJ)): FUZZ_CFLAGS = $(FUZZ_ISA_CFLAGS) $(AVX2_FLAGS)
 $(call ISA_OBJ,build-fuzz/obj,x86_avx512,$(FUZZ_LIB_OBJ)): FUZZ_CFLAGS = $(FUZZ_ISA_CFLAGS) $(AVX512_FLAGS)
 build-fuzz/obj/src/kernels/x86_avx2/vec_dot_quant_avxvnni.o: FUZZ_CFLAGS += -mavxvnni
+endif
+ifneq ($(filter aarch64% arm64%,$(KITE_TARGET)),)
+$(filter build-fuzz/obj/src/kernels/arm_neon/%_dotprod.o,$(FUZZ_LIB_OBJ)): FUZZ_CFLAGS = $(FUZZ_ISA_CFLAGS) -march=armv8.2-a+dotprod
 endif
 
 build-fuzz/obj/%.o: %.c

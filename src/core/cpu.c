@@ -80,6 +80,8 @@ static void detect(void) {
     const unsigned long hw = getauxval(AT_HWCAP);
     g_info.neon = (hw & HWCAP_ASIMD) != 0;
     g_info.dotprod = g_info.neon && (hw & HWCAP_ASIMDDP) != 0;
+#elif defined(__aarch64__)
+    g_info.neon = true; /* AArch64 elsewhere (no auxv): NEON is the baseline; the dot product unknown, so off */
 #endif
 }
 
