@@ -65,6 +65,33 @@ void gemm_x16_q4_0_dotprod(int64_t nb, float *y, int64_t ldy, const void *grp, c
 void gemm_x16_q8_0_dotprod(int64_t nb, float *y, int64_t ldy, const void *grp, const void *a, size_t a_stride,
                            const int32_t *corr, const float *da, int64_t c_stride, int nt, int acc);
 
+/* the same for q5_0, iq4_nl (q4_0's float expression), q4_1 and q5_1 (with
+ * the min term), both levels */
+void vec_dot_q5_0_q8_0_neon(int64_t n, float *out, const void *w, const void *a);
+void gemm_q5_0_q8_0_neon(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr,
+    const void *a, size_t a_stride, int nt);
+void vec_dot_iq4_nl_q8_0_neon(int64_t n, float *out, const void *w, const void *a);
+void gemm_iq4_nl_q8_0_neon(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr,
+    const void *a, size_t a_stride, int nt);
+void vec_dot_q4_1_q8_0_neon(int64_t n, float *out, const void *w, const void *a);
+void gemm_q4_1_q8_0_neon(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr,
+    const void *a, size_t a_stride, int nt);
+void vec_dot_q5_1_q8_0_neon(int64_t n, float *out, const void *w, const void *a);
+void gemm_q5_1_q8_0_neon(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr,
+    const void *a, size_t a_stride, int nt);
+void vec_dot_q5_0_q8_0_dotprod(int64_t n, float *out, const void *w, const void *a);
+void gemm_q5_0_q8_0_dotprod(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr,
+    const void *a, size_t a_stride, int nt);
+void vec_dot_iq4_nl_q8_0_dotprod(int64_t n, float *out, const void *w, const void *a);
+void gemm_iq4_nl_q8_0_dotprod(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr,
+    const void *a, size_t a_stride, int nt);
+void vec_dot_q4_1_q8_0_dotprod(int64_t n, float *out, const void *w, const void *a);
+void gemm_q4_1_q8_0_dotprod(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr,
+    const void *a, size_t a_stride, int nt);
+void vec_dot_q5_1_q8_0_dotprod(int64_t n, float *out, const void *w, const void *a);
+void gemm_q5_1_q8_0_dotprod(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr,
+    const void *a, size_t a_stride, int nt);
+
 /* quant_act_neon.c: the reference quantizer's bytes */
 void act_quantize_q8_0_neon(const float *x, void *dst, int64_t n);
 

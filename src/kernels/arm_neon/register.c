@@ -22,6 +22,10 @@ void kern_register_neon(kern_ops_table *t) {
     kern_set_dot(t, KITE_DTYPE_BF16, KITE_DTYPE_F32, vec_dot_bf16_f32_neon, gemm_bf16_f32_neon);
     kern_set_dot(t, KITE_DTYPE_Q4_0, KITE_DTYPE_Q8_0, vec_dot_q4_0_q8_0_neon, gemm_q4_0_q8_0_neon);
     kern_set_dot(t, KITE_DTYPE_Q8_0, KITE_DTYPE_Q8_0, vec_dot_q8_0_q8_0_neon, gemm_q8_0_q8_0_neon);
+    kern_set_dot(t, KITE_DTYPE_Q5_0, KITE_DTYPE_Q8_0, vec_dot_q5_0_q8_0_neon, gemm_q5_0_q8_0_neon);
+    kern_set_dot(t, KITE_DTYPE_IQ4_NL, KITE_DTYPE_Q8_0, vec_dot_iq4_nl_q8_0_neon, gemm_iq4_nl_q8_0_neon);
+    kern_set_dot(t, KITE_DTYPE_Q4_1, KITE_DTYPE_Q8_0, vec_dot_q4_1_q8_0_neon, gemm_q4_1_q8_0_neon);
+    kern_set_dot(t, KITE_DTYPE_Q5_1, KITE_DTYPE_Q8_0, vec_dot_q5_1_q8_0_neon, gemm_q5_1_q8_0_neon);
     t->act_from_f32[KITE_DTYPE_Q8_0] = act_quantize_q8_0_neon; /* same bytes as the reference */
 #ifndef KITE_ELT_OPS_REF
     t->elt = &kern_elt_neon; /* the x86 SIMD levels' bits (ops_neon.c) */
@@ -37,6 +41,10 @@ void kern_register_neon(kern_ops_table *t) {
 void kern_register_dotprod(kern_ops_table *t) {
     kern_set_dot(t, KITE_DTYPE_Q4_0, KITE_DTYPE_Q8_0, vec_dot_q4_0_q8_0_dotprod, gemm_q4_0_q8_0_dotprod);
     kern_set_dot(t, KITE_DTYPE_Q8_0, KITE_DTYPE_Q8_0, vec_dot_q8_0_q8_0_dotprod, gemm_q8_0_q8_0_dotprod);
+    kern_set_dot(t, KITE_DTYPE_Q5_0, KITE_DTYPE_Q8_0, vec_dot_q5_0_q8_0_dotprod, gemm_q5_0_q8_0_dotprod);
+    kern_set_dot(t, KITE_DTYPE_IQ4_NL, KITE_DTYPE_Q8_0, vec_dot_iq4_nl_q8_0_dotprod, gemm_iq4_nl_q8_0_dotprod);
+    kern_set_dot(t, KITE_DTYPE_Q4_1, KITE_DTYPE_Q8_0, vec_dot_q4_1_q8_0_dotprod, gemm_q4_1_q8_0_dotprod);
+    kern_set_dot(t, KITE_DTYPE_Q5_1, KITE_DTYPE_Q8_0, vec_dot_q5_1_q8_0_dotprod, gemm_q5_1_q8_0_dotprod);
     t->ops[KITE_DTYPE_Q4_0].x16 = gemm_x16_q4_0_dotprod;
     t->ops[KITE_DTYPE_Q8_0].x16 = gemm_x16_q8_0_dotprod;
 }

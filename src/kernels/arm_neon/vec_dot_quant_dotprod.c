@@ -1,6 +1,6 @@
 /*
- * vec_dot_quant_dotprod.c - q4_0 and q8_0 weight rows with q8_0
- * activations on the Armv8.2 dot product (level dotprod; this file alone is
+ * vec_dot_quant_dotprod.c - q4_0, q5_0, iq4_nl, q4_1, q5_1 and q8_0 weight
+ * rows with q8_0 activations on the Armv8.2 dot product (level dotprod; this file alone is
  * compiled with -march=armv8.2-a+dotprod): sdot (vdotq_s32) sums four int8
  * products into each int32 lane, exactly.  The float side is
  * quant_tile_neon.h's: the reference's bits (neon.h ARITHMETIC).
@@ -26,8 +26,20 @@ static inline int32_t sumi_q4_0_dotprod(const unsigned char *x, const int8_t *y)
     return vaddvq_s32(acc);
 }
 
+static inline int32_t dot32_dotprod(int8x16_t lo, int8x16_t hi, const int8_t *y) {
+    return vaddvq_s32(vdotq_s32(vdotq_s32(vdupq_n_s32(0), lo, vld1q_s8(y)), hi, vld1q_s8(y + 16)));
+}
+QT_SUMI(sumi_q5_0_dotprod, qt_unpack_q5_0, dot32_dotprod)
+QT_SUMI(sumi_iq4_nl_dotprod, qt_unpack_iq4_nl, dot32_dotprod)
+QT_SUMI(sumi_q4_1_dotprod, qt_unpack_q4_1, dot32_dotprod)
+QT_SUMI(sumi_q5_1_dotprod, qt_unpack_q5_1, dot32_dotprod)
+
 QUANT_TILE_DEFINE(vec_dot_q8_0_q8_0_dotprod, gemm_q8_0_q8_0_dotprod, sizeof(block_q8_0), sumi_q8_0_dotprod)
 QUANT_TILE_DEFINE(vec_dot_q4_0_q8_0_dotprod, gemm_q4_0_q8_0_dotprod, sizeof(block_q4_0), sumi_q4_0_dotprod)
+QUANT_TILE_DEFINE(vec_dot_q5_0_q8_0_dotprod, gemm_q5_0_q8_0_dotprod, sizeof(block_q5_0), sumi_q5_0_dotprod)
+QUANT_TILE_DEFINE(vec_dot_iq4_nl_q8_0_dotprod, gemm_iq4_nl_q8_0_dotprod, sizeof(block_iq4_nl), sumi_iq4_nl_dotprod)
+QUANT_TILE_DEFINE_MIN(vec_dot_q4_1_q8_0_dotprod, gemm_q4_1_q8_0_dotprod, sizeof(block_q4_1), sumi_q4_1_dotprod)
+QUANT_TILE_DEFINE_MIN(vec_dot_q5_1_q8_0_dotprod, gemm_q5_1_q8_0_dotprod, sizeof(block_q5_1), sumi_q5_1_dotprod)
 
 #else
 typedef int kite_empty_unit_vec_dot_quant_dotprod; /* ISO C wants a declaration */

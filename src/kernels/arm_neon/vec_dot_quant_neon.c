@@ -1,6 +1,7 @@
 /*
- * vec_dot_quant_neon.c - q4_0 and q8_0 weight rows with q8_0 activations on
- * plain Armv8-A NEON (level neon): a block's 32 int8 x int8 products by
+ * vec_dot_quant_neon.c - q4_0, q5_0, iq4_nl, q4_1, q5_1 and q8_0 weight rows
+ * with q8_0 activations on plain Armv8-A NEON (level neon; the weights
+ * unpacked to int8 by quant_tile_neon.h): a block's 32 int8 x int8 products by
  * vmull_s8 (int16, exact: |p| <= 128*128) summed pairwise into int32 by
  * vpadalq_s16, then across lanes (vaddvq_s32).  The float side is
  * quant_tile_neon.h's: the reference's bits (neon.h ARITHMETIC).
@@ -35,8 +36,21 @@ static inline int32_t sumi_q4_0_neon(const unsigned char *x, const int8_t *y) {
     return vaddvq_s32(acc);
 }
 
+/* 32 weights (lo: elements 0..15, hi: 16..31) with 32 activations at y */
+static inline int32_t dot32_neon(int8x16_t lo, int8x16_t hi, const int8_t *y) {
+    return vaddvq_s32(dot16_neon(dot16_neon(vdupq_n_s32(0), lo, vld1q_s8(y)), hi, vld1q_s8(y + 16)));
+}
+QT_SUMI(sumi_q5_0_neon, qt_unpack_q5_0, dot32_neon)
+QT_SUMI(sumi_iq4_nl_neon, qt_unpack_iq4_nl, dot32_neon)
+QT_SUMI(sumi_q4_1_neon, qt_unpack_q4_1, dot32_neon)
+QT_SUMI(sumi_q5_1_neon, qt_unpack_q5_1, dot32_neon)
+
 QUANT_TILE_DEFINE(vec_dot_q8_0_q8_0_neon, gemm_q8_0_q8_0_neon, sizeof(block_q8_0), sumi_q8_0_neon)
 QUANT_TILE_DEFINE(vec_dot_q4_0_q8_0_neon, gemm_q4_0_q8_0_neon, sizeof(block_q4_0), sumi_q4_0_neon)
+QUANT_TILE_DEFINE(vec_dot_q5_0_q8_0_neon, gemm_q5_0_q8_0_neon, sizeof(block_q5_0), sumi_q5_0_neon)
+QUANT_TILE_DEFINE(vec_dot_iq4_nl_q8_0_neon, gemm_iq4_nl_q8_0_neon, sizeof(block_iq4_nl), sumi_iq4_nl_neon)
+QUANT_TILE_DEFINE_MIN(vec_dot_q4_1_q8_0_neon, gemm_q4_1_q8_0_neon, sizeof(block_q4_1), sumi_q4_1_neon)
+QUANT_TILE_DEFINE_MIN(vec_dot_q5_1_q8_0_neon, gemm_q5_1_q8_0_neon, sizeof(block_q5_1), sumi_q5_1_neon)
 
 #else
 typedef int kite_empty_unit_vec_dot_quant_neon; /* ISO C wants a declaration */
