@@ -92,8 +92,23 @@ void vec_dot_q5_1_q8_0_dotprod(int64_t n, float *out, const void *w, const void 
 void gemm_q5_1_q8_0_dotprod(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr,
     const void *a, size_t a_stride, int nt);
 
-/* quant_act_neon.c: the reference quantizer's bytes */
+/* q4_K and q6_K with q8_K activations (kquant_neon.h), both levels */
+void vec_dot_q4_K_q8_K_neon(int64_t n, float *out, const void *w, const void *a);
+void gemm_q4_K_q8_K_neon(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr,
+    const void *a, size_t a_stride, int nt);
+void vec_dot_q6_K_q8_K_neon(int64_t n, float *out, const void *w, const void *a);
+void gemm_q6_K_q8_K_neon(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr,
+    const void *a, size_t a_stride, int nt);
+void vec_dot_q4_K_q8_K_dotprod(int64_t n, float *out, const void *w, const void *a);
+void gemm_q4_K_q8_K_dotprod(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr,
+    const void *a, size_t a_stride, int nt);
+void vec_dot_q6_K_q8_K_dotprod(int64_t n, float *out, const void *w, const void *a);
+void gemm_q6_K_q8_K_dotprod(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr,
+    const void *a, size_t a_stride, int nt);
+
+/* quant_act_neon.c: the reference quantizers' bytes */
 void act_quantize_q8_0_neon(const float *x, void *dst, int64_t n);
+void act_quantize_q8_K_neon(const float *x, void *dst, int64_t n);
 
 /* ops_neon.c: the element-wise ops (ops_simd.h) with the x86 SIMD levels'
  * bits, not the reference's (the one exception to ARITHMETIC above; the

@@ -1,12 +1,13 @@
 /*
- * quant_act_neon.c - float activation rows to q8_0 on NEON (level neon):
- * the bytes of act_quantize_q8_0_ref.  amax by vmaxnm (fmaxf's NaN rule),
+ * quant_act_neon.c - float activation rows to q8_0 and q8_K on NEON (level
+ * neon): the bytes of act_quantize_q8_0_ref / _q8_K_ref.  q8_0:  amax by vmaxnm (fmaxf's NaN rule),
  * d = amax / 127 and its reciprocal in scalar float as the reference, the
  * f16 scale by fp32_to_fp16, and q = x * id rounded to nearest with ties
  * away from zero (fcvtas: roundf), narrowed to int8 (|q| <= 127).
  */
 #if defined(__aarch64__)
 #include <arm_neon.h>
+#include <math.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -38,6 +39,45 @@ void act_quantize_q8_0_neon(const float *x, void *dst, int64_t n) {
         int8_t *qs = (int8_t *)(y + offsetof(block_q8_0, qs));
         vst1q_s8(qs, vcombine_s8(q[0], q[1]));
         vst1q_s8(qs + 16, vcombine_s8(q[2], q[3]));
+    }
+}
+
+/* q8_K: the bytes of act_quantize_q8_K_ref.  max is the first element of
+ * largest magnitude (amax by vmaxnm, then the first index reaching it),
+ * iscale = -127 / max, q = min(127, nearest-even(iscale * x)) (fcvtns: the
+ * reference's 1.5 * 2^23 rounding for |v| <= 127.5), d = 1 / iscale, bsums by
+ * saddlv per 16 quants. */
+void act_quantize_q8_K_neon(const float *x, void *dst, int64_t n) {
+    unsigned char *y = dst;
+    for (int64_t b = 0; b < n / QK_K; b++, x += QK_K, y += sizeof(block_q8_K)) {
+        float32x4_t m = vdupq_n_f32(0.0f);
+        for (int j = 0; j < QK_K; j += 4) m = vmaxnmq_f32(m, vabsq_f32(vld1q_f32(x + j)));
+        const float amax = vmaxnmvq_f32(m);
+        int8_t *qs = (int8_t *)(y + offsetof(block_q8_K, qs));
+        int16_t bsums[QK_K / 16] = {0};
+        float d = 0.0f;
+        if (amax == 0.0f) {
+            memset(qs, 0, QK_K);
+        } else {
+            int jm = 0;
+            while (fabsf(x[jm]) != amax) jm++; /* the first: amax is one of the |x| */
+            const float iscale = -127.0f / x[jm];
+            const float32x4_t is = vdupq_n_f32(iscale);
+            for (int j = 0; j < QK_K; j += 16) {
+                int16x8_t h[2];
+                for (int k = 0; k < 2; k++) {
+                    const int32x4_t v0 = vminq_s32(vcvtnq_s32_f32(vmulq_f32(is, vld1q_f32(x + j + 8 * k))), vdupq_n_s32(127));
+                    const int32x4_t v1 = vminq_s32(vcvtnq_s32_f32(vmulq_f32(is, vld1q_f32(x + j + 8 * k + 4))), vdupq_n_s32(127));
+                    h[k] = vcombine_s16(vmovn_s32(v0), vmovn_s32(v1));
+                }
+                const int8x16_t q = vcombine_s8(vmovn_s16(h[0]), vmovn_s16(h[1]));
+                vst1q_s8(qs + j, q);
+                bsums[j / 16] = (int16_t)vaddlvq_s8(q);
+            }
+            d = 1.0f / iscale;
+        }
+        memcpy(y + offsetof(block_q8_K, d), &d, sizeof d);
+        memcpy(y + offsetof(block_q8_K, bsums), bsums, sizeof bsums);
     }
 }
 

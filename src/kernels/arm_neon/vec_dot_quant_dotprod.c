@@ -9,6 +9,7 @@
 #include <arm_neon.h>
 
 #include "kernels/arm_neon/neon.h"
+#include "kernels/arm_neon/kquant_neon.h"
 #include "kernels/arm_neon/quant_tile_neon.h"
 
 static inline int32_t sumi_q8_0_dotprod(const unsigned char *x, const int8_t *y) {
@@ -33,6 +34,11 @@ QT_SUMI(sumi_q5_0_dotprod, qt_unpack_q5_0, dot32_dotprod)
 QT_SUMI(sumi_iq4_nl_dotprod, qt_unpack_iq4_nl, dot32_dotprod)
 QT_SUMI(sumi_q4_1_dotprod, qt_unpack_q4_1, dot32_dotprod)
 QT_SUMI(sumi_q5_1_dotprod, qt_unpack_q5_1, dot32_dotprod)
+
+static inline int32_t dot16s_dotprod(int8x16_t w, const int8_t *y) {
+    return vaddvq_s32(vdotq_s32(vdupq_n_s32(0), w, vld1q_s8(y)));
+}
+KQUANT_DEFINE(dotprod, dot16s_dotprod)
 
 QUANT_TILE_DEFINE(vec_dot_q8_0_q8_0_dotprod, gemm_q8_0_q8_0_dotprod, sizeof(block_q8_0), sumi_q8_0_dotprod)
 QUANT_TILE_DEFINE(vec_dot_q4_0_q8_0_dotprod, gemm_q4_0_q8_0_dotprod, sizeof(block_q4_0), sumi_q4_0_dotprod)

@@ -10,6 +10,7 @@
 #include <arm_neon.h>
 
 #include "kernels/arm_neon/neon.h"
+#include "kernels/arm_neon/kquant_neon.h"
 #include "kernels/arm_neon/quant_tile_neon.h"
 
 /* sum of x[i]*y[i], i < 16, added to acc (int32 lanes) */
@@ -44,6 +45,11 @@ QT_SUMI(sumi_q5_0_neon, qt_unpack_q5_0, dot32_neon)
 QT_SUMI(sumi_iq4_nl_neon, qt_unpack_iq4_nl, dot32_neon)
 QT_SUMI(sumi_q4_1_neon, qt_unpack_q4_1, dot32_neon)
 QT_SUMI(sumi_q5_1_neon, qt_unpack_q5_1, dot32_neon)
+
+static inline int32_t dot16s_neon(int8x16_t w, const int8_t *y) {
+    return vaddvq_s32(dot16_neon(vdupq_n_s32(0), w, vld1q_s8(y)));
+}
+KQUANT_DEFINE(neon, dot16s_neon)
 
 QUANT_TILE_DEFINE(vec_dot_q8_0_q8_0_neon, gemm_q8_0_q8_0_neon, sizeof(block_q8_0), sumi_q8_0_neon)
 QUANT_TILE_DEFINE(vec_dot_q4_0_q8_0_neon, gemm_q4_0_q8_0_neon, sizeof(block_q4_0), sumi_q4_0_neon)
