@@ -1,9 +1,9 @@
 /*
- * kquant_neon.h - q4_K and q6_K weight rows with q8_K activations on NEON,
+ * kquant_neon.h - q4_K, q5_K and q6_K weight rows with q8_K activations on NEON,
  * over the level's exact int32 dot of 16 int8 pairs DOT16(w, y) (levels
  * neon and dotprod).  The integer sums are exact whatever their order; the
  * float expressions are the reference's (ref/vec_dot_quant.c):
- *   q4_K: d = d_w * dy, dmin = dmin_w * dy, sum += d * isum - dmin * msum;
+ *   q4_K, q5_K: d = d_w * dy, dmin = dmin_w * dy, sum += d * isum - dmin * msum;
  *   q6_K: sum += d_w * dy * isum;
  * super-blocks added in order: the reference's bits.  Include from the
  * arm_neon kernel files only.
@@ -31,22 +31,43 @@ static inline float kq_f32(const unsigned char *p) {
     return v;
 }
 
+/* bit j of each qh byte as 0x10 (q5_K's fifth bits of sub-block j) */
+static inline uint8x16_t kq_fifth(uint8x16_t h, int j) {
+    return vandq_u8(vtstq_u8(h, vdupq_n_u8((uint8_t)(1u << j))), vdupq_n_u8(0x10));
+}
+
+/* q4_K (Q5 = 0) and q5_K (Q5 = 1: the same header, the element's fifth bit
+ * from bit j of qh[k], as ref/vec_dot_quant.c dot_q45_K) */
 #define KQUANT_DEFINE(SUFFIX, DOT16)                                                                        \
-    void vec_dot_q4_K_q8_K_##SUFFIX(int64_t n, float *out, const void *w, const void *a) {                  \
+    static inline __attribute__((always_inline)) void dot_q45_K_##SUFFIX(const int Q5, int64_t n, float *out, \
+                                                                        const void *w, const void *a) {     \
         const unsigned char *x = w, *y = a;                                                                 \
+        const size_t bb = Q5 ? sizeof(block_q5_K) : sizeof(block_q4_K);                                     \
         float sum = 0.0f;                                                                                   \
-        for (int64_t b = 0; b < n / QK_K; b++, x += sizeof(block_q4_K), y += sizeof(block_q8_K)) {          \
-            const uint8_t *scales = x + offsetof(block_q4_K, scales), *qs = x + offsetof(block_q4_K, qs);   \
+        for (int64_t b = 0; b < n / QK_K; b++, x += bb, y += sizeof(block_q8_K)) {                          \
+            const uint8_t *scales = x + offsetof(block_q4_K, scales);                                       \
+            const uint8_t *qs = x + (Q5 ? offsetof(block_q5_K, qs) : offsetof(block_q4_K, qs));             \
             const int8_t *q8 = (const int8_t *)(y + offsetof(block_q8_K, qs));                              \
             const unsigned char *bsums = y + offsetof(block_q8_K, bsums);                                   \
+            uint8x16_t h0 = vdupq_n_u8(0), h1 = vdupq_n_u8(0);                                              \
+            if (Q5) {                                                                                       \
+                h0 = vld1q_u8(x + offsetof(block_q5_K, qh));                                                \
+                h1 = vld1q_u8(x + offsetof(block_q5_K, qh) + 16);                                           \
+            }                                                                                               \
             int32_t isum = 0, msum = 0;                                                                     \
             for (int jp = 0; jp < 4; jp++) { /* sub-blocks 2jp (low nibbles) and 2jp + 1 (high) */          \
                 const uint8x16_t c0 = vld1q_u8(qs + 32 * jp), c1 = vld1q_u8(qs + 32 * jp + 16);             \
+                uint8x16_t u00 = vandq_u8(c0, vdupq_n_u8(0x0f)), u01 = vandq_u8(c1, vdupq_n_u8(0x0f));      \
+                uint8x16_t u10 = vshrq_n_u8(c0, 4), u11 = vshrq_n_u8(c1, 4);                                \
+                if (Q5) {                                                                                   \
+                    u00 = vorrq_u8(u00, kq_fifth(h0, 2 * jp));                                              \
+                    u01 = vorrq_u8(u01, kq_fifth(h1, 2 * jp));                                              \
+                    u10 = vorrq_u8(u10, kq_fifth(h0, 2 * jp + 1));                                          \
+                    u11 = vorrq_u8(u11, kq_fifth(h1, 2 * jp + 1));                                          \
+                }                                                                                           \
                 const int8_t *a0 = q8 + 64 * jp;                                                            \
-                const int32_t s0 = DOT16(vreinterpretq_s8_u8(vandq_u8(c0, vdupq_n_u8(0x0f))), a0) +        \
-                                   DOT16(vreinterpretq_s8_u8(vandq_u8(c1, vdupq_n_u8(0x0f))), a0 + 16);    \
-                const int32_t s1 = DOT16(vreinterpretq_s8_u8(vshrq_n_u8(c0, 4)), a0 + 32) +                \
-                                   DOT16(vreinterpretq_s8_u8(vshrq_n_u8(c1, 4)), a0 + 48);                 \
+                const int32_t s0 = DOT16(vreinterpretq_s8_u8(u00), a0) + DOT16(vreinterpretq_s8_u8(u01), a0 + 16); \
+                const int32_t s1 = DOT16(vreinterpretq_s8_u8(u10), a0 + 32) + DOT16(vreinterpretq_s8_u8(u11), a0 + 48); \
                 for (int e = 0; e < 2; e++) {                                                               \
                     const int j = 2 * jp + e;                                                               \
                     int sc, m;                                                                              \
@@ -64,6 +85,12 @@ static inline float kq_f32(const unsigned char *p) {
             sum += d * (float)isum - dmin * (float)msum;                                                    \
         }                                                                                                   \
         *out = sum;                                                                                         \
+    }                                                                                                       \
+    void vec_dot_q4_K_q8_K_##SUFFIX(int64_t n, float *out, const void *w, const void *a) {                  \
+        dot_q45_K_##SUFFIX(0, n, out, w, a);                                                                \
+    }                                                                                                       \
+    void vec_dot_q5_K_q8_K_##SUFFIX(int64_t n, float *out, const void *w, const void *a) {                  \
+        dot_q45_K_##SUFFIX(1, n, out, w, a);                                                                \
     }                                                                                                       \
     void vec_dot_q6_K_q8_K_##SUFFIX(int64_t n, float *out, const void *w, const void *a) {                  \
         const unsigned char *x = w, *y = a;                                                                 \
@@ -94,6 +121,7 @@ static inline float kq_f32(const unsigned char *p) {
         *out = sum;                                                                                         \
     }                                                                                                       \
     KERN_DEFINE_GEMM(gemm_q4_K_q8_K_##SUFFIX, vec_dot_q4_K_q8_K_##SUFFIX)                                   \
-    KERN_DEFINE_GEMM(gemm_q6_K_q8_K_##SUFFIX, vec_dot_q6_K_q8_K_##SUFFIX)
+    KERN_DEFINE_GEMM(gemm_q6_K_q8_K_##SUFFIX, vec_dot_q6_K_q8_K_##SUFFIX)                                   \
+    KERN_DEFINE_GEMM(gemm_q5_K_q8_K_##SUFFIX, vec_dot_q5_K_q8_K_##SUFFIX)
 
 #endif
