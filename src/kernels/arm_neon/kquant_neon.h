@@ -1,10 +1,10 @@
 /*
- * kquant_neon.h - q4_K, q5_K and q6_K weight rows with q8_K activations on NEON,
+ * kquant_neon.h - q4_K, q5_K, q6_K and iq4_xs weight rows with q8_K activations on NEON,
  * over the level's exact int32 dot of 16 int8 pairs DOT16(w, y) (levels
  * neon and dotprod).  The integer sums are exact whatever their order; the
  * float expressions are the reference's (ref/vec_dot_quant.c):
  *   q4_K, q5_K: d = d_w * dy, dmin = dmin_w * dy, sum += d * isum - dmin * msum;
- *   q6_K: sum += d_w * dy * isum;
+ *   q6_K, iq4_xs: sum += d_w * dy * isum;
  * super-blocks added in order: the reference's bits.  Include from the
  * arm_neon kernel files only.
  */
@@ -19,6 +19,7 @@
 #include "kernels/ref/ref.h"
 #include "tensor/blocks.h"
 #include "tensor/dtype.h"
+#include "tensor/quants.h"
 
 static inline float kq_half(const unsigned char *p) {
     uint16_t h;
@@ -120,6 +121,29 @@ static inline uint8x16_t kq_fifth(uint8x16_t h, int j) {
         }                                                                                                   \
         *out = sum;                                                                                         \
     }                                                                                                       \
+    /* iq4_xs: per sub-block j (ls_j - 32) * sum(v[q] * a), v the iq4_nl codebook; q6_K's float expression */ \
+    void vec_dot_iq4_xs_q8_K_##SUFFIX(int64_t n, float *out, const void *w, const void *a) {                \
+        const unsigned char *x = w, *y = a;                                                                 \
+        const int8x16_t tbl = vld1q_s8(kite_iq4nl_values);                                                  \
+        float sum = 0.0f;                                                                                   \
+        for (int64_t b = 0; b < n / QK_K; b++, x += sizeof(block_iq4_xs), y += sizeof(block_q8_K)) {        \
+            const uint8_t *qs = x + offsetof(block_iq4_xs, qs), *sl = x + offsetof(block_iq4_xs, scales_l); \
+            const int8_t *q8 = (const int8_t *)(y + offsetof(block_q8_K, qs));                              \
+            uint16_t sh;                                                                                    \
+            memcpy(&sh, x + offsetof(block_iq4_xs, scales_h), sizeof sh);                                   \
+            int32_t isum = 0;                                                                               \
+            for (int j = 0; j < QK_K / 32; j++) {                                                           \
+                const int ls = ((sl[j / 2] >> (4 * (j & 1))) & 0xF) | ((sh >> (2 * j)) & 3) << 4;           \
+                const uint8x16_t c = vld1q_u8(qs + 16 * j);                                                 \
+                const int32_t sj = DOT16(vqtbl1q_s8(tbl, vandq_u8(c, vdupq_n_u8(0x0f))), q8 + 32 * j) +     \
+                                   DOT16(vqtbl1q_s8(tbl, vshrq_n_u8(c, 4)), q8 + 32 * j + 16);              \
+                isum += (ls - 32) * sj;                                                                     \
+            }                                                                                               \
+            sum += kq_half(x + offsetof(block_iq4_xs, d)) * kq_f32(y + offsetof(block_q8_K, d)) * (float)isum; \
+        }                                                                                                   \
+        *out = sum;                                                                                         \
+    }                                                                                                       \
+    KERN_DEFINE_GEMM(gemm_iq4_xs_q8_K_##SUFFIX, vec_dot_iq4_xs_q8_K_##SUFFIX)                               \
     KERN_DEFINE_GEMM(gemm_q4_K_q8_K_##SUFFIX, vec_dot_q4_K_q8_K_##SUFFIX)                                   \
     KERN_DEFINE_GEMM(gemm_q6_K_q8_K_##SUFFIX, vec_dot_q6_K_q8_K_##SUFFIX)                                   \
     KERN_DEFINE_GEMM(gemm_q5_K_q8_K_##SUFFIX, vec_dot_q5_K_q8_K_##SUFFIX)

@@ -92,7 +92,13 @@ void vec_dot_q5_1_q8_0_dotprod(int64_t n, float *out, const void *w, const void 
 void gemm_q5_1_q8_0_dotprod(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr,
     const void *a, size_t a_stride, int nt);
 
-/* q4_K, q5_K and q6_K with q8_K activations (kquant_neon.h), both levels */
+/* q4_K, q5_K, q6_K and iq4_xs with q8_K activations (kquant_neon.h), both levels */
+void vec_dot_iq4_xs_q8_K_neon(int64_t n, float *out, const void *w, const void *a);
+void gemm_iq4_xs_q8_K_neon(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr,
+    const void *a, size_t a_stride, int nt);
+void vec_dot_iq4_xs_q8_K_dotprod(int64_t n, float *out, const void *w, const void *a);
+void gemm_iq4_xs_q8_K_dotprod(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr,
+    const void *a, size_t a_stride, int nt);
 void vec_dot_q5_K_q8_K_neon(int64_t n, float *out, const void *w, const void *a);
 void gemm_q5_K_q8_K_neon(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr,
     const void *a, size_t a_stride, int nt);

@@ -28,6 +28,7 @@ void kern_register_neon(kern_ops_table *t) {
     kern_set_dot(t, KITE_DTYPE_Q5_1, KITE_DTYPE_Q8_0, vec_dot_q5_1_q8_0_neon, gemm_q5_1_q8_0_neon);
     kern_set_dot(t, KITE_DTYPE_Q4_K, KITE_DTYPE_Q8_K, vec_dot_q4_K_q8_K_neon, gemm_q4_K_q8_K_neon);
     kern_set_dot(t, KITE_DTYPE_Q6_K, KITE_DTYPE_Q8_K, vec_dot_q6_K_q8_K_neon, gemm_q6_K_q8_K_neon);
+    kern_set_dot(t, KITE_DTYPE_IQ4_XS, KITE_DTYPE_Q8_K, vec_dot_iq4_xs_q8_K_neon, gemm_iq4_xs_q8_K_neon);
     kern_set_dot(t, KITE_DTYPE_Q5_K, KITE_DTYPE_Q8_K, vec_dot_q5_K_q8_K_neon, gemm_q5_K_q8_K_neon);
     t->act_from_f32[KITE_DTYPE_Q8_0] = act_quantize_q8_0_neon; /* same bytes as the reference */
     t->act_from_f32[KITE_DTYPE_Q8_K] = act_quantize_q8_K_neon;
@@ -51,6 +52,7 @@ void kern_register_dotprod(kern_ops_table *t) {
     kern_set_dot(t, KITE_DTYPE_Q5_1, KITE_DTYPE_Q8_0, vec_dot_q5_1_q8_0_dotprod, gemm_q5_1_q8_0_dotprod);
     kern_set_dot(t, KITE_DTYPE_Q4_K, KITE_DTYPE_Q8_K, vec_dot_q4_K_q8_K_dotprod, gemm_q4_K_q8_K_dotprod);
     kern_set_dot(t, KITE_DTYPE_Q6_K, KITE_DTYPE_Q8_K, vec_dot_q6_K_q8_K_dotprod, gemm_q6_K_q8_K_dotprod);
+    kern_set_dot(t, KITE_DTYPE_IQ4_XS, KITE_DTYPE_Q8_K, vec_dot_iq4_xs_q8_K_dotprod, gemm_iq4_xs_q8_K_dotprod);
     kern_set_dot(t, KITE_DTYPE_Q5_K, KITE_DTYPE_Q8_K, vec_dot_q5_K_q8_K_dotprod, gemm_q5_K_q8_K_dotprod);
     t->ops[KITE_DTYPE_Q4_0].x16 = gemm_x16_q4_0_dotprod;
     t->ops[KITE_DTYPE_Q8_0].x16 = gemm_x16_q8_0_dotprod;
