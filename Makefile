@@ -327,6 +327,13 @@ ARM_TESTS := test_kernels test_registry test_ops test_flat_gemm test_gemm test_f
 ARM_TEST_BIN := $(ARM_TESTS:%=$(ARM_BUILD)/tests/%)
 ARM_CFLAGS := -std=c11 -O2 -g1 $(WARN) -pthread -ffp-contract=off -march=armv8-a -ffunction-sections -fdata-sections
 
+# a missing tool is named once, before any compile (order-only)
+.PHONY: arm-deps
+arm-deps:
+	@command -v $(firstword $(ARM_CC)) >/dev/null 2>&1 && command -v $(firstword $(ARM_QEMU)) >/dev/null 2>&1 || \
+	  { echo "make test-arm needs $(firstword $(ARM_CC)) and $(firstword $(ARM_QEMU)): KITE_WITH_ARM=1 sh scripts/install-deps.sh (as root), or apt-get install gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user" >&2; exit 1; }
+$(ARM_LIB_OBJ) $(ARM_TOOLS_OBJ) $(ARM_TEST_BIN): | arm-deps
+
 $(ARM_BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(say) ARMCC $<
