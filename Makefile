@@ -10,12 +10,15 @@
 #   make quant-report     every quantization method on the bundled model, rewrite
 #                   docs/reports/QUANTIZATION.md
 #   make acceptance the slow acceptance checks (tests/acceptance/)
+#   make test-arm   AArch64 cross build of the kernels and their tests, run under qemu
+#                   (build/arm/; docs/kernels.md, "AArch64")
 #   make WERROR=1   treat warnings as errors (CI)
 #   make MPI=0|1    without / with Open MPI (default: with it when mpicc is found;
 #                   docs/distributed.md)
 #
-# Only files under an ISA folder (src/kernels/x86_*) may get ISA flags, so the
-# binary runs on any x86-64 and picks kernels at run time.
+# Only files under an ISA folder (src/kernels/x86_*, src/kernels/arm_neon/*_dotprod.c)
+# may get ISA flags, so the binary runs on any x86-64 (or AArch64) and picks
+# kernels at run time.
 
 CC ?= cc
 
@@ -127,6 +130,10 @@ $(call ISA_OBJ,$(BUILD)/obj,x86_avx2,$(LIB_OBJ)): CFLAGS += $(AVX2_FLAGS)
 $(call ISA_OBJ,$(BUILD)/obj,x86_avx512,$(LIB_OBJ)): CFLAGS += $(AVX512_FLAGS)
 # AVX-VNNI (VEX vpdpbusd) q4_0/q8_0 kernels: a run-time variant of the avx2 level
 $(BUILD)/obj/src/kernels/x86_avx2/vec_dot_quant_avxvnni.o: CFLAGS += -mavxvnni
+endif
+# A native AArch64 build: the dot-product kernels alone get +dotprod (as in make test-arm)
+ifneq ($(filter aarch64% arm64%,$(KITE_TARGET)),)
+$(filter $(BUILD)/obj/src/kernels/arm_neon/%_dotprod.o,$(LIB_OBJ)): CFLAGS += -march=armv8.2-a+dotprod
 endif
 
 $(BUILD)/obj/src/dist/dist_mpi.o: CPPFLAGS += $(MPI_CPPFLAGS)
@@ -269,6 +276,9 @@ $(call ISA_OBJ,build-fuzz/obj,x86_avx2,$(FUZZ_LIB_OBJ)): FUZZ_CFLAGS = $(FUZZ_IS
 $(call ISA_OBJ,build-fuzz/obj,x86_avx512,$(FUZZ_LIB_OBJ)): FUZZ_CFLAGS = $(FUZZ_ISA_CFLAGS) $(AVX512_FLAGS)
 build-fuzz/obj/src/kernels/x86_avx2/vec_dot_quant_avxvnni.o: FUZZ_CFLAGS += -mavxvnni
 endif
+ifneq ($(filter aarch64% arm64%,$(KITE_TARGET)),)
+$(filter build-fuzz/obj/src/kernels/arm_neon/%_dotprod.o,$(FUZZ_LIB_OBJ)): FUZZ_CFLAGS = $(FUZZ_ISA_CFLAGS) -march=armv8.2-a+dotprod
+endif
 
 build-fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -293,7 +303,61 @@ $(FUZZ_RUN): fuzz-run-%: build-fuzz/%
 	  >build-fuzz/$*.log 2>&1 || { tail -n 60 build-fuzz/$*.log; echo "fuzz: $* failed (log: build-fuzz/$*.log)"; exit 1; }
 	@grep -E "^Done" build-fuzz/$*.log | sed "s/^/$*: /"
 
+# ---- AArch64: cross build and kernel tests under qemu (docs/kernels.md, "AArch64") ----
+#   make test-arm   cross-compiles the library (all of src/ that needs no third-party
+#                   library: not the PCRE2/utf8proc tokenizer files, the one-rank
+#                   src/dist) and the kernel unit tests with aarch64-linux-gnu-gcc
+#                   -march=armv8-a into build/arm/, the dotprod files with
+#                   -march=armv8.2-a+dotprod, and runs each test under qemu-aarch64 on
+#                   a CPU without the dot product (level neon) and one with it
+#                   (level dotprod).  Needs Debian's gcc-aarch64-linux-gnu,
+#                   libc6-dev-arm64-cross and qemu-user (KITE_WITH_ARM=1 sh
+#                   scripts/install-deps.sh).  Correctness only: speed under qemu means nothing.
+ARM_CC ?= aarch64-linux-gnu-gcc
+ARM_BUILD ?= build/arm
+ARM_QEMU ?= qemu-aarch64 -L /usr/aarch64-linux-gnu
+# qemu CPU models: cortex-a53 (Armv8.0, no dot product) and max (everything qemu has)
+ARM_CPUS ?= cortex-a53 max
+ARM_LIB_SRC := $(sort $(filter-out src/kernels/x86_% src/tokenizer/pretok.c src/tokenizer/unicode.c src/dist/dist_mpi.c,\
+                 $(shell find src -name '*.c')) src/dist/dist_none.c)
+ARM_LIB_OBJ := $(ARM_LIB_SRC:%.c=$(ARM_BUILD)/obj/%.o)
+# tools/ objects the kernel tests use (KITE_CPU_LEVEL through tools/config)
+ARM_TOOLS_OBJ := $(ARM_BUILD)/obj/tools/config/config.o
+ARM_TESTS := test_kernels test_registry test_ops test_flat_gemm test_gemm test_fused test_attention
+ARM_TEST_BIN := $(ARM_TESTS:%=$(ARM_BUILD)/tests/%)
+ARM_CFLAGS := -std=c11 -O2 -g1 $(WARN) -pthread -ffp-contract=off -march=armv8-a -ffunction-sections -fdata-sections
+
+# a missing tool is named once, before any compile (order-only)
+.PHONY: arm-deps
+arm-deps:
+	@command -v $(firstword $(ARM_CC)) >/dev/null 2>&1 && command -v $(firstword $(ARM_QEMU)) >/dev/null 2>&1 || \
+	  { echo "make test-arm needs $(firstword $(ARM_CC)) and $(firstword $(ARM_QEMU)): KITE_WITH_ARM=1 sh scripts/install-deps.sh (as root), or apt-get install gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user" >&2; exit 1; }
+$(ARM_LIB_OBJ) $(ARM_TOOLS_OBJ) $(ARM_TEST_BIN): | arm-deps
+
+$(ARM_BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(say) ARMCC $<
+	$(Q)$(ARM_CC) $(CPPFLAGS) $(ARM_CFLAGS) -MMD -MP -c $< -o $@
+# the dot-product kernels: the only files with more than the Armv8-A baseline
+$(ARM_BUILD)/obj/src/kernels/arm_neon/%_dotprod.o: ARM_CFLAGS += -march=armv8.2-a+dotprod
+
+$(ARM_BUILD)/libkite.a: $(ARM_LIB_OBJ)
+	$(say) AR $@
+	$(Q)rm -f $@
+	$(Q)aarch64-linux-gnu-ar rcs $@ $^
+
+$(ARM_BUILD)/tests/%: tests/unit/%.c $(ARM_BUILD)/libkite.a $(ARM_TOOLS_OBJ) tests/harness.h
+	@mkdir -p $(dir $@)
+	$(say) ARMLD $@
+	$(Q)$(ARM_CC) $(CPPFLAGS) -Itests $(ARM_CFLAGS) -MMD -MP $< -o $@ $(ARM_TOOLS_OBJ) $(ARM_BUILD)/libkite.a -pthread -lm -Wl,--gc-sections
+
+.PHONY: test-arm arm
+arm: $(ARM_TEST_BIN)
+test-arm: $(ARM_TEST_BIN)
+	@ARM_QEMU="$(ARM_QEMU)" ARM_CPUS="$(ARM_CPUS)" sh tests/run-arm.sh $(ARM_BUILD) $(ARM_TESTS)
+
 clean:
 	rm -rf build build-san build-fuzz
 
 -include $(LIB_OBJ:.o=.d) $(TOOLS_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_BIN:=.d)
+-include $(ARM_LIB_OBJ:.o=.d) $(ARM_TOOLS_OBJ:.o=.d) $(ARM_TEST_BIN:=.d)

@@ -69,22 +69,23 @@ static bool has_type(const uint32_t *types, int n, uint32_t t) {
 
 static opt_plan plan_for(kern_opt o, const tune_opt_params *p, const kite_model_info *mi) {
     const kern_level lv = kern_table()->level;
+    const bool x86 = lv >= KERN_LEVEL_AVX2 && lv <= KERN_LEVEL_AVX512BF16; /* the options are x86 kernels' */
     opt_plan pl = {{false, false}, NULL};
     switch (o) {
     case KERN_OPT_DECODE_PREFETCH:
-        if (lv < KERN_LEVEL_AVX512) pl.skip = "no prefetching kernel below avx512";
+        if (!x86 || lv < KERN_LEVEL_AVX512) pl.skip = "no prefetching kernel below avx512";
         else if (mi->n_repacked == 0) pl.skip = "no repacked matrices (KITE_REPACK=0, or types without a layout)";
         else if (mi->n_bytes < (uint64_t)p->min_mib << 20) pl.skip = "model below --min-mib: it stays in the caches";
         pl.test[TEST_TG] = true;
         break;
     case KERN_OPT_BF16_FMA:
-        if (lv < KERN_LEVEL_AVX512BF16) pl.skip = "kernel level below avx512bf16: the FMA kernel is the only one";
+        if (!x86 || lv < KERN_LEVEL_AVX512BF16) pl.skip = "kernel level below avx512bf16: the FMA kernel is the only one";
         else if (!has_type(p->types, p->n_types, KITE_DTYPE_BF16)) pl.skip = "no bf16 matrices";
         else if (mi->n_repacked == 0) pl.skip = "no repacked matrices";
         pl.test[TEST_PP] = pl.test[TEST_TG] = true;
         break;
     case KERN_OPT_F16_WIDEN:
-        if (lv < KERN_LEVEL_AVX512) pl.skip = "no widened kernel below avx512";
+        if (!x86 || lv < KERN_LEVEL_AVX512) pl.skip = "no widened kernel below avx512";
         else if (!has_type(p->types, p->n_types, KITE_DTYPE_F16)) pl.skip = "no f16 matrices";
         else if (mi->n_repacked == 0) pl.skip = "no repacked matrices";
         pl.test[TEST_PP] = true;

@@ -23,6 +23,13 @@ command -v ar >/dev/null 2>&1 || need="$need binutils"
     command -v npm >/dev/null 2>&1 || need="$need npm"
     [ -x /usr/bin/chromium ] || need="$need chromium"
 }
+# AArch64 cross build and its kernel tests under qemu (make test-arm,
+# docs/kernels.md "AArch64"): opt-in (.ci/run sets it)
+[ "${KITE_WITH_ARM:-0}" = 1 ] && {
+    command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || need="$need gcc-aarch64-linux-gnu"
+    [ -f /usr/aarch64-linux-gnu/include/stdio.h ] || need="$need libc6-dev-arm64-cross"
+    command -v qemu-aarch64 >/dev/null 2>&1 || need="$need qemu-user"
+}
 # distributed inference (src/dist, docs/distributed.md; tests/e2e/test_mpi.sh
 # skips without it): Open MPI, installed when we can; not required (make MPI=0
 # builds the one-rank version).  The Makefile looks for mpicc when it starts:

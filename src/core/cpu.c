@@ -6,6 +6,8 @@
  * AVX512BW (ebx 30), AVX512VL (ebx 31) and AVX512_VNNI (ecx 11); leaf 7.1
  * gives AVX-VNNI (eax 4) and AVX512_BF16 (eax 5).  XCR0 bits 1-2 (SSE, YMM)
  * and 5-7 (opmask, ZMM_Hi256, Hi16_ZMM) say which states the OS saves.
+ * On AArch64 Linux, getauxval(AT_HWCAP) gives ASIMD (bit 1) and ASIMDDP
+ * (bit 20, sdot/udot).
  */
 #include "core/cpu.h"
 
@@ -15,6 +17,15 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #define KITE_X86 1
+#endif
+#if defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+#ifndef HWCAP_ASIMD
+#define HWCAP_ASIMD (1UL << 1)
+#endif
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1UL << 20)
+#endif
 #endif
 
 static cpu_info g_info;
@@ -64,6 +75,13 @@ static void detect(void) {
     g_info.avx512vl = ((b7 >> 31) & 1) && g_info.avx512f;
     g_info.avx512vnni = ((c7 >> 11) & 1) && g_info.avx512f;
     g_info.avx512bf16 = ((a71 >> 5) & 1) && g_info.avx512f;
+#endif
+#if defined(__aarch64__) && defined(__linux__)
+    const unsigned long hw = getauxval(AT_HWCAP);
+    g_info.neon = (hw & HWCAP_ASIMD) != 0;
+    g_info.dotprod = g_info.neon && (hw & HWCAP_ASIMDDP) != 0;
+#elif defined(__aarch64__)
+    g_info.neon = true; /* AArch64 elsewhere (no auxv): NEON is the baseline; the dot product unknown, so off */
 #endif
 }
 

@@ -6,7 +6,7 @@
  * Each level starts as a copy of the level below and its registration
  * overrides the entries it has kernels for, so a type without an ISA kernel
  * uses the best lower one.  The x86 registrations are called only on x86
- * builds.
+ * builds, the AArch64 ones (arm_neon/) only on AArch64 builds.
  */
 #include "kernels/dispatch.h"
 
@@ -27,6 +27,9 @@
 #if defined(__x86_64__) || defined(__i386__)
 #define KITE_X86 1
 #endif
+#if defined(__aarch64__)
+#define KITE_ARM64 1
+#endif
 
 static kern_ops_table g_tables[KERN_LEVEL_COUNT];
 static kern_level g_max = KERN_LEVEL_SCALAR;    /* highest level the CPU supports */
@@ -44,8 +47,17 @@ static kern_opt_source g_opt_src[KERN_OPT_COUNT];
 _Static_assert(KERN_OPT_COUNT == 3, "CONFIG_DEFAULT's .opt has one -1 per option");
 static kern_config g_cfg = CONFIG_DEFAULT;
 
-static const char *const level_names[KERN_LEVEL_COUNT] = {"scalar", "avx2", "avx512", "avx512vnni",
-                                                               "avx512bf16"};
+static const char *const level_names[KERN_LEVEL_COUNT] = {"scalar", "avx2",  "avx512", "avx512vnni",
+                                                               "avx512bf16", "neon", "dotprod"};
+/* The chains (dispatch.h): x86 scalar < avx2 < ... < avx512bf16; AArch64 scalar < neon < dotprod. */
+static const kern_level level_parent[KERN_LEVEL_COUNT] = {
+    KERN_LEVEL_SCALAR,     KERN_LEVEL_SCALAR,     KERN_LEVEL_AVX2, KERN_LEVEL_AVX512,
+    KERN_LEVEL_AVX512VNNI, KERN_LEVEL_SCALAR,     KERN_LEVEL_NEON,
+};
+
+kern_level kern_level_parent(kern_level level) {
+    return (unsigned)level < KERN_LEVEL_COUNT ? level_parent[level] : KERN_LEVEL_SCALAR;
+}
 
 const char *kern_level_name(kern_level level) {
     return (unsigned)level < KERN_LEVEL_COUNT ? level_names[level] : "?";
@@ -72,6 +84,10 @@ static kern_level detect_max(void) {
     if (l == KERN_LEVEL_AVX512 && c->avx512vnni) l = KERN_LEVEL_AVX512VNNI;
     if (l == KERN_LEVEL_AVX512VNNI && c->avx512bf16) l = KERN_LEVEL_AVX512BF16;
 #endif
+#ifdef KITE_ARM64
+    if (c->neon) l = KERN_LEVEL_NEON;
+    if (l == KERN_LEVEL_NEON && c->dotprod) l = KERN_LEVEL_DOTPROD;
+#endif
     return l;
 }
 
@@ -94,8 +110,13 @@ bool kern_opt_cpu_default(kern_opt o) {
     return cpu_features()->intel;
 }
 
-/* The level the cap gives on this CPU. */
-static kern_level capped(int cap) { return cap >= 0 && (kern_level)cap < g_max ? (kern_level)cap : g_max; }
+/* The level the cap gives on this CPU: down g_max's chain to the first level <= cap. */
+static kern_level capped(int cap) {
+    kern_level l = g_max;
+    if (cap >= 0)
+        while (l != KERN_LEVEL_SCALAR && (int)l > cap) l = level_parent[l];
+    return l;
+}
 
 static void init(void);
 
@@ -158,15 +179,19 @@ typedef void (*kern_register_fn)(kern_ops_table *t);
 static const kern_register_fn level_register[KERN_LEVEL_COUNT] = {
     kern_register_scalar,
 #ifdef KITE_X86
-    kern_register_avx2, kern_register_avx512, kern_register_avx512vnni, kern_register_avx512bf16,
+    [KERN_LEVEL_AVX2] = kern_register_avx2, [KERN_LEVEL_AVX512] = kern_register_avx512,
+    [KERN_LEVEL_AVX512VNNI] = kern_register_avx512vnni, [KERN_LEVEL_AVX512BF16] = kern_register_avx512bf16,
+#endif
+#ifdef KITE_ARM64
+    [KERN_LEVEL_NEON] = kern_register_neon, [KERN_LEVEL_DOTPROD] = kern_register_dotprod,
 #endif
 };
 
 void kern_tables_build(kern_ops_table tables[KERN_LEVEL_COUNT]) {
-    for (int l = 0; l < KERN_LEVEL_COUNT; l++) {
+    for (int l = 0; l < KERN_LEVEL_COUNT; l++) { /* a parent always precedes its child */
         kern_ops_table *t = &tables[l];
         if (l == 0) memset(t, 0, sizeof *t);
-        else *t = tables[l - 1];
+        else *t = tables[level_parent[l]];
         if (level_register[l]) level_register[l](t);
         t->level = (kern_level)l;
         t->name = level_names[l];
@@ -193,13 +218,27 @@ const kern_ops_table *kern_table(void) {
 
 const kern_ops_table *kern_table_for_level(kern_level level) {
     pthread_once(&g_once, init);
-    if ((unsigned)level >= KERN_LEVEL_COUNT || level > g_max) return NULL;
+    if (!kern_level_supported(level)) return NULL;
     return &g_tables[level];
 }
 
 kern_level kern_level_max(void) {
     pthread_once(&g_once, init);
     return g_max;
+}
+
+bool kern_level_supported(kern_level level) {
+    pthread_once(&g_once, init);
+    if ((unsigned)level >= KERN_LEVEL_COUNT) return false;
+    for (kern_level l = g_max;; l = level_parent[l]) {
+        if (l == level) return true;
+        if (l == KERN_LEVEL_SCALAR) return false;
+    }
+}
+
+kern_level kern_level_capped(int cap) {
+    pthread_once(&g_once, init);
+    return capped(cap);
 }
 
 const kern_ops_table *kern_table_unchecked(kern_level level) {

@@ -12,9 +12,16 @@
  *     avx512      + AVX-512 F/BW/DQ/VL (src/kernels/x86_avx512/; integer kernels from avx2)
  *     avx512vnni  + AVX512_VNNI: vpdpbusd integer kernels
  *     avx512bf16  + AVX512_BF16: bf16 weights with bf16 activations (vdpbf16ps)
- *   Only the x86_* folders are compiled with ISA flags (except their
+ *   and on AArch64 a second chain over scalar:
+ *     neon        Armv8-A Advanced SIMD, the AArch64 baseline (src/kernels/arm_neon/)
+ *     dotprod     + sdot/udot (Armv8.2 dot product, HWCAP_ASIMDDP): integer kernels
+ *   Each level has a parent (kern_level_parent: the level below it in its
+ *   chain; neon's is scalar); "superset" and the level cap follow the chain.
+ *   Only the x86_* and arm_* folders are compiled with ISA flags (except their
  *   register.c); everything else, this file's users included, runs on any
- *   x86-64 (and any other CPU, where only the scalar level exists).
+ *   x86-64 or AArch64 CPU (and any other CPU, where only the scalar level
+ *   exists).  The x86 levels' tables on AArch64 (and the ARM ones on x86)
+ *   are built, as copies of scalar, but never supported.
  *
  *   The registry (kern_ops_table, below) is built by kern_tables_build:
  *   level 0 from kern_register_scalar, each higher level as a copy of the
@@ -102,6 +109,8 @@ typedef enum kern_level {
     KERN_LEVEL_AVX512 = 2,
     KERN_LEVEL_AVX512VNNI = 3,
     KERN_LEVEL_AVX512BF16 = 4,
+    KERN_LEVEL_NEON = 5,    /* AArch64 chain: parent scalar */
+    KERN_LEVEL_DOTPROD = 6, /* parent neon */
     KERN_LEVEL_COUNT
 } kern_level;
 
@@ -162,7 +171,8 @@ struct attn_ops;     /* attention_simd.h */
  * type (see HOW TO ADD A KERNEL below). */
 typedef struct kern_ops_table {
     kern_level level;
-    const char *name;                       /* "scalar", "avx2", "avx512", "avx512vnni", "avx512bf16" */
+    const char *name;                       /* "scalar", "avx2", "avx512", "avx512vnni", "avx512bf16", "neon",
+                                               "dotprod" */
     kern_type_ops ops[KITE_DTYPE_COUNT];    /* by weight type */
     kern_act_fn act_from_f32[KITE_DTYPE_COUNT]; /* by act_type (Q8_0, Q8_K, BF16, W8A8); NULL for F32 */
     const struct kern_elt_ops *elt;         /* element-wise ops: rmsnorm, softmax, swiglu, ... (ops_simd.h) */
@@ -180,6 +190,8 @@ void kern_register_avx2(kern_ops_table *t);       /* x86_avx2/register.c (with A
 void kern_register_avx512(kern_ops_table *t);     /* x86_avx512/register.c */
 void kern_register_avx512vnni(kern_ops_table *t); /* x86_avx512/register.c */
 void kern_register_avx512bf16(kern_ops_table *t); /* x86_avx512/register.c */
+void kern_register_neon(kern_ops_table *t);       /* arm_neon/register.c */
+void kern_register_dotprod(kern_ops_table *t);    /* arm_neon/register.c */
 
 /* One registration line: a type's activation format, dot and flat GEMM. */
 static inline void kern_set_dot(kern_ops_table *t, uint32_t type, uint32_t act_type, kern_vec_dot_fn vec_dot,
@@ -201,10 +213,18 @@ const kern_ops_table *kern_table_unchecked(kern_level level);
 
 /* The active table (capped by kern_config.level_cap), built on first use. */
 const kern_ops_table *kern_table(void);
-/* The table of a level, or NULL if this CPU/OS/build cannot run it. */
+/* The table of a level, or NULL if this CPU/OS/build cannot run it
+ * (kern_level_supported). */
 const kern_ops_table *kern_table_for_level(kern_level level);
 /* Highest level this CPU supports (ignores the level cap). */
 kern_level kern_level_max(void);
+/* The level below in its chain (dispatch.h DESIGN): scalar's is scalar. */
+kern_level kern_level_parent(kern_level level);
+/* Whether this CPU runs the level: it lies on the chain below kern_level_max(). */
+bool kern_level_supported(kern_level level);
+/* The level a cap gives on this CPU: the highest supported level <= cap
+ * (cap < 0: kern_level_max()).  What kern_table() runs under that cap. */
+kern_level kern_level_capped(int cap);
 const char *kern_level_name(kern_level level);
 /* Level by name ("scalar", ...), or -1. */
 int kern_level_from_name(const char *name);

@@ -11,10 +11,12 @@
  *                   specification, libm expf/tanhf, sequential sums;
  *     avx2          src/kernels/x86_avx2/ops_avx2.c (levels avx2 and up to
  *                   but not including avx512);
- *     avx512 and up src/kernels/x86_avx512/ops_avx512.c.
+ *     avx512 and up src/kernels/x86_avx512/ops_avx512.c;
+ *     neon, dotprod src/kernels/arm_neon/ops_neon.c (AArch64: four float32x4
+ *                   as the 16 lanes, the same bits as avx512).
  *   Building with -DKITE_ELT_OPS_REF pins every level to the references
  *   (A/B benchmarks of docs/kernels.md, "Element-wise ops").
- *   The avx2 and avx512 versions compute the same bits as each other (same
+ *   The avx2, avx512 and neon versions compute the same bits as each other (same
  *   operations in the same order; the avx2 file keeps 16 virtual lanes as two
  *   ymm halves where an order matters), and differ from the references only
  *   by rounding (tests/unit/test_ops.c states the budgets):
@@ -46,7 +48,7 @@
 #include "kernels/exp_poly.h"
 
 typedef struct kern_elt_ops {
-    const char *name; /* "scalar", "avx2" or "avx512" */
+    const char *name; /* "scalar", "avx2", "avx512" or "neon" */
     void (*rmsnorm)(float *out, const float *x, const float *gain, int64_t n, float eps);
     void (*layernorm)(float *out, const float *x, const float *gain, const float *bias, int64_t n, float eps);
     void (*softmax)(float *x, int64_t n);

@@ -258,7 +258,7 @@ static void bad_values_child(void) {
 TEST(test_cli_config_bad_values) {
     char err[4096];
     run_child(bad_values_child, "bad values", err, sizeof err);
-    CHECK_CONTAINS(err, "kite: KITE_CPU_LEVEL=turbo is not one of scalar, avx2, avx512, avx512vnni, avx512bf16: ignored\n");
+    CHECK_CONTAINS(err, "kite: KITE_CPU_LEVEL=turbo is not one of scalar, avx2, avx512, avx512vnni, avx512bf16, neon, dotprod: ignored\n");
     CHECK_CONTAINS(err, "none.txt: cannot read the tune table (No such file or directory); using the built-in defaults\n");
 }
 

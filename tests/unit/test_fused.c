@@ -163,6 +163,7 @@ TEST(test_fused_equals_separate) {
     threadpool *tp1 = tp_new(1), *tp3 = tp_new(3);
     for (int l = KERN_LEVEL_SCALAR; l <= (int)kern_level_max(); l++) {
         const kern_ops_table *kt = kern_table_for_level((kern_level)l);
+        if (!kt) continue; /* another architecture's level */
         check_types(kt, tp1);
         check_types(kt, tp3);
     }

@@ -54,6 +54,9 @@
 #include "kernels/x86_avx2/avx2.h"
 #include "kernels/x86_avx2/avxvnni.h"
 #endif
+#if defined(__aarch64__)
+#include "kernels/arm_neon/neon.h"
+#endif
 
 static const uint32_t kernel_types[] = {KITE_DTYPE_F32,  KITE_DTYPE_F16,  KITE_DTYPE_BF16, KITE_DTYPE_Q4_0,
                                         KITE_DTYPE_Q8_0, KITE_DTYPE_Q4_K, KITE_DTYPE_Q6_K, KITE_DTYPE_Q5_K,
@@ -128,13 +131,26 @@ TEST(test_dispatch_names) {
     CHECK_STR_EQ(kern_level_name(KERN_LEVEL_AVX512VNNI), "avx512vnni");
     CHECK_STR_EQ(kern_level_name(KERN_LEVEL_AVX512BF16), "avx512bf16");
     CHECK_EQ_INT(kern_level_from_name("avx512bf16"), KERN_LEVEL_AVX512BF16);
-    CHECK_EQ_INT(KERN_LEVEL_COUNT, KERN_LEVEL_AVX512BF16 + 1);
+    CHECK_EQ_INT(KERN_LEVEL_COUNT, KERN_LEVEL_DOTPROD + 1);
+    CHECK_STR_EQ(kern_level_name(KERN_LEVEL_NEON), "neon");
+    CHECK_EQ_INT(kern_level_from_name("dotprod"), KERN_LEVEL_DOTPROD);
+    CHECK_EQ_INT(kern_level_parent(KERN_LEVEL_NEON), KERN_LEVEL_SCALAR);
+    CHECK_EQ_INT(kern_level_parent(KERN_LEVEL_DOTPROD), KERN_LEVEL_NEON);
+    CHECK_EQ_INT(kern_level_parent(KERN_LEVEL_AVX2), KERN_LEVEL_SCALAR);
+    CHECK_EQ_INT(kern_level_parent(KERN_LEVEL_AVX512BF16), KERN_LEVEL_AVX512VNNI);
     CHECK_EQ_INT(kern_level_from_name("AVX2"), KERN_LEVEL_AVX2);
     CHECK_EQ_INT(kern_level_from_name("sse9"), -1);
     const kern_level max = kern_level_max();
     for (int l = 0; l < KERN_LEVEL_COUNT; l++) {
         const kern_ops_table *t = kern_table_for_level((kern_level)l);
-        if (l <= (int)max) {
+        /* the levels on max's chain, and no other (the other architecture's) */
+        bool on_chain = false;
+        for (kern_level c = max;; c = kern_level_parent(c)) {
+            on_chain |= c == (kern_level)l;
+            if (c == KERN_LEVEL_SCALAR) break;
+        }
+        CHECK_EQ_INT(kern_level_supported((kern_level)l), on_chain);
+        if (on_chain) {
             CHECK(t != NULL);
             if (t) CHECK_EQ_INT(t->level, l);
         } else {
@@ -142,9 +158,13 @@ TEST(test_dispatch_names) {
         }
     }
     const cpu_info *c = cpu_features();
-    printf("    cpu: avx2 %d fma %d f16c %d avx512f/bw/dq/vl %d%d%d%d vnni %d bf16 %d; max level %s, active %s\n",
+    printf("    cpu: avx2 %d fma %d f16c %d avx512f/bw/dq/vl %d%d%d%d vnni %d bf16 %d neon %d dotprod %d; max level %s, "
+           "active %s\n",
            c->avx2, c->fma, c->f16c, c->avx512f, c->avx512bw, c->avx512dq, c->avx512vl, c->avx512vnni,
-           c->avx512bf16, kern_level_name(max), kern_table()->name);
+           c->avx512bf16, c->neon, c->dotprod, kern_level_name(max), kern_table()->name);
+#if defined(__aarch64__)
+    CHECK(c->neon && max >= KERN_LEVEL_NEON && max == (c->dotprod ? KERN_LEVEL_DOTPROD : KERN_LEVEL_NEON));
+#endif
     /* every type with a to_float is computable; pairings as documented */
     const kern_ops_table *t = kern_table_for_level(KERN_LEVEL_SCALAR);
     CHECK_EQ_INT(t->ops[KITE_DTYPE_Q4_0].act_type, KITE_DTYPE_Q8_0);
@@ -162,11 +182,12 @@ TEST(test_dispatch_names) {
     /* bf16 activations only for bf16 weights, only at avx512bf16 */
     for (int l = 0; l <= (int)max; l++) {
         const kern_ops_table *kt = kern_table_for_level((kern_level)l);
-        CHECK_EQ_INT(kt->ops[KITE_DTYPE_BF16].act_type, l >= KERN_LEVEL_AVX512BF16 ? KITE_DTYPE_BF16 : KITE_DTYPE_F32);
+        if (!kt) continue; /* another architecture's level */
+        CHECK_EQ_INT(kt->ops[KITE_DTYPE_BF16].act_type, l == KERN_LEVEL_AVX512BF16 ? KITE_DTYPE_BF16 : KITE_DTYPE_F32);
         CHECK_EQ_INT(kt->ops[KITE_DTYPE_F16].act_type, KITE_DTYPE_F32);
         CHECK_EQ_INT(kt->ops[KITE_DTYPE_F32].act_type, KITE_DTYPE_F32);
     }
-    CHECK_EQ_INT(max >= KERN_LEVEL_AVX512BF16, c->avx512bf16 && max >= KERN_LEVEL_AVX512VNNI);
+    CHECK_EQ_INT(max == KERN_LEVEL_AVX512BF16, c->avx512bf16 && max >= KERN_LEVEL_AVX512VNNI);
 }
 
 /* KITE_CPU_LEVEL=scalar read by the CLI's configuration (tools/config) and
@@ -175,16 +196,30 @@ TEST(test_dispatch_names) {
  * every supported level; avx2 caps at min(avx2, max), avx512vnni at
  * min(avx512vnni, max) (the A/B switch for the bf16-activation level). */
 TEST(test_env_cap_scalar) {
-    static const char *const caps[] = {"scalar", "avx2", "avx512vnni"};
-    static const kern_level levels[] = {KERN_LEVEL_SCALAR, KERN_LEVEL_AVX2, KERN_LEVEL_AVX512VNNI};
-    for (int i = 0; i < 3; i++) {
+    static const char *const caps[] = {"scalar", "avx2", "avx512vnni", "neon", "dotprod"};
+    static const kern_level levels[] = {KERN_LEVEL_SCALAR, KERN_LEVEL_AVX2, KERN_LEVEL_AVX512VNNI, KERN_LEVEL_NEON,
+                                        KERN_LEVEL_DOTPROD};
+    /* a cap walks down the running chain: the other architecture's levels give
+     * the highest level of this one below them (on AArch64 an x86 cap is scalar) */
+    const kern_level max = kern_level_max();
+#if defined(__aarch64__)
+    CHECK_EQ_INT(kern_level_capped(KERN_LEVEL_AVX2), KERN_LEVEL_SCALAR);
+    CHECK_EQ_INT(kern_level_capped(KERN_LEVEL_AVX512BF16), KERN_LEVEL_SCALAR);
+    CHECK_EQ_INT(kern_level_capped(KERN_LEVEL_NEON), KERN_LEVEL_NEON);
+    CHECK_EQ_INT(kern_level_capped(KERN_LEVEL_DOTPROD), max);
+#else
+    CHECK_EQ_INT(kern_level_capped(KERN_LEVEL_NEON), max);
+    CHECK_EQ_INT(kern_level_capped(KERN_LEVEL_AVX2), max < KERN_LEVEL_AVX2 ? max : KERN_LEVEL_AVX2);
+#endif
+    CHECK_EQ_INT(kern_level_capped(-1), max);
+    CHECK_EQ_INT(kern_level_capped(KERN_LEVEL_SCALAR), KERN_LEVEL_SCALAR);
+    for (int i = 0; i < 5; i++) {
         fflush(stdout);
         pid_t pid = fork();
         if (pid == 0) {
             setenv("KITE_CPU_LEVEL", caps[i], 1);
             (void)config_get();
-            kern_level want = levels[i];
-            if (want > kern_level_max()) want = kern_level_max();
+            const kern_level want = kern_level_capped(levels[i]);
             _exit(kern_table()->level == want && kern_table_for_level(kern_level_max()) != NULL ? 0 : 1);
         }
         int st = 0;
@@ -265,6 +300,7 @@ TEST(test_kernels_vs_reference_all_levels) {
     const kern_ops_table *ref = kern_table_for_level(KERN_LEVEL_SCALAR);
     for (int l = 0; l <= (int)kern_level_max(); l++) {
         const kern_ops_table *kt = kern_table_for_level((kern_level)l);
+        if (!kt) continue; /* another architecture's level */
         n_levels_tested++;
         for (int i = 0; i < N_KTYPES; i++) check_type_level(kt, ref, kernel_types[i]);
         printf("    level %-10s %d kernel checks\n", kt->name, n_kernel_checks[l]);
@@ -275,6 +311,7 @@ TEST(test_kernels_vs_reference_all_levels) {
 TEST(test_gemm_equals_vec_dot) {
     for (int l = 0; l <= (int)kern_level_max(); l++) {
         const kern_ops_table *kt = kern_table_for_level((kern_level)l);
+        if (!kt) continue; /* another architecture's level */
         for (int i = 0; i < N_KTYPES; i++) {
             const uint32_t t = kernel_types[i];
             const kern_type_ops *op = &kt->ops[t];
@@ -318,6 +355,7 @@ TEST(test_gemm_shapes_unaligned) {
     int n_checks = 0;
     for (int l = 0; l <= (int)kern_level_max(); l++) {
         const kern_ops_table *kt = kern_table_for_level((kern_level)l);
+        if (!kt) continue; /* another architecture's level */
         for (int i = 0; i < N_KTYPES; i++) {
             const uint32_t t = kernel_types[i];
             const kern_type_ops *op = &kt->ops[t];
@@ -433,7 +471,7 @@ TEST(test_matmul_all_types) {
     threadpool *tp1 = tp_new(1), *tp3 = tp_new(3);
     CHECK(tp1 && tp3);
     for (int l = 0; l <= (int)kern_level_max(); l++)
-        for (uint32_t t = 0; t < KITE_DTYPE_COUNT && tp1 && tp3; t++) {
+        for (uint32_t t = 0; t < KITE_DTYPE_COUNT && tp1 && tp3 && kern_level_supported((kern_level)l); t++) {
             const dtype_traits *tr = dtype_get(t);
             if (!tr || !tr->to_float || !tr->from_float || t == KITE_DTYPE_Q8_K || t == KITE_DTYPE_Q8_1) continue;
             check_matmul_type(kern_table_for_level((kern_level)l), t, tp1, tp3);
@@ -468,6 +506,7 @@ TEST(test_bf16_act_converter) {
     uint16_t ref[N], got[N + 1];
     int n_levels = 0;
     for (int l = 0; l <= (int)kern_level_max(); l++) {
+        if (!kern_level_supported((kern_level)l)) continue; /* another architecture's level */
         const kern_act_fn q = kern_table_for_level((kern_level)l)->act_from_f32[KITE_DTYPE_BF16];
         CHECK(q != NULL);
         if (!q) continue;
@@ -595,6 +634,34 @@ TEST(test_avx2_avxvnni_variant) {
 #endif
 }
 
+/* The AArch64 levels hold their folder's kernels: neon the smull/sadalp
+ * q4_0/q8_0 ones, dotprod the sdot ones over the same float kernels, and
+ * the active level follows HWCAP_ASIMDDP (qemu -cpu cortex-a53: neon; -cpu
+ * max: dotprod; make test-arm runs both). */
+TEST(test_arm_levels) {
+#if defined(__aarch64__)
+    const kern_ops_table *n = kern_table_for_level(KERN_LEVEL_NEON), *d = kern_table_for_level(KERN_LEVEL_DOTPROD);
+    CHECK(n != NULL);
+    if (!n) return;
+    CHECK(n->ops[KITE_DTYPE_Q4_0].vec_dot == vec_dot_q4_0_q8_0_neon && n->ops[KITE_DTYPE_Q4_0].gemm == gemm_q4_0_q8_0_neon);
+    CHECK(n->ops[KITE_DTYPE_Q8_0].vec_dot == vec_dot_q8_0_q8_0_neon && n->ops[KITE_DTYPE_Q8_0].x16 == gemm_x16_q8_0_neon);
+    CHECK(n->ops[KITE_DTYPE_F16].vec_dot == vec_dot_f16_f32_neon && n->act_from_f32[KITE_DTYPE_Q8_0] == act_quantize_q8_0_neon);
+    CHECK(n->elt == &kern_elt_neon && n->attn == &kern_attn_neon);
+    CHECK_EQ_INT(kern_table()->level, cpu_features()->dotprod ? KERN_LEVEL_DOTPROD : KERN_LEVEL_NEON);
+    if (!d) { /* the neon checks above still count */
+        printf("    neon table holds the arm_neon kernels; no dot product (HWCAP_ASIMDDP): dotprod not run\n");
+        return;
+    }
+    CHECK(d->ops[KITE_DTYPE_Q4_0].vec_dot == vec_dot_q4_0_q8_0_dotprod && d->ops[KITE_DTYPE_Q4_0].x16 == gemm_x16_q4_0_dotprod);
+    CHECK(d->ops[KITE_DTYPE_Q8_0].vec_dot == vec_dot_q8_0_q8_0_dotprod && d->ops[KITE_DTYPE_Q8_0].gemm == gemm_q8_0_q8_0_dotprod);
+    CHECK(d->ops[KITE_DTYPE_F32].vec_dot == vec_dot_f32_neon && d->elt == n->elt); /* inherited from neon */
+    printf("    neon and dotprod tables hold the arm_neon kernels (active %s)\n", kern_table()->name);
+#else
+    CHECK(!kern_level_supported(KERN_LEVEL_NEON) && !kern_level_supported(KERN_LEVEL_DOTPROD));
+    SKIP_TEST("not AArch64: the neon and dotprod levels are not supported here");
+#endif
+}
+
 int main(void) {
     RUN(test_env_invalid); /* forked children: each builds its own table */
     RUN(test_env_cap_scalar);
@@ -604,6 +671,7 @@ int main(void) {
     RUN(test_gemm_equals_vec_dot);
     RUN(test_gemm_shapes_unaligned);
     RUN(test_avx2_avxvnni_variant);
+    RUN(test_arm_levels);
     RUN(test_bf16_act_converter);
     RUN(test_bf16_dot_model);
     RUN(test_matmul_all_types);

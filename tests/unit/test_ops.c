@@ -380,13 +380,12 @@ TEST(test_special_values) {
 TEST(test_env_cap) {
     static const char *const caps[] = {"scalar", "avx2", "avx512"};
     for (int i = 0; i < 3; i++) {
-        kern_level want = (kern_level)i;
+        const kern_level want = kern_level_capped(i); /* on AArch64 the x86 caps give scalar */
         fflush(stdout);
         const pid_t pid = fork();
         if (pid == 0) {
             setenv("KITE_CPU_LEVEL", caps[i], 1);
             (void)config_get();
-            if (want > kern_level_max()) want = kern_level_max();
             const kern_elt_ops *o = kern_elt_ops_active();
             /* the public kernel runs the active table */
             float a[19], b[19], u[19];

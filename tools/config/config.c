@@ -123,12 +123,11 @@ void config_read(config *c) {
     if (lv && *lv) {
         const int cap = kern_level_from_name(lv);
         if (cap < 0)
-            fprintf(stderr, "kite: KITE_CPU_LEVEL=%s is not one of scalar, avx2, avx512, avx512vnni, avx512bf16: ignored\n",
+            fprintf(stderr, "kite: KITE_CPU_LEVEL=%s is not one of scalar, avx2, avx512, avx512vnni, avx512bf16, neon, dotprod: ignored\n",
                     lv);
         c->kern.level_cap = cap;
     }
-    kern_level level = kern_level_max();
-    if (c->kern.level_cap >= 0 && (kern_level)c->kern.level_cap < level) level = (kern_level)c->kern.level_cap;
+    const kern_level level = kern_level_capped(c->kern.level_cap);
 
     read_tune(c, level);
     if (c->tune_state > 0) c->kern.tune = &c->tune;
