@@ -138,6 +138,9 @@ rm -f "$T/s-q4.gguf" "$T/s-q4q.gguf" "$T/s-f32.gguf" "$T/s-km.gguf" "$T/s-f32b.g
 
 # ---- bench --------------------------------------------------------------------
 
+# (the cache file, not the file tests/run.sh pins for the suite: KITE_PROBE_FILE)
+pinned=${KITE_PROBE_FILE:-}
+unset KITE_PROBE_FILE
 e2e_kite "$T/out" "$T/err" bench --probe
 if [ "$rc" -ne 0 ]; then
     e2e_fail "bench --probe" "exit $rc: $(e2e_first_line "$T/err")"
@@ -157,6 +160,22 @@ if [ "$rc" -eq 0 ] && grep -q '"measured": true, "read_avail_pct": \[[0-9.]*[],]
 else
     e2e_fail "bench --probe --json: availability fields" "exit $rc: $(e2e_first_line "$T/out")"
 fi
+# KITE_PROBE_FILE: a busy probe there is used as it is, unchanged (a cached busy one is measured again)
+# (7 s older than the cache's, so that the run's probe_measured_at tells which one it used)
+at=$(($(sed -n 's/^measured_at //p' "$XDG_CACHE_HOME/kite/probe.txt") - 7))
+sed "s/^read_avail 1 .*/read_avail 1 0.100/; s/^read_busy 1 .*/read_busy 1 3/; s/^measured_at .*/measured_at $at/" \
+    "$XDG_CACHE_HOME/kite/probe.txt" >"$T/busy-probe.txt"
+cp "$T/busy-probe.txt" "$T/busy-probe.orig"
+KITE_PROBE_FILE=$T/busy-probe.txt "$KITE" bench -m models/stories260K.gguf -p 4 -n 2 -r 1 -t 1 --no-check --json \
+    </dev/null >"$T/out" 2>"$T/err"
+rc=$?
+if [ "$rc" -eq 0 ] && [ -n "$at" ] && grep -q "\"probe_measured_at\": $at," "$T/out" &&
+    cmp -s "$T/busy-probe.txt" "$T/busy-probe.orig"; then
+    e2e_ok "KITE_PROBE_FILE: a busy probe there is used, not measured again"
+else
+    e2e_fail "KITE_PROBE_FILE" "exit $rc, measured_at $at: $(grep -o '"probe_measured_at": [0-9]*' "$T/out" | head -n 1) $(e2e_first_line "$T/err")"
+fi
+[ -n "$pinned" ] && KITE_PROBE_FILE=$pinned && export KITE_PROBE_FILE
 
 e2e_kite "$T/out" "$T/err" bench -m "$T/a.gguf" -p 8 -n 4 -r 2 -t 1 --json
 if [ "$rc" -ne 0 ]; then

@@ -53,6 +53,7 @@ typedef struct config {
     double progress_period; /* KITE_PROGRESS_PERIOD: seconds between plain lines (default 2; 0: every update) */
     bool have_probe_path;
     char probe_path[1024]; /* the probe cache file (have_probe_path) */
+    bool probe_pinned;     /* probe_path is $KITE_PROBE_FILE: its results are used as they are */
 } config;
 
 /* Fills *c from the environment and the tune table file, reporting bad
@@ -83,7 +84,11 @@ int config_tune_source(char *path, size_t cap, int *level_out);
 
 /* The probe cache (roofline/probe.h) at its cache file: probe_get and
  * probe_save with config_get()'s path.  Without a cache folder, get
- * measures without caching and save fails (KITE_E_IO, message set). */
+ * measures without caching and save fails (KITE_E_IO, message set).
+ * KITE_PROBE_FILE=F replaces the cache file by F, whose results are then
+ * used whatever their age and the load they were taken under (measured and
+ * written only when F is missing or unreadable): what the test suite uses,
+ * so that each bench call on a busy machine does not measure again. */
 int config_probe_get(probe_result *r /* OUT */, bool *measured /* OUT, may be NULL */);
 int config_probe_save(const probe_result *r);
 
