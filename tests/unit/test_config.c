@@ -86,6 +86,7 @@ static void set_env(void) {
     setenv("KITE_INT8_THRESHOLD", "0", 1);
     setenv("KITE_WORK_SHARING", "0", 1);
     setenv("KITE_REPACK", "0", 1);
+    unsetenv("KITE_PROBE_FILE"); /* the probe cache folder's file (home_and_off_child sets it) */
 }
 
 /* Runs fn with stderr captured into err. */
@@ -232,6 +233,13 @@ static void home_and_off_child(void) {
     CHECK(config_get()->kern.tune == NULL);
     CHECK(kern_config_get()->tune == NULL);
     CHECK_EQ_INT(config_tune_source(NULL, 0, NULL), -1);
+    /* KITE_PROBE_FILE replaces the probe cache file and pins it */
+    CHECK(!cf.probe_pinned);
+    setenv("KITE_PROBE_FILE", "/nowhere/probe.txt", 1);
+    config_read(&cf);
+    CHECK(cf.have_probe_path && cf.probe_pinned);
+    CHECK_STR_EQ(cf.probe_path, "/nowhere/probe.txt");
+    unsetenv("KITE_PROBE_FILE");
 }
 
 TEST(test_cli_config_cache_folder) {

@@ -95,6 +95,29 @@ static void reference_vecs(const kite_token (*toks)[MAX_TOK], const int32_t *n, 
  * skipped), 3 lookahead */
 static int g_drafter;
 
+/* A gate the engine thread waits at in its first logits row until every
+ * request of a case is submitted, so that what runs side by side (and
+ * whether the small pool preempts) does not depend on how the submitting
+ * thread is scheduled: a loaded host let the engine finish early sequences
+ * before the later ones arrived, and nothing was preempted. */
+static pthread_mutex_t g_gate_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_gate_cv = PTHREAD_COND_INITIALIZER;
+static bool g_gate_open = true;
+
+static void gated_logits(void *hook_user, void *req_user, const float *logits, int32_t n_vocab) {
+    pthread_mutex_lock(&g_gate_mu);
+    while (!g_gate_open) pthread_cond_wait(&g_gate_cv, &g_gate_mu);
+    pthread_mutex_unlock(&g_gate_mu);
+    on_logits(hook_user, req_user, logits, n_vocab);
+}
+
+static void gate_set(bool open) {
+    pthread_mutex_lock(&g_gate_mu);
+    g_gate_open = open;
+    pthread_cond_broadcast(&g_gate_cv);
+    pthread_mutex_unlock(&g_gate_mu);
+}
+
 static int64_t embed_mixed(int32_t n_parallel, int64_t kv_mem, int32_t step, int32_t pooling, int n_gen, int copies,
                            const char *what) {
     kite_model_info info;
@@ -127,6 +150,8 @@ static int64_t embed_mixed(int32_t n_parallel, int64_t kv_mem, int32_t step, int
         free(ref);
         return 0;
     }
+    engine_set_logits_hook(e, gated_logits, NULL);
+    gate_set(false);
     const int n_emb = N_IN * copies;
     ecollect *ec = calloc((size_t)n_emb, sizeof *ec);
     collect *gc = calloc((size_t)(n_gen ? n_gen : 1), sizeof *gc);
@@ -155,6 +180,7 @@ static int64_t embed_mixed(int32_t n_parallel, int64_t kv_mem, int32_t step, int
             i++;
         }
     }
+    gate_set(true);
     for (int i = 0; i < n_emb; i++) {
         CHECK_MSG(ecollect_wait(&ec[i], 60), "%s: embedding %d did not finish", what, i);
         CHECK_EQ_INT(ec[i].kind, ENGINE_EV_DONE);
