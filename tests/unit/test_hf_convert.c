@@ -4,7 +4,7 @@
  * Tiny Hugging Face directories (config.json, tokenizer.json,
  * tokenizer_config.json, model-0000k-of-00002.safetensors + index, or one
  * model.safetensors) are written to a mkdtemp() directory for llama, qwen2,
- * qwen3, mixtral, qwen3_moe and gpt2 shapes, converted with hf_convert(),
+ * qwen3, mixtral, qwen3_moe, gpt2, gemma2 and phi3 shapes, converted with hf_convert(),
  * and read back with the GGUF reader:
  *   - metadata keys and types (llama.cpp names), vocabulary arrays;
  *   - every tensor equals its source, with the q/k row permutation (llama),
@@ -15,6 +15,8 @@
  *     in GGUF orientation first, the Hugging Face q/k derived with the
  *     inverse, Hugging Face-side permutation); a control GGUF with the
  *     unpermuted q/k gives different logits, so the check has teeth;
+ *   - phi3: fused qkv/gate_up and LongRoPE factors; the logits equal a
+ *     directly written phi3 GGUF with the short and the long factors;
  *   - --type f16/bf16/q8_0 types and values (q8_0 falls back to f16 for
  *     rows not a multiple of 32; norms stay f32);
  *   - malformed safetensors and directories fail with one-line messages
