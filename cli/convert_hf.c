@@ -81,7 +81,7 @@ const cli_spec cli_spec_convert_hf = {
              "Converts a Hugging Face model directory (config.json, tokenizer.json, optional\n"
              "tokenizer_config.json, model.safetensors or model-*.safetensors with\n"
              "model.safetensors.index.json) to GGUF with llama.cpp's keys and tensor names.\n"
-             "Architectures: llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, gpt2.\n",
+             "Architectures: llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, gpt2, gemma2, phi3.\n",
     CLI_TABLE(convert_hf_opts, hf_convert_params),
     .other = hf_other,
 };

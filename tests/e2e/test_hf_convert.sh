@@ -112,6 +112,9 @@ cp "$D/config.json" "$T/config.bak"
 printf '{"model_type": "falcon", "architectures": ["FalconForCausalLM"]}' >"$D/config.json"
 expect_error "unsupported model_type" 1 "model_type 'falcon' (architectures[0] 'FalconForCausalLM') is not supported" \
     convert --hf "$D" -o "$T/x.gguf"
+printf '{"architectures": ["Phi3ForCausalLM"], "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 48, "rope_scaling": {"type": "longrope", "long_factor": [1, 2, 3, 4]}}' >"$D/config.json"
+expect_error "phi3 longrope without short_factor" 1 "rope_scaling: longrope needs 'short_factor', a list of 4 numbers (rotary dims 8 / 2)" \
+    convert --hf "$D" -o "$T/x.gguf"
 cp "$T/config.bak" "$D/config.json"
 if [ -e "$T/x.gguf" ] || ls "$T"/x.gguf.tmp.* >/dev/null 2>&1; then
     e2e_fail "no output after errors" "$T/x.gguf or a temporary file exists"

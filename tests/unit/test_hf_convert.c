@@ -4,7 +4,7 @@
  * Tiny Hugging Face directories (config.json, tokenizer.json,
  * tokenizer_config.json, model-0000k-of-00002.safetensors + index, or one
  * model.safetensors) are written to a mkdtemp() directory for llama, qwen2,
- * qwen3, mixtral, qwen3_moe and gpt2 shapes, converted with hf_convert(),
+ * qwen3, mixtral, qwen3_moe, gpt2, gemma2 and phi3 shapes, converted with hf_convert(),
  * and read back with the GGUF reader:
  *   - metadata keys and types (llama.cpp names), vocabulary arrays;
  *   - every tensor equals its source, with the q/k row permutation (llama),
@@ -15,6 +15,8 @@
  *     in GGUF orientation first, the Hugging Face q/k derived with the
  *     inverse, Hugging Face-side permutation); a control GGUF with the
  *     unpermuted q/k gives different logits, so the check has teeth;
+ *   - phi3: fused qkv/gate_up and LongRoPE factors; the logits equal a
+ *     directly written phi3 GGUF with the short and the long factors;
  *   - --type f16/bf16/q8_0 types and values (q8_0 falls back to f16 for
  *     rows not a multiple of 32; norms stay f32);
  *   - malformed safetensors and directories fail with one-line messages
@@ -1242,6 +1244,212 @@ TEST(test_gemma2) {
     clean_dir();
 }
 
+/* ---- phi3 ----------------------------------------------------------------------- */
+
+/* Logits of 6 tokens (all positions) of the model at path in a context of n_ctx. */
+static float *run_logits_ctx(const char *path, int n_ctx, int n_vocab) {
+    kite_model *m = NULL;
+    kite_model_params mp = kite_model_default_params();
+    int rc = kite_model_load(path, &mp, &m);
+    CHECK_MSG(rc == KITE_OK, "load %s: %s", path, kite_last_error());
+    if (rc) return NULL;
+    kite_ctx *c = NULL;
+    kite_ctx_params cp = kite_ctx_default_params();
+    cp.n_ctx = n_ctx;
+    cp.n_threads = 1;
+    float *out = NULL;
+    if ((rc = kite_ctx_new(m, &cp, &c)) == KITE_OK) {
+        const kite_token toks[6] = {1, 264, 262, 100, 5, 260};
+        if ((rc = kite_ctx_eval(c, toks, 6, true)) == KITE_OK) {
+            out = malloc(sizeof(float) * 6 * (size_t)n_vocab);
+            for (int i = 0; i < 6; i++) memcpy(out + i * n_vocab, kite_ctx_logits(c, i), sizeof(float) * (size_t)n_vocab);
+        }
+    }
+    CHECK_MSG(rc == KITE_OK, "eval %s: %s", path, kite_last_error());
+    kite_ctx_free(c);
+    kite_model_free(m);
+    return out;
+}
+
+static double max_abs_diff(const float *a, const float *b, int n) {
+    double w = 0;
+    for (int i = 0; i < n; i++) w = fmax(w, fabs((double)a[i] - b[i]));
+    return w;
+}
+
+/* Phi3ForCausalLM as its checkpoints store it: qkv_proj (q, k, v rows) and
+ * gate_up_proj (gate, up rows) fused, NEOX rope (nothing permuted), LongRoPE
+ * factors in config.json.  The converted file's phi3.* keys equal the ones
+ * llama.cpp's converter writes (attn_factor sqrt(1 + ln(64/8) / ln 8),
+ * computed here), and its logits equal those of the same weights written
+ * directly as a phi3 GGUF, both in a context of 8 (the original one: short
+ * factors) and of 16 (long factors), which differ from each other.  Partial
+ * rotary and a null window; bad LongRoPE configs fail with one line. */
+TEST(test_phi3) {
+    const int E = 32, F = 48, H = 4, KV = 2, HD = 8, V = 265, NR = HD / 2;
+    clean_dir();
+    reset_srcs();
+    rng = 43;
+    add("model.embed_tokens.weight", KITE_DTYPE_BF16, 2, V, E, 0, NULL);
+    for (int l = 0; l < 2; l++) {
+        char n[128];
+#define A(suffix, dt, nd, d0, d1)                                                                               \
+    do {                                                                                                        \
+        snprintf(n, sizeof n, "model.layers.%d.%s", l, suffix);                                                 \
+        add(n, dt, nd, d0, d1, 0, NULL);                                                                        \
+    } while (0)
+        A("input_layernorm.weight", KITE_DTYPE_F32, 1, E, 1);
+        A("self_attn.qkv_proj.weight", KITE_DTYPE_F32, 2, (H + 2 * KV) * HD, E);
+        A("self_attn.o_proj.weight", KITE_DTYPE_F32, 2, E, H * HD);
+        A("post_attention_layernorm.weight", KITE_DTYPE_F32, 1, E, 1);
+        A("mlp.gate_up_proj.weight", KITE_DTYPE_F16, 2, 2 * F, E);
+        A("mlp.down_proj.weight", KITE_DTYPE_F32, 2, E, F);
+#undef A
+    }
+    add("model.norm.weight", KITE_DTYPE_F32, 1, E, 1, 0, NULL);
+    add("lm_head.weight", KITE_DTYPE_F32, 2, V, E, 0, NULL);
+    write_spm_tokenizer();
+    write_weights(false);
+    /* factors far from 1 so that the two sets move the logits apart */
+    const float lf[4] = {1.0f, 2.5f, 6.0f, 16.0f}, sf[4] = {1.0f, 1.25f, 1.5f, 2.0f};
+    const char *cfg = "{\"architectures\": [\"Phi3ForCausalLM\"], \"num_attention_heads\": 4, "
+                      "\"num_key_value_heads\": 2, \"hidden_size\": 32, \"intermediate_size\": 48, "
+                      "\"max_position_embeddings\": 64, \"original_max_position_embeddings\": 8, "
+                      "\"sliding_window\": 4, \"rope_scaling\": {\"type\": \"longrope\", "
+                      "\"long_factor\": [1.0, 2.5, 6.0, 16.0], \"short_factor\": [1.0, 1.25, 1.5, 2.0]}}";
+    patch_config("phi3", cfg);
+    TPATH(out, "phi3.gguf");
+    TPATH(direct, "phi3-direct.gguf");
+    int rc = convert(KITE_DTYPE_F32, out, NULL);
+    CHECK_MSG(rc == KITE_OK, "convert: %s", kite_last_error());
+    gguf_ctx *g = rc ? NULL : open_out(out);
+    const float attn_factor = (float)sqrt(1.0 + log(64.0 / 8.0) / log(8.0));
+    if (g) {
+        check_str(g, "general.architecture", "phi3");
+        static const struct {
+            const char *key;
+            int64_t v;
+        } ints[] = {{"phi3.block_count", 2},          {"phi3.context_length", 64},
+                    {"phi3.embedding_length", 32},    {"phi3.feed_forward_length", 48},
+                    {"phi3.attention.head_count", 4}, {"phi3.attention.head_count_kv", 2},
+                    {"phi3.rope.dimension_count", 8}, {"phi3.rope.scaling.original_context_length", 8},
+                    {"phi3.attention.sliding_window", 4}};
+        for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+            CHECK_MSG(get_int(g, ints[i].key) == ints[i].v, "%s", ints[i].key);
+        float f = 0;
+        CHECK(gguf_get_f32(g, "phi3.rope.scaling.attn_factor", &f) == KITE_OK && f == attn_factor);
+        CHECK(gguf_find_key(g, "phi3.rope.scaling.type") < 0); /* llama.cpp writes none for phi3 */
+        CHECK(gguf_find_tensor(g, "blk.0.ffn_gate.weight") == NULL && gguf_find_tensor(g, "blk.0.attn_q.weight") == NULL);
+        check_tensor(g, "blk.1.attn_qkv.weight", "model.layers.1.self_attn.qkv_proj.weight", 0, KITE_DTYPE_F32, 0);
+        check_tensor(g, "blk.1.ffn_up.weight", "model.layers.1.mlp.gate_up_proj.weight", 0, KITE_DTYPE_F32, 0);
+        check_tensor(g, "blk.0.ffn_norm.weight", "model.layers.0.post_attention_layernorm.weight", 0, KITE_DTYPE_F32, 0);
+        const gguf_tensor *tl = gguf_find_tensor(g, "rope_factors_long.weight");
+        const gguf_tensor *ts = gguf_find_tensor(g, "rope_factors_short.weight");
+        CHECK(tl && ts && tl->type == KITE_DTYPE_F32 && ts->type == KITE_DTYPE_F32 && tl->ne[0] == NR && ts->ne[0] == NR);
+        if (tl && ts) CHECK(!memcmp(tl->data, lf, sizeof lf) && !memcmp(ts->data, sf, sizeof sf));
+        /* the same model written directly: phi3 keys set here, vocabulary copied */
+        gguf_writer *w = gguf_writer_new();
+        for (uint64_t i = 0; i < g->n_kv; i++) {
+            char *k = gguf_str_dup(g->kv[i].key);
+            if (strncmp(k, "phi3.", 5)) gguf_writer_set_value(w, k, &g->kv[i].value);
+            free(k);
+        }
+        for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) gguf_writer_set_u32(w, ints[i].key, (uint32_t)ints[i].v);
+        gguf_writer_set_f32(w, "phi3.rope.freq_base", 10000.0f);
+        gguf_writer_set_f32(w, "phi3.attention.layer_norm_rms_epsilon", 1e-5f);
+        gguf_writer_set_f32(w, "phi3.rope.scaling.attn_factor", attn_factor);
+        int64_t ne[2] = {NR, 1};
+        gguf_writer_add_tensor(w, "rope_factors_long.weight", KITE_DTYPE_F32, 1, ne, lf);
+        gguf_writer_add_tensor(w, "rope_factors_short.weight", KITE_DTYPE_F32, 1, ne, sf);
+        static const struct {
+            const char *g, *h;
+        } names[] = {{"attn_norm.weight", "input_layernorm.weight"},   {"attn_qkv.weight", "self_attn.qkv_proj.weight"},
+                     {"attn_output.weight", "self_attn.o_proj.weight"}, {"ffn_norm.weight", "post_attention_layernorm.weight"},
+                     {"ffn_up.weight", "mlp.gate_up_proj.weight"},     {"ffn_down.weight", "mlp.down_proj.weight"}};
+        const src *sv;
+#define ADD(gname, sname)                                                                                       \
+    do {                                                                                                        \
+        sv = find_src(sname);                                                                                   \
+        ne[0] = sv->nd == 1 ? sv->d0 : sv->d1;                                                                  \
+        ne[1] = sv->nd == 1 ? 1 : sv->d0;                                                                       \
+        gguf_writer_add_tensor(w, gname, KITE_DTYPE_F32, (uint32_t)sv->nd, ne, sv->v);                          \
+    } while (0)
+        ADD("token_embd.weight", "model.embed_tokens.weight");
+        ADD("output_norm.weight", "model.norm.weight");
+        ADD("output.weight", "lm_head.weight");
+        for (int l = 0; l < 2; l++)
+            for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+                char gn[64], hn[128];
+                snprintf(gn, sizeof gn, "blk.%d.%s", l, names[i].g);
+                snprintf(hn, sizeof hn, "model.layers.%d.%s", l, names[i].h);
+                ADD(gn, hn);
+            }
+#undef ADD
+        CHECK(gguf_writer_write(w, direct) == KITE_OK);
+        gguf_writer_free(w);
+        gguf_close(g);
+        float *a8 = run_logits_ctx(out, 8, V), *b8 = run_logits_ctx(direct, 8, V);
+        float *a16 = run_logits_ctx(out, 16, V), *b16 = run_logits_ctx(direct, 16, V);
+        if (a8 && b8 && a16 && b16) {
+            double d8 = max_abs_diff(a8, b8, 6 * V), d16 = max_abs_diff(a16, b16, 6 * V);
+            CHECK_MSG(d8 == 0 && d16 == 0, "converted vs direct phi3 logits differ by %g (short) / %g (long)", d8, d16);
+            /* positions > 0 rotate: the long and the short factors give different logits */
+            double ls = max_abs_diff(a8, a16, 6 * V);
+            CHECK_MSG(ls > 1e-3, "long vs short factors differ by only %g", ls);
+        }
+        free(a8), free(b8), free(a16), free(b16);
+    }
+    unlink(out), unlink(direct);
+    /* partial rotary (Phi-4-mini style): half of head_dim rotates, factors for 4 dims; a null window is 0 */
+    patch_config("phi3", "{\"architectures\": [\"Phi3ForCausalLM\"], \"num_attention_heads\": 4, "
+                         "\"num_key_value_heads\": 2, \"hidden_size\": 32, \"intermediate_size\": 48, "
+                         "\"original_max_position_embeddings\": 8, \"partial_rotary_factor\": 0.5, "
+                         "\"sliding_window\": null, \"rope_scaling\": {\"rope_type\": \"longrope\", "
+                         "\"long_factor\": [2.0, 4.0], \"short_factor\": [1.0, 1.5], \"attention_factor\": 1.25}}");
+    rc = convert(KITE_DTYPE_F32, out, NULL);
+    CHECK_MSG(rc == KITE_OK, "convert (partial rotary): %s", kite_last_error());
+    g = rc ? NULL : open_out(out);
+    if (g) {
+        CHECK_EQ_INT(get_int(g, "phi3.rope.dimension_count"), 4);
+        CHECK_EQ_INT(get_int(g, "phi3.attention.sliding_window"), 0);
+        float f = 0;
+        CHECK(gguf_get_f32(g, "phi3.rope.scaling.attn_factor", &f) == KITE_OK && f == 1.25f);
+        const gguf_tensor *tl = gguf_find_tensor(g, "rope_factors_long.weight");
+        CHECK(tl && tl->ne[0] == 2);
+        gguf_close(g);
+        float *a = run_logits_ctx(out, 16, V);
+        CHECK(a != NULL);
+        free(a);
+    }
+    unlink(out);
+    /* bad LongRoPE configs: one line naming the field */
+    static const struct {
+        const char *rs, *needle;
+        int code;
+    } bad[] = {
+        {"{\"type\": \"longrope\", \"long_factor\": [1, 2, 3, 4]}", "longrope needs 'short_factor', a list of 4 numbers",
+         KITE_E_FORMAT},
+        {"{\"type\": \"su\", \"long_factor\": [1, 2, 3], \"short_factor\": [1, 2, 3, 4]}",
+         "'long_factor' has 3 entries, expected 4 (rotary dims 8 / 2)", KITE_E_FORMAT},
+        {"{\"type\": \"longrope\", \"long_factor\": [1, 2, 3, 4], \"short_factor\": [1, 2, -3, 4]}",
+         "short_factor[2] must be a positive number", KITE_E_FORMAT},
+        {"{\"type\": \"yarn\", \"factor\": 4.0}", "type 'yarn' is not supported for phi3", KITE_E_UNSUPPORTED},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char extra[512];
+        snprintf(extra, sizeof extra, "{\"architectures\": [\"Phi3ForCausalLM\"], \"num_attention_heads\": 4, "
+                 "\"num_key_value_heads\": 2, \"hidden_size\": 32, \"intermediate_size\": 48, \"rope_scaling\": %s}",
+                 bad[i].rs);
+        patch_config("phi3", extra);
+        rc = convert(KITE_DTYPE_F32, out, NULL);
+        const char *msg = kite_last_error();
+        CHECK_MSG(rc == bad[i].code, "case %zu: rc %d (%s)", i, rc, msg);
+        CHECK_MSG(strstr(msg, bad[i].needle) && !strchr(msg, '\n'), "case %zu: %s", i, msg);
+        CHECK_MSG(access(out, F_OK) != 0, "case %zu left %s behind", i, out);
+    }
+    clean_dir();
+}
+
 /* ---- malformed input ------------------------------------------------------------ */
 
 /* A safetensors image with header text hdr and data_len bytes of data. */
@@ -1470,6 +1678,7 @@ int main(int argc, char **argv) {
     RUN(test_qwen3_and_moe);
     RUN(test_gpt2);
     RUN(test_gemma2);
+    RUN(test_phi3);
     RUN(test_directory_errors);
     clean_dir();
     reset_srcs();

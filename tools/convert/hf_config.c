@@ -28,8 +28,22 @@
  * and query_pre_attn_scalar, which GGUF has no key for: llama.cpp scales q
  * by 1/sqrt(head_dim), or 1/sqrt(hidden_size / num_attention_heads) for
  * the 46-layer 27B model, so a config whose scalar is neither is refused.
+ *
+ * Phi-3 / Phi-3.5 / Phi-4 (Phi3ForCausalLM) rotate head_dim *
+ * partial_rotary_factor dims (written as rope.dimension_count), always
+ * write rope.scaling.original_context_length
+ * (original_max_position_embeddings, Phi3Config's default 4096) and
+ * attention.sliding_window (0 for a null window, llama.cpp's mark for "none").
+ * A longrope (or its older name su) rope_scaling must give long_factor and
+ * short_factor, n_rot / 2 positive numbers each; they become the
+ * rope_factors_long/short tensors (hf_tensors.c) and rope.scaling.attn_factor
+ * is rope_scaling's attention_factor, or as llama.cpp's converter and
+ * transformers compute it: sqrt(1 + ln(s) / ln(original)) for s =
+ * max_position_embeddings / original > 1, else 1.
  */
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -50,6 +64,7 @@ static const struct {
     {"qwen3_moe", "Qwen3MoeForCausalLM", HF_QWEN3_MOE, "qwen3moe"},
     {"gpt2", "GPT2LMHeadModel", HF_GPT2, "gpt2"},
     {"gemma2", "Gemma2ForCausalLM", HF_GEMMA2, "gemma2"},
+    {"phi3", "Phi3ForCausalLM", HF_PHI3, "phi3"},
 };
 #define N_FAMILIES (sizeof families / sizeof families[0])
 
@@ -57,6 +72,9 @@ void hf_config_free(hf_config *c) {
     if (!c) return;
     cJSON_Delete(c->json);
     c->json = NULL;
+    free(c->rope_long);
+    free(c->rope_short);
+    c->rope_long = c->rope_short = NULL;
 }
 
 /* Optional integer: keeps *out when absent; errors pass through. */
@@ -93,13 +111,13 @@ static int find_family(hf_config *c) {
     char b1[ST_PRINTABLE_MAX], b2[ST_PRINTABLE_MAX];
     return err_set(KITE_E_UNSUPPORTED,
                    "%s: model_type '%s' (architectures[0] '%s') is not supported "
-                   "(llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, gpt2, gemma2)",
+                   "(llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, gpt2, gemma2, phi3)",
                    c->path, mt ? st_printable(mt, b1) : "(none)", cJSON_IsString(a0) ? st_printable(a0->valuestring, b2) : "(none)");
 }
 
 static int load_rope_scaling(hf_config *c) {
     const cJSON *rs = cJSON_GetObjectItemCaseSensitive(c->json, "rope_scaling");
-    if (!rs || cJSON_IsNull(rs)) return KITE_OK;
+    if (!rs || cJSON_IsNull(rs) || c->family == HF_PHI3) return KITE_OK; /* phi3: load_phi3 */
     if (!cJSON_IsObject(rs)) return err_set(KITE_E_FORMAT, "%s: 'rope_scaling' is not an object", c->path);
     const char *type = hf_json_str(rs, "rope_type");
     if (!type) type = hf_json_str(rs, "type");
@@ -132,6 +150,75 @@ static int load_rope_scaling(hf_config *c) {
         return err_set(KITE_E_UNSUPPORTED, "%s: type '%s' is not supported (linear, llama3, yarn)", where,
                        st_printable(type, b));
     }
+    return KITE_OK;
+}
+
+/* One LongRoPE factor list of rope_scaling (where: its location, for messages):
+ * n_rot / 2 positive finite numbers into a new array *out. */
+static int load_factors(const hf_config *c, const cJSON *rs, const char *where, const char *key, float **out) {
+    const int64_t want = c->n_rot / 2;
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(rs, key);
+    if (!cJSON_IsArray(a))
+        return err_set(KITE_E_FORMAT, "%s: longrope needs '%s', a list of %lld numbers (rotary dims %lld / 2)", where,
+                       key, (long long)want, (long long)c->n_rot);
+    int n = cJSON_GetArraySize(a);
+    if (n != want)
+        return err_set(KITE_E_FORMAT, "%s: '%s' has %d entries, expected %lld (rotary dims %lld / 2)", where, key, n,
+                       (long long)want, (long long)c->n_rot);
+    float *v = malloc((size_t)want * sizeof *v);
+    if (!v) return err_set(KITE_E_NOMEM, "out of memory");
+    int i = 0;
+    for (const cJSON *x = a->child; x; x = x->next, i++) {
+        if (!cJSON_IsNumber(x) || !(x->valuedouble > 0) || !isfinite(x->valuedouble) || x->valuedouble > 1e30) {
+            free(v);
+            return err_set(KITE_E_FORMAT, "%s: %s[%d] must be a positive number", where, key, i);
+        }
+        v[i] = (float)x->valuedouble;
+    }
+    *out = v;
+    return KITE_OK;
+}
+
+/* Phi-3's rotary dims, original context and LongRoPE (see the header);
+ * after head_dim is known. */
+static int load_phi3(hf_config *c) {
+    double prf = 1.0;
+    int rc;
+    if ((rc = opt_num(c, "partial_rotary_factor", &prf, NULL))) return rc;
+    if (!(prf > 0 && prf <= 1))
+        return err_set(KITE_E_FORMAT, "%s: partial_rotary_factor %g must be in (0, 1]", c->path, prf);
+    c->n_rot = (int64_t)((double)c->head_dim * prf);
+    if (c->n_rot < 2 || c->n_rot % 2)
+        return err_set(KITE_E_FORMAT, "%s: rotary dims %lld (head size %lld x partial_rotary_factor %g) must be even "
+                       "and positive", c->path, (long long)c->n_rot, (long long)c->head_dim, prf);
+    if (!c->n_ctx) c->n_ctx = 4096; /* Phi3Config's defaults */
+    c->rope_orig_ctx = 4096;
+    if ((rc = opt_int(c, "original_max_position_embeddings", 1, INT32_MAX, &c->rope_orig_ctx, NULL))) return rc;
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(c->json, "rope_scaling");
+    if (!rs || cJSON_IsNull(rs)) return KITE_OK;
+    if (!cJSON_IsObject(rs)) return err_set(KITE_E_FORMAT, "%s: 'rope_scaling' is not an object", c->path);
+    const char *type = hf_json_str(rs, "rope_type");
+    if (!type) type = hf_json_str(rs, "type");
+    if (!type) return err_set(KITE_E_FORMAT, "%s: rope_scaling has no 'rope_type' or 'type'", c->path);
+    if (!strcmp(type, "default")) return KITE_OK;
+    char where[4200];
+    snprintf(where, sizeof where, "%s: rope_scaling", c->path);
+    if (strcmp(type, "longrope") && strcmp(type, "su")) {
+        char b[ST_PRINTABLE_MAX];
+        return err_set(KITE_E_UNSUPPORTED, "%s: type '%s' is not supported for phi3 (longrope, su)", where,
+                       st_printable(type, b));
+    }
+    c->rope_scaling = 4;
+    if ((rc = load_factors(c, rs, where, "long_factor", &c->rope_long)) ||
+        (rc = load_factors(c, rs, where, "short_factor", &c->rope_short)))
+        return rc;
+    const double scale = (double)c->n_ctx / (double)c->rope_orig_ctx;
+    c->rope_attn_factor = scale > 1.0 && c->rope_orig_ctx > 1 ? sqrt(1.0 + log(scale) / log((double)c->rope_orig_ctx))
+                                                              : 1.0;
+    rc = hf_json_num(rs, where, "attention_factor", false, &c->rope_attn_factor);
+    if (rc && rc != KITE_E_NOT_FOUND) return rc;
+    if (!(c->rope_attn_factor > 0 && c->rope_attn_factor < 100))
+        return err_set(KITE_E_FORMAT, "%s: attention_factor %g must be in (0, 100)", where, c->rope_attn_factor);
     return KITE_OK;
 }
 
@@ -265,6 +352,7 @@ int hf_config_load(const char *dir, hf_config *c) {
             goto fail;
         }
     }
+    if (c->family == HF_PHI3 && (rc = load_phi3(c))) goto fail;
     if (c->family == HF_LLAMA && c->head_dim % 2) {
         rc = err_set(KITE_E_FORMAT, "%s: head size %lld must be even for RoPE", c->path, (long long)c->head_dim);
         goto fail;
@@ -320,7 +408,8 @@ int hf_config_write(const hf_config *c, gguf_writer *w) {
         TRY(put_u32(w, c, "attention.value_length", c->head_dim));
     }
     if (c->n_ff_exp) TRY(put_u32(w, c, "expert_feed_forward_length", c->n_ff_exp));
-    if (c->sliding_window) TRY(put_u32(w, c, "attention.sliding_window", c->sliding_window));
+    /* phi3: always (0: none), as llama.cpp's converter marks Phi-4 */
+    if (c->sliding_window || c->family == HF_PHI3) TRY(put_u32(w, c, "attention.sliding_window", c->sliding_window));
     bool gemma2_pattern = c->family == HF_GEMMA2; /* the even layers: the loaders' own default */
     for (int64_t l = 0; l < c->n_layer && gemma2_pattern; l++) gemma2_pattern = c->swa_layers[l] == (l % 2 == 0);
     if (c->family == HF_GEMMA2) {
@@ -335,6 +424,11 @@ int hf_config_write(const hf_config *c, gguf_writer *w) {
     if (c->family == HF_LLAMA) {
         if (c->n_vocab) TRY(put_u32(w, c, "vocab_size", c->n_vocab));
         TRY(put_u32(w, c, "rope.dimension_count", c->head_dim));
+    }
+    if (c->family == HF_PHI3) {
+        TRY(put_u32(w, c, "rope.dimension_count", c->n_rot));
+        TRY(put_u32(w, c, "rope.scaling.original_context_length", c->rope_orig_ctx));
+        if (c->rope_scaling == 4) TRY(put_f32(w, c, "rope.scaling.attn_factor", c->rope_attn_factor));
     }
     if (c->rope_scaling == 1) {
         TRY(put_str(w, c, "rope.scaling.type", "linear"));

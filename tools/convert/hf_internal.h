@@ -40,7 +40,8 @@ enum hf_family {
     HF_QWEN3,     /* GGUF "qwen3" */
     HF_QWEN3_MOE, /* GGUF "qwen3moe" */
     HF_GPT2,      /* GGUF "gpt2" */
-    HF_GEMMA2     /* GGUF "gemma2" */
+    HF_GEMMA2,    /* GGUF "gemma2" */
+    HF_PHI3       /* GGUF "phi3" */
 };
 
 typedef struct hf_config {
@@ -58,9 +59,14 @@ typedef struct hf_config {
     bool has_rope_theta, has_rms_eps, has_norm_eps;
     double rope_theta, rms_eps, norm_eps;
     /* rope_scaling */
-    int rope_scaling;       /* 0 none, 1 linear, 2 llama3, 3 yarn */
+    int rope_scaling;       /* 0 none, 1 linear, 2 llama3, 3 yarn, 4 longrope (phi3) */
     double rope_factor, rope_low_freq, rope_high_freq;
     int64_t rope_orig_ctx;
+    /* phi3: rotary dims (head_dim * partial_rotary_factor), and LongRoPE's per-frequency factors
+     * ([n_rot / 2] each, owned; NULL unless rope_scaling == 4) and cos/sin scale */
+    int64_t n_rot;
+    float *rope_long, *rope_short;
+    double rope_attn_factor;
     /* gemma2: soft caps (attn_logit_softcapping, final_logit_softcapping; 0: absent or null) */
     double attn_softcap, final_softcap;
     /* sliding window (load_sliding_window) */

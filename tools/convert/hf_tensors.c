@@ -13,6 +13,12 @@
  *     - TRANSPOSE (GPT-2 Conv1D weights, stored [in, out]);
  *     - PLUS1 (Gemma 2's RMSNorm gains: HF computes x * (1 + w), GGUF stores
  *       1 + w, as llama.cpp's converter writes it).
+ *   Phi-3's fused matrices are copied as they are: qkv_proj holds the q rows,
+ *   then k, then v (attn_qkv), gate_up_proj the gate rows then the up rows
+ *   (ffn_up, no ffn_gate), which is the row order kite and llama.cpp read;
+ *   its rope is NEOX, so nothing is permuted.  Generated tensors (rope_freqs
+ *   for llama3 scaling, rope_factors_long/short from a longrope config) come
+ *   from floats computed or read from config.json.
  *   Rows are converted source dtype -> float -> output type one at a time
  *   into the writer's buffer (F16->F16 and BF16->BF16 are exact this way).
  *
@@ -279,7 +285,7 @@ static int map_llama_like(hf_plan *p) {
                   V = c->n_vocab ? c->n_vocab : -1, HD = c->head_dim;
     const int VEC = -2;
     const bool llama = c->family == HF_LLAMA, qk_norm = c->family == HF_QWEN3 || c->family == HF_QWEN3_MOE;
-    const bool gemma2 = c->family == HF_GEMMA2;
+    const bool gemma2 = c->family == HF_GEMMA2, phi3 = c->family == HF_PHI3;
     const int qk_xf = llama ? XF_PERMUTE : XF_NONE;
     const int nx = gemma2 ? XF_PLUS1 : XF_NONE; /* the norms' gains */
     int rc;
@@ -294,6 +300,14 @@ static int map_llama_like(hf_plan *p) {
         if ((rc = map1(p, role, l, h, req, d0, d1, xf))) return rc;                                             \
     } while (0)
         M(TR_ATTN_NORM, "input_layernorm.weight", true, E, VEC, nx);
+        if (phi3) { /* fused: q, k, v rows; gate, up rows */
+            M(TR_ATTN_QKV, "self_attn.qkv_proj.weight", true, Q + 2 * KV, E, XF_NONE);
+            M(TR_ATTN_OUT, "self_attn.o_proj.weight", true, E, Q, XF_NONE);
+            M(TR_FFN_NORM, "post_attention_layernorm.weight", true, E, VEC, XF_NONE);
+            M(TR_FFN_UP, "mlp.gate_up_proj.weight", true, 2 * F, E, XF_NONE);
+            M(TR_FFN_DOWN, "mlp.down_proj.weight", true, E, F, XF_NONE);
+            continue;
+        }
         M(TR_ATTN_Q, "self_attn.q_proj.weight", true, Q, E, qk_xf);
         M(TR_ATTN_Q_B, "self_attn.q_proj.bias", c->family == HF_QWEN2, Q, VEC, qk_xf);
         /* permute k with n_head_kv heads: same head_dim, fewer rows */
@@ -402,16 +416,34 @@ static int map_gpt2(hf_plan *p) {
     return KITE_OK;
 }
 
+/* A generated F32 vector of n floats for a global role (from: its values, or
+ * NULL to fill t->gen afterwards). */
+static out_tensor *new_gen_vector(hf_plan *p, int role, int64_t n, const float *from) {
+    out_tensor *t = new_out(p, role, -1);
+    if (!t) return NULL;
+    if (!(t->gen = malloc((size_t)n * sizeof *t->gen))) return NULL;
+    if (from) memcpy(t->gen, from, (size_t)n * sizeof *t->gen);
+    t->n_dims = 1;
+    t->ne[0] = n;
+    t->ne[1] = t->ne[2] = t->ne[3] = 1;
+    return t;
+}
+
+/* longrope (phi3): config.json's factor lists, as llama.cpp's rope_factors_long/short tensors. */
+static int add_rope_factors(hf_plan *p) {
+    const hf_config *c = p->c;
+    if (!new_gen_vector(p, TR_ROPE_FACTORS_LONG, c->n_rot / 2, c->rope_long) ||
+        !new_gen_vector(p, TR_ROPE_FACTORS_SHORT, c->n_rot / 2, c->rope_short))
+        return err_set(KITE_E_NOMEM, "out of memory");
+    return KITE_OK;
+}
+
 /* llama3 rope_scaling: per-frequency divisors, as llama.cpp's rope_freqs tensor. */
 static int add_rope_freqs(hf_plan *p) {
     const hf_config *c = p->c;
     int64_t n = c->head_dim / 2;
-    out_tensor *t = new_out(p, TR_ROPE_FREQS, -1);
+    out_tensor *t = new_gen_vector(p, TR_ROPE_FREQS, n, NULL);
     if (!t) return err_set(KITE_E_NOMEM, "out of memory");
-    if (!(t->gen = malloc((size_t)n * sizeof *t->gen))) return err_set(KITE_E_NOMEM, "out of memory");
-    t->n_dims = 1;
-    t->ne[0] = n;
-    t->ne[1] = t->ne[2] = t->ne[3] = 1;
     const float base = c->has_rope_theta ? (float)c->rope_theta : 10000.0f;
     const float factor = (float)c->rope_factor, lo = (float)c->rope_low_freq, hi = (float)c->rope_high_freq;
     const float old_ctx = (float)c->rope_orig_ctx;
@@ -448,6 +480,7 @@ int hf_plan_build(const hf_config *c, const st_model *st, uint32_t out_type, ggu
     p->c = c;
     p->out_type = out_type;
     if (c->rope_scaling == 2 && (rc = add_rope_freqs(p))) goto fail;
+    if (c->rope_scaling == 4 && (rc = add_rope_factors(p))) goto fail;
     rc = c->family == HF_GPT2 ? map_gpt2(p) : map_llama_like(p);
     if (rc) goto fail;
     for (size_t i = 0; i < n_st; i++) {
