@@ -120,6 +120,9 @@ typedef struct engine_req {
                                    state (engine_event.embedding).  max_tokens, sampling, stop,
                                    ignore_eos, logprobs are ignored; grammar must be NULL */
     kite_embed_params embed_params; /* embed: pooling and normalisation (kite_embed_default_params) */
+    uint64_t client;            /* who sent it, for fair queueing (sched_seq.client): the waiting queue
+                                   admits round-robin across clients, FIFO within one; 0 (the default)
+                                   is a client like any other, so callers that never set it get FCFS */
 } engine_req;
 
 enum engine_event_kind {

@@ -888,6 +888,30 @@ static int64_t prompt_bytes_bound(server *s) {
     return 4 * l * (int64_t)s->n_ctx;
 }
 
+uint64_t srv_client_key(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (!ci || !ci->client_addr) return 0;
+    const struct sockaddr *sa = ci->client_addr;
+    const unsigned char *b = NULL;
+    size_t n = 0;
+    if (sa->sa_family == AF_INET) {
+        b = (const unsigned char *)&((const struct sockaddr_in *)(const void *)sa)->sin_addr;
+        n = 4;
+    } else if (sa->sa_family == AF_INET6) {
+        const struct in6_addr *a6 = &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
+        b = a6->s6_addr;
+        n = 16;
+        if (IN6_IS_ADDR_V4MAPPED(a6)) { /* ::ffff:a.b.c.d is the client a.b.c.d */
+            b += 12;
+            n = 4;
+        }
+    }
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a over the address bytes, tagged by their length */
+    h = (h ^ n) * 0x100000001b3ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
 static bool addr_is_loopback(const struct sockaddr_storage *a) {
     if (a->ss_family == AF_INET)
         return (ntohl(((const struct sockaddr_in *)(const void *)a)->sin_addr.s_addr) >> 24) == 127;
