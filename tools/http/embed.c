@@ -11,7 +11,10 @@
  *   array).  At most n_parallel inputs of a request are in the engine at
  *   once: the next is submitted as one finishes, so a request of 2048
  *   inputs does not queue all of them ahead of the requests that come after
- *   it (the engine's queue is FCFS).  The connection thread waits in
+ *   it (the engine's queue is fair per client, FIFO within one: a client's
+ *   inputs queued at once would all go before its own later requests).
+ *   The request holds one admission place (--parallel + --queue) from its
+ *   arrival to its answer, as a completion does (embed_handle).  The connection thread waits in
  *   SERVER_POLL_MS slices and checks the client, the deadline --timeout and
  *   the drain deadline (503 with Retry-After); whatever ends the wait, the
  *   inputs still in the engine are cancelled before the job is freed (no

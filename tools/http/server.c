@@ -31,9 +31,11 @@
  *   by the gate first, in JSON; only a malformed chunked body (which the
  *   gate does not see) still gets MHD's HTML 400.
  *
- *   Backpressure: at most n_parallel + --queue generation requests are
- *   admitted (gen.c); more get 503 with Retry-After.  /health answers 503
- *   when that capacity is used up or the server drains.
+ *   Backpressure: at most n_parallel + --queue generation and embedding
+ *   requests are admitted (gen.c, embed.c); more get 503 with Retry-After.
+ *   /health answers 503 when that capacity is used up or the server drains.
+ *   Their engine sequences carry srv_client_key (the peer address), so the
+ *   engine's waiting queue is fair across clients (scheduler.h).
  *
  * THREADS
  *   One thread per connection; srv_conn is private to it.  Shared counters
