@@ -910,6 +910,7 @@ static bool sot_answer(server *s, gen_req *g, oai_error *err) {
     if (r->max_tokens > 0) p.point_tokens = p.plain_tokens = r->max_tokens;
     p.should_stop = sot_stop; /* the request's deadline and the drain deadline */
     p.stop_arg = g;
+    p.client = srv_client_key(g->conn); /* its requests queue fairly with the others (scheduler.h) */
     sot_result res;
     memset(&res, 0, sizeof res);
     int st = sot_run(s->eng, s->model, question, &p, &res);
