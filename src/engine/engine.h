@@ -5,8 +5,9 @@
  * DESIGN
  *   engine_new starts one engine thread.  Each iteration ("step") it admits
  *   waiting requests (round-robin across engine_req.client, FCFS within
- *   one; at most n_parallel running), builds one mixed batch - one decode token per running sequence plus chunks of prompts
- *   being prefilled, within step_tokens - runs ONE forward pass over it
+ *   one; at most n_parallel running), builds one mixed batch - one decode
+ *   token per running sequence plus chunks of prompts being prefilled,
+ *   within step_tokens - runs ONE forward pass over it
  *   (llama_forward_batch, attention per sequence through its block table),
  *   samples, and reports new text through each request's callback.  When KV
  *   blocks run out the newest running sequence is preempted (its blocks
