@@ -323,20 +323,26 @@ static const float *attn_block(fwd_pass *p, int32_t l) {
     return ctx->xb;
 }
 
-/* SwiGLU FFN on xb: gate and up in one pool round trip with SwiGLU on each
- * thread's own rows, then down.  Returns xb. */
-static const float *ffn_swiglu(fwd_pass *p, const layer_weights *L, int32_t l) {
+/* A gated FFN on xb: gate and up in one pool round trip with the activation
+ * part (swiglu_part or geglu_part) on each thread's own rows, then down.
+ * Returns xb. */
+static const float *ffn_gated(fwd_pass *p, const layer_weights *L, int32_t l, void (*part)(void *, int64_t, int64_t)) {
     kite_ctx *ctx = p->ctx;
     const int32_t n = p->n, E = p->hp->n_embd, F = p->hp->n_ff;
     swiglu_rows sw = {.gate = ctx->hb, .up = ctx->hb2, .n_tok = n, .width = F};
     const kern_mm_item gate_up[2] = {{&L->w_gate, ctx->hb, F}, {&L->w_up, ctx->hb2, F}};
-    p->mm(p, gate_up, gate_up_ops, 2, ctx->xb, swiglu_part, &sw);
+    p->mm(p, gate_up, gate_up_ops, 2, ctx->xb, part, &sw);
     tap(p, l, TAP_DOWN_IN, ctx->hb, n, F);
     mark(p, PROF_FFN_ACT);
     kern_matmul(ctx->tp, &L->w_down, ctx->hb, n, ctx->xb, E, ctx->mm_scratch);
     mark(p, PROF_FFN_DOWN);
     tp_reduce(p, ctx->xb);
     return ctx->xb;
+}
+
+/* SwiGLU FFN on xb.  Returns xb. */
+static const float *ffn_swiglu(fwd_pass *p, const layer_weights *L, int32_t l) {
+    return ffn_gated(p, L, l, swiglu_part);
 }
 
 /* GELU(gate) * up over columns [r0, r1) of every token's gate/up rows
@@ -354,17 +360,7 @@ static void geglu_part(void *arg, int64_t r0, int64_t r1) {
 /* GeGLU FFN on xb (gemma2): as ffn_swiglu with GELU in place of SiLU.
  * Returns xb. */
 static const float *ffn_geglu(fwd_pass *p, const layer_weights *L, int32_t l) {
-    kite_ctx *ctx = p->ctx;
-    const int32_t n = p->n, E = p->hp->n_embd, F = p->hp->n_ff;
-    swiglu_rows sw = {.gate = ctx->hb, .up = ctx->hb2, .n_tok = n, .width = F};
-    const kern_mm_item gate_up[2] = {{&L->w_gate, ctx->hb, F}, {&L->w_up, ctx->hb2, F}};
-    p->mm(p, gate_up, gate_up_ops, 2, ctx->xb, geglu_part, &sw);
-    tap(p, l, TAP_DOWN_IN, ctx->hb, n, F);
-    mark(p, PROF_FFN_ACT);
-    kern_matmul(ctx->tp, &L->w_down, ctx->hb, n, ctx->xb, E, ctx->mm_scratch);
-    mark(p, PROF_FFN_DOWN);
-    tp_reduce(p, ctx->xb);
-    return ctx->xb;
+    return ffn_gated(p, L, l, geglu_part);
 }
 
 /* GELU FFN on xb (gpt2): up (+ bias), GELU, down (+ bias).  Returns xb. */

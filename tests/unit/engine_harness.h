@@ -109,17 +109,23 @@ static inline void on_logits(void *hook_user, void *req_user, const float *logit
     pthread_mutex_unlock(&c->mu);
 }
 
-/* Waits up to `seconds` for the final event; false on timeout. */
-static inline bool collect_wait(collect *c, double seconds) {
+/* Waits up to `seconds` for *done (set under mu, cv broadcast); false on
+ * timeout.  For every collector of engine events. */
+static inline bool harness_wait_done(pthread_mutex_t *mu, pthread_cond_t *cv, const bool *done, double seconds) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     ts.tv_sec += (time_t)seconds;
-    pthread_mutex_lock(&c->mu);
+    pthread_mutex_lock(mu);
     int rc = 0;
-    while (!c->done && rc == 0) rc = pthread_cond_timedwait(&c->cv, &c->mu, &ts);
-    const bool done = c->done;
-    pthread_mutex_unlock(&c->mu);
-    return done;
+    while (!*done && rc == 0) rc = pthread_cond_timedwait(cv, mu, &ts);
+    const bool ok = *done;
+    pthread_mutex_unlock(mu);
+    return ok;
+}
+
+/* Waits up to `seconds` for the final event; false on timeout. */
+static inline bool collect_wait(collect *c, double seconds) {
+    return harness_wait_done(&c->mu, &c->cv, &c->done, seconds);
 }
 
 

@@ -54,15 +54,7 @@ static void on_embed(void *user, const engine_event *ev) {
 }
 
 static bool ecollect_wait(ecollect *c, double seconds) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += (time_t)seconds;
-    pthread_mutex_lock(&c->mu);
-    int rc = 0;
-    while (!c->done && rc == 0) rc = pthread_cond_timedwait(&c->cv, &c->mu, &ts);
-    const bool done = c->done;
-    pthread_mutex_unlock(&c->mu);
-    return done;
+    return harness_wait_done(&c->mu, &c->cv, &c->done, seconds);
 }
 
 #define N_IN 6

@@ -127,6 +127,14 @@ static const src *find_src(const char *name) {
     return NULL;
 }
 
+/* Adds the source tensor sname to w as the F32 tensor gname (GGUF order:
+ * columns first). */
+static void add_src_f32(gguf_writer *w, const char *gname, const char *sname) {
+    const src *s = find_src(sname);
+    const int64_t ne[2] = {s->nd == 1 ? s->d0 : s->d1, s->nd == 1 ? 1 : s->d0};
+    gguf_writer_add_tensor(w, gname, KITE_DTYPE_F32, (uint32_t)s->nd, ne, s->v);
+}
+
 static const char *st_dtype(uint32_t dt) { return dt == KITE_DTYPE_F32 ? "F32" : dt == KITE_DTYPE_F16 ? "F16" : "BF16"; }
 static size_t el_size(uint32_t dt) { return dt == KITE_DTYPE_F32 ? 4 : 2; }
 
@@ -657,24 +665,15 @@ static int write_direct(const gguf_ctx *conv, const char *path, float *gq[2], fl
                  {"attn_output.weight", "self_attn.o_proj.weight"}, {"ffn_norm.weight", "post_attention_layernorm.weight"},
                  {"ffn_gate.weight", "mlp.gate_proj.weight"},     {"ffn_up.weight", "mlp.up_proj.weight"},
                  {"ffn_down.weight", "mlp.down_proj.weight"}};
-    const src *s;
-    int64_t ne[2];
-#define ADD(gname, sname)                                                                                       \
-    do {                                                                                                        \
-        s = find_src(sname);                                                                                    \
-        ne[0] = s->nd == 1 ? s->d0 : s->d1;                                                                     \
-        ne[1] = s->nd == 1 ? 1 : s->d0;                                                                         \
-        gguf_writer_add_tensor(w, gname, KITE_DTYPE_F32, (uint32_t)s->nd, ne, s->v);                            \
-    } while (0)
-    ADD("token_embd.weight", "model.embed_tokens.weight");
-    ADD("output_norm.weight", "model.norm.weight");
-    ADD("output.weight", "lm_head.weight");
+    add_src_f32(w, "token_embd.weight", "model.embed_tokens.weight");
+    add_src_f32(w, "output_norm.weight", "model.norm.weight");
+    add_src_f32(w, "output.weight", "lm_head.weight");
     for (int l = 0; l < 2; l++) {
         char gn[64], hn[96];
         for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
             snprintf(gn, sizeof gn, "blk.%d.%s", l, names[i].g);
             snprintf(hn, sizeof hn, "model.layers.%d.%s", l, names[i].h);
-            ADD(gn, hn);
+            add_src_f32(w, gn, hn);
         }
         int64_t qne[2] = {32, 32}, kne[2] = {32, 16};
         snprintf(gn, sizeof gn, "blk.%d.attn_q.weight", l);
@@ -684,7 +683,6 @@ static int write_direct(const gguf_ctx *conv, const char *path, float *gq[2], fl
         snprintf(hn, sizeof hn, "model.layers.%d.self_attn.k_proj.weight", l);
         gguf_writer_add_tensor(w, gn, KITE_DTYPE_F32, 2, kne, control ? find_src(hn)->v : gk[l]);
     }
-#undef ADD
     int rc = gguf_writer_write(w, path);
     gguf_writer_free(w);
     return rc;
@@ -1366,25 +1364,16 @@ TEST(test_phi3) {
         } names[] = {{"attn_norm.weight", "input_layernorm.weight"},   {"attn_qkv.weight", "self_attn.qkv_proj.weight"},
                      {"attn_output.weight", "self_attn.o_proj.weight"}, {"ffn_norm.weight", "post_attention_layernorm.weight"},
                      {"ffn_up.weight", "mlp.gate_up_proj.weight"},     {"ffn_down.weight", "mlp.down_proj.weight"}};
-        const src *sv;
-#define ADD(gname, sname)                                                                                       \
-    do {                                                                                                        \
-        sv = find_src(sname);                                                                                   \
-        ne[0] = sv->nd == 1 ? sv->d0 : sv->d1;                                                                  \
-        ne[1] = sv->nd == 1 ? 1 : sv->d0;                                                                       \
-        gguf_writer_add_tensor(w, gname, KITE_DTYPE_F32, (uint32_t)sv->nd, ne, sv->v);                          \
-    } while (0)
-        ADD("token_embd.weight", "model.embed_tokens.weight");
-        ADD("output_norm.weight", "model.norm.weight");
-        ADD("output.weight", "lm_head.weight");
+        add_src_f32(w, "token_embd.weight", "model.embed_tokens.weight");
+        add_src_f32(w, "output_norm.weight", "model.norm.weight");
+        add_src_f32(w, "output.weight", "lm_head.weight");
         for (int l = 0; l < 2; l++)
             for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
                 char gn[64], hn[128];
                 snprintf(gn, sizeof gn, "blk.%d.%s", l, names[i].g);
                 snprintf(hn, sizeof hn, "model.layers.%d.%s", l, names[i].h);
-                ADD(gn, hn);
+                add_src_f32(w, gn, hn);
             }
-#undef ADD
         CHECK(gguf_writer_write(w, direct) == KITE_OK);
         gguf_writer_free(w);
         gguf_close(g);
