@@ -55,6 +55,22 @@ probe=$scratch/probe.txt
 KITE_PROBE_FILE=$probe "$build/kite" bench --probe >/dev/null 2>&1 ||
     echo "tests/run.sh: kite bench --probe failed (the scripts measure their own)"
 
+# The e2e clients' npm packages, installed once before the scripts run side by
+# side: an npm install rewrites node_modules, and a client of another script
+# loading from it meanwhile fails (CI: four "openai client" failures).
+node_dir=${KITE_NODE_DIR:-tests/e2e/.node}
+if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
+    missing=
+    for p in openai ajv playwright-core; do [ -d "$node_dir/node_modules/$p" ] || missing="$missing $p"; done
+    if [ -n "$missing" ]; then
+        mkdir -p "$node_dir"
+        [ -f "$node_dir/package.json" ] || echo '{"private": true}' >"$node_dir/package.json"
+        # shellcheck disable=SC2086 # one word per package
+        (cd "$node_dir" && timeout 300 npm install --no-audit --no-fund --silent $missing) >"$scratch/npm.log" 2>&1 ||
+            echo "tests/run.sh: npm install$missing failed (the scripts that need them say so): $(tail -n 1 "$scratch/npm.log")"
+    fi
+fi
+
 # the order: FIRST, the rest, then SOLO
 list=""
 for t in $FIRST; do [ -f "$t" ] && list="$list $t"; done

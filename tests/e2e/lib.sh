@@ -189,5 +189,7 @@ e2e_npm_ready() {
     command -v npm >/dev/null 2>&1 || return 1
     mkdir -p "$1"
     [ -f "$1/package.json" ] || echo '{"private": true}' >"$1/package.json"
-    (cd "$1" && timeout 120 npm install --no-audit --no-fund --silent "$2" >"$3" 2>&1)
+    # one install at a time (scripts run side by side); tests/run.sh installs them all first
+    (cd "$1" && flock .install.lock sh -c '[ -d "node_modules/$1" ] ||
+        timeout 120 npm install --no-audit --no-fund --silent "$1"' sh "$2" >"$3" 2>&1)
 }
