@@ -67,7 +67,7 @@ static const cli_opt serve_opts_table[] = {
      CLI_AT(serve_opts, sp.max_connections), .min = 1, .max = 1 << 20, .show_default = true},
     {.names = "--max-conns-per-ip", .arg = "N", .help = "connections per client address (more get 429); -1 = no limit",
      .kind = CLI_INT, CLI_AT(serve_opts, sp.max_conns_per_ip), .min = -1, .max = 1 << 20, .show_default = true},
-    {.names = "--queue", .arg = "N", .help = "generation requests waiting beyond --parallel (more get 503); -1 = none",
+    {.names = "--queue", .arg = "N", .help = "generation and embedding requests waiting beyond --parallel (more get 503); -1 = none",
      .kind = CLI_INT, CLI_AT(serve_opts, sp.queue), .min = -1, .max = 1 << 20, .show_default = true},
     {.names = "--drain-timeout", .arg = "S", .help = "on SIGTERM/SIGINT, how long running requests may finish",
      .kind = CLI_INT, CLI_AT(serve_opts, sp.drain_timeout_s), .min = 1, .max = 86400, .show_default = true},

@@ -793,6 +793,7 @@ int engine_submit(engine *e, const engine_req *req, engine_cb cb, void *user, ui
         atomic_init(&r->cancelled, false);
         kv_table_init(&r->s.kv);
         r->s.embed = true;
+        r->s.client = req->client;
         r->s.n_prompt = r->s.n_toks = req->n_prompt;
         r->s.n_path = req->n_prompt > ATTN_SPLITKV_MAX_TOK ? req->n_prompt : 0; /* kite_ctx_embed's path */
         r->s.toks = malloc((size_t)req->n_prompt * sizeof *r->s.toks);
@@ -817,6 +818,7 @@ int engine_submit(engine *e, const engine_req *req, engine_cb cb, void *user, ui
     sampler_rng_seed(&r->rng_accept, req->sampling.seed ^ 0x5EC0ACCE97ull);
     atomic_init(&r->cancelled, false);
     kv_table_init(&r->s.kv);
+    r->s.client = req->client;
     r->s.n_prompt = r->s.n_toks = req->n_prompt;
     r->s.n_path = req->n_prompt > ATTN_SPLITKV_MAX_TOK ? req->n_prompt : 0;
     r->s.toks = malloc((size_t)(req->n_prompt + r->max_gen) * sizeof *r->s.toks);

@@ -4,9 +4,10 @@
  *
  * DESIGN
  *   engine_new starts one engine thread.  Each iteration ("step") it admits
- *   waiting requests (FCFS, at most n_parallel running), builds one mixed
- *   batch - one decode token per running sequence plus chunks of prompts
- *   being prefilled, within step_tokens - runs ONE forward pass over it
+ *   waiting requests (round-robin across engine_req.client, FCFS within
+ *   one; at most n_parallel running), builds one mixed batch - one decode
+ *   token per running sequence plus chunks of prompts being prefilled,
+ *   within step_tokens - runs ONE forward pass over it
  *   (llama_forward_batch, attention per sequence through its block table),
  *   samples, and reports new text through each request's callback.  When KV
  *   blocks run out the newest running sequence is preempted (its blocks
@@ -120,6 +121,9 @@ typedef struct engine_req {
                                    state (engine_event.embedding).  max_tokens, sampling, stop,
                                    ignore_eos, logprobs are ignored; grammar must be NULL */
     kite_embed_params embed_params; /* embed: pooling and normalisation (kite_embed_default_params) */
+    uint64_t client;            /* who sent it, for fair queueing (sched_seq.client): the waiting queue
+                                   admits round-robin across clients, FIFO within one; 0 (the default)
+                                   is a client like any other, so callers that never set it get FCFS */
 } engine_req;
 
 enum engine_event_kind {

@@ -31,10 +31,21 @@ static void queue_unlink(sched *s, sched_seq *q) {
 }
 
 void sched_enqueue(sched *s, sched_seq *q) {
-    q->q_next = NULL;
-    q->q_prev = s->wait_tail;
-    if (s->wait_tail) s->wait_tail->q_next = q; else s->wait_head = q;
-    s->wait_tail = q;
+    /* the round after its client's last waiting sequence (or after vnow) */
+    int64_t last = s->vnow;
+    for (const sched_seq *w = s->wait_tail; w; w = w->q_prev)
+        if (w->client == q->client) {
+            if (w->round > last) last = w->round;
+            break;
+        }
+    q->round = last + 1;
+    /* after every waiting sequence of round <= q's: arrival order within a round */
+    sched_seq *after = s->wait_tail;
+    while (after && after->round > q->round) after = after->q_prev;
+    q->q_prev = after;
+    q->q_next = after ? after->q_next : s->wait_head;
+    if (q->q_prev) q->q_prev->q_next = q; else s->wait_head = q;
+    if (q->q_next) q->q_next->q_prev = q; else s->wait_tail = q;
     s->n_wait++;
 }
 
@@ -100,6 +111,7 @@ static bool admit_head(sched *s) {
         return false;
     }
     queue_unlink(s, q);
+    if (q->round > s->vnow) s->vnow = q->round;
     q->n_computed = m;
     q->order = ++s->serial;
     q->running = true;

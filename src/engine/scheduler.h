@@ -10,7 +10,7 @@
  *   prefill, decode and recompute are the same operation.
  *
  *   sched_plan builds one step:
- *     1. admission, FCFS: the head of the waiting queue is admitted while
+ *     1. admission in queue order: the head of the waiting queue is admitted while
  *        fewer than n_parallel sequences run, the pending tokens of the
  *        running ones leave some of the step budget, and the pool can hold its
  *        pending tokens plus one block of growth per running sequence; its
@@ -22,6 +22,15 @@
  *        reservations, so a prefill never waits for blocks and no slot is
  *        held before its token is computed.  The queue head that does not
  *        fit blocks the ones behind it (no overtaking).
+ *        The queue is fair per client (sched_seq.client): sched_enqueue
+ *        gives a new sequence the round max(vnow, the round of its client's
+ *        last waiting sequence) + 1, where vnow is the round of the last
+ *        admitted one, and inserts it after every waiting sequence of a
+ *        round <= its own.  So admission goes round-robin across the
+ *        clients with waiting sequences (in order of arrival within a
+ *        round), FIFO within a client; a lone client is plain FCFS.  A
+ *        preempted sequence goes back to the front with its round (<= vnow,
+ *        ahead of every new one).  Enqueueing costs O(n_wait).
  *     2. decode: every running sequence with one pending token gets it, in
  *        admission order; when its next block cannot be had, the newest
  *        running sequence is preempted (blocks released, n_computed 0, back
@@ -82,6 +91,8 @@ typedef struct sched_seq {
     const kite_token *draft;   /* [n_draft] speculative draft to follow the pending token, set by the
                                   engine before each sched_plan (used only for a decode item) */
     int32_t n_draft;           /* 0: no draft */
+    uint64_t client;           /* fair-queueing key (engine_req.client); sequences of one client are FIFO */
+    int64_t round;             /* fair-queueing round given by sched_enqueue (admission order key) */
     bool embed;                /* prompt only, pooled: no prefix-cache match (every position is computed),
                                   no logits (items' n_out 0); done when n_computed == n_toks */
 } sched_seq;
@@ -106,6 +117,7 @@ typedef struct sched {
     sched_seq *wait_head, *wait_tail;
     int32_t n_wait;
     int64_t serial;
+    int64_t vnow;             /* fair queueing: round of the last admitted sequence */
     /* sliding windows on every layer: the first position a pass from pos reads
      * (kern_attention_first_read); blocks below it are released after each
      * step (kv_drop_before).  NULL: keep every block (no window, or a global
@@ -120,7 +132,9 @@ typedef struct sched {
 int sched_init(sched *s, kv_pool *kv, int32_t n_parallel, int32_t step_tokens, kv_copy_fn copy, void *copy_user);
 void sched_free(sched *s); /* the arrays; sequences belong to the caller */
 
-/* Appends a new sequence (n_toks >= 1, n_computed 0, empty table) to the queue. */
+/* Queues a new sequence (n_toks >= 1, n_computed 0, empty table; client
+ * set): after the waiting sequences of its round or earlier (fair queueing
+ * above).  O(n_wait). */
 void sched_enqueue(sched *s, sched_seq *q);
 
 /* Plans one step into items (capacity n_parallel); returns the count. */

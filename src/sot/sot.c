@@ -246,7 +246,7 @@ static int submit_prompt(engine *e, const kite_model *m, const sot_params *p, co
     }
     if (rc == KITE_OK) {
         engine_req req = {.prompt = toks, .n_prompt = (int32_t)n, .max_tokens = max_tokens,
-                          .sampling = p->sampling, .stop = stop, .n_stop = n_stop};
+                          .sampling = p->sampling, .stop = stop, .n_stop = n_stop, .client = p->client};
         rc = engine_submit(e, &req, collect_cb, c, &c->id);
     }
     free(toks);

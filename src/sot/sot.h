@@ -54,6 +54,7 @@ typedef struct sot_params {
      * drain deadline (tools/http/gen.c).  Called on sot_run's thread. */
     bool (*should_stop)(void *arg);
     void *stop_arg;
+    uint64_t client;             /* engine_req.client of every request (fair queueing; 0 = default) */
 } sot_params;
 
 #define SOT_POLL_MS 20

@@ -8,6 +8,7 @@
 //   slow     KITE_PORT_BIG: --parallel 16 --queue 64 --header-timeout 3; KITE_SLOW_N sockets for KITE_SLOW_S s,
 //            p99 bound KITE_P99_MS (1000)
 //   flood    KITE_PORT_BIG; KITE_FLOOD_N requests at once
+//   fair     KITE_PORT_FAIR: --parallel 1 --queue 16 (fair queueing across client addresses)
 //   drain    KITE_PORT_DRAIN, KITE_PID_DRAIN: --ctx 512 --parallel 1 --queue 40 --drain-timeout 1 (this script sends SIGTERM)
 // Output: one "  ok    name" / "  FAIL  name: details" line per check.
 import net from 'node:net';
@@ -184,6 +185,57 @@ async function limits() {
         (r.status === 200 && j.choices[0].finish_reason === 'length' && j.usage.completion_tokens < 240) || (r.status === 503 && code(r) === 'timeout'), show(r));
     const m2 = await metricsText(port);
     check('/metrics counts the timeouts', metric(m2, 'kite_requests_timed_out_total{phase="queue"}') >= 1, m2.split('\n').filter((l) => /timed_out/.test(l)).join(' '));
+
+    // embeddings take admission places like completions: with the slot and
+    // both queue places held by long completions, an embedding request (either
+    // route) gets 503 server_overloaded with Retry-After; afterwards it is served
+    const embHeld = Array.from({ length: 3 }, () => H.request(port, long, { localAddress: '127.0.0.9', ms: 30000 }));
+    let sat = false;
+    for (let i = 0; i < 200 && !sat; i++) { // bounded: 200 polls
+        sat = (json(await H.request(port, H.get('/health'))) || {}).status === 'saturated';
+        if (!sat) await sleep(10);
+    }
+    const rejBefore = metric(await metricsText(port), 'kite_requests_rejected_total{reason="queue_full"}');
+    const e1 = await H.request(port, H.post('/v1/embeddings', { input: ['Once upon a time', 'a cat sat'] }), { ms: 10000 });
+    const e2 = await H.request(port, H.post('/embedding', { content: 'Once upon a time' }), { ms: 10000 });
+    const rejAfter = metric(await metricsText(port), 'kite_requests_rejected_total{reason="queue_full"}');
+    check(`embeddings while --parallel 1 --queue 2 is full -> 503 server_overloaded with Retry-After, counted as queue_full (${show(e1).slice(0, 80)})`,
+        sat && e1.status === 503 && code(e1) === 'server_overloaded' && hasRetry(e1) && e2.status === 503 &&
+        code(e2) === 'server_overloaded' && hasRetry(e2) && rejAfter - rejBefore >= 2, `saturated ${sat} / ${show(e2)} / rejected ${rejBefore} -> ${rejAfter}`);
+    const heldRes = H.classify(await Promise.all(embHeld));
+    const e3 = await H.request(port, H.post('/v1/embeddings', { input: ['Once upon a time', 'a cat sat'] }), { ms: 10000 });
+    const e3j = json(e3);
+    check(`... and served once the queue drained (${JSON.stringify(heldRes.byStatus)})`,
+        heldRes.byStatus[200] === 3 && e3.status === 200 && e3j && e3j.data && e3j.data.length === 2, show(e3));
+}
+
+// ---- fair: the waiting queue is fair per client (peer address) ----
+// --parallel 1: client A (127.0.0.21) queues 6 long requests, then client B
+// (127.0.0.22) sends one.  Admission is round-robin across clients, so B's
+// is admitted second or third (FIFO would put it last): at least three of
+// A's end after it.
+async function fair() {
+    const port = +env.KITE_PORT_FAIR;
+    const req = H.completion(480);
+    const ends = {};
+    const send = (name, addr) => H.request(port, req, { localAddress: addr, ms: 60000 }).then((r) => { ends[name] = { t: performance.now(), r }; });
+    const pending = [];
+    for (let i = 0; i < 6; i++) pending.push(send(`A${i}`, '127.0.0.21'));
+    let queued = 0;
+    for (let i = 0; i < 200 && queued < 6; i++) { // until all six are in (bounded: 200 polls)
+        const hj = json(await H.request(port, H.get('/health'))) || {};
+        queued = (hj.running || 0) + (hj.queued || 0);
+        if (queued < 6) await sleep(5);
+    }
+    await sleep(10);
+    pending.push(send('B', '127.0.0.22'));
+    await Promise.all(pending);
+    const order = Object.keys(ends).sort((a, b) => ends[a].t - ends[b].t);
+    const allOk = Object.values(ends).every((e) => e.r.status === 200);
+    const after = order.length - 1 - order.indexOf('B');
+    check(`--parallel 1, client A queues 6 requests (${queued} seen in), then client B one: B's ends before at least 3 of A's (order ${order.join(' ')})`,
+        allOk && queued >= 6 && order.includes('B') && after >= 3,
+        Object.entries(ends).map(([k, e]) => `${k} ${show(e.r).slice(0, 40)}`).join(' | '));
 }
 
 // ---- slowloris: N sockets trickling heads while a real client is timed ----
@@ -312,7 +364,7 @@ async function drain() {
     check(`the server exits after the drain (${((performance.now() - tKill) / 1000).toFixed(1)} s after SIGTERM, --drain-timeout 1)`, !alive, 'still running');
 }
 
-const all = { limits, slow, flood, drain };
+const all = { limits, slow, flood, drain, fair };
 for (const name of sections) {
     const t0 = performance.now();
     try {

@@ -4,7 +4,8 @@
 # and authentication headers, Content-Type / Host / CORS checks, half-closed
 # requests, early rejection of prompts that cannot fit (serve_hostile.mjs);
 # connection limits, header deadline, head checks, queue and deadlines, 300
-# slowloris sockets, a 500-request flood, SIGTERM drain (serve_load.mjs, the
+# slowloris sockets, a 500-request flood, SIGTERM drain, fair queueing across
+# client addresses, embeddings against the queue bound (serve_load.mjs, the
 # short versions; tests/acceptance/issue23_*.sh run the long ones).
 #
 # Run from the repository root with KITE_BUILD=<build dir> (tests/run.sh does
@@ -55,33 +56,36 @@ start lim --ctx 512 --parallel 1 --queue 2 --max-conns 16 --max-conns-per-ip 8 -
 PORT_LIM=$PORT
 start big --parallel 16 --queue 64 --header-timeout 3 --max-conns 1000
 PORT_BIG=$PORT
+start fair --ctx 512 --parallel 1 --queue 16
+PORT_FAIR=$PORT
 "$KITE" serve --port 0 -t 1 --ctx 512 --parallel 1 --queue 80 --drain-timeout 1 </dev/null >"$T/drain.out" 2>"$T/drain.log" &
 PID_DRAIN=$!
 e2e_serve_port "$T/drain.log" $PID_DRAIN
 PORT_DRAIN=$PORT
 PORT=$PORT1
-if [ -z "$PORT" ] || [ -z "$PORT2" ] || [ -z "$PORT_LIM" ] || [ -z "$PORT_BIG" ] || [ -z "$PORT_DRAIN" ]; then
+if [ -z "$PORT" ] || [ -z "$PORT2" ] || [ -z "$PORT_LIM" ] || [ -z "$PORT_BIG" ] || [ -z "$PORT_DRAIN" ] || [ -z "$PORT_FAIR" ]; then
     e2e_fail "servers start" "$(e2e_first_line "$T/a.log") / $(e2e_first_line "$T/b.log") / $(e2e_first_line "$T/lim.log")"
     e2e_summary
     exit 1
 fi
-e2e_ok "five servers start on 127.0.0.1 (ports $PORT, $PORT2, $PORT_LIM, $PORT_BIG, $PORT_DRAIN)"
+e2e_ok "six servers start on 127.0.0.1 (ports $PORT, $PORT2, $PORT_LIM, $PORT_BIG, $PORT_DRAIN, $PORT_FAIR)"
 
 # the load sections run beside the other checks, each against its own server
 # (the slowloris p99 bound is 2 s here, as the three share two cores; the
 # acceptance script tests/acceptance/issue23_slowloris.sh holds it to 1 s)
 load() {
-    KITE_SECTIONS=$1 KITE_PORT_LIM=$PORT_LIM KITE_PORT_BIG=$PORT_BIG KITE_PORT_DRAIN=$PORT_DRAIN \
+    KITE_SECTIONS=$1 KITE_PORT_LIM=$PORT_LIM KITE_PORT_BIG=$PORT_BIG KITE_PORT_DRAIN=$PORT_DRAIN KITE_PORT_FAIR=$PORT_FAIR \
         KITE_PID_DRAIN=$PID_DRAIN KITE_SLOW_N=300 KITE_SLOW_S=4 KITE_FLOOD_N=500 KITE_P99_MS=2000 \
         timeout 120 node tests/e2e/serve_load.mjs >"$T/load-$1.out" 2>&1
 }
 load limits & L1=$!
 load slow,flood & L2=$!
 load drain & L3=$!
+load fair & L4=$!
 KITE_PORT=$PORT1 KITE_PORT2=$PORT2 KITE_KEY=$KEY timeout 120 node tests/e2e/serve_hostile.mjs >"$T/node.out" 2>&1
 rc=$?
 rc_load=0
-for l in $L1 $L2 $L3; do wait $l || rc_load=$?; done
+for l in $L1 $L2 $L3 $L4; do wait $l || rc_load=$?; done
 cat "$T/node.out" "$T"/load-*.out
 E2E_PASS=$((E2E_PASS + $(cat "$T/node.out" "$T"/load-*.out | grep -c '^  ok    ')))
 E2E_FAIL=$((E2E_FAIL + $(cat "$T/node.out" "$T"/load-*.out | grep -c '^  FAIL  ')))

@@ -432,6 +432,62 @@ TEST(scheduler_draft_items) {
     kv_pool_free(kv);
 }
 
+/* Fair queueing (scheduler.h): admission round-robin across clients, FIFO
+ * within one.  One slot: each plan admits the next, which then finishes. */
+TEST(scheduler_fair_queue) {
+    enum { N = 8 };
+    kite_token buf[N][8];
+    sched_seq q[N];
+    sched_item items[2];
+    kv_pool *kv = NULL;
+    sched s;
+    CHECK_EQ_INT(kv_pool_new(64, 4, true, &kv), KITE_OK);
+    CHECK_EQ_INT(sched_init(&s, kv, 1, 64, NULL, NULL), KITE_OK);
+    /* 0..3: client A (key 7); 4: B (key 0, the default); 5, 6: C (key 9); 7: B, after A's first is admitted */
+    static const uint64_t client[N] = {7, 7, 7, 7, 0, 9, 9, 0};
+    for (int i = 0; i < N; i++) {
+        seq_init(&q[i], buf[i], 4);
+        q[i].client = client[i];
+    }
+    for (int i = 0; i < 7; i++) sched_enqueue(&s, &q[i]);
+    CHECK_EQ_INT(s.n_wait, 7);
+    /* A1, then B1 and C1 before A's others; B's second (sent after A1 was
+     * admitted) takes round 2, after A2 and C2 that were waiting for it */
+    static const int want[N] = {0, 4, 5, 1, 6, 7, 2, 3};
+    for (int k = 0; k < N; k++) {
+        int32_t n = sched_plan(&s, items);
+        CHECK_EQ_INT(n, 1);
+        CHECK_EQ_INT(s.n_running, 1);
+        const int got = n == 1 ? (int)(items[0].seq - q) : -1;
+        CHECK_EQ_INT(got, want[k]);
+        if (k == 0) sched_enqueue(&s, &q[7]);
+        if (got >= 0) seq_done(&s, &q[got]);
+    }
+    CHECK(sched_idle(&s));
+
+    /* one client alone: plain FCFS, also when another client arrives later */
+    for (int i = 0; i < 4; i++) {
+        seq_init(&q[i], buf[i], 4);
+        q[i].client = 3;
+        sched_enqueue(&s, &q[i]);
+    }
+    static const int want2[5] = {0, 1, 4, 2, 3};
+    for (int k = 0; k < 5; k++) {
+        int32_t n = sched_plan(&s, items);
+        const int got = n == 1 ? (int)(items[0].seq - q) : -1;
+        CHECK_EQ_INT(got, want2[k]);
+        if (k == 0) { /* client 5 arrives while 1..3 of client 3 wait: after 1 (round vnow + 1) */
+            seq_init(&q[4], buf[4], 4);
+            q[4].client = 5;
+            sched_enqueue(&s, &q[4]);
+        }
+        if (got >= 0) seq_done(&s, &q[got]);
+    }
+    CHECK(sched_idle(&s));
+    sched_free(&s);
+    kv_pool_free(kv);
+}
+
 TEST(bad_params) {
     engine *e = NULL;
     engine_params p = engine_default_params();
@@ -457,6 +513,7 @@ int main(void) {
     RUN(limits_and_stop_strings);
     RUN(sampling_distribution);
     RUN(scheduler_draft_items);
+    RUN(scheduler_fair_queue);
     RUN(bad_params);
     kite_model_free(g_model);
     return harness_summary(__FILE__);

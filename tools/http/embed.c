@@ -11,7 +11,10 @@
  *   array).  At most n_parallel inputs of a request are in the engine at
  *   once: the next is submitted as one finishes, so a request of 2048
  *   inputs does not queue all of them ahead of the requests that come after
- *   it (the engine's queue is FCFS).  The connection thread waits in
+ *   it (the engine's queue is fair per client, FIFO within one: a client's
+ *   inputs queued at once would all go before its own later requests).
+ *   The request holds one admission place (--parallel + --queue) from its
+ *   arrival to its answer, as a completion does (embed_handle).  The connection thread waits in
  *   SERVER_POLL_MS slices and checks the client, the deadline --timeout and
  *   the drain deadline (503 with Retry-After); whatever ends the wait, the
  *   inputs still in the engine are cancelled before the job is freed (no
@@ -156,7 +159,7 @@ static void wait_slice(emb_job *j) {
  * status with *err set (503 deadline or drain, 400 an input the engine
  * refuses, 500). */
 static int run_inputs(server *s, struct MHD_Connection *c, const kite_token *all, const int32_t *n_tok, int32_t n,
-                      float *vec, int32_t E, double deadline, oai_error *err) {
+                      float *vec, int32_t E, double deadline, uint64_t client, oai_error *err) {
     emb_job j = {.vec = vec, .E = E};
     emb_input *in = calloc((size_t)n, sizeof *in);
     if (!in) {
@@ -175,7 +178,7 @@ static int run_inputs(server *s, struct MHD_Connection *c, const kite_token *all
             pthread_mutex_unlock(&j.mu);
             in[next] = (emb_input){.job = &j, .index = next};
             engine_req er = {.prompt = all + off, .n_prompt = n_tok[next], .embed = true,
-                             .embed_params = kite_embed_default_params()};
+                             .embed_params = kite_embed_default_params(), .client = client};
             int st = engine_submit(s->eng, &er, on_embed, &in[next], &in[next].id);
             pthread_mutex_lock(&j.mu);
             if (st != KITE_OK) {
@@ -221,7 +224,8 @@ out:
     return rc;
 }
 
-enum MHD_Result embed_handle(server *s, struct MHD_Connection *c, const char *body, size_t len, bool oai, int *status) {
+static enum MHD_Result embed_admitted(server *s, struct MHD_Connection *c, const char *body, size_t len, bool oai,
+                                      uint64_t client, int *status) {
     const double deadline = time_now_s() + s->p.timeout_s;
     oai_error err;
     embed_request r;
@@ -274,7 +278,7 @@ enum MHD_Result embed_handle(server *s, struct MHD_Connection *c, const char *bo
         memcpy(all + off, r.ids[i], sizeof *all * (size_t)n_tok[i]);
     if (!(vec = malloc(sizeof *vec * (size_t)r.n_input * (size_t)E))) goto oom;
 
-    int rc = run_inputs(s, c, all, n_tok, r.n_input, vec, E, deadline, &err);
+    int rc = run_inputs(s, c, all, n_tok, r.n_input, vec, E, deadline, client, &err);
     if (rc < 0) goto gone;
     if (rc > 0) goto fail;
     for (size_t i = 0; i < (size_t)r.n_input * (size_t)E; i++)
@@ -305,4 +309,31 @@ fail:
     embed_request_free(&r);
     *status = err.status;
     return err.status == 503 ? srv_reply_error_retry(s, c, &err, srv_retry_ms(s)) : srv_reply_error(s, c, &err);
+}
+
+/* Admission (issue 23): an embedding request holds one of the gen_capacity
+ * places (--parallel + --queue) that generation requests take, from its
+ * parse to its answer, so a flood of large batches meets the same 503 with
+ * Retry-After instead of queueing without bound. */
+enum MHD_Result embed_handle(server *s, struct MHD_Connection *c, const char *body, size_t len, bool oai, int *status) {
+    oai_error err;
+    if (atomic_load(&s->draining)) {
+        atomic_fetch_add(&s->rejected[REJ_DRAINING], 1);
+        oai_error_set(&err, 503, "server_error", "server_shutting_down", NULL, "The server is shutting down.");
+        *status = 503;
+        return srv_reply_error_retry(s, c, &err, srv_retry_ms(s));
+    }
+    if (atomic_fetch_add(&s->gen_inflight, 1) >= s->gen_capacity) {
+        const int64_t retry = srv_retry_ms(s);
+        atomic_fetch_sub(&s->gen_inflight, 1);
+        atomic_fetch_add(&s->rejected[REJ_QUEUE_FULL], 1);
+        oai_error_set(&err, 503, "server_error", "server_overloaded", NULL,
+                      "The server is busy: all %d slots and %d queue places are taken; retry later.",
+                      (int)s->n_parallel, (int)(s->gen_capacity - s->n_parallel));
+        *status = 503;
+        return srv_reply_error_retry(s, c, &err, retry);
+    }
+    enum MHD_Result ret = embed_admitted(s, c, body, len, oai, srv_client_key(c), status);
+    atomic_fetch_sub(&s->gen_inflight, 1);
+    return ret;
 }

@@ -910,6 +910,7 @@ static bool sot_answer(server *s, gen_req *g, oai_error *err) {
     if (r->max_tokens > 0) p.point_tokens = p.plain_tokens = r->max_tokens;
     p.should_stop = sot_stop; /* the request's deadline and the drain deadline */
     p.stop_arg = g;
+    p.client = srv_client_key(g->conn); /* its requests queue fairly with the others (scheduler.h) */
     sot_result res;
     memset(&res, 0, sizeof res);
     int st = sot_run(s->eng, s->model, question, &p, &res);
@@ -1065,6 +1066,7 @@ enum MHD_Result gen_handle(server *s, struct MHD_Connection *c, const char *body
         r->grammar_kind = KITE_GRAMMAR_GBNF;
         r->grammar_param = "tools";
     }
+    const uint64_t client = srv_client_key(c); /* fair queueing across clients (scheduler.h) */
     g->n_choices = r->n; /* before the first submit: a callback may come at once */
     for (int32_t i = 0; i < r->n; i++) {
         gen_choice *ch = &g->ch[i];
@@ -1092,6 +1094,7 @@ enum MHD_Result gen_handle(server *s, struct MHD_Connection *c, const char *body
             .grammar = kg,
             .logprobs = r->logprobs,
             .top_logprobs = r->top_logprobs,
+            .client = client,
         };
         er.sampling.seed = choice_seed(r->sampling.seed, i);
         er.sampling.logit_bias = r->logit_bias;

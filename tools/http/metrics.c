@@ -124,9 +124,9 @@ char *metrics_text(server *s) {
     metric(&t, "kite_num_requests_waiting", "gauge",
            "Generation requests admitted by the server but not running (tokenizing or queued).",
            waiting > 0 ? waiting : 0);
-    metric(&t, "kite_request_capacity", "gauge", "Generation requests the server admits at once (--parallel + --queue).",
+    metric(&t, "kite_request_capacity", "gauge", "Generation and embedding requests the server admits at once (--parallel + --queue).",
            s->gen_capacity);
-    add(&t, "# HELP kite_requests_rejected_total Generation requests answered 503 with Retry-After, by reason.\n"
+    add(&t, "# HELP kite_requests_rejected_total Generation and embedding requests answered 503 with Retry-After, by reason.\n"
             "# TYPE kite_requests_rejected_total counter\n");
     static const char *const rej[REJ_N] = {"queue_full", "draining", "tokenizer_busy"};
     for (int i = 0; i < REJ_N; i++)

@@ -31,9 +31,11 @@
  *   by the gate first, in JSON; only a malformed chunked body (which the
  *   gate does not see) still gets MHD's HTML 400.
  *
- *   Backpressure: at most n_parallel + --queue generation requests are
- *   admitted (gen.c); more get 503 with Retry-After.  /health answers 503
- *   when that capacity is used up or the server drains.
+ *   Backpressure: at most n_parallel + --queue generation and embedding
+ *   requests are admitted (gen.c, embed.c); more get 503 with Retry-After.
+ *   /health answers 503 when that capacity is used up or the server drains.
+ *   Their engine sequences carry srv_client_key (the peer address), so the
+ *   engine's waiting queue is fair across clients (scheduler.h).
  *
  * THREADS
  *   One thread per connection; srv_conn is private to it.  Shared counters
@@ -886,6 +888,30 @@ static int64_t prompt_bytes_bound(server *s) {
     int64_t sp = (int64_t)chat_tokenizer_max_special_len(s->ctok);
     if (sp > l) l = sp;
     return 4 * l * (int64_t)s->n_ctx;
+}
+
+uint64_t srv_client_key(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (!ci || !ci->client_addr) return 0;
+    const struct sockaddr *sa = ci->client_addr;
+    const unsigned char *b = NULL;
+    size_t n = 0;
+    if (sa->sa_family == AF_INET) {
+        b = (const unsigned char *)&((const struct sockaddr_in *)(const void *)sa)->sin_addr;
+        n = 4;
+    } else if (sa->sa_family == AF_INET6) {
+        const struct in6_addr *a6 = &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
+        b = a6->s6_addr;
+        n = 16;
+        if (IN6_IS_ADDR_V4MAPPED(a6)) { /* ::ffff:a.b.c.d is the client a.b.c.d */
+            b += 12;
+            n = 4;
+        }
+    }
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a over the address bytes, tagged by their length */
+    h = (h ^ n) * 0x100000001b3ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
 }
 
 static bool addr_is_loopback(const struct sockaddr_storage *a) {

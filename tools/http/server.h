@@ -51,7 +51,7 @@ typedef struct server_params {
     int64_t max_body;          /* request body limit in bytes; 0 = 1 MiB */
     int32_t max_connections;   /* connections held at once; 0 = 1024 (clipped to the descriptor limit) */
     int32_t max_conns_per_ip;  /* connections per client address; 0 = 256, -1 = no limit */
-    int32_t queue;             /* generation requests waiting beyond --parallel; 0 = 64, -1 = none */
+    int32_t queue;             /* generation and embedding requests waiting beyond --parallel; 0 = 64, -1 = none */
     int32_t drain_timeout_s;   /* server_drain: how long running requests may finish; 0 = 30 */
     bool quiet;                /* no per-request log lines */
     const char *allowed_hosts; /* extra Host names allowed besides the bound address and loopback names,

@@ -236,6 +236,11 @@ enum srv_client {
     SRV_CLIENT_GONE  /* reset or error: a write failed or would fail */
 };
 int srv_client_state(struct MHD_Connection *c);
+/* The fair-queueing identity of c's requests (engine_req.client): a hash
+ * of the peer IP address (an IPv4-mapped IPv6 address as its IPv4 one; the
+ * port is not part of it), 0 when unknown.  Not the API key: the server has
+ * one key, which every client shares (docs/http.md "Fair queueing"). */
+uint64_t srv_client_key(struct MHD_Connection *c);
 
 /* ---- metrics ---- */
 
