@@ -398,6 +398,27 @@ int kite_grammar_new(const kite_model *model, int kind, const char *text, size_t
                      kite_grammar **out /* OUT */);
 void kite_grammar_free(kite_grammar *g); /* NULL is a no-op; no generation may still use it */
 
+/* A trigger of a lazy grammar (llama-server's lazy grammars). */
+#define KITE_GRAMMAR_TRIGGER_MAX 64 /* bytes of a trigger's text at most */
+typedef struct kite_grammar_trigger {
+    const char *text; /* 1..KITE_GRAMMAR_TRIGGER_MAX bytes, NUL-terminated */
+    bool at_start;    /* counts only at the output's start (white space before it allowed) */
+} kite_grammar_trigger;
+
+/* As kite_grammar_new, but lazy: a generation under it is free until its
+ * output text holds one of triggers[0..n_triggers) (copied), and from that
+ * trigger's first byte on the output must match the grammar.  For tool calls
+ * a model may or may not make (tool_choice "auto"): the grammar is the calls'
+ * syntax, the triggers their markup ("<tool_call>").  A trigger is found
+ * across token boundaries; the token that completes it is judged whole: if
+ * the grammar refuses the text from the trigger to the token's end, that
+ * occurrence does not count and the output stays free.  Before the trigger
+ * nothing is masked and the end tokens end the generation freely.  Drafts
+ * (kite_gen_check_draft, kite_gen_draft_*) follow the same rule.  Returns as
+ * kite_grammar_new, and KITE_E_ARG for n_triggers 0 or a bad trigger. */
+int kite_grammar_new_lazy(const kite_model *model, int kind, const char *text, size_t len,
+                          const kite_grammar_trigger *triggers, size_t n_triggers, kite_grammar **out /* OUT */);
+
 /* ---- generation step --------------------------------------------------- */
 
 /* A kite_gen holds the rules of one generation step, written once for

@@ -76,8 +76,41 @@ done:
     return KITE_OK;
 }
 
+int kite_grammar_new_lazy(const kite_model *model, int kind, const char *text, size_t len,
+                          const kite_grammar_trigger *triggers, size_t n_triggers, kite_grammar **out) {
+    if (!triggers || !n_triggers || n_triggers > 256 || !out)
+        return err_set(KITE_E_ARG, "kite_grammar_new_lazy: 1..256 triggers are required");
+    for (size_t i = 0; i < n_triggers; i++) {
+        size_t l = triggers[i].text ? strlen(triggers[i].text) : 0;
+        if (!l || l > KITE_GRAMMAR_TRIGGER_MAX)
+            return err_set(KITE_E_ARG, "kite_grammar_new_lazy: trigger %zu: its text must have 1..%d bytes", i,
+                           KITE_GRAMMAR_TRIGGER_MAX);
+    }
+    kite_grammar *kg = NULL;
+    int rc = kite_grammar_new(model, kind, text, len, &kg);
+    if (rc) return rc;
+    kg->trig = malloc(n_triggers * sizeof *kg->trig);
+    kg->trig_len = malloc(n_triggers * sizeof *kg->trig_len);
+    kg->trig_start = malloc(n_triggers * sizeof *kg->trig_start);
+    if (!kg->trig || !kg->trig_len || !kg->trig_start) {
+        kite_grammar_free(kg);
+        return err_set(KITE_E_NOMEM, "kite_grammar_new_lazy: out of memory");
+    }
+    for (size_t i = 0; i < n_triggers; i++) {
+        kg->trig_len[i] = (uint32_t)strlen(triggers[i].text);
+        memcpy(kg->trig[i], triggers[i].text, kg->trig_len[i]);
+        kg->trig_start[i] = triggers[i].at_start;
+    }
+    kg->n_trig = (uint32_t)n_triggers;
+    *out = kg;
+    return KITE_OK;
+}
+
 void kite_grammar_free(kite_grammar *kg) {
     if (!kg) return;
+    free(kg->trig);
+    free(kg->trig_len);
+    free(kg->trig_start);
     grammar_mask_cache_free(kg->cache);
     grammar_vocab_free(kg->gv);
     grammar_free(kg->g);

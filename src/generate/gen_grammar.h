@@ -18,6 +18,11 @@ struct kite_grammar {
     grammar_mask_cache *cache; /* owned */
     int32_t n_vocab;
     const void *vocab;         /* the model's vocabulary it was built for (identity check only) */
+    /* lazy (kite_grammar_new_lazy): in force from the first trigger on; n_trig 0: always */
+    char (*trig)[KITE_GRAMMAR_TRIGGER_MAX]; /* [n_trig] texts, not NUL-terminated */
+    uint32_t *trig_len;                     /* [n_trig] */
+    bool *trig_start;                       /* [n_trig] at the output's start only */
+    uint32_t n_trig;
 };
 
 #endif

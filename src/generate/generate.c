@@ -22,6 +22,16 @@
  *   more the generation ends at once (KITE_STOP_GRAMMAR) instead of spending
  *   a forward pass on an end-of-generation token.
  *
+ *   Lazy grammars (kite_grammar_new_lazy).  Until a trigger appears in the
+ *   output the grammar is not in force: nothing is masked, end tokens end
+ *   freely, and each token's bytes go to a search over the output's last
+ *   bytes (lazy_state.tail, one trigger's length), so that a trigger split
+ *   across tokens is found.  The token that completes a trigger is judged by
+ *   a fresh matcher fed the text from the trigger's first byte to the token's
+ *   end, on the scratch matcher (try_gm) so that a refusal leaves the
+ *   generation's matcher fresh; taken, the grammar is in force from then on
+ *   exactly as a plain one.  Drafts keep their own lazy_state (try_lz).
+ *
  * INVARIANTS
  *   stop != KITE_STOP_NONE  <=>  no further token is taken until the next
  *   kite_gen_begin.  n_gen counts output tokens only.  piece has
@@ -44,6 +54,14 @@
 
 #define GEN_MAX_EOG 16 /* end-of-generation tokens a vocabulary may have (vocab_internal.h keeps 8) */
 
+/* Where a lazy grammar's trigger search stands. */
+typedef struct lazy_state {
+    bool on;            /* the grammar is in force (always for a grammar without triggers) */
+    bool lead;          /* every output byte before tail is white space (at_start triggers) */
+    uint32_t tail_len;
+    char tail[KITE_GRAMMAR_TRIGGER_MAX - 1]; /* the output's last bytes */
+} lazy_state;
+
 struct kite_gen {
     const vocab *v;      /* the model's vocabulary (borrowed) */
     kite_token bos;      /* -1 if none */
@@ -63,6 +81,8 @@ struct kite_gen {
     uint32_t *try_mask;  /* [(n_vocab + 31) / 32] try_gm's mask (kite_gen_draft_masked_logits), or NULL */
     bool try_mask_valid;
     bool drafting;       /* try_gm follows a draft of kite_gen_draft_begin */
+    lazy_state lz;       /* the generation's trigger search (p.grammar lazy) */
+    lazy_state try_lz;   /* the draft's, beside try_gm */
     uint32_t *mask;      /* [(n_vocab + 31) / 32] allowed tokens of the current state */
     bool mask_valid;     /* mask is the current state's */
     float *masked;       /* [n_vocab] kite_gen_masked_logits' row */
@@ -149,6 +169,8 @@ int kite_gen_begin(kite_gen *g, const kite_gen_params *p, int32_t n_past) {
     g->try_gm = NULL;
     g->drafting = false;
     g->mask_valid = false;
+    g->lz = (lazy_state){.on = !p->grammar || !p->grammar->n_trig, .lead = true};
+    g->try_lz = g->lz;
     g->p = *p;
     g->n_past = n_past;
     g->n_gen = 0;
@@ -186,13 +208,97 @@ static int stop_before(const kite_gen *g, kite_token t) {
     return KITE_STOP_NONE;
 }
 
+/* ---- lazy grammars ---- */
+
+static bool is_white(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+/* Byte i of the output's tail followed by piece. */
+static inline char tail_at(const lazy_state *lz, const char *piece, size_t i) {
+    return i < lz->tail_len ? lz->tail[i] : piece[i - lz->tail_len];
+}
+
+/* The first byte (in tail + piece) of the earliest trigger that ends inside piece[0..n), or -1
+ * (triggers ending in the tail were looked for with the token that ended them). */
+static int64_t lazy_find(const kite_grammar *kg, const lazy_state *lz, const char *piece, size_t n) {
+    const size_t total = lz->tail_len + n;
+    size_t white = 0; /* leading white bytes of tail + piece, when all before the tail were white */
+    if (lz->lead)
+        while (white < total && is_white(tail_at(lz, piece, white))) white++;
+    for (size_t at = 0; at < total; at++)
+        for (uint32_t i = 0; i < kg->n_trig; i++) {
+            const size_t l = kg->trig_len[i];
+            if (at + l > total || at + l <= lz->tail_len) continue;
+            if (kg->trig_start[i] && !(lz->lead && at <= white)) continue;
+            size_t k = 0;
+            while (k < l && tail_at(lz, piece, at + k) == kg->trig[i][k]) k++;
+            if (k == l) return (int64_t)at;
+        }
+    return -1;
+}
+
+/* Appends piece[0..n) to the tail, keeping its last bytes. */
+static void lazy_advance(lazy_state *lz, const char *piece, size_t n) {
+    const size_t cap = sizeof lz->tail;
+    if (n >= cap) {
+        for (size_t i = 0; i < lz->tail_len && lz->lead; i++) lz->lead = is_white(lz->tail[i]);
+        for (size_t i = 0; i < n - cap && lz->lead; i++) lz->lead = is_white(piece[i]);
+        memcpy(lz->tail, piece + (n - cap), cap);
+        lz->tail_len = (uint32_t)cap;
+        return;
+    }
+    const size_t drop = lz->tail_len + n > cap ? lz->tail_len + n - cap : 0;
+    for (size_t i = 0; i < drop && lz->lead; i++) lz->lead = is_white(lz->tail[i]);
+    memmove(lz->tail, lz->tail + drop, lz->tail_len - drop);
+    memcpy(lz->tail + (lz->tail_len - drop), piece, n);
+    lz->tail_len = (uint32_t)(lz->tail_len - drop + n);
+}
+
+static int try_matcher_reset(kite_gen *g);
+
+/* Token bytes piece[0..n) on a lazy grammar not yet in force, whose search is lz: 1 when they
+ * complete a trigger and a fresh matcher took the text from the trigger on (that matcher is
+ * try_gm, lz->on set), 0 when not (try_gm may hold a refused text), or a negative status.
+ * g->gm is fresh here: the grammar is not in force for the generation either. */
+static int lazy_feed(kite_gen *g, lazy_state *lz, const char *piece, size_t n) {
+    const int64_t at = lazy_find(g->p.grammar, lz, piece, n);
+    if (at >= 0) {
+        int rc = try_matcher_reset(g);
+        if (rc) return rc;
+        const size_t s = (size_t)at;
+        if (s < lz->tail_len) rc = grammar_matcher_accept_bytes(g->try_gm, lz->tail + s, lz->tail_len - s);
+        if (!rc) rc = s < lz->tail_len ? grammar_matcher_accept_bytes(g->try_gm, piece, n)
+                                        : grammar_matcher_accept_bytes(g->try_gm, piece + (s - lz->tail_len),
+                                                                       n - (s - lz->tail_len));
+        if (!rc) {
+            lz->on = true;
+            return 1;
+        }
+        if (rc != KITE_E_STATE) return rc; /* refused: this occurrence does not count */
+    }
+    lazy_advance(lz, piece, n);
+    return 0;
+}
+
 int kite_gen_push(kite_gen *g, kite_token t, kite_gen_step *out) {
     if (!g || !out) return err_set(KITE_E_ARG, "kite_gen_push: NULL argument");
     if (g->stop != KITE_STOP_NONE) return err_set(KITE_E_STATE, "kite_gen_push: the generation is over");
     if (t < 0 || t >= g->n_vocab)
         return err_set(KITE_E_RANGE, "kite_gen_push: token %d is outside the vocabulary (%d tokens)", t, g->n_vocab);
     const int stop = stop_before(g, t);
-    if (g->gm) { /* the grammar first: a token it refuses changes nothing */
+    if (g->gm && !g->lz.on) { /* a lazy grammar not yet in force: every token goes */
+        if (stop == KITE_STOP_NONE) {
+            const char *piece;
+            char buf[8];
+            int n = vocab_token_to_piece(g->v, t, &piece, buf);
+            lazy_state lz = g->lz;
+            int rc = n > 0 ? lazy_feed(g, &lz, piece, (size_t)n) : 0;
+            if (rc > 0) rc = grammar_matcher_copy(g->gm, g->try_gm);
+            if (rc < 0) return rc;
+            g->lz = lz;
+            g->drafting = false; /* lazy_feed used try_gm */
+            g->mask_valid = false;
+        }
+    } else if (g->gm) { /* the grammar first: a token it refuses changes nothing */
         if (stop != KITE_STOP_NONE) {
             if (!grammar_matcher_is_accepting(g->gm))
                 return err_set(KITE_E_STATE, "kite_gen_push: token %d ends the generation where the grammar "
@@ -221,7 +327,7 @@ int kite_gen_push(kite_gen *g, kite_token t, kite_gen_step *out) {
     KITE_ASSERT(n >= 0);
     if (g->n_gen >= g->p.n_predict) g->stop = KITE_STOP_LENGTH;
     else if (g->p.n_ctx > 0 && (int64_t)g->n_past + g->n_gen > g->p.n_ctx) g->stop = KITE_STOP_CONTEXT;
-    else if (g->gm && grammar_matcher_is_finished(g->gm)) g->stop = KITE_STOP_GRAMMAR;
+    else if (g->gm && g->lz.on && grammar_matcher_is_finished(g->gm)) g->stop = KITE_STOP_GRAMMAR;
     step_out(g, t, true, n, out);
     return KITE_OK;
 }
@@ -232,6 +338,15 @@ enum { TRY_NO = 0, TRY_GO = 1, TRY_END = 2 };
 static int try_token(kite_gen *g, kite_token t) {
     if (t < 0 || t >= g->n_vocab) return TRY_NO;
     const int stop = stop_before(g, t);
+    if (!g->try_lz.on) { /* a lazy grammar not yet in force */
+        if (stop != KITE_STOP_NONE) return TRY_END;
+        const char *piece;
+        char buf[8];
+        const int nb = vocab_token_to_piece(g->v, t, &piece, buf);
+        const int rc = nb > 0 ? lazy_feed(g, &g->try_lz, piece, (size_t)nb) : 0;
+        if (rc < 0) return rc;
+        return rc && grammar_matcher_is_finished(g->try_gm) ? TRY_END : TRY_GO;
+    }
     if (stop != KITE_STOP_NONE) /* ends the generation: as the mask, end and stop tokens where it may end */
         return (stop == KITE_STOP_TOKEN || vocab_is_eog(g->v, t)) && grammar_matcher_is_accepting(g->try_gm)
                    ? TRY_END
@@ -247,8 +362,14 @@ static int try_token(kite_gen *g, kite_token t) {
 }
 
 /* try_gm := gm (made at the first call of a generation). */
-static int try_reset(kite_gen *g) {
+static int try_matcher_reset(kite_gen *g) {
     return g->try_gm ? grammar_matcher_copy(g->try_gm, g->gm) : grammar_matcher_clone(g->gm, &g->try_gm);
+}
+
+/* The draft state := the generation's. */
+static int try_reset(kite_gen *g) {
+    g->try_lz = g->lz;
+    return try_matcher_reset(g);
 }
 
 int kite_gen_check_draft(kite_gen *g, const kite_token *draft, int32_t n, int32_t *n_ok) {
@@ -299,7 +420,7 @@ static int mask_row(kite_gen *g, grammar_matcher *m, uint32_t *mask, bool *valid
 int kite_gen_masked_logits(kite_gen *g, const float *logits, const float **out) {
     if (!g || !logits || !out) return err_set(KITE_E_ARG, "kite_gen_masked_logits: NULL argument");
     if (g->stop != KITE_STOP_NONE) return err_set(KITE_E_STATE, "kite_gen_masked_logits: the generation is over");
-    if (!g->gm) {
+    if (!g->gm || !g->lz.on) {
         *out = logits;
         return KITE_OK;
     }
@@ -327,6 +448,10 @@ int kite_gen_draft_masked_logits(kite_gen *g, const float *logits, const float *
         return KITE_OK;
     }
     if (!g->drafting) return err_set(KITE_E_STATE, "kite_gen_draft_masked_logits: no draft (kite_gen_draft_begin)");
+    if (!g->try_lz.on) {
+        *out = logits;
+        return KITE_OK;
+    }
     return mask_row(g, g->try_gm, g->try_mask, &g->try_mask_valid, logits, out);
 }
 
@@ -356,7 +481,7 @@ int kite_gen_pick(kite_gen *g, const float *logits, kite_token *out) {
     kite_token t = kite_sampler_sample(g->p.sampler, row);
     /* the sampler returns the lowest surviving id when nothing has mass; under a grammar that
      * would be a refused token, so check rather than trust */
-    if (g->gm && row[t] == -INFINITY)
+    if (row != logits && row[t] == -INFINITY)
         return err_set(KITE_E_STATE, "kite_gen_pick: every token the grammar allows has zero probability");
     *out = t;
     return KITE_OK;

@@ -434,7 +434,70 @@ TEST(test_grammar_families) {
     free(gbnf);
 }
 
+/* tool_choice "auto": the family's trigger begins its grammar's call, and a lazy generation
+ * over real tokens (the bundled model's vocabulary) leaves content before the call free,
+ * takes a well-formed call and ends with it, and refuses a call the schema does not allow. */
+static void lazy_case(kite_model *m, int family, const char *content, const char *call, const char *bad_call) {
+    kite_grammar_trigger trig[1];
+    CHECK_EQ_INT((int)tool_grammar_triggers(family, trig), 1);
+    CHECK_MSG(!strncmp(call, trig[0].text, strlen(trig[0].text)), "%s: the call does not begin with %s",
+              chat_family_name(family), trig[0].text);
+    char *gbnf = NULL;
+    CHECK_EQ_INT(tool_grammar_gbnf(family, tools, 2, -1, false, &gbnf), KITE_OK);
+    kite_grammar *kg = NULL;
+    if (gbnf) CHECK_EQ_INT(kite_grammar_new_lazy(m, KITE_GRAMMAR_GBNF, gbnf, strlen(gbnf), trig, 1, &kg), KITE_OK);
+    free(gbnf);
+    kite_gen *gen = NULL;
+    CHECK_EQ_INT(kite_gen_new(m, &gen), KITE_OK);
+    for (int pass = 0; pass < 2 && kg && gen; pass++) {
+        char text[512];
+        snprintf(text, sizeof text, "%s%s", content, pass ? bad_call : call);
+        kite_token toks[512];
+        size_t n = 0;
+        CHECK_EQ_INT(kite_tokenize(m, text, strlen(text), false, toks, 512, &n), KITE_OK);
+        kite_gen_params gp = kite_gen_default_params();
+        gp.grammar = kg;
+        gp.n_predict = 512;
+        CHECK_EQ_INT(kite_gen_begin(gen, &gp, 1), KITE_OK);
+        size_t k = 0;
+        int rc = KITE_OK;
+        for (; k < n && kite_gen_stopped(gen) == KITE_STOP_NONE; k++) {
+            kite_gen_step st;
+            if ((rc = kite_gen_push(gen, toks[k], &st)) != KITE_OK) break;
+        }
+        if (!pass)
+            CHECK_MSG(rc == KITE_OK && k == n && kite_gen_stopped(gen) == KITE_STOP_GRAMMAR,
+                      "%s: %zu of %zu tokens taken (%s), stop %s", chat_family_name(family), k, n,
+                      rc ? kite_last_error() : "ok", kite_stop_name(kite_gen_stopped(gen)));
+        else
+            CHECK_MSG(rc == KITE_E_STATE && k < n, "%s: a call the schema refuses was taken: %s",
+                      chat_family_name(family), text);
+    }
+    kite_gen_free(gen);
+    kite_grammar_free(kg);
+}
+
+TEST(test_grammar_lazy_auto) {
+    kite_model *m = NULL;
+    kite_model_params mp = kite_model_default_params();
+    mp.vocab_only = true;
+    CHECK_EQ_INT(kite_model_load("models/stories260K.gguf", &mp, &m), KITE_OK);
+    if (!m) return;
+    lazy_case(m, CHAT_CHATML, "Let me look. ",
+              "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+              "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": \"x\"}}\n</tool_call>");
+    lazy_case(m, CHAT_LLAMA3, "  ", "{\"name\": \"add\", \"parameters\": {\"a\": 7, \"b\": 2}}",
+              "{\"name\": \"add\", \"parameters\": {\"a\": 7, \"b\": 3}}");
+    lazy_case(m, CHAT_MISTRAL, "Sure. ", "[TOOL_CALLS] [{\"name\": \"add\", \"arguments\": {\"a\": -4}}]",
+              "[TOOL_CALLS] [{\"name\": \"sub\", \"arguments\": {\"a\": -4}}]");
+    lazy_case(m, CHAT_GEMMA, "Sure. ",
+              "{\"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Ely\"}}]}",
+              "{\"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": {}}]}");
+    kite_model_free(m);
+}
+
 int main(void) {
+    RUN(test_grammar_lazy_auto);
     RUN(test_respace);
     RUN(test_render_hermes);
     RUN(test_render_llama3);

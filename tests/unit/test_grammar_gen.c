@@ -235,11 +235,199 @@ done:
     kite_model_free(m);
 }
 
+/* ---- lazy grammars (kite_grammar_new_lazy) ---- */
+
+/* The token whose piece is exactly str, or -1. */
+static kite_token piece_token(kite_model *m, const char *str) {
+    kite_model_info info;
+    kite_model_get_info(m, &info);
+    for (kite_token t = 0; t < info.n_vocab; t++) {
+        const char *p;
+        char buf[8];
+        int n = kite_token_to_piece(m, t, &p, buf);
+        if (n == (int)strlen(str) && !memcmp(p, str, (size_t)n)) return t;
+    }
+    return -1;
+}
+
+/* Pushes tokens toks[0..n); returns how many were taken before a refusal (KITE_E_STATE) or
+ * the end (the ending token counted). */
+static int32_t push_all(kite_gen *gen, const kite_token *toks, int32_t n) {
+    int32_t k = 0;
+    for (; k < n && kite_gen_stopped(gen) == KITE_STOP_NONE; k++) {
+        kite_gen_step st;
+        int rc = kite_gen_push(gen, toks[k], &st);
+        if (rc == KITE_E_STATE) break;
+        CHECK_MSG(rc == KITE_OK, "push: %s", kite_last_error());
+    }
+    return k;
+}
+
+TEST(lazy_rules) {
+    kite_model *m = load_vocab_only("models/stories260K.gguf");
+    if (!m) return;
+    const kite_token lt = piece_token(m, "<"), x = piece_token(m, "x"), gt = piece_token(m, ">"),
+                     d5 = piece_token(m, "5"), a = piece_token(m, "a"), sp = piece_token(m, " "),
+                     br = piece_token(m, "{"), eos = kite_token_eos(m);
+    CHECK(lt >= 0 && x >= 0 && gt >= 0 && d5 >= 0 && a >= 0 && sp >= 0 && br >= 0);
+    kite_model_info info;
+    kite_model_get_info(m, &info);
+    static const char g_text[] = "root ::= \"<x>\" [0-9] [0-9]? \">\"";
+    const kite_grammar_trigger trig[] = {{"<x>", false}};
+    kite_grammar *kg = NULL, *bad = NULL;
+    CHECK_EQ_INT(kite_grammar_new_lazy(m, KITE_GRAMMAR_GBNF, g_text, strlen(g_text), trig, 1, &kg), KITE_OK);
+    CHECK_EQ_INT(kite_grammar_new_lazy(m, KITE_GRAMMAR_GBNF, g_text, strlen(g_text), trig, 0, &bad), KITE_E_ARG);
+    const kite_grammar_trigger empty[] = {{"", false}};
+    CHECK_EQ_INT(kite_grammar_new_lazy(m, KITE_GRAMMAR_GBNF, g_text, strlen(g_text), empty, 1, &bad), KITE_E_ARG);
+    CHECK(bad == NULL);
+    kite_gen *gen = NULL;
+    CHECK_EQ_INT(kite_gen_new(m, &gen), KITE_OK);
+    float *logits = calloc((size_t)info.n_vocab, sizeof *logits);
+    if (!kg || !gen || !logits) goto done;
+    kite_gen_params gp = kite_gen_default_params();
+    gp.n_predict = 40;
+    gp.grammar = kg;
+    /* free text, a trigger split over three tokens, then the grammar in force */
+    CHECK_EQ_INT(kite_gen_begin(gen, &gp, 1), KITE_OK);
+    const float *row = NULL;
+    CHECK_EQ_INT(kite_gen_masked_logits(gen, logits, &row), KITE_OK);
+    CHECK(row == logits); /* nothing masked before the trigger */
+    const kite_token t1[] = {a, x, gt, lt, x, gt};
+    CHECK_EQ_INT(push_all(gen, t1, 6), 6);
+    CHECK_EQ_INT(kite_gen_masked_logits(gen, logits, &row), KITE_OK);
+    if (row) CHECK(row != logits && row[d5] == 0.0f && row[a] == -INFINITY && row[eos] == -INFINITY);
+    kite_gen_step st;
+    CHECK_EQ_INT(kite_gen_push(gen, a, &st), KITE_E_STATE);
+    CHECK_EQ_INT(kite_gen_push(gen, eos, &st), KITE_E_STATE);
+    const kite_token t2[] = {d5, d5, gt};
+    CHECK_EQ_INT(push_all(gen, t2, 3), 3);
+    CHECK_EQ_INT(kite_gen_stopped(gen), KITE_STOP_GRAMMAR);
+    /* before a trigger the end tokens end freely */
+    CHECK_EQ_INT(kite_gen_begin(gen, &gp, 1), KITE_OK);
+    const kite_token t3[] = {lt, x, eos};
+    CHECK_EQ_INT(push_all(gen, t3, 3), 3);
+    CHECK_EQ_INT(kite_gen_stopped(gen), KITE_STOP_EOG);
+    /* a token completing the trigger with text the grammar refuses: that occurrence does not count */
+    kite_grammar *kg2 = NULL;
+    static const char g2[] = "root ::= \"a5\"";
+    const kite_grammar_trigger ta[] = {{"a", false}};
+    const kite_token ab = piece_token(m, "ab");
+    CHECK_EQ_INT(kite_grammar_new_lazy(m, KITE_GRAMMAR_GBNF, g2, strlen(g2), ta, 1, &kg2), KITE_OK);
+    gp.grammar = kg2;
+    if (kg2 && ab >= 0) {
+        CHECK_EQ_INT(kite_gen_begin(gen, &gp, 1), KITE_OK);
+        const kite_token t4[] = {ab, x, a};
+        CHECK_EQ_INT(push_all(gen, t4, 3), 3);
+        CHECK_EQ_INT(kite_gen_push(gen, x, &st), KITE_E_STATE); /* in force since the lone "a" */
+        CHECK_EQ_INT(kite_gen_push(gen, d5, &st), KITE_OK);
+        CHECK_EQ_INT(st.stop, KITE_STOP_GRAMMAR);
+    }
+    /* at_start: only after white space at the output's start */
+    kite_grammar *kg3 = NULL;
+    static const char g3[] = "root ::= \"{5\"";
+    const kite_grammar_trigger tb[] = {{"{", true}};
+    CHECK_EQ_INT(kite_grammar_new_lazy(m, KITE_GRAMMAR_GBNF, g3, strlen(g3), tb, 1, &kg3), KITE_OK);
+    gp.grammar = kg3;
+    if (kg3) {
+        CHECK_EQ_INT(kite_gen_begin(gen, &gp, 1), KITE_OK);
+        const kite_token t5[] = {sp, sp, br, d5};
+        CHECK_EQ_INT(push_all(gen, t5, 4), 4);
+        CHECK_EQ_INT(kite_gen_stopped(gen), KITE_STOP_GRAMMAR);
+        CHECK_EQ_INT(kite_gen_begin(gen, &gp, 1), KITE_OK);
+        const kite_token t6[] = {a, br, a, br, x};
+        CHECK_EQ_INT(push_all(gen, t6, 5), 5);
+        CHECK_EQ_INT(kite_gen_stopped(gen), KITE_STOP_NONE);
+        /* a long white lead (past the tail) still counts as the start */
+        gp.n_predict = 200;
+        CHECK_EQ_INT(kite_gen_begin(gen, &gp, 1), KITE_OK);
+        kite_token t7[100];
+        for (int i = 0; i < 98; i++) t7[i] = sp;
+        t7[98] = br;
+        t7[99] = a;
+        CHECK_EQ_INT(push_all(gen, t7, 100), 99); /* "a" refused after "{" */
+    }
+    kite_grammar_free(kg3);
+    kite_grammar_free(kg2);
+done:
+    free(logits);
+    kite_gen_free(gen);
+    kite_grammar_free(kg);
+    kite_model_free(m);
+}
+
+/* Random drafts over the trigger's pieces: kite_gen_check_draft and the kite_gen_draft_* walk
+ * agree with pushing the tokens one by one, from every state a generation reaches. */
+TEST(lazy_drafts_agree) {
+    kite_model *m = load_vocab_only("models/stories260K.gguf");
+    if (!m) return;
+    const kite_token pool[] = {piece_token(m, "<"), piece_token(m, "x"), piece_token(m, ">"), piece_token(m, "5"),
+                               piece_token(m, "a"), piece_token(m, " "), piece_token(m, "{"), kite_token_eos(m)};
+    const int n_pool = (int)(sizeof pool / sizeof pool[0]);
+    for (int i = 0; i < n_pool; i++) CHECK(pool[i] >= 0);
+    static const char g_text[] = "root ::= ( \"<x>\" | \"{\" ) ( [0-9] | \" \" )* \">\"";
+    const kite_grammar_trigger trig[] = {{"<x>", false}, {"{", true}};
+    kite_grammar *kg = NULL;
+    CHECK_EQ_INT(kite_grammar_new_lazy(m, KITE_GRAMMAR_GBNF, g_text, strlen(g_text), trig, 2, &kg), KITE_OK);
+    kite_gen *gen = NULL, *ref = NULL;
+    CHECK_EQ_INT(kite_gen_new(m, &gen), KITE_OK);
+    CHECK_EQ_INT(kite_gen_new(m, &ref), KITE_OK);
+    kite_model_info info;
+    kite_model_get_info(m, &info);
+    float *logits = calloc((size_t)info.n_vocab, sizeof *logits);
+    if (!kg || !gen || !ref || !logits) goto done;
+    kite_gen_params gp = kite_gen_default_params();
+    gp.n_predict = 64;
+    gp.grammar = kg;
+    uint64_t s = 12345;
+    int mismatches = 0, triggered = 0, walks = 0;
+    for (int round = 0; round < 300; round++) {
+        /* a prefix pushed for real, then a draft from there */
+        kite_token pre[8], draft[10];
+        const int n_pre = (int)(rng_next(&s) % 8);
+        for (int i = 0; i < n_pre; i++) pre[i] = pool[rng_next(&s) % (uint64_t)(n_pool - 1)];
+        for (int i = 0; i < 10; i++) draft[i] = pool[rng_next(&s) % (uint64_t)n_pool];
+        CHECK_EQ_INT(kite_gen_begin(gen, &gp, 1), KITE_OK);
+        CHECK_EQ_INT(kite_gen_begin(ref, &gp, 1), KITE_OK);
+        const int32_t took = push_all(gen, pre, n_pre);
+        push_all(ref, pre, took);
+        if (kite_gen_stopped(gen) != KITE_STOP_NONE) continue;
+        int32_t n_ok = -1;
+        CHECK_EQ_INT(kite_gen_check_draft(gen, draft, 10, &n_ok), KITE_OK);
+        const int32_t n_push = push_all(ref, draft, 10);
+        if (n_ok != n_push) mismatches++;
+        /* the model drafter's walk: masked rows allow exactly the tokens draft_push takes */
+        CHECK_EQ_INT(kite_gen_draft_begin(gen), KITE_OK);
+        int32_t k = 0;
+        for (bool more = true; k < 10 && more; k++) {
+            const float *row = NULL;
+            CHECK_EQ_INT(kite_gen_draft_masked_logits(gen, logits, &row), KITE_OK);
+            if (!row || row[draft[k]] == -INFINITY) break;
+            if (kite_gen_draft_push(gen, draft[k], &more) != KITE_OK) {
+                mismatches++;
+                break;
+            }
+        }
+        walks++;
+        if (k != n_ok) mismatches++;
+        if (kite_gen_stopped(ref) == KITE_STOP_GRAMMAR) triggered++;
+    }
+    CHECK_MSG(mismatches == 0, "%d of %d drafts: check, walk and pushes disagree", mismatches, walks);
+    CHECK_MSG(triggered > 0, "no draft completed the grammar (the test's pool does not reach it)");
+done:
+    free(logits);
+    kite_gen_free(ref);
+    kite_gen_free(gen);
+    kite_grammar_free(kg);
+    kite_model_free(m);
+}
+
 int main(void) {
     RUN(decode_spm_stories);
     RUN(decode_spm_llama2);
     RUN(decode_bpe_llama3);
     RUN(decode_bpe_qwen3);
     RUN(push_refusals);
+    RUN(lazy_rules);
+    RUN(lazy_drafts_agree);
     return harness_summary("test_grammar_gen");
 }

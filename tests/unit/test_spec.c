@@ -719,6 +719,63 @@ TEST(test_grammar_greedy_scale) {
     kite_model_free(m);
 }
 
+/* A lazy grammar (kite_grammar_new_lazy, as tool_choice "auto" uses): greedy, every drafter's
+ * output equals the lazy grammar alone's; that output is plain greedy decoding's up to the
+ * token completing the trigger, then follows the grammar to its end. */
+TEST(test_lazy_grammar_drafters) {
+    kite_model *m = load_model_checked(MODEL_F32);
+    if (!m) return;
+    static const char gtext[] = "root ::= \" named {\\\"pet\\\": \" ( \"\\\"cat\\\"\" | \"\\\"dog\\\"\" ) \"}\"";
+    const kite_grammar_trigger trig[] = {{" named", false}};
+    kite_grammar *g = NULL;
+    CHECK_EQ_INT(kite_grammar_new_lazy(m, KITE_GRAMMAR_GBNF, gtext, strlen(gtext), trig, 1, &g), KITE_OK);
+    /* the call's text in the prompt, so that lookup drafts run across the trigger */
+    const char *text = "Tim had a dog named {\"pet\": \"dog\"}. Once upon a time, there was a little girl";
+    kite_token prompt[64], plain[MAX_TOK], ref[MAX_TOK], got[MAX_TOK];
+    size_t n_prompt = 0;
+    CHECK(kite_tokenize(m, text, strlen(text), true, prompt, 64, &n_prompt) == KITE_OK);
+    int stop_plain = -1, stop_ref = -1, stop = -1;
+    const int n_plain = grammar_generate(m, NULL, NULL, 0.0f, prompt, (int)n_prompt, 120, plain, &stop_plain, NULL);
+    const int n_ref = g ? grammar_generate(m, g, NULL, 0.0f, prompt, (int)n_prompt, 120, ref, &stop_ref, NULL) : -1;
+    CHECK_MSG(n_ref > 0 && stop_ref == KITE_STOP_GRAMMAR, "lazy alone: %d tokens, stop %s", n_ref,
+              kite_stop_name(stop_ref));
+    if (n_ref <= 0 || n_plain <= 0) goto done;
+    /* the text up to the trigger is plain decoding's; from it on, the grammar's */
+    char out[4096];
+    size_t len = 0, at_trigger = 0;
+    int k_trig = -1;
+    for (int i = 0; i < n_ref && len < sizeof out - 64; i++) {
+        const char *pc;
+        char buf[8];
+        int n = kite_token_to_piece(m, ref[i], &pc, buf);
+        if (n > 0) memcpy(out + len, pc, (size_t)n), len += (size_t)n;
+        out[len] = 0;
+        if (k_trig < 0 && strstr(out, " named")) k_trig = i, at_trigger = (size_t)(strstr(out, " named") - out);
+    }
+    CHECK_MSG(k_trig >= 0 && k_trig < n_plain && memcmp(ref, plain, (size_t)k_trig * sizeof *ref) == 0,
+              "the output before the trigger (%d tokens) differs from plain greedy decoding", k_trig);
+    CHECK_MSG(k_trig >= 0 && (!strcmp(out + at_trigger, " named {\"pet\": \"cat\"}") ||
+                              !strcmp(out + at_trigger, " named {\"pet\": \"dog\"}")),
+              "the output from the trigger on: %s", k_trig >= 0 ? out + at_trigger : out);
+    for (int v = 0; v < 4; v++) {
+        spec_params p = spec_default_params();
+        const char *name = "lookup 3";
+        if (v == 1) { p.drafter = SPEC_DRAFT_LOOKUP; p.lookup_n = 1; p.fixed_k = true; p.draft_max = SPEC_MAX_DRAFT; name = "lookup 1, k 16"; }
+        else if (v == 2) { p.drafter = SPEC_DRAFT_LOOKAHEAD; name = "lookahead 8,4,8"; }
+        else if (v == 3) { p.drafter = SPEC_DRAFT_MODEL; p.draft_model = m; p.fixed_k = true; p.draft_max = 4; name = "draft = same model"; }
+        else p.drafter = SPEC_DRAFT_LOOKUP;
+        spec_stats st = {0};
+        const int n = grammar_generate(m, g, &p, 0.0f, prompt, (int)n_prompt, 120, got, &stop, &st);
+        CHECK_MSG(n == n_ref && stop == stop_ref && memcmp(got, ref, (size_t)n_ref * sizeof *ref) == 0,
+                  "lazy grammar, %s: %d tokens (stop %s), the grammar alone %d (stop %s)", name, n,
+                  kite_stop_name(stop), n_ref, kite_stop_name(stop_ref));
+        if (v == 1) CHECK(st.n_drafted > 0);
+    }
+done:
+    kite_grammar_free(g);
+    kite_model_free(m);
+}
+
 /* Sampling at temperature 1 with lookup drafts: every token passes kite_gen_push's grammar check. */
 TEST(test_grammar_sampled) {
     kite_model *m = load_model_checked(MODEL_F32);
@@ -838,6 +895,7 @@ int main(void) {
     RUN(test_errors);
     RUN(test_grammar_check_draft);
     RUN(test_grammar_greedy);
+    RUN(test_lazy_grammar_drafters);
     RUN(test_grammar_sampled);
     RUN(test_grammar_greedy_scale);
     return harness_summary(__FILE__);

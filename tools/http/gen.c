@@ -1055,16 +1055,27 @@ enum MHD_Result gen_handle(server *s, struct MHD_Connection *c, const char *body
                           (int)r->logit_bias[i].token, (int)s->n_vocab);
             goto fail;
         }
-    if (chat && r->tool_choice == OAI_TOOLS_REQUIRED) { /* forced calls: the tools' grammar (tool_calls.c) */
+    /* forced calls: the tools' grammar (tool_calls.c); calls the model chooses (auto): the same
+     * grammar, lazy from the call's markup on (tool_grammar_triggers), so every call it makes is
+     * well-formed and its arguments validate, and content stays free */
+    kite_grammar_trigger trig[1];
+    size_t n_trig = 0;
+    if (chat && r->tool_choice == OAI_TOOLS_AUTO && r->n_tools && r->grammar_kind < 0)
+        n_trig = tool_grammar_triggers(s->chat_family, trig);
+    if (chat && (r->tool_choice == OAI_TOOLS_REQUIRED || n_trig)) {
         int st = tool_grammar_gbnf(s->chat_family, r->tools, r->n_tools, r->tool_named, r->parallel_tool_calls,
                                    &r->grammar_text);
-        if (st != KITE_OK) {
+        if (st != KITE_OK && st != KITE_E_NOMEM && n_trig) /* auto: a schema the converter refuses leaves */
+            n_trig = 0;                                    /* the calls unconstrained, as before, not a 400 */
+        else if (st != KITE_OK) {
             oai_error_set(&err, st == KITE_E_NOMEM ? 500 : 400, st == KITE_E_NOMEM ? "server_error" : "invalid_request_error",
                           "invalid_value", "tools", "Invalid 'tools': %s", kite_last_error());
             goto fail;
         }
-        r->grammar_kind = KITE_GRAMMAR_GBNF;
-        r->grammar_param = "tools";
+        if (st == KITE_OK) {
+            r->grammar_kind = KITE_GRAMMAR_GBNF;
+            r->grammar_param = "tools";
+        }
     }
     const uint64_t client = srv_client_key(c); /* fair queueing across clients (scheduler.h) */
     g->n_choices = r->n; /* before the first submit: a callback may come at once */
@@ -1073,7 +1084,8 @@ enum MHD_Result gen_handle(server *s, struct MHD_Connection *c, const char *body
         kite_grammar *kg = NULL; /* structured output: compiled per choice, then owned by the engine */
         if (r->grammar_kind >= 0) {
             const char *gt = r->grammar_text ? r->grammar_text : "";
-            int grc = kite_grammar_new(s->model, r->grammar_kind, gt, strlen(gt), &kg);
+            int grc = n_trig ? kite_grammar_new_lazy(s->model, r->grammar_kind, gt, strlen(gt), trig, n_trig, &kg)
+                             : kite_grammar_new(s->model, r->grammar_kind, gt, strlen(gt), &kg);
             if (grc != KITE_OK) {
                 if (grc == KITE_E_NOMEM)
                     oai_error_set(&err, 500, "server_error", NULL, NULL, "Out of memory compiling the grammar.");

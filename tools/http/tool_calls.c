@@ -61,6 +61,16 @@ static void put_lit(textbuf *b, const char *s) {
     textbuf_put(b, "\"");
 }
 
+size_t tool_grammar_triggers(int family, kite_grammar_trigger *out) {
+    switch (chat_tool_format(family)) {
+    case CHAT_TOOLS_HERMES: out[0] = (kite_grammar_trigger){"<tool_call>", false}; break;
+    case CHAT_TOOLS_LLAMA3: out[0] = (kite_grammar_trigger){"{\"name\":", true}; break; /* bare objects */
+    case CHAT_TOOLS_MISTRAL: out[0] = (kite_grammar_trigger){"[TOOL_CALLS]", false}; break;
+    default: out[0] = (kite_grammar_trigger){"{\"tool_calls\":", false};
+    }
+    return 1;
+}
+
 int tool_grammar_gbnf(int family, const chat_tool *tools, size_t n, int named, bool parallel, char **out) {
     if (!out || (!tools && n) || named >= (int)n)
         return err_set(KITE_E_ARG, "tool_grammar_gbnf: bad arguments");

@@ -32,7 +32,8 @@
  *   end (max_tokens) is dropped, the calls before it are kept; in a stream
  *   whose call was announced already, its fragments are out (tool_stream.cut
  *   says so), and an announced call whose object turns out malformed is not
- *   taken back - both only happen without a grammar (tool_choice "auto").
+ *   taken back - the latter only for a call no grammar constrained
+ *   (tool_choice "auto" written in a spelling that missed the trigger).
  *
  * THREAD SAFETY
  *   Pure functions; any thread.
@@ -44,6 +45,7 @@
 #include <stddef.h>
 
 #include "chat/chat_tools.h"
+#include "kite.h"
 
 /* GBNF forcing one call (or, if parallel, one or more) of tools[named], or
  * of any of tools[0..n) when named < 0, in family's syntax.  *out malloc'd.
@@ -51,6 +53,13 @@
  * refuses: its status, the message naming the keyword); the message starts
  * with "tools[i].function.parameters: " for the failing tool. */
 int tool_grammar_gbnf(int family, const chat_tool *tools, size_t n, int named, bool parallel, char **out /* OUT */);
+
+/* The triggers of the lazy grammar (kite_grammar_new_lazy) that constrains the
+ * calls a model chooses to make (tool_choice "auto"): the text each root of
+ * tool_grammar_gbnf begins with - "<tool_call>", "[TOOL_CALLS]",
+ * "{\"tool_calls\":", and for LLAMA3 "{\"name\":" at the output's start.
+ * Fills out[0..1) (static texts); returns the count. */
+size_t tool_grammar_triggers(int family, kite_grammar_trigger *out /* OUT [1] */);
 
 typedef struct tool_parsed_call {
     char *name;      /* malloc'd */
