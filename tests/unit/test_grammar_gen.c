@@ -160,6 +160,19 @@ TEST(decode_spm_llama2) { decode_vocab("tests/data/tokenizer/vocab-llama2-spm.gg
 TEST(decode_bpe_llama3) { decode_vocab("tests/data/tokenizer/vocab-llama3.gguf", 2); }
 TEST(decode_bpe_qwen3) { decode_vocab("tests/data/tokenizer/vocab-qwen3.gguf", 2); }
 
+/* The token whose piece is exactly str, or -1. */
+static kite_token piece_token(kite_model *m, const char *str) {
+    kite_model_info info;
+    kite_model_get_info(m, &info);
+    for (kite_token t = 0; t < info.n_vocab; t++) {
+        const char *p;
+        char buf[8];
+        int n = kite_token_to_piece(m, t, &p, buf);
+        if (n == (int)strlen(str) && !memcmp(p, str, (size_t)n)) return t;
+    }
+    return -1;
+}
+
 TEST(push_refusals) {
     kite_model *m = load_vocab_only("models/stories260K.gguf");
     if (!m) return;
@@ -169,18 +182,10 @@ TEST(push_refusals) {
     kite_gen *gen = NULL;
     CHECK_EQ_INT(kite_gen_new(m, &gen), KITE_OK);
     if (!kg || !gen) goto done;
-    kite_token a = -1, ab = -1, b = -1, d5 = -1;
+    const kite_token a = piece_token(m, "a"), ab = piece_token(m, "ab"), b = piece_token(m, "b"),
+                     d5 = piece_token(m, "5");
     kite_model_info info;
     kite_model_get_info(m, &info);
-    for (kite_token t = 0; t < info.n_vocab; t++) {
-        const char *p;
-        char buf[8];
-        int n = kite_token_to_piece(m, t, &p, buf);
-        if (n == 1 && p[0] == 'a') a = t;
-        if (n == 1 && p[0] == 'b') b = t;
-        if (n == 2 && !memcmp(p, "ab", 2)) ab = t;
-        if (n == 1 && p[0] == '5') d5 = t;
-    }
     CHECK(a >= 0 && b >= 0 && d5 >= 0);
     kite_gen_params gp = kite_gen_default_params();
     gp.n_predict = 10;
@@ -237,18 +242,6 @@ done:
 
 /* ---- lazy grammars (kite_grammar_new_lazy) ---- */
 
-/* The token whose piece is exactly str, or -1. */
-static kite_token piece_token(kite_model *m, const char *str) {
-    kite_model_info info;
-    kite_model_get_info(m, &info);
-    for (kite_token t = 0; t < info.n_vocab; t++) {
-        const char *p;
-        char buf[8];
-        int n = kite_token_to_piece(m, t, &p, buf);
-        if (n == (int)strlen(str) && !memcmp(p, str, (size_t)n)) return t;
-    }
-    return -1;
-}
 
 /* Pushes tokens toks[0..n); returns how many were taken before a refusal (KITE_E_STATE) or
  * the end (the ending token counted). */
