@@ -11,7 +11,8 @@
 # Retry-After.  The server: --parallel 16 --queue 64 --max-conns-per-ip 4 (a
 # per-client limit, nginx limit_conn style: without one a single address
 # can take every queue place).  Then the same flood beside 1000 slowloris
-# sockets (A23_SLOW) is reported as well.  Prints "N passed, N failed".
+# sockets (A23_SLOW), with the same checks.  The attackers run at nice 19
+# (hostile.mjs child()).  Prints "N passed, N failed".
 set -u
 . tests/acceptance/issue23.lib
 a23_init issue23_flood "${1:-build}"
