@@ -335,7 +335,6 @@ const cli_spec cli_spec_roofline = {
              "Per-op FLOPs, bytes, arithmetic intensity, bound and predicted time for prefill and decode\n"
              "(docs/roofline.md).\n",
     CLI_TABLE(roofline_opts_table, roofline_opts),
-    .unknown_tail = " (see --help)",
 };
 
 int cmd_roofline(int argc, char **argv) {
