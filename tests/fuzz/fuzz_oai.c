@@ -1,7 +1,8 @@
 /*
  * fuzz_oai.c - libFuzzer target for the server's request layer: OpenAI
  * request parsing and validation (tools/http/oai.c) and the gate's
- * request-head checks (tools/http/http_check.c, http_head_check).
+ * request-head checks (tools/http/http_check.c, http_head_check) and the
+ * gate's scan of a chunked body (http_chunked_scan).
  *
  * Input: the first byte picks the parser (low two bits: 0 completions body,
  * 1 chat body, 2 request head, 3 head then body split at the blank line);
@@ -164,6 +165,20 @@ static size_t fuzz_oai_head(const char *h, size_t n) {
         size_t e = (size_t)(nl - h);
         if (e > i && h[e - 1] == '\r') e--;
         FUZZ_OAI_REQUIRE(e - i >= 9 && !memcmp(h + e - 9, " HTTP/1.", 8) && (h[e - 1] == '0' || h[e - 1] == '1'));
+    }
+    if (end && http_head_chunked(h, end)) { /* the gate's scan of a chunked body */
+        size_t used = n + 1;
+        char cmsg[160];
+        cmsg[0] = 'x';
+        int r = http_chunked_scan(h + end, n - end, &used, cmsg, sizeof cmsg);
+        FUZZ_OAI_REQUIRE(r == -1 || r == 0 || r == 1);
+        FUZZ_OAI_REQUIRE(r == 1 ? used >= 3 && used <= n - end : used == 0);
+        if (r < 0) FUZZ_OAI_REQUIRE(memchr(cmsg, '\0', sizeof cmsg) != NULL && cmsg[0] != '\0');
+        if (r == 1) { /* a complete body ends with a line end, and a prefix of it is never complete */
+            FUZZ_OAI_REQUIRE(h[end + used - 1] == '\n');
+            size_t u2 = 0;
+            FUZZ_OAI_REQUIRE(http_chunked_scan(h + end, used - 1, &u2, cmsg, sizeof cmsg) == 0);
+        }
     }
     return end;
 }

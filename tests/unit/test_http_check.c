@@ -179,6 +179,46 @@ TEST(fuzz_corpus_replay) {
     CHECK(harness_replay_dir("tests/fuzz/corpus/fuzz_oai", LLVMFuzzerTestOneInput) >= 20);
 }
 
+static int chunk(const char *b, size_t *used) {
+    char msg[160];
+    size_t u = 0;
+    int r = http_chunked_scan(b, strlen(b), &u, msg, sizeof msg);
+    if (used) *used = u;
+    return r;
+}
+
+TEST(test_chunked) {
+    size_t u = 0;
+    CHECK(http_head_chunked("POST / HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n", 47));
+    CHECK(!http_head_chunked("POST / HTTP/1.1\r\nX-Transfer-Encoding: chunked\r\n\r\n", 49));
+    CHECK_EQ_INT(chunk("5\r\nhello\r\n0\r\n\r\n", &u), 1);
+    CHECK_EQ_INT((int)u, 15);
+    CHECK_EQ_INT(chunk("5\r\nhello\r\n0\r\n\r\nNEXT", &u), 1); /* bytes after the body are not its */
+    CHECK_EQ_INT((int)u, 15);
+    CHECK_EQ_INT(chunk("A\nhelloworld\n0\n\n", NULL), 1); /* LF alone, as libmicrohttpd reads it */
+    CHECK_EQ_INT(chunk("3\r\nabc\r\n0\r\nX-T: 1\r\nY:\r\n\r\n", NULL), 1);
+    CHECK_EQ_INT(chunk("0\r\n\r\n", NULL), 1);
+    /* incomplete: every proper prefix of a good body */
+    const char *good = "1a\r\nabcdefghijklmnopqrstuvwxyz\r\n2\r\n\r\n\r\n0\r\nT: v\r\n\r\n";
+    for (size_t k = 0; k < strlen(good); k++) {
+        char buf[128];
+        memcpy(buf, good, k);
+        char msg[160];
+        CHECK_MSG(http_chunked_scan(buf, k, &u, msg, sizeof msg) == 0, "prefix %zu", k);
+    }
+    /* malformed */
+    CHECK_EQ_INT(chunk("ZZ\r\n", NULL), -1);
+    CHECK_EQ_INT(chunk("5;ext=1\r\nhello\r\n0\r\n\r\n", NULL), -1);
+    CHECK_EQ_INT(chunk("5 \r\nhello\r\n0\r\n\r\n", NULL), -1);
+    CHECK_EQ_INT(chunk("5\rxhello", NULL), -1);
+    CHECK_EQ_INT(chunk("5\r\nhelloXX", NULL), -1);
+    CHECK_EQ_INT(chunk("1000000000000000\r\n", NULL), -1); /* 16 digits */
+    CHECK_EQ_INT(chunk("0\r\nnocolon\r\n\r\n", NULL), -1);
+    CHECK_EQ_INT(chunk("0\r\n: v\r\n\r\n", NULL), -1);
+    CHECK_EQ_INT(chunk("0\r\n\rX", NULL), -1);
+    CHECK_EQ_INT(chunk("fffffffffffffff\r\nabc", NULL), 0); /* 15 digits: a huge chunk still coming */
+}
+
 int main(void) {
     RUN(test_utf8_valid);
     RUN(test_utf8_sanitize);
@@ -188,6 +228,7 @@ int main(void) {
     RUN(test_list);
     RUN(test_host);
     RUN(test_head);
+    RUN(test_chunked);
     RUN(fuzz_corpus_replay);
     return harness_summary(__FILE__);
 }

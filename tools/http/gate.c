@@ -29,9 +29,15 @@
 #define GATE_LINGER_BYTES (1 << 20) /* ... and how many of its bytes are read and dropped */
 #define GATE_HEAD_CAP (SERVER_MAX_URI + SERVER_MAX_HEADERS + 1024) /* a head longer than this is refused */
 #define GATE_EVENTS 256
+/* A chunked body is read by libmicrohttpd, which answers a malformed one itself with HTML;
+ * the gate peeks at up to GATE_CHUNK_PEEK bytes of it for up to GATE_CHUNK_WAIT_MS after the
+ * head and refuses a malformed one in JSON.  Past either bound it hands the connection over
+ * unchecked, so a large or slow upload is never held (docs/http.md, "Request heads"). */
+#define GATE_CHUNK_PEEK (64 * 1024)
+#define GATE_CHUNK_WAIT_MS 250
 
 enum { G_FREE, G_HEAD, G_LINGER, G_MHD };
-enum { L_HEAD, L_LINGER, L_BODY, L_N };
+enum { L_HEAD, L_LINGER, L_BODY, L_CHUNK, L_N };
 
 typedef struct gconn {
     uint8_t state;               /* G_* */
@@ -39,6 +45,7 @@ typedef struct gconn {
     int32_t prev, next;          /* list links (descriptors), -1 = none */
     int32_t ip;                  /* slot in the address table, -1 = not counted there */
     uint32_t scanned;            /* G_HEAD: bytes searched for the end of the head so far */
+    uint32_t head_len;           /* G_HEAD on L_CHUNK: the head's length, its chunked body peeked at */
     uint32_t dropped;            /* G_LINGER: bytes read and dropped */
     double deadline;             /* seconds (time_now_s) */
     socklen_t alen;
@@ -68,6 +75,7 @@ struct gate {
     atomic_bool stop, draining;
     gate_stats st;               /* guarded by mu */
     char buf[GATE_HEAD_CAP + 1]; /* gate thread: peeked heads, dropped bytes */
+    char *cbuf;                  /* [GATE_HEAD_CAP + GATE_CHUNK_PEEK] gate thread: a head and its chunked body */
 };
 
 /* ---- lists and the address table (mu held) ---- */
@@ -251,9 +259,35 @@ static void hand_over(gate *g, int fd) {
     if (ok != MHD_YES && g->tab[fd].state == G_MHD) conn_forget(g, fd);
 }
 
+/* A G_HEAD connection waiting on L_CHUNK: scans its chunked body so far.  expired: the wait is
+ * over (hand it over unless malformed). */
+static void on_chunk(gate *g, int fd, bool expired) {
+    gconn *c = &g->tab[fd];
+    const size_t cap = GATE_HEAD_CAP + GATE_CHUNK_PEEK;
+    ssize_t n = recv(fd, g->cbuf, cap, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        close_conn(g, fd); /* gone before its body was complete */
+        return;
+    }
+    size_t have = n > 0 ? (size_t)n : 0, used = 0;
+    if (have < c->head_len) return; /* cannot happen: the head was peeked already */
+    char msg[160];
+    int r = http_chunked_scan(g->cbuf + c->head_len, have - c->head_len, &used, msg, sizeof msg);
+    if (r < 0) {
+        g->st.bad_heads++;
+        answer_and_linger(g, fd, 400, "invalid_request", msg, 0);
+        return;
+    }
+    if (r > 0 || expired || have >= cap) hand_over(g, fd);
+}
+
 /* A G_HEAD connection has new bytes (or closed). */
 static void on_head(gate *g, int fd) {
     gconn *c = &g->tab[fd];
+    if (c->head_len) {
+        on_chunk(g, fd, false);
+        return;
+    }
     ssize_t n = recv(fd, g->buf, GATE_HEAD_CAP, MSG_PEEK | MSG_DONTWAIT);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
         close_conn(g, fd); /* closed before its head was complete: nobody to answer */
@@ -288,6 +322,12 @@ static void on_head(gate *g, int fd) {
         for (size_t k = 0; k < sizeof codes / sizeof codes[0]; k++)
             if (codes[k].status == status) code = codes[k].code;
         answer_and_linger(g, fd, status, code, msg, 0);
+        return;
+    }
+    if (g->cbuf && http_head_chunked(g->buf, end)) { /* its body's framing, before libmicrohttpd's */
+        c->head_len = (uint32_t)end;
+        list_add(g, fd, L_CHUNK, time_now_s() + GATE_CHUNK_WAIT_MS * 1e-3);
+        on_chunk(g, fd, false);
         return;
     }
     hand_over(g, fd);
@@ -403,6 +443,10 @@ static int expire(gate *g) {
         g->st.header_timeouts++;
         answer_and_linger(g, fd, 408, "request_timeout", "The request head did not arrive in time.", 0);
     }
+    while ((fd = g->head[L_CHUNK]) >= 0 && g->tab[fd].deadline <= now) {
+        on_chunk(g, fd, true);
+        if (g->head[L_CHUNK] == fd) hand_over(g, fd); /* still listed (cannot happen): never held */
+    }
     while ((fd = g->head[L_LINGER]) >= 0 && g->tab[fd].deadline <= now) close_conn(g, fd);
     while ((fd = g->head[L_BODY]) >= 0 && g->tab[fd].deadline <= now) {
         /* libmicrohttpd's socket: shut it down (never closed here), it sees
@@ -474,11 +518,12 @@ int gate_start(struct server *s, struct MHD_Daemon *d, const struct sockaddr *ad
     struct rlimit rl;
     g->n_tab = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < (1u << 20)
                    ? (int32_t)rl.rlim_cur : (1 << 20);
+    g->cbuf = malloc(GATE_HEAD_CAP + GATE_CHUNK_PEEK);
     g->tab = calloc((size_t)g->n_tab, sizeof *g->tab);
     g->n_ips = 64;
     while (g->n_ips < 4 * p->max_conns) g->n_ips *= 2;
     g->ips = calloc((size_t)g->n_ips, sizeof *g->ips);
-    if (!g->tab || !g->ips) {
+    if (!g->tab || !g->ips || !g->cbuf) {
         st = err_set(KITE_E_NOMEM, "out of memory");
         goto fail;
     }
@@ -559,6 +604,7 @@ void gate_free(gate *g) {
     pthread_mutex_destroy(&g->mu);
     free(g->tab);
     free(g->ips);
+    free(g->cbuf);
     free(g);
 }
 

@@ -18,7 +18,11 @@
  *   status line for a malformed Content-Length) are never reached.  Every
  *   answer carries "Connection: close" (server.c), so every request of the
  *   server passes the gate: libmicrohttpd reads follow-up heads of a
- *   kept-alive connection itself, out of reach of these checks.
+ *   kept-alive connection itself, out of reach of these checks.  A chunked
+ *   request waits a little longer (list L_CHUNK): its body's framing is
+ *   peeked at as well (http_chunked_scan) for up to GATE_CHUNK_WAIT_MS and
+ *   GATE_CHUNK_PEEK bytes, a malformed one refused in JSON (libmicrohttpd
+ *   would answer with HTML), then it is handed over, checked or not.
  *
  *   A connection over --max-conns or --max-conns-per-ip, or one arriving
  *   while the server drains, is answered at once (503 / 429 / 503, JSON,

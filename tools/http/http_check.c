@@ -10,6 +10,7 @@
 #include "http/http_check.h"
 
 #include <stdint.h>
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -256,4 +257,72 @@ int http_head_check(const char *h, size_t n, size_t max_uri, size_t max_headers,
     if (have_cl && have_te)
         return head_fail(msg, msg_cap, 400, "A request may not have both Content-Length and Transfer-Encoding.");
     return 0;
+}
+
+bool http_head_chunked(const char *h, size_t n) {
+    for (size_t i = 0; i + 18 <= n; i++)
+        if ((i == 0 || h[i - 1] == '\n') && !strncasecmp(h + i, "Transfer-Encoding:", 18)) return true;
+    return false;
+}
+
+/* Skips a line ending (CRLF or LF) at b[*i]: 1 done, 0 need more bytes, -1 not a line ending. */
+static int skip_eol(const char *b, size_t n, size_t *i) {
+    if (*i >= n) return 0;
+    if (b[*i] == '\n') {
+        (*i)++;
+        return 1;
+    }
+    if (b[*i] != '\r') return -1;
+    if (*i + 1 >= n) return 0;
+    if (b[*i + 1] != '\n') return -1;
+    *i += 2;
+    return 1;
+}
+
+static int chunk_fail(char *msg, size_t cap, const char *what) {
+    snprintf(msg, cap, "Malformed chunked body: %s.", what);
+    return -1;
+}
+
+int http_chunked_scan(const char *b, size_t n, size_t *used, char *msg, size_t msg_cap) {
+    size_t i = 0;
+    *used = 0;
+    for (;;) { /* a chunk */
+        size_t d0 = i;
+        unsigned long long size = 0;
+        while (i < n && isxdigit((unsigned char)b[i])) {
+            if (i - d0 >= 15) return chunk_fail(msg, msg_cap, "a chunk size longer than 15 hex digits");
+            size = size * 16 + (unsigned)(isdigit((unsigned char)b[i]) ? b[i] - '0' : (b[i] | 0x20) - 'a' + 10);
+            i++;
+        }
+        if (i >= n) return 0;
+        if (i == d0) return chunk_fail(msg, msg_cap, "expected a chunk size in hex digits");
+        if (b[i] == ';') return chunk_fail(msg, msg_cap, "chunk extensions are not supported");
+        int e = skip_eol(b, n, &i);
+        if (e <= 0) return e ? chunk_fail(msg, msg_cap, "a chunk size must end the line") : 0;
+        if (!size) break;
+        if (size > n - i) return 0; /* its bytes are still coming */
+        i += (size_t)size;
+        e = skip_eol(b, n, &i);
+        if (e <= 0) return e ? chunk_fail(msg, msg_cap, "a chunk's bytes must be followed by a line end") : 0;
+    }
+    for (;;) { /* trailer lines, then the empty line */
+        if (i >= n) return 0;
+        if (b[i] == '\r' || b[i] == '\n') {
+            int e = skip_eol(b, n, &i);
+            if (e <= 0) return e ? chunk_fail(msg, msg_cap, "a bad line end after the last chunk") : 0;
+            *used = i;
+            return 1;
+        }
+        size_t l0 = i;
+        while (i < n && is_tchar((unsigned char)b[i])) i++;
+        if (i >= n) return 0;
+        if (i == l0 || b[i] != ':') return chunk_fail(msg, msg_cap, "a trailer line must be 'Name: value'");
+        while (i < n && b[i] != '\r' && b[i] != '\n') {
+            if (b[i] == 0) return chunk_fail(msg, msg_cap, "a NUL byte in a trailer");
+            i++;
+        }
+        int e = skip_eol(b, n, &i);
+        if (e <= 0) return e ? chunk_fail(msg, msg_cap, "a bad line end in a trailer") : 0;
+    }
 }

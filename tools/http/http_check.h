@@ -74,4 +74,18 @@ size_t http_head_end(const char *h, size_t n);
  * msg[0..msg_cap).  Cost: O(n). */
 int http_head_check(const char *h, size_t n, size_t max_uri, size_t max_headers, char *msg, size_t msg_cap);
 
+/* true if a head h[0..n) that passed http_head_check has a Transfer-Encoding
+ * header (then "chunked"). */
+bool http_head_chunked(const char *h, size_t n);
+
+/* Scans a chunked body b[0..n) (the bytes after the head) by the rules
+ * libmicrohttpd 0.9.75 reads it with, so that the gate can refuse what
+ * libmicrohttpd would answer with HTML: each chunk a size of 1-15 hex digits
+ * ended by CRLF or LF (no chunk extensions: 0.9.75 refuses them), that many
+ * bytes, CRLF or LF; after the 0 chunk, trailer lines "Name: value" and an
+ * empty line.  Returns 1 when the body is complete (*used = its length), 0
+ * when what is there is valid but incomplete, -1 when malformed (a message
+ * in msg[0..msg_cap)).  Cost: O(n) plus the chunks skipped. */
+int http_chunked_scan(const char *b, size_t n, size_t *used /* OUT */, char *msg, size_t msg_cap);
+
 #endif

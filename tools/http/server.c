@@ -28,8 +28,9 @@
  *   srv_json_utf8.  What libmicrohttpd 0.9.75 would answer itself before
  *   any callback - a malformed Content-Length (with its status line sent
  *   twice, an MHD bug), bad HTTP versions, heads over its pool - is refused
- *   by the gate first, in JSON; only a malformed chunked body (which the
- *   gate does not see) still gets MHD's HTML 400.
+ *   by the gate first, in JSON, and so is a chunked body whose framing is
+ *   malformed within the gate's look at it (gate.c, GATE_CHUNK_PEEK); past
+ *   that look a malformed chunk still gets MHD's HTML 400.
  *
  *   Backpressure: at most n_parallel + --queue generation and embedding
  *   requests are admitted (gen.c, embed.c); more get 503 with Retry-After.
