@@ -311,6 +311,11 @@ async function drain() {
         started.push(stream ? new Promise((r) => { onData = r; }) : null);
         reqs.push(at(i).then(() => H.request(port, long(stream), { ms: 20000, onData })));
     }
+    // a Skeleton-of-Thought answer queued behind them (its point requests cannot all run
+    // within the drain timeout): the drain ends it with a 503 (it has sent nothing yet)
+    const sot = at(70).then(() => H.request(port, H.post('/v1/chat/completions', {
+        messages: [{ role: 'user', content: 'Tell me a story.' }], sot: true, max_tokens: 40, temperature: 1,
+        sot_skeleton: '1. a\n2. b\n3. c\n4. d\n5. e\n6. f\n7. g\n8. h\n9. i\n10. j' }), { ms: 20000 }));
     // every stream has its 200 (sent at once, queued or not) before SIGTERM (bounded: 10 s)
     await Promise.race([Promise.all(started.filter(Boolean)), sleep(10000)]);
     // half-sent: a head without its end (gate), a body without its end (libmicrohttpd)
@@ -354,6 +359,9 @@ async function drain() {
         streams.every((s) => okEnd(s) || s === 'error event server_shutting_down') && streams.includes('error event server_shutting_down'),
         streams.join(', '));
     check(`running and queued plain requests finish or get 503 server_shutting_down (${plain.join(', ')})`, plain.every(okEnd), plain.join(', '));
+    const so = await sot;
+    check(`a Skeleton-of-Thought answer in progress ends with 503 server_shutting_down and Retry-After, or is finished (${show(so).slice(0, 60)})`,
+        (so.status === 503 && code(so) === 'server_shutting_down' && hasRetry(so)) || (so.status === 200 && !so.error), show(so));
     check('a half-sent head gets 503 JSON at SIGTERM', /^HTTP\/1\.1 503 /.test(hh) && /server_shutting_down/.test(hh), hh.slice(0, 120));
     check('a body completed after SIGTERM gets 503 JSON', /^HTTP\/1\.1 503 /.test(hb) && /server_shutting_down/.test(hb), hb.slice(0, 120));
     // the process exits (status checked by the shell) soon after the drain timeout
