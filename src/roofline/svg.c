@@ -256,8 +256,25 @@ int rl_svg_write(const char *path, const rl_shape *sh, const rl_hw *hw, const rl
                 snprintf(cl[c].names + k, sizeof cl[c].names - k, " ...");
             cl[c].n++;
         }
-    /* roof labels: equal peaks (BF16 = FP32 on many CPUs) share one line, so they share a label */
+    /* the compute roofs' flat parts: no label may lie across one (a roof's own label sits just
+     * above or below it, clear of the line) */
     for (int i = 0; i < n_roofs; i++) {
+        const double xr = px(&a, fmax(roofs[i].peak / bw, pow(10, a.x0))), y = py(&a, roofs[i].peak);
+        if (xr < W - MR) occupy(&lay, xr, y - 1, W - MR, y + 1);
+    }
+    /* roof labels from the highest roof down, so that of two close roofs the upper one's label
+     * goes above it and the lower one's below; equal peaks (BF16 = FP32 on many CPUs) share one
+     * line, so they share a label */
+    int order[3] = {0, 1, 2};
+    for (int i = 0; i < n_roofs; i++)
+        for (int j = i + 1; j < n_roofs; j++)
+            if (roofs[order[j]].peak > roofs[order[i]].peak) {
+                const int t = order[i];
+                order[i] = order[j];
+                order[j] = t;
+            }
+    for (int oi = 0; oi < n_roofs; oi++) {
+        const int i = order[oi];
         char lab[160];
         snprintf(lab, sizeof lab, "%s", roofs[i].label);
         bool dup = false;
