@@ -44,8 +44,8 @@ ok() { passed=$((passed + 1)); echo "  ok    $1"; }
 bad() { failed=$((failed + 1)); echo "  FAIL  $1"; }
 
 # same NAME ARGS...: runs both builds with ARGS (the token @OUT@ stands for an
-# output file, one per build; @PURE@ is --pure for this tree only), compares
-# stdout and the output file.
+# output file, one per build; @PURE@ is --pure for this tree only; @A|B@ is A
+# for the baseline and B for this tree), compares stdout and the output file.
 same() {
     name=$1
     shift
@@ -57,6 +57,13 @@ same() {
         args=""
         for x in "$@"; do
             [ "$x" = @OUT@ ] && x=$out
+            case "$x" in
+            @*'|'*@) # a per-build spelling of one argument
+                x=${x#@}
+                x=${x%@}
+                if [ "$side" = a ]; then x=${x%%|*}; else x=${x#*|}; fi
+                ;;
+            esac
             if [ "$x" = @PURE@ ]; then
                 # issue 28 gave --type llama-quantize's meaning (a mix); the
                 # baseline's --type (every matrix one type) is --pure now
@@ -84,7 +91,19 @@ same() {
     fi
 }
 # like same, but drops the timing fields of a --json line
-json_strip() { sed -E 's/"(prefill_tok_s|decode_tok_s|load_ms)": [0-9.e+-]+/"\1": 0/g'; }
+# and the KV-cache size this tree adds at the end (27b64b2, issue 22's window ring)
+json_strip() { sed -E 's/"(prefill_tok_s|decode_tok_s|load_ms)": [0-9.e+-]+/"\1": 0/g; s/, "kv_bytes": [0-9]+\}/}/'; }
+
+# Issue 30 (Dec 2) moved the matmuls of q4_1, q5_0, q5_1 and iq4_nl weights off the
+# generic path, which took f32 activations, onto integer kernels against q8_0
+# activations (llama.cpp's arithmetic; tests/acceptance/issue30_kernels.sh checks them
+# against a baseline within a tolerance): a model that multiplies by such a tensor has
+# other logits by design.  int_changed FILE is true for such a model.
+int_changed() {
+    "$KITE" info "$1" 2>/dev/null | awk '/^tensors:/ { t = 1; next }
+        t && $1 ~ /^[0-9]+$/ && $2 != "token_embd.weight" && $3 ~ /^(q4_1|q5_0|q5_1|iq4_nl)$/ { f = 1 }
+        END { exit !f }'
+}
 same_json() {
     name=$1
     shift
@@ -120,6 +139,10 @@ done
 echo "== generation and logits"
 for m in $models; do
     n=$(basename "$m")
+    if int_changed "$m"; then
+        echo "  note  $n multiplies by q4_1/q5_0/q5_1/iq4_nl weights (issue 30 changed their arithmetic): not compared"
+        continue
+    fi
     same_json "run greedy --json $n" run -m "$m" -p "Once upon a time" -n 48 --temp 0 --json -t 2
     same "dump-logits $n" run -m "$m" -p "Once upon a time" -n 12 --temp 0 -t 2 --dump-logits @OUT@
 done
@@ -151,8 +174,13 @@ if [ -f "$T/ts656k.gguf" ] && "$base" convert --hf "$SHARED/tinystories656k-hf" 
 else
     echo "  note  the baseline cannot import tinystories656k-hf (a later fix): not compared"
 fi
-for t in q4_0 q4_1 q5_0 q8_0 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs tq2_0 bf16; do
+for t in q4_0 q4_1 q5_0 q8_0 q2_k q6_k iq4_nl iq4_xs tq2_0 bf16; do
     same "quantize --type $t" quantize -m "$M" -o @OUT@ --type "$t" @PURE@ -t 2
+done
+# issue 28: llama-quantize's Q3_K, Q4_K, Q5_K name its _M mixes, so the baseline's
+# all-q3_K/q4_K/q5_K files (file_type 11, 14, 16) are this tree's _S --pure ones
+for t in q3_k q4_k q5_k; do
+    same "quantize --type $t (here ${t}_s --pure)" quantize -m "$M" -o @OUT@ --type "@$t|${t}_s@" @PURE@ -t 2
 done
 for x in q4_k_m q3_k_m q5_k_s q6_k; do
     same "quantize --mix $x" quantize -m "$M" -o @OUT@ --mix "$x" -t 2
