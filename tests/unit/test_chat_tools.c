@@ -494,6 +494,21 @@ TEST(test_grammar_lazy_auto) {
               "{\"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Ely\"}}]}",
               "{\"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": {}}]}");
     kite_model_free(m);
+    /* the byte-level BPE vocabularies the tools' families ship with (152k and 128k tokens) */
+    const char *const bpe[] = {"tests/data/tokenizer/vocab-qwen3.gguf", "tests/data/tokenizer/vocab-llama3.gguf"};
+    for (int v = 0; v < 2; v++) {
+        m = NULL;
+        CHECK_EQ_INT(kite_model_load(bpe[v], &mp, &m), KITE_OK);
+        if (!m) continue;
+        if (v == 0)
+            lazy_case(m, CHAT_CHATML, "Let me look. ",
+                      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Z\u00fcrich\"}}\n</tool_call>",
+                      "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": \"x\"}}\n</tool_call>");
+        else
+            lazy_case(m, CHAT_LLAMA3, "\n", "{\"name\": \"add\", \"parameters\": {\"a\": 7, \"b\": 2}}",
+                      "{\"name\": \"add\", \"parameters\": {\"a\": 7, \"b\": 3}}");
+        kite_model_free(m);
+    }
 }
 
 int main(void) {
