@@ -39,6 +39,7 @@ int cmd_serve(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 int cmd_ppl(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+int cmd_imatrix(int argc, char **argv);
 int cmd_batch(int argc, char **argv);
 int cmd_sot(int argc, char **argv);
 int cmd_tune(int argc, char **argv); /* tune.c: matmul variant table for this machine */
@@ -189,7 +190,7 @@ bool cli_is_option(const char *arg);
 extern const cli_spec cli_spec_run, cli_spec_info, cli_spec_convert, cli_spec_tokenize, cli_spec_synth,
     cli_spec_bench, cli_spec_bench_lut, cli_spec_bench_serve, cli_spec_bench_spec, cli_spec_bench_attn, cli_spec_tune,
     cli_spec_roofline, cli_spec_chat, cli_spec_serve, cli_spec_sot, cli_spec_quantize, cli_spec_quantize_w8,
-    cli_spec_ppl, cli_spec_eval, cli_spec_convert_hf, cli_spec_batch, cli_spec_embed;
+    cli_spec_ppl, cli_spec_eval, cli_spec_imatrix, cli_spec_convert_hf, cli_spec_batch, cli_spec_embed;
 
 /* Every spec, for tests/unit/test_cli_opts.c (cli/commands.c). */
 extern const cli_spec *const cli_specs[];

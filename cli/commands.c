@@ -17,6 +17,7 @@ const cli_command cli_commands[] = {
     {"serve", cmd_serve, "OpenAI-compatible HTTP server with continuous batching and a chat page"},
     {"sot", cmd_sot, "answer with Skeleton-of-Thought: an outline, then every point expanded in parallel"},
     {"quantize", cmd_quantize, "quantize a GGUF model (llama-quantize's types and form; RTN, GPTQ, AWQ, W8A8)"},
+    {"imatrix", cmd_imatrix, "importance matrix of a model over a text (llama-imatrix's file format)"},
     {"ppl", cmd_ppl, "perplexity on a text file; save log-probs, KL divergence against a saved base"},
     {"batch", cmd_batch, "generate for many prompts (JSON lines) at once, B sequences per pass; temp 0 by default"},
     {"embed", cmd_embed, "embedding vectors of texts: pooled final hidden states, L2-normalised"},
@@ -29,6 +30,6 @@ const cli_spec *const cli_specs[] = {
     &cli_spec_bench,    &cli_spec_bench_lut,   &cli_spec_bench_serve, &cli_spec_bench_spec, &cli_spec_tune,
     &cli_spec_roofline, &cli_spec_chat,        &cli_spec_serve,       &cli_spec_sot,       &cli_spec_quantize,
     &cli_spec_quantize_w8, &cli_spec_ppl,      &cli_spec_eval,        &cli_spec_convert_hf, &cli_spec_bench_attn,
-    &cli_spec_batch,    &cli_spec_embed,
+    &cli_spec_batch,    &cli_spec_embed,       &cli_spec_imatrix,
 };
 const size_t cli_n_specs = CLI_N(cli_specs);

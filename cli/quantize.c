@@ -4,7 +4,7 @@
  *   kite quantize [OPTIONS] IN.gguf [OUT.gguf] TYPE [NTHREADS]      (llama-quantize's form)
  *   kite quantize -m IN.gguf -o OUT.gguf --type TYPE [--pure] [--method rtn|gptq|awq] [--mix MIX]
  *                 [--calib TEXT] [--calib-tokens N] [--group 32|64|128] [--bits N]
- *                 [--act-order] [--damp F] [--allow-requantize] [--allow-fallback] [-t THREADS]
+ *                 [--act-order] [--damp F] [--imatrix F] [--allow-requantize] [--allow-fallback] [-t THREADS]
  *
  * A thin driver over src/quant/quantize.c: parses flags, picks the recipe
  * (TYPE means what llama-quantize means: the ftype's per-tensor mix; --pure
@@ -26,6 +26,7 @@
 #include "kite.h"
 #include "progress/progress.h"
 #include "quant/grid.h"
+#include "quant/imatrix.h"
 #include "quant/quantize.h"
 #include "tensor/dtype.h"
 
@@ -33,7 +34,7 @@
 #define MAX_POS 4
 
 typedef struct quantize_opts {
-    const char *in, *out, *type, *mix, *method, *calib;
+    const char *in, *out, *type, *mix, *method, *calib, *imatrix;
     int64_t threads, calib_tokens, group, bits;
     float damp;
     const char *output_type, *token_embd_type;
@@ -108,6 +109,10 @@ static const cli_opt quantize_opts_table[] = {
      CLI_AT(quantize_opts, act_order)},
     {.names = "--damp", .arg = "F", .help = "gptq: dampening, fraction of the mean Hessian diagonal",
      .kind = CLI_FLOAT, CLI_AT(quantize_opts, damp), .fmin = 1e-6f, .fmax = 10.0f, .def_doc = "0.01"},
+    {.names = "--imatrix", .arg = "F",
+     .help = "importance matrix (kite imatrix or llama-imatrix file): rtn weights\n"
+             "each column by it, as llama-quantize --imatrix (identical bytes)",
+     .kind = CLI_STR, CLI_AT(quantize_opts, imatrix)},
     {.names = "--allow-requantize", .help = "accept already-quantized input (loses quality)", .kind = CLI_FLAG,
      CLI_AT(quantize_opts, allow_requant)},
     {.names = "--allow-fallback",
@@ -274,6 +279,21 @@ int cmd_quantize(int argc, char **argv) {
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     p.n_threads = threads > 0 ? (int)threads : (ncpu > 0 ? (int)ncpu : 1);
 
+    imatrix *im = NULL;
+    if (o.imatrix) {
+        if (meth != QUANT_RTN || (group && group != 32) || bits)
+            return cli_usage_error(CMD, "--imatrix weights rtn (the default method) on the types' own grids; gptq and "
+                                   "awq take their statistics from --calib, --group/--bits grids none");
+        if (imatrix_read(o.imatrix, &im)) {
+            fprintf(stderr, "kite %s: %s\n", CMD, kite_last_error());
+            return 1;
+        }
+        p.imatrix = im;
+        p.imatrix_path = o.imatrix;
+        if (!progress_quiet())
+            fprintf(stderr, "quantize: imatrix %s: %d entries%s%s, %d chunks\n", o.imatrix, im->n_entries,
+                    im->dataset ? " from " : "", im->dataset ? im->dataset : "", im->chunks);
+    }
     progress pg;
     progress_begin(&pg, "kite " CMD, PROGRESS_BYTES, NULL);
     p.progress = progress_sink(&pg);
@@ -281,6 +301,7 @@ int cmd_quantize(int argc, char **argv) {
     double t0 = time_now_s();
     rc = quant_model(in, out, &p, &st);
     progress_end(&pg);
+    imatrix_free(im);
     if (rc != KITE_OK) {
         fprintf(stderr, "kite %s: %s\n", CMD, kite_last_error());
         return 1;

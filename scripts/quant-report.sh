@@ -75,6 +75,9 @@ quant() { # quant LABEL ARGS... -> row (ARGS: kite quantize options)
 row "f32 (baseline)" "$model"
 quant "q8_0 rtn" --type q8_0
 quant "q4_k_m mix rtn" --type q4_k_m
+"$kite" imatrix -q -m "$model" -f "$calib" -o "$work/imatrix.dat" >/dev/null 2>&1
+quant "q4_k_m mix rtn + imatrix" --type q4_k_m --imatrix "$work/imatrix.dat"
+quant "q4_0 rtn + imatrix, 4-bit grid, group 32" --type q4_0 --pure --imatrix "$work/imatrix.dat"
 for g in 32 128; do
     for bits in 4 3; do
         bflag=""

@@ -251,6 +251,11 @@ void ctx_set_tap(kite_ctx *ctx, ctx_tap_fn fn, void *user) {
     ctx->tap_user = fn ? user : NULL;
 }
 
+void ctx_set_expert_tap(kite_ctx *ctx, ctx_expert_tap_fn fn, void *user) {
+    ctx->expert_tap = fn;
+    ctx->expert_tap_user = fn ? user : NULL;
+}
+
 int ctx_set_attn_phi(kite_ctx *ctx, const float *phi, int32_t n, int32_t mode) {
     const model_hparams *hp = &ctx->model->hp;
     const int32_t want = hp->n_layer * hp->n_head;

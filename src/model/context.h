@@ -36,6 +36,13 @@ enum ctx_tap_point {
  * x is valid only during the call and must not be modified. */
 typedef void (*ctx_tap_fn)(void *user, int32_t layer, int point, const float *x, int32_t n_tok, int32_t width);
 
+/* Mixture-of-experts counterpart (ctx_set_expert_tap): the n_tok rows routed
+ * to expert `expert` of layer `layer`, at TAP_FFN_IN (input of its gate and
+ * up, width n_embd) and TAP_DOWN_IN (its activated hidden, width n_ff_exp).
+ * A row appears once per (token, slot) that chose the expert. */
+typedef void (*ctx_expert_tap_fn)(void *user, int32_t layer, int32_t expert, int point, const float *x, int32_t n_tok,
+                                  int32_t width);
+
 /* Attention calibration hook (ctx_set_attn_tap): after layer `layer`'s
  * attention, chunk_max[n_tok][n_head][2] holds per (token, head) row the
  * smallest and largest chunk maximum of split-KV (attn_args.chunk_max; while
@@ -107,6 +114,8 @@ struct kite_ctx {
                              layer l is then n_ctx / kv_block blocks of kv_block rows */
     ctx_tap_fn tap;       /* calibration hook (ctx_set_tap), or NULL */
     void *tap_user;
+    ctx_expert_tap_fn expert_tap; /* per-expert calibration hook (ctx_set_expert_tap), or NULL */
+    void *expert_tap_user;
 
     bool profiling;       /* kite_ctx_set_profiling: time each op type of the forward pass */
     double prof_s[KITE_PROFILE_N_OPS]; /* seconds accumulated per op type (enum ctx_prof_op) */
@@ -164,6 +173,8 @@ int ctx_set_prompt(kite_ctx *ctx, int32_t n_prompt);
 
 /* Installs (or with fn NULL removes) the calibration tap. */
 void ctx_set_tap(kite_ctx *ctx, ctx_tap_fn fn, void *user);
+/* Installs (or with fn NULL removes) the per-expert calibration tap. */
+void ctx_set_expert_tap(kite_ctx *ctx, ctx_expert_tap_fn fn, void *user);
 
 /* Unified maxima for split-KV decode: phi[n_layer * n_head] (layer-major) is
  * copied; phi NULL with n 0 restores the model's (kite.attention.unified_max,

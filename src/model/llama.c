@@ -383,11 +383,11 @@ static const float *ffn_gelu(fwd_pass *p, const layer_weights *L, int32_t l) {
 /* Mixture of experts on xb (moe.c): the router is charged to ffn_gate, the
  * experts to ffn_down; no TAP_DOWN_IN (each expert has its own input).
  * Returns moe_acc. */
-static const float *ffn_moe(fwd_pass *p, const layer_weights *L) {
+static const float *ffn_moe(fwd_pass *p, const layer_weights *L, int32_t l) {
     kite_ctx *ctx = p->ctx;
     moe_route(ctx, L, ctx->xb, p->n);
     mark(p, PROF_FFN_GATE);
-    moe_experts(ctx, L, ctx->xb, p->n, ctx->moe_acc);
+    moe_experts(ctx, L, l, ctx->xb, p->n, ctx->moe_acc);
     mark(p, PROF_FFN_DOWN);
     return ctx->moe_acc;
 }
@@ -400,7 +400,7 @@ static const float *ffn_block(fwd_pass *p, int32_t l) {
     norm_rows(p, ctx->xb, ctx->x, L->ffn_norm, L->ffn_norm_b);
     tap(p, l, TAP_FFN_IN, ctx->xb, p->n, p->hp->n_embd);
     mark(p, PROF_FFN_NORM);
-    const float *y = p->hp->n_expert > 0            ? ffn_moe(p, L)
+    const float *y = p->hp->n_expert > 0            ? ffn_moe(p, L, l)
                      : p->hp->ffn_type == FFN_GELU  ? ffn_gelu(p, L, l)
                      : p->hp->ffn_type == FFN_GEGLU ? ffn_geglu(p, L, l)
                                                     : ffn_swiglu(p, L, l);

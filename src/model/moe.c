@@ -33,7 +33,7 @@ void moe_route(kite_ctx *ctx, const layer_weights *L, const float *x, int32_t n)
     }
 }
 
-void moe_experts(kite_ctx *ctx, const layer_weights *L, const float *x, int32_t n, float *out) {
+void moe_experts(kite_ctx *ctx, const layer_weights *L, int32_t layer, const float *x, int32_t n, float *out) {
     const model_hparams *hp = &ctx->model->hp;
     const int32_t NE = hp->n_expert, K = hp->n_expert_used, E = hp->n_embd, FE = hp->n_ff_exp;
     memset(out, 0, sizeof(float) * (size_t)n * (size_t)E);
@@ -50,9 +50,11 @@ void moe_experts(kite_ctx *ctx, const layer_weights *L, const float *x, int32_t 
         if (cnt == 0) continue; /* no token chose it: its weights are not read */
         const weight wg = model_expert(&L->gate_exps, e), wu = model_expert(&L->up_exps, e),
                      wd = model_expert(&L->down_exps, e);
+        if (ctx->expert_tap) ctx->expert_tap(ctx->expert_tap_user, layer, e, TAP_FFN_IN, ctx->moe_x, cnt, E);
         kern_matmul(ctx->tp, &wg, ctx->moe_x, cnt, ctx->hb, FE, ctx->mm_scratch);
         kern_matmul(ctx->tp, &wu, ctx->moe_x, cnt, ctx->hb2, FE, ctx->mm_scratch);
         kern_swiglu(ctx->hb, ctx->hb2, (int64_t)cnt * FE);
+        if (ctx->expert_tap) ctx->expert_tap(ctx->expert_tap_user, layer, e, TAP_DOWN_IN, ctx->hb, cnt, FE);
         kern_matmul(ctx->tp, &wd, ctx->hb, cnt, ctx->moe_x, E, ctx->mm_scratch);
         for (int32_t i = 0; i < cnt; i++) {
             float *o = out + (size_t)ctx->moe_tok[i] * E;

@@ -29,7 +29,7 @@ void moe_route(kite_ctx *ctx, const layer_weights *L, const float *x, int32_t n)
 
 /* out[t] = sum over t's chosen experts e of w_e * down_e(silu(gate_e x_t) * up_e x_t),
  * for the routing of the last moe_route call; out is [n][n_embd] and must not
- * alias x or the ctx->moe_x / hb / hb2 buffers. */
-void moe_experts(kite_ctx *ctx, const layer_weights *L, const float *x, int32_t n, float *out);
+ * alias x or the ctx->moe_x / hb / hb2 buffers.  layer: for ctx->expert_tap. */
+void moe_experts(kite_ctx *ctx, const layer_weights *L, int32_t layer, const float *x, int32_t n, float *out);
 
 #endif

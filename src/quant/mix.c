@@ -160,12 +160,15 @@ uint32_t quant_recipe_type(const quant_recipe *r, const quant_model_info *mi, co
             t = KITE_DTYPE_Q5_K;
         else if (ft == FT_Q4_K_M) {
             if (more_bits(i, n_layer)) t = KITE_DTYPE_Q6_K;
-        } else if (i < n_layer / 8 && (ft == FT_IQ4_NL || ft == FT_IQ4_XS))
+        } else if (i < n_layer / 8 && (ft == FT_IQ4_NL || ft == FT_IQ4_XS) && !mi->has_imatrix)
             t = KITE_DTYPE_Q5_K;
         else if (ft == FT_Q5_K_M && more_bits(i, n_layer))
             t = KITE_DTYPE_Q6_K;
         else if (ft == FT_Q4_K_S && i < n_layer / 8)
             t = KITE_DTYPE_Q5_K;
+        else if ((ft == FT_Q4_0 || ft == FT_Q5_0) && mi->has_imatrix && i < n_layer / 8)
+            /* llama.cpp guards the first ffn_down layers with the offset types, only with an imatrix */
+            t = ft == FT_Q4_0 ? KITE_DTYPE_Q4_1 : KITE_DTYPE_Q5_1;
     } else if (has_base(name, TR_ATTN_OUT)) {
         if (ft == FT_Q2_K)
             t = KITE_DTYPE_Q3_K;

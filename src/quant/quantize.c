@@ -33,6 +33,7 @@
 #include "core/threadpool.h"
 #include "kite.h"
 #include "model/arch.h"
+#include "quant/imatrix.h"
 #include "quant/method.h"
 #include "quant/progress.h"
 #include "tensor/dtype.h"
@@ -117,6 +118,7 @@ int quant_plan(const gguf_ctx *in, const quant_params *p, quant_choice *out, qua
         layers[i] = arch_name_layer(names[i]);
     }
     model_info(in, names, layers, &mi);
+    mi.has_imatrix = p->imatrix != NULL;
 
     for (uint64_t i = 0; i < n; i++) {
         const gguf_tensor *t = &in->tensors[i];
@@ -186,6 +188,7 @@ typedef struct quant_src {
     int32_t index;          /* 1-based, for progress lines */
     size_t in_row_bytes;    /* bytes of an input row */
     size_t out_row_bytes;   /* bytes of an output row */
+    const float *qw;        /* importance of the columns ([ne0 * ne2], expert after expert), or NULL */
 } quant_src;
 
 struct quant_job {
@@ -216,7 +219,11 @@ static void fill_task_run(void *arg, int ith, int nth) {
     for (long r = lo; r < hi; r++) {
         const uint8_t *in_row = src + (size_t)(f->row0 + r) * s->in_row_bytes;
         ti->to_float(in_row, row, ne0);
-        to->from_float(row, f->dst + (size_t)r * s->out_row_bytes, ne0);
+        uint8_t *out = f->dst + (size_t)r * s->out_row_bytes;
+        if (s->qw) /* expert e of a 3-D tensor (rows e*ne1 ..) has its own slice */
+            to->from_float_imat(row, out, ne0, s->qw + (size_t)((f->row0 + r) / s->t->ne[1]) * (size_t)ne0);
+        else
+            to->from_float(row, out, ne0);
     }
 }
 
@@ -234,6 +241,10 @@ static int fill_rows(void *user, int64_t row0, int64_t n_rows, void *dst) {
                      s->t->ne[0], dtype_name(s->c.wanted), (int)dtype_get(s->c.wanted)->block_size);
         else if (!s->c.convert && !(s->job->qm && qm_route(s->job->qm, (uint64_t)(s->index - 1)) == QM_AWQ))
             snprintf(why, sizeof why, "  copied");
+        if (p->imatrix && s->c.convert && dtype_get(s->c.type)->from_float_imat) {
+            size_t l = strlen(why);
+            snprintf(why + l, sizeof why - l, s->qw ? "  imatrix" : "  no imatrix entry");
+        }
         if (s->job->qm) {
             const int route = qm_route(s->job->qm, (uint64_t)(s->index - 1));
             const int g = s->c.type == KITE_DTYPE_Q3_K ? 16 : (p->group ? p->group : 32); /* q3_K: sub-blocks */
@@ -324,6 +335,39 @@ static int check_finite(const gguf_tensor *t, float *row) {
     return KITE_OK;
 }
 
+/* quantize.imatrix.* keys, as llama-quantize writes them (strings cut at 127 bytes). */
+static int imatrix_metadata(gguf_writer *w, const quant_params *p) {
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", p->imatrix_path ? p->imatrix_path : "");
+    int rc = gguf_writer_set_str(w, "quantize.imatrix.file", buf);
+    if (!rc && p->imatrix->dataset && *p->imatrix->dataset) {
+        snprintf(buf, sizeof buf, "%s", p->imatrix->dataset);
+        rc = gguf_writer_set_str(w, "quantize.imatrix.dataset", buf);
+    }
+    if (!rc) rc = gguf_writer_set_i32(w, "quantize.imatrix.entries_count", p->imatrix->n_entries);
+    if (!rc && p->imatrix->chunks > 0) rc = gguf_writer_set_i32(w, "quantize.imatrix.chunks_count", p->imatrix->chunks);
+    return rc;
+}
+
+/* The importance of tensor t (written as type) from p->imatrix: *qw NULL when
+ * it has no entry or the type ignores importance.  An entry of the wrong size
+ * is an error (llama-quantize's rule, token_embd excepted: ignored). */
+static int imatrix_of(const quant_params *p, const char *name, const gguf_tensor *t, uint32_t type, const float **qw) {
+    *qw = NULL;
+    const imatrix_entry *e = imatrix_find(p->imatrix, name);
+    if (!e) return KITE_OK;
+    const int64_t want = t->ne[0] * t->ne[2];
+    if (e->n != want) {
+        if (!strcmp(name, arch_role_base(TR_TOKEN_EMBD))) return KITE_OK;
+        return err_set(KITE_E_FORMAT, "imatrix: entry %s has %d values, the tensor needs %" PRId64
+                       " (ne0 %" PRId64 " x %" PRId64 " experts): an imatrix of another model?", name, e->n, want,
+                       t->ne[0], t->ne[2]);
+    }
+    if (t->ne[3] != 1) return err_set(KITE_E_UNSUPPORTED, "imatrix: %s is 4-D", name);
+    if (dtype_get(type)->from_float_imat) *qw = e->qw;
+    return KITE_OK;
+}
+
 /* Progress units of tensor i: rows x row length x cost per element. */
 static double tensor_work(const gguf_tensor *t, const quant_choice *c, int route) {
     const double rows = (double)(t->ne[1] * t->ne[2] * t->ne[3]), ne0 = (double)t->ne[0];
@@ -333,6 +377,9 @@ static double tensor_work(const gguf_tensor *t, const quant_choice *c, int route
 
 int quant_model(const char *in_path, const char *out_path, const quant_params *p_in, quant_stats *stats) {
     if (!in_path || !out_path || !p_in) return err_set(KITE_E_ARG, "quant_model: NULL argument");
+    if (p_in->imatrix && (p_in->method != QUANT_RTN || p_in->bits != 0 || (p_in->group != 0 && p_in->group != 32)))
+        return err_set(KITE_E_ARG, "an importance matrix applies to rtn on the types' own grids (not gptq, awq, "
+                       "--group, --bits)");
     quant_params pl = *p_in;
     const quant_params *p = &pl; /* log replaced by the progress-aware stream */
     gguf_ctx *in = NULL;
@@ -395,6 +442,7 @@ int quant_model(const char *in_path, const char *out_path, const quant_params *p
         goto done;
     }
     if ((rc = copy_metadata(in, w, st.ftype))) goto done;
+    if (p->imatrix && (rc = imatrix_metadata(w, p))) goto done;
     for (uint64_t i = 0; i < n; i++) {
         const gguf_tensor *t = &in->tensors[i];
         quant_src *s = &srcs[i];
@@ -405,6 +453,10 @@ int quant_model(const char *in_path, const char *out_path, const quant_params *p
         char *name = gguf_str_dup(t->name);
         if (!name) {
             rc = err_set(KITE_E_NOMEM, "out of memory");
+            goto done;
+        }
+        if (p->imatrix && plan[i].convert && (rc = imatrix_of(p, name, t, plan[i].type, &s->qw))) {
+            free(name);
             goto done;
         }
         rc = gguf_writer_add_tensor_cb(w, name, plan[i].type, t->n_dims, t->ne, fill_rows, s);

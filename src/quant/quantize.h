@@ -72,6 +72,7 @@ typedef struct quant_model_info {
     int32_t n_attn_v;   /* number of attn_v.weight tensors */
     bool has_output;    /* an output.weight tensor exists (else token_embd is the classifier) */
     bool is_70b;        /* llama.cpp's LLM_TYPE_70B: 80 layers with grouped-query attention */
+    bool has_imatrix;   /* an importance matrix is given (llama.cpp's mixes change a few choices then) */
 } quant_model_info;
 
 /* The type recipe r gives the matrix called name with row length ne0, with
@@ -108,6 +109,8 @@ enum quant_method {
 #define QUANT_CALIB_TOKENS_DEFAULT 8192 /* calibration tokens when calib_tokens is 0 */
 #define QUANT_AWQ_SAMPLES 256           /* activation rows kept per layer input for AWQ's search */
 
+struct imatrix; /* quant/imatrix.h */
+
 typedef struct quant_params {
     const quant_recipe *recipe; /* a mix, or NULL for pure `type` */
     uint32_t type;              /* pure mode: the matrices' type */
@@ -135,6 +138,10 @@ typedef struct quant_params {
     bool awq_float_out;         /* tests: search AWQ scales for the planned types, but write every tensor
                                    in its input type (AWQ's folded, unquantized): the fold must keep the function */
     bool no_repack;             /* the calibration model keeps the file's layout (kite_model_params) */
+    const struct imatrix *imatrix; /* importance matrix (--imatrix), borrowed, or NULL: RTN-routed matrices of
+                                   the types with an importance-weighted quantizer use it, as
+                                   llama-quantize --imatrix; the file's name goes to quantize.imatrix.* */
+    const char *imatrix_path;   /* recorded in quantize.imatrix.file */
     bool allow_fallback;        /* GPTQ: a matrix it cannot produce (type without a GPTQ grid, no
                                    calibration data) is written with RTN (named on its progress line)
                                    instead of failing with KITE_E_UNSUPPORTED */

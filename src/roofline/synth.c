@@ -51,6 +51,8 @@ static const synth_shape shapes[] = {
     /* tiny test models (tests/unit/test_arch.c): 2 layers, 64 wide, 512 tokens */
     {"tiny-llama3", 64, 128, 2, 4, 2, 512, 128, 500000.0f, 1e-5f, .rope_llama3_ctx = 64},
     {"tiny-mistral", 64, 128, 2, 4, 2, 512, 128, 10000.0f, 1e-5f, .sliding_window = 8},
+    /* rows of 256 and 768: every matrix fits the k-quants' 256-blocks (no fallback types) */
+    {"tiny-k256", 256, 768, 2, 4, 2, 512, 256, 10000.0f, 1e-5f, .arch = NULL},
     /* interleaved local/global attention (layers 0, 2 windowed; 1, 3 global), head_dim 32 */
     {"tiny-swa", 64, 128, 4, 2, 1, 512, 128, 10000.0f, 1e-5f, .sliding_window = 4, .swa_period = 2},
     {"tiny-mixtral", 64, 96, 2, 4, 2, 512, 128, 1000000.0f, 1e-5f, .n_expert = 4, .n_expert_used = 2},
@@ -80,7 +82,7 @@ const synth_shape *synth_shape_find(const char *name) {
 const char *synth_shape_list(void) {
     return "tinyllama-1.1b|llama2-7b|llama3-8b|llama3.2-1b|mistral-7b|mistral-7b-v0.1|mixtral-8x7b|qwen2-0.5b|"
            "qwen3-0.6b|qwen3moe-30b-a3b|gpt2-124m|phi-3-mini|phi-3-mini-128k|gemma-2-2b|stories260k|"
-           "tiny-llama3|tiny-mistral|tiny-mixtral|tiny-qwen2|tiny-qwen3|tiny-qwen3moe|tiny-gpt2|tiny-phi3|"
+           "tiny-llama3|tiny-mistral|tiny-k256|tiny-mixtral|tiny-qwen2|tiny-qwen3|tiny-qwen3moe|tiny-gpt2|tiny-phi3|"
            "tiny-gemma2";
 }
 

@@ -66,6 +66,10 @@ enum kite_dtype {
 typedef void (*dtype_to_float_fn)(const void *src, float *dst, int64_t n);
 /* Reference (round-to-nearest) conversion of n floats to the type. */
 typedef void (*dtype_from_float_fn)(const float *src, void *dst, int64_t n);
+/* Importance-weighted conversion of ONE ROW of n floats (llama-quantize
+ * --imatrix): qw[0..n) is the importance of each column (the mean square of
+ * that input channel's activations), the per-row statistics are the row's. */
+typedef void (*dtype_from_float_imat_fn)(const float *src, void *dst, int64_t n, const float *qw);
 
 typedef struct dtype_traits {
     const char *name;        /* "f32", "q4_0", ... as llama.cpp prints them; NULL: unknown id */
@@ -74,6 +78,7 @@ typedef struct dtype_traits {
     dtype_to_float_fn to_float;
     dtype_from_float_fn from_float;
     int32_t row_extra;       /* bytes per row besides the blocks (kite row-scaled types' header); 0 for ggml types */
+    dtype_from_float_imat_fn from_float_imat; /* NULL: the type ignores an importance matrix (q8_0, f16, tq*) */
 } dtype_traits;
 
 /* Traits of type t, or NULL when t is not a known type id. */

@@ -63,13 +63,15 @@ static int iq4_nearest(float x) {
 }
 
 /* Best scale of one block of 32 for the codebook (0 for an all-zero block);
- * L gets the codes of the start scale (overwritten by callers). */
-static float iq4_block_scale(const float *x, uint8_t *L) {
+ * L gets the codes of the start scale (overwritten by callers).  Weights
+ * x^2, or with an importance matrix qw * sqrt(sigma2 + x^2) (sigma2: twice
+ * the mean square of the super-block, as llama-quantize --imatrix). */
+static float iq4_block_scale(const float *x, uint8_t *L, const float *qw, float sigma2) {
     const int8_t *v = kite_iq4nl_values;
     float weight[32];
     float amax = 0, max = 0;
     for (int j = 0; j < 32; j++) {
-        weight[j] = x[j] * x[j];
+        weight[j] = qw ? qw[j] * sqrtf(sigma2 + x[j] * x[j]) : x[j] * x[j];
         if (fabsf(x[j]) > amax) {
             amax = fabsf(x[j]);
             max = x[j];
@@ -109,18 +111,28 @@ static void pack_nibbles(const uint8_t *L, uint8_t *qs) {
     for (int j = 0; j < 16; j++) qs[j] = (uint8_t)(L[j] | (L[j + 16] << 4));
 }
 
-void quantize_row_iq4_nl_ref(const float *src, void *dst, int64_t n) {
+/* Twice the mean square of n elements (the sigma2 of the imatrix weights). */
+static float sigma2_of(const float *x, int n) {
+    float s = 0;
+    for (int j = 0; j < n; j++) s += x[j] * x[j];
+    return s * (2.f / (float)n);
+}
+
+static void iq4_nl_row(const float *src, void *dst, int64_t n, const float *qw) {
     KITE_ASSERT(n % QK4_NL == 0);
     block_iq4_nl *blk = dst;
     uint8_t L[32];
     for (int64_t b = 0; b < n / QK4_NL; b++, src += QK4_NL) {
-        const float d = iq4_block_scale(src, L);
+        const float d = iq4_block_scale(src, L, qw ? qw + b * QK4_NL : NULL, qw ? sigma2_of(src, QK4_NL) : 0.f);
         blk[b].d = fp32_to_fp16(d);
         const float id = d != 0.0f ? 1 / d : 0.0f; /* unrounded d, as ggml */
         for (int j = 0; j < 32; j++) L[j] = (uint8_t)iq4_nearest(id * src[j]);
         pack_nibbles(L, blk[b].qs);
     }
 }
+
+void quantize_row_iq4_nl_ref(const float *src, void *dst, int64_t n) { iq4_nl_row(src, dst, n, NULL); }
+void quantize_row_iq4_nl_imat(const float *src, void *dst, int64_t n, const float *qw) { iq4_nl_row(src, dst, n, qw); }
 
 void dequantize_row_iq4_nl(const void *src, float *dst, int64_t n) {
     KITE_ASSERT(n % QK4_NL == 0);
@@ -134,7 +146,7 @@ void dequantize_row_iq4_nl(const void *src, float *dst, int64_t n) {
     }
 }
 
-void quantize_row_iq4_xs_ref(const float *src, void *dst, int64_t n) {
+static void iq4_xs_row(const float *src, void *dst, int64_t n, const float *qw) {
     KITE_ASSERT(n % QK_K == 0);
     block_iq4_xs *blk = dst;
     uint8_t L[32];
@@ -142,8 +154,9 @@ void quantize_row_iq4_xs_ref(const float *src, void *dst, int64_t n) {
     for (int64_t b = 0; b < n / QK_K; b++, src += QK_K) {
         block_iq4_xs *y = &blk[b];
         float max_scale = 0, amax_scale = 0;
+        const float sigma2 = qw ? sigma2_of(src, QK_K) : 0.f;
         for (int ib = 0; ib < QK_K / 32; ib++) {
-            scales[ib] = iq4_block_scale(src + 32 * ib, L);
+            scales[ib] = iq4_block_scale(src + 32 * ib, L, qw ? qw + b * QK_K + 32 * ib : NULL, sigma2);
             if (fabsf(scales[ib]) > amax_scale) {
                 amax_scale = fabsf(scales[ib]);
                 max_scale = scales[ib];
@@ -169,6 +182,9 @@ void quantize_row_iq4_xs_ref(const float *src, void *dst, int64_t n) {
         y->scales_h = sh;
     }
 }
+
+void quantize_row_iq4_xs_ref(const float *src, void *dst, int64_t n) { iq4_xs_row(src, dst, n, NULL); }
+void quantize_row_iq4_xs_imat(const float *src, void *dst, int64_t n, const float *qw) { iq4_xs_row(src, dst, n, qw); }
 
 void dequantize_row_iq4_xs(const void *src, float *dst, int64_t n) {
     KITE_ASSERT(n % QK_K == 0);

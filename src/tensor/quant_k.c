@@ -58,9 +58,9 @@ static inline int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? 
  * Returns the scale s with x ~ s * (L - nmax).  The start maps the largest
  * magnitude element to -nmax; then 18 trial inverse scales (nmax +- 0.1k)
  * are tried and the one with the best weighted least-squares fit (weights
- * x^2) is kept.
+ * qw, or x^2 when qw is NULL) is kept.
  */
-static float search_symmetric(int n, int nmax, const float *x, int8_t *L) {
+float quant_search_symmetric(int n, int nmax, const float *x, int8_t *L, const float *qw) {
     float amax = 0, max = 0;
     for (int i = 0; i < n; i++) {
         if (fabsf(x[i]) > amax) {
@@ -77,7 +77,7 @@ static float search_symmetric(int n, int nmax, const float *x, int8_t *L) {
     for (int i = 0; i < n; i++) {
         int l = clampi(quant_nearest_int(iscale * x[i]), -nmax, nmax - 1);
         L[i] = (int8_t)(l + nmax);
-        float w = x[i] * x[i];
+        float w = qw ? qw[i] : x[i] * x[i];
         sumlx += w * x[i] * (float)l;
         suml2 += w * (float)l * (float)l;
     }
@@ -89,7 +89,7 @@ static float search_symmetric(int n, int nmax, const float *x, int8_t *L) {
         sumlx = suml2 = 0;
         for (int i = 0; i < n; i++) {
             int l = clampi(quant_nearest_int(iscale * x[i]), -nmax, nmax - 1);
-            float w = x[i] * x[i];
+            float w = qw ? qw[i] : x[i] * x[i];
             sumlx += w * x[i] * (float)l;
             suml2 += w * (float)l * (float)l;
         }
@@ -163,9 +163,8 @@ static float search_q3(int n, int nmax, const float *x, int8_t *L) {
  * least-squares fit of scale and min; the trial with the smallest weighted
  * error (|err| if use_mad, else err^2) wins.  Laux is scratch of n codes.
  */
-static float search_affine(int n, int nmax, const float *x, const float *weights, uint8_t *L,
-                           float *min_out, uint8_t *Laux, float rmin, float rdelta, int nstep,
-                           bool use_mad) {
+float quant_search_affine(int n, int nmax, const float *x, const float *weights, uint8_t *L, float *min_out,
+                          uint8_t *Laux, float rmin, float rdelta, int nstep, bool use_mad) {
     float min = x[0], max = x[0];
     float sum_w = weights[0];
     float sum_x = sum_w * x[0];
@@ -231,6 +230,79 @@ static float search_affine(int n, int nmax, const float *x, const float *weights
     return scale;
 }
 
+/*
+ * Non-negative codes L[i] in [0, nmax] for x[0..n) (the sub-block scales or
+ * mins of the importance-weighted k-quants), x ~ s * L.  The absmax start
+ * and 8 trial inverse scales around it keep the one with the least weighted
+ * squared error; then up to 5 sweeps of coordinate descent on the codes
+ * under the weighted least-squares scale.  Returns that scale.  L is
+ * uint8_t and the first assignment is not clamped, as in ggml, so a
+ * negative x wraps there exactly as it does in llama-quantize.
+ */
+float quant_search_positive(int n, int nmax, const float *x, uint8_t *L, const float *w) {
+    float max = 0;
+    for (int i = 0; i < n; i++) max = max > x[i] ? max : x[i];
+    if (max == 0.0f) {
+        memset(L, 0, (size_t)n);
+        return 0.0f;
+    }
+    float iscale = (float)nmax / max;
+    for (int i = 0; i < n; i++) L[i] = (uint8_t)quant_nearest_int(iscale * x[i]);
+    const float scale = 1 / iscale;
+    float best_mse = 0;
+    for (int i = 0; i < n; i++) {
+        const float diff = x[i] - scale * (float)L[i];
+        best_mse += w[i] * diff * diff;
+    }
+    for (int is = -4; is <= 4; is++) {
+        if (is == 0) continue;
+        const float iscale_is = (0.1f * (float)is + (float)nmax) / max;
+        const float scale_is = 1 / iscale_is;
+        float mse = 0;
+        for (int i = 0; i < n; i++) {
+            int l = quant_nearest_int(iscale_is * x[i]);
+            l = l < nmax ? l : nmax;
+            const float diff = x[i] - scale_is * (float)l;
+            mse += w[i] * diff * diff;
+        }
+        if (mse < best_mse) {
+            best_mse = mse;
+            iscale = iscale_is;
+        }
+    }
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; i++) {
+        int l = quant_nearest_int(iscale * x[i]);
+        l = l < nmax ? l : nmax;
+        L[i] = (uint8_t)l;
+        sumlx += w[i] * x[i] * (float)l;
+        suml2 += w[i] * (float)l * (float)l;
+    }
+    for (int sweep = 0; sweep < 5; sweep++) {
+        int changed = 0;
+        for (int i = 0; i < n; i++) {
+            float slx = sumlx - w[i] * x[i] * (float)L[i];
+            float sl2 = suml2 - w[i] * (float)L[i] * (float)L[i];
+            if (slx > 0 && sl2 > 0) {
+                int nl = quant_nearest_int(x[i] * sl2 / slx);
+                nl = nl < nmax ? nl : nmax;
+                if (nl != L[i]) {
+                    slx += w[i] * x[i] * (float)nl;
+                    sl2 += w[i] * (float)nl * (float)nl;
+                    if (slx * slx * suml2 > sumlx * sumlx * sl2) {
+                        L[i] = (uint8_t)nl;
+                        sumlx = slx;
+                        suml2 = sl2;
+                        changed++;
+                    }
+                }
+            }
+        }
+        if (!changed) break;
+    }
+    return sumlx / suml2;
+}
+
 /* ---- shared packing helpers ------------------------------------------------ */
 
 void kite_get_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m) {
@@ -276,6 +348,19 @@ static float max_of(const float *v, int n) {
 
 /* ---- q2_K ------------------------------------------------------------------ */
 
+/* Re-quantizes the codes of a q2_K block against its scales as they decode
+ * and packs them (the last step of both encoders). */
+static void q2_K_finish(const float *src, block_q2_K *y, uint8_t *L) {
+    for (int j = 0; j < QK_K / 16; j++) {
+        const float d = fp16_to_fp32(y->d) * (float)(y->scales[j] & 0x0f);
+        if (d == 0.0f) continue;
+        const float dm = fp16_to_fp32(y->dmin) * (float)(y->scales[j] >> 4);
+        for (int i = 0; i < 16; i++)
+            L[16 * j + i] = (uint8_t)clampi(quant_nearest_int((src[16 * j + i] + dm) / d), 0, 3);
+    }
+    pack_2bit(L, y->qs);
+}
+
 void quantize_row_q2_K_ref(const float *src, void *dst, int64_t n) {
     KITE_ASSERT(n % QK_K == 0);
     block_q2_K *blk = dst;
@@ -285,8 +370,8 @@ void quantize_row_q2_K_ref(const float *src, void *dst, int64_t n) {
         block_q2_K *y = &blk[b];
         for (int j = 0; j < QK_K / 16; j++) {
             for (int l = 0; l < 16; l++) weights[l] = fabsf(src[16 * j + l]);
-            scales[j] = search_affine(16, 3, src + 16 * j, weights, L + 16 * j, &mins[j], Laux, -0.5f,
-                                      0.1f, 15, true);
+            scales[j] = quant_search_affine(16, 3, src + 16 * j, weights, L + 16 * j, &mins[j], Laux, -0.5f,
+                                            0.1f, 15, true);
         }
         const float max_scale = max_of(scales, QK_K / 16);
         const float max_min = max_of(mins, QK_K / 16);
@@ -306,15 +391,34 @@ void quantize_row_q2_K_ref(const float *src, void *dst, int64_t n) {
         } else {
             y->dmin = fp32_to_fp16(0.f);
         }
-        /* re-quantize against the scales as they decode */
+        q2_K_finish(src, y, L);
+    }
+}
+
+void quantize_row_q2_K_imat(const float *src, void *dst, int64_t n, const float *qw) {
+    KITE_ASSERT(n % QK_K == 0);
+    block_q2_K *blk = dst;
+    uint8_t L[QK_K], Laux[16], ls[QK_K / 16], lm[QK_K / 16];
+    float weights[16], mins[QK_K / 16], scales[QK_K / 16], sw[QK_K / 16];
+    for (int64_t b = 0; b < n / QK_K; b++, src += QK_K, qw += QK_K) {
+        block_q2_K *y = &blk[b];
+        float sum_x2 = 0;
+        for (int j = 0; j < QK_K; j++) sum_x2 += src[j] * src[j];
+        const float sigma2 = sum_x2 / QK_K; /* no factor 2 here, unlike q3_K..q5_K (ggml) */
         for (int j = 0; j < QK_K / 16; j++) {
-            const float d = fp16_to_fp32(y->d) * (float)(y->scales[j] & 0x0f);
-            if (d == 0.0f) continue;
-            const float dm = fp16_to_fp32(y->dmin) * (float)(y->scales[j] >> 4);
-            for (int i = 0; i < 16; i++)
-                L[16 * j + i] = (uint8_t)clampi(quant_nearest_int((src[16 * j + i] + dm) / d), 0, 3);
+            for (int l = 0; l < 16; l++) weights[l] = qw[16 * j + l] * sqrtf(sigma2 + src[16 * j + l] * src[16 * j + l]);
+            float sumw = 0;
+            for (int l = 0; l < 16; l++) sumw += weights[l];
+            sw[j] = sumw;
+            scales[j] = quant_search_affine(16, 3, src + 16 * j, weights, L + 16 * j, &mins[j], Laux, -0.9f, 0.05f,
+                                            36, false);
         }
-        pack_2bit(L, y->qs);
+        const float dm = quant_search_positive(QK_K / 16, 15, scales, ls, sw);
+        const float mm = quant_search_positive(QK_K / 16, 15, mins, lm, sw);
+        y->d = fp32_to_fp16(dm);
+        y->dmin = fp32_to_fp16(mm);
+        for (int j = 0; j < QK_K / 16; j++) y->scales[j] = (uint8_t)(ls[j] | (lm[j] << 4));
+        q2_K_finish(src, y, L);
     }
 }
 
@@ -343,6 +447,29 @@ static int q3_scale(const uint8_t *s, int j) {
     int low = j < 8 ? (s[j] & 0x0f) : (s[j - 8] >> 4);
     int high = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
     return (low | (high << 4)) - 32;
+}
+
+/* Re-quantizes the codes of a q3_K block against its scales as they decode
+ * (codes of a sub-block whose scale decodes to 0 are kept) and packs them:
+ * bit 2 of element e goes to hmask[e % 32], bit e / 32. */
+static void q3_K_finish(const float *src, block_q3_K *y, int8_t *L) {
+    for (int j = 0; j < QK_K / 16; j++) {
+        const float d = fp16_to_fp32(y->d) * (float)q3_scale(y->scales, j);
+        if (d == 0.0f) continue;
+        for (int i = 0; i < 16; i++)
+            L[16 * j + i] = (int8_t)(clampi(quant_nearest_int(src[16 * j + i] / d), -4, 3) + 4);
+    }
+    memset(y->hmask, 0, sizeof y->hmask);
+    uint8_t low[QK_K];
+    for (int e = 0; e < QK_K; e++) {
+        int l = L[e];
+        if (l > 3) {
+            y->hmask[e % 32] |= (uint8_t)(1u << (e / 32));
+            l -= 4;
+        }
+        low[e] = (uint8_t)l;
+    }
+    pack_2bit(low, y->qs);
 }
 
 void quantize_row_q3_K_ref(const float *src, void *dst, int64_t n) {
@@ -376,24 +503,40 @@ void quantize_row_q3_K_ref(const float *src, void *dst, int64_t n) {
         } else {
             y->d = fp32_to_fp16(0.f);
         }
+        q3_K_finish(src, y, L);
+    }
+}
+
+void quantize_row_q3_K_imat(const float *src, void *dst, int64_t n, const float *qw) {
+    KITE_ASSERT(n % QK_K == 0);
+    block_q3_K *blk = dst;
+    int8_t L[QK_K], ls[QK_K / 16];
+    float weights[16], scales[QK_K / 16], sw[QK_K / 16];
+    for (int64_t b = 0; b < n / QK_K; b++, src += QK_K, qw += QK_K) {
+        block_q3_K *y = &blk[b];
+        float sum_x2 = 0;
+        for (int j = 0; j < QK_K; j++) sum_x2 += src[j] * src[j];
+        const float sigma2 = 2 * sum_x2 / QK_K;
         for (int j = 0; j < QK_K / 16; j++) {
-            const float d = fp16_to_fp32(y->d) * (float)q3_scale(y->scales, j);
-            if (d == 0.0f) continue;
-            for (int i = 0; i < 16; i++)
-                L[16 * j + i] = (int8_t)(clampi(quant_nearest_int(src[16 * j + i] / d), -4, 3) + 4);
+            for (int l = 0; l < 16; l++) weights[l] = qw[16 * j + l] * sqrtf(sigma2 + src[16 * j + l] * src[16 * j + l]);
+            float sumw = 0;
+            for (int l = 0; l < 16; l++) sumw += weights[l];
+            sw[j] = sumw;
+            scales[j] = quant_search_symmetric(16, 4, src + 16 * j, L + 16 * j, weights);
         }
-        /* bit 2 of element e goes to hmask[e % 32], bit e / 32 */
-        memset(y->hmask, 0, sizeof y->hmask);
-        uint8_t low[QK_K];
-        for (int e = 0; e < QK_K; e++) {
-            int l = L[e];
-            if (l > 3) {
-                y->hmask[e % 32] |= (uint8_t)(1u << (e / 32));
-                l -= 4;
-            }
-            low[e] = (uint8_t)l;
+        /* the 16 scales as 6-bit codes 0..63 (32 meaning 0) under their weight sums */
+        const float d_block = quant_search_symmetric(QK_K / 16, 32, scales, ls, sw);
+        memset(y->scales, 0, sizeof y->scales);
+        for (int j = 0; j < QK_K / 16; j++) {
+            const int l = ls[j];
+            if (j < 8)
+                y->scales[j] = (uint8_t)(l & 0x0f);
+            else
+                y->scales[j - 8] |= (uint8_t)((l & 0x0f) << 4);
+            y->scales[j % 4 + 8] |= (uint8_t)((l >> 4) << (2 * (j / 4)));
         }
-        pack_2bit(low, y->qs);
+        y->d = fp32_to_fp16(d_block);
+        q3_K_finish(src, y, L);
     }
 }
 
@@ -415,33 +558,64 @@ void dequantize_row_q3_K(const void *src, float *dst, int64_t n) {
 /* ---- q4_K / q5_K (shared scale search) ------------------------------------ */
 
 /* Scale/min search of the 8 sub-blocks of 32 and their 6-bit packing; then
- * the codes (0..nmax) re-quantized against the decoded scales. */
-static void quantize_k4_common(const float *x, int nmax, float rmin, int nstep, kite_half *dh,
+ * the codes (0..nmax) re-quantized against the decoded scales.
+ * qw NULL: the reference (weights |x| + rms of the sub-block, rmin/nstep
+ * trials, scales against the largest).  qw (the importance matrix of this
+ * super-block): llama-quantize's imatrix path -- weights qw * sqrt(sigma2 +
+ * x^2) with sigma2 twice the mean square of the super-block, 37 trials
+ * from -0.9 in steps of 0.05, the scales and mins themselves fitted with
+ * quant_search_positive under the sub-blocks' weight sums. */
+static void quantize_k4_common(const float *x, const float *qw, int nmax, float rmin, int nstep, kite_half *dh,
                                kite_half *dmin, uint8_t *packed, uint8_t *L) {
     uint8_t Laux[32], ls[8], lm[8];
-    float weights[32], mins[8], scales[8];
-    for (int j = 0; j < 8; j++) {
-        const float *xb = x + 32 * j;
+    float weights[32], mins[8], scales[8], sw[8];
+    if (qw) {
         float sum_x2 = 0;
-        for (int l = 0; l < 32; l++) sum_x2 += xb[l] * xb[l];
-        const float av_x = sqrtf(sum_x2 / 32);
-        for (int l = 0; l < 32; l++) weights[l] = av_x + fabsf(xb[l]);
-        scales[j] = search_affine(32, nmax, xb, weights, L + 32 * j, &mins[j], Laux, rmin, 0.1f, nstep, false);
+        for (int l = 0; l < QK_K; l++) sum_x2 += x[l] * x[l];
+        const float sigma2 = 2 * sum_x2 / QK_K;
+        for (int j = 0; j < 8; j++) {
+            const float *xb = x + 32 * j;
+            for (int l = 0; l < 32; l++) weights[l] = qw[32 * j + l] * sqrtf(sigma2 + xb[l] * xb[l]);
+            float sumw = 0;
+            for (int l = 0; l < 32; l++) sumw += weights[l];
+            sw[j] = sumw;
+            scales[j] = quant_search_affine(32, nmax, xb, weights, L + 32 * j, &mins[j], Laux, -0.9f, 0.05f, 36, false);
+        }
+        const float d_block = quant_search_positive(8, 63, scales, ls, sw);
+        const float m_block = quant_search_positive(8, 63, mins, lm, sw);
+        if (nmax == 31) /* q5_K clamps the 6-bit codes, q4_K does not (ggml) */
+            for (int j = 0; j < 8; j++) {
+                ls[j] = ls[j] < 63 ? ls[j] : 63;
+                lm[j] = lm[j] < 63 ? lm[j] : 63;
+            }
+        memset(packed, 0, K_SCALE_SIZE);
+        pack_scale_min_k4(ls, lm, packed);
+        *dh = fp32_to_fp16(d_block);
+        *dmin = fp32_to_fp16(m_block);
+    } else {
+        for (int j = 0; j < 8; j++) {
+            const float *xb = x + 32 * j;
+            float sum_x2 = 0;
+            for (int l = 0; l < 32; l++) sum_x2 += xb[l] * xb[l];
+            const float av_x = sqrtf(sum_x2 / 32);
+            for (int l = 0; l < 32; l++) weights[l] = av_x + fabsf(xb[l]);
+            scales[j] = quant_search_affine(32, nmax, xb, weights, L + 32 * j, &mins[j], Laux, rmin, 0.1f, nstep, false);
+        }
+        const float max_scale = max_of(scales, 8);
+        const float max_min = max_of(mins, 8);
+        const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
+        const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
+        for (int j = 0; j < 8; j++) {
+            uint8_t s = (uint8_t)quant_nearest_int(inv_scale * scales[j]);
+            uint8_t m = (uint8_t)quant_nearest_int(inv_min * mins[j]);
+            ls[j] = s < 63 ? s : 63;
+            lm[j] = m < 63 ? m : 63;
+        }
+        memset(packed, 0, K_SCALE_SIZE);
+        pack_scale_min_k4(ls, lm, packed);
+        *dh = fp32_to_fp16(max_scale / 63.f);
+        *dmin = fp32_to_fp16(max_min / 63.f);
     }
-    const float max_scale = max_of(scales, 8);
-    const float max_min = max_of(mins, 8);
-    const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
-    const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
-    for (int j = 0; j < 8; j++) {
-        uint8_t s = (uint8_t)quant_nearest_int(inv_scale * scales[j]);
-        uint8_t m = (uint8_t)quant_nearest_int(inv_min * mins[j]);
-        ls[j] = s < 63 ? s : 63;
-        lm[j] = m < 63 ? m : 63;
-    }
-    memset(packed, 0, K_SCALE_SIZE);
-    pack_scale_min_k4(ls, lm, packed);
-    *dh = fp32_to_fp16(max_scale / 63.f);
-    *dmin = fp32_to_fp16(max_min / 63.f);
     for (int j = 0; j < 8; j++) {
         uint8_t sc, m;
         kite_get_scale_min_k4(j, packed, &sc, &m);
@@ -453,19 +627,23 @@ static void quantize_k4_common(const float *x, int nmax, float rmin, int nstep, 
     }
 }
 
-void quantize_row_q4_K_ref(const float *src, void *dst, int64_t n) {
+/* q4_K blocks of n elements; qw: importance of each element, or NULL. */
+static void q4_K_row(const float *src, void *dst, int64_t n, const float *qw) {
     KITE_ASSERT(n % QK_K == 0);
     block_q4_K *blk = dst;
     uint8_t L[QK_K];
     for (int64_t b = 0; b < n / QK_K; b++, src += QK_K) {
         block_q4_K *y = &blk[b];
-        quantize_k4_common(src, 15, -1.f, 20, &y->d, &y->dmin, y->scales, L);
+        quantize_k4_common(src, qw ? qw + b * QK_K : NULL, 15, -1.f, 20, &y->d, &y->dmin, y->scales, L);
         /* 64 elements per 32 bytes: first 32 in the low nibbles, next 32 high */
         for (int g = 0; g < QK_K / 64; g++)
             for (int l = 0; l < 32; l++)
                 y->qs[32 * g + l] = (uint8_t)(L[64 * g + l] | (L[64 * g + l + 32] << 4));
     }
 }
+
+void quantize_row_q4_K_ref(const float *src, void *dst, int64_t n) { q4_K_row(src, dst, n, NULL); }
+void quantize_row_q4_K_imat(const float *src, void *dst, int64_t n, const float *qw) { q4_K_row(src, dst, n, qw); }
 
 void dequantize_row_q4_K(const void *src, float *dst, int64_t n) {
     KITE_ASSERT(n % QK_K == 0);
@@ -484,13 +662,14 @@ void dequantize_row_q4_K(const void *src, float *dst, int64_t n) {
     }
 }
 
-void quantize_row_q5_K_ref(const float *src, void *dst, int64_t n) {
+/* q5_K blocks of n elements; qw: importance of each element, or NULL. */
+static void q5_K_row(const float *src, void *dst, int64_t n, const float *qw) {
     KITE_ASSERT(n % QK_K == 0);
     block_q5_K *blk = dst;
     uint8_t L[QK_K];
     for (int64_t b = 0; b < n / QK_K; b++, src += QK_K) {
         block_q5_K *y = &blk[b];
-        quantize_k4_common(src, 31, -0.5f, 15, &y->d, &y->dmin, y->scales, L);
+        quantize_k4_common(src, qw ? qw + b * QK_K : NULL, 31, -0.5f, 15, &y->d, &y->dmin, y->scales, L);
         /* sub-block j: low 4 bits as in q4_K, bit 4 in qh[l] bit j */
         memset(y->qh, 0, sizeof y->qh);
         for (int g = 0; g < QK_K / 64; g++) {
@@ -509,6 +688,9 @@ void quantize_row_q5_K_ref(const float *src, void *dst, int64_t n) {
         }
     }
 }
+
+void quantize_row_q5_K_ref(const float *src, void *dst, int64_t n) { q5_K_row(src, dst, n, NULL); }
+void quantize_row_q5_K_imat(const float *src, void *dst, int64_t n, const float *qw) { q5_K_row(src, dst, n, qw); }
 
 void dequantize_row_q5_K(const void *src, float *dst, int64_t n) {
     KITE_ASSERT(n % QK_K == 0);
@@ -532,7 +714,10 @@ void dequantize_row_q5_K(const void *src, float *dst, int64_t n) {
 
 /* ---- q6_K ------------------------------------------------------------------ */
 
-void quantize_row_q6_K_ref(const float *src, void *dst, int64_t n) {
+/* q6_K blocks of n elements; qw: importance of each element, or NULL.  With
+ * qw, llama-quantize fits the sub-block scales under qw itself (no sigma
+ * term, unlike the other types). */
+static void q6_K_row(const float *src, void *dst, int64_t n, const float *qw) {
     KITE_ASSERT(n % QK_K == 0);
     block_q6_K *blk = dst;
     int8_t L[QK_K];
@@ -541,7 +726,8 @@ void quantize_row_q6_K_ref(const float *src, void *dst, int64_t n) {
         block_q6_K *y = &blk[b];
         float max_scale = 0, max_abs_scale = 0;
         for (int j = 0; j < QK_K / 16; j++) {
-            scales[j] = search_symmetric(16, 32, src + 16 * j, L + 16 * j);
+            scales[j] = quant_search_symmetric(16, 32, src + 16 * j, L + 16 * j,
+                                               qw ? qw + b * QK_K + 16 * j : NULL);
             if (fabsf(scales[j]) > max_abs_scale) {
                 max_abs_scale = fabsf(scales[j]);
                 max_scale = scales[j];
@@ -578,6 +764,9 @@ void quantize_row_q6_K_ref(const float *src, void *dst, int64_t n) {
         }
     }
 }
+
+void quantize_row_q6_K_ref(const float *src, void *dst, int64_t n) { q6_K_row(src, dst, n, NULL); }
+void quantize_row_q6_K_imat(const float *src, void *dst, int64_t n, const float *qw) { q6_K_row(src, dst, n, qw); }
 
 void dequantize_row_q6_K(const void *src, float *dst, int64_t n) {
     KITE_ASSERT(n % QK_K == 0);

@@ -200,6 +200,85 @@ void dequantize_row_q5_1(const void *src, float *dst, int64_t n) {
     }
 }
 
+/* ---- importance-weighted (llama-quantize --imatrix) ------------------------
+ * One row of n elements with the importance qw[0..n): each element's weight
+ * is qw * sqrt(sigma2 + x^2), sigma2 the row's mean square; the symmetric
+ * types take the weighted make_qx search (quant_search_symmetric), the
+ * offset types the weighted affine one, as ggml's quantize_row_*_impl. */
+
+static float row_mean_square(const float *x, int64_t n) {
+    float sum_x2 = 0;
+    for (int64_t j = 0; j < n; j++) sum_x2 += x[j] * x[j];
+    return sum_x2 / (float)n;
+}
+
+static void imat_weights(const float *xb, const float *qw, float sigma2, float *w) {
+    for (int j = 0; j < 32; j++) w[j] = qw[j] * sqrtf(sigma2 + xb[j] * xb[j]);
+}
+
+void quantize_row_q4_0_imat(const float *src, void *dst, int64_t n, const float *qw) {
+    KITE_ASSERT(n % QK4_0 == 0);
+    block_q4_0 *blk = dst;
+    const float sigma2 = row_mean_square(src, n);
+    float w[32];
+    int8_t L[32];
+    for (int64_t b = 0; b < n / QK4_0; b++) {
+        imat_weights(src + 32 * b, qw + 32 * b, sigma2, w);
+        blk[b].d = fp32_to_fp16(quant_search_symmetric(32, 8, src + 32 * b, L, w));
+        for (int j = 0; j < 16; j++) blk[b].qs[j] = (uint8_t)(L[j] | (L[j + 16] << 4));
+    }
+}
+
+void quantize_row_q5_0_imat(const float *src, void *dst, int64_t n, const float *qw) {
+    KITE_ASSERT(n % QK5_0 == 0);
+    block_q5_0 *blk = dst;
+    const float sigma2 = row_mean_square(src, n);
+    float w[32];
+    int8_t L[32];
+    uint8_t q[32];
+    for (int64_t b = 0; b < n / QK5_0; b++) {
+        imat_weights(src + 32 * b, qw + 32 * b, sigma2, w);
+        blk[b].d = fp32_to_fp16(quant_search_symmetric(32, 16, src + 32 * b, L, w));
+        for (int j = 0; j < 32; j++) q[j] = (uint8_t)L[j];
+        pack5(q, blk[b].qs, blk[b].qh);
+    }
+}
+
+/* q4_1 / q5_1 with the importance qw: codes 0..nmax, d and m from the weighted affine search. */
+static void affine_imat_block(const float *xb, const float *w, int nmax, uint8_t *L, kite_half *d, kite_half *m) {
+    uint8_t Laux[32];
+    float min;
+    const float scale = quant_search_affine(32, nmax, xb, w, L, &min, Laux, -0.9f, 0.05f, 36, false);
+    *d = fp32_to_fp16(scale);
+    *m = fp32_to_fp16(-min);
+}
+
+void quantize_row_q4_1_imat(const float *src, void *dst, int64_t n, const float *qw) {
+    KITE_ASSERT(n % QK4_1 == 0);
+    block_q4_1 *blk = dst;
+    const float sigma2 = row_mean_square(src, n);
+    float w[32];
+    uint8_t L[32];
+    for (int64_t b = 0; b < n / QK4_1; b++) {
+        imat_weights(src + 32 * b, qw + 32 * b, sigma2, w);
+        affine_imat_block(src + 32 * b, w, 15, L, &blk[b].d, &blk[b].m);
+        for (int j = 0; j < 16; j++) blk[b].qs[j] = (uint8_t)(L[j] | (L[j + 16] << 4));
+    }
+}
+
+void quantize_row_q5_1_imat(const float *src, void *dst, int64_t n, const float *qw) {
+    KITE_ASSERT(n % QK5_1 == 0);
+    block_q5_1 *blk = dst;
+    const float sigma2 = row_mean_square(src, n);
+    float w[32];
+    uint8_t L[32];
+    for (int64_t b = 0; b < n / QK5_1; b++) {
+        imat_weights(src + 32 * b, qw + 32 * b, sigma2, w);
+        affine_imat_block(src + 32 * b, w, 31, L, &blk[b].d, &blk[b].m);
+        pack5(L, blk[b].qs, blk[b].qh);
+    }
+}
+
 /* ---- q8_0 / q8_1 -------------------------------------------------------- */
 
 /* Scale of a symmetric 8-bit block: absmax / 127; codes roundf(x / d). */

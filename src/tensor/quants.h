@@ -27,6 +27,7 @@
 #ifndef KITE_TENSOR_QUANTS_H
 #define KITE_TENSOR_QUANTS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -70,6 +71,34 @@ void quantize_row_iq4_nl_ref(const float *src, void *dst, int64_t n);
 void quantize_row_iq4_xs_ref(const float *src, void *dst, int64_t n);
 void quantize_row_tq1_0_ref(const float *src, void *dst, int64_t n);
 void quantize_row_tq2_0_ref(const float *src, void *dst, int64_t n);
+
+/* ---- importance-weighted (llama-quantize --imatrix) ----------------------
+ * One row of n elements; qw[0..n) the importance of each column.  Bytes
+ * equal ggml's quantize_<type>() with quant_weights (its *_impl functions):
+ * element weights qw * sqrt(sigma2 + x^2) (q6_K: qw alone) and the weighted
+ * searches below.  Types not listed ignore the importance (as ggml). */
+void quantize_row_q4_0_imat(const float *src, void *dst, int64_t n, const float *qw);
+void quantize_row_q4_1_imat(const float *src, void *dst, int64_t n, const float *qw);
+void quantize_row_q5_0_imat(const float *src, void *dst, int64_t n, const float *qw);
+void quantize_row_q5_1_imat(const float *src, void *dst, int64_t n, const float *qw);
+void quantize_row_q2_K_imat(const float *src, void *dst, int64_t n, const float *qw);
+void quantize_row_q3_K_imat(const float *src, void *dst, int64_t n, const float *qw);
+void quantize_row_q4_K_imat(const float *src, void *dst, int64_t n, const float *qw);
+void quantize_row_q5_K_imat(const float *src, void *dst, int64_t n, const float *qw);
+void quantize_row_q6_K_imat(const float *src, void *dst, int64_t n, const float *qw);
+void quantize_row_iq4_nl_imat(const float *src, void *dst, int64_t n, const float *qw);
+void quantize_row_iq4_xs_imat(const float *src, void *dst, int64_t n, const float *qw);
+
+/* The scale searches (quant_k.c), shared by the encoders of quant_*.c:
+ *   symmetric  codes 0..2*nmax-1 (nmax meaning 0), weights qw or x^2 (NULL);
+ *              returns the scale (ggml's make_qx_quants, rmse_type 1);
+ *   affine     codes 0..nmax with a min <= 0 (out: -min), weighted trials
+ *              rmin + rdelta*k, k = 0..nstep (make_qkx2/qkx3_quants);
+ *   positive   codes 0..nmax of x >= 0 under weights w (make_qp_quants). */
+float quant_search_symmetric(int n, int nmax, const float *x, int8_t *L, const float *qw);
+float quant_search_affine(int n, int nmax, const float *x, const float *weights, uint8_t *L, float *min_out,
+                          uint8_t *Laux, float rmin, float rdelta, int nstep, bool use_mad);
+float quant_search_positive(int n, int nmax, const float *x, uint8_t *L, const float *w);
 
 /* Round to the nearest integer, ties to even, by adding 1.5 * 2^23 and
  * reading the mantissa (the trick ggml's k-quant search uses, so results
