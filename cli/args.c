@@ -104,6 +104,32 @@ bool cli_text_append(cli_text *b, const char *s, size_t n) {
     return true;
 }
 
+char *cli_read_stream(FILE *f, size_t *len) {
+    cli_text b = {0};
+    char chunk[65536];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        if (!cli_text_append(&b, chunk, n)) {
+            free(b.p);
+            return NULL;
+        }
+    if (ferror(f) || !cli_text_append(&b, "", 0)) {
+        free(b.p);
+        return NULL;
+    }
+    *len = b.len;
+    return b.p;
+}
+
+char *cli_read_file(const char *path, size_t *len) {
+    if (!strcmp(path, "-")) return cli_read_stream(stdin, len);
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *b = cli_read_stream(f, len);
+    fclose(f);
+    return b;
+}
+
 static int cmp_double(const void *a, const void *b) {
     const double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;

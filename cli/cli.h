@@ -72,6 +72,11 @@ typedef struct cli_text {
     size_t len, cap;
 } cli_text;
 bool cli_text_append(cli_text *b, const char *s, size_t n);
+/* All of f (cli_read_stream) or of the file at path (cli_read_file; "-" is
+ * standard input) in a malloc'd NUL-terminated buffer, *len its length without
+ * the NUL; NULL on a read error or out of memory (errno says which for open). */
+char *cli_read_stream(FILE *f, size_t *len);
+char *cli_read_file(const char *path, size_t *len);
 bool cli_parse_u64(const char *cmd, const char *flag, const char *s, uint64_t *out);
 
 /* Median of v[0..n) (sorts v in place); 0 for n <= 0. */

@@ -84,30 +84,6 @@ typedef struct embed_input {
     int32_t n;
 } embed_input;
 
-/* Reads all of f into a malloc'd NUL-terminated buffer; NULL on error. */
-static char *read_all(FILE *f, size_t *len) {
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        if (n + 1 >= cap) {
-            char *b = realloc(buf, cap * 2);
-            if (!b) break;
-            buf = b;
-            cap *= 2;
-        }
-        size_t r = fread(buf + n, 1, cap - 1 - n, f);
-        n += r;
-        if (r == 0) {
-            if (ferror(f)) break;
-            buf[n] = '\0';
-            *len = n;
-            return buf;
-        }
-    }
-    free(buf);
-    return NULL;
-}
-
 /* The lines in the engine: slot i % W holds line i's vector until printed. */
 typedef struct embed_run {
     pthread_mutex_t mu;
@@ -172,7 +148,7 @@ int cmd_embed(int argc, char **argv) {
             goto done;
         }
         size_t len = 0;
-        buf = read_all(f, &len);
+        buf = cli_read_stream(f, &len);
         if (f != stdin) fclose(f);
         if (!buf) {
             fprintf(stderr, "kite embed: cannot read '%s'\n", o.file);

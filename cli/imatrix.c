@@ -10,6 +10,7 @@
  * with BOS; the estimate of the perplexity over the second halves of the
  * chunks is printed at the end (it is the same model over the same text).
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,35 +63,6 @@ const cli_spec cli_spec_imatrix = {
     .unknown = "unknown argument",
 };
 
-static char *read_text(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        if (n == cap) {
-            char *b = realloc(buf, cap * 2);
-            if (!b) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = b;
-            cap *= 2;
-        }
-        const size_t r = fread(buf + n, 1, cap - n, f);
-        n += r;
-        if (r == 0) break;
-    }
-    if (buf && ferror(f)) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    *len = n;
-    return buf;
-}
-
 int cmd_imatrix(int argc, char **argv) {
     imatrix_opts o = {0};
     int rc = cli_parse(&cli_spec_imatrix, argc, argv, &o);
@@ -101,9 +73,9 @@ int cmd_imatrix(int argc, char **argv) {
     if (o.quiet) progress_set_quiet(true);
     tmpf_install_signal_handlers(); /* an interrupt leaves no temporary file */
     size_t len = 0;
-    char *text = read_text(o.text, &len);
+    char *text = cli_read_file(o.text, &len);
     if (!text) {
-        fprintf(stderr, "kite imatrix: %s: cannot read\n", o.text);
+        fprintf(stderr, "kite imatrix: %s: cannot read: %s\n", o.text, strerror(errno));
         return 1;
     }
     kite_model *model = NULL;

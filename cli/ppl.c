@@ -102,36 +102,6 @@ const cli_spec cli_spec_ppl = {
     .unknown = "unknown argument",
 };
 
-/* Reads a whole file ('-' = stdin) into a malloc'd buffer. NULL on error. */
-static char *read_all(const char *path, size_t *len) {
-    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        if (n == cap) {
-            char *b = realloc(buf, cap * 2);
-            if (!b) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = b;
-            cap *= 2;
-        }
-        size_t r = fread(buf + n, 1, cap - n, f);
-        n += r;
-        if (r == 0) break;
-    }
-    if (buf && ferror(f)) {
-        free(buf);
-        buf = NULL;
-    }
-    if (f != stdin) fclose(f);
-    *len = n;
-    return buf;
-}
-
 static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
 
 /* Adds the text tokens of text[0..len) to the plan. */
@@ -325,7 +295,7 @@ int cmd_ppl(int argc, char **argv) {
     kite_token *targets = NULL, *text_ids = NULL;
     size_t text_len = 0;
     char *text = NULL;
-    if (text_path && !(text = read_all(text_path, &text_len))) {
+    if (text_path && !(text = cli_read_file(text_path, &text_len))) {
         fprintf(stderr, "kite ppl: %s: cannot read: %s\n", text_path, strerror(errno));
         goto done;
     }

@@ -171,28 +171,6 @@ static int parse_args(int argc, char **argv, run_opts *o) {
     return -1;
 }
 
-static char *read_all(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    cli_text b = {0};
-    char chunk[65536];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        if (!cli_text_append(&b, chunk, n)) {
-            free(b.p);
-            fclose(f);
-            return NULL;
-        }
-    bool err = ferror(f);
-    fclose(f);
-    if (err || !cli_text_append(&b, "", 0)) {
-        free(b.p);
-        return NULL;
-    }
-    *len = b.len;
-    return b.p;
-}
-
 /* Writes the logits rows of the last eval (n rows) to the dump file. */
 static bool dump_rows(FILE *f, const kite_ctx *ctx, int32_t n, int32_t n_vocab) {
     for (int32_t i = 0; i < n; i++) {
@@ -328,7 +306,7 @@ static int run_grammar(run_session *s) {
     }
     char *buf = NULL;
     size_t len = text ? strlen(text) : 0;
-    if (path && !(buf = read_all(path, &len))) {
+    if (path && !(buf = cli_read_file(path, &len))) {
         fprintf(stderr, "kite run: cannot read '%s'\n", path);
         return 1;
     }
@@ -345,7 +323,7 @@ static int run_open(run_session *s) {
     const char *prompt = o->prompt ? o->prompt : "";
     size_t prompt_len = strlen(prompt);
     if (o->prompt_file) {
-        s->prompt_buf = read_all(o->prompt_file, &prompt_len);
+        s->prompt_buf = cli_read_file(o->prompt_file, &prompt_len);
         if (!s->prompt_buf) {
             fprintf(stderr, "kite run: cannot read prompt file '%s'\n", o->prompt_file);
             return 1;

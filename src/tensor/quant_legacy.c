@@ -212,71 +212,70 @@ static float row_mean_square(const float *x, int64_t n) {
     return sum_x2 / (float)n;
 }
 
-static void imat_weights(const float *xb, const float *qw, float sigma2, float *w) {
-    for (int j = 0; j < 32; j++) w[j] = qw[j] * sqrtf(sigma2 + xb[j] * xb[j]);
+/* One row of a legacy type (t: KITE_DTYPE_Q4_0, _Q4_1, _Q5_0, _Q5_1) with the
+ * importance qw: per block of 32 the weighted search gives the codes and d
+ * (and m), then the type's packing. */
+static void legacy_imat_row(const float *src, void *dst, int64_t n, const float *qw, uint32_t t) {
+    KITE_ASSERT(n % 32 == 0);
+    const bool affine = t == KITE_DTYPE_Q4_1 || t == KITE_DTYPE_Q5_1;
+    const bool five = t == KITE_DTYPE_Q5_0 || t == KITE_DTYPE_Q5_1;
+    const int nmax = affine ? (five ? 31 : 15) : (five ? 16 : 8);
+    const float sigma2 = row_mean_square(src, n);
+    float w[32];
+    uint8_t L[32], Laux[32];
+    int8_t Ls[32];
+    for (int64_t b = 0; b < n / 32; b++) {
+        const float *xb = src + 32 * b;
+        for (int j = 0; j < 32; j++) w[j] = qw[32 * b + j] * sqrtf(sigma2 + xb[j] * xb[j]);
+        kite_half d, m = 0;
+        if (affine) {
+            float min;
+            d = fp32_to_fp16(quant_search_affine(32, nmax, xb, w, L, &min, Laux, -0.9f, 0.05f, 36, false));
+            m = fp32_to_fp16(-min);
+        } else {
+            d = fp32_to_fp16(quant_search_symmetric(32, nmax, xb, Ls, w));
+            for (int j = 0; j < 32; j++) L[j] = (uint8_t)Ls[j];
+        }
+        switch (t) {
+        case KITE_DTYPE_Q4_0: {
+            block_q4_0 *y = (block_q4_0 *)dst + b;
+            y->d = d;
+            for (int j = 0; j < 16; j++) y->qs[j] = (uint8_t)(L[j] | (L[j + 16] << 4));
+            break;
+        }
+        case KITE_DTYPE_Q4_1: {
+            block_q4_1 *y = (block_q4_1 *)dst + b;
+            y->d = d, y->m = m;
+            for (int j = 0; j < 16; j++) y->qs[j] = (uint8_t)(L[j] | (L[j + 16] << 4));
+            break;
+        }
+        case KITE_DTYPE_Q5_0: {
+            block_q5_0 *y = (block_q5_0 *)dst + b;
+            y->d = d;
+            pack5(L, y->qs, y->qh);
+            break;
+        }
+        default: {
+            block_q5_1 *y = (block_q5_1 *)dst + b;
+            y->d = d, y->m = m;
+            pack5(L, y->qs, y->qh);
+            break;
+        }
+        }
+    }
 }
 
 void quantize_row_q4_0_imat(const float *src, void *dst, int64_t n, const float *qw) {
-    KITE_ASSERT(n % QK4_0 == 0);
-    block_q4_0 *blk = dst;
-    const float sigma2 = row_mean_square(src, n);
-    float w[32];
-    int8_t L[32];
-    for (int64_t b = 0; b < n / QK4_0; b++) {
-        imat_weights(src + 32 * b, qw + 32 * b, sigma2, w);
-        blk[b].d = fp32_to_fp16(quant_search_symmetric(32, 8, src + 32 * b, L, w));
-        for (int j = 0; j < 16; j++) blk[b].qs[j] = (uint8_t)(L[j] | (L[j + 16] << 4));
-    }
+    legacy_imat_row(src, dst, n, qw, KITE_DTYPE_Q4_0);
 }
-
-void quantize_row_q5_0_imat(const float *src, void *dst, int64_t n, const float *qw) {
-    KITE_ASSERT(n % QK5_0 == 0);
-    block_q5_0 *blk = dst;
-    const float sigma2 = row_mean_square(src, n);
-    float w[32];
-    int8_t L[32];
-    uint8_t q[32];
-    for (int64_t b = 0; b < n / QK5_0; b++) {
-        imat_weights(src + 32 * b, qw + 32 * b, sigma2, w);
-        blk[b].d = fp32_to_fp16(quant_search_symmetric(32, 16, src + 32 * b, L, w));
-        for (int j = 0; j < 32; j++) q[j] = (uint8_t)L[j];
-        pack5(q, blk[b].qs, blk[b].qh);
-    }
-}
-
-/* q4_1 / q5_1 with the importance qw: codes 0..nmax, d and m from the weighted affine search. */
-static void affine_imat_block(const float *xb, const float *w, int nmax, uint8_t *L, kite_half *d, kite_half *m) {
-    uint8_t Laux[32];
-    float min;
-    const float scale = quant_search_affine(32, nmax, xb, w, L, &min, Laux, -0.9f, 0.05f, 36, false);
-    *d = fp32_to_fp16(scale);
-    *m = fp32_to_fp16(-min);
-}
-
 void quantize_row_q4_1_imat(const float *src, void *dst, int64_t n, const float *qw) {
-    KITE_ASSERT(n % QK4_1 == 0);
-    block_q4_1 *blk = dst;
-    const float sigma2 = row_mean_square(src, n);
-    float w[32];
-    uint8_t L[32];
-    for (int64_t b = 0; b < n / QK4_1; b++) {
-        imat_weights(src + 32 * b, qw + 32 * b, sigma2, w);
-        affine_imat_block(src + 32 * b, w, 15, L, &blk[b].d, &blk[b].m);
-        for (int j = 0; j < 16; j++) blk[b].qs[j] = (uint8_t)(L[j] | (L[j + 16] << 4));
-    }
+    legacy_imat_row(src, dst, n, qw, KITE_DTYPE_Q4_1);
 }
-
+void quantize_row_q5_0_imat(const float *src, void *dst, int64_t n, const float *qw) {
+    legacy_imat_row(src, dst, n, qw, KITE_DTYPE_Q5_0);
+}
 void quantize_row_q5_1_imat(const float *src, void *dst, int64_t n, const float *qw) {
-    KITE_ASSERT(n % QK5_1 == 0);
-    block_q5_1 *blk = dst;
-    const float sigma2 = row_mean_square(src, n);
-    float w[32];
-    uint8_t L[32];
-    for (int64_t b = 0; b < n / QK5_1; b++) {
-        imat_weights(src + 32 * b, qw + 32 * b, sigma2, w);
-        affine_imat_block(src + 32 * b, w, 31, L, &blk[b].d, &blk[b].m);
-        pack5(L, blk[b].qs, blk[b].qh);
-    }
+    legacy_imat_row(src, dst, n, qw, KITE_DTYPE_Q5_1);
 }
 
 /* ---- q8_0 / q8_1 -------------------------------------------------------- */

@@ -574,7 +574,7 @@ TEST(test_moe_all_experts_is_dense_mixture) {
         }
         const layer_weights *L = &m->layers[1];
         moe_route(c, L, x, n);
-        moe_experts(c, L, x, n, out);
+        moe_experts(c, L, 0, x, n, out);
         double worst = 0.0;
         for (int t = 0; t < n; t++) {
             double xd[256], p[64], mx = -INFINITY, sum = 0.0, dense[256] = {0}, h[512], o[256];
@@ -617,7 +617,7 @@ TEST(test_moe_unchosen_experts_not_read) {
     for (int i = 0; i < E; i++) x[i] = sinf((float)i);
     const layer_weights *L = &m->layers[0];
     moe_route(c, L, x, n);
-    moe_experts(c, L, x, n, out);
+    moe_experts(c, L, 0, x, n, out);
     int unused = -1;
     for (int e = 0; e < m->hp.n_expert && unused < 0; e++) {
         int chosen = 0;
@@ -630,7 +630,7 @@ TEST(test_moe_unchosen_experts_not_read) {
     for (int64_t i = 0; i < wg.ne[0] * wg.ne[1]; i++) pg[i] = NAN;
     for (int64_t i = 0; i < wd.ne[0] * wd.ne[1]; i++) pd[i] = NAN;
     moe_route(c, L, x, n);
-    moe_experts(c, L, x, n, out2);
+    moe_experts(c, L, 0, x, n, out2);
     CHECK(memcmp(out, out2, sizeof(float) * E) == 0);
     kite_ctx_free(c);
     kite_model_free(m);
