@@ -2,7 +2,7 @@
  * quantize.c - `kite quantize`: quantization of a GGUF model (RTN, GPTQ, AWQ).
  *
  *   kite quantize [OPTIONS] IN.gguf [OUT.gguf] TYPE [NTHREADS]      (llama-quantize's form)
- *   kite quantize -m IN.gguf -o OUT.gguf --type TYPE [--pure] [--method rtn|gptq|awq] [--mix MIX]
+ *   kite quantize -m IN.gguf -o OUT.gguf --type TYPE [--pure] [--method rtn|gptq|awq|awq+gptq] [--mix MIX]
  *                 [--calib TEXT] [--calib-tokens N] [--group 32|64|128] [--bits N]
  *                 [--act-order] [--damp F] [--imatrix F] [--allow-requantize] [--allow-fallback] [-t THREADS]
  *
@@ -86,12 +86,14 @@ static const cli_opt quantize_opts_table[] = {
      CLI_AT(quantize_opts, mix)},
     {.names = "--method", .arg = "M",
      .help = "rtn; gptq: error compensation with calibration Hessians\n"
-             "(q4_0 q4_1 q5_0 q5_1 q8_0 q3_k matrices; others rtn); awq: activation-aware\n"
-             "scales folded into the norms / wv / w_up, then rtn (any type)\n"
+             "(q4_0 q4_1 q5_0 q5_1 q8_0 q3_k matrices; others: an error, or rtn with\n"
+             "--allow-fallback); awq: activation-aware scales folded into the norms /\n"
+             "wv / w_up, then rtn (any type); awq+gptq: awq's scales, then gptq on the\n"
+             "scaled weights\n"
              "smoothquant | outliers: W8A8 paths, see --method smoothquant --help\n"
              "(kite types w8a8, llm_int8: docs/quantization/w8a8.md)",
      .kind = CLI_STR, CLI_AT(quantize_opts, method), .def = "rtn"},
-    {.names = "--calib", .arg = "TEXT", .help = "calibration text file (required by gptq, awq and smoothquant)", .kind = CLI_STR,
+    {.names = "--calib", .arg = "TEXT", .help = "calibration text file (required by gptq, awq, awq+gptq and smoothquant)", .kind = CLI_STR,
      CLI_AT(quantize_opts, calib)},
     {.names = "--calib-tokens", .arg = "N", .help = "calibration tokens used", .kind = CLI_INT,
      CLI_AT(quantize_opts, calib_tokens), .min = 1, .max = INT64_C(1) << 32,
@@ -128,7 +130,7 @@ static const cli_opt quantize_opts_table[] = {
 const cli_spec cli_spec_quantize = {
     .cmd = CMD,
     .usage = "usage: kite quantize [OPTIONS] IN.gguf [OUT.gguf] TYPE [NTHREADS]\n"
-             "       kite quantize -m IN.gguf -o OUT.gguf --type TYPE [--pure] [--method rtn|gptq|awq]\n"
+             "       kite quantize -m IN.gguf -o OUT.gguf --type TYPE [--pure] [--method rtn|gptq|awq|awq+gptq]\n"
              "                     [--calib TEXT] [--calib-tokens N] [--group 32|64|128] [--bits N]\n"
              "                     [--act-order] [--damp F] [--allow-requantize] [--allow-fallback]\n"
              "                     [-t THREADS] [-q]\n"
@@ -212,15 +214,18 @@ int cmd_quantize(int argc, char **argv) {
     if (!strcmp(method, "rtn")) meth = QUANT_RTN;
     else if (!strcmp(method, "gptq")) meth = QUANT_GPTQ;
     else if (!strcmp(method, "awq")) meth = QUANT_AWQ;
+    else if (!strcmp(method, "awq+gptq")) meth = QUANT_AWQ_GPTQ;
     else
-        return cli_usage_error(CMD, "--method: unknown method '%s' (rtn, gptq, awq; smoothquant and outliers for "
+        return cli_usage_error(CMD, "--method: unknown method '%s' (rtn, gptq, awq, awq+gptq; smoothquant and outliers for "
                                "the W8A8 types)", method);
     if (meth != QUANT_RTN && !calib)
         return cli_usage_error(CMD, "--method %s needs a calibration text (--calib TEXT)", method);
     if (meth == QUANT_RTN && calib)
-        return cli_usage_error(CMD, "--calib is only used by --method gptq, awq and smoothquant");
-    if (act_order && meth != QUANT_GPTQ) return cli_usage_error(CMD, "--act-order is a gptq option");
-    if (o.allow_fallback && meth != QUANT_GPTQ) return cli_usage_error(CMD, "--allow-fallback is a gptq option");
+        return cli_usage_error(CMD, "--calib is only used by --method gptq, awq, awq+gptq and smoothquant");
+    if (act_order && meth != QUANT_GPTQ && meth != QUANT_AWQ_GPTQ)
+        return cli_usage_error(CMD, "--act-order is a gptq (and awq+gptq) option");
+    if (o.allow_fallback && meth != QUANT_GPTQ && meth != QUANT_AWQ_GPTQ)
+        return cli_usage_error(CMD, "--allow-fallback is a gptq (and awq+gptq) option");
 
     quant_params p = {.allow_requantize = allow_requant, .log = stderr, .method = meth, .calib_path = calib,
                       .calib_tokens = calib_tokens, .group = (int)group, .bits = (int)bits,

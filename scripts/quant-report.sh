@@ -82,7 +82,7 @@ for g in 32 128; do
     for bits in 4 3; do
         bflag=""
         [ "$bits" = 4 ] || bflag="--bits $bits"
-        for m in rtn gptq awq; do
+        for m in rtn gptq awq awq+gptq; do
             cflag=""
             [ "$m" = rtn ] || cflag="--calib $calib"
             # shellcheck disable=SC2086

@@ -116,6 +116,7 @@ static int ctx_create(kite_model *model, int32_t n_ctx, int32_t n_batch, int32_t
     c->model = model;
     c->n_ctx = n_ctx;
     c->n_batch = n_batch;
+    c->lr_to = INT32_MAX; /* every layer runs (ctx_set_layer_range) */
     c->kv_block = kv_block;
     c->kv_type = kv_type;
     c->kv_row_bytes = kv_row_bytes;
@@ -249,6 +250,14 @@ int ctx_new_sized_kv(kite_model *model, int32_t n_ctx, int32_t n_batch, int32_t 
 void ctx_set_tap(kite_ctx *ctx, ctx_tap_fn fn, void *user) {
     ctx->tap = fn;
     ctx->tap_user = fn ? user : NULL;
+}
+
+void ctx_set_layer_range(kite_ctx *ctx, int32_t from, int32_t to, int32_t rows, const float *x_in, float *x_out) {
+    ctx->lr_from = from;
+    ctx->lr_to = to;
+    ctx->lr_rows = rows;
+    ctx->lr_x_in = from > 0 ? x_in : NULL;
+    ctx->lr_x_out = x_out;
 }
 
 void ctx_set_expert_tap(kite_ctx *ctx, ctx_expert_tap_fn fn, void *user) {

@@ -116,6 +116,10 @@ struct kite_ctx {
     void *tap_user;
     ctx_expert_tap_fn expert_tap; /* per-expert calibration hook (ctx_set_expert_tap), or NULL */
     void *expert_tap_user;
+    int32_t lr_from, lr_to;   /* ctx_set_layer_range: only layers [lr_from, lr_to) run (0, INT32_MAX: all) */
+    int32_t lr_rows;          /* rows of lr_x_in / lr_x_out: the batch the range applies to */
+    const float *lr_x_in;     /* [lr_rows][n_embd] residual stream entering layer lr_from, or NULL */
+    float *lr_x_out;          /* [lr_rows][n_embd] gets the stream leaving layer lr_to - 1, or NULL */
 
     bool profiling;       /* kite_ctx_set_profiling: time each op type of the forward pass */
     double prof_s[KITE_PROFILE_N_OPS]; /* seconds accumulated per op type (enum ctx_prof_op) */
@@ -175,6 +179,14 @@ int ctx_set_prompt(kite_ctx *ctx, int32_t n_prompt);
 void ctx_set_tap(kite_ctx *ctx, ctx_tap_fn fn, void *user);
 /* Installs (or with fn NULL removes) the per-expert calibration tap. */
 void ctx_set_expert_tap(kite_ctx *ctx, ctx_expert_tap_fn fn, void *user);
+/* Calibration passes layer group by layer group (quant/calib.c): the next
+ * forward passes run only layers [from, to); for from > 0 the residual
+ * stream entering layer from is x_in (rows x n_embd, the batch's tokens in
+ * order) instead of the embedding, and x_out (may equal x_in; NULL: none)
+ * gets the stream leaving layer to - 1.  Every forward pass must then have
+ * exactly `rows` tokens (asserted).  The head still runs on what the stream
+ * holds.  from 0, to >= n_layer and no buffers restores normal passes. */
+void ctx_set_layer_range(kite_ctx *ctx, int32_t from, int32_t to, int32_t rows, const float *x_in, float *x_out);
 
 /* Unified maxima for split-KV decode: phi[n_layer * n_head] (layer-major) is
  * copied; phi NULL with n 0 restores the model's (kite.attention.unified_max,

@@ -457,6 +457,9 @@ void llama_forward_batch(kite_ctx *ctx, const kite_token *tokens, const fwd_seq 
     if (p.m->tp_size > 1 && p.m->tp_rank == 0) tp_lead(&p, tokens);
 
     embed(&p, tokens);
+    const size_t stream_bytes = (size_t)p.n * (size_t)p.hp->n_embd * sizeof(float);
+    if (ctx->lr_x_in || ctx->lr_x_out) KITE_ASSERT(p.n == ctx->lr_rows);
+    if (ctx->lr_x_in) memcpy(ctx->x, ctx->lr_x_in, stream_bytes); /* calibration: resume at layer lr_from */
     rope_table(&p);
     offload *ol = p.m->offload;
     if (ol) offload_pass_begin(ol);
@@ -464,10 +467,13 @@ void llama_forward_batch(kite_ctx *ctx, const kite_token *tokens, const fwd_seq 
         /* a streamed layer is taken even when skipped: the I/O thread reads them in order */
         p.L = ol ? offload_layer(ol, l) : &p.m->layers[l];
         if (!p.L) break; /* read error: the caller reports offload_error (llama_forward_failed) */
-        if (!(ctx->skip_layers && ctx->skip_layers[l])) { /* self-speculative draft: residual passes through */
+        /* skipped: a self-speculative draft's layers, or those outside a calibration range (the residual passes
+         * through) */
+        if (!(ctx->skip_layers && ctx->skip_layers[l]) && l >= ctx->lr_from && l < ctx->lr_to) {
             residual_add(&p, attn_block(&p, l));
             residual_add(&p, ffn_block(&p, l));
         }
+        if (ctx->lr_x_out && l == ctx->lr_to - 1) memcpy(ctx->lr_x_out, ctx->x, stream_bytes);
         if (ol) offload_done(ol, l);
     }
     if (ol) offload_pass_end(ol);

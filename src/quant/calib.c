@@ -7,12 +7,20 @@
  *   [g0, g1) (g0 = layer rounded down to layers_per_pass), installs the tap
  *   and evaluates every window from an empty cache.  The tap ignores other
  *   layers.  Hessians are accumulated as blocked GEMMs on the thread pool
- *   (the lower triangle of X^T X per forward call, linalg.h), finished
+ *   (the lower triangle of X^T X per CALIB_HBUF_ROWS buffered input rows,
+ *   linalg.h), finished
  *   (mirrored, scaled by 2/n) after the pass.
  *   The head's input only reaches the tap for positions whose logits are
  *   computed, so a pass whose group holds the head asks for all logits.
+ *   A pass runs only its group's layers (ctx_set_layer_range): the layers
+ *   after the group feed none of its taps, and the residual stream entering
+ *   the group is the one the previous pass kept (the carry, n_windows x
+ *   window x n_embd floats), so visiting the groups in order costs one
+ *   forward pass over the text in all, not one per group.  The statistics
+ *   are the same bits either way (each window is one batch).
  *
  *   Sizes per layer (bytes): Hessians 8 * (2 E^2 + Q^2 + F^2) when asked
+ *   (and their row buffers, 4 * CALIB_HBUF_ROWS * (2E + Q + F))
  *   (E = n_embd, Q = n_head * head_dim, F = n_ff), samples
  *   4 * n_samples * (2E + Q + F), channel statistics 12 * (2E + Q + F).
  *
@@ -34,6 +42,12 @@
 #include "quant/linalg.h"
 
 #define CALIB_SEED 0x9E3779B97F4A7C15ull
+/* Input rows buffered per point before a Hessian update.  WHY: each update
+ * reads and writes the whole width x width matrix (254 MB for n_ff 5632), so
+ * updating per 256-token window made the accumulation memory-bound: 12-16
+ * GFLOP per CPU-second on the TinyLlama-1.1B shape.  Chosen as the smallest
+ * buffer whose GEMMs run near the blocked kernel's own rate (docs/quantization/calibrated.md). */
+#define CALIB_HBUF_ROWS 2048
 
 struct calib {
     kite_model *model;
@@ -45,10 +59,14 @@ struct calib {
     int32_t per_pass;       /* layers (head = n_layer) per pass */
     int32_t g0, g1;         /* group held: layers [g0, g1); g0 == g1: none */
     calib_point *pts;       /* [(g1 - g0) * TAP_COUNT] */
+    float **hbuf;           /* [(g1 - g0) * TAP_COUNT] rows awaiting the Hessian update ([CALIB_HBUF_ROWS][width]) */
+    int32_t *hbuf_n;        /* rows in each */
     uint64_t *rng;          /* [(g1 - g0) * TAP_COUNT] reservoir generators */
     threadpool *tp;
     la_ctx *la;             /* Hessian GEMMs on tp */
     double pass_s;          /* seconds in calibration passes (forward + statistics) */
+    float *carry;           /* [n_windows][window][n_embd] residual stream entering layer carry_layer, or NULL */
+    int32_t carry_layer;    /* -1: carry holds nothing usable */
     int status;             /* first failure inside the tap */
 };
 
@@ -67,7 +85,7 @@ static size_t layer_bytes(const calib *c, int32_t layer) {
     size_t b = 0;
     for (int pt = 0; pt < TAP_COUNT; pt++) {
         const size_t w = (size_t)point_width(&c->model->hp, layer, pt);
-        if (c->p.hessian) b += 8 * w * w;
+        if (c->p.hessian) b += 8 * w * w + 4 * (size_t)CALIB_HBUF_ROWS * w;
         b += 4 * (size_t)c->p.n_samples * w + 12 * w;
     }
     return b;
@@ -101,6 +119,7 @@ int calib_new(kite_model *model, const kite_token *tokens, int64_t n_tokens, con
     if (!c) return err_set(KITE_E_NOMEM, "calibration: out of memory");
     c->model = model;
     c->p = *p;
+    c->carry_layer = -1;
     if (c->p.mem_limit == 0) c->p.mem_limit = CALIB_MEM_LIMIT_DEFAULT;
     if (c->p.n_threads <= 0) c->p.n_threads = 1;
     c->tokens = malloc((size_t)n_tokens * sizeof *c->tokens);
@@ -118,7 +137,7 @@ int calib_new(kite_model *model, const kite_token *tokens, int64_t n_tokens, con
     if (c->window < 2) c->window = 2;
     c->n_windows = (int32_t)((n_tokens + (c->window - 1) - 1) / (c->window - 1));
     /* layers per pass: as many as fit, at least one */
-    const int32_t n_all = model->hp.n_layer + 1;
+    const int32_t n_all = model->hp.n_layer + (c->p.no_head ? 0 : 1);
     size_t total = 0;
     int32_t k = 0;
     while (k < n_all && (k == 0 || total + layer_bytes(c, k) <= c->p.mem_limit)) total += layer_bytes(c, k++);
@@ -129,6 +148,11 @@ int calib_new(kite_model *model, const kite_token *tokens, int64_t n_tokens, con
 
 static void drop_group(calib *c) {
     const int32_t n = (c->g1 - c->g0) * TAP_COUNT;
+    for (int32_t i = 0; c->hbuf && i < n; i++) free(c->hbuf[i]);
+    free(c->hbuf);
+    free(c->hbuf_n);
+    c->hbuf = NULL;
+    c->hbuf_n = NULL;
     for (int32_t i = 0; c->pts && i < n; i++) {
         free(c->pts[i].h);
         free(c->pts[i].mean_abs);
@@ -145,6 +169,7 @@ static void drop_group(calib *c) {
 void calib_free(calib *c) {
     if (!c) return;
     drop_group(c);
+    free(c->carry);
     la_ctx_free(c->la);
     tp_free(c->tp);
     free(c->tokens);
@@ -172,6 +197,18 @@ static uint64_t rng_next(uint64_t *s) { /* splitmix64 */
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
+}
+
+/* Lower triangle of H += X^T X over the buffered rows of point ix: a GEMM widening the float rows. */
+static void hess_flush(calib *c, size_t ix) {
+    calib_point *cp = &c->pts[ix];
+    const int32_t k = c->hbuf_n[ix], w = cp->width;
+    if (!cp->h || k == 0) return;
+    la_gemm_args g = {.m = w, .n = w, .k = k, .alpha = 1.0, .a = {.p = c->hbuf[ix], .ld = w, .trans = true, .f32 = true},
+                      .b = {.p = c->hbuf[ix], .ld = w, .f32 = true}, .c = cp->h, .ldc = w, .lower = true};
+    la_dgemm(c->la, &g);
+    if (la_ctx_failed(c->la) && !c->status) c->status = KITE_E_NOMEM;
+    c->hbuf_n[ix] = 0;
 }
 
 static void calib_tap(void *user, int32_t layer, int point, const float *x, int32_t n_tok, int32_t width) {
@@ -204,13 +241,14 @@ static void calib_tap(void *user, int32_t layer, int point, const float *x, int3
             if (slot >= 0) memcpy(cp->samples + (size_t)slot * width, xr, (size_t)width * sizeof *xr);
         }
     }
-    if (cp->h) { /* lower triangle of H += X^T X: a GEMM widening the float rows */
-        la_gemm_args g = {.m = width, .n = width, .k = n_tok, .alpha = 1.0,
-                          .a = {.p = x, .ld = width, .trans = true, .f32 = true},
-                          .b = {.p = x, .ld = width, .f32 = true}, .c = cp->h, .ldc = width, .lower = true};
-        la_dgemm(c->la, &g);
-        if (la_ctx_failed(c->la) && !c->status) c->status = KITE_E_NOMEM;
-    }
+    if (cp->h) /* rows wait in the buffer; a full buffer is one Hessian update */
+        for (int32_t r = 0; r < n_tok;) {
+            const int32_t take = n_tok - r < CALIB_HBUF_ROWS - c->hbuf_n[ix] ? n_tok - r : CALIB_HBUF_ROWS - c->hbuf_n[ix];
+            memcpy(c->hbuf[ix] + (size_t)c->hbuf_n[ix] * width, x + (size_t)r * width, (size_t)take * width * sizeof *x);
+            c->hbuf_n[ix] += take;
+            r += take;
+            if (c->hbuf_n[ix] == CALIB_HBUF_ROWS) hess_flush(c, ix);
+        }
     cp->n_rows += n_tok;
 }
 
@@ -218,9 +256,11 @@ static int alloc_group(calib *c, int32_t g0, int32_t g1) {
     const int32_t n = (g1 - g0) * TAP_COUNT;
     c->pts = calloc((size_t)n, sizeof *c->pts);
     c->rng = calloc((size_t)n, sizeof *c->rng);
+    c->hbuf = calloc((size_t)n, sizeof *c->hbuf);
+    c->hbuf_n = calloc((size_t)n, sizeof *c->hbuf_n);
     c->g0 = g0;
     c->g1 = g1;
-    if (!c->pts || !c->rng) return err_set(KITE_E_NOMEM, "calibration: out of memory");
+    if (!c->pts || !c->rng || !c->hbuf || !c->hbuf_n) return err_set(KITE_E_NOMEM, "calibration: out of memory");
     for (int32_t l = g0; l < g1; l++)
         for (int pt = 0; pt < TAP_COUNT; pt++) {
             const int32_t w = point_width(&c->model->hp, l, pt);
@@ -231,7 +271,11 @@ static int alloc_group(calib *c, int32_t g0, int32_t g1) {
             cp->width = w;
             cp->mean_abs = calloc((size_t)w, sizeof *cp->mean_abs);
             cp->max_abs = calloc((size_t)w, sizeof *cp->max_abs);
-            if (c->p.hessian) cp->h = calloc((size_t)w * (size_t)w, sizeof *cp->h);
+            if (c->p.hessian) {
+                cp->h = calloc((size_t)w * (size_t)w, sizeof *cp->h);
+                c->hbuf[ix] = malloc((size_t)CALIB_HBUF_ROWS * (size_t)w * sizeof(float));
+                if (!c->hbuf[ix]) return err_set(KITE_E_NOMEM, "calibration: out of memory for layer %d statistics", l);
+            }
             if (c->p.n_samples > 0) cp->samples = malloc((size_t)c->p.n_samples * (size_t)w * sizeof(float));
             if (!cp->mean_abs || !cp->max_abs || (c->p.hessian && !cp->h) || (c->p.n_samples > 0 && !cp->samples))
                 return err_set(KITE_E_NOMEM, "calibration: out of memory for layer %d statistics", l);
@@ -241,12 +285,13 @@ static int alloc_group(calib *c, int32_t g0, int32_t g1) {
 
 int calib_load(calib *c, int32_t layer) {
     const model_hparams *hp = &c->model->hp;
-    if (layer < 0 || layer > hp->n_layer)
-        return err_set(KITE_E_ARG, "calibration: layer %d outside [0, %d]", layer, hp->n_layer);
+    if (layer < 0 || layer > hp->n_layer - (c->p.no_head ? 1 : 0))
+        return err_set(KITE_E_ARG, "calibration: layer %d outside [0, %d]", layer, hp->n_layer - (c->p.no_head ? 1 : 0));
     if (layer >= c->g0 && layer < c->g1) return KITE_OK;
     drop_group(c);
     const int32_t g0 = layer / c->per_pass * c->per_pass;
-    const int32_t g1 = g0 + c->per_pass < hp->n_layer + 1 ? g0 + c->per_pass : hp->n_layer + 1;
+    const int32_t n_all = hp->n_layer + (c->p.no_head ? 0 : 1);
+    const int32_t g1 = g0 + c->per_pass < n_all ? g0 + c->per_pass : n_all;
     kite_ctx *ctx = NULL;
     kite_token *buf = NULL;
     int rc = alloc_group(c, g0, g1);
@@ -254,7 +299,7 @@ int calib_load(calib *c, int32_t layer) {
     if (c->p.log) {
         size_t bytes = 0;
         for (int32_t l = g0; l < g1; l++) bytes += layer_bytes(c, l);
-        const int n_pass = (hp->n_layer + 1 + c->per_pass - 1) / c->per_pass;
+        const int n_pass = (n_all + c->per_pass - 1) / c->per_pass;
         char what[64];
         const int32_t last = g1 - 1 < hp->n_layer ? g1 - 1 : hp->n_layer - 1;
         if (g0 >= hp->n_layer) snprintf(what, sizeof what, "output head");
@@ -271,19 +316,35 @@ int calib_load(calib *c, int32_t layer) {
         rc = err_set(KITE_E_NOMEM, "calibration: out of memory");
         goto done;
     }
+    /* Layers after the group feed no tap and are not run.  Layers before it are not run either
+     * when the previous pass kept the residual stream entering g0 (the carry): the group's
+     * statistics are then the same bits as from a full forward, at one layer group's cost. */
+    const size_t E = (size_t)hp->n_embd, win_floats = (size_t)c->window * E;
+    const bool carry_ok = c->window <= ctx->n_batch; /* one forward pass per window */
+    const int32_t from = carry_ok && c->carry && c->carry_layer == g0 && g0 > 0 ? g0 : 0;
+    const int32_t to = g1 < hp->n_layer ? g1 : hp->n_layer;
+    bool capture = carry_ok && g1 < hp->n_layer;
+    if (capture && !c->carry && !(c->carry = malloc((size_t)c->n_windows * win_floats * sizeof(float))))
+        capture = false; /* without the memory: later passes run from layer 0 */
+    c->carry_layer = -1;
     ctx_set_tap(ctx, calib_tap, c);
     c->status = KITE_OK;
     const double t_pass = time_now_s();
     const kite_token bos = kite_token_bos(c->model);
     const bool head = g1 == hp->n_layer + 1;
-    for (int64_t pos = 0; pos < c->n_tokens;) {
+    for (int64_t pos = 0, w = 0; pos < c->n_tokens; w++) {
         int32_t n = 0;
         if (bos >= 0) buf[n++] = bos;
         while (n < c->window && pos < c->n_tokens) buf[n++] = c->tokens[pos++];
+        float *stream = c->carry ? c->carry + (size_t)w * win_floats : NULL;
+        ctx_set_layer_range(ctx, from, to, n, from > 0 ? stream : NULL, capture ? stream : NULL);
         if ((rc = kite_ctx_truncate(ctx, 0)) || (rc = kite_ctx_eval(ctx, buf, n, head))) goto done;
         if ((rc = c->status)) goto done;
     }
     ctx_set_tap(ctx, NULL, NULL);
+    if (capture) c->carry_layer = g1;
+    for (size_t i = 0; i < (size_t)(g1 - g0) * TAP_COUNT; i++) hess_flush(c, i);
+    if ((rc = c->status)) goto done;
     c->pass_s += time_now_s() - t_pass;
     /* finish: means, mirrored and scaled Hessians */
     bool any = false;

@@ -43,6 +43,8 @@
 typedef struct calib_params {
     int32_t window;      /* tokens per window including BOS; 0: min(256, n_ctx_train) */
     bool hessian;        /* collect H per point (GPTQ) */
+    bool no_head;        /* leave out the head (layer n_layer): no pass computes every position's logits,
+                            which for a 32000-token vocabulary costs more than a layer */
     int32_t n_samples;   /* input rows kept per point (AWQ); 0: none */
     size_t mem_limit;    /* bytes of statistics per pass; 0: CALIB_MEM_LIMIT_DEFAULT */
     int n_threads;       /* threads of the forward pass and the accumulation (<= 0: 1) */

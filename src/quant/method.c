@@ -85,6 +85,7 @@ struct qm_state {
     /* AWQ state of one layer */
     int32_t a_layer;
     float *folded[TR_COUNT]; /* folded float weights of the layer's tensors, or NULL (unchanged) */
+    float *awq_s[TAP_COUNT];  /* awq+gptq: the layer's AWQ scale of each input (the Hessians are scaled by it), or NULL */
 };
 
 static bool is_float_type(uint32_t t) {
@@ -116,6 +117,10 @@ static void name_role(const gguf_tensor *t, int32_t n_layer, int32_t *layer, int
     *role = (int8_t)r;
 }
 
+static const char *method_name(int m) { return m == QUANT_GPTQ ? "gptq" : m == QUANT_AWQ ? "awq" : "awq+gptq"; }
+static bool uses_gptq(int m) { return m == QUANT_GPTQ || m == QUANT_AWQ_GPTQ; }
+static bool uses_awq(int m) { return m == QUANT_AWQ || m == QUANT_AWQ_GPTQ; }
+
 static bool grid_wanted(const quant_params *p) { return p->bits != 0 || (p->group != 0 && p->group != QGRID_BLOCK); }
 
 static int decide_route(const qm_state *s, uint64_t i) {
@@ -123,7 +128,7 @@ static int decide_route(const qm_state *s, uint64_t i) {
     const gguf_tensor *t = &s->in->tensors[i];
     const bool grid = c->convert && qgrid_supported(c->type, s->p.bits);
     const int role = s->t_role[i];
-    if (s->p.method == QUANT_AWQ && role >= 0) return QM_AWQ;
+    if (uses_awq(s->p.method) && role >= 0) return QM_AWQ;
     if (s->p.method == QUANT_GPTQ && role >= 0 && c->convert && gptq_supported(c->type, s->p.bits) && t->n_dims >= 2 &&
         tap_of(role) >= 0)
         return QM_GPTQ;
@@ -131,8 +136,16 @@ static int decide_route(const qm_state *s, uint64_t i) {
     return QM_RTN;
 }
 
+/* Whether GPTQ can produce tensor i (a method matrix of a type with a GPTQ grid). */
+static bool gptq_applies(const qm_state *s, uint64_t i) {
+    const int role = s->t_role[i];
+    return role >= 0 && s->plan[i].convert && gptq_supported(s->plan[i].type, s->p.bits) &&
+           s->in->tensors[i].n_dims >= 2 && tap_of(role) >= 0;
+}
+
 void qm_free(qm_state *s) {
     if (!s) return;
+    for (int k = 0; k < TAP_COUNT; k++) free(s->awq_s[k]);
     for (int k = 0; k < TAP_COUNT; k++) gptq_factor_free(&s->fac[k]);
     la_ctx_free(s->la);
     for (int r = 0; r < TR_COUNT; r++) free(s->folded[r]);
@@ -190,11 +203,10 @@ int qm_new(const char *in_path, const gguf_ctx *in, const quant_choice *plan, co
            qm_state **out) {
     if (p->group != 0 && p->group != 32 && p->group != 64 && p->group != 128)
         return err_set(KITE_E_ARG, "--group %d: must be 32, 64 or 128", p->group);
-    if (p->method != QUANT_RTN && p->method != QUANT_GPTQ && p->method != QUANT_AWQ)
+    if (p->method != QUANT_RTN && p->method != QUANT_GPTQ && p->method != QUANT_AWQ && p->method != QUANT_AWQ_GPTQ)
         return err_set(KITE_E_ARG, "unknown method %d", p->method);
     if (p->method != QUANT_RTN && !p->calib_path)
-        return err_set(KITE_E_ARG, "--method %s needs a calibration text (--calib FILE)",
-                       p->method == QUANT_GPTQ ? "gptq" : "awq");
+        return err_set(KITE_E_ARG, "--method %s needs a calibration text (--calib FILE)", method_name(p->method));
     qm_state *s = calloc(1, sizeof *s);
     char *text = NULL;
     kite_token *toks = NULL;
@@ -206,7 +218,7 @@ int qm_new(const char *in_path, const gguf_ctx *in, const quant_choice *plan, co
     if (s->p.group == 0) s->p.group = QGRID_BLOCK;
     s->tp = tp;
     s->n_threads = tp_n_threads(tp);
-    if (p->method == QUANT_GPTQ && !(s->la = la_ctx_new(tp, NULL))) {
+    if (uses_gptq(p->method) && !(s->la = la_ctx_new(tp, NULL))) {
         rc = KITE_E_NOMEM;
         goto fail;
     }
@@ -251,12 +263,13 @@ int qm_new(const char *in_path, const gguf_ctx *in, const quant_choice *plan, co
         s->route[i] = (int8_t)decide_route(s, i);
         if (s->route[i] != QM_RTN && in->tensors[i].ne[0] > max_ne0) max_ne0 = in->tensors[i].ne[0];
         /* a matrix of the method's roles that GPTQ cannot produce: an error, or a named fallback */
-        if (p->method == QUANT_GPTQ && s->route[i] != QM_GPTQ && s->t_role[i] >= 0 && tap_of(s->t_role[i]) >= 0 &&
+        if (uses_gptq(p->method) && !gptq_applies(s, i) && s->t_role[i] >= 0 && tap_of(s->t_role[i]) >= 0 &&
             plan[i].convert && !is_float_type(plan[i].type)) {
             if (!p->allow_fallback) {
-                rc = err_set(KITE_E_UNSUPPORTED, "%.*s: gptq cannot produce %s%s (its grids: q4_0 q4_1 q5_0 q5_1 "
+                rc = err_set(KITE_E_UNSUPPORTED, "%.*s: %s cannot produce %s%s (gptq's grids: q4_0 q4_1 q5_0 q5_1 "
                              "q8_0 q3_k%s); pass --allow-fallback to write such matrices with rtn",
-                             (int)in->tensors[i].name.len, in->tensors[i].name.ptr, dtype_name(plan[i].type),
+                             (int)in->tensors[i].name.len, in->tensors[i].name.ptr, method_name(p->method),
+                             dtype_name(plan[i].type),
                              plan[i].type != plan[i].wanted ? " (the row-length fallback of the planned type)" : "",
                              p->bits ? " with --bits below the type's own" : "");
                 goto fail;
@@ -277,15 +290,22 @@ int qm_new(const char *in_path, const gguf_ctx *in, const quant_choice *plan, co
         if ((rc = calib_tokenize(s->model, text, len,
                                  p->calib_tokens > 0 ? p->calib_tokens : QUANT_CALIB_TOKENS_DEFAULT, &toks, &n_tok)))
             goto fail;
-        calib_params cp = {.hessian = p->method == QUANT_GPTQ,
-                           .n_samples = p->method == QUANT_AWQ ? QUANT_AWQ_SAMPLES : 0,
+        /* the head's statistics only when a method produces one of its tensors (a q6_K head under
+         * --allow-fallback does not need every position's logits in a pass) */
+        bool head_used = false;
+        for (uint64_t i = 0; i < n; i++)
+            if (s->t_layer[i] == s->n_layer && (s->route[i] == QM_GPTQ || s->route[i] == QM_AWQ)) head_used = true;
+        calib_params cp = {.hessian = uses_gptq(p->method),
+                           .no_head = !head_used,
+                           .n_samples = uses_awq(p->method) ? QUANT_AWQ_SAMPLES : 0,
                            .mem_limit = p->calib_mem_limit, .n_threads = s->n_threads, .log = p->log};
         if ((rc = calib_new(s->model, toks, n_tok, &cp, &s->cal))) goto fail;
         if (p->log)
             fprintf(p->log, "quantize: method %s, calibration %s: %" PRId64 " tokens, %d windows, %d of %d layers "
-                    "(the head counted as one) per pass, group %d%s\n", p->method == QUANT_GPTQ ? "gptq" : "awq",
-                    p->calib_path, n_tok, calib_n_windows(s->cal), calib_layers_per_pass(s->cal), s->n_layer + 1,
-                    s->p.group, p->act_order && p->method == QUANT_GPTQ ? ", act-order" : "");
+                    "(%s) per pass, group %d%s\n", method_name(p->method),
+                    p->calib_path, n_tok, calib_n_windows(s->cal), calib_layers_per_pass(s->cal),
+                    s->n_layer + (head_used ? 1 : 0), head_used ? "the head counted as one" : "no head statistics",
+                    s->p.group, p->act_order && uses_gptq(p->method) ? ", act-order" : "");
     }
     free(text);
     free(toks);
@@ -402,7 +422,7 @@ static int gptq_fill(qm_state *s, uint64_t i, int64_t row0, int64_t n_rows, void
 }
 
 void qm_report(const qm_state *s) {
-    if (!s->p.log || s->p.method != QUANT_GPTQ || !s->cal) return;
+    if (!s->p.log || !uses_gptq(s->p.method) || !s->cal) return;
     double pass_s, hess_s, hess_f, hess_u, fac_s, fac_f, fac_u;
     calib_stats(s->cal, &pass_s, &hess_s, &hess_f, &hess_u);
     la_ctx_stats(s->la, &fac_s, &fac_f, &fac_u);
@@ -488,10 +508,23 @@ static bool has_tensor(const qm_state *s, int32_t layer, int role) {
            gguf_find_tensor(s->in, name) != NULL;
 }
 
+/* Keeps a copy of scale s[0..n) as the layer's AWQ scale of input tap (awq+gptq). */
+static int keep_scale(qm_state *st, int tap, const float *sc, int64_t n) {
+    if (st->p.method != QUANT_AWQ_GPTQ) return KITE_OK;
+    if (!(st->awq_s[tap] = malloc((size_t)n * sizeof(float)))) return err_set(KITE_E_NOMEM, "awq: out of memory");
+    memcpy(st->awq_s[tap], sc, (size_t)n * sizeof(float));
+    return KITE_OK;
+}
+
 static int awq_layer(qm_state *s, int32_t layer) {
     for (int r = 0; r < TR_COUNT; r++) {
         free(s->folded[r]);
         s->folded[r] = NULL;
+    }
+    for (int k = 0; k < TAP_COUNT; k++) {
+        free(s->awq_s[k]);
+        s->awq_s[k] = NULL;
+        gptq_factor_free(&s->fac[k]);
     }
     s->a_layer = layer;
     int rc = calib_load(s->cal, layer);
@@ -526,6 +559,7 @@ static int awq_layer(qm_state *s, int32_t layer) {
         if (!norm_ok || !cp) goto done; /* tied or unusual head: stays RTN */
         for (int64_t j = 0; j < E; j++) sx[j] = (float)cp->mean_abs[j];
         if ((rc = awq_group(s, layer, out_roles, 1, TAP_OUTPUT_IN, sx, E, orig, sc, "output_in"))) goto done;
+        if ((rc = keep_scale(s, TAP_OUTPUT_IN, sc, E))) goto done;
         if (ix[TR_OUTPUT] >= 0) scale_cols(s->folded[TR_OUTPUT], rows_of(&s->in->tensors[ix[TR_OUTPUT]]), E, sc);
         unscale_vec(s->folded[TR_OUTPUT_NORM], E, sc);
         goto done;
@@ -588,6 +622,9 @@ static int awq_layer(qm_state *s, int32_t layer) {
         free(sxf);
         if (rc) goto done_scales;
     }
+    if ((rc = keep_scale(s, TAP_ATTN_IN, s_attn, E)) || (rc = keep_scale(s, TAP_WO_IN, s_o, Q)) ||
+        (rc = keep_scale(s, TAP_FFN_IN, s_ffn, E)) || (rc = keep_scale(s, TAP_DOWN_IN, s_down, F)))
+        goto done_scales;
     /* folds */
     if (ix[TR_ATTN_Q] >= 0) scale_cols(s->folded[TR_ATTN_Q], rows_of(&s->in->tensors[ix[TR_ATTN_Q]]), E, s_attn);
     if (ix[TR_ATTN_K] >= 0) scale_cols(s->folded[TR_ATTN_K], rows_of(&s->in->tensors[ix[TR_ATTN_K]]), E, s_attn);
@@ -629,7 +666,38 @@ static int awq_fill(qm_state *s, uint64_t i, int64_t row0, int64_t n_rows, void 
     }
     const float *f = s->folded[s->t_role[i]];
     KITE_ASSERT(f);
-    return run_rows(s, i, row0, n_rows, dst, f, NULL);
+    if (s->p.method != QUANT_AWQ_GPTQ || !gptq_applies(s, i)) return run_rows(s, i, row0, n_rows, dst, f, NULL);
+    /* awq+gptq: GPTQ on the folded W S, whose input is S^-1 X: Hessian S^-1 H S^-1 */
+    const int tap = tap_of(s->t_role[i]);
+    if (!s->fac[tap].u) {
+        const calib_point *cp = calib_get(s->cal, layer, tap);
+        if (!cp || !cp->h || cp->width != s->in->tensors[i].ne[0]) {
+            const gguf_tensor *t = &s->in->tensors[i];
+            if (!s->p.allow_fallback)
+                return err_set(KITE_E_UNSUPPORTED, "%.*s: awq+gptq has no calibration Hessian for this matrix (layer %d "
+                               "input %d); pass --allow-fallback to write it with awq alone", (int)t->name.len,
+                               t->name.ptr, layer, tap);
+            return run_rows(s, i, row0, n_rows, dst, f, NULL);
+        }
+        const size_t w = (size_t)cp->width;
+        double *h = malloc(w * w * sizeof *h);
+        if (!h) return err_set(KITE_E_NOMEM, "awq+gptq: out of memory for a %zu-wide Hessian", w);
+        const float *sc = s->awq_s[tap];
+        for (size_t a = 0; a < w; a++)
+            for (size_t b = 0; b < w; b++)
+                h[a * w + b] = sc ? cp->h[a * w + b] / ((double)sc[a] * (double)sc[b]) : cp->h[a * w + b];
+        gptq_params gp = {.type = s->plan[i].type, .bits = s->p.bits, .group = s->p.group,
+                          .act_order = s->p.act_order, .damp = s->p.damp};
+        rc = gptq_prepare(h, cp->width, &gp, s->la, &s->fac[tap]);
+        free(h);
+        if (rc) return rc;
+    }
+    const double t0 = time_now_s(), u0 = time_cpu_s();
+    rc = run_rows(s, i, row0, n_rows, dst, f, &s->fac[tap]);
+    s->sweep_s += time_now_s() - t0;
+    s->sweep_cpu_s += time_cpu_s() - u0;
+    s->sweep_flops += (double)n_rows * (double)s->fac[tap].n * (double)s->fac[tap].n;
+    return rc;
 }
 
 int qm_fill(qm_state *s, uint64_t i, int64_t row0, int64_t n_rows, void *dst) {

@@ -251,6 +251,10 @@ static int fill_rows(void *user, int64_t row0, int64_t n_rows, void *dst) {
             size_t l = strlen(why);
             if (route == QM_GRID) snprintf(why + l, sizeof why - l, "  rtn/g%d", g);
             else if (route == QM_GPTQ) snprintf(why + l, sizeof why - l, "  gptq/g%d%s", g, p->act_order ? "/act-order" : "");
+            else if (route == QM_AWQ && p->method == QUANT_AWQ_GPTQ && s->c.convert && !is_float_type(s->c.type))
+                snprintf(why + l, sizeof why - l, qm_fallback(s->job->qm, (uint64_t)(s->index - 1))
+                                                      ? "  awq/g%d (gptq fallback: no gptq grid)"
+                                                      : "  awq+gptq/g%d%s", g, p->act_order ? "/act-order" : "");
             else if (qm_fallback(s->job->qm, (uint64_t)(s->index - 1)))
                 snprintf(why + l, sizeof why - l, "  rtn (gptq fallback: no gptq grid for %s)", dtype_name(s->c.type));
             else if (p->method != QUANT_RTN && s->c.convert && route == QM_RTN)

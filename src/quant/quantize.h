@@ -103,7 +103,8 @@ typedef struct quant_choice {
 enum quant_method {
     QUANT_RTN = 0,  /* round to nearest, tensor by tensor (no calibration) */
     QUANT_GPTQ = 1, /* GPTQ error compensation with calibration Hessians (gptq.h) */
-    QUANT_AWQ = 2   /* AWQ activation-aware scales folded into norms / linears (awq.h) */
+    QUANT_AWQ = 2,  /* AWQ activation-aware scales folded into norms / linears (awq.h) */
+    QUANT_AWQ_GPTQ = 3 /* AWQ's scales, then GPTQ on the scaled weights with the scaled inputs' Hessians */
 };
 
 #define QUANT_CALIB_TOKENS_DEFAULT 8192 /* calibration tokens when calib_tokens is 0 */

@@ -12,7 +12,7 @@
 #   * q4_k_m, q8_0, q4_0 and bf16 outputs load and run: greedy text begins
 #     like the F32 model's, dumped logits are finite;
 #   * -t 1 and -t 2 write the same bytes;
-#   * gptq and awq (calibrated on tests/data/quant-calib/calib.txt): the
+#   * gptq, awq and awq+gptq (calibrated on tests/data/quant-calib/calib.txt): the
 #     progress names the method per tensor and the calibration pass, the
 #     files load and run with finite logits and greedy text that begins like
 #     the F32 model's, gptq -t 1 and -t 2 write the same bytes, --group 128 and
@@ -111,7 +111,7 @@ if [ "$rc" -eq 0 ] && cmp -s "$T/t1.gguf" "$T/t2.gguf"; then e2e_ok "-t 1 and -t
 
 # ---- 4. gptq and awq -----------------------------------------------------------
 CAL=tests/data/quant-calib/calib.txt
-for meth in gptq awq; do
+for meth in gptq awq awq+gptq; do
     e2e_kite "$T/out" "$T/err" quantize -m "$M" -o "$T/$meth.gguf" --type q4_0 --pure --method $meth --calib "$CAL" \
         --calib-tokens 1024 -t 2
     if [ "$rc" -eq 0 ] && grep -q '^calibrate: .*all in one pass' "$T/err" &&
@@ -153,12 +153,12 @@ expect_error "bad --method" 2 "unknown method 'foo'" quantize -m "$M" -o "$T/x.g
 expect_error "gptq needs --calib" 2 "--calib" quantize -m "$M" -o "$T/x.gguf" --type q8_0 --method gptq
 expect_error "bad --group" 2 "--group" quantize -m "$M" -o "$T/x.gguf" --type q4_0 --pure --group 48
 expect_error "--group on a k-quant" 2 "no group grid" quantize -m "$M" -o "$T/x.gguf" --type q4_k --group 64
-expect_error "--act-order without gptq" 2 "gptq option" quantize -m "$M" -o "$T/x.gguf" --type q4_0 --pure --act-order
+expect_error "--act-order without gptq" 2 "is a gptq (and awq+gptq) option" quantize -m "$M" -o "$T/x.gguf" --type q4_0 --pure --act-order
 expect_error "--bits on q8_0 names the types it applies to" 2 "--bits 4 applies to: q4_0 q4_1 q5_0 q5_1" \
     quantize -m "$M" -o "$T/x.gguf" --type q8_0 --bits 4
-expect_error "--method foo lists every method" 2 "(rtn, gptq, awq; smoothquant and outliers" \
+expect_error "--method foo lists every method" 2 "(rtn, gptq, awq, awq+gptq; smoothquant and outliers" \
     quantize -m "$M" -o "$T/x.gguf" --type q8_0 --method foo
-expect_error "--calib with rtn names its users" 2 "gptq, awq and smoothquant" \
+expect_error "--calib with rtn names its users" 2 "gptq, awq, awq+gptq and smoothquant" \
     quantize -m "$M" -o "$T/x.gguf" --type q4_0 --calib "$CAL"
 expect_error "gptq on a type without a gptq grid" 1 "gptq cannot produce iq4_nl" \
     quantize -m "$M" -o "$T/x.gguf" --type iq4_nl --method gptq --calib "$CAL" --calib-tokens 64

@@ -107,6 +107,20 @@ TEST(test_model_alpha_zero_equals_rtn) {
     }
 }
 
+/* awq+gptq at alpha 0 (every scale 1: nothing folded, the Hessians unscaled)
+ * must be GPTQ byte for byte; with the search it must differ. */
+TEST(test_awq_gptq_alpha_zero_equals_gptq) {
+    const char *a = tmp_path("gptq.gguf"), *b = tmp_path("awqgptq0.gguf"), *c = tmp_path("awqgptq.gguf");
+    CHECK_EQ_INT(quantize(a, QUANT_GPTQ, 32, 0, false), KITE_OK);
+    CHECK_EQ_INT(quantize(b, QUANT_AWQ_GPTQ, 32, 1, false), KITE_OK);
+    CHECK_EQ_INT(quantize(c, QUANT_AWQ_GPTQ, 32, 0, false), KITE_OK);
+    CHECK_MSG(files_equal(a, b), "awq+gptq at alpha 0 differs from gptq");
+    CHECK_MSG(!files_equal(a, c), "awq+gptq with its scale search equals gptq: the scales were not applied");
+    unlink(a);
+    unlink(b);
+    unlink(c);
+}
+
 /* Logits of every position of a fixed prompt. */
 static int logits_of(const char *path, float *out, int n_tok) {
     kite_model *m = NULL;
@@ -166,6 +180,7 @@ int main(void) {
     RUN(test_alpha_zero_is_rtn);
     RUN(test_outlier_channel_gets_scaled);
     RUN(test_model_alpha_zero_equals_rtn);
+    RUN(test_awq_gptq_alpha_zero_equals_gptq);
     RUN(test_fold_keeps_function);
     RUN(test_param_errors);
     rmdir(tmpdir);
