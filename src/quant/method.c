@@ -383,6 +383,17 @@ static int run_rows(qm_state *s, uint64_t i, int64_t row0, int64_t n_rows, void 
     return KITE_OK;
 }
 
+/* GPTQ rows (run_rows with the factor), timed for the report. */
+static int sweep_rows(qm_state *s, uint64_t i, int64_t row0, int64_t n_rows, void *dst, const float *src_f,
+                      const gptq_factor *fac) {
+    const double t0 = time_now_s(), u0 = time_cpu_s();
+    const int rc = run_rows(s, i, row0, n_rows, dst, src_f, fac);
+    s->sweep_s += time_now_s() - t0;
+    s->sweep_cpu_s += time_cpu_s() - u0;
+    s->sweep_flops += (double)n_rows * (double)fac->n * (double)fac->n;
+    return rc;
+}
+
 static int gptq_fill(qm_state *s, uint64_t i, int64_t row0, int64_t n_rows, void *dst) {
     const int32_t layer = s->t_layer[i];
     const int tap = tap_of(s->t_role[i]);
@@ -413,12 +424,7 @@ static int gptq_fill(qm_state *s, uint64_t i, int64_t row0, int64_t n_rows, void
             fprintf(s->p.log, "gptq: layer %d input %d: dampening raised to %g to make H positive definite\n", layer,
                     tap, s->fac[tap].damp_used);
     }
-    const double t0 = time_now_s(), u0 = time_cpu_s();
-    rc = run_rows(s, i, row0, n_rows, dst, NULL, &s->fac[tap]);
-    s->sweep_s += time_now_s() - t0;
-    s->sweep_cpu_s += time_cpu_s() - u0;
-    s->sweep_flops += (double)n_rows * (double)s->fac[tap].n * (double)s->fac[tap].n;
-    return rc;
+    return sweep_rows(s, i, row0, n_rows, dst, NULL, &s->fac[tap]);
 }
 
 void qm_report(const qm_state *s) {
@@ -692,12 +698,7 @@ static int awq_fill(qm_state *s, uint64_t i, int64_t row0, int64_t n_rows, void 
         free(h);
         if (rc) return rc;
     }
-    const double t0 = time_now_s(), u0 = time_cpu_s();
-    rc = run_rows(s, i, row0, n_rows, dst, f, &s->fac[tap]);
-    s->sweep_s += time_now_s() - t0;
-    s->sweep_cpu_s += time_cpu_s() - u0;
-    s->sweep_flops += (double)n_rows * (double)s->fac[tap].n * (double)s->fac[tap].n;
-    return rc;
+    return sweep_rows(s, i, row0, n_rows, dst, f, &s->fac[tap]);
 }
 
 int qm_fill(qm_state *s, uint64_t i, int64_t row0, int64_t n_rows, void *dst) {
