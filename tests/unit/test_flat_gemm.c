@@ -190,9 +190,47 @@ TEST(test_q8_0_act_quantizers) {
     free(got);
 }
 
+/* W8A8 activation rows (any length): every level's act_from_f32[W8A8] writes
+ * w8_quantize_row's bytes, on odd lengths and rows with ties, zeros, tiny
+ * and huge values, NaN and Inf. */
+TEST(test_w8a8_act_quantizers) {
+    enum { NMAX = 1000 };
+    static const int64_t lens[] = {1, 7, 15, 16, 17, 31, 33, 100, 257, 999};
+    float x[NMAX];
+    const size_t cap = (size_t)NMAX + W8_ROW_HEADER;
+    unsigned char *ref = malloc(cap), *got = malloc(cap);
+    int n_levels = 0;
+    for (int l = 0; l <= (int)kern_level_max(); l++) {
+        const kern_ops_table *kt = kern_table_for_level((kern_level)l);
+        if (!kt) continue;
+        const kern_act_fn q = kt->act_from_f32[KITE_DTYPE_W8A8];
+        CHECK(q != NULL);
+        if (!q) continue;
+        n_levels++;
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++)
+            for (int kind = 0; kind < 8; kind++) {
+                const int64_t n = lens[li];
+                act_row(kind % 6, x, n);
+                if (kind == 6) x[n / 2] = NAN;
+                if (kind == 7) x[n - 1] = n % 2 ? INFINITY : -INFINITY;
+                w8_quantize_row(x, ref, n, NULL);
+                memset(got, 0xA5, cap);
+                q(x, got, n);
+                CHECK_MSG(memcmp(ref, got, (size_t)n + W8_ROW_HEADER) == 0,
+                          "%s: w8a8 activation bytes differ from w8_quantize_row (n %lld, kind %d)", kt->name,
+                          (long long)n, kind);
+                CHECK_MSG(got[(size_t)n + W8_ROW_HEADER] == 0xA5, "%s: w8a8 quantizer wrote past the row", kt->name);
+            }
+    }
+    CHECK(n_levels >= 1);
+    free(ref);
+    free(got);
+}
+
 int main(void) {
     RUN(test_flat_vs_gemv);
     RUN(test_decode_float_vs_vec_dot);
     RUN(test_q8_0_act_quantizers);
+    RUN(test_w8a8_act_quantizers);
     return harness_summary(__FILE__);
 }

@@ -14,7 +14,7 @@
  * each call (fully unrolled: accumulators stay in zmm registers); each
  * 64-byte weight chunk is loaded once for NT tokens and each activation
  * chunk once for NR rows.  Walking 4 rows side by side defeats the hardware
- * prefetchers, so each step prefetches the same offset NR rows below.
+ * prefetchers, so the one-token walk prefetches the same offset NR rows below.
  * Every output is the same integer sum whatever the blocking.
  *
  * Compiled with AVX-512 flags (Makefile); called only at level avx512vnni.
@@ -40,7 +40,10 @@ static ALWAYS_INLINE void micro(int64_t n, const char *w, size_t ws, const char 
         __m512i wv[4], av[4];
         KITE_UNROLL
         for (int r = 0; r < NR; r++) {
-            _mm_prefetch((const char *)(qw + (size_t)r * ws + i) + pf, _MM_HINT_T0);
+            /* only the one-token walk streams rows once; with NT > 1 the rows stay in cache for the
+             * next token group and the prefetches only cost issue slots (pp128 1.08x without them,
+             * bench/ab.sh, 8 rounds, TinyLlama shape, 4 layers) */
+            if (NT == 1) _mm_prefetch((const char *)(qw + (size_t)r * ws + i) + pf, _MM_HINT_T0);
             wv[r] = _mm512_loadu_si512((const void *)(qw + (size_t)r * ws + i));
         }
         KITE_UNROLL

@@ -46,6 +46,7 @@ void kern_register_avx512(kern_ops_table *t) {
     kern_set_dot(t, KITE_DTYPE_F16, KITE_DTYPE_F32, vec_dot_f16_f32_avx512, gemm_f16_f32_avx512);
     kern_set_dot(t, KITE_DTYPE_BF16, KITE_DTYPE_F32, vec_dot_bf16_f32_avx512, gemm_bf16_f32_avx512);
     t->act_from_f32[KITE_DTYPE_Q8_0] = act_quantize_q8_0_avx512; /* same bytes as the reference */
+    t->act_from_f32[KITE_DTYPE_W8A8] = act_quantize_w8a8_avx512; /* same bytes as w8_quantize_row */
     t->ops[KITE_DTYPE_F32].tiled = gemm_tiled_f32_avx512;
     t->ops[KITE_DTYPE_F16].tiled = gemm_tiled_f16_avx512;
     t->ops[KITE_DTYPE_BF16].tiled = gemm_tiled_bf16_avx512;
