@@ -28,6 +28,7 @@ void vec_dot_tq1_0_q8_K_avx2(int64_t n, float *out, const void *w, const void *a
 void vec_dot_tq2_0_q8_K_avx2(int64_t n, float *out, const void *w, const void *a);
 /* q8_0 activation rows, bytes equal to act_quantize_q8_0_ref (quant_act_avx2.c) */
 void act_quantize_q8_0_avx2(const float *x, void *dst, int64_t n);
+void act_quantize_w8a8_avx2(const float *x, void *dst, int64_t n); /* a W8A8 row: w8_quantize_row's bytes */
 
 #define KERN_GEMM_DECL(NAME)                                                                           \
     void NAME(int64_t n, float *y, int64_t ldy, const void *w, size_t w_stride, int nr, const void *a, \
