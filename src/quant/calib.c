@@ -45,8 +45,8 @@
 /* Input rows buffered per point before a Hessian update.  WHY: each update
  * reads and writes the whole width x width matrix (254 MB for n_ff 5632), so
  * updating per 256-token window made the accumulation memory-bound: 12-16
- * GFLOP per CPU-second on the TinyLlama-1.1B shape.  Chosen as the smallest
- * buffer whose GEMMs run near the blocked kernel's own rate (docs/quantization/calibrated.md). */
+ * GFLOP per CPU-second on the TinyLlama-1.1B shape; with 2048 rows they ran at 38
+ * (docs/quantization/calibrated.md).  2048 is the one size measured, not a tuned optimum. */
 #define CALIB_HBUF_ROWS 2048
 
 struct calib {
@@ -80,6 +80,9 @@ static int32_t point_width(const model_hparams *hp, int32_t layer, int point) {
     default: return 0;
     }
 }
+
+/* Layers with statistics: the model's, plus the head (layer n_layer) unless no_head. */
+static int32_t calib_n_all(const calib *c) { return c->model->hp.n_layer + (c->p.no_head ? 0 : 1); }
 
 static size_t layer_bytes(const calib *c, int32_t layer) {
     size_t b = 0;
@@ -137,7 +140,7 @@ int calib_new(kite_model *model, const kite_token *tokens, int64_t n_tokens, con
     if (c->window < 2) c->window = 2;
     c->n_windows = (int32_t)((n_tokens + (c->window - 1) - 1) / (c->window - 1));
     /* layers per pass: as many as fit, at least one */
-    const int32_t n_all = model->hp.n_layer + (c->p.no_head ? 0 : 1);
+    const int32_t n_all = calib_n_all(c);
     size_t total = 0;
     int32_t k = 0;
     while (k < n_all && (k == 0 || total + layer_bytes(c, k) <= c->p.mem_limit)) total += layer_bytes(c, k++);
@@ -285,12 +288,11 @@ static int alloc_group(calib *c, int32_t g0, int32_t g1) {
 
 int calib_load(calib *c, int32_t layer) {
     const model_hparams *hp = &c->model->hp;
-    if (layer < 0 || layer > hp->n_layer - (c->p.no_head ? 1 : 0))
-        return err_set(KITE_E_ARG, "calibration: layer %d outside [0, %d]", layer, hp->n_layer - (c->p.no_head ? 1 : 0));
+    const int32_t n_all = calib_n_all(c);
+    if (layer < 0 || layer >= n_all) return err_set(KITE_E_ARG, "calibration: layer %d outside [0, %d]", layer, n_all - 1);
     if (layer >= c->g0 && layer < c->g1) return KITE_OK;
     drop_group(c);
     const int32_t g0 = layer / c->per_pass * c->per_pass;
-    const int32_t n_all = hp->n_layer + (c->p.no_head ? 0 : 1);
     const int32_t g1 = g0 + c->per_pass < n_all ? g0 + c->per_pass : n_all;
     kite_ctx *ctx = NULL;
     kite_token *buf = NULL;

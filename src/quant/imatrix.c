@@ -69,6 +69,25 @@ static int finish_entry(imatrix_entry *e) {
     return KITE_OK;
 }
 
+static int cmp_name(const void *a, const void *b) {
+    return strcmp((*(const imatrix_entry *const *)a)->name, (*(const imatrix_entry *const *)b)->name);
+}
+
+/* KITE_E_FORMAT when two entries share a name: sorted pointers, O(n log n), so a
+ * file of millions of tiny entries cannot stall the reader. */
+static int check_unique(const imatrix *m, const char *what) {
+    const imatrix_entry **p = malloc((size_t)m->n_entries * sizeof *p);
+    if (!p) return err_set(KITE_E_NOMEM, "imatrix: out of memory");
+    for (int32_t i = 0; i < m->n_entries; i++) p[i] = &m->e[i];
+    qsort(p, (size_t)m->n_entries, sizeof *p, cmp_name);
+    int rc = KITE_OK;
+    for (int32_t i = 1; i < m->n_entries && !rc; i++)
+        if (!strcmp(p[i - 1]->name, p[i]->name))
+            rc = err_set(KITE_E_FORMAT, "%s: entry '%s' appears twice", what, p[i]->name);
+    free(p);
+    return rc;
+}
+
 int imatrix_parse(const uint8_t *buf, size_t len, const char *what, imatrix **out) {
     if (!out) return err_set(KITE_E_ARG, "imatrix_parse: NULL argument");
     *out = NULL;
@@ -110,11 +129,6 @@ int imatrix_parse(const uint8_t *buf, size_t len, const char *what, imatrix **ou
         e->name[nl] = '\0';
         r.p += nl;
         m->n_entries = i + 1; /* owned from here on, for imatrix_free */
-        for (int32_t k = 0; k < i; k++)
-            if (!strcmp(m->e[k].name, e->name)) {
-                rc = err_set(KITE_E_FORMAT, "%s: entry %d: '%s' appears twice", what, i + 1, e->name);
-                goto fail;
-            }
         if (!rd_i32(&r, &e->ncall) || !rd_i32(&r, &e->n)) {
             rc = err_set(KITE_E_FORMAT, "%s: entry '%s': truncated before its call and value counts", what, e->name);
             goto fail;
@@ -144,6 +158,7 @@ int imatrix_parse(const uint8_t *buf, size_t len, const char *what, imatrix **ou
         }
         if ((rc = finish_entry(e))) goto fail;
     }
+    if ((rc = check_unique(m, what))) goto fail;
     if (r.p != r.end) { /* the trailer: chunk count and dataset name (newer files) */
         int32_t dl = 0;
         if (!rd_i32(&r, &m->chunks) || !rd_i32(&r, &dl)) {
