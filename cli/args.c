@@ -2,6 +2,7 @@
  * args.c - option tables (cli_parse, cli_usage; the design is in cli.h),
  * strict flag-value parsing and the rows several subcommands share.
  */
+#include "config/config.h"
 #include "model/offload.h"
 #include "cli.h"
 
@@ -14,6 +15,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "config/config.h"
 #include "model/offload.h"
 #include "spec/spec.h"
 #include "progress/progress.h"
@@ -196,6 +198,17 @@ int cli_opt_mem_budget(const cli_opt *o, void *state, const char *cmd, const cha
         return -1;
     }
     memcpy((char *)state + o->off, &v, sizeof v);
+    return 1;
+}
+
+int cli_opt_f16_compute(const cli_opt *o, void *state, const char *cmd, const char *flag, char **vals, int n) {
+    (void)o, (void)state, (void)n;
+    const int v = config_parse_f16_compute(vals[0]);
+    if (v < 0) {
+        cli_usage_error(cmd, "%s: expected exact or bf16, got '%s'", flag, vals[0]);
+        return -1;
+    }
+    config_set_f16_compute(v);
     return 1;
 }
 

@@ -66,6 +66,7 @@ static const cli_opt batch_opts_table[] = {
     {.names = "--ignore-eos", .help = "keep generating after end-of-generation tokens", .kind = CLI_FLAG,
      CLI_AT(batch_opts, ignore_eos)},
     CLI_OPT_MEM_BUDGET(batch_opts, mem_budget),
+    CLI_OPT_F16_COMPUTE,
     {.names = "-q, --quiet", .help = "no progress output", .kind = CLI_FLAG, CLI_AT(batch_opts, quiet)},
 };
 

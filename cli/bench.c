@@ -44,6 +44,7 @@
 #include "core/timing.h"
 #include "gguf/gguf.h"
 #include "kernels/dispatch.h"
+#include "kernels/gemm_x32.h"
 #include "kernels/tune.h"
 #include "model/arch.h"
 #include "model/offload.h"
@@ -85,6 +86,7 @@ static const cli_opt bench_opts_table[] = {
     {.names = "--mmap", .help = "map the file instead of reading it into memory", .kind = CLI_FLAG,
      CLI_AT(bench_opts, use_mmap)},
     CLI_OPT_MEM_BUDGET(bench_opts, mem_budget),
+    CLI_OPT_F16_COMPUTE,
     {.names = "--no-check", .help = "skip the core-availability check around each repetition", .kind = CLI_FLAG,
      CLI_AT(bench_opts, no_check)},
     {.names = "--json", .help = "one JSON line per test on stdout instead of the table", .kind = CLI_FLAG,
@@ -124,6 +126,10 @@ typedef struct model_facts {
     uint64_t bytes_per_token; /* weight bytes one decode step reads */
     double mat_flops;       /* 2 * multiply-adds of the matrices per token */
     double attn_flops_pos;  /* attention FLOPs per token per cached position */
+    bool bf16_dp;           /* the matrices run VDPBF16PS (a BF16 file, or F16 with --f16-compute bf16, at
+                               avx512bf16 without the bf16-fma option): two products per FP32 lane, so the
+                               prefill reference is twice the FP32 FMA peak */
+    int32_t n_f16_as_bf16;  /* kite_model_info.n_f16_as_bf16 */
 } model_facts;
 
 /* llama.cpp's general.file_type names (informational). */
@@ -181,7 +187,7 @@ typedef struct test_result {
     double tok_s, tok_s_min, tok_s_max;
     double gb_s;              /* weight traffic: bytes read per second */
     double gflops;            /* arithmetic of the matrices and attention */
-    double roofline_pct;      /* tg: gb_s vs read bandwidth; pp: gflops vs FMA peak */
+    double roofline_pct;      /* tg: gb_s vs read bandwidth; pp: gflops vs FMA peak (x2 for bf16_dp) */
     double avail;             /* median availability seen by the checks (0: not checked) */
     int redone;               /* attempts marked because availability < AVAIL_MIN */
     int noisy;                /* marked attempts kept in the result (the machine stayed noisy) */
@@ -295,7 +301,8 @@ static int run_test(const bench_opts *o, kite_ctx *ctx, kite_token *ids, int32_t
         double flops_tok = mf->mat_flops + mf->attn_flops_pos * (double)(n + 1) / 2.0;
         tr->gflops = flops_tok * tr->tok_s / 1e9;
         tr->gb_s = (double)mf->bytes_per_token * tr->tok_s / (double)n / 1e9; /* weights read once per batch */
-        tr->roofline_pct = expect > 0 ? 100.0 * tr->gflops / expect : 0.0;
+        const double peak = expect * (mf->bf16_dp ? 2.0 : 1.0);
+        tr->roofline_pct = peak > 0 ? 100.0 * tr->gflops / peak : 0.0;
     } else {
         tr->gb_s = (double)mf->bytes_per_token * tr->tok_s / 1e9;
         tr->gflops = (mf->mat_flops + mf->attn_flops_pos * (double)(n + 1) / 2.0) * tr->tok_s / 1e9;
@@ -350,6 +357,11 @@ static const char *roofline_note(const probe_result *pr, const test_result *tr) 
                : "above 100%: the reference is suspect (the probe read low); re-measure with kite bench --probe";
 }
 
+/* What a test's share is of: "bw" (decode), "fma" (prefill) or "bf16" (prefill on VDPBF16PS). */
+static const char *roofline_ref(const model_facts *mf, const test_result *tr) {
+    return tr->name[0] == 't' ? "bw" : mf->bf16_dp ? "bf16" : "fma";
+}
+
 static void print_json(const bench_opts *o, const model_facts *mf, const kite_model_info *mi, const char *kernels,
                        const probe_result *pr, const test_result *tr, double load_ms) {
     const char *m = base_name(o->model);
@@ -367,6 +379,8 @@ static void print_json(const bench_opts *o, const model_facts *mf, const kite_mo
            mf->bytes_per_token, mi->n_layer, probe_read_gbs(pr, tr->threads), pr->fma_gflops * tr->threads);
     cli_json_string(stdout, pr->cpu, strlen(pr->cpu));
     const char *note = roofline_note(pr, tr);
+    printf(", \"roofline_ref\": \"%s\", \"f16_compute\": \"%s\", \"n_f16_as_bf16\": %d", roofline_ref(mf, tr),
+           mf->n_f16_as_bf16 > 0 ? "bf16" : "exact", (int)mf->n_f16_as_bf16);
     printf(", \"roofline_suspect\": %s, \"roofline_note\": ", note ? "true" : "false");
     cli_json_string(stdout, note ? note : "", note ? strlen(note) : 0);
     printf(", \"probe_measured_at\": %lld, \"probe_avail_pct\": %.1f", pr->measured_at,
@@ -407,7 +421,7 @@ static void print_row(const bench_opts *o, const model_facts *mf, const kite_mod
                       const test_result *tr) {
     char tps[48], roof[32], avail[16], size[16], params[16];
     snprintf(tps, sizeof tps, "%.2f (%.2f-%.2f)", tr->tok_s, tr->tok_s_min, tr->tok_s_max);
-    snprintf(roof, sizeof roof, "%.1f%% %s%s", tr->roofline_pct, tr->name[0] == 't' ? "bw" : "fma",
+    snprintf(roof, sizeof roof, "%.1f%% %s%s", tr->roofline_pct, roofline_ref(mf, tr),
              tr->roofline_pct > 100.0 ? " !" : "");
     if (tr->avail > 0)
         snprintf(avail, sizeof avail, "%.0f%%%s", 100.0 * tr->avail, tr->noisy ? " *" : "");
@@ -555,6 +569,16 @@ int cmd_bench(int argc, char **argv) {
         goto done;
     }
     const char *kernels = kern_table()->name;
+    mf.n_f16_as_bf16 = mi.n_f16_as_bf16;
+    {
+        const kern_level lv = kern_table()->level;
+        mf.bf16_dp = (!strcmp(mf.type, "BF16") || mi.n_f16_as_bf16 > 0) && lv >= KERN_LEVEL_AVX512BF16 &&
+                     !kern_x32_bf16_wide(lv);
+    }
+    if (mi.n_f16_as_bf16 > 0 && !o.json)
+        printf("note: --f16-compute bf16: %d F16 matrices rounded to bf16 at load and computed with bf16 "
+               "activations (lossy; docs/kernels.md)%s\n", (int)mi.n_f16_as_bf16,
+               mf.bf16_dp ? "; prefill's share is of the VDPBF16PS peak, twice the FP32 FMA peak" : "");
     char opts[160];
     format_opts(opts, sizeof opts);
     int64_t n_max = o.n_prompt > o.n_gen ? o.n_prompt : o.n_gen;

@@ -63,6 +63,7 @@ static const cli_opt chat_opts_table[] = {
      .kind = CLI_STR, CLI_AT(chat_opts, tmpl), .fn = check_template, .example = "chatml",
      .def_doc = "detected from the model, else chatml"},
     CLI_OPT_MEM_BUDGET(chat_opts, mem_budget),
+    CLI_OPT_F16_COMPUTE,
     {.names = "--system, -sys, --system-prompt", .arg = "TEXT", .help = "system message", .kind = CLI_STR,
      CLI_AT(chat_opts, system)},
     {.names = "-n, --n-predict", .arg = "N", .help = "longest reply in tokens", .kind = CLI_INT,

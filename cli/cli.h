@@ -221,6 +221,15 @@ int cli_opt_mem_budget(const cli_opt *o, void *state, const char *cmd, const cha
      .kind = CLI_FN, .nargs = 1, CLI_AT(T, f), .fn = cli_opt_mem_budget, .example = "512M",                    \
      .def_doc = "no bound"}
 
+/* --f16-compute exact|bf16: kite_model_params.f16_compute of the models the command loads
+ * (config_set_f16_compute; over KITE_F16_COMPUTE). */
+int cli_opt_f16_compute(const cli_opt *o, void *state, const char *cmd, const char *flag, char **vals, int n);
+#define CLI_OPT_F16_COMPUTE                                                                                    \
+    {.names = "--f16-compute", .arg = "MODE",                                                                  \
+     .help = "F16 matrices: exact (FP32 products) or bf16 (rounded to bf16 at load,\n"                          \
+             "bf16 dot products: faster prefill, lossy; docs/kernels.md)",                                     \
+     .kind = CLI_FN, .nargs = 1, .fn = cli_opt_f16_compute, .example = "bf16", .def_doc = "exact"}
+
 /* --kv-type T into an int32_t field (enum kite_kv_type). */
 extern const char *const cli_kv_type_names[];
 extern const int32_t cli_kv_type_values[];

@@ -79,6 +79,7 @@ static const cli_opt ppl_opts_table[] = {
              "then its tokens and -c are used, cut as llama.cpp cuts them",
      .kind = CLI_STR, CLI_AT(ppl_opts, base)},
     CLI_OPT_MEM_BUDGET(ppl_opts, mem_budget),
+    CLI_OPT_F16_COMPUTE,
     {.names = "--json", .help = "end stdout with one line {\"ppl\", \"nll\", \"tokens\", \"kld\", \"top1\"}",
      .kind = CLI_FLAG, CLI_AT(ppl_opts, json)},
     {.names = "-q, --quiet", .help = "no per-window lines and no progress", .kind = CLI_FLAG, CLI_AT(ppl_opts, quiet)},

@@ -86,6 +86,7 @@ static const cli_opt run_opts_table[] = {
     {.names = "--mmap", .help = "map the model file instead of reading it into memory", .kind = CLI_FLAG,
      CLI_AT(run_opts, use_mmap)},
     CLI_OPT_MEM_BUDGET(run_opts, mem_budget),
+    CLI_OPT_F16_COMPUTE,
     CLI_OPT_SPLIT_MODE(run_opts, split_mode, dist_timeout),
     {.names = "--json",
      .help = "end the output with one JSON line: prompt_ids, ids, text,\nprefill_tok_s, decode_tok_s, kv_bytes",

@@ -78,6 +78,7 @@ static const cli_opt serve_opts_table[] = {
     {.names = "--mmap", .help = "map the model file instead of reading it into memory", .kind = CLI_FLAG,
      CLI_AT(serve_opts, use_mmap)},
     CLI_OPT_MEM_BUDGET(serve_opts, mem_budget),
+    CLI_OPT_F16_COMPUTE,
     {.names = "-q, --quiet", .help = "no per-request log lines", .kind = CLI_FLAG, CLI_AT(serve_opts, sp.quiet)},
     {.kind = CLI_SECTION, .help = "Speculative decoding, per request (lossless; docs/engine.md):"},
     CLI_OPTS_DRAFT(serve_opts, draft, skip, sp.engine.spec_lookup_n, lookahead, sp.engine.spec_draft_max),

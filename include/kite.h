@@ -86,7 +86,23 @@ typedef struct kite_model_params {
                         1/tp_size of every layer's heads and FFN columns; 0 or 1: the whole model.
                         Must equal the size of the process group (mpirun -np) */
     int32_t tp_rank; /* this process's share, 0..tp_size-1 (its rank in the group) */
+    int32_t f16_compute; /* how F16 matrices are multiplied (enum kite_f16_compute) */
 } kite_model_params;
+
+/* kite_model_params.f16_compute.  EXACT (the default): f16 weights are widened to
+ * FP32 and every product is exact.  BF16 (opt-in, lossy): at load every F16 matrix
+ * the forward pass multiplies (attention, FFN, experts, classifier; the token
+ * embedding only when it is the tied classifier) is rounded to bf16 (nearest even)
+ * in place and then runs the bf16 kernels, which also round the activations to
+ * bf16: VDPBF16PS where the CPU has AVX512_BF16, about twice the prefill rate of
+ * the exact path there (docs/kernels.md has the rates and the accuracy, KLD
+ * against exact).  The weights must be in writable memory: heap residency
+ * (use_mmap false), a memory budget or a tensor split; with a plain file mapping
+ * kite_model_load fails with KITE_E_ARG.  Files of other types are unaffected. */
+enum kite_f16_compute {
+    KITE_F16_COMPUTE_EXACT = 0,
+    KITE_F16_COMPUTE_BF16 = 1,
+};
 
 kite_model_params kite_model_default_params(void);
 
@@ -123,6 +139,8 @@ typedef struct kite_model_info {
     uint64_t ring_bytes;    /* of which the ring of streamed-layer slots */
     int32_t n_repacked;     /* weight matrices repacked at load (no_repack above); 0: none */
     double repack_ms;       /* time the repacking took (part of the load) */
+    int32_t n_f16_as_bf16;  /* F16 matrices computed as bf16 (f16_compute BF16; streamed layers counted
+                               once each); 0: none */
     int32_t tp_size;        /* ranks the layers are split over (kite_model_params.tp_size); 1: none */
     uint64_t n_bytes_split; /* tensor split: bytes of this rank's copies of its share of the layers */
     uint64_t n_bytes_layers; /* tensor split: bytes of the split matrices of the whole model */

@@ -536,10 +536,23 @@ int kite_model_load(const char *path, const kite_model_params *params, kite_mode
     const bool repack =
         !p.no_repack && (p.mem_budget > 0 || m->tp_size > 1 || strcmp(gguf_residency(m->gguf), "heap") == 0);
     m->repack_streamed = repack; /* set before the I/O thread starts reading */
+    if (p.f16_compute != KITE_F16_COMPUTE_EXACT && p.f16_compute != KITE_F16_COMPUTE_BF16) {
+        rc = err_set(KITE_E_ARG, "%s: f16_compute %d is not exact (0) or bf16 (1)", path, (int)p.f16_compute);
+        goto fail;
+    }
+    /* bf16 compute rewrites the weights: the same writable images model_repack needs */
+    const bool writable = p.mem_budget > 0 || m->tp_size > 1 || strcmp(gguf_residency(m->gguf), "heap") == 0;
+    if (p.f16_compute == KITE_F16_COMPUTE_BF16 && !writable) {
+        rc = err_set(KITE_E_ARG, "%s: f16 compute bf16 rounds the weights in memory: it needs them read into "
+                     "memory, not a file mapping (drop --mmap / use_mmap)", path);
+        goto fail;
+    }
+    m->f16_as_bf16 = p.f16_compute == KITE_F16_COMPUTE_BF16;
     if (p.mem_budget > 0) {
         if ((rc = offload_setup(m, p.mem_budget))) goto fail;
         m->n_resident = offload_get_plan(m->offload)->n_resident;
     }
+    if (m->f16_as_bf16 && (rc = model_to_bf16(m))) goto fail;
     if (repack && (rc = model_repack(m))) goto fail;
     *out = m;
     return KITE_OK;
@@ -577,6 +590,7 @@ void kite_model_get_info(const kite_model *m, kite_model_info *info) {
     info->n_resident_layers = m->n_resident;
     info->n_repacked = m->n_repacked;
     info->repack_ms = m->repack_ms;
+    info->n_f16_as_bf16 = m->n_f16_as_bf16;
     info->tp_size = m->tp_size > 1 ? m->tp_size : 1;
     info->n_bytes_split = m->shard_bytes;
     info->n_bytes_layers = m->shard_full_bytes;

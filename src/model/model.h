@@ -156,7 +156,21 @@ struct kite_model {
     int32_t n_resident;    /* layers 0..n_resident-1 are in memory (n_layer without a budget); the others
                               are streamed (offload.h) and their m->layers views point into an unread mapping */
     bool repack_streamed;  /* the loader repacks: the I/O thread repacks each streamed layer the same way */
+    bool f16_as_bf16;      /* kite_model_params.f16_compute BF16: the I/O thread rounds each streamed layer's
+                              F16 matrices to bf16 (before repacking) as model_to_bf16 did the resident ones */
+    int32_t n_f16_as_bf16; /* F16 matrices computed as bf16 (model_to_bf16) */
 };
+
+/* kite_model_params.f16_compute BF16 (repack.c): rounds the F16 matrices of the resident
+ * layers and a writable classifier (a tied token embedding with it) to bf16 in place,
+ * nearest even, and retypes them BF16, so that model_repack and the kernels treat
+ * them as a bf16 file's.  Before model_repack; the image must be writable (as for
+ * model_repack).  model_layer_to_bf16 does one layer (n_exp views for expert tensors;
+ * a streamed layer's slot, offload.c) and returns how many matrices it rounded. */
+int model_to_bf16(kite_model *m);
+/* The n f16 values at data as bf16, in place: fp32_to_bf16(fp16_to_fp32(h)) for every h. */
+void model_f16_to_bf16_row(void *data, size_t n);
+int model_layer_to_bf16(layer_weights *L, int n_exp);
 
 /* Repacks the model's x16-type matrices (kern_x16_type) into the interleaved layout of
  * kernels/gemm_x16.h and its f16 and bf16 matrices into that of kernels/gemm_x32.h,

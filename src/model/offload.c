@@ -265,6 +265,7 @@ static int load_slot(offload *o, int s, int32_t l, uint64_t *nread) {
             const uint64_t at = (uint64_t)((const uint8_t *)w[i]->data - m->gguf->base);
             w[i]->data = buf + (at - sl->lo);
         }
+    if (m->f16_as_bf16) (void)model_layer_to_bf16(L, m->hp.n_expert > 0 ? m->hp.n_expert : 1);
     if (m->repack_streamed) model_repack_layer(L, m->hp.n_expert > 0 ? m->hp.n_expert : 1, o->tmp, o->tmp_bytes);
     return KITE_OK;
 }

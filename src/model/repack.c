@@ -23,6 +23,7 @@
 #include "kernels/gemm_x32.h"
 #include "kernels/gemm_x16.h"
 #include "model/model.h"
+#include "tensor/dtype.h"
 
 typedef struct repack_state {
     const void **done; /* data pointers already repacked */
@@ -106,6 +107,43 @@ uint32_t model_repack_matrix(weight *w) {
     return layout;
 }
 
+static void layer_weight_list(layer_weights *L, weight **w);
+
+/* ---- f16_compute BF16: F16 matrices rounded to bf16 in place -------------------- */
+
+/* One f16 element as bf16, rounded to nearest even (every f16 is a finite float or
+ * inf/NaN; NaN stays a quiet NaN, like fp32_to_bf16), inline so the loop vectorises. */
+static inline uint16_t f16_as_bf16(uint16_t h) {
+    const float f = fp16_to_fp32_inline(h);
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    const uint32_t nan = -(uint32_t)((u & 0x7fffffffu) > 0x7f800000u);
+    const uint32_t rne = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    return (uint16_t)((rne & ~nan) | (((u >> 16) | 0x40u) & nan));
+}
+
+void model_f16_to_bf16_row(void *data, size_t n) {
+    uint16_t *h = data;
+    for (size_t i = 0; i < n; i++) h[i] = f16_as_bf16(h[i]);
+}
+
+/* Rounds w (n_views views: experts) to bf16 when it is an F16 matrix in the plain layout. */
+static bool weight_to_bf16(weight *w, int n_views) {
+    if (!w->data || w->type != KITE_DTYPE_F16 || w->layout != WEIGHT_LAYOUT_PLAIN) return false;
+    /* the views are contiguous (model_expert): one run over all of them */
+    model_f16_to_bf16_row((void *)(uintptr_t)w->data, (size_t)n_views * (size_t)w->ne[1] * (size_t)w->ne[0]);
+    w->type = KITE_DTYPE_BF16;
+    return true;
+}
+
+int model_layer_to_bf16(layer_weights *L, int n_exp) {
+    weight *w[10];
+    layer_weight_list(L, w);
+    int n = 0;
+    for (int i = 0; i < 10; i++) n += weight_to_bf16(w[i], i >= 7 ? n_exp : 1);
+    return n;
+}
+
 /* Scratch of one weight's repacking at this level (0: it stays plain). */
 static size_t weight_tmp(const weight *w, uint32_t layout) {
     if (!w->data || layout == WEIGHT_LAYOUT_PLAIN) return 0;
@@ -148,6 +186,26 @@ void model_repack_layer(layer_weights *L, int n_exp, void *tmp, size_t tmp_bytes
         }
         w[i]->layout = layout;
     }
+}
+
+int model_to_bf16(kite_model *m) {
+    const int n_exp = m->hp.n_expert > 0 ? m->hp.n_expert : 1;
+    for (int l = 0; l < m->n_resident; l++) m->n_f16_as_bf16 += model_layer_to_bf16(&m->layers[l], n_exp);
+    /* streamed layers are rounded in their ring slot after every read (offload.c); counted here once */
+    for (int l = m->n_resident; l < m->hp.n_layer; l++) {
+        weight *w[10];
+        layer_weight_list(&m->layers[l], w);
+        for (int i = 0; i < 10; i++) m->n_f16_as_bf16 += w[i]->data && w[i]->type == KITE_DTYPE_F16;
+    }
+    /* the classifier where model_repack may rewrite it; a tied token embedding goes with it (its rows are
+     * read through kern_get_row, which reads bf16 as well) */
+    const bool output_writable = strcmp(gguf_residency(m->gguf), "heap") == 0 || m->offload != NULL ||
+                                 (m->tp_size > 1 && m->tp_rank == 0);
+    if (output_writable && weight_to_bf16(&m->output, 1)) {
+        m->n_f16_as_bf16++;
+        if (m->tok_embd.data == m->output.data) m->tok_embd.type = KITE_DTYPE_BF16;
+    }
+    return KITE_OK;
 }
 
 int model_repack(kite_model *m) {

@@ -31,6 +31,7 @@
 #include "kernels/gemm_x32.h"
 #include "kernels/kernels.h"
 #include "kite.h"
+#include "model/model.h"
 #include "roofline/synth.h"
 #include "repack_harness.h"
 #include "tensor/dtype.h"
@@ -327,7 +328,29 @@ TEST(test_options_pick_kernels) {
     kern_opt_set(KERN_OPT_F16_WIDEN, f0);
 }
 
+/* f16_compute BF16's rounding (repack.c), every f16 value: the float's bf16, nearest even,
+ * NaN quiet: what `kite quantize` writes for a bf16 copy of an F16 file. */
+static void test_f16_to_bf16_all(void) {
+    uint16_t *h = malloc(65536 * sizeof *h);
+    CHECK(h);
+    if (!h) return;
+    for (uint32_t i = 0; i < 65536; i++) h[i] = (uint16_t)i;
+    model_f16_to_bf16_row(h, 65536);
+    int bad = 0;
+    for (uint32_t i = 0; i < 65536; i++) bad += h[i] != fp32_to_bf16(fp16_to_fp32((uint16_t)i));
+    CHECK(bad == 0);
+    CHECK(h[0x3c00] == 0x3f80); /* 1.0 */
+    CHECK(h[0x3c01] == 0x3f80); /* 1 + 2^-10: below half a bf16 step, down */
+    CHECK(h[0x3c04] == 0x3f80); /* 1 + 2^-8: exactly half, to even */
+    CHECK(h[0x3c0c] == 0x3f82); /* 1 + 3 * 2^-8: half, to even (up) */
+    CHECK(h[0x0001] == 0x3380); /* the smallest subnormal, 2^-24, a normal bf16 */
+    CHECK(h[0x7c00] == 0x7f80 && h[0xfc00] == 0xff80); /* +-inf */
+    CHECK((h[0x7e00] & 0x7fc0) == 0x7fc0);              /* NaN stays a quiet NaN */
+    free(h);
+}
+
 int main(void) {
+    RUN(test_f16_to_bf16_all);
     RUN(test_pack_get_row);
     RUN(test_options_pick_kernels);
     RUN(test_kernel_equals_ref);

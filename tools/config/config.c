@@ -152,6 +152,13 @@ void config_read(config *c) {
 
     const char *rp = getenv("KITE_REPACK");
     c->no_repack = rp && !strcmp(rp, "0");
+    const char *fc = getenv("KITE_F16_COMPUTE");
+    c->f16_compute = KITE_F16_COMPUTE_EXACT;
+    if (fc && *fc) {
+        const int v = config_parse_f16_compute(fc);
+        if (v >= 0) c->f16_compute = v;
+        else fprintf(stderr, "kite: KITE_F16_COMPUTE=%s is not exact or bf16: ignored\n", fc);
+    }
     /* progress display (tools/progress): KITE_PROGRESS=off|plain|tty, KITE_PROGRESS_PERIOD=SECONDS */
     c->progress_mode = -1;
     c->progress_period = 2.0;
@@ -192,9 +199,20 @@ const config *config_get(void) {
     return &g_config;
 }
 
+int config_parse_f16_compute(const char *s) {
+    if (!strcmp(s, "exact")) return KITE_F16_COMPUTE_EXACT;
+    if (!strcmp(s, "bf16")) return KITE_F16_COMPUTE_BF16;
+    return -1;
+}
+
+static int g_f16_compute = -1; /* config_set_f16_compute; -1: KITE_F16_COMPUTE decides */
+
+void config_set_f16_compute(int mode) { g_f16_compute = mode; }
+
 kite_model_params config_model_params(void) {
     kite_model_params p = kite_model_default_params();
     p.no_repack = config_get()->no_repack;
+    p.f16_compute = g_f16_compute >= 0 ? g_f16_compute : config_get()->f16_compute;
     return p;
 }
 

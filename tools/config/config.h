@@ -13,6 +13,8 @@
  *     KITE_INT8_THRESHOLD   LLM.int8() outlier threshold (a float >= 0, "inf")
  *     KITE_WORK_SHARING=0   static matmul split
  *     KITE_REPACK=0         keep the file's row layout (kite_model_params.no_repack)
+ *     KITE_F16_COMPUTE      exact|bf16: kite_model_params.f16_compute (the commands'
+ *                           --f16-compute overrides it, config_set_f16_compute)
  *   and the tune table file, fills a kern_config (kernels/dispatch.h) and
  *   calls kern_configure.  Precedence of a kernel option: its variable, else
  *   the table's "option" line, else the CPU vendor's default.  Unknown
@@ -49,6 +51,7 @@ typedef struct config {
     int tune_state;       /* -1 KITE_TUNE=off, 0 no usable table (built-in defaults), 1 loaded */
     char tune_path[1024]; /* where the table was looked for; "" when off or no path could be formed */
     bool no_repack;       /* KITE_REPACK=0 */
+    int f16_compute;      /* KITE_F16_COMPUTE: enum kite_f16_compute (default exact) */
     int progress_mode;    /* KITE_PROGRESS: -1 unset (a terminal on stderr decides), 0 off, 1 plain lines, 2 terminal line */
     double progress_period; /* KITE_PROGRESS_PERIOD: seconds between plain lines (default 2; 0: every update) */
     bool have_probe_path;
@@ -65,8 +68,14 @@ void config_read(config *c /* OUT */);
  * passed to the kernels (kern_configure).  Never NULL. */
 const config *config_get(void);
 
-/* Load parameters: kite_model_default_params() with no_repack from KITE_REPACK. */
+/* Load parameters: kite_model_default_params() with no_repack from KITE_REPACK and
+ * f16_compute from KITE_F16_COMPUTE or config_set_f16_compute. */
 kite_model_params config_model_params(void);
+/* --f16-compute MODE (cli/args.c): overrides KITE_F16_COMPUTE for this process's
+ * later config_model_params calls.  Not thread-safe: call while parsing options. */
+void config_set_f16_compute(int mode);
+/* "exact" / "bf16" -> enum kite_f16_compute, -1 for anything else. */
+int config_parse_f16_compute(const char *s);
 
 /* Path of a file in the cache folder into buf; false when neither variable
  * gives a folder or the path does not fit. */
