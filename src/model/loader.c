@@ -532,16 +532,15 @@ int kite_model_load(const char *path, const kite_model_params *params, kite_mode
     }
     if ((rc = model_shard_tensor(m, p.tp_rank, p.tp_size > 1 ? p.tp_size : 1))) goto fail;
     m->n_resident = m->hp.n_layer;
-    /* a split model's layer matrices are its own copies (shard.c): repacked in place whatever the residency */
-    const bool repack =
-        !p.no_repack && (p.mem_budget > 0 || m->tp_size > 1 || strcmp(gguf_residency(m->gguf), "heap") == 0);
+    /* weights in writable memory (read into the heap, a ring slot, or a split model's own copies of its
+     * layer matrices, shard.c, whatever the residency): what in-place repacking and bf16 rounding need */
+    const bool writable = p.mem_budget > 0 || m->tp_size > 1 || strcmp(gguf_residency(m->gguf), "heap") == 0;
+    const bool repack = !p.no_repack && writable;
     m->repack_streamed = repack; /* set before the I/O thread starts reading */
     if (p.f16_compute != KITE_F16_COMPUTE_EXACT && p.f16_compute != KITE_F16_COMPUTE_BF16) {
         rc = err_set(KITE_E_ARG, "%s: f16_compute %d is not exact (0) or bf16 (1)", path, (int)p.f16_compute);
         goto fail;
     }
-    /* bf16 compute rewrites the weights: the same writable images model_repack needs */
-    const bool writable = p.mem_budget > 0 || m->tp_size > 1 || strcmp(gguf_residency(m->gguf), "heap") == 0;
     if (p.f16_compute == KITE_F16_COMPUTE_BF16 && !writable) {
         rc = err_set(KITE_E_ARG, "%s: f16 compute bf16 rounds the weights in memory: it needs them read into "
                      "memory, not a file mapping (drop --mmap / use_mmap)", path);

@@ -111,20 +111,9 @@ static void layer_weight_list(layer_weights *L, weight **w);
 
 /* ---- f16_compute BF16: F16 matrices rounded to bf16 in place -------------------- */
 
-/* One f16 element as bf16, rounded to nearest even (every f16 is a finite float or
- * inf/NaN; NaN stays a quiet NaN, like fp32_to_bf16), inline so the loop vectorises. */
-static inline uint16_t f16_as_bf16(uint16_t h) {
-    const float f = fp16_to_fp32_inline(h);
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    const uint32_t nan = -(uint32_t)((u & 0x7fffffffu) > 0x7f800000u);
-    const uint32_t rne = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-    return (uint16_t)((rne & ~nan) | (((u >> 16) | 0x40u) & nan));
-}
-
 void model_f16_to_bf16_row(void *data, size_t n) {
     uint16_t *h = data;
-    for (size_t i = 0; i < n; i++) h[i] = f16_as_bf16(h[i]);
+    for (size_t i = 0; i < n; i++) h[i] = fp32_to_bf16_inline(fp16_to_fp32_inline(h[i])); /* exact, then RNE */
 }
 
 /* Rounds w (n_views views: experts) to bf16 when it is an F16 matrix in the plain layout. */
@@ -188,6 +177,14 @@ void model_repack_layer(layer_weights *L, int n_exp, void *tmp, size_t tmp_bytes
     }
 }
 
+/* Whether the classifier's bytes may be rewritten in place. A split model's file is mapped read-only:
+ * rank 0 has its own copy of the classifier (shard.c), the other ranks never read theirs; under a memory
+ * budget the classifier was copied into the resident arena (offload.c), so it is treated like an unbounded
+ * heap model's: the same kernels, the same bits. */
+static bool output_writable(const kite_model *m) {
+    return strcmp(gguf_residency(m->gguf), "heap") == 0 || m->offload != NULL || (m->tp_size > 1 && m->tp_rank == 0);
+}
+
 int model_to_bf16(kite_model *m) {
     const int n_exp = m->hp.n_expert > 0 ? m->hp.n_expert : 1;
     for (int l = 0; l < m->n_resident; l++) m->n_f16_as_bf16 += model_layer_to_bf16(&m->layers[l], n_exp);
@@ -199,9 +196,7 @@ int model_to_bf16(kite_model *m) {
     }
     /* the classifier where model_repack may rewrite it; a tied token embedding goes with it (its rows are
      * read through kern_get_row, which reads bf16 as well) */
-    const bool output_writable = strcmp(gguf_residency(m->gguf), "heap") == 0 || m->offload != NULL ||
-                                 (m->tp_size > 1 && m->tp_rank == 0);
-    if (output_writable && weight_to_bf16(&m->output, 1)) {
+    if (output_writable(m) && weight_to_bf16(&m->output, 1)) {
         m->n_f16_as_bf16++;
         if (m->tok_embd.data == m->output.data) m->tok_embd.type = KITE_DTYPE_BF16;
     }
@@ -223,12 +218,7 @@ int model_repack(kite_model *m) {
         for (size_t i = 0; i < sizeof experts / sizeof *experts && !rc; i++)
             rc = repack_weight(m, &s, experts[i], n_exp);
     }
-    /* a split model's file is mapped read-only: rank 0 has its own copy of the classifier (shard.c), the
-     * other ranks never read theirs; under a memory budget the classifier was copied into the resident
-     * arena (offload.c), so it is repacked like an unbounded heap model's: the same kernels, the same bits */
-    const bool output_writable = strcmp(gguf_residency(m->gguf), "heap") == 0 || m->offload != NULL ||
-                                 (m->tp_size > 1 && m->tp_rank == 0);
-    if (!rc && output_writable) rc = repack_weight(m, &s, &m->output, 1);
+    if (!rc && output_writable(m)) rc = repack_weight(m, &s, &m->output, 1);
     if (!rc && m->tok_embd.data == m->output.data) m->tok_embd.layout = m->output.layout; /* tied classifier */
     free(s.tmp);
     free(s.done);

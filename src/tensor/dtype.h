@@ -133,4 +133,14 @@ static inline float fp16_to_fp32_inline(uint16_t h) {
     return f;
 }
 
+/* Float to bfloat16, the same bits as fp32_to_bf16 (nearest even, NaN kept quiet), inline and
+ * branch-free so that row loops vectorise (f16 compute bf16's load-time rounding). */
+static inline uint16_t fp32_to_bf16_inline(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    const uint32_t nan = -(uint32_t)((u & 0x7fffffffu) > 0x7f800000u);
+    const uint32_t rne = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    return (uint16_t)((rne & ~nan) | (((u >> 16) | 0x40u) & nan));
+}
+
 #endif

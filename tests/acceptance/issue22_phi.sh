@@ -28,17 +28,8 @@ REPS=${PHI_REPS:-3}
 STEPS=${PHI_STEPS:-2}
 TEXT=${PHI_TEXT:-$here/../shared/golden/tinystories-valid-sample.txt}
 MODEL=${PHI_MODEL:-}
-if [ -z "$MODEL" ]; then
-    if [ -f /work/bench-models/tinyllama-q8_0.gguf ]; then
-        MODEL=/work/bench-models/tinyllama-q8_0.gguf
-    else
-        MODEL=$here/$build/roofline-models/tinyllama-q8_0.gguf
-        if [ ! -f "$MODEL" ]; then
-            mkdir -p "$(dirname "$MODEL")" || exit 1
-            "$KITE" synth --shape tinyllama-1.1b --type q8_0 -o "$MODEL" >/dev/null || exit 1
-        fi
-    fi
-fi
+. "$here/tests/acceptance/models.lib"
+[ -n "$MODEL" ] || MODEL=$(acc_tinyllama q8_0) || exit 1
 [ -f "$TEXT" ] || { echo "issue22_phi: calibration text $TEXT not found (PHI_TEXT)" >&2; exit 1; }
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT INT TERM

@@ -18,17 +18,8 @@ KITE="$here/$build/kite"
 THREADS=${F16_THREADS:-2}
 ROUNDS=${F16_ROUNDS:-2}
 MODEL=${F16_MODEL:-}
-if [ -z "$MODEL" ]; then
-    if [ -f /work/bench-models/tinyllama-f16.gguf ]; then
-        MODEL=/work/bench-models/tinyllama-f16.gguf
-    else
-        MODEL=$here/$build/roofline-models/tinyllama-f16.gguf
-        if [ ! -f "$MODEL" ]; then
-            mkdir -p "$(dirname "$MODEL")" || exit 1
-            "$KITE" synth --shape tinyllama-1.1b --type f16 -o "$MODEL" -q || exit 1
-        fi
-    fi
-fi
+. "$here/tests/acceptance/models.lib"
+[ -n "$MODEL" ] || MODEL=$(acc_tinyllama f16) || exit 1
 TEXT=$here/../shared/golden/tinystories-valid-sample.txt
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT INT TERM
