@@ -18,7 +18,8 @@ _Static_assert(sizeof(block_iq4_nl) == sizeof(block_q4_0) && offsetof(block_iq4_
 
 bool kern_x16_type(uint32_t type) {
     return type == KITE_DTYPE_Q4_0 || type == KITE_DTYPE_Q5_0 || type == KITE_DTYPE_Q8_0 || type == KITE_DTYPE_IQ4_NL || type == KITE_DTYPE_Q4_K ||
-           type == KITE_DTYPE_Q5_K || type == KITE_DTYPE_Q6_K || type == KITE_DTYPE_IQ4_XS;
+           type == KITE_DTYPE_Q5_K || type == KITE_DTYPE_Q6_K || type == KITE_DTYPE_IQ4_XS || type == KITE_DTYPE_Q2_K ||
+           type == KITE_DTYPE_Q3_K || type == KITE_DTYPE_Q4_1 || type == KITE_DTYPE_Q5_1;
 }
 
 int64_t kern_x16_rows(const weight *w) {
@@ -26,6 +27,7 @@ int64_t kern_x16_rows(const weight *w) {
 }
 
 int32_t kern_x16_offset(uint32_t type) {
+    if (kern_x16_has_min(type)) return -1;
     return type == KITE_DTYPE_Q4_0 ? 8 : type == KITE_DTYPE_Q5_0 ? 16 : type == KITE_DTYPE_Q8_0 || type == KITE_DTYPE_IQ4_NL ? 128 : 0;
 }
 
@@ -40,6 +42,10 @@ static size_t block_bytes(uint32_t type) {
     case KITE_DTYPE_Q4_K: return sizeof(block_q4_K);
     case KITE_DTYPE_Q5_K: return sizeof(block_q5_K);
     case KITE_DTYPE_IQ4_XS: return sizeof(block_iq4_xs);
+    case KITE_DTYPE_Q2_K: return sizeof(block_q2_K);
+    case KITE_DTYPE_Q3_K: return sizeof(block_q3_K);
+    case KITE_DTYPE_Q4_1: return sizeof(block_q4_1);
+    case KITE_DTYPE_Q5_1: return sizeof(block_q5_1);
     default: return sizeof(block_q6_K);
     }
 }
@@ -49,8 +55,10 @@ int64_t kern_x16_panel_blocks(uint32_t type) {
     case KITE_DTYPE_Q4_0:
     case KITE_DTYPE_IQ4_NL: return 64; /* 18 KiB per group-panel */
     case KITE_DTYPE_Q5_0: return 64;   /* 22 KiB */
+    case KITE_DTYPE_Q4_1: return 64;   /* 20 KiB */
+    case KITE_DTYPE_Q5_1: return 64;   /* 24 KiB */
     case KITE_DTYPE_Q8_0: return 32; /* 17 KiB */
-    default: return 8;               /* q4_K 18 KiB, q5_K 22 KiB, q6_K 26 KiB, iq4_xs 17 KiB */
+    default: return 8; /* q4_K 18 KiB, q5_K 22 KiB, q6_K 26 KiB, iq4_xs 17 KiB, q3_K 14 KiB, q2_K 10.5 KiB */
     }
 }
 
@@ -86,16 +94,20 @@ static void put_block(uint32_t type, unsigned char *g, int64_t nb, int64_t b, in
         return;
     }
     const size_t qb = kern_x16_quant_bytes(type);
-    memcpy(g + kern_x16_scale_offset(qb, nb, b) + 2 * (size_t)i, blk, 2); /* the f16 d comes first in both blocks */
-    unsigned char *q = g + kern_x16_quant_offset(qb, nb, b) + 4 * (size_t)i;
-    const unsigned char *qs = blk + 2;
-    if (type == KITE_DTYPE_Q5_0) {
+    const bool q1 = kern_x16_has_min(type);
+    unsigned char *gb = g + (size_t)b * kern_x16_q1_block_bytes(type); /* q4_1 / q5_1 */
+    memcpy((q1 ? gb + X16Q1_D : g + kern_x16_scale_offset(qb, nb, b)) + 2 * (size_t)i, blk, 2); /* d comes first */
+    if (q1) memcpy(gb + X16Q1_M + 2 * (size_t)i, blk + 2, 2); /* then m */
+    unsigned char *q = (q1 ? gb + X16Q1_QS : g + kern_x16_quant_offset(qb, nb, b)) + 4 * (size_t)i;
+    const unsigned char *qs = blk + (q1 ? 4 : 2);
+    if (type == KITE_DTYPE_Q5_0 || type == KITE_DTYPE_Q5_1) {
+        const size_t qh_off = type == KITE_DTYPE_Q5_0 ? offsetof(block_q5_0, qh) : offsetof(block_q5_1, qh);
         uint32_t qh;
-        memcpy(&qh, blk + offsetof(block_q5_0, qh), 4);
+        memcpy(&qh, blk + qh_off, 4);
         qh = kern_x16_q5_0_qh(qh);
         memcpy(q, &qh, 4);
         q += 64;
-        qs = blk + offsetof(block_q5_0, qs);
+        qs = blk + qh_off + 4; /* qs follows qh in both blocks */
     }
     const bool q4 = qb != 512; /* q4_0, q5_0, iq4_nl: nibbles as they are */
     const int chunks = q4 ? 4 : 8;
@@ -116,16 +128,20 @@ void kern_x16_get_block(uint32_t type, const void *grp, int64_t nb, int64_t b, i
         return;
     }
     const size_t qb = kern_x16_quant_bytes(type);
-    memcpy(blk, g + kern_x16_scale_offset(qb, nb, b) + 2 * (size_t)i, 2);
-    const unsigned char *q = g + kern_x16_quant_offset(qb, nb, b);
-    unsigned char *qs = blk + 2;
-    if (type == KITE_DTYPE_Q5_0) {
+    const bool q1 = kern_x16_has_min(type);
+    const unsigned char *gb = g + (size_t)b * kern_x16_q1_block_bytes(type); /* q4_1 / q5_1 */
+    memcpy(blk, (q1 ? gb + X16Q1_D : g + kern_x16_scale_offset(qb, nb, b)) + 2 * (size_t)i, 2);
+    if (q1) memcpy(blk + 2, gb + X16Q1_M + 2 * (size_t)i, 2);
+    const unsigned char *q = q1 ? gb + X16Q1_QS : g + kern_x16_quant_offset(qb, nb, b);
+    unsigned char *qs = blk + (q1 ? 4 : 2);
+    if (type == KITE_DTYPE_Q5_0 || type == KITE_DTYPE_Q5_1) {
+        const size_t qh_off = type == KITE_DTYPE_Q5_0 ? offsetof(block_q5_0, qh) : offsetof(block_q5_1, qh);
         uint32_t t;
         memcpy(&t, q + 4 * (size_t)i, 4);
         t = kern_x16_q5_0_qh_inverse(t);
-        memcpy(blk + offsetof(block_q5_0, qh), &t, 4);
+        memcpy(blk + qh_off, &t, 4);
         q += 64;
-        qs = blk + offsetof(block_q5_0, qs);
+        qs = blk + qh_off + 4;
     }
     const bool q4 = qb != 512;
     const int chunks = q4 ? 4 : 8;

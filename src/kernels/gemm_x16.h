@@ -1,5 +1,5 @@
 /*
- * gemm_x16.h - q4_0 / q8_0 / q4_K / q5_K / q6_K / iq4_xs weights repacked at load time into
+ * gemm_x16.h - q4_0 / q4_1 / q5_0 / q5_1 / q8_0 / iq4_nl / q2_K / q3_K / q4_K / q5_K / q6_K / iq4_xs weights repacked at load time into
  * groups of 16 interleaved rows, and the matmul kernels for that layout.
  *
  * WHY
@@ -45,7 +45,11 @@
  *       iq4_nl (QB = 256): q4_0's chunks (the blocks have q4_0's bytes: d,
  *            then the nibbles in q4_0's element order), each nibble q
  *            standing for u = kite_iq4nl_values[q] + 128.
- *   and the blocks go in pairs, one after the other:
+ *   q4_1 and q5_1 (QB as q4_0 / q5_0) have a min as well: their group block b
+ *   is [16 f16 d][16 f16 m][quants] (320 / 384 bytes, whole lines), the
+ *   blocks one after the other (kern_x16_q1_offset), the quants as q4_0's /
+ *   q5_0's with no offset (u = q, 0..15 / 0..31).
+ *   The other types' blocks go in pairs, one after the other:
  *     [scales b][scales b+1][quants b][quants b+1]   (b even)
  *   with an odd last block as [scales][quants] (kern_x16_scale_offset,
  *   kern_x16_quant_offset).  WHY pairs: a group is then read as one forward
@@ -85,6 +89,26 @@
  *   as [SC][QS][D] for an even b and [D][SC][QS] for an odd one
  *   (kern_x16q6_offset): blocks are 52.5 lines, and so every 64-byte chunk
  *   stays line-aligned.
+ *   q3_K: X16Q3_BLOCK_BYTES = 16 * 110 bytes per group block b, in four parts:
+ *     SC  12 chunks j of 16 bytes: row i's plain scales[j] at byte i (the
+ *         file's 6-bit packing: chunks 0-7 hold the low nibbles of scales
+ *         j and j + 8, chunks 8-11 the top 2 bits of j, j + 4, j + 8, j + 12);
+ *     HM  8 chunks c of 64 bytes: row i's hmask[4c..4c+3] at byte 4i;
+ *     QS  16 chunks c of 64 bytes: row i's qs[4c..4c+3] at byte 4i;
+ *     D   16 f16 d;
+ *   as [SC][HM][QS][D] for an even b and [D][HM][QS][SC] for an odd one
+ *   (kern_x16q3_offset; blocks are 27.5 lines, and so every 64-byte chunk
+ *   stays line-aligned).  Element 128h + 32j + l (l < 32) has its low bits
+ *   at bits 2j..2j+1 of qs[32h + l] and its third bit at bit 4h + j of
+ *   hmask[l] (ggml's q3_K order), so chunk 8h + c of QS and chunk c of HM
+ *   hold elements 128h + 32j + 4c..+3 of every j: the unsigned value
+ *   u = low | third << 2 (0..7, the weight u - 4) of 16 rows x 4 elements
+ *   is two shifts, an AND and one vpternlogd away.
+ *   q2_K: X16Q2_BLOCK_BYTES = 16 * 84 bytes per group block, whole lines:
+ *     X16Q2_D     16 f16 d;   X16Q2_DMIN  16 f16 dmin;
+ *     X16Q2_SC    16 chunks g of 16 bytes: row i's scales[g] at byte i
+ *                 (4-bit scale, 4-bit min of elements 16g..16g+15);
+ *     X16Q2_QS    q3_K's QS (the 2-bit fields in the same order).
  *   WHY: the plain k-quant kernels are partly bound by instructions (q4_K:
  *   41 GB/s on one thread from L2, the q4_0 x16 kernel 96-104): they
  *   unpack the scales per row and reduce 8 lanes per row and token.  Here
@@ -103,6 +127,9 @@
  *   (They differ in the last bits from the plain-layout kernels, whose
  *   float order is another; each layout is tested against the same
  *   budget.)
+ *   q4_1 / q5_1 take the same s with corr = 0, and the min term after it:
+ *     f = fma((float)s, d_w * d_a, f);  f = fma(m_w, d_a * (float)sum_a, f)
+ *   with sum_a = sum_k a[t][b][k] (kern_x16_act_prep's corr with off = -1).
  *   q4_K, per block b (a: the token's q8_K block, dy its float d):
  *     isum = sum_j sc_j * sum_{k in j} q[k] * a.qs[k]            (int32, exact)
  *     msum = sum_j m_j * (a.bsums[2j] + a.bsums[2j+1])          (int32, exact)
@@ -113,6 +140,15 @@
  *     csum = sum_g sc_g * a.bsums[g]
  *     f = fma((float)(isum - 32 * csum), d * dy, f)                 (int32, exact)
  *   (|isum| <= 16*128*16*63*128 < 2^29, |32 csum| < 2^28.)
+ *   q3_K, per block b (u = low | third << 2, s_g = the 6-bit scale - 32):
+ *     isum = sum_g s_g * sum_{k in g} u[k] * a.qs[k]
+ *     csum = sum_g s_g * a.bsums[g]
+ *     f = fma((float)(isum - 4 * csum), d * dy, f)                  (int32, exact)
+ *   (|isum| <= 16*32*16*7*127 < 2^23.)
+ *   q2_K, per block b (u: the 2-bit values, sc_g and m_g the 4-bit scale
+ *   and min of scale group g):
+ *     isum = sum_g sc_g * sum_{k in g} u[k] * a.qs[k],  msum = sum_g m_g * a.bsums[g]
+ *     f = fma(-(float)msum, dmin * dy, f);  f = fma((float)isum, d * dy, f)   (q4_K's order)
  *
  * THREAD SAFETY: pure functions.
  */
@@ -158,19 +194,44 @@ static inline size_t kern_x16q6_offset(int64_t b, int part) {
     return (size_t)b * X16Q6_BLOCK_BYTES + (b & 1 ? odd : even)[part];
 }
 
+/* q3_K group block: its size and the offsets of its parts (LAYOUT above) */
+#define X16Q3_BLOCK_BYTES (16 * 110)
+enum { X16Q3_SC, X16Q3_HM, X16Q3_QS, X16Q3_D };
+static inline size_t kern_x16q3_offset(int64_t b, int part) {
+    static const size_t even[4] = {0, 192, 704, 1728}, odd[4] = {1568, 32, 544, 0};
+    return (size_t)b * X16Q3_BLOCK_BYTES + (b & 1 ? odd : even)[part];
+}
+
+/* q2_K group block (LAYOUT above) */
+#define X16Q2_D 0
+#define X16Q2_DMIN 32
+#define X16Q2_SC 64
+#define X16Q2_QS 320
+#define X16Q2_BLOCK_BYTES (X16Q2_QS + 16 * 64) /* = 16 plain q2_K blocks */
+
 /* Elements per block of a type with the layout: 256 for the k-quants and
  * iq4_xs (q8_K activations), else 32. */
 static inline int64_t kern_x16_block_elems(uint32_t type) {
-    return type == KITE_DTYPE_Q4_K || type == KITE_DTYPE_Q5_K || type == KITE_DTYPE_Q6_K || type == KITE_DTYPE_IQ4_XS
+    return type == KITE_DTYPE_Q2_K || type == KITE_DTYPE_Q3_K || type == KITE_DTYPE_Q4_K || type == KITE_DTYPE_Q5_K ||
+                   type == KITE_DTYPE_Q6_K || type == KITE_DTYPE_IQ4_XS
                ? 256
                : 32;
 }
 
-/* Quant bytes of one block in a group (QB): 256 for q4_0 and iq4_nl, 320 for
- * q5_0, 512 for q8_0. */
+/* Quant bytes of one block in a group (QB): 256 for q4_0, q4_1 and iq4_nl, 320 for
+ * q5_0 and q5_1, 512 for q8_0. */
 static inline size_t kern_x16_quant_bytes(uint32_t type) {
-    return type == KITE_DTYPE_Q4_0 || type == KITE_DTYPE_IQ4_NL ? 256 : type == KITE_DTYPE_Q5_0 ? 320 : 512;
+    return type == KITE_DTYPE_Q4_0 || type == KITE_DTYPE_Q4_1 || type == KITE_DTYPE_IQ4_NL ? 256
+           : type == KITE_DTYPE_Q5_0 || type == KITE_DTYPE_Q5_1                              ? 320
+                                                                                             : 512;
 }
+
+/* q4_1 / q5_1: a group block's bytes and the offsets of its parts (LAYOUT above). */
+#define X16Q1_D 0
+#define X16Q1_M 32
+#define X16Q1_QS 64
+static inline size_t kern_x16_q1_block_bytes(uint32_t type) { return type == KITE_DTYPE_Q5_1 ? 384 : 320; }
+static inline bool kern_x16_has_min(uint32_t type) { return type == KITE_DTYPE_Q4_1 || type == KITE_DTYPE_Q5_1; }
 
 /* q5_0's qh (bit e: element e's fifth bit) transposed as the layout stores
  * it (bit m of byte k: element 4m + k for m < 4, 16 + 4(m - 4) + k else),
@@ -189,7 +250,8 @@ static inline size_t kern_x16_quant_offset(size_t qb, int64_t nb, int64_t b) {
     return (b | 1) < nb ? pair + 2 * X16_SCALE_BYTES + (size_t)(b & 1) * qb : pair + X16_SCALE_BYTES;
 }
 
-/* True for weight types that have the layout (q4_0, q5_0, q8_0, iq4_nl, q4_K, q5_K, q6_K, iq4_xs). */
+/* True for weight types that have the layout (q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl, q2_K, q3_K, q4_K, q5_K,
+ * q6_K, iq4_xs). */
 bool kern_x16_type(uint32_t type);
 /* Whether load-time repacking pays at a level (the registry's repack flag:
  * set where the VNNI kernel exists; lower levels would only run the scalar
@@ -198,7 +260,8 @@ bool kern_x16_pays(kern_level level);
 /* Rows of w held in interleaved groups: ne[1] rounded down to 16 for an
  * X16 weight, 0 for a plain one. */
 int64_t kern_x16_rows(const weight *w);
-/* Activation offset of a type: 8 (q4_0), 16 (q5_0) or 128 (q8_0, iq4_nl); 0 for the q8_K types. */
+/* Activation offset of a type: 8 (q4_0), 16 (q5_0) or 128 (q8_0, iq4_nl); -1 for q4_1 and q5_1 (corr is
+ * then the activation block's sum, for the min term); 0 for the q8_K types. */
 int32_t kern_x16_offset(uint32_t type);
 
 /* Blocks per panel: 64 (q4_0, q5_0, iq4_nl), 32 (q8_0), 8 (the q8_K types). */
@@ -263,5 +326,13 @@ KERN_GEMM_X16_DECL(gemm_x16_q5_K_ref);
 KERN_GEMM_X16_DECL(gemm_x16_q5_K_vnni);
 KERN_GEMM_X16_DECL(gemm_x16_iq4_xs_ref);
 KERN_GEMM_X16_DECL(gemm_x16_iq4_xs_vnni);
+KERN_GEMM_X16_DECL(gemm_x16_q3_K_ref);
+KERN_GEMM_X16_DECL(gemm_x16_q3_K_vnni);
+KERN_GEMM_X16_DECL(gemm_x16_q2_K_ref);
+KERN_GEMM_X16_DECL(gemm_x16_q2_K_vnni);
+KERN_GEMM_X16_DECL(gemm_x16_q4_1_ref);
+KERN_GEMM_X16_DECL(gemm_x16_q4_1_vnni);
+KERN_GEMM_X16_DECL(gemm_x16_q5_1_ref);
+KERN_GEMM_X16_DECL(gemm_x16_q5_1_vnni);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * gemm_x16_kquant.c - the q4_K, q5_K, q6_K and iq4_xs group block formats of the 16-row
+ * gemm_x16_kquant.c - the q2_K, q3_K, q4_K, q5_K, q6_K and iq4_xs group block formats of the 16-row
  * interleaved layout (gemm_x16.h): one row's plain block into a group
  * block and back.  Both directions keep every bit, so unpacking gives back
  * the file's bytes (tests/unit/test_x16.c).
@@ -108,11 +108,34 @@ static void move_q6_K(unsigned char *g, int64_t b, int i, unsigned char *blk, bo
 #undef MOVE
 }
 
+/* q3_K and q2_K, both directions (as move_q6_K): byte moves only, the
+ * file's scale packing kept (gemm_x16.h). */
+static void move_q3_K(unsigned char *g, int64_t b, int i, unsigned char *blk, bool to_group) {
+#define MOVE(GRP, PLAIN, N) (to_group ? memcpy(GRP, PLAIN, N) : memcpy(PLAIN, GRP, N))
+    MOVE(g + kern_x16q3_offset(b, X16Q3_D) + 2 * i, blk + offsetof(block_q3_K, d), 2);
+    unsigned char *sc = g + kern_x16q3_offset(b, X16Q3_SC), *hm = g + kern_x16q3_offset(b, X16Q3_HM);
+    unsigned char *qs = g + kern_x16q3_offset(b, X16Q3_QS);
+    for (int j = 0; j < 12; j++) MOVE(sc + 16 * j + i, blk + offsetof(block_q3_K, scales) + j, 1);
+    for (int c = 0; c < 8; c++) MOVE(hm + 64 * c + 4 * i, blk + offsetof(block_q3_K, hmask) + 4 * c, 4);
+    for (int c = 0; c < 16; c++) MOVE(qs + 64 * c + 4 * i, blk + offsetof(block_q3_K, qs) + 4 * c, 4);
+}
+
+static void move_q2_K(unsigned char *g, int64_t b, int i, unsigned char *blk, bool to_group) {
+    unsigned char *x = g + (size_t)b * X16Q2_BLOCK_BYTES;
+    MOVE(x + X16Q2_D + 2 * i, blk + offsetof(block_q2_K, d), 2);
+    MOVE(x + X16Q2_DMIN + 2 * i, blk + offsetof(block_q2_K, dmin), 2);
+    for (int j = 0; j < 16; j++) MOVE(x + X16Q2_SC + 16 * j + i, blk + offsetof(block_q2_K, scales) + j, 1);
+    for (int c = 0; c < 16; c++) MOVE(x + X16Q2_QS + 64 * c + 4 * i, blk + offsetof(block_q2_K, qs) + 4 * c, 4);
+#undef MOVE
+}
+
 void kern_x16k_put_block(uint32_t type, void *grp, int64_t b, int i, const void *blk) {
     switch (type) {
     case KITE_DTYPE_Q4_K: put_q4_K(grp, b, i, blk); return;
     case KITE_DTYPE_Q5_K: put_q5_K(grp, b, i, blk); return;
     case KITE_DTYPE_IQ4_XS: move_iq4_xs(grp, b, i, (unsigned char *)(uintptr_t)blk, true); return;
+    case KITE_DTYPE_Q3_K: move_q3_K(grp, b, i, (unsigned char *)(uintptr_t)blk, true); return;
+    case KITE_DTYPE_Q2_K: move_q2_K(grp, b, i, (unsigned char *)(uintptr_t)blk, true); return;
     default: KITE_ASSERT(type == KITE_DTYPE_Q6_K); move_q6_K(grp, b, i, (unsigned char *)(uintptr_t)blk, true);
     }
 }
@@ -122,6 +145,8 @@ void kern_x16k_get_block(uint32_t type, const void *grp, int64_t b, int i, void 
     case KITE_DTYPE_Q4_K: get_q4_K(grp, b, i, blk); return;
     case KITE_DTYPE_Q5_K: get_q5_K(grp, b, i, blk); return;
     case KITE_DTYPE_IQ4_XS: move_iq4_xs((unsigned char *)(uintptr_t)grp, b, i, blk, false); return;
+    case KITE_DTYPE_Q3_K: move_q3_K((unsigned char *)(uintptr_t)grp, b, i, blk, false); return;
+    case KITE_DTYPE_Q2_K: move_q2_K((unsigned char *)(uintptr_t)grp, b, i, blk, false); return;
     default: KITE_ASSERT(type == KITE_DTYPE_Q6_K); move_q6_K((unsigned char *)(uintptr_t)grp, b, i, blk, false);
     }
 }

@@ -71,7 +71,8 @@ static const char *expected_null(kern_level l, uint32_t t, int slot) {
     static const uint32_t vnni_tiled[] = {KITE_DTYPE_Q4_0, KITE_DTYPE_Q8_0};
     static const uint32_t x16_types[] = {KITE_DTYPE_Q4_0, KITE_DTYPE_Q8_0, KITE_DTYPE_Q4_K,
                                          KITE_DTYPE_Q6_K, KITE_DTYPE_Q5_K, KITE_DTYPE_IQ4_XS, KITE_DTYPE_IQ4_NL,
-                                         KITE_DTYPE_Q5_0};
+                                         KITE_DTYPE_Q5_0, KITE_DTYPE_Q3_K, KITE_DTYPE_Q2_K, KITE_DTYPE_Q4_1,
+                                         KITE_DTYPE_Q5_1};
     const bool x86 =
 #if defined(__x86_64__) || defined(__i386__)
         true;
@@ -89,7 +90,9 @@ static const char *expected_null(kern_level l, uint32_t t, int slot) {
         if (is_one_of(t, float_types, 3)) return NULL;
         if (l >= KERN_LEVEL_AVX512VNNI && is_one_of(t, vnni_tiled, 2)) return NULL;
         return "no tiled kernel at this level: the flat GEMM";
-    case SLOT_X16: return is_one_of(t, x16_types, 8) ? NULL : "no 16-row layout for this type";
+    case SLOT_X16:
+        return is_one_of(t, x16_types, (int)(sizeof x16_types / sizeof x16_types[0])) ? NULL
+                                                                                   : "no 16-row layout for this type";
     case SLOT_X32: return t == KITE_DTYPE_F16 || t == KITE_DTYPE_BF16 ? NULL : "no 32-row layout for this type";
     case SLOT_X32_BF16_FMA:
         return x86_simd && l == KERN_LEVEL_AVX512BF16 && t == KITE_DTYPE_BF16

@@ -1,5 +1,5 @@
 /*
- * test_x16.c - the 16-row interleaved q4_0 / q5_0 / q8_0 / iq4_nl / q4_K / q5_K / q6_K / iq4_xs layout
+ * test_x16.c - the 16-row interleaved q4_0 / q4_1 / q5_0 / q5_1 / q8_0 / iq4_nl / q2_K / q3_K / q4_K / q5_K / q6_K / iq4_xs layout
  * (kernels/gemm_x16.h) and its load-time use (model/repack.c).
  *
  *   - repacking and unpacking give back the plain bytes; kern_get_row of a
@@ -32,9 +32,10 @@
 #include "tensor/blocks.h"
 #include "tensor/dtype.h"
 
-#define N_TYPES 8
-static const uint32_t k_types[N_TYPES] = {KITE_DTYPE_Q4_0, KITE_DTYPE_Q8_0,   KITE_DTYPE_Q4_K,   KITE_DTYPE_Q6_K,
-                                          KITE_DTYPE_Q5_K, KITE_DTYPE_IQ4_XS, KITE_DTYPE_IQ4_NL, KITE_DTYPE_Q5_0};
+#define N_TYPES 12
+static const uint32_t k_types[N_TYPES] = {KITE_DTYPE_Q4_0,   KITE_DTYPE_Q8_0,   KITE_DTYPE_Q4_K, KITE_DTYPE_Q6_K,
+                                          KITE_DTYPE_Q5_K,   KITE_DTYPE_IQ4_XS, KITE_DTYPE_IQ4_NL, KITE_DTYPE_Q5_0,
+                                          KITE_DTYPE_Q3_K,   KITE_DTYPE_Q2_K,   KITE_DTYPE_Q4_1, KITE_DTYPE_Q5_1};
 
 TEST(test_pack_roundtrip) {
     for (int ti = 0; ti < N_TYPES; ti++)
@@ -186,6 +187,14 @@ TEST(test_vnni_equals_ref) {
                 memset(blk, 0xFF, offsetof(block_q6_K, scales));
                 memset(blk + offsetof(block_q6_K, scales), 0x80, QK_K / 16);
             }
+            if (t == KITE_DTYPE_Q3_K) /* row 5, last block: every value 7 (+3), scales 63 (+31); row 6: all 0 (-4, -32) */
+                for (int r = 5; r <= 6; r++)
+                    memset(w + (size_t)r * rb + (size_t)(nb - 1) * sizeof(block_q3_K), r == 5 ? 0xFF : 0,
+                           offsetof(block_q3_K, d));
+            if (t == KITE_DTYPE_Q4_1 || t == KITE_DTYPE_Q5_1) /* row 5, last block: every value at its maximum */
+                memset(w + 5 * rb + (size_t)(nb - 1) * (size_t)dtype_get(t)->type_size + 4, 0xFF, (size_t)dtype_get(t)->type_size - 4);
+            if (t == KITE_DTYPE_Q2_K) /* row 5, last block: scales, mins and values at their maxima (15, 15, 3) */
+                memset(w + 5 * rb + (size_t)(nb - 1) * sizeof(block_q2_K), 0xFF, offsetof(block_q2_K, d));
             kern_x16_pack(t, w, X16_ROWS, ne0, tmp);
             float *x = malloc((size_t)(X16_MAX_TOK * ne0) * sizeof(float));
             for (int64_t i = 0; i < X16_MAX_TOK * ne0; i++) x[i] = frand() * (i % 97 == 0 ? 50.0f : 1.0f);

@@ -7,6 +7,7 @@
  * to float and one fused multiply-add, as the SIMD kernel does them.
  */
 #include <math.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -17,24 +18,26 @@
 
 /* One token's 16 outputs.  Weights as unsigned u (q4_0 nibble, q8_0 w+128,
  * iq4_nl codebook value + 128: is_q4 == 2, q5_0 nibble | fifth bit << 4:
- * is_q4 == 3), element order of the block. */
+ * is_q4 == 3; q4_1: is_q4 == 4, q5_1: 5, as q4_0 / q5_0 with a min),
+ * element order of the block. */
 static void x16_ref(int is_q4, int acc, int64_t nb, float *y, const unsigned char *g, const unsigned char *a,
                     const int32_t *corr, const float *da) {
-    const size_t qb = is_q4 == 3 ? 320 : is_q4 ? 256 : 512;
+    const bool q1 = is_q4 >= 4;
+    const size_t qb = is_q4 == 3 || is_q4 == 5 ? 320 : is_q4 ? 256 : 512, q1b = is_q4 == 5 ? 384 : 320;
     for (int i = 0; i < X16_ROWS; i++) {
         float f = acc ? y[i] : 0.0f;
         for (int64_t b = 0; b < nb; b++) {
-            const unsigned char *q = g + kern_x16_quant_offset(qb, nb, b), *qh = q;
-            if (is_q4 == 3) q += 64; /* the transposed fifth bits first */
+            const unsigned char *q = q1 ? g + (size_t)b * q1b + X16Q1_QS : g + kern_x16_quant_offset(qb, nb, b), *qh = q;
+            if (is_q4 == 3 || is_q4 == 5) q += 64; /* the transposed fifth bits first */
             const signed char *qa = (const signed char *)(a + (size_t)b * 34 + 2); /* q8_0: d, then qs */
-            int32_t s = corr[b];
+            int32_t s = q1 ? 0 : corr[b];
             if (is_q4) {
                 for (int j = 0; j < 4; j++)
                     for (int k = 0; k < 4; k++) {
                         const unsigned v = q[64 * j + 4 * i + k];
                         int32_t u0 = is_q4 == 2 ? kite_iq4nl_values[v & 15] + 128 : (int32_t)(v & 15);
                         int32_t u1 = is_q4 == 2 ? kite_iq4nl_values[v >> 4] + 128 : (int32_t)(v >> 4);
-                        if (is_q4 == 3) { /* bits j and 4 + j of byte k */
+                        if (is_q4 == 3 || is_q4 == 5) { /* bits j and 4 + j of byte k */
                             u0 |= ((qh[4 * i + k] >> j) & 1) << 4;
                             u1 |= ((qh[4 * i + k] >> (4 + j)) & 1) << 4;
                         }
@@ -45,9 +48,13 @@ static void x16_ref(int is_q4, int acc, int64_t nb, float *y, const unsigned cha
                     for (int k = 0; k < 4; k++) s += (int32_t)q[64 * j + 4 * i + k] * qa[4 * j + k];
             }
             uint16_t h;
-            memcpy(&h, g + kern_x16_scale_offset(qb, nb, b) + 2 * (size_t)i, 2);
+            memcpy(&h, (q1 ? g + (size_t)b * q1b + X16Q1_D : g + kern_x16_scale_offset(qb, nb, b)) + 2 * (size_t)i, 2);
             const float d = fp16_to_fp32(h) * da[b];
             f = fmaf((float)s, d, f);
+            if (q1) { /* the min term: m_w * (d_a * sum_a), corr = sum_a */
+                memcpy(&h, g + (size_t)b * q1b + X16Q1_M + 2 * (size_t)i, 2);
+                f = fmaf(fp16_to_fp32(h), da[b] * (float)corr[b], f);
+            }
         }
         y[i] = f;
     }
@@ -72,6 +79,14 @@ KERN_GEMM_X16_DECL(gemm_x16_q5_0_ref) {
     x16_ref_tokens(3, acc, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, nt);
 }
 
+KERN_GEMM_X16_DECL(gemm_x16_q4_1_ref) {
+    x16_ref_tokens(4, acc, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, nt);
+}
+
+KERN_GEMM_X16_DECL(gemm_x16_q5_1_ref) {
+    x16_ref_tokens(5, acc, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, nt);
+}
+
 KERN_GEMM_X16_DECL(gemm_x16_iq4_nl_ref) {
     x16_ref_tokens(2, acc, nb, y, ldy, grp, a, a_stride, corr, da, c_stride, nt);
 }
@@ -82,6 +97,28 @@ static void kquant_ref_tokens(kquant_ref_fn one, int acc, int64_t nb, float *y, 
                               const void *a, size_t a_stride, int nt) {
     for (int t = 0; t < nt; t++)
         one(acc, nb, y + (int64_t)t * ldy, grp, (const unsigned char *)a + (size_t)t * a_stride);
+}
+
+/* The registry entry of a k-quant reference: one token at a time (q8_K rows carry their own
+ * scales and sums: corr and da are not used). */
+#define KQUANT_REF_X16(NAME, ONE)                                                \
+    KERN_GEMM_X16_DECL(NAME) {                                                  \
+        (void)corr;                                                              \
+        (void)da;                                                                \
+        (void)c_stride;                                                          \
+        kquant_ref_tokens(ONE, acc, nb, y, ldy, grp, a, a_stride, nt);           \
+    }
+
+/* isum += sum_k s[k] * gsum[k], csum += sum_k s[k] * bsums[k] over the 16 scale groups of the q8_K
+ * block at qa (q6_K, q3_K). */
+static void group_sums(const int s[16], const int32_t gsum[16], const unsigned char *qa, int32_t *isum,
+                       int32_t *csum) {
+    for (int k = 0; k < 16; k++) {
+        int16_t bs;
+        memcpy(&bs, qa + offsetof(block_q8_K, bsums) + 2 * k, 2);
+        *isum += s[k] * gsum[k];
+        *csum += s[k] * bs;
+    }
 }
 
 /* q4_K (q5 = 0) or q5_K (q5 = 1), one token: the arithmetic of gemm_x16.h
@@ -130,12 +167,7 @@ static void x16_q5_K_ref(int acc, int64_t nb, float *y, const unsigned char *g, 
     x16_q45_K_ref(1, acc, nb, y, g, a);
 }
 
-KERN_GEMM_X16_DECL(gemm_x16_q5_K_ref) {
-    (void)corr;
-    (void)da;
-    (void)c_stride;
-    kquant_ref_tokens(x16_q5_K_ref, acc, nb, y, ldy, grp, a, a_stride, nt);
-}
+KQUANT_REF_X16(gemm_x16_q5_K_ref, x16_q5_K_ref)
 
 /* iq4_xs, one token (gemm_x16.h): codebook values + 128 per nibble, sub-block
  * sums times ls_j - 32, then isum - 128 * csum. */
@@ -173,19 +205,9 @@ static void x16_iq4_xs_ref(int acc, int64_t nb, float *y, const unsigned char *g
     }
 }
 
-KERN_GEMM_X16_DECL(gemm_x16_iq4_xs_ref) {
-    (void)corr;
-    (void)da;
-    (void)c_stride;
-    kquant_ref_tokens(x16_iq4_xs_ref, acc, nb, y, ldy, grp, a, a_stride, nt);
-}
+KQUANT_REF_X16(gemm_x16_iq4_xs_ref, x16_iq4_xs_ref)
 
-KERN_GEMM_X16_DECL(gemm_x16_q4_K_ref) {
-    (void)corr;
-    (void)da;
-    (void)c_stride;
-    kquant_ref_tokens(x16_q4_K_ref, acc, nb, y, ldy, grp, a, a_stride, nt);
-}
+KQUANT_REF_X16(gemm_x16_q4_K_ref, x16_q4_K_ref)
 
 /* q6_K, one token (gemm_x16.h): element values u from the step layout,
  * scale group sums, then isum - 32 * csum. */
@@ -208,12 +230,9 @@ static void x16_q6_K_ref(int acc, int64_t nb, float *y, const unsigned char *g, 
                         for (int q = 0; q < 4; q++) gsum[(e + 32 * q) / 16] += u[q] * q8[e + 32 * q];
                     }
             int32_t isum = 0, csum = 0;
-            for (int k = 0; k < 16; k++) {
-                int16_t bs;
-                memcpy(&bs, qa + offsetof(block_q8_K, bsums) + 2 * k, 2);
-                isum += sc[16 * k + i] * gsum[k];
-                csum += sc[16 * k + i] * bs;
-            }
+            int sk[16];
+            for (int k = 0; k < 16; k++) sk[k] = sc[16 * k + i];
+            group_sums(sk, gsum, qa, &isum, &csum);
             uint16_t hd;
             float dy;
             memcpy(&hd, g + kern_x16q6_offset(b, X16Q6_D) + 2 * i, 2);
@@ -224,9 +243,73 @@ static void x16_q6_K_ref(int acc, int64_t nb, float *y, const unsigned char *g, 
     }
 }
 
-KERN_GEMM_X16_DECL(gemm_x16_q6_K_ref) {
-    (void)corr;
-    (void)da;
-    (void)c_stride;
-    kquant_ref_tokens(x16_q6_K_ref, acc, nb, y, ldy, grp, a, a_stride, nt);
+KQUANT_REF_X16(gemm_x16_q6_K_ref, x16_q6_K_ref)
+
+/* The unsigned value of element e (< 256) of row i in a q3_K (q3 = 1) or q2_K group block's QS
+ * (and HM) chunks (gemm_x16.h): the 2-bit field, with q3_K's third bit as bit 2. */
+static int x16_q23_u(const unsigned char *qs, const unsigned char *hm, int i, int e) {
+    const int h = e / 128, j = e % 128 / 32, l = e % 32, c = l / 4, k = l % 4;
+    int u = (qs[64 * (8 * h + c) + 4 * i + k] >> (2 * j)) & 3;
+    if (hm) u |= ((hm[64 * c + 4 * i + k] >> (4 * h + j)) & 1) << 2;
+    return u;
 }
+
+/* q3_K, one token (gemm_x16.h): u = low | third << 2, scale group sums times s_g, then
+ * isum - 4 * csum. */
+static void x16_q3_K_ref(int acc, int64_t nb, float *y, const unsigned char *g, const unsigned char *a) {
+    for (int i = 0; i < X16_ROWS; i++) {
+        float f = acc ? y[i] : 0.0f;
+        for (int64_t b = 0; b < nb; b++) {
+            const unsigned char *sc = g + kern_x16q3_offset(b, X16Q3_SC), *qa = a + (size_t)b * sizeof(block_q8_K);
+            const signed char *q8 = (const signed char *)(qa + offsetof(block_q8_K, qs));
+            int32_t gsum[16] = {0};
+            for (int e = 0; e < QK_K; e++)
+                gsum[e / 16] += x16_q23_u(g + kern_x16q3_offset(b, X16Q3_QS), g + kern_x16q3_offset(b, X16Q3_HM), i, e) *
+                                q8[e];
+            int32_t isum = 0, csum = 0;
+            int sk[16]; /* the 6-bit scales as the file packs them (gemm_x16.h), minus 32 */
+            for (int k = 0; k < 16; k++)
+                sk[k] = (((sc[16 * (k % 8) + i] >> (4 * (k / 8))) & 15) | ((sc[16 * (8 + k % 4) + i] >> (2 * (k / 4))) & 3) << 4) - 32;
+            group_sums(sk, gsum, qa, &isum, &csum);
+            uint16_t hd;
+            float dy;
+            memcpy(&hd, g + kern_x16q3_offset(b, X16Q3_D) + 2 * i, 2);
+            memcpy(&dy, qa + offsetof(block_q8_K, d), sizeof dy);
+            f = fmaf((float)(isum - 4 * csum), fp16_to_fp32(hd) * dy, f);
+        }
+        y[i] = f;
+    }
+}
+
+KQUANT_REF_X16(gemm_x16_q3_K_ref, x16_q3_K_ref)
+
+/* q2_K, one token (gemm_x16.h): the mins term first, then the scaled sums (q4_K's order). */
+static void x16_q2_K_ref(int acc, int64_t nb, float *y, const unsigned char *g, const unsigned char *a) {
+    for (int i = 0; i < X16_ROWS; i++) {
+        float f = acc ? y[i] : 0.0f;
+        for (int64_t b = 0; b < nb; b++) {
+            const unsigned char *x = g + (size_t)b * X16Q2_BLOCK_BYTES, *qa = a + (size_t)b * sizeof(block_q8_K);
+            const signed char *q8 = (const signed char *)(qa + offsetof(block_q8_K, qs));
+            int32_t gsum[16] = {0};
+            for (int e = 0; e < QK_K; e++) gsum[e / 16] += x16_q23_u(x + X16Q2_QS, NULL, i, e) * q8[e];
+            int32_t isum = 0, msum = 0;
+            for (int k = 0; k < 16; k++) {
+                const int s = x[X16Q2_SC + 16 * k + i];
+                int16_t bs;
+                memcpy(&bs, qa + offsetof(block_q8_K, bsums) + 2 * k, 2);
+                isum += (s & 15) * gsum[k];
+                msum += (s >> 4) * bs;
+            }
+            uint16_t hd, hm;
+            float dy;
+            memcpy(&hd, x + X16Q2_D + 2 * i, 2);
+            memcpy(&hm, x + X16Q2_DMIN + 2 * i, 2);
+            memcpy(&dy, qa + offsetof(block_q8_K, d), sizeof dy);
+            f = fmaf(-(float)msum, fp16_to_fp32(hm) * dy, f);
+            f = fmaf((float)isum, fp16_to_fp32(hd) * dy, f);
+        }
+        y[i] = f;
+    }
+}
+
+KQUANT_REF_X16(gemm_x16_q2_K_ref, x16_q2_K_ref)

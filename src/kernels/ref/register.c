@@ -65,6 +65,10 @@ void kern_register_scalar(kern_ops_table *t) {
     t->ops[KITE_DTYPE_Q6_K].x16 = gemm_x16_q6_K_ref;
     t->ops[KITE_DTYPE_Q5_K].x16 = gemm_x16_q5_K_ref;
     t->ops[KITE_DTYPE_IQ4_XS].x16 = gemm_x16_iq4_xs_ref;
+    t->ops[KITE_DTYPE_Q3_K].x16 = gemm_x16_q3_K_ref;
+    t->ops[KITE_DTYPE_Q2_K].x16 = gemm_x16_q2_K_ref;
+    t->ops[KITE_DTYPE_Q4_1].x16 = gemm_x16_q4_1_ref;
+    t->ops[KITE_DTYPE_Q5_1].x16 = gemm_x16_q5_1_ref;
     t->ops[KITE_DTYPE_IQ4_NL].x16 = gemm_x16_iq4_nl_ref;
     t->ops[KITE_DTYPE_Q5_0].x16 = gemm_x16_q5_0_ref;
     t->ops[KITE_DTYPE_F16].x32 = gemm_x32_f16_ref;

@@ -1,5 +1,5 @@
 /*
- * gemm_x16_vnni.c - the 16-row interleaved q4_0 / q5_0 / q8_0 / iq4_nl kernel with
+ * gemm_x16_vnni.c - the 16-row interleaved q4_0 / q4_1 / q5_0 / q5_1 / q8_0 / iq4_nl kernel with
  * AVX-512 VNNI (layout and arithmetic in gemm_x16.h; equal bit for bit to
  * ref/gemm_x16_ref.c).
  *
@@ -89,15 +89,15 @@ static ALWAYS_INLINE __m512i block_sum(const __m512i w[8], const unsigned char *
 
 /* The quant formats of this file's kernels: q8_0 bytes, q4_0 nibbles,
  * iq4_nl nibbles through the codebook. */
-enum { X16_Q8, X16_Q4, X16_NL, X16_Q5 };
+enum { X16_Q8, X16_Q4, X16_NL, X16_Q5, X16_Q41, X16_Q51 };
 
 /* (b & c) | (a & ~c), bitwise: vpternlogd's table for (a, b, c) */
 #define TL_B_WHERE_C 0xD8
 
-/* Block b (scales dw, quants at q) for NT tokens into f. */
-static ALWAYS_INLINE void x16_block(const int IS_Q4, __m512 dw, const unsigned char *q, int64_t b, __m512 *f,
-                                    const unsigned char *a, size_t as, const int32_t *corr, const float *da,
-                                    int64_t cs, const int NT) {
+/* Block b (scales dw, mins mw for q4_1 / q5_1, quants at q) for NT tokens into f. */
+static ALWAYS_INLINE void x16_block(const int IS_Q4, __m512 dw, __m512 mw, const unsigned char *q, int64_t b,
+                                    __m512 *f, const unsigned char *a, size_t as, const int32_t *corr,
+                                    const float *da, int64_t cs, const int NT) {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     __m512i w[8];
     if (IS_Q4 == X16_NL) { /* the codebook + 128 (xor 0x80 on the int8 values) in every 128-bit lane */
@@ -109,7 +109,7 @@ static ALWAYS_INLINE void x16_block(const int IS_Q4, __m512 dw, const unsigned c
             w[j] = _mm512_shuffle_epi8(tbl, _mm512_and_si512(c, m4));
             w[4 + j] = _mm512_shuffle_epi8(tbl, _mm512_and_si512(_mm512_srli_epi16(c, 4), m4));
         }
-    } else if (IS_Q4 == X16_Q5) { /* bit j / 4 + j of each byte of the qh word into bit 4 of chunk j's lo / hi */
+    } else if (IS_Q4 == X16_Q5 || IS_Q4 == X16_Q51) { /* bit j / 4 + j of each qh byte into bit 4 of chunk j's lo / hi */
         const __m512i h = _mm512_loadu_si512(q), k10 = _mm512_set1_epi8(0x10);
         KITE_UNROLL
         for (int j = 0; j < 4; j++) {
@@ -133,9 +133,13 @@ static ALWAYS_INLINE void x16_block(const int IS_Q4, __m512 dw, const unsigned c
     KITE_PRAGMA(GCC unroll 16)
     for (int t = 0; t < NT; t++) {
         const unsigned char *qa = a + (size_t)t * as + (size_t)b * 34 + 2;
-        const __m512i s = block_sum(w, qa, corr[(int64_t)t * cs + b], NT <= 2 ? 2 : 1);
-        const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(da[(int64_t)t * cs + b]));
+        const bool q1 = IS_Q4 == X16_Q41 || IS_Q4 == X16_Q51;
+        const int32_t c = corr[(int64_t)t * cs + b];
+        const float dat = da[(int64_t)t * cs + b];
+        const __m512i s = block_sum(w, qa, q1 ? 0 : c, NT <= 2 ? 2 : 1);
+        const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(dat));
         f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), d, f[t]);
+        if (q1) f[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(dat * (float)c), f[t]); /* the min term, corr = sum_a */
     }
 }
 
@@ -145,14 +149,17 @@ static ALWAYS_INLINE void x16_block(const int IS_Q4, __m512 dw, const unsigned c
 static ALWAYS_INLINE void x16_kernel(const int IS_Q4, int64_t nb, float *y, int64_t ldy, const unsigned char *g,
                                      const unsigned char *a, size_t as, const int32_t *corr, const float *da,
                                      int64_t cs, int acc, const int NT) {
-    const size_t qb = IS_Q4 == X16_Q5 ? 320 : IS_Q4 ? 256 : 512, pair = 2 * (X16_SCALE_BYTES + qb);
+    const bool q1 = IS_Q4 == X16_Q41 || IS_Q4 == X16_Q51;
+    const size_t qb = IS_Q4 == X16_Q5 || IS_Q4 == X16_Q51 ? 320 : IS_Q4 ? 256 : 512;
+    /* prefetch unit: a block pair, or a q4_1 / q5_1 block pair (their blocks go one after the other) */
+    const size_t pair = q1 ? 2 * (64 + qb) : 2 * (X16_SCALE_BYTES + qb);
     const size_t dpf =
         NT <= X16_PF_MIN_TOK && kern_decode_prefetch() ? (IS_Q4 ? X16_DECODE_PF_Q4 : X16_DECODE_PF_Q8) : 0;
     __m512 f[X16_MAX_TOK];
     KITE_PRAGMA(GCC unroll 16)
     for (int t = 0; t < NT; t++) f[t] = acc ? _mm512_loadu_ps(y + (int64_t)t * ldy) : _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        const unsigned char *p = g + kern_x16_scale_offset(qb, nb, b);
+        const unsigned char *p = q1 ? g + (size_t)b * (64 + qb) : g + kern_x16_scale_offset(qb, nb, b);
         if (dpf && b % 2 == 0) {
             KITE_PRAGMA(GCC unroll 17)
             for (size_t l = 0; l < pair; l += 64) {
@@ -165,7 +172,10 @@ static ALWAYS_INLINE void x16_kernel(const int IS_Q4, int64_t nb, float *y, int6
             for (size_t l = 0; l < pair; l += 64) _mm_prefetch((const char *)p + X16_PF_BYTES + l, _MM_HINT_T0);
         }
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)p));
-        x16_block(IS_Q4, dw, g + kern_x16_quant_offset(qb, nb, b), b, f, a, as, corr, da, cs, NT);
+        const __m512 mw = q1 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(p + X16Q1_M)))
+                             : _mm512_setzero_ps();
+        x16_block(IS_Q4, dw, mw, q1 ? p + X16Q1_QS : g + kern_x16_quant_offset(qb, nb, b), b, f, a, as, corr, da,
+                  cs, NT);
     }
     KITE_PRAGMA(GCC unroll 16)
     for (int t = 0; t < NT; t++) _mm512_storeu_ps(y + (int64_t)t * ldy, f[t]);
@@ -198,6 +208,10 @@ KERN_GEMM_X16_DECL(gemm_x16_q8_0_vnni) { X16_TOKENS(X16_Q8) }
 KERN_GEMM_X16_DECL(gemm_x16_iq4_nl_vnni) { X16_TOKENS(X16_NL) }
 
 KERN_GEMM_X16_DECL(gemm_x16_q5_0_vnni) { X16_TOKENS(X16_Q5) }
+
+KERN_GEMM_X16_DECL(gemm_x16_q4_1_vnni) { X16_TOKENS(X16_Q41) }
+
+KERN_GEMM_X16_DECL(gemm_x16_q5_1_vnni) { X16_TOKENS(X16_Q51) }
 #else
 typedef int kite_empty_unit_gemm_x16_vnni; /* ISO C wants a declaration */
 #endif

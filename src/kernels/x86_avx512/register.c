@@ -88,7 +88,13 @@ void kern_register_avx512vnni(kern_ops_table *t) {
     t->ops[KITE_DTYPE_Q4_K].repack = t->ops[KITE_DTYPE_Q6_K].repack = true;
     t->ops[KITE_DTYPE_Q5_K].x16 = gemm_x16_q5_K_vnni;
     t->ops[KITE_DTYPE_IQ4_XS].x16 = gemm_x16_iq4_xs_vnni;
+    t->ops[KITE_DTYPE_Q3_K].x16 = gemm_x16_q3_K_vnni;
+    t->ops[KITE_DTYPE_Q2_K].x16 = gemm_x16_q2_K_vnni;
+    t->ops[KITE_DTYPE_Q4_1].x16 = gemm_x16_q4_1_vnni;
+    t->ops[KITE_DTYPE_Q5_1].x16 = gemm_x16_q5_1_vnni;
     t->ops[KITE_DTYPE_Q5_K].repack = t->ops[KITE_DTYPE_IQ4_XS].repack = true;
+    t->ops[KITE_DTYPE_Q3_K].repack = t->ops[KITE_DTYPE_Q2_K].repack = true;
+    t->ops[KITE_DTYPE_Q4_1].repack = t->ops[KITE_DTYPE_Q5_1].repack = true;
     t->ops[KITE_DTYPE_IQ4_NL].x16 = gemm_x16_iq4_nl_vnni;
     t->ops[KITE_DTYPE_Q5_0].x16 = gemm_x16_q5_0_vnni;
     t->ops[KITE_DTYPE_IQ4_NL].repack = t->ops[KITE_DTYPE_Q5_0].repack = true;
