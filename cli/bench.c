@@ -47,6 +47,7 @@
 #include "kernels/gemm_x32.h"
 #include "kernels/tune.h"
 #include "model/arch.h"
+#include "model/kv_cache.h"
 #include "model/offload.h"
 #include "kite.h"
 #include "tensor/dtype.h"
@@ -56,10 +57,12 @@
 #define MAX_REPS 1000
 #define AVAIL_MIN 0.70   /* below this fraction of the expected FMA rate a repetition is redone */
 #define CHECK_MS 10.0    /* length of one availability check */
+#define BENCH_DEPTH_PREFILL 512 /* -d: real positions; the rest of the depth repeats them (bench_fill_cache) */
 
 typedef struct bench_opts {
     const char *model;
     int64_t n_prompt, n_gen, reps;
+    int64_t depth; /* -d: positions already in the cache before every test */
     int threads[MAX_THREAD_LIST];
     int n_threads_list;
     uint64_t seed;
@@ -75,6 +78,10 @@ static const cli_opt bench_opts_table[] = {
      CLI_AT(bench_opts, n_prompt), .min = 0, .max = 1 << 16, .def = "128"},
     {.names = "-n, --n-gen", .arg = "N", .help = "decode test size (0 = skip)", .kind = CLI_INT,
      CLI_AT(bench_opts, n_gen), .min = 0, .max = 1 << 16, .def = "32"},
+    {.names = "-d, --depth", .arg = "N",
+     .help = "positions already in the KV cache before each test (llama-bench -d): tests run\n"
+             "after a real prefill of up to 512 random tokens, repeated up to N (named tg32@d4096)",
+     .kind = CLI_INT, CLI_AT(bench_opts, depth), .min = 0, .max = 1 << 20, .def = "0"},
     {.names = "-t, --threads", .arg = "LIST", .help = "threads, e.g. 2 or 1,2", .kind = CLI_LIST,
      CLI_AT(bench_opts, threads), CLI_COUNT(bench_opts, n_threads_list), .min = 1, .max = PROBE_MAX_THREADS,
      .def_doc = "all online CPUs"},
@@ -126,6 +133,7 @@ typedef struct model_facts {
     uint64_t bytes_per_token; /* weight bytes one decode step reads */
     double mat_flops;       /* 2 * multiply-adds of the matrices per token */
     double attn_flops_pos;  /* attention FLOPs per token per cached position */
+    double kv_bytes_pos;    /* K and V bytes of one cached position, all layers (the context's KV type) */
     bool bf16_dp;           /* the matrices run VDPBF16PS (a BF16 file, or F16 with --f16-compute bf16, at
                                avx512bf16 without the bf16-fma option): two products per FP32 lane, so the
                                prefill reference is twice the FP32 FMA peak */
@@ -181,7 +189,8 @@ static int read_facts(const char *path, const kite_model_info *mi, model_facts *
 
 
 typedef struct test_result {
-    char name[16];            /* "pp128", "tg32" */
+    char name[32];            /* "pp128", "tg32", "tg32@d4096" */
+    double kv_bytes_per_token; /* tg: KV cache bytes a decode step reads (mean over the test's positions) */
     int threads;
     int n_runs;               /* kept repetitions */
     double tok_s, tok_s_min, tok_s_max;
@@ -209,11 +218,11 @@ static uint64_t xorshift(uint64_t *s) {
 /* One repetition: returns tokens per second, or < 0 on error.  prof != NULL:
  * the repetition runs with profiling on and its per-op seconds (all
  * KITE_PROFILE_N_OPS) are added to prof. */
-static double run_once(kite_ctx *ctx, kite_token *ids, int32_t n_vocab, bool prefill, int64_t n, uint64_t seed,
-                       double *prof) {
+static double run_once(kite_ctx *ctx, kite_token *ids, int32_t n_vocab, bool prefill, int64_t n, int32_t depth,
+                       uint64_t seed, double *prof) {
     uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
     for (int64_t i = 0; i < n; i++) ids[i] = (kite_token)(xorshift(&s) % (uint64_t)n_vocab);
-    if (kite_ctx_truncate(ctx, 0) != KITE_OK) return -1.0;
+    if (kite_ctx_truncate(ctx, depth) != KITE_OK) return -1.0; /* the filled positions stay (-d) */
     if (prof && kite_ctx_set_profiling(ctx, true) != KITE_OK) return -1.0;
     double t0 = time_now_s();
     if (prefill) {
@@ -238,14 +247,19 @@ static int run_test(const bench_opts *o, kite_ctx *ctx, kite_token *ids, int32_t
     double v[MAX_REPS], av[2 * MAX_REPS];
     int nv = 0, na = 0, tries = 0;
     memset(tr, 0, sizeof *tr);
-    snprintf(tr->name, sizeof tr->name, "%s%" PRId64, prefill ? "pp" : "tg", n);
+    if (o->depth > 0)
+        snprintf(tr->name, sizeof tr->name, "%s%" PRId64 "@d%" PRId64, prefill ? "pp" : "tg", n, o->depth);
+    else
+        snprintf(tr->name, sizeof tr->name, "%s%" PRId64, prefill ? "pp" : "tg", n);
     tr->threads = threads;
     const double expect = pr->fma_gflops * threads;
     uint64_t var0[2][KERN_TUNE_N_VARIANTS];
     kern_tune_counts(var0); /* which matmul variants ran: the difference at the end */
 
     /* warm-up (not counted): faults in scratch buffers and caches */
-    if (run_once(ctx, ids, n_vocab, prefill, prefill ? (n < 16 ? n : 16) : 2, o->seed ^ 0xabcdef, NULL) < 0) return 1;
+    if (run_once(ctx, ids, n_vocab, prefill, prefill ? (n < 16 ? n : 16) : 2, (int32_t)o->depth, o->seed ^ 0xabcdef,
+                 NULL) < 0)
+        return 1;
     /* Up to 2r attempts, stopping at r good ones (availability >= AVAIL_MIN).
      * If the machine stays noisy, the best-availability noisy attempts fill
      * the remaining places and are counted in tr->noisy. */
@@ -257,7 +271,8 @@ static int run_test(const bench_opts *o, kite_ctx *ctx, kite_token *ids, int32_t
         tries++;
         double a0 = !o->no_check ? probe_fma_check(threads, CHECK_MS) / expect : 1.0;
         memset(prof_try, 0, sizeof prof_try);
-        double ts = run_once(ctx, ids, n_vocab, prefill, n, o->seed + (uint64_t)tries, o->profile ? prof_try : NULL);
+        double ts = run_once(ctx, ids, n_vocab, prefill, n, (int32_t)o->depth, o->seed + (uint64_t)tries,
+                             o->profile ? prof_try : NULL);
         if (ts < 0) return 1;
         double a1 = !o->no_check ? probe_fma_check(threads, CHECK_MS) / expect : 1.0;
         double a = a0 < a1 ? a0 : a1;
@@ -297,15 +312,19 @@ static int run_test(const bench_opts *o, kite_ctx *ctx, kite_token *ids, int32_t
     tr->tok_s_min = v[0];
     tr->tok_s_max = v[nv - 1];
     tr->avail = na ? cli_median(av, na) : 0.0;
+    /* mean cached positions a token of the test attends to: the depth, then its own share of the test */
+    const double pos = (double)o->depth + (double)(n + 1) / 2.0;
     if (prefill) {
-        double flops_tok = mf->mat_flops + mf->attn_flops_pos * (double)(n + 1) / 2.0;
+        double flops_tok = mf->mat_flops + mf->attn_flops_pos * pos;
         tr->gflops = flops_tok * tr->tok_s / 1e9;
         tr->gb_s = (double)mf->bytes_per_token * tr->tok_s / (double)n / 1e9; /* weights read once per batch */
         const double peak = expect * (mf->bf16_dp ? 2.0 : 1.0);
         tr->roofline_pct = peak > 0 ? 100.0 * tr->gflops / peak : 0.0;
     } else {
-        tr->gb_s = (double)mf->bytes_per_token * tr->tok_s / 1e9;
-        tr->gflops = (mf->mat_flops + mf->attn_flops_pos * (double)(n + 1) / 2.0) * tr->tok_s / 1e9;
+        /* the weights and the K and V rows every step reads (split-KV decode reads each cached row once) */
+        tr->kv_bytes_per_token = mf->kv_bytes_pos * pos;
+        tr->gb_s = ((double)mf->bytes_per_token + tr->kv_bytes_per_token) * tr->tok_s / 1e9;
+        tr->gflops = (mf->mat_flops + mf->attn_flops_pos * pos) * tr->tok_s / 1e9;
         double bw = probe_read_gbs(pr, threads);
         tr->roofline_pct = bw > 0 ? 100.0 * tr->gb_s / bw : 0.0;
     }
@@ -374,9 +393,10 @@ static void print_json(const bench_opts *o, const model_facts *mf, const kite_mo
     print_opts_json();
     printf(", \"residency\": \"%s\", \"load_ms\": %.1f, \"reps\": %d, \"noisy_reps\": %d, \"redone\": %d, "
            "\"avail_pct\": %.1f, \"bytes_per_token\": %" PRIu64
+           ", \"depth\": %" PRId64 ", \"kv_bytes_per_token\": %.0f"
            ", \"n_layer\": %d, \"read_gb_s\": %.2f, \"fma_gflops\": %.2f, \"cpu\": ",
            mi->residency ? mi->residency : "?", load_ms, tr->n_runs, tr->noisy, tr->redone, 100.0 * tr->avail,
-           mf->bytes_per_token, mi->n_layer, probe_read_gbs(pr, tr->threads), pr->fma_gflops * tr->threads);
+           mf->bytes_per_token, o->depth, tr->kv_bytes_per_token, mi->n_layer, probe_read_gbs(pr, tr->threads), pr->fma_gflops * tr->threads);
     cli_json_string(stdout, pr->cpu, strlen(pr->cpu));
     const char *note = roofline_note(pr, tr);
     printf(", \"roofline_ref\": \"%s\", \"f16_compute\": \"%s\", \"n_f16_as_bf16\": %d", roofline_ref(mf, tr),
@@ -547,7 +567,7 @@ int cmd_bench(int argc, char **argv) {
     int status = 1;
     kite_model *model = NULL;
     kite_ctx *ctx = NULL;
-    kite_token *ids = NULL;
+    kite_token *ids = NULL, *fill_ids = NULL;
     double t0 = time_now_s();
     kite_model_params mp = config_model_params();
     mp.use_mmap = o.use_mmap;
@@ -583,7 +603,7 @@ int cmd_bench(int argc, char **argv) {
     format_opts(opts, sizeof opts);
     int64_t n_max = o.n_prompt > o.n_gen ? o.n_prompt : o.n_gen;
     if (n_max < 16) n_max = 16; /* the warm-up prefill */
-    if (!(ids = malloc(sizeof *ids * (size_t)n_max))) {
+    if (!(ids = malloc(sizeof *ids * (size_t)n_max)) || !(fill_ids = malloc(sizeof *fill_ids * BENCH_DEPTH_PREFILL))) {
         fprintf(stderr, "kite %s: out of memory\n", CMD);
         goto done;
     }
@@ -615,12 +635,22 @@ int cmd_bench(int argc, char **argv) {
 
     for (int ti = 0; ti < o.n_threads_list; ti++) {
         kite_ctx_params cp = kite_ctx_default_params();
-        cp.n_ctx = (int32_t)n_max + 1;
+        cp.n_ctx = (int32_t)(n_max + o.depth) + 1;
         cp.n_threads = o.threads[ti];
         cp.kv_type = o.kv_type;
         if (kite_ctx_new(model, &cp, &ctx) != KITE_OK) {
             fprintf(stderr, "kite %s: %s\n", CMD, kite_last_error());
             goto done;
+        }
+        mf.kv_bytes_pos = 2.0 * (double)mi.n_layer * (double)ctx_kv_row_bytes(ctx);
+        if (o.depth > 0) { /* -d: the cache filled once; every repetition truncates back to it */
+            const int32_t P = (int32_t)(o.depth < BENCH_DEPTH_PREFILL ? o.depth : BENCH_DEPTH_PREFILL);
+            uint64_t sd = o.seed * 0x51ed270b27f3ull + 7;
+            for (int32_t i = 0; i < P; i++) fill_ids[i] = (kite_token)(xorshift(&sd) % (uint64_t)mi.n_vocab);
+            if (bench_fill_cache(ctx, fill_ids, P, (int32_t)o.depth) != KITE_OK) {
+                fprintf(stderr, "kite %s: -d %" PRId64 ": %s\n", CMD, o.depth, kite_last_error());
+                goto done;
+            }
         }
         for (int k = 0; k < 2; k++) {
             bool prefill = k == 0;
@@ -669,6 +699,7 @@ int cmd_bench(int argc, char **argv) {
     status = 0;
 done:
     free(ids);
+    free(fill_ids);
     kite_ctx_free(ctx);
     kite_model_free(model);
     return status;

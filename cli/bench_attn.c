@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "core/error.h"
 #include "kernels/kernels.h"
 #include "kite.h"
 #include "model/context.h"
@@ -113,7 +114,8 @@ static int bench_tokens(const attn_bench_opts *o, const kite_model *m, kite_toke
     return 0;
 }
 
-/* Positions P.. n_pos - 1 of every layer's K and V repeat positions 0.. P - 1. */
+/* Positions P.. n_pos - 1 of every layer's K and V repeat positions 0.. P - 1 (a cache of n_ctx rows
+ * per layer: no sliding-window ring). */
 static void repeat_cache(kite_ctx *ctx, int32_t P, int32_t n_pos) {
     const size_t rb = ctx->kv_row_bytes;
     for (int32_t l = 0; l < ctx->model->hp.n_layer; l++) {
@@ -125,6 +127,19 @@ static void repeat_cache(kite_ctx *ctx, int32_t P, int32_t n_pos) {
             memcpy(v + (size_t)p * rb, v, (size_t)n * rb);
         }
     }
+}
+
+int bench_fill_cache(kite_ctx *ctx, const kite_token *toks, int32_t P, int32_t n_pos) {
+    if (ctx->kv_ring > 0)
+        return err_set(KITE_E_UNSUPPORTED, "a filled cache of %d positions: the model's sliding-window layers "
+                       "keep a ring of %d rows, which repeated rows cannot fill", n_pos, ctx->kv_ring);
+    if (P > n_pos) P = n_pos;
+    int rc = kite_ctx_truncate(ctx, 0);
+    if (rc == KITE_OK) rc = kite_ctx_eval(ctx, toks, P, false);
+    if (rc != KITE_OK) return rc;
+    repeat_cache(ctx, P, n_pos);
+    ctx->n_past = n_pos;
+    return KITE_OK;
 }
 
 int bench_attn(int argc, char **argv) {

@@ -52,6 +52,10 @@ int bench_serve(int argc, char **argv);
 int bench_spec(int argc, char **argv);
 /* `kite bench --attn-ctx LIST` (cli/bench_attn.c): split-KV decode attention by unified-max mode. */
 int bench_attn(int argc, char **argv);
+/* Fills ctx's KV cache with n_pos positions for a benchmark at depth (kite bench -d): a real prefill of
+ * the first P of toks (P <= n_pos), then positions P.. n_pos - 1 repeat those rows (cli/bench_attn.c);
+ * n_past is n_pos after it.  KITE_E_UNSUPPORTED for a cache with a sliding-window ring. */
+int bench_fill_cache(kite_ctx *ctx, const kite_token *toks, int32_t P, int32_t n_pos);
 /* `kite convert --hf DIR` (cli/convert_hf.c): a Hugging Face directory. */
 int convert_hf(int argc, char **argv);
 

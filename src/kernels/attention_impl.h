@@ -31,7 +31,7 @@
 #include "kernels/kernels.h"
 #include "tensor/dtype.h"
 
-#define ATTN_DEQ_ROWS 8  /* split-KV, quantized cache: K/V rows dequantized per batch (scratch rows) */
+#define ATTN_DEQ_ROWS 32 /* split-KV, quantized cache: K/V rows dequantized per batch (scratch rows) */
 #define ATTN_F32_TILE 32 /* split-KV, grouped f32 jobs: K/V rows per tile shared by a group's heads */
 /* FlashAttention's default KV tile when head_dim <= ATTN_SMALL_HD (attn_args.kv_tile 0): with a small
  * head_dim a tile's Kt and V rows are small, and the per-tile, per-row costs (score-row setup, the

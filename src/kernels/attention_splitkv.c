@@ -56,6 +56,14 @@
 
 #include "kernels/attention_impl.h"
 
+/* Split-KV grouped jobs read one kv head's head_bytes of every row_bytes of the cache, a stride the
+ * hardware prefetchers follow badly: the tile dequantizing row i asks for row i + ATTN_PF_ROWS (the next
+ * tile's).  f16 KV at 4096 positions (TinyLlama shape, 2 threads, 22 layers): 15.3 -> 10.7 ms per token
+ * (distances 16: 10.8, 64: 11.5, 96: 12.2). */
+#ifndef ATTN_PF_ROWS
+#define ATTN_PF_ROWS 32
+#endif
+
 typedef struct split_task {
     const attn_args *a;
     const attn_geom *g;
@@ -151,6 +159,12 @@ static const float *group_tile(const attn_args *a, const attn_geom *g, const voi
     *cnt = left < ATTN_DEQ_ROWS ? left : ATTN_DEQ_ROWS;
     for (int32_t i = 0; i < *cnt; i++) {
         int32_t run;
+        if (i + ATTN_PF_ROWS < left) { /* the row ATTN_PF_ROWS on: its lines while this tile is computed */
+            const unsigned char *p = (const unsigned char *)base +
+                                     attn_row_run(a, pos + i + ATTN_PF_ROWS, &run) * g->row_bytes +
+                                     (size_t)kvh * g->head_bytes;
+            for (size_t o = 0; o < g->head_bytes; o += 64) __builtin_prefetch(p + o);
+        }
         attn_kv_row(g, base, attn_row_run(a, pos + i, &run), kvh, hd, tmp + (size_t)i * hd);
     }
     *ld = (size_t)hd;

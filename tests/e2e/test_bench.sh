@@ -205,6 +205,24 @@ else
     fi
 fi
 
+# -d N: the tests run after N cached positions (named tg4@d40), the JSON says the depth and the KV
+# bytes a step reads (f16 KV: 2 caches x layers x the KV row of a position x the mean position);
+# a depth beyond a sliding-window model's ring cache is refused in one line
+e2e_kite "$T/out" "$T/err" bench -m "$T/a.gguf" -p 4 -n 4 -r 1 -t 1 -d 40 --kv-type f16 --json --no-check
+if [ "$rc" -eq 0 ] && grep -q '"test": "pp4@d40"' "$T/out" && grep -q '"test": "tg4@d40"' "$T/out" &&
+    grep -q '"depth": 40' "$T/out" && sed -n 2p "$T/out" | grep -q '"kv_bytes_per_token": [1-9]'; then
+    e2e_ok "bench -d 40 (pp4@d40, tg4@d40, depth and KV bytes in the JSON)"
+else
+    e2e_fail "bench -d" "exit $rc: $(e2e_first_line "$T/out") $(e2e_first_line "$T/err")"
+fi
+e2e_kite "$T/out" "$T/err" synth --shape tiny-mistral --layers 1 --type f32 -o "$T/swa.gguf" -q
+e2e_kite "$T/out" "$T/err" bench -m "$T/swa.gguf" -p 0 -n 2 -r 1 -t 1 -d 2000 --no-check
+if [ "$rc" -ne 0 ] && tail -n 1 "$T/err" | grep -q "^kite bench: -d 2000: .*sliding-window"; then
+    e2e_ok "bench -d on a sliding-window model: refused in one line"
+else
+    e2e_fail "bench -d, sliding window" "exit $rc: $(cat "$T/err")"
+fi
+
 # --profile --json: every line gets an "ops" object of the 16 op types, seconds per token, >= 0
 e2e_kite "$T/out" "$T/err" bench -m "$T/a.gguf" -p 8 -n 4 -r 2 -t 1 --json --profile --no-check
 ops_ok=yes
