@@ -2,8 +2,8 @@
 # tests/acceptance/issue30_kernels.sh [BUILD] - issue 30, item 1: the common
 # GGUF types that fell to the generic dequantize-then-float path (q5_K, the
 # Q5_K_M mix, iq4_xs, iq4_nl, q5_0; q4_1, q5_1, q3_K, q2_K, tq1_0, tq2_0) run on integer kernels and, at
-# avx512vnni, on the 16-row interleaved layout (q4_1 ... tq2_0: plain VNNI
-# kernels, no repack yet), and their model outputs agree
+# avx512vnni, on the 16-row interleaved layout (all but tq1_0 and tq2_0,
+# which have plain VNNI kernels, no repack), and their model outputs agree
 # with the other paths.
 #
 # Per type, on a 1-layer TinyLlama-shape model from `kite synth` (rows of

@@ -303,6 +303,37 @@ TEST(test_matmul_levels) {
     tp_free(tp3);
 }
 
+/* A prompt longer than kern_matmul's x16 token block (MM_X16_TOK_BLOCK, 128): the blocks of tokens
+ * give each token the bits of a one-token call (q4_0, q4_K; 2 panels, 2 threads). */
+TEST(test_long_batch_blocks) {
+    threadpool *tp = tp_new(2);
+    const uint32_t types[2] = {KITE_DTYPE_Q4_0, KITE_DTYPE_Q4_K};
+    for (int ti = 0; ti < 2 && tp; ti++) {
+        const uint32_t t = types[ti];
+        const int64_t ne0 = (kern_x16_panel_blocks(t) + 1) * kern_x16_block_elems(t), nr = 37, n_tok = 300;
+        size_t rb;
+        unsigned char *w = make_rows(t, nr, ne0, &rb), *tmp = malloc(kern_x16_pack_tmp_bytes(t, nr, ne0));
+        kern_x16_pack(t, w, nr, ne0, tmp);
+        const weight wt = {.type = t, .ne = {ne0, nr}, .row_bytes = rb, .data = w, .layout = WEIGHT_LAYOUT_X16};
+        float *x = malloc((size_t)(n_tok * ne0) * sizeof(float)), *yb = malloc((size_t)(n_tok * nr) * sizeof(float));
+        float *y1 = malloc((size_t)(n_tok * nr) * sizeof(float));
+        for (int64_t i = 0; i < n_tok * ne0; i++) x[i] = frand();
+        const size_t sb = kern_matmul_scratch_bytes(2, n_tok, ne0);
+        void *scratch = aligned_alloc(64, (sb + 63) & ~(size_t)63);
+        kern_matmul(tp, &wt, x, n_tok, yb, nr, scratch);
+        for (int64_t k = 0; k < n_tok; k++) kern_matmul(tp, &wt, x + k * ne0, 1, y1 + k * nr, nr, scratch);
+        CHECK_MSG(memcmp(yb, y1, (size_t)(n_tok * nr) * sizeof(float)) == 0, "%s: 300 tokens in blocks vs one by one",
+                  dtype_name(t));
+        free(w);
+        free(tmp);
+        free(x);
+        free(yb);
+        free(y1);
+        free(scratch);
+    }
+    tp_free(tp);
+}
+
 TEST(test_model_repack) {
     for (int ti = 0; ti < N_TYPES; ti++) {
         char path[64];
@@ -360,6 +391,7 @@ int main(void) {
     RUN(test_act_prep_all_halves);
     RUN(test_vnni_equals_ref);
     RUN(test_matmul_levels);
+    RUN(test_long_batch_blocks);
     RUN(test_model_repack);
     return harness_summary(__FILE__);
 }
