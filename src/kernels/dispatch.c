@@ -265,6 +265,11 @@ bool kern_x16_pays(kern_level level) {
     return false;
 }
 
+bool kern_x16_pays_type(kern_level level, uint32_t type) {
+    const kern_ops_table *t = kern_table_unchecked(level);
+    return t && type < KITE_DTYPE_COUNT && t->ops[type].x16 && t->ops[type].repack;
+}
+
 bool kern_x32_pays(kern_level level, uint32_t type, int64_t ne0, int64_t nr) {
     const kern_ops_table *t = kern_table_unchecked(level);
     if (!t || type >= KITE_DTYPE_COUNT || !t->ops[type].x32 || !t->ops[type].repack || nr < X32_ROWS) return false;

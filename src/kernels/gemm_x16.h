@@ -253,10 +253,12 @@ static inline size_t kern_x16_quant_offset(size_t qb, int64_t nb, int64_t b) {
 /* True for weight types that have the layout (q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl, q2_K, q3_K, q4_K, q5_K,
  * q6_K, iq4_xs). */
 bool kern_x16_type(uint32_t type);
-/* Whether load-time repacking pays at a level (the registry's repack flag:
- * set where the VNNI kernel exists; lower levels would only run the scalar
- * reference). */
+/* Whether load-time repacking pays at a level for some type (the registry's repack flags:
+ * set where a SIMD kernel for the layout exists; elsewhere only the scalar reference would run). */
 bool kern_x16_pays(kern_level level);
+/* Whether a type's weights are repacked at a level: its own repack flag (the avx2 level repacks q4_0
+ * only, the VNNI levels every x16 type). */
+bool kern_x16_pays_type(kern_level level, uint32_t type);
 /* Rows of w held in interleaved groups: ne[1] rounded down to 16 for an
  * X16 weight, 0 for a plain one. */
 int64_t kern_x16_rows(const weight *w);
@@ -313,6 +315,7 @@ kern_gemm_x16_fn kern_gemm_x16_get(kern_level level, uint32_t type);
 KERN_GEMM_X16_DECL(gemm_x16_q4_0_ref);
 KERN_GEMM_X16_DECL(gemm_x16_q8_0_ref);
 KERN_GEMM_X16_DECL(gemm_x16_q4_0_vnni);
+KERN_GEMM_X16_DECL(gemm_x16_q4_0_avx2);
 KERN_GEMM_X16_DECL(gemm_x16_q8_0_vnni);
 KERN_GEMM_X16_DECL(gemm_x16_q4_K_ref);
 KERN_GEMM_X16_DECL(gemm_x16_q4_K_vnni);

@@ -46,7 +46,7 @@ static bool seen(const repack_state *s, const void *p) {
 
 /* The layout w gains from at this level: X16, X32, or PLAIN (none). */
 static uint32_t target_layout(const weight *w, kern_level level) {
-    if (kern_x16_type(w->type) && kern_x16_pays(level) && w->ne[1] >= X16_ROWS) return WEIGHT_LAYOUT_X16;
+    if (kern_x16_type(w->type) && kern_x16_pays_type(level, w->type) && w->ne[1] >= X16_ROWS) return WEIGHT_LAYOUT_X16;
     if (kern_x32_pays(level, w->type, w->ne[0], w->ne[1])) return WEIGHT_LAYOUT_X32;
     return WEIGHT_LAYOUT_PLAIN;
 }

@@ -4,8 +4,9 @@
  *
  *   - repacking and unpacking give back the plain bytes; kern_get_row of a
  *     repacked weight equals the plain row (rows in groups and the tail);
- *   - the VNNI kernel equals the scalar reference bit for bit (every token
- *     count 1..X16_MAX_TOK, odd and even block counts, extreme values);
+ *   - the VNNI kernels, and the AVX2 one (q4_0), equal the scalar reference bit
+ *     for bit (every token count 1..X16_MAX_TOK, odd and even block counts,
+ *     extreme values);
  *   - kern_matmul on repacked weights, at every level: within the q8_0 /
  *     q8_K activation budget of a double reference, bit-identical for 1 and 3
  *     threads and for a batch versus token by token, and equal between
@@ -150,9 +151,10 @@ static void free_acts(acts *a) {
     free(a->da);
 }
 
-TEST(test_vnni_equals_ref) {
-    if (kern_level_max() < KERN_LEVEL_AVX512VNNI)
-        SKIP_TEST("this CPU has no AVX-512 VNNI; the scalar reference alone is tested (test_matmul_levels)");
+TEST(test_simd_equals_ref) {
+    if (kern_level_max() < KERN_LEVEL_AVX2)
+        SKIP_TEST("this CPU has no AVX2; the scalar reference alone is tested (test_matmul_levels)");
+    const bool has_vnni = kern_level_max() >= KERN_LEVEL_AVX512VNNI; /* else the AVX2 kernels alone */
     const bool pf0 = kern_decode_prefetch();
     int n = 0;
     for (int ti = 0; ti < N_TYPES; ti++)
@@ -201,8 +203,13 @@ TEST(test_vnni_equals_ref) {
             acts a = make_acts(t, x, X16_MAX_TOK, ne0);
             if (kern_x16_block_elems(t) == QK_K) extreme_q8_K(&a, 3);
             kern_gemm_x16_fn ref = kern_gemm_x16_get(KERN_LEVEL_SCALAR, t),
-                             simd = kern_gemm_x16_get(KERN_LEVEL_AVX512VNNI, t);
-            CHECK(ref && simd && ref != simd);
+                             vnni = has_vnni ? kern_gemm_x16_get(KERN_LEVEL_AVX512VNNI, t) : NULL,
+                             avx2 = kern_gemm_x16_get(KERN_LEVEL_AVX2, t);
+            CHECK(ref && (!has_vnni || (vnni && ref != vnni)));
+            /* every SIMD kernel of the type: the VNNI one, and the AVX2 one where that level has its own */
+            for (int si = 0; si < 2; si++) {
+            kern_gemm_x16_fn simd = si ? avx2 : vnni;
+            if (!simd || simd == ref) continue;
             for (int nt = 1; nt <= X16_MAX_TOK; nt++)
                 for (int acc = 0; acc < 2; acc++) { /* acc: continue the sums in y (a later panel) */
                     float y0[X16_MAX_TOK * 20], y1[X16_MAX_TOK * 20];
@@ -214,13 +221,14 @@ TEST(test_vnni_equals_ref) {
                         kern_decode_prefetch_set(pf);
                         memcpy(y1, yin, sizeof y1);
                         simd(nb, y1, 20, w, a.q + 1, a.stride, a.corr, a.da, nb, nt, acc);
-                        CHECK_MSG(memcmp(y0, y1, sizeof y0) == 0, "%s nb %lld nt %d acc %d prefetch %d", dtype_name(t),
-                                  (long long)nb, nt, acc, pf);
+                        CHECK_MSG(memcmp(y0, y1, sizeof y0) == 0, "%s %s nb %lld nt %d acc %d prefetch %d",
+                                  si ? "avx2" : "vnni", dtype_name(t), (long long)nb, nt, acc, pf);
                         for (int k = 0; k < nt; k++) CHECK(isnan(y1[k * 20 + 16]) && !isnan(y1[k * 20 + 15]));
                         n++;
                     }
                     kern_decode_prefetch_set(pf0);
                 }
+            }
             free_acts(&a);
             free(x);
             free(w);
@@ -351,7 +359,7 @@ TEST(test_model_repack) {
         float *plain = repack_logits_of(path, true, &n0, &nv), *packed = repack_logits_of(path, false, &n1, &nv);
         CHECK(plain && packed);
         CHECK_EQ_INT(n0, 0);
-        if (kern_x16_pays(kern_table()->level)) CHECK(n1 > 0);
+        if (kern_x16_pays_type(kern_table()->level, k_types[ti])) CHECK(n1 > 0);
         else CHECK_EQ_INT(n1, 0);
         double worst = 0, mag = 0;
         for (size_t i = 0; plain && packed && i < (size_t)nv * REPACK_N_TOK; i++) {
@@ -389,7 +397,7 @@ TEST(test_model_repack) {
 int main(void) {
     RUN(test_pack_roundtrip);
     RUN(test_act_prep_all_halves);
-    RUN(test_vnni_equals_ref);
+    RUN(test_simd_equals_ref);
     RUN(test_matmul_levels);
     RUN(test_long_batch_blocks);
     RUN(test_model_repack);
