@@ -257,7 +257,7 @@ bool kern_x16_type(uint32_t type);
  * set where a SIMD kernel for the layout exists; elsewhere only the scalar reference would run). */
 bool kern_x16_pays(kern_level level);
 /* Whether a type's weights are repacked at a level: its own repack flag (the avx2 level repacks q4_0
- * and q8_0, the VNNI levels every x16 type). */
+ * only, the VNNI levels every x16 type). */
 bool kern_x16_pays_type(kern_level level, uint32_t type);
 /* Rows of w held in interleaved groups: ne[1] rounded down to 16 for an
  * X16 weight, 0 for a plain one. */
@@ -316,7 +316,6 @@ KERN_GEMM_X16_DECL(gemm_x16_q4_0_ref);
 KERN_GEMM_X16_DECL(gemm_x16_q8_0_ref);
 KERN_GEMM_X16_DECL(gemm_x16_q4_0_vnni);
 KERN_GEMM_X16_DECL(gemm_x16_q4_0_avx2);
-KERN_GEMM_X16_DECL(gemm_x16_q8_0_avx2);
 KERN_GEMM_X16_DECL(gemm_x16_q8_0_vnni);
 KERN_GEMM_X16_DECL(gemm_x16_q4_K_ref);
 KERN_GEMM_X16_DECL(gemm_x16_q4_K_vnni);

@@ -4,7 +4,7 @@
  *
  *   - repacking and unpacking give back the plain bytes; kern_get_row of a
  *     repacked weight equals the plain row (rows in groups and the tail);
- *   - the VNNI kernels, and the AVX2 ones (q4_0, q8_0), equal the scalar reference bit
+ *   - the VNNI kernels, and the AVX2 one (q4_0), equal the scalar reference bit
  *     for bit (every token count 1..X16_MAX_TOK, odd and even block counts,
  *     extreme values);
  *   - kern_matmul on repacked weights, at every level: within the q8_0 /

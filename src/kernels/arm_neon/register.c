@@ -36,9 +36,9 @@ void kern_register_neon(kern_ops_table *t) {
     t->elt = &kern_elt_neon; /* the x86 SIMD levels' bits (ops_neon.c) */
 #endif
     t->attn = &kern_attn_neon;
-    /* the 16-row layout's kernels; repack stays false (the scalar level's):
-     * repacking is decided per level, for every x16 type at once, and with no
-     * AArch64 machine to measure on, whether it pays here is unknown */
+    /* the 16-row layout's kernels; repack stays false (the scalar level's): with
+     * no AArch64 machine to measure on, whether it pays here is unknown (the flag
+     * is per type, kern_x16_pays_type, so it could be set for these two alone) */
     t->ops[KITE_DTYPE_Q4_0].x16 = gemm_x16_q4_0_neon;
     t->ops[KITE_DTYPE_Q8_0].x16 = gemm_x16_q8_0_neon;
 }

@@ -1,5 +1,5 @@
 /*
- * gemm_x16_avx2.c - the 16-row interleaved q4_0 and q8_0 kernels for AVX2 without VNNI (layout and
+ * gemm_x16_avx2.c - the 16-row interleaved q4_0 kernel for AVX2 without VNNI (layout and
  * arithmetic in gemm_x16.h; equal bit for bit to ref/gemm_x16_ref.c).
  *
  * DESIGN
@@ -82,61 +82,6 @@ KERN_GEMM_X16_DECL(gemm_x16_q4_0_avx2) {
         case 6: q4_0_pass(nb, yt, ldy, g, at, a_stride, ct, dt, c_stride, acc, 6); break;
         case 7: q4_0_pass(nb, yt, ldy, g, at, a_stride, ct, dt, c_stride, acc, 7); break;
         default: q4_0_pass(nb, yt, ldy, g, at, a_stride, ct, dt, c_stride, acc, 8); break;
-        }
-    }
-}
-/* q8_0: the stored u = w + 128 becomes w again (xor 0x80); vpmaddubsw takes |w| (unsigned, at most
- * 128) times the activations with w's sign (vpsignb), so a pair is at most 2 x 128 x 127 = 32512 and
- * each chunk's pairs go to int32 at once (vpmaddwd by ones).  That is sum(w * a) exactly: the
- * reference's corr + sum(u * a), the same int32, so corr is not read. */
-static ALWAYS_INLINE void q8_0_pass(int64_t nb, float *y, int64_t ldy, const unsigned char *g, const unsigned char *a,
-                                    size_t as, const float *da, int64_t cs, int acc, const int NT) {
-    const __m256i flip = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
-    __m256 f[X16A_PASS][2];
-    for (int t = 0; t < NT; t++)
-        for (int h = 0; h < 2; h++)
-            f[t][h] = acc ? _mm256_loadu_ps(y + (int64_t)t * ldy + 8 * h) : _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        const unsigned char *sc = g + kern_x16_scale_offset(512, nb, b), *q = g + kern_x16_quant_offset(512, nb, b);
-        for (int h = 0; h < 2; h++) {
-            __m256i w[8], aw[8];
-            for (int j = 0; j < 8; j++) {
-                w[j] = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(const void *)(q + 64 * j + 32 * h)), flip);
-                aw[j] = _mm256_abs_epi8(w[j]);
-            }
-            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(sc + 16 * h)));
-            for (int t = 0; t < NT; t++) {
-                const unsigned char *qa = a + (size_t)t * as + (size_t)b * 34 + 2;
-                __m256i s32 = _mm256_setzero_si256();
-                for (int j = 0; j < 8; j++) {
-                    const __m256i p = _mm256_maddubs_epi16(aw[j], _mm256_sign_epi8(bcast32(qa + 4 * j), w[j]));
-                    s32 = _mm256_add_epi32(s32, _mm256_madd_epi16(p, ones));
-                }
-                const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(da[(int64_t)t * cs + b]));
-                f[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32), d, f[t][h]);
-            }
-        }
-    }
-    for (int t = 0; t < NT; t++)
-        for (int h = 0; h < 2; h++) _mm256_storeu_ps(y + (int64_t)t * ldy + 8 * h, f[t][h]);
-}
-
-KERN_GEMM_X16_DECL(gemm_x16_q8_0_avx2) {
-    (void)corr;
-    const unsigned char *g = grp, *act = a;
-    for (int t0 = 0; t0 < nt; t0 += X16A_PASS) {
-        float *yt = y + (int64_t)t0 * ldy;
-        const unsigned char *at = act + (size_t)t0 * a_stride;
-        const float *dt = da + (int64_t)t0 * c_stride;
-        switch (nt - t0) {
-        case 1: q8_0_pass(nb, yt, ldy, g, at, a_stride, dt, c_stride, acc, 1); break;
-        case 2: q8_0_pass(nb, yt, ldy, g, at, a_stride, dt, c_stride, acc, 2); break;
-        case 3: q8_0_pass(nb, yt, ldy, g, at, a_stride, dt, c_stride, acc, 3); break;
-        case 4: q8_0_pass(nb, yt, ldy, g, at, a_stride, dt, c_stride, acc, 4); break;
-        case 5: q8_0_pass(nb, yt, ldy, g, at, a_stride, dt, c_stride, acc, 5); break;
-        case 6: q8_0_pass(nb, yt, ldy, g, at, a_stride, dt, c_stride, acc, 6); break;
-        case 7: q8_0_pass(nb, yt, ldy, g, at, a_stride, dt, c_stride, acc, 7); break;
-        default: q8_0_pass(nb, yt, ldy, g, at, a_stride, dt, c_stride, acc, 8); break;
         }
     }
 }

@@ -56,11 +56,10 @@ void kern_register_avx2(kern_ops_table *t) {
     kern_set_dot(t, KITE_DTYPE_LLM_INT8, KITE_DTYPE_W8A8, vec_dot_w8a8_avx2, gemm_w8a8_avx2); /* its int8 half */
     t->act_from_f32[KITE_DTYPE_Q8_0] = act_quantize_q8_0_avx2; /* same bytes as the reference */
     t->act_from_f32[KITE_DTYPE_W8A8] = act_quantize_w8a8_avx2; /* same bytes as w8_quantize_row */
-    /* 16-row groups: q4_0 and q8_0 with vpmaddubsw (gemm_x16_avx2.c); the other x16 types keep the
-     * plain layout at this level (their reference kernels would not pay) */
+    /* 16-row groups: q4_0 with vpmaddubsw (its nibbles keep the int16 pair sums exact); the other x16
+     * types keep the plain layout at this level (their reference kernels would not pay) */
     t->ops[KITE_DTYPE_Q4_0].x16 = gemm_x16_q4_0_avx2;
-    t->ops[KITE_DTYPE_Q8_0].x16 = gemm_x16_q8_0_avx2;
-    t->ops[KITE_DTYPE_Q4_0].repack = t->ops[KITE_DTYPE_Q8_0].repack = true;
+    t->ops[KITE_DTYPE_Q4_0].repack = true;
     if (cpu_features()->avxvnni) { /* variant: VEX vpdpbusd instead of vpmaddubsw + vpmaddwd */
         kern_set_dot(t, KITE_DTYPE_Q4_0, KITE_DTYPE_Q8_0, vec_dot_q4_0_q8_0_avxvnni, gemm_q4_0_q8_0_avxvnni);
         kern_set_dot(t, KITE_DTYPE_Q8_0, KITE_DTYPE_Q8_0, vec_dot_q8_0_q8_0_avxvnni, gemm_q8_0_q8_0_avxvnni);
