@@ -162,17 +162,52 @@ size_t kern_x16_pack_tmp_bytes(uint32_t type, int64_t nr, int64_t ne0) {
     return nb <= kern_x16_panel_blocks(type) ? gb : gb + unit_map_bytes(nb * (nr / X16_ROWS));
 }
 
+/* One group-panel of q4_0 / iq4_nl (chunks 4, flip 0) or q8_0 (chunks 8,
+ * flip 0x80808080): put_block's moves with the constants known, blocks
+ * outer and rows inner so that each block's scale line and 64-byte quant
+ * chunks are written whole while they are in L1.  In place, TinyLlama's
+ * q4_0 matrices repacked at 8.9 GB/s instead of put_block's 4.4 (q8_0: 6.2
+ * instead of 4.6; one thread, an ad-hoc loop over kern_x16_pack): the I/O
+ * thread repacks every streamed layer (docs/offload.md). */
+static inline void put_panel_simple(unsigned char *g, int64_t nbp, const unsigned char *rows, size_t rb, size_t bb,
+                                    size_t qb, int chunks, uint32_t flip) {
+    for (int64_t b = 0; b < nbp; b++) {
+        unsigned char *sc = g + kern_x16_scale_offset(qb, nbp, b);
+        unsigned char *q = g + kern_x16_quant_offset(qb, nbp, b);
+        const unsigned char *src = rows + (size_t)b * bb;
+        for (int i = 0; i < X16_ROWS; i++, src += rb) {
+            memcpy(sc + 2 * i, src, 2);
+            for (int j = 0; j < chunks; j++) {
+                uint32_t v;
+                memcpy(&v, src + 2 + 4 * j, 4);
+                v ^= flip;
+                memcpy(q + 64 * j + 4 * i, &v, 4);
+            }
+        }
+    }
+}
+
+/* Group-panel [b0, b0 + nbp) of the 16 plain rows at rows (rb bytes apart)
+ * into out (nbp blocks of the group). */
+static void put_panel(uint32_t type, unsigned char *out, int64_t nbp, int64_t b0, const unsigned char *rows, size_t rb) {
+    const size_t bb = block_bytes(type);
+    rows += (size_t)b0 * bb;
+    switch (type) {
+    case KITE_DTYPE_Q4_0:
+    case KITE_DTYPE_IQ4_NL: put_panel_simple(out, nbp, rows, rb, bb, 256, 4, 0); return;
+    case KITE_DTYPE_Q8_0: put_panel_simple(out, nbp, rows, rb, bb, 512, 8, 0x80808080u); return;
+    default:
+        for (int64_t b = 0; b < nbp; b++)
+            for (int i = 0; i < X16_ROWS; i++) put_block(type, out, nbp, b, i, rows + (size_t)i * rb + (size_t)b * bb);
+    }
+}
+
 /* A group's 16 plain rows (at rows, rb bytes apart) into its panels, one
  * after the other at out (panel b0 at out + b0 * 16 blocks). */
 static void put_group(uint32_t type, unsigned char *out, int64_t nb, const unsigned char *rows, size_t rb) {
     const int64_t pb = kern_x16_panel_blocks(type);
     const size_t gbb = X16_ROWS * block_bytes(type);
-    for (int64_t b0 = 0; b0 < nb; b0 += pb) {
-        const int64_t nbp = nb - b0 < pb ? nb - b0 : pb;
-        for (int i = 0; i < X16_ROWS; i++)
-            for (int64_t b = 0; b < nbp; b++)
-                put_block(type, out + (size_t)b0 * gbb, nbp, b, i, rows + (size_t)i * rb + (size_t)(b0 + b) * block_bytes(type));
-    }
+    for (int64_t b0 = 0; b0 < nb; b0 += pb) put_panel(type, out + (size_t)b0 * gbb, nb - b0 < pb ? nb - b0 : pb, b0, rows, rb);
 }
 
 /* The unit (one 16-row block, X16_ROWS * block_bytes) that belongs at unit

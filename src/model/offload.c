@@ -23,8 +23,9 @@
 #define ARENA_ALIGN 64u       /* resident tensors keep at least a cache line's alignment */
 #define RUN_GAP (256u << 10)  /* tensors this close are read as one run (the norms between them); not tuned */
 #define N_MATS 11
+#define MAX_IO 2              /* I/O workers: one per slot */
 
-enum { SLOT_FREE = 0, SLOT_READY = 1 };
+enum { SLOT_FREE = 0, SLOT_FILLING = 1, SLOT_READY = 2 };
 
 typedef struct io_run {
     uint64_t off, len; /* aligned file range */
@@ -37,6 +38,19 @@ typedef struct stream_layer {
     int n_runs;
 } stream_layer;
 
+/* One I/O worker: a thread that reads a streamed layer into its slot and
+ * repacks its matrices there as the loader repacks resident ones. */
+typedef struct io_worker {
+    struct offload *o;
+    pthread_t thread;
+    bool started;
+    int fd;                  /* O_DIRECT when direct */
+    bool direct;             /* its own copy of plan.direct (copied under mu) */
+    uint8_t *scratch;        /* model_repack_layer's scratch */
+    size_t scratch_bytes;
+    char err[320];           /* its message, copied to offload.err under mu */
+} io_worker;
+
 struct offload {
     kite_model *m;
     offload_plan plan;
@@ -46,12 +60,9 @@ struct offload {
     int32_t *slot_layer;     /* [n_slots] */
     int *slot_state;         /* [n_slots] SLOT_* */
     stream_layer *sl;        /* [n_layer - n_resident] */
-    void *tmp;               /* repack scratch (model_repack_layer) */
-    size_t tmp_bytes;
-    int fd;                  /* the I/O thread's descriptor (O_DIRECT when io_direct) */
-    bool io_direct;          /* the I/O thread's own copy of plan.direct (copied under mu) */
-    pthread_t thread;
-    bool thread_started;
+    io_worker io[MAX_IO];    /* n_io of them, one per slot */
+    int n_io;
+    uint64_t next_k;         /* the next streamed layer (a count over passes) a worker takes, under mu */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     pthread_mutex_t pass_mu;
@@ -59,7 +70,6 @@ struct offload {
     uint64_t use_k;          /* streamed layers consumed so far */
     uint64_t bytes_read, n_passes;
     char err[320];           /* the first error (under mu) */
-    char io_err[320];        /* the I/O thread's own message, copied to err under mu */
 };
 
 static uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
@@ -187,6 +197,11 @@ static int cmp_tensor_off(const void *a, const void *b) {
     return x->offset < y->offset ? -1 : x->offset > y->offset;
 }
 
+/* The scratch one worker needs for layer l (model_repack_layer's). */
+static size_t layer_scratch(const kite_model *m, int32_t l) {
+    return m->repack_streamed ? model_repack_layer_tmp(&m->layers[l]) : 0;
+}
+
 /* Runs of layer l's file range; returns the slot bytes it needs, 0 on OOM. */
 static uint64_t plan_runs(kite_model *m, int32_t l, stream_layer *out) {
     const gguf_tensor *set[N_MATS];
@@ -233,66 +248,81 @@ static int read_full(int fd, uint8_t *buf, uint64_t off, uint64_t len, uint64_t 
     return 0;
 }
 
+/* A worker's aligned read of [off, off + len) for layer l into buf, falling
+ * back to buffered reads when the file system refuses O_DIRECT. */
+static int worker_read(io_worker *w, uint8_t *buf, uint64_t off, uint64_t len, int32_t l, uint64_t *nread) {
+    const kite_model *m = w->o->m;
+    int e = read_full(w->fd, buf, off, len, m->gguf->size, nread);
+    if (e == EINVAL && w->direct) { /* the file system refused O_DIRECT here: buffered from now on */
+        const int fd = open(m->path, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            close(w->fd);
+            w->fd = fd;
+            w->direct = false;
+            e = read_full(w->fd, buf, off, len, m->gguf->size, nread);
+        }
+    }
+    if (e) {
+        snprintf(w->err, sizeof w->err, "%s: reading layer %d (bytes %llu..%llu) failed: %s", m->path, l,
+                 (unsigned long long)off, (unsigned long long)(off + len), strerror(e));
+        return KITE_E_IO;
+    }
+    return KITE_OK;
+}
+
 /* Reads streamed layer l into slot s and binds the slot's views to it. */
-static int load_slot(offload *o, int s, int32_t l, uint64_t *nread) {
+static int load_slot(offload *o, io_worker *w, int s, int32_t l, uint64_t *nread) {
     kite_model *m = o->m;
     const stream_layer *sl = &o->sl[l - o->plan.n_resident];
     uint8_t *buf = o->ring + (size_t)s * o->plan.slot_bytes;
     for (int i = 0; i < sl->n_runs; i++) {
         const io_run *r = &sl->runs[i];
-        int e = read_full(o->fd, buf + r->buf_off, r->off, r->len, m->gguf->size, nread);
-        if (e == EINVAL && o->io_direct) { /* the file system refused O_DIRECT here: buffered from now on */
-            const int fd = open(m->path, O_RDONLY | O_CLOEXEC);
-            if (fd >= 0) {
-                close(o->fd);
-                o->fd = fd;
-                o->io_direct = false;
-                e = read_full(o->fd, buf + r->buf_off, r->off, r->len, m->gguf->size, nread);
-            }
-        }
-        if (e) {
-            snprintf(o->io_err, sizeof o->io_err, "%s: reading layer %d (bytes %llu..%llu) failed: %s", m->path, l,
-                     (unsigned long long)r->off, (unsigned long long)(r->off + r->len), strerror(e));
-            return KITE_E_IO;
-        }
+        const int rc = worker_read(w, buf + r->buf_off, r->off, r->len, l, nread);
+        if (rc) return rc;
     }
     layer_weights *L = &o->slot_L[s];
     *L = m->layers[l];
-    weight *w[N_MATS];
-    layer_mats(L, w);
+    weight *v[N_MATS];
+    layer_mats(L, v);
     for (int i = 0; i < N_MATS; i++)
-        if (w[i]->data) {
-            const uint64_t at = (uint64_t)((const uint8_t *)w[i]->data - m->gguf->base);
-            w[i]->data = buf + (at - sl->lo);
+        if (v[i]->data) {
+            const uint64_t at = (uint64_t)((const uint8_t *)v[i]->data - m->gguf->base);
+            v[i]->data = buf + (at - sl->lo);
         }
-    if (m->f16_as_bf16) (void)model_layer_to_bf16(L, m->hp.n_expert > 0 ? m->hp.n_expert : 1);
-    if (m->repack_streamed) model_repack_layer(L, m->hp.n_expert > 0 ? m->hp.n_expert : 1, o->tmp, o->tmp_bytes);
+    const int n_exp = m->hp.n_expert > 0 ? m->hp.n_expert : 1;
+    if (m->f16_as_bf16) (void)model_layer_to_bf16(L, n_exp);
+    if (m->repack_streamed) model_repack_layer(L, n_exp, w->scratch, w->scratch_bytes);
     return KITE_OK;
 }
 
+/* A worker takes the streamed layers in turn with the others (next_k), each
+ * into its slot k % n_slots once the pass before has handed it back.  With
+ * one worker per slot, one repacks while the other reads: with a single
+ * thread, reading and repacking added up (BENCHMARKS.md, offloading). */
 static void *io_main(void *arg) {
-    offload *o = arg;
+    io_worker *w = arg;
+    offload *o = w->o;
     const int32_t n_stream = o->m->hp.n_layer - o->plan.n_resident;
-    uint64_t k = 0;
     pthread_mutex_lock(&o->mu);
     while (!o->stop && !o->failed) {
+        const uint64_t k = o->next_k++;
         const int s = (int)(k % (uint64_t)o->plan.n_slots);
         while (!o->stop && o->slot_state[s] != SLOT_FREE) pthread_cond_wait(&o->cv, &o->mu);
         if (o->stop) break;
+        o->slot_state[s] = SLOT_FILLING;
         pthread_mutex_unlock(&o->mu);
         const int32_t l = o->plan.n_resident + (int32_t)(k % (uint64_t)n_stream);
         uint64_t nread = 0;
-        const int rc = load_slot(o, s, l, &nread);
+        const int rc = load_slot(o, w, s, l, &nread);
         pthread_mutex_lock(&o->mu);
         o->bytes_read += nread;
-        o->plan.direct = o->io_direct;
+        if (!w->direct) o->plan.direct = false;
         o->slot_layer[s] = l;
         o->slot_state[s] = SLOT_READY;
         if (rc && !o->failed) {
-            memcpy(o->err, o->io_err, sizeof o->err);
+            memcpy(o->err, w->err, sizeof o->err);
             o->failed = true;
         }
-        k++;
         pthread_cond_broadcast(&o->cv);
     }
     pthread_mutex_unlock(&o->mu);
@@ -301,17 +331,18 @@ static void *io_main(void *arg) {
 
 void offload_free(offload *o) {
     if (!o) return;
-    if (o->thread_started) {
-        pthread_mutex_lock(&o->mu);
-        o->stop = true;
-        pthread_cond_broadcast(&o->cv);
-        pthread_mutex_unlock(&o->mu);
-        pthread_join(o->thread, NULL);
+    pthread_mutex_lock(&o->mu);
+    o->stop = true;
+    pthread_cond_broadcast(&o->cv);
+    pthread_mutex_unlock(&o->mu);
+    for (int i = 0; i < MAX_IO; i++) {
+        if (o->io[i].started) pthread_join(o->io[i].thread, NULL);
+        if (o->io[i].fd >= 0) close(o->io[i].fd);
+        free(o->io[i].scratch);
     }
     pthread_mutex_destroy(&o->mu);
     pthread_cond_destroy(&o->cv);
     pthread_mutex_destroy(&o->pass_mu);
-    if (o->fd >= 0) close(o->fd);
     if (o->sl)
         for (int32_t i = 0; i < o->m->hp.n_layer - o->plan.n_resident; i++) free(o->sl[i].runs);
     free(o->sl);
@@ -320,7 +351,6 @@ void offload_free(offload *o) {
     free(o->slot_L);
     free(o->slot_layer);
     free(o->slot_state);
-    free(o->tmp);
     free(o);
 }
 
@@ -354,7 +384,7 @@ int offload_setup(kite_model *m, uint64_t budget) {
     offload *o = calloc(1, sizeof *o);
     if (!o) return err_set(KITE_E_NOMEM, "%s: out of memory", m->path);
     o->m = m;
-    o->fd = -1;
+    for (int i = 0; i < MAX_IO; i++) o->io[i].fd = -1;
     pthread_mutex_init(&o->mu, NULL);
     pthread_cond_init(&o->cv, NULL);
     pthread_mutex_init(&o->pass_mu, NULL);
@@ -375,7 +405,7 @@ int offload_setup(kite_model *m, uint64_t budget) {
     /* per layer: its resident cost, and the slot it would need streamed */
     uint64_t *lbytes = calloc((size_t)NL, sizeof *lbytes), all = always, slot = 0;
     if (!lbytes) return err_set(KITE_E_NOMEM, "%s: out of memory", m->path);
-    size_t tmp_need = 0;
+    size_t scratch = 0; /* one worker's, over every layer that may be streamed */
     for (int32_t l = 0; l < NL; l++) {
         const gguf_tensor *set[N_MATS];
         const int n = layer_tensors(m, l, set);
@@ -388,8 +418,8 @@ int offload_setup(kite_model *m, uint64_t budget) {
         }
         if (hi > lo && hi - lo > slot) slot = hi - lo;
         all += lbytes[l];
-        const size_t t = model_repack_layer_tmp(&m->layers[l]);
-        if (t > tmp_need) tmp_need = t;
+        const size_t t = layer_scratch(m, l);
+        if (t > scratch) scratch = t;
     }
     slot = align_up(slot ? slot : IO_ALIGN, IO_ALIGN);
     o->plan.always = always;
@@ -398,7 +428,7 @@ int offload_setup(kite_model *m, uint64_t budget) {
     if (all <= budget) {
         o->plan.n_resident = NL;
     } else {
-        always += tmp_need;
+        always += scratch;
         o->plan.always = always;
         if (always + slot > budget) {
             char b[32], mn[32], a[32], s[32];
@@ -414,6 +444,14 @@ int offload_setup(kite_model *m, uint64_t budget) {
         }
         o->plan.n_slots = always + 2 * slot <= budget ? 2 : 1;
         uint64_t left = budget - always - (uint64_t)o->plan.n_slots * slot;
+        /* two slots: a second worker (its scratch) before any resident layer.  It overlaps one layer's
+         * packing with the next one's read on every streamed layer, where a resident layer saves one
+         * layer's read and pack per token (BENCHMARKS.md, offloading) */
+        o->n_io = 1;
+        if (o->plan.n_slots == 2 && left >= scratch) {
+            o->n_io = 2;
+            left -= scratch;
+        }
         int32_t nr = 0;
         while (nr < NL - 1 && lbytes[nr] <= left) left -= lbytes[nr++];
         o->plan.n_resident = nr;
@@ -421,8 +459,7 @@ int offload_setup(kite_model *m, uint64_t budget) {
     uint64_t arena_bytes = 0;
     for (int i = 0; i < ng; i++) arena_bytes += align_up(glob[i]->nbytes, ARENA_ALIGN);
     for (int32_t l = 0; l < o->plan.n_resident; l++) arena_bytes += lbytes[l];
-    o->plan.resident = m->n_vector_bytes + arena_bytes + (uint64_t)o->plan.n_slots * slot +
-                       (o->plan.n_slots ? tmp_need : 0);
+    o->plan.resident = m->n_vector_bytes + arena_bytes + (uint64_t)o->plan.n_slots * slot + (uint64_t)o->n_io * scratch;
     free(lbytes);
 
     if (posix_memalign((void **)&o->arena, 4096, arena_bytes ? (size_t)arena_bytes : 1))
@@ -452,21 +489,33 @@ int offload_setup(kite_model *m, uint64_t budget) {
     o->slot_L = calloc((size_t)o->plan.n_slots, sizeof *o->slot_L);
     o->slot_layer = calloc((size_t)o->plan.n_slots, sizeof *o->slot_layer);
     o->slot_state = calloc((size_t)o->plan.n_slots, sizeof *o->slot_state);
-    o->tmp_bytes = tmp_need;
-    o->tmp = malloc(tmp_need ? tmp_need : 1);
-    if (!o->sl || !o->slot_L || !o->slot_layer || !o->slot_state || !o->tmp ||
+    bool scratch_ok = true;
+    for (int i = 0; i < o->n_io; i++) {
+        o->io[i].o = o;
+        o->io[i].scratch_bytes = scratch;
+        if (posix_memalign((void **)&o->io[i].scratch, IO_ALIGN, scratch ? scratch : 1))
+            o->io[i].scratch = NULL, scratch_ok = false;
+    }
+    if (!o->sl || !o->slot_L || !o->slot_layer || !o->slot_state || !scratch_ok ||
         posix_memalign((void **)&o->ring, IO_ALIGN, (size_t)(o->plan.n_slots * slot)))
         return o->ring = NULL, err_set(KITE_E_NOMEM, "%s: out of memory for the streaming ring", m->path);
     for (int32_t i = 0; i < n_stream; i++)
         if (plan_runs(m, o->plan.n_resident + i, &o->sl[i]) == 0)
             return err_set(KITE_E_NOMEM, "%s: out of memory", m->path);
-    o->fd = open(m->path, O_RDONLY | O_CLOEXEC | O_DIRECT);
-    o->plan.direct = o->io_direct = o->fd >= 0;
-    if (o->fd < 0 && (o->fd = open(m->path, O_RDONLY | O_CLOEXEC)) < 0)
-        return err_set(KITE_E_IO, "%s: %s", m->path, strerror(errno));
-    if (pthread_create(&o->thread, NULL, io_main, o) != 0)
-        return err_set(KITE_E_NOMEM, "%s: cannot start the streaming thread", m->path);
-    o->thread_started = true;
+    o->plan.direct = 1;
+    for (int i = 0; i < o->n_io; i++) {
+        io_worker *w = &o->io[i];
+        w->fd = open(m->path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+        w->direct = w->fd >= 0;
+        if (!w->direct) o->plan.direct = 0;
+        if (w->fd < 0 && (w->fd = open(m->path, O_RDONLY | O_CLOEXEC)) < 0)
+            return err_set(KITE_E_IO, "%s: %s", m->path, strerror(errno));
+    }
+    for (int i = 0; i < o->n_io; i++) {
+        if (pthread_create(&o->io[i].thread, NULL, io_main, &o->io[i]) != 0)
+            return err_set(KITE_E_NOMEM, "%s: cannot start the streaming thread", m->path);
+        o->io[i].started = true;
+    }
     return KITE_OK;
 }
 
