@@ -1,7 +1,7 @@
 /*
  * offload.h - a bound on resident weight memory (kite_model_params.mem_budget,
  * `--mem-budget`): the layers that do not fit stay on disk and are streamed in,
- * layer by layer, by an I/O thread that reads ahead of compute.
+ * layer by layer, by I/O workers (threads, one per slot) that read ahead of compute.
  *
  * DESIGN (docs/offload.md)
  *   With a budget the loader maps the file (the mapping is only read for the
@@ -11,11 +11,11 @@
  *   classifier, learned positions, and then whole layers from layer 0 up while
  *   they fit, after a ring of slots (two when the budget allows, else one) is
  *   set aside for the rest.  A streamed layer's slot holds the file range that
- *   covers its matrices; the I/O thread preads it (O_DIRECT when the file
+ *   covers its matrices; an I/O worker preads it (O_DIRECT when the file
  *   system takes it, buffered pread otherwise), repacks its matrices exactly as
  *   the loader repacks resident ones (model_repack_matrix's layout choice) and
  *   marks it ready, so outputs are bit-identical to an unbounded run.  The
- *   thread walks the streamed layers cyclically (a pass reads them in order,
+ *   workers walk the streamed layers cyclically, taking them in turn (a pass reads them in order,
  *   the next pass starts again at the first), so reading layer i+1 overlaps
  *   computing layer i, and the first streamed layer of the next token is read
  *   while the resident layers and the head run.
@@ -41,12 +41,12 @@ typedef struct offload_plan {
     int32_t n_slots;        /* 0: everything resident, nothing streamed */
     int32_t n_resident;     /* layers 0..n_resident-1 are resident */
     uint64_t resident;      /* bytes held: always + resident layers + ring */
-    int direct;             /* the I/O thread reads with O_DIRECT */
+    int direct;             /* the I/O workers read with O_DIRECT */
 } offload_plan;
 
 /* Plans and sets up the budget for a model whose gguf is a file mapping and
  * whose weights are bound (loader.c, after bind_weights): copies the resident
- * tensors into the arena and rebinds them, starts the I/O thread for the rest.
+ * tensors into the arena and rebinds them, starts the I/O workers for the rest.
  * Too small a budget: KITE_E_ARG with the minimum.  Stores m->offload. */
 int offload_setup(kite_model *m, uint64_t budget);
 void offload_free(offload *o);
@@ -55,7 +55,7 @@ const offload_plan *offload_get_plan(const offload *o);
 
 /* A forward pass's use: begin takes the lock; layer(l) returns layer l's
  * weights (resident: m->layers[l]; streamed: the slot's view, waiting for the
- * I/O thread), done(l) hands a streamed layer's slot back; end releases the
+ * I/O workers), done(l) hands a streamed layer's slot back; end releases the
  * lock.  Every streamed layer must be taken and handed back once per pass, in
  * order (a skipped layer too).  Returns NULL from layer() after a read error
  * (offload_error says which): the caller computes nothing more. */
