@@ -29,13 +29,16 @@
 #include "config/config.h"
 #include "core/timing.h"
 #include "core/tmpfile.h"
+#include "model/offload.h"
+#include "roofline/roofline.h"
 #include "engine/engine.h"
 #include "kite.h"
 #include "progress/progress.h"
 
 typedef struct batch_opts {
     const char *model, *in, *out;
-    int64_t n_predict, n_parallel, n_ctx, n_threads;
+    const char *block;   /* "auto" or a count */
+    int64_t n_predict, n_ctx, n_threads;
     uint64_t mem_budget;
     uint64_t seed;
     float temp;
@@ -53,8 +56,9 @@ static const cli_opt batch_opts_table[] = {
      .kind = CLI_STR, CLI_AT(batch_opts, out)},
     {.names = "-n, --n-predict", .arg = "N", .help = "tokens to generate per prompt", .kind = CLI_INT,
      CLI_AT(batch_opts, n_predict), .min = 1, .max = 1 << 24, .def = "128"},
-    {.names = "-B, --block", .arg = "B", .help = "sequences in flight (each pass serves up to B)", .kind = CLI_INT,
-     CLI_AT(batch_opts, n_parallel), .min = 1, .max = 1024, .def = "8"},
+    {.names = "-B, --block", .arg = "B|auto", .help = "sequences in flight (each pass serves up to B, at most 1024);\n"
+                                                     "auto: the cost model's choice, printed with its prediction",
+     .kind = CLI_STR, CLI_AT(batch_opts, block), .def = "auto"},
     {.names = "-c, --ctx-size", .arg = "N", .help = "positions per sequence (prompt + output)", .kind = CLI_INT,
      CLI_AT(batch_opts, n_ctx), .min = 1, .max = 1 << 24, .def_doc = "the model's, capped at 4096"},
     {.names = "-t, --threads", .arg = "N", .help = "worker threads", .kind = CLI_INT, CLI_AT(batch_opts, n_threads),
@@ -67,12 +71,12 @@ static const cli_opt batch_opts_table[] = {
      CLI_AT(batch_opts, ignore_eos)},
     CLI_OPT_MEM_BUDGET(batch_opts, mem_budget),
     CLI_OPT_F16_COMPUTE,
-    {.names = "-q, --quiet", .help = "no progress output", .kind = CLI_FLAG, CLI_AT(batch_opts, quiet)},
+    {.names = "-q, --quiet", .help = "no progress or policy output", .kind = CLI_FLAG, CLI_AT(batch_opts, quiet)},
 };
 
 const cli_spec cli_spec_batch = {
     .cmd = "batch",
-    .usage = "usage: kite batch -m MODEL -f PROMPTS.jsonl -o OUT.jsonl [-n N] [-B B] [--mem-budget SIZE]\n"
+    .usage = "usage: kite batch -m MODEL -f PROMPTS.jsonl -o OUT.jsonl [-n N] [-B B|auto] [--mem-budget SIZE]\n"
              "\n"
              "Generates for many prompts at once, B sequences per forward pass (throughput mode).\n",
     CLI_TABLE(batch_opts_table, batch_opts),
@@ -267,6 +271,80 @@ static int write_out(const char *out, const job *jobs, int n) {
     return 0;
 }
 
+#define MAX_BLOCK 1024
+
+/* The block size -B auto gives: the cost model's choice for these prompts (roofline/batch.c: the roofline
+ * profile of this machine, probed once and cached, and with a budget the disk probe and the bytes each
+ * pass streams), printed with its prediction.  Returns 0 after printing an error. */
+static int64_t choose_block(const batch_opts *o, const kite_model_info *mi, const job *jobs, int n_jobs, int32_t n_ctx) {
+    rl_shape sh;
+    if (rl_shape_from_file(o->model, &sh) != KITE_OK) {
+        fprintf(stderr, "kite batch: -B auto: %s (give -B N)\n", kite_last_error());
+        return 0;
+    }
+    long nt = o->n_threads;
+    if (nt < 1) nt = sysconf(_SC_NPROCESSORS_ONLN);
+    if (nt < 1) nt = 1;
+    rl_hw hw;
+    bool measured = false;
+    char path[512];
+    const config *cf = config_get();
+    if (!o->quiet) fprintf(stderr, "kite batch: -B auto: this machine's roofline profile (probed once, then cached)\n");
+    if (rl_hw_probe((int)nt, false, config_roofline_path((int)nt, path, sizeof path) ? path : NULL,
+                    cf->have_probe_path ? cf->probe_path : NULL, &hw, &measured) != KITE_OK) {
+        fprintf(stderr, "kite batch: -B auto: %s (give -B N)\n", kite_last_error());
+        return 0;
+    }
+    rl_batch_in in = {.n_seq = n_jobs, .stream_bytes = (double)mi->stream_bytes};
+    int64_t sp = 0, sg = 0;
+    for (int i = 0; i < n_jobs; i++) {
+        sp += jobs[i].n_prompt;
+        sg += jobs[i].max_tokens;
+    }
+    in.prompt = (sp + n_jobs - 1) / n_jobs;
+    in.gen = (sg + n_jobs - 1) / n_jobs;
+    bool direct = false;
+    if (in.stream_bytes > 0 && (offload_probe_disk(o->model, 256u << 20, &in.disk_gbs, &direct) != KITE_OK ||
+                                !(in.disk_gbs > 0))) {
+        fprintf(stderr, "kite batch: -B auto: the disk probe of %s failed: %s (give -B N)\n", o->model,
+                kite_last_error());
+        return 0;
+    }
+    /* activations and KV as the engine runs them: int8 activations for the int8-kernel types, f32 KV */
+    const rl_setting base = {.atype = sh.wtype == KITE_DTYPE_F16 || sh.wtype == KITE_DTYPE_BF16 || sh.wtype == KITE_DTYPE_F32
+                                          ? RL_A_F32
+                                          : RL_A_INT8,
+                             .kvtype = KITE_DTYPE_F32};
+    /* the engine's KV pool holds B sequences of n_ctx positions (f32 K and V of every layer): at most its
+     * 2^20 positions, and at most half this machine's memory */
+    const double pos_bytes = 2.0 * (double)sh.n_layer * (double)sh.n_head_kv * (double)sh.head_dim * 4.0;
+    const double ram = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    int64_t max_block = MAX_BLOCK;
+    if ((int64_t)(1 << 20) / n_ctx < max_block) max_block = (int64_t)(1 << 20) / n_ctx;
+    if (ram > 0 && ram / 2 / ((double)n_ctx * pos_bytes) < (double)max_block)
+        max_block = (int64_t)(ram / 2 / ((double)n_ctx * pos_bytes));
+    if (max_block < 1) max_block = 1;
+    rl_batch_out best;
+    if (rl_batch_choose(&sh, &hw, &base, &in, max_block, &best) != KITE_OK) {
+        fprintf(stderr, "kite batch: -B auto: %s (give -B N)\n", kite_last_error());
+        return 0;
+    }
+    char disk[160] = "";
+    if (in.stream_bytes > 0)
+        snprintf(disk, sizeof disk, ", %d of %d layers resident, %.1f MB streamed per pass at %.2f GB/s (%s probe)",
+                 mi->n_resident_layers, mi->n_layer, in.stream_bytes / 1e6, in.disk_gbs, direct ? "O_DIRECT" : "buffered");
+    if (!o->quiet)
+        fprintf(stderr,
+            "kite batch: policy B = %lld (cost model; -B N overrides): %lld prompts of ~%lld tokens, %lld generated "
+            "each%s; predicted %.1f tok/s, decode %s-bound (step %.1f ms, prefill %.2f s per wave, %lld wave%s), "
+            "KV pool %.1f MB\n",
+            (long long)best.block, (long long)in.n_seq, (long long)in.prompt, (long long)in.gen, disk, best.tok_s,
+            best.disk_bound ? "disk" : "compute", best.t_step * 1e3, best.t_prefill, (long long)best.waves,
+            best.waves == 1 ? "" : "s",
+            (double)best.block * (double)n_ctx * pos_bytes / 1e6);
+    return best.block;
+}
+
 int cmd_batch(int argc, char **argv) {
     batch_opts o = {0};
     const int prc = cli_parse(&cli_spec_batch, argc, argv, &o);
@@ -275,6 +353,15 @@ int cmd_batch(int argc, char **argv) {
     if (!o.out) return cli_usage_error("batch", "missing -o OUT.jsonl");
     if (!o.model) o.model = cli_default_model(argv[0]);
     if (o.quiet) progress_set_quiet(true);
+    int64_t fixed_block = 0; /* -B N; 0: auto */
+    if (strcmp(o.block, "auto") != 0) {
+        char *end;
+        errno = 0;
+        const long long b = strtoll(o.block, &end, 10);
+        if (errno || *end || end == o.block || b < 1 || b > MAX_BLOCK)
+            return cli_usage_error("batch", "-B: '%s' is not auto or a count in [1, %d]", o.block, MAX_BLOCK);
+        fixed_block = b;
+    }
     tmpf_install_signal_handlers(); /* an interrupt leaves no partial output */
 
     int status = 1, n_jobs = 0;
@@ -298,8 +385,17 @@ int cmd_batch(int argc, char **argv) {
         goto done;
     }
     engine_params ep = {0};
-    ep.n_parallel = (int32_t)o.n_parallel;
     ep.n_ctx = o.n_ctx ? (int32_t)o.n_ctx : (mi.n_ctx_train < 4096 ? mi.n_ctx_train : 4096);
+    if (!o.n_ctx) { /* no -c: as many positions as the longest prompt and its output take, so that the KV
+                       pool (B sequences of n_ctx positions) holds no more than the prompts need */
+        int64_t need = 1;
+        for (int i = 0; i < n_jobs; i++)
+            if ((int64_t)jobs[i].n_prompt + jobs[i].max_tokens > need) need = (int64_t)jobs[i].n_prompt + jobs[i].max_tokens;
+        if (need < ep.n_ctx) ep.n_ctx = (int32_t)need;
+    }
+    const int64_t block = fixed_block ? fixed_block : choose_block(&o, &mi, jobs, n_jobs, ep.n_ctx);
+    if (block < 1) goto done;
+    ep.n_parallel = (int32_t)block;
     ep.n_threads = (int32_t)o.n_threads;
     for (int i = 0; i < n_jobs; i++)
         if (jobs[i].n_prompt >= ep.n_ctx) {
@@ -367,7 +463,7 @@ int cmd_batch(int argc, char **argv) {
             "kite batch: %d prompts, %lld tokens in, %lld generated in %.2f s (%.1f tok/s), %lld passes, up to %lld "
             "in flight | load %.0f ms, weights %s\n",
             n_jobs, (long long)st.tokens_in, (long long)st.tokens_out, t_gen,
-            t_gen > 0 ? (double)st.tokens_out / t_gen : 0.0, (long long)st.steps, (long long)o.n_parallel,
+            t_gen > 0 ? (double)st.tokens_out / t_gen : 0.0, (long long)st.steps, (long long)block,
             t_load * 1e3, mi.residency);
     status = 0;
 done:

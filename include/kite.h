@@ -137,6 +137,7 @@ typedef struct kite_model_info {
     int32_t n_resident_layers; /* layers held in memory (the first ones); n_layer - this are streamed */
     uint64_t resident_bytes; /* weight bytes held: resident tensors, float vectors, streaming ring */
     uint64_t ring_bytes;    /* of which the ring of streamed-layer slots */
+    uint64_t stream_bytes;  /* bytes read from the file per forward pass: the streamed layers' reads */
     int32_t n_repacked;     /* weight matrices repacked at load (no_repack above); 0: none */
     double repack_ms;       /* time the repacking took (part of the load) */
     int32_t n_f16_as_bf16;  /* F16 matrices computed as bf16 (f16_compute BF16; streamed layers counted

@@ -585,6 +585,7 @@ void kite_model_get_info(const kite_model *m, kite_model_info *info) {
         info->mem_budget = pl->budget;
         info->resident_bytes = pl->resident;
         info->ring_bytes = (uint64_t)pl->n_slots * pl->slot_bytes;
+        info->stream_bytes = pl->stream_bytes;
     }
     info->n_resident_layers = m->n_resident;
     info->n_repacked = m->n_repacked;

@@ -59,6 +59,7 @@ struct offload {
     layer_weights *slot_L;   /* [n_slots] the views of the layer in each slot */
     int32_t *slot_layer;     /* [n_slots] */
     int *slot_state;         /* [n_slots] SLOT_* */
+    uint64_t *slot_turn;     /* [n_slots] the k (streamed-layer count) slot s takes next: s, s + n_slots, ... */
     stream_layer *sl;        /* [n_layer - n_resident] */
     io_worker io[MAX_IO];    /* n_io of them, one per slot */
     int n_io;
@@ -307,9 +308,12 @@ static void *io_main(void *arg) {
     while (!o->stop && !o->failed) {
         const uint64_t k = o->next_k++;
         const int s = (int)(k % (uint64_t)o->plan.n_slots);
-        while (!o->stop && o->slot_state[s] != SLOT_FREE) pthread_cond_wait(&o->cv, &o->mu);
+        /* its turn, not just a free slot: a worker that took k + n_slots later must not fill the slot
+         * first when the one holding k has not woken yet */
+        while (!o->stop && (o->slot_state[s] != SLOT_FREE || o->slot_turn[s] != k)) pthread_cond_wait(&o->cv, &o->mu);
         if (o->stop) break;
         o->slot_state[s] = SLOT_FILLING;
+        o->slot_turn[s] = k + (uint64_t)o->plan.n_slots;
         pthread_mutex_unlock(&o->mu);
         const int32_t l = o->plan.n_resident + (int32_t)(k % (uint64_t)n_stream);
         uint64_t nread = 0;
@@ -351,6 +355,7 @@ void offload_free(offload *o) {
     free(o->slot_L);
     free(o->slot_layer);
     free(o->slot_state);
+    free(o->slot_turn);
     free(o);
 }
 
@@ -489,6 +494,8 @@ int offload_setup(kite_model *m, uint64_t budget) {
     o->slot_L = calloc((size_t)o->plan.n_slots, sizeof *o->slot_L);
     o->slot_layer = calloc((size_t)o->plan.n_slots, sizeof *o->slot_layer);
     o->slot_state = calloc((size_t)o->plan.n_slots, sizeof *o->slot_state);
+    o->slot_turn = calloc((size_t)o->plan.n_slots, sizeof *o->slot_turn);
+    for (int32_t i = 0; o->slot_turn && i < o->plan.n_slots; i++) o->slot_turn[i] = (uint64_t)i;
     bool scratch_ok = true;
     for (int i = 0; i < o->n_io; i++) {
         o->io[i].o = o;
@@ -496,12 +503,14 @@ int offload_setup(kite_model *m, uint64_t budget) {
         if (posix_memalign((void **)&o->io[i].scratch, IO_ALIGN, scratch ? scratch : 1))
             o->io[i].scratch = NULL, scratch_ok = false;
     }
-    if (!o->sl || !o->slot_L || !o->slot_layer || !o->slot_state || !scratch_ok ||
+    if (!o->sl || !o->slot_L || !o->slot_layer || !o->slot_state || !o->slot_turn || !scratch_ok ||
         posix_memalign((void **)&o->ring, IO_ALIGN, (size_t)(o->plan.n_slots * slot)))
         return o->ring = NULL, err_set(KITE_E_NOMEM, "%s: out of memory for the streaming ring", m->path);
-    for (int32_t i = 0; i < n_stream; i++)
+    for (int32_t i = 0; i < n_stream; i++) {
         if (plan_runs(m, o->plan.n_resident + i, &o->sl[i]) == 0)
             return err_set(KITE_E_NOMEM, "%s: out of memory", m->path);
+        for (int r = 0; r < o->sl[i].n_runs; r++) o->plan.stream_bytes += o->sl[i].runs[r].len;
+    }
     o->plan.direct = 1;
     for (int i = 0; i < o->n_io; i++) {
         io_worker *w = &o->io[i];

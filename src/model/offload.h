@@ -41,6 +41,7 @@ typedef struct offload_plan {
     int32_t n_slots;        /* 0: everything resident, nothing streamed */
     int32_t n_resident;     /* layers 0..n_resident-1 are resident */
     uint64_t resident;      /* bytes held: always + resident layers + ring */
+    uint64_t stream_bytes;  /* bytes read per pass: the runs of every streamed layer */
     int direct;             /* the I/O workers read with O_DIRECT */
 } offload_plan;
 

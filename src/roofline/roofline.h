@@ -138,6 +138,28 @@ typedef struct rl_result {
     double ridge;                /* matmul peak / bandwidth, FLOP/byte */
 } rl_result;
 
+/* Throughput mode (`kite batch`; batch.c): n_seq prompts of `prompt` tokens,
+ * `gen` generated each, run `block` at a time, stream_bytes of weights read
+ * from disk at disk_gbs per forward pass (0: none). */
+typedef struct rl_batch_in {
+    int64_t n_seq, prompt, gen;
+    double stream_bytes, disk_gbs;
+} rl_batch_in;
+typedef struct rl_batch_out {
+    int64_t block;               /* B (at most n_seq) */
+    int64_t waves;               /* ceil(n_seq / B) */
+    double t_prefill, t_step;    /* a wave's prefill, one decode step, seconds */
+    double time_s, tok_s;        /* all prompts; generated tokens / time_s */
+    bool disk_bound;             /* a decode step waits for the disk */
+} rl_batch_out;
+/* Predicted time of one block size; base gives atype and kvtype. */
+int rl_batch_predict(const rl_shape *sh, const rl_hw *hw, const rl_setting *base, const rl_batch_in *in, int64_t block,
+                     rl_batch_out *out /* OUT */);
+/* The block size (1, 2, 4, ... and min(max_block, n_seq)) with the best
+ * predicted throughput; of two within 2%, the larger. */
+int rl_batch_choose(const rl_shape *sh, const rl_hw *hw, const rl_setting *base, const rl_batch_in *in,
+                    int64_t max_block, rl_batch_out *best /* OUT */);
+
 /* Bytes per element of dtype t (type_size / block_size); 0 for unknown. */
 double rl_dtype_bpe(uint32_t t);
 /* Bytes per activation element / matmul peak (GFLOP/s) of an atype. */

@@ -67,6 +67,22 @@ if [ "$rc" -eq 0 ]; then check_out "batch -B 3 --mem-budget 500K" "$T/out2.jsonl
 else e2e_fail "batch --mem-budget" "exit $rc: $(e2e_first_line "$T/err")"; fi
 e2e_kite "$T/stdout" "$T/err" batch -m "$M" -f "$T/p.jsonl" -o "$T/out3.jsonl" -n $N -B 1 --ignore-eos -q
 if [ "$rc" -eq 0 ]; then check_out "batch -B 1" "$T/out3.jsonl"; else e2e_fail "batch -B 1" "exit $rc: $(e2e_first_line "$T/err")"; fi
+# -B auto (the default): the cost model picks B, prints it with its prediction; the outputs are the same
+e2e_kite "$T/stdout" "$T/err" batch -m "$M" -f "$T/p.jsonl" -o "$T/out4.jsonl" -n $N --ignore-eos --mem-budget 500K
+if [ "$rc" -eq 0 ]; then check_out "batch -B auto --mem-budget 500K" "$T/out4.jsonl"
+else e2e_fail "batch -B auto" "exit $rc: $(e2e_first_line "$T/err")"; fi
+pol=$(grep "^kite batch: policy B = " "$T/err")
+pb=$(printf '%s\n' "$pol" | sed -n 's/^kite batch: policy B = \([0-9]*\) (cost model.*/\1/p')
+if [ -n "$pb" ] && [ "$pb" -ge 1 ] && [ "$pb" -le 5 ] &&
+    printf '%s\n' "$pol" | grep -q "MB streamed per pass at .* GB/s.*predicted [0-9.]* tok/s, decode .*-bound" &&
+    grep -q "up to $pb in flight" "$T/err"; then
+    e2e_ok "batch -B auto prints its policy (B = $pb of 5 prompts) with the prediction, and runs it"
+else
+    e2e_fail "batch -B auto policy line" "'$pol' / $(tail -n 1 "$T/err")"
+fi
+e2e_expect_error "batch: -B x" 2 "kite batch: -B: 'x' is not auto or a count in [1, 1024]" "" \
+    batch -m "$M" -f "$T/p.jsonl" -o "$T/o5.jsonl" -B x
+e2e_expect_error "batch: -B 0" 2 "kite batch: -B: '0' is not auto" "" batch -m "$M" -f "$T/p.jsonl" -o "$T/o5.jsonl" -B 0
 
 # ---- errors: one line, no partial output -----------------------------------------
 

@@ -2,7 +2,8 @@
  * test_roofline.c - the roofline model (src/roofline/): exact FLOP and byte
  * counts of a hand-worked shape, the decode crossover against the closed
  * form, the call-cost fit and its use in the predicted times, hardware
- * profile parsing, SVG well-formedness and the JSON line.
+ * profile parsing, SVG well-formedness and the JSON line; the throughput-mode
+ * cost model of kite batch.
  */
 #include <math.h>
 #include <stdio.h>
@@ -467,6 +468,69 @@ TEST(test_bad_input) {
     CHECK_EQ_INT(rl_shape_from_file("/nonexistent/model.gguf", &t) != KITE_OK, 1);
 }
 
+/* The throughput-mode cost model (batch.c) against its definition: a step
+ * is the larger of rl_predict's decode step and one pass's disk time, the
+ * prefill the larger of its compute and its passes' reads, waves of B; the
+ * choice is the best block (the larger within 2%), never above the prompts
+ * or max_block; bad input is an error. */
+TEST(test_batch_cost_model) {
+    const rl_shape s = tiny_shape();
+    const rl_hw h = synth_hw();
+    const rl_setting base = {.atype = RL_A_F32, .kvtype = KITE_DTYPE_F32};
+    /* disk-bound: 1 MB per pass at 0.001 GB/s = 1 s a pass, far above any compute of this shape */
+    rl_batch_in in = {.n_seq = 100, .prompt = 4, .gen = 2, .stream_bytes = 1e6, .disk_gbs = 1e-3};
+    rl_batch_out o;
+    CHECK_EQ_INT(rl_batch_predict(&s, &h, &base, &in, 8, &o), KITE_OK);
+    CHECK_EQ_INT((int)o.block, 8);
+    CHECK_EQ_INT((int)o.waves, 13);
+    CHECK(o.disk_bound);
+    CHECK_NEAR(o.t_step, 1.0, 1e-12);
+    CHECK_NEAR(o.t_prefill, 1.0, 1e-12); /* 8 * 4 tokens: one RL_CHUNK pass */
+    CHECK_NEAR(o.time_s, 13 * (1.0 + 2 * 1.0), 1e-9);
+    CHECK_NEAR(o.tok_s, 200 / o.time_s, 1e-12);
+    rl_batch_in big = in;
+    big.prompt = RL_CHUNK; /* B prompts of one chunk each: B passes of prefill */
+    CHECK_EQ_INT(rl_batch_predict(&s, &h, &base, &big, 3, &o), KITE_OK);
+    CHECK_NEAR(o.t_prefill, 3.0, 1e-12);
+    /* without streaming: rl_predict's own figures */
+    rl_batch_in mem = {.n_seq = 6, .prompt = 4, .gen = 2};
+    CHECK_EQ_INT(rl_batch_predict(&s, &h, &base, &mem, 4, &o), KITE_OK);
+    rl_setting st = base;
+    st.batch = 4, st.prompt = 4, st.gen = 2;
+    rl_result r;
+    CHECK_EQ_INT(rl_predict(&s, &h, &st, &r), KITE_OK);
+    CHECK_NEAR(o.t_step, r.ph[RL_DECODE].time, 0);
+    CHECK_NEAR(o.t_prefill, r.ttft_s, 0);
+    CHECK(!o.disk_bound);
+    CHECK_EQ_INT((int)o.waves, 2);
+    /* a block above the prompts is the prompts */
+    CHECK_EQ_INT(rl_batch_predict(&s, &h, &base, &mem, 50, &o), KITE_OK);
+    CHECK_EQ_INT((int)o.block, 6);
+    /* disk-bound, throughput grows with B: the choice is the cap (max_block, then the prompts) */
+    CHECK_EQ_INT(rl_batch_choose(&s, &h, &base, &in, 64, &o), KITE_OK);
+    CHECK_EQ_INT((int)o.block, 64);
+    CHECK_EQ_INT((int)o.waves, 2);
+    CHECK_EQ_INT(rl_batch_choose(&s, &h, &base, &in, 1000, &o), KITE_OK);
+    CHECK_EQ_INT((int)o.block, 100);
+    rl_batch_out b1;
+    CHECK_EQ_INT(rl_batch_predict(&s, &h, &base, &in, 1, &b1), KITE_OK);
+    CHECK(o.tok_s > 50 * b1.tok_s); /* 100 sequences per read instead of 1 */
+    /* the choice is never predicted slower than 98% of any candidate */
+    for (int64_t b = 1; b <= 100; b++) {
+        rl_batch_out x;
+        CHECK_EQ_INT(rl_batch_predict(&s, &h, &base, &in, b, &x), KITE_OK);
+        if (b == 1 || b == 2 || b == 4 || b == 8 || b == 16 || b == 32 || b == 64 || b == 100)
+            CHECK(o.tok_s >= 0.98 * x.tok_s);
+    }
+    rl_batch_in bad = in;
+    bad.disk_gbs = 0;
+    CHECK_EQ_INT(rl_batch_predict(&s, &h, &base, &bad, 1, &o), KITE_E_ARG);
+    CHECK_EQ_INT(rl_batch_predict(&s, &h, &base, &in, 0, &o), KITE_E_ARG);
+    bad = in;
+    bad.gen = 0;
+    CHECK_EQ_INT(rl_batch_choose(&s, &h, &base, &bad, 8, &o), KITE_E_ARG);
+}
+
 int main(void) {
     RUN(test_counts_by_hand);
     RUN(test_window_and_gemma2_by_hand);
@@ -477,5 +541,6 @@ int main(void) {
     RUN(test_svg_well_formed);
     RUN(test_json_line);
     RUN(test_bad_input);
+    RUN(test_batch_cost_model);
     return harness_summary(__FILE__);
 }
