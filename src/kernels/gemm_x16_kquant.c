@@ -108,6 +108,26 @@ static void move_q6_K(unsigned char *g, int64_t b, int i, unsigned char *blk, bo
 #undef MOVE
 }
 
+/* q6_K into the group: move_q6_K's to_group moves with the offsets in closed
+ * form, so that the compiler unrolls them (in place, TinyLlama's q6_K matrices
+ * repacked at 1.9 GB/s through move_q6_K; the I/O workers repack every
+ * streamed layer, docs/offload.md). */
+static void put_q6_K(unsigned char *g, int64_t b, int i, const unsigned char *blk) {
+    unsigned char *sc = g + kern_x16q6_offset(b, X16Q6_SC) + i, *qs = g + kern_x16q6_offset(b, X16Q6_QS) + 4 * i;
+    memcpy(g + kern_x16q6_offset(b, X16Q6_D) + 2 * i, blk + offsetof(block_q6_K, d), 2);
+    const unsigned char *scales = blk + offsetof(block_q6_K, scales);
+    for (int k = 0; k < 16; k++) sc[16 * k] = scales[k];
+    const unsigned char *ql = blk + offsetof(block_q6_K, ql), *qh = blk + offsetof(block_q6_K, qh);
+    for (int s = 0; s < 4; s++) /* q6_src: step s = 2h + half, chunk kq at k = 4 * half + kq */
+        for (int kq = 0; kq < 4; kq++) {
+            const int h = s / 2, k = 4 * (s % 2) + kq;
+            unsigned char *o = qs + 768 * s + 64 * kq;
+            memcpy(o, ql + 64 * h + 4 * k, 4);
+            memcpy(o + 256, qh + 32 * h + 4 * k, 4);
+            memcpy(o + 512, ql + 64 * h + 32 + 4 * k, 4);
+        }
+}
+
 /* q3_K and q2_K, both directions (as move_q6_K): byte moves only, the
  * file's scale packing kept (gemm_x16.h). */
 static void move_q3_K(unsigned char *g, int64_t b, int i, unsigned char *blk, bool to_group) {
@@ -136,7 +156,7 @@ void kern_x16k_put_block(uint32_t type, void *grp, int64_t b, int i, const void 
     case KITE_DTYPE_IQ4_XS: move_iq4_xs(grp, b, i, (unsigned char *)(uintptr_t)blk, true); return;
     case KITE_DTYPE_Q3_K: move_q3_K(grp, b, i, (unsigned char *)(uintptr_t)blk, true); return;
     case KITE_DTYPE_Q2_K: move_q2_K(grp, b, i, (unsigned char *)(uintptr_t)blk, true); return;
-    default: KITE_ASSERT(type == KITE_DTYPE_Q6_K); move_q6_K(grp, b, i, (unsigned char *)(uintptr_t)blk, true);
+    default: KITE_ASSERT(type == KITE_DTYPE_Q6_K); put_q6_K(grp, b, i, blk);
     }
 }
 

@@ -305,17 +305,7 @@ float quant_search_positive(int n, int nmax, const float *x, uint8_t *L, const f
 
 /* ---- shared packing helpers ------------------------------------------------ */
 
-void kite_get_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m) {
-    if (j < 4) {
-        *d = q[j] & 63;
-        *m = q[j + 4] & 63;
-    } else { /* low 4 bits in q[j+4], high 2 bits in the top of q[j-4] / q[j] */
-        *d = (uint8_t)((q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4));
-        *m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-    }
-}
-
-/* Packs 8 6-bit scales and mins (q4_K/q5_K layout; inverse of the above). */
+/* Packs 8 6-bit scales and mins (q4_K/q5_K layout; inverse of kite_get_scale_min_k4, quants.h). */
 static void pack_scale_min_k4(const uint8_t *ls, const uint8_t *lm, uint8_t *q) {
     for (int j = 0; j < 8; j++) {
         if (j < 4) {

@@ -114,7 +114,16 @@ static inline int quant_nearest_int(float f) {
 /* The 16-entry IQ4_NL / IQ4_XS codebook (ascending, int8), for kernels. */
 extern const int8_t kite_iq4nl_values[16];
 
-/* 6-bit scale m and min of sub-block j (0..7) from q4_K/q5_K packed scales. */
-void kite_get_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m);
+/* 6-bit scale m and min of sub-block j (0..7) from q4_K/q5_K packed scales.
+ * Inline: the x16 repack calls it 8 times per block of every row it packs. */
+static inline void kite_get_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m) {
+    if (j < 4) {
+        *d = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else { /* low 4 bits in q[j+4], high 2 bits in the top of q[j-4] / q[j] */
+        *d = (uint8_t)((q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4));
+        *m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    }
+}
 
 #endif
